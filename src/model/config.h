@@ -1,0 +1,81 @@
+/* The GPT's architecture knobs: one plain struct, defaults, presets, validation.
+ * Nothing here knows about YAML, MPI or HDF5; src/worker/knobs.c maps names to fields. */
+#ifndef ABLATE_MODEL_CONFIG_H
+#define ABLATE_MODEL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ABL_ERR_MAX 512
+
+typedef enum {
+    ACT_RELU,
+    ACT_GELU,      /* exact, erf-based */
+    ACT_GELU_TANH, /* tanh approximation (GPT-2) */
+    ACT_RELU2,     /* relu(x)^2 */
+    ACT_TANH,
+    ACT_SILU,
+    ACT_SWIGLU, /* silu(a) * b */
+    ACT_GEGLU,  /* gelu(a) * b (erf) */
+    ACT_REGLU,  /* relu(a) * b */
+    ACT_COUNT
+} Activation;
+
+typedef enum { NORM_PRE, NORM_POST, NORM_PERI, NORM_NONE, NORM_COUNT } NormPlacement;
+typedef enum { NORMTYPE_RMS, NORMTYPE_LAYER, NORMTYPE_COUNT } NormType;
+typedef enum { POS_LEARNED, POS_ROPE, POS_NONE, POS_COUNT } Position;
+
+typedef struct {
+    int vocab_size; /* set from the data's tokenizer */
+    int context;
+    int d_model;
+    int n_layer;
+    int n_head;
+    int n_kv_head; /* 0 = same as n_head; 1 = multi-query */
+    double mlp_ratio;
+    Activation activation;
+    NormPlacement norm;
+    NormType norm_type;
+    int norm_affine; /* learnable gain (and shift for layernorm) */
+    double norm_eps;
+    int input_norm; /* normalize right after the embedding */
+    int final_norm; /* normalize before lm_head */
+    int qk_norm;    /* normalize q and k per head over head_dim */
+    Position position;
+    double rope_base;
+    int qkv_bias;
+    int out_bias;
+    int mlp_bias;
+    int tie_embeddings;
+    double init_std;
+} ModelConfig;
+
+extern const char *const activation_names[ACT_COUNT];
+extern const char *const norm_names[NORM_COUNT];
+extern const char *const norm_type_names[NORMTYPE_COUNT];
+extern const char *const position_names[POS_COUNT];
+
+/* Defaults are the micro preset with vocab_size 0 (filled in from data). */
+void model_config_default(ModelConfig *c);
+/* Applies a named preset ("micro", "book"); returns -1 for an unknown name. */
+int model_config_preset(ModelConfig *c, const char *name);
+/* 0 if the config is trainable, else -1 with a message naming the offending key. */
+int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]);
+
+/* Derived sizes. */
+int model_kv_heads(const ModelConfig *c);
+int model_head_dim(const ModelConfig *c);
+int model_d_ff(const ModelConfig *c);   /* hidden width of the MLP */
+int model_is_glu(const ModelConfig *c); /* swiglu/geglu/reglu: two up projections */
+
+/* Number of trainable parameters. */
+size_t model_param_count(const ModelConfig *c);
+/* Training FLOPs per token, the PaLM-appendix count: 6 * (parameters used in matmuls) +
+ * 12 * n_layer * context * d_model (attention scores and mixing over the full context).
+ * Forward is 2 FLOPs per multiply-add, backward twice that; embedding lookups, norms and
+ * nonlinearities are not counted. Documented in docs/metrics.md. */
+double model_flops_per_token(const ModelConfig *c);
+/* Bytes of KV cache per generated token (fp32 k and v for every layer and kv head). */
+double model_kv_bytes_per_token(const ModelConfig *c);
+
+#endif

@@ -1,0 +1,42 @@
+/* A run's token stream: tokenizers (char, byte, llm.c .bin), the train/validation split,
+ * random training windows and the fixed validation windows. */
+#ifndef ABLATE_WORKER_DATA_H
+#define ABLATE_WORKER_DATA_H
+
+#include <stdint.h>
+
+#include "run_config.h"
+
+typedef struct {
+    int32_t *tokens; /* the whole stream */
+    long n_tokens;
+    long n_train; /* tokens [0, n_train) train, [n_train, n_tokens) validation */
+    int vocab_size;
+    Tokenizer tokenizer;
+    /* char tokenizer: the sorted distinct bytes of the file; chars[id] is the byte. */
+    unsigned char chars[256];
+    int char_to_id[256]; /* -1 for bytes not in the vocabulary */
+} Dataset;
+
+/* Loads and tokenizes cfg->path. Errors name the file: missing, empty, bad magic,
+ * truncated, token out of range, too short for the context. */
+int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ERR_MAX]);
+void dataset_free(Dataset *d);
+
+/* Random training window b of step `step`: inputs x[0..T) and targets y[0..T) (shifted by
+ * one), drawn from the train split with the counter-based RNG keyed by seed. */
+void dataset_train_batch(const Dataset *d, uint64_t seed, long step, int B, int T, int32_t *x,
+                         int32_t *y);
+/* Number of validation windows for eval_tokens at context T (at least 1). */
+int dataset_val_windows(const Dataset *d, long eval_tokens, int T);
+/* Validation window i of n: evenly spaced over the validation split, deterministic. */
+void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y);
+
+/* Encodes text (prompt) into ids; unknown characters are an error. Returns count or -1. */
+int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
+                   char err[ABL_ERR_MAX]);
+/* Decodes ids to text (byte-level; the .bin tokenizer prints "<id>" per token since
+ * ablate carries no GPT-2 vocabulary). Returns bytes written, always NUL-terminated. */
+int dataset_decode(const Dataset *d, const int32_t *ids, int n, char *out, int cap);
+
+#endif

@@ -1,0 +1,40 @@
+/* The table of user-visible knobs: dotted name -> field of RunConfig, with type and
+ * allowed values. Spec parsing, --set, JSON/HDF5 output of resolved configs, the run id
+ * hash and the runs table all walk this one table, so a new knob is one line here. */
+#ifndef ABLATE_WORKER_KNOBS_H
+#define ABLATE_WORKER_KNOBS_H
+
+#include <stddef.h>
+
+#include "run_config.h"
+
+typedef enum { KNOB_INT, KNOB_LONG, KNOB_DOUBLE, KNOB_BOOL, KNOB_ENUM, KNOB_STRING } KnobType;
+
+typedef struct {
+    const char *name; /* "model.n_head" */
+    KnobType type;
+    size_t offset; /* into RunConfig */
+    const char *const *choices; /* KNOB_ENUM: names, indexed by value */
+    int n_choices;
+    size_t size; /* KNOB_STRING: buffer size */
+    const char *help;
+} Knob;
+
+extern const Knob knob_table[];
+extern const int knob_count;
+
+const Knob *knob_find(const char *name);
+/* The closest known name (edit distance), for "did you mean" messages; NULL if none close. */
+const char *knob_suggest(const char *name);
+/* Parses text as the knob's type and stores it; -1 with a message (not naming a file). */
+int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX]);
+/* Applies "key=value"; the key may be given with or without a leading "base.". */
+int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]);
+/* Canonical text of a knob's value (shortest round-trip for doubles); returns length. */
+int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n);
+/* Does a knob hold the same value in two configs? */
+int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k);
+/* Writes the whole resolved config as one JSON object {"model.context":16,...}. */
+int knob_config_json(const RunConfig *c, char *buf, size_t n);
+
+#endif

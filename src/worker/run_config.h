@@ -1,0 +1,70 @@
+/* Everything one run needs: the model plus training, data, statistics and sampling knobs.
+ * One struct with defaults, validated in one place (run_config_validate). The names users
+ * write (model.n_head, train.lr, ...) are mapped to fields by knobs.h. */
+#ifndef ABLATE_WORKER_RUN_CONFIG_H
+#define ABLATE_WORKER_RUN_CONFIG_H
+
+#include "../model/config.h"
+
+#define ABL_PATH_MAX 1024
+#define ABL_TEXT_MAX 256
+
+typedef enum { SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE, SCHED_COUNT } Schedule;
+typedef enum { TOK_CHAR, TOK_BYTE, TOK_TOKENS, TOK_COUNT } Tokenizer;
+
+extern const char *const schedule_names[SCHED_COUNT];
+extern const char *const tokenizer_names[TOK_COUNT];
+
+typedef struct {
+    double lr;
+    double beta1, beta2, eps;
+    double weight_decay; /* applied to 2-D tensors (matrices, embeddings) only */
+    Schedule schedule;
+    int warmup_steps;
+    double min_lr;
+    double grad_clip; /* global gradient-norm clip; 0 = off */
+    int batch_size;
+    /* Exactly one budget is non-zero. */
+    long steps;
+    long tokens;
+    double seconds; /* training time only; evaluation and statistics excluded */
+    int eval_every; /* steps; 0 = only at the end */
+    long eval_tokens;
+    int log_every; /* step events every N steps (the last step is always logged) */
+} TrainConfig;
+
+typedef struct {
+    char path[ABL_PATH_MAX];
+    Tokenizer tokenizer;
+    double val_fraction;
+    int vocab_size; /* tokens tokenizer only; 0 = 50257 */
+} DataConfig;
+
+typedef struct {
+    int every; /* activation statistics every N steps; 0 = off (always at the end) */
+} StatsConfig;
+
+typedef struct {
+    char prompt[ABL_TEXT_MAX];
+    int tokens;
+    double temperature;
+} SampleConfig;
+
+typedef struct {
+    ModelConfig model;
+    TrainConfig train;
+    DataConfig data;
+    StatsConfig stats;
+    SampleConfig sample;
+    int save_weights;
+} RunConfig;
+
+void run_config_default(RunConfig *c);
+/* Checks everything that does not need the data file (vocab_size may still be 0). */
+int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]);
+/* The learning rate at a step under the configured schedule and total steps. */
+double run_config_lr(const TrainConfig *t, long step, long total_steps);
+/* Total optimizer steps for step/token budgets; -1 for a time budget. */
+long run_config_total_steps(const RunConfig *c);
+
+#endif
