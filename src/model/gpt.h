@@ -89,6 +89,7 @@ typedef struct {
     int collect_stats;
     LayerStats *stats; /* [n_layer] */
     float loss;
+    long correct; /* rows whose argmax equals the target in the last forward */
     int cur_B, cur_T;
 } GPT;
 
@@ -100,14 +101,14 @@ void gpt_free(GPT *m);
  * draws from stream (RNG_STREAM_INIT, i) so the values do not depend on other tensors. */
 void gpt_init_weights(GPT *m, uint64_t seed);
 
-/* x, y: (B, T) token ids. Returns the mean cross-entropy when y != NULL (else 0) and leaves
- * logits in gpt_logits(m) (unless y != NULL and backward follows: backward overwrites them).
- * B <= m->B and T <= m->T. */
+/* x, y: (B, T) token ids, B <= m->B and T <= m->T. Without targets (y == NULL) leaves the
+ * logits in gpt_logits(m). With targets returns the mean cross-entropy, counts argmax hits in
+ * m->correct, and leaves softmax probabilities in gpt_logits(m) for gpt_backward. */
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T);
 /* Gradients of the last forward's mean loss, ACCUMULATED into m->grads. */
 void gpt_backward(GPT *m);
 void gpt_zero_grad(GPT *m);
-/* (B, T, V) logits of the last forward (after backward they hold dlogits). */
+/* (B, T, V) logits / probabilities / dlogits of the last forward or backward. */
 float *gpt_logits(GPT *m);
 
 /* L2 norm of all gradients, and of the gradients of one layer's tensors. */

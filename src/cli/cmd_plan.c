@@ -1,0 +1,91 @@
+/* ablate plan SPEC.yaml [--set key=value ...] [--json] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "orchestrator/plan.h"
+#include "orchestrator/plan_cost.h"
+#include "orchestrator/vocab.h"
+#include "worker/json.h"
+#include "worker/knobs.h"
+
+static void plan_usage(FILE *f) {
+    fprintf(f, "usage: ablate plan SPEC.yaml [--set key=value ...] [--json]\n\n"
+               "Validates the spec and lists every planned run (name, id, seed, overrides,\n"
+               "parameters, FLOPs/token, training tokens and estimated cost) with totals,\n"
+               "without training. --json prints one object per run on stdout.\n");
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *path = NULL, *sets[256];
+    int n_sets = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            plan_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 256) {
+            sets[n_sets++] = argv[++i];
+        } else if (argv[i][0] == '-' || path) {
+            fprintf(stderr, "ablate plan: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        plan_usage(stderr);
+        return 2;
+    }
+    char err[ABL_ERR_MAX];
+    Spec spec;
+    Plan plan = {0};
+    PlanCost *cost = NULL;
+    int rc = 2;
+    if (spec_load(&spec, path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0 ||
+        !(cost = plan_cost_compute(&plan, err))) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    double total_flops = 0, total_tokens = 0;
+    if (!json)
+        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s\n", "#", "name", "id", "seed", "params",
+               "FLOPs/tok", "tokens", "PFLOP");
+    static char cfgjson[16384];
+    for (int i = 0; i < plan.n_runs; i++) {
+        const PlannedRun *r = &plan.runs[i];
+        const RunCost *c = &cost[i].c;
+        total_flops += c->flops;
+        total_tokens += (double)c->tokens;
+        if (json) {
+            knob_config_json(&cost[i].cfg, cfgjson, sizeof cfgjson);
+            printf("{\"index\":%d,\"name\":", r->index);
+            json_print_string(stdout, r->name);
+            printf(",\"id\":\"%s\",\"seed\":%llu,\"overrides\":", r->id,
+                   (unsigned long long)r->seed);
+            json_print_string(stdout, r->overrides);
+            printf(",\"params\":%ld,\"flops_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,"
+                   "\"tokens\":%ld,\"flops\":%.6g,\"config\":%s}\n",
+                   c->params, c->flops_per_token, c->kv_bytes_per_token, c->tokens, c->flops,
+                   cfgjson);
+        } else {
+            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g\n", r->index, r->name, r->id,
+                   (unsigned long long)r->seed, c->params, c->flops_per_token, c->tokens,
+                   c->flops / 1e15);
+        }
+    }
+    if (!json)
+        printf("\n%d runs (%d excluded by grid.exclude), %.4g training tokens, %.4g PFLOP in all"
+               "\n(~%.2g core-hours at 50 GFLOP/s per core; time budgets counted by their "
+               "seconds)\n",
+               plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
+               plan_cost_core_hours(cost, plan.n_runs, 50e9));
+    rc = 0;
+out:
+    free(cost);
+    plan_free(&plan);
+    spec_free(&spec);
+    return rc;
+}

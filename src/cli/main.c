@@ -1,0 +1,45 @@
+/* ablate: architecture ablations of small GPT models, swept over MPI into one HDF5 file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "worker/blas_env.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} Command;
+
+static const Command commands[] = {
+    {"train", cmd_train, "train one run of a spec (its base, plus --set overrides)"},
+    {"plan", cmd_plan, "list every run a spec plans, with ids, sizes and cost, without training"},
+    {"run", cmd_run, "run a whole sweep (under mpirun/srun) into one HDF5 file"},
+    {"inspect", cmd_inspect, "list the runs of a results file and their status"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ablate <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'ablate <command> --help' describes a command. Version %s (%s).\n",
+            ABLATE_VERSION, ABLATE_GIT_REV);
+}
+
+int main(int argc, char **argv) {
+    blas_ensure_best_core(argv);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("ablate %s (%s)\n", ABLATE_VERSION, ABLATE_GIT_REV);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ablate: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

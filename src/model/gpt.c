@@ -1,0 +1,733 @@
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers.h"
+#include "rng.h"
+
+/* Every activation, pointers into GPT.acts. Per-layer buffers are arrays of n_layer
+ * slices. Shapes use B, T of the capacity; a smaller batch uses a prefix. */
+typedef struct {
+    float *v; /* base of this layer's slice */
+} Slice;
+
+typedef struct GptActs {
+    int32_t *tokens, *targets; /* (B,T) copies of the batch */
+    float *encoded;            /* (B,T,C) wte[x] + wpe[t] */
+    float *in_mean, *in_rstd;  /* (B,T) */
+    float *resid;              /* (L+1, B,T,C): resid[0] block 0 input, resid[l+1] output */
+    /* per layer, (L, ...) */
+    float *n1_out, *n1_mean, *n1_rstd;   /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                          /* (B,T,QKV) projection output */
+    float *q_hat, *k_hat;                /* (B,T,H,hd), (B,T,KV,hd) normalized before affine */
+    float *q_mean, *q_rstd, *k_mean, *k_rstd; /* (B,T,H), (B,T,KV) */
+    float *q, *k, *v;                    /* (B,H,T,hd), (B,KV,T,hd) as used by attention */
+    float *att;                          /* (B,H,T,T) probabilities */
+    float *atty;                         /* (B,T,C) heads concatenated */
+    float *ao;                           /* (B,T,C) attention output projection */
+    float *aon, *aon_mean, *aon_rstd;    /* peri: normalized ao */
+    float *sum1;                         /* (B,T,C) x + attention (post: before n1) */
+    float *n2_out, *n2_mean, *n2_rstd;   /* (B,T,C) */
+    float *fch;                          /* (B,T,UP) pre-activation */
+    float *fch_act;                      /* (B,T,FF) */
+    float *mo;                           /* (B,T,C) MLP output projection */
+    float *mon, *mon_mean, *mon_rstd;    /* peri */
+    float *sum2;                         /* (B,T,C) post: before n2 */
+    /* after the blocks */
+    float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
+    float *logits;                     /* (B,T,V) */
+    /* backward scratch */
+    float *d_resid, *d_a, *d_b, *d_c; /* (B,T,C) */
+    float *d_up;                      /* (B,T,UP) */
+    float *d_ff;                      /* (B,T,FF) */
+    float *d_qkv;                     /* (B,T,QKV) */
+    float *d_q, *d_k, *d_v;           /* like q, k, v */
+    float *d_row;                     /* (T) */
+    float *inv_freq;                  /* (hd/2) RoPE */
+} GptActs;
+
+/* ------------------------------------------------------------------ tensor table */
+
+static void tensor(TensorInfo *t, const char *name, size_t *off, int present, int per_layer,
+                   int L, int d0, int d1, int decay, InitKind init) {
+    t->name = name;
+    t->per_layer = per_layer;
+    t->decay = decay;
+    t->init = init;
+    t->ndim = 0;
+    if (per_layer) t->shape[t->ndim++] = L;
+    t->shape[t->ndim++] = d0;
+    if (d1 > 0) t->shape[t->ndim++] = d1;
+    size_t n = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1) * (size_t)(per_layer ? L : 1);
+    t->size = present ? n : 0;
+    t->offset = *off;
+    *off += t->size;
+}
+
+size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
+    int V = c->vocab_size, C = c->d_model, L = c->n_layer, hd = model_head_dim(c);
+    int QKV = (c->n_head + 2 * model_kv_heads(c)) * hd, FF = model_d_ff(c);
+    int UP = model_is_glu(c) ? 2 * FF : FF;
+    int aff = c->norm_affine, ln = c->norm_type == NORMTYPE_LAYER;
+    int blk = c->norm != NORM_NONE, peri = c->norm == NORM_PERI, qkn = c->qk_norm && aff;
+    size_t o = 0;
+    tensor(&t[T_WTE], "wte", &o, 1, 0, L, V, C, 1, INIT_NORMAL);
+    tensor(&t[T_WPE], "wpe", &o, c->position == POS_LEARNED, 0, L, c->context, C, 1, INIT_NORMAL);
+    tensor(&t[T_IN_NORM_W], "in_norm.w", &o, c->input_norm && aff, 0, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_IN_NORM_B], "in_norm.b", &o, c->input_norm && aff && ln, 0, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_ATTN_NORM_W], "attn_norm.w", &o, blk && aff, 1, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_ATTN_NORM_B], "attn_norm.b", &o, blk && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_QKV_W], "qkv.w", &o, 1, 1, L, QKV, C, 1, INIT_NORMAL);
+    tensor(&t[T_QKV_B], "qkv.b", &o, c->qkv_bias, 1, L, QKV, 0, 0, INIT_ZEROS);
+    tensor(&t[T_Q_NORM_W], "q_norm.w", &o, qkn, 1, L, hd, 0, 0, INIT_ONES);
+    tensor(&t[T_Q_NORM_B], "q_norm.b", &o, qkn && ln, 1, L, hd, 0, 0, INIT_ZEROS);
+    tensor(&t[T_K_NORM_W], "k_norm.w", &o, qkn, 1, L, hd, 0, 0, INIT_ONES);
+    tensor(&t[T_K_NORM_B], "k_norm.b", &o, qkn && ln, 1, L, hd, 0, 0, INIT_ZEROS);
+    tensor(&t[T_ATTN_PROJ_W], "attn_proj.w", &o, 1, 1, L, C, C, 1, INIT_RESIDUAL);
+    tensor(&t[T_ATTN_PROJ_B], "attn_proj.b", &o, c->out_bias, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_ATTN_ONORM_W], "attn_onorm.w", &o, peri && aff, 1, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_ATTN_ONORM_B], "attn_onorm.b", &o, peri && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_MLP_NORM_W], "mlp_norm.w", &o, blk && aff, 1, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_MLP_NORM_B], "mlp_norm.b", &o, blk && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_FC_W], "fc.w", &o, 1, 1, L, UP, C, 1, INIT_NORMAL);
+    tensor(&t[T_FC_B], "fc.b", &o, c->mlp_bias, 1, L, UP, 0, 0, INIT_ZEROS);
+    tensor(&t[T_FC_PROJ_W], "fc_proj.w", &o, 1, 1, L, C, FF, 1, INIT_RESIDUAL);
+    tensor(&t[T_FC_PROJ_B], "fc_proj.b", &o, c->mlp_bias, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_MLP_ONORM_W], "mlp_onorm.w", &o, peri && aff, 1, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_MLP_ONORM_B], "mlp_onorm.b", &o, peri && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
+    tensor(&t[T_FINAL_NORM_W], "final_norm.w", &o, c->final_norm && aff, 0, L, C, 0, 0, INIT_ONES);
+    tensor(&t[T_FINAL_NORM_B], "final_norm.b", &o, c->final_norm && aff && ln, 0, L, C, 0, 0,
+           INIT_ZEROS);
+    tensor(&t[T_LM_HEAD], "lm_head.w", &o, !c->tie_embeddings, 0, L, V, C, 1, INIT_NORMAL);
+    return o;
+}
+
+/* Pointer to layer l's slice of a tensor in a buffer (params or grads); NULL if absent. */
+static float *tp(const GPT *m, float *buf, TensorId id, int l) {
+    const TensorInfo *t = &m->tensors[id];
+    if (t->size == 0) return NULL;
+    size_t per = t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
+    return buf + t->offset + (t->per_layer ? (size_t)l * per : 0);
+}
+
+/* ------------------------------------------------------------------ allocation */
+
+typedef struct {
+    float **ptr;
+    size_t n;
+} Req;
+
+int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX]) {
+    memset(m, 0, sizeof *m);
+    if (model_config_validate(c, err) != 0) return -1;
+    if (T > c->context) {
+        snprintf(err, ABL_ERR_MAX, "sequence length %d exceeds model.context %d", T, c->context);
+        return -1;
+    }
+    if (c->n_head > 64 || model_head_dim(c) > 1024) {
+        snprintf(err, ABL_ERR_MAX, "model.n_head %d / head dimension %d exceed the supported 64 / 1024",
+                 c->n_head, model_head_dim(c));
+        return -1;
+    }
+    m->cfg = *c;
+    m->B = B;
+    m->T = T;
+    m->n_params = gpt_tensor_table(c, m->tensors);
+
+    size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, V = (size_t)c->vocab_size;
+    size_t H = (size_t)c->n_head, KV = (size_t)model_kv_heads(c), hd = (size_t)model_head_dim(c);
+    size_t FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
+    size_t BT = (size_t)B * (size_t)T;
+    GptActs *a = calloc(1, sizeof *a);
+    if (!a) goto oom;
+    m->a = a;
+    Req req[] = {
+        {&a->encoded, BT * C},       {&a->in_mean, BT},          {&a->in_rstd, BT},
+        {&a->resid, (L + 1) * BT * C}, {&a->n1_out, L * BT * C}, {&a->n1_mean, L * BT},
+        {&a->n1_rstd, L * BT},       {&a->qkv, L * BT * QKV},    {&a->q_hat, L * BT * H * hd},
+        {&a->k_hat, L * BT * KV * hd}, {&a->q_mean, L * BT * H}, {&a->q_rstd, L * BT * H},
+        {&a->k_mean, L * BT * KV},   {&a->k_rstd, L * BT * KV},  {&a->q, L * BT * H * hd},
+        {&a->k, L * BT * KV * hd},   {&a->v, L * BT * KV * hd},  {&a->att, L * B * H * T * T},
+        {&a->atty, L * BT * C},      {&a->ao, L * BT * C},       {&a->aon, L * BT * C},
+        {&a->aon_mean, L * BT},      {&a->aon_rstd, L * BT},     {&a->sum1, L * BT * C},
+        {&a->n2_out, L * BT * C},    {&a->n2_mean, L * BT},      {&a->n2_rstd, L * BT},
+        {&a->fch, L * BT * UP},      {&a->fch_act, L * BT * FF}, {&a->mo, L * BT * C},
+        {&a->mon, L * BT * C},       {&a->mon_mean, L * BT},     {&a->mon_rstd, L * BT},
+        {&a->sum2, L * BT * C},      {&a->fn_out, BT * C},       {&a->fn_mean, BT},
+        {&a->fn_rstd, BT},           {&a->logits, BT * V},       {&a->d_resid, BT * C},
+        {&a->d_a, BT * C},           {&a->d_b, BT * C},          {&a->d_c, BT * C},
+        {&a->d_up, BT * UP},         {&a->d_ff, BT * FF},        {&a->d_qkv, BT * QKV},
+        {&a->d_q, BT * H * hd},      {&a->d_k, BT * KV * hd},    {&a->d_v, BT * KV * hd},
+        {&a->d_row, (size_t)T},      {&a->inv_freq, hd / 2 + 1},
+    };
+    size_t nreq = sizeof req / sizeof req[0], total = 0;
+    for (size_t i = 0; i < nreq; i++) total += (req[i].n + 15) & ~(size_t)15; /* 64-byte aligned */
+    total += 2 * BT; /* token copies, stored as int32 in the float buffer's tail */
+    m->n_acts = total;
+    m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->acts = aligned_alloc(64, ((total * sizeof(float)) + 63) & ~(size_t)63);
+    m->stats = calloc(L, sizeof *m->stats);
+    if (!m->params || !m->grads || !m->acts || !m->stats) goto oom;
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    memset(m->acts, 0, total * sizeof(float));
+    float *p = m->acts;
+    for (size_t i = 0; i < nreq; i++) {
+        *req[i].ptr = p;
+        p += (req[i].n + 15) & ~(size_t)15;
+    }
+    a->tokens = (int32_t *)p;
+    a->targets = (int32_t *)(p + BT);
+    for (size_t i = 0; i < hd / 2; i++)
+        a->inv_freq[i] = (float)pow(c->rope_base, -2.0 * (double)i / (double)hd);
+    return 0;
+oom:
+    snprintf(err, ABL_ERR_MAX,
+             "cannot allocate the model: %zu parameters and %zu activation floats (%.1f MiB)",
+             m->n_params, m->n_acts,
+             (double)(4 * m->n_params + m->n_acts) * sizeof(float) / 1048576.0);
+    gpt_free(m);
+    return -1;
+}
+
+void gpt_free(GPT *m) {
+    free(m->params);
+    free(m->grads);
+    free(m->acts);
+    free(m->stats);
+    free(m->a);
+    memset(m, 0, sizeof *m);
+}
+
+void gpt_init_weights(GPT *m, uint64_t seed) {
+    float resid_scale = 1.0f / sqrtf(2.0f * (float)m->cfg.n_layer);
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        float std = (float)m->cfg.init_std * (t->init == INIT_RESIDUAL ? resid_scale : 1.0f);
+        uint64_t stream = ((uint64_t)RNG_STREAM_INIT << 32) | (uint64_t)i;
+        for (size_t j = 0; j < t->size; j++) {
+            switch (t->init) {
+            case INIT_NORMAL:
+            case INIT_RESIDUAL: w[j] = std * rng_normal(seed, stream, j); break;
+            case INIT_ONES: w[j] = 1.0f; break;
+            case INIT_ZEROS: w[j] = 0.0f; break;
+            }
+        }
+    }
+}
+
+void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+float *gpt_logits(GPT *m) { return m->a->logits; }
+
+/* ------------------------------------------------------------------ helpers */
+
+#define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
+
+/* A norm site: which parameters and which saved statistics. */
+static void site_norm_forward(const GPT *m, TensorId w, TensorId b, int l, float *out,
+                              float *mean, float *rstd, const float *inp, int N) {
+    norm_forward(m->cfg.norm_type, out, mean, rstd, inp, tp(m, m->params, w, l),
+                 tp(m, m->params, b, l), N, m->cfg.d_model, (float)m->cfg.norm_eps);
+}
+
+static void site_norm_backward(GPT *m, TensorId w, TensorId b, int l, float *dinp,
+                               const float *dout, const float *inp, const float *mean,
+                               const float *rstd, int N) {
+    norm_backward(m->cfg.norm_type, dinp, tp(m, m->grads, w, l), tp(m, m->grads, b, l), dout, inp,
+                  mean, rstd, tp(m, m->params, w, l), N, m->cfg.d_model);
+}
+
+static void add(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+static void accumulate(float *out, const float *a, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] += a[i];
+}
+
+/* ------------------------------------------------------------------ attention */
+
+/* qkv (B,T,QKV) -> q (B,H,T,hd), k, v (B,KV,T,hd): optional per-head norm, then RoPE. */
+static void qkv_split_forward(GPT *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
+    size_t BTc = (size_t)m->B * m->T;
+    const float *qkv = LAYER(a->qkv, l, BTc * QKV);
+    float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
+    float *v = LAYER(a->v, l, BTc * KV * hd);
+    float *q_hat = LAYER(a->q_hat, l, BTc * H * hd), *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
+    float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
+    float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
+    const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
+    const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
+    float eps = (float)c->norm_eps;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t bt = (size_t)b * T + t;
+            const float *row = qkv + bt * QKV;
+            for (int h = 0; h < H + 2 * KV; h++) {
+                int is_q = h < H, is_k = !is_q && h < H + KV;
+                int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
+                float *dst = (is_q ? q : (is_k ? k : v)) + (((size_t)b * nh + head) * T + t) * hd;
+                if (c->qk_norm && (is_q || is_k)) {
+                    size_t s = bt * nh + head;
+                    float *hat = (is_q ? q_hat : k_hat) + s * hd;
+                    /* normalize without affine into hat, then apply the affine into dst */
+                    norm_forward(c->norm_type, hat, (is_q ? q_mean : k_mean) + s,
+                                 (is_q ? q_rstd : k_rstd) + s, row + (size_t)h * hd, NULL, NULL, 1,
+                                 hd, eps);
+                    const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
+                    for (int i = 0; i < hd; i++) dst[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                } else {
+                    memcpy(dst, row + (size_t)h * hd, (size_t)hd * sizeof(float));
+                }
+                if (c->position == POS_ROPE && (is_q || is_k)) rope_rotate(dst, hd, t, a->inv_freq, 0);
+            }
+        }
+}
+
+/* d_q, d_k, d_v -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
+static void qkv_split_backward(GPT *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
+    size_t BTc = (size_t)m->B * m->T;
+    const float *qkv = LAYER(a->qkv, l, BTc * QKV);
+    const float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
+    const float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
+    const float *q_hat = LAYER(a->q_hat, l, BTc * H * hd);
+    const float *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
+    const float *qw = tp(m, m->params, T_Q_NORM_W, l), *kw = tp(m, m->params, T_K_NORM_W, l);
+    float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
+    float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
+    float tmp[1024];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t bt = (size_t)b * T + t;
+            float *drow = a->d_qkv + bt * QKV;
+            const float *row = qkv + bt * QKV;
+            for (int h = 0; h < H + 2 * KV; h++) {
+                int is_q = h < H, is_k = !is_q && h < H + KV;
+                int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
+                const float *src =
+                    (is_q ? a->d_q : (is_k ? a->d_k : a->d_v)) + (((size_t)b * nh + head) * T + t) * hd;
+                memcpy(tmp, src, (size_t)hd * sizeof(float));
+                if (c->position == POS_ROPE && (is_q || is_k)) rope_rotate(tmp, hd, t, a->inv_freq, 1);
+                float *dst = drow + (size_t)h * hd;
+                if (c->qk_norm && (is_q || is_k)) {
+                    size_t s = bt * nh + head;
+                    const float *hat = (is_q ? q_hat : k_hat) + s * hd, *w = is_q ? qw : kw;
+                    float *dw = is_q ? dqw : dkw, *db = is_q ? dqb : dkb;
+                    for (int i = 0; i < hd; i++) {
+                        if (dw) dw[i] += tmp[i] * hat[i];
+                        if (db) db[i] += tmp[i];
+                    }
+                    memset(dst, 0, (size_t)hd * sizeof(float));
+                    norm_backward(c->norm_type, dst, NULL, NULL, tmp, row + (size_t)h * hd,
+                                  (is_q ? q_mean : k_mean) + s, (is_q ? q_rstd : k_rstd) + s, w, 1,
+                                  hd);
+                } else {
+                    memcpy(dst, tmp, (size_t)hd * sizeof(float));
+                }
+            }
+        }
+}
+
+/* Causal attention for one layer: att (B,H,T,T) = softmax(q k^T / sqrt(hd)), atty (B,T,C). */
+static void attention_forward(GPT *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
+    int group = H / KV;
+    size_t BTc = (size_t)m->B * m->T;
+    const float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
+    const float *v = LAYER(a->v, l, BTc * KV * hd);
+    float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
+    float *atty = LAYER(a->atty, l, BTc * C);
+    float scale = 1.0f / sqrtf((float)hd);
+    LayerStats *st = m->collect_stats ? &m->stats[l] : NULL;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *qh = q + ((size_t)b * H + h) * T * hd;
+            const float *kh = k + ((size_t)b * KV + h / group) * T * hd;
+            const float *vh = v + ((size_t)b * KV + h / group) * T * hd;
+            double entropy = 0.0;
+            for (int t = 0; t < T; t++) {
+                float *p = att + (((size_t)b * H + h) * T + t) * T;
+                const float *qt = qh + (size_t)t * hd;
+                for (int s = 0; s <= t; s++) {
+                    const float *ks = kh + (size_t)s * hd;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    p[s] = dot * scale;
+                }
+                softmax_row(p, t + 1);
+                for (int s = t + 1; s < T; s++) p[s] = 0.0f;
+                float *y = atty + ((size_t)b * T + t) * C + (size_t)h * hd;
+                memset(y, 0, (size_t)hd * sizeof(float));
+                for (int s = 0; s <= t; s++) {
+                    const float *vs = vh + (size_t)s * hd;
+                    float ps = p[s];
+                    for (int i = 0; i < hd; i++) y[i] += ps * vs[i];
+                    if (st && ps > 0.0f) entropy -= (double)ps * log((double)ps);
+                }
+            }
+            if (st) st->attn_entropy[h] += entropy / ((double)B * T);
+        }
+}
+
+static void attention_backward(GPT *m, int l, const float *datty, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
+    int group = H / KV;
+    size_t BTc = (size_t)m->B * m->T;
+    const float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
+    const float *v = LAYER(a->v, l, BTc * KV * hd);
+    const float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
+    float scale = 1.0f / sqrtf((float)hd);
+    memset(a->d_q, 0, (size_t)B * T * H * hd * sizeof(float));
+    memset(a->d_k, 0, (size_t)B * T * KV * hd * sizeof(float));
+    memset(a->d_v, 0, (size_t)B * T * KV * hd * sizeof(float));
+    float *dp = a->d_row;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t qoff = ((size_t)b * H + h) * T * hd, kvoff = ((size_t)b * KV + h / group) * T * hd;
+            const float *qh = q + qoff, *kh = k + kvoff, *vh = v + kvoff;
+            float *dqh = a->d_q + qoff, *dkh = a->d_k + kvoff, *dvh = a->d_v + kvoff;
+            for (int t = 0; t < T; t++) {
+                const float *p = att + (((size_t)b * H + h) * T + t) * T;
+                const float *dy = datty + ((size_t)b * T + t) * C + (size_t)h * hd;
+                /* dp[s] = dy . v_s; dv_s += p[s] dy */
+                float dot_pdp = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float *vs = vh + (size_t)s * hd;
+                    float *dvs = dvh + (size_t)s * hd;
+                    float d = 0.0f;
+                    for (int i = 0; i < hd; i++) {
+                        d += dy[i] * vs[i];
+                        dvs[i] += p[s] * dy[i];
+                    }
+                    dp[s] = d;
+                    dot_pdp += p[s] * d;
+                }
+                /* through the softmax and the scaled dot products */
+                const float *qt = qh + (size_t)t * hd;
+                float *dqt = dqh + (size_t)t * hd;
+                for (int s = 0; s <= t; s++) {
+                    float ds = p[s] * (dp[s] - dot_pdp) * scale;
+                    const float *ks = kh + (size_t)s * hd;
+                    float *dks = dkh + (size_t)s * hd;
+                    for (int i = 0; i < hd; i++) {
+                        dqt[i] += ds * ks[i];
+                        dks[i] += ds * qt[i];
+                    }
+                }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------ sublayers */
+
+/* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
+static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int N = B * T, C = c->d_model, QKV = (c->n_head + 2 * model_kv_heads(c)) * model_head_dim(c);
+    size_t BTc = (size_t)m->B * m->T;
+    matmul_forward(LAYER(m->a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l),
+                   tp(m, m->params, T_QKV_B, l), N, C, QKV);
+    qkv_split_forward(m, l, B, T);
+    attention_forward(m, l, B, T);
+    matmul_forward(y, LAYER(m->a->atty, l, BTc * C), tp(m, m->params, T_ATTN_PROJ_W, l),
+                   tp(m, m->params, T_ATTN_PROJ_B, l), N, C, C);
+}
+
+/* dx = (accumulate ? dx : 0) + d/dx of the attention sublayer given dy. */
+static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
+                                   float beta, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int N = B * T, C = c->d_model, QKV = (c->n_head + 2 * model_kv_heads(c)) * model_head_dim(c);
+    size_t BTc = (size_t)m->B * m->T;
+    /* d_c = d atty */
+    matmul_backward(a->d_c, 0.0f, tp(m, m->grads, T_ATTN_PROJ_W, l),
+                    tp(m, m->grads, T_ATTN_PROJ_B, l), dy, LAYER(a->atty, l, BTc * C),
+                    tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
+    attention_backward(m, l, a->d_c, B, T);
+    qkv_split_backward(m, l, B, T);
+    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv,
+                    x, tp(m, m->params, T_QKV_W, l), N, C, QKV);
+}
+
+static void mlp_stats(GPT *m, int l, const float *h, size_t n) {
+    LayerStats *st = &m->stats[l];
+    double zeros = 0, sum = 0, sq = 0;
+    float mx = -INFINITY, mn = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        float v = h[i];
+        zeros += v == 0.0f;
+        sum += v;
+        sq += (double)v * v;
+        mx = v > mx ? v : mx;
+        mn = v < mn ? v : mn;
+    }
+    st->zero_frac = zeros / (double)n;
+    st->mean = sum / (double)n;
+    st->rms = sqrt(sq / (double)n);
+    st->max = mx;
+    st->min = mn;
+}
+
+static void mlp_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
+    size_t BTc = (size_t)m->B * m->T;
+    float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
+    matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), tp(m, m->params, T_FC_B, l), N, C, UP);
+    activation_forward(c->activation, h, fch, N, FF);
+    if (m->collect_stats) mlp_stats(m, l, h, (size_t)N * FF);
+    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), tp(m, m->params, T_FC_PROJ_B, l), N,
+                   FF, C);
+}
+
+static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
+                                  float beta, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
+    size_t BTc = (size_t)m->B * m->T;
+    const float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
+    matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l),
+                    tp(m, m->grads, T_FC_PROJ_B, l), dy, h, tp(m, m->params, T_FC_PROJ_W, l), N,
+                    FF, C);
+    activation_backward(c->activation, a->d_up, a->d_ff, fch, N, FF);
+    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), a->d_up, x,
+                    tp(m, m->params, T_FC_W, l), N, C, UP);
+}
+
+/* ------------------------------------------------------------------ blocks */
+
+static void block_forward(GPT *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    size_t BTc = (size_t)m->B * m->T, C = (size_t)c->d_model, n = (size_t)B * T * C;
+    int N = B * T;
+    const float *x = LAYER(a->resid, l, BTc * C);
+    float *out = LAYER(a->resid, l + 1, BTc * C);
+    float *n1 = LAYER(a->n1_out, l, BTc * C), *n1m = LAYER(a->n1_mean, l, BTc),
+          *n1r = LAYER(a->n1_rstd, l, BTc);
+    float *n2 = LAYER(a->n2_out, l, BTc * C), *n2m = LAYER(a->n2_mean, l, BTc),
+          *n2r = LAYER(a->n2_rstd, l, BTc);
+    float *ao = LAYER(a->ao, l, BTc * C), *mo = LAYER(a->mo, l, BTc * C);
+    float *sum1 = LAYER(a->sum1, l, BTc * C), *sum2 = LAYER(a->sum2, l, BTc * C);
+    switch (c->norm) {
+    case NORM_PRE:
+        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, x, N);
+        attn_sublayer_forward(m, l, n1, ao, B, T);
+        add(sum1, x, ao, n);
+        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, n2, n2m, n2r, sum1, N);
+        mlp_sublayer_forward(m, l, n2, mo, B, T);
+        add(out, sum1, mo, n);
+        break;
+    case NORM_POST:
+        attn_sublayer_forward(m, l, x, ao, B, T);
+        add(sum1, x, ao, n);
+        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, sum1, N);
+        mlp_sublayer_forward(m, l, n1, mo, B, T);
+        add(sum2, n1, mo, n);
+        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, out, n2m, n2r, sum2, N);
+        break;
+    case NORM_PERI: {
+        float *aon = LAYER(a->aon, l, BTc * C), *mon = LAYER(a->mon, l, BTc * C);
+        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, x, N);
+        attn_sublayer_forward(m, l, n1, ao, B, T);
+        site_norm_forward(m, T_ATTN_ONORM_W, T_ATTN_ONORM_B, l, aon, LAYER(a->aon_mean, l, BTc),
+                          LAYER(a->aon_rstd, l, BTc), ao, N);
+        add(sum1, x, aon, n);
+        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, n2, n2m, n2r, sum1, N);
+        mlp_sublayer_forward(m, l, n2, mo, B, T);
+        site_norm_forward(m, T_MLP_ONORM_W, T_MLP_ONORM_B, l, mon, LAYER(a->mon_mean, l, BTc),
+                          LAYER(a->mon_rstd, l, BTc), mo, N);
+        add(out, sum1, mon, n);
+        break;
+    }
+    case NORM_NONE:
+    default:
+        attn_sublayer_forward(m, l, x, ao, B, T);
+        add(sum1, x, ao, n);
+        mlp_sublayer_forward(m, l, sum1, mo, B, T);
+        add(out, sum1, mo, n);
+        break;
+    }
+    if (m->collect_stats) {
+        double sq = 0;
+        for (size_t i = 0; i < n; i++) sq += (double)out[i] * out[i];
+        m->stats[l].resid_rms = sqrt(sq / (double)n);
+    }
+}
+
+/* On entry d_resid holds dL/d(block output); on exit dL/d(block input). */
+static void block_backward(GPT *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    size_t BTc = (size_t)m->B * m->T, C = (size_t)c->d_model, n = (size_t)B * T * C;
+    int N = B * T;
+    const float *x = LAYER(a->resid, l, BTc * C);
+    const float *n1 = LAYER(a->n1_out, l, BTc * C), *n1m = LAYER(a->n1_mean, l, BTc),
+                *n1r = LAYER(a->n1_rstd, l, BTc);
+    const float *n2 = LAYER(a->n2_out, l, BTc * C), *n2m = LAYER(a->n2_mean, l, BTc),
+                *n2r = LAYER(a->n2_rstd, l, BTc);
+    const float *ao = LAYER(a->ao, l, BTc * C), *mo = LAYER(a->mo, l, BTc * C);
+    const float *sum1 = LAYER(a->sum1, l, BTc * C), *sum2 = LAYER(a->sum2, l, BTc * C);
+    float *dr = a->d_resid, *da = a->d_a, *db = a->d_b;
+    switch (c->norm) {
+    case NORM_PRE:
+        /* out = sum1 + mlp(n2(sum1)): dr is d sum1's direct path */
+        memset(da, 0, n * sizeof(float));
+        mlp_sublayer_backward(m, l, n2, dr, da, 0.0f, B, T);
+        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, dr, da, sum1, n2m, n2r, N);
+        /* sum1 = x + attn(n1(x)) */
+        attn_sublayer_backward(m, l, n1, dr, da, 0.0f, B, T);
+        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, da, x, n1m, n1r, N);
+        break;
+    case NORM_POST:
+        /* out = n2(sum2), sum2 = n1 + mlp(n1), n1 = norm(sum1), sum1 = x + attn(x) */
+        memset(da, 0, n * sizeof(float));
+        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, da, dr, sum2, n2m, n2r, N);
+        memcpy(db, da, n * sizeof(float)); /* db = d n1 (direct path) */
+        mlp_sublayer_backward(m, l, n1, da, db, 1.0f, B, T);
+        memset(dr, 0, n * sizeof(float));
+        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, db, sum1, n1m, n1r, N);
+        /* dr = d sum1 = d x (direct) + attn backward */
+        attn_sublayer_backward(m, l, x, dr, da, 0.0f, B, T);
+        accumulate(dr, da, n);
+        break;
+    case NORM_PERI: {
+        const float *aon_m = LAYER(a->aon_mean, l, BTc), *aon_r = LAYER(a->aon_rstd, l, BTc);
+        const float *mon_m = LAYER(a->mon_mean, l, BTc), *mon_r = LAYER(a->mon_rstd, l, BTc);
+        /* out = sum1 + n2o(mlp(n2(sum1))) */
+        memset(db, 0, n * sizeof(float));
+        site_norm_backward(m, T_MLP_ONORM_W, T_MLP_ONORM_B, l, db, dr, mo, mon_m, mon_r, N);
+        mlp_sublayer_backward(m, l, n2, db, da, 0.0f, B, T);
+        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, dr, da, sum1, n2m, n2r, N);
+        /* sum1 = x + n1o(attn(n1(x))) */
+        memset(db, 0, n * sizeof(float));
+        site_norm_backward(m, T_ATTN_ONORM_W, T_ATTN_ONORM_B, l, db, dr, ao, aon_m, aon_r, N);
+        attn_sublayer_backward(m, l, n1, db, da, 0.0f, B, T);
+        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, da, x, n1m, n1r, N);
+        break;
+    }
+    case NORM_NONE:
+    default:
+        mlp_sublayer_backward(m, l, sum1, dr, dr, 1.0f, B, T);
+        attn_sublayer_backward(m, l, x, dr, dr, 1.0f, B, T);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------ the model */
+
+float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int C = c->d_model, V = c->vocab_size, N = B * T;
+    size_t BTc = (size_t)m->B * m->T;
+    m->cur_B = B;
+    m->cur_T = T;
+    memcpy(a->tokens, x, (size_t)N * sizeof(int32_t));
+    if (y) memcpy(a->targets, y, (size_t)N * sizeof(int32_t));
+    if (m->collect_stats) memset(m->stats, 0, (size_t)c->n_layer * sizeof *m->stats);
+
+    const float *wte = m->params + m->tensors[T_WTE].offset;
+    const float *wpe = tp(m, m->params, T_WPE, 0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = a->encoded + ((size_t)b * T + t) * C;
+            const float *e = wte + (size_t)x[b * T + t] * C;
+            for (int i = 0; i < C; i++) o[i] = e[i] + (wpe ? wpe[(size_t)t * C + i] : 0.0f);
+        }
+    if (c->input_norm)
+        site_norm_forward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->resid, a->in_mean, a->in_rstd,
+                          a->encoded, N);
+    else
+        memcpy(a->resid, a->encoded, (size_t)N * C * sizeof(float));
+
+    for (int l = 0; l < c->n_layer; l++) block_forward(m, l, B, T);
+
+    const float *last = LAYER(a->resid, c->n_layer, BTc * C);
+    if (c->final_norm) {
+        site_norm_forward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->fn_out, a->fn_mean, a->fn_rstd,
+                          last, N);
+        last = a->fn_out;
+    }
+    const float *lm = c->tie_embeddings ? wte : tp(m, m->params, T_LM_HEAD, 0);
+    matmul_forward(a->logits, last, lm, NULL, N, C, V);
+    m->loss = 0.0f;
+    m->correct = 0;
+    if (y) m->loss = softmax_xent_forward(a->logits, y, N, V, &m->correct);
+    return m->loss;
+}
+
+void gpt_backward(GPT *m) {
+    const ModelConfig *c = &m->cfg;
+    GptActs *a = m->a;
+    int B = m->cur_B, T = m->cur_T, C = c->d_model, V = c->vocab_size, N = B * T;
+    size_t BTc = (size_t)m->B * m->T;
+
+    softmax_xent_backward(a->logits, a->targets, N, V);
+    float *dwte = m->grads + m->tensors[T_WTE].offset;
+    const float *lm = c->tie_embeddings ? m->params + m->tensors[T_WTE].offset
+                                        : tp(m, m->params, T_LM_HEAD, 0);
+    float *dlm = c->tie_embeddings ? dwte : tp(m, m->grads, T_LM_HEAD, 0);
+    const float *last = c->final_norm ? a->fn_out : LAYER(a->resid, c->n_layer, BTc * C);
+    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits, last, lm, N,
+                    C, V);
+    if (c->final_norm) {
+        memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
+        site_norm_backward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->d_resid, a->d_a,
+                           LAYER(a->resid, c->n_layer, BTc * C), a->fn_mean, a->fn_rstd, N);
+    }
+
+    for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, l, B, T);
+
+    const float *denc = a->d_resid;
+    if (c->input_norm) {
+        memset(a->d_a, 0, (size_t)N * C * sizeof(float));
+        site_norm_backward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->d_a, a->d_resid, a->encoded,
+                           a->in_mean, a->in_rstd, N);
+        denc = a->d_a;
+    }
+    float *dwpe = tp(m, m->grads, T_WPE, 0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = denc + ((size_t)b * T + t) * C;
+            float *e = dwte + (size_t)a->tokens[b * T + t] * C;
+            for (int i = 0; i < C; i++) e[i] += d[i];
+            if (dwpe)
+                for (int i = 0; i < C; i++) dwpe[(size_t)t * C + i] += d[i];
+        }
+}
+
+static double sumsq(const float *g, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    return s;
+}
+
+double gpt_grad_norm(const GPT *m) { return sqrt(sumsq(m->grads, m->n_params)); }
+
+double gpt_layer_grad_norm(const GPT *m, int layer) {
+    double s = 0.0;
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        if (!t->per_layer || t->size == 0) continue;
+        size_t per = t->size / (size_t)m->cfg.n_layer;
+        s += sumsq(m->grads + t->offset + (size_t)layer * per, per);
+    }
+    return sqrt(s);
+}

@@ -1,0 +1,48 @@
+/* The GPT's layers as *_forward / *_backward pairs over plain float arrays. Shapes are in
+ * the comments: N = B*T rows, C channels. Backward functions ACCUMULATE (+=) into parameter
+ * gradients; into input gradients they accumulate unless the comment says otherwise. */
+#ifndef ABLATE_MODEL_LAYERS_H
+#define ABLATE_MODEL_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* out (N,OC) = inp (N,C) W^T + bias; W (OC,C), bias (OC) or NULL. */
+void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int C,
+                    int OC);
+/* dinp (N,C) = dinp*beta + dout W; dW += dout^T inp; dbias += column sums of dout.
+ * dinp may be NULL (input needs no gradient), dbias NULL when there is no bias. */
+void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
+                     const float *inp, const float *W, int N, int C, int OC);
+
+/* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w; layernorm: (x - mean) / sqrt(var + eps) * w + b.
+ * w, b may be NULL (no affine). mean (N) is only written for layernorm; rstd (N). */
+void norm_forward(NormType type, float *out, float *mean, float *rstd, const float *inp,
+                  const float *w, const float *b, int N, int C, float eps);
+/* dinp += d/dinp; dw, db += (when non-NULL). */
+void norm_backward(NormType type, float *dinp, float *dw, float *db, const float *dout,
+                   const float *inp, const float *mean, const float *rstd, const float *w, int N,
+                   int C);
+
+/* h (N,F) = act(pre): pre is (N,F), or (N,2F) [gate | value] for GLU activations. */
+void activation_forward(Activation act, float *h, const float *pre, int N, int F);
+/* dpre (N,F or 2F) = d/dpre (overwrites). */
+void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
+                         int F);
+
+/* RoPE on one head vector x (hd) at position pos, half-split pairs (i, i + hd/2);
+ * inverse = 1 rotates by -angle (the backward of a rotation is its transpose). */
+void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse);
+
+/* Mean cross-entropy of (N,V) logits against targets; overwrites logits with softmax
+ * probabilities. *correct receives the number of rows whose argmax equals the target. */
+float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct);
+/* In place: probs -> dlogits = (probs - onehot(target)) / N. */
+void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V);
+
+/* x (n) -> exp(x - max) / sum, returns nothing; row softmax used by attention. */
+void softmax_row(float *x, int n);
+
+#endif

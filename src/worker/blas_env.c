@@ -1,0 +1,53 @@
+#include "blas_env.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+void openblas_set_num_threads(int);
+
+const char *blas_core(void) { return openblas_get_corename(); }
+const char *blas_config(void) { return openblas_get_config(); }
+
+/* Rank of a core name by the widest vector kernels it uses. */
+static int core_rank(const char *name) {
+    static const char *avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *avx2[] = {"Haswell", "Zen"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+        if (strcasecmp(name, avx512[i]) == 0) return 2;
+    for (size_t i = 0; i < sizeof avx2 / sizeof *avx2; i++)
+        if (strcasecmp(name, avx2[i]) == 0) return 1;
+    return 0;
+}
+
+const char *blas_best_core(void) {
+    __builtin_cpu_init();
+    const char *best = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        best = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        best = "Haswell";
+    if (!best || core_rank(blas_core()) >= core_rank(best)) return NULL;
+    return best;
+}
+
+void blas_ensure_best_core(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("ABLATE_BLAS_REEXEC")) return;
+    const char *best = blas_best_core();
+    if (!best) return;
+    setenv("OPENBLAS_CORETYPE", best, 1);
+    setenv("ABLATE_BLAS_REEXEC", "1", 1); /* never loop */
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the slower kernels, but say so once */
+    fprintf(stderr, "ablate: warning: could not re-exec with OPENBLAS_CORETYPE=%s; "
+                    "OpenBLAS uses its %s kernels\n", best, blas_core());
+}
+
+void blas_set_threads(void) {
+    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) openblas_set_num_threads(1);
+}

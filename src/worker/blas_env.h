@@ -1,0 +1,20 @@
+/* OpenBLAS on the machine: which core its kernels target, and making sure that is the
+ * best one the CPU supports (Debian's 0.3.21 does not know recent CPUs). */
+#ifndef ABLATE_WORKER_BLAS_ENV_H
+#define ABLATE_WORKER_BLAS_ENV_H
+
+/* The kernel family OpenBLAS is using ("SkylakeX", "Haswell", ...). */
+const char *blas_core(void);
+const char *blas_config(void);
+/* The best core the CPU supports by its feature flags, or NULL when OpenBLAS' own
+ * detection is fine. */
+const char *blas_best_core(void);
+/* If OPENBLAS_CORETYPE is unset and OpenBLAS picked a weaker core than the CPU supports,
+ * sets OPENBLAS_CORETYPE and re-executes the program (OpenBLAS reads it only when it is
+ * loaded). Never overrides a value the user set. Call first thing in main(). */
+void blas_ensure_best_core(char **argv);
+/* One BLAS thread per process: sweeps get their parallelism from MPI ranks, and results
+ * stay bit-identical whatever the machine's core count. OPENBLAS_NUM_THREADS overrides. */
+void blas_set_threads(void);
+
+#endif

@@ -1,0 +1,100 @@
+#include "run_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const schedule_names[SCHED_COUNT] = {"constant", "linear", "cosine"};
+const char *const tokenizer_names[TOK_COUNT] = {"char", "byte", "tokens"};
+
+/* Defaults: the micro recipe of seeds-digest.md (AdamW 1e-2, betas 0.9/0.95, wd 0.1,
+ * warmup 100 then cosine to 0, clip 1.0, batch 32) with a short step budget. */
+void run_config_default(RunConfig *c) {
+    memset(c, 0, sizeof *c);
+    model_config_default(&c->model);
+    TrainConfig *t = &c->train;
+    t->lr = 1e-2;
+    t->beta1 = 0.9;
+    t->beta2 = 0.95;
+    t->eps = 1e-8;
+    t->weight_decay = 0.1;
+    t->schedule = SCHED_COSINE;
+    t->warmup_steps = 100;
+    t->min_lr = 0.0;
+    t->grad_clip = 1.0;
+    t->batch_size = 32;
+    t->steps = 1000;
+    t->eval_every = 200;
+    t->eval_tokens = 16384;
+    t->log_every = 1;
+    c->data.tokenizer = TOK_CHAR;
+    c->data.val_fraction = 0.1;
+    c->stats.every = 100;
+    snprintf(c->sample.prompt, sizeof c->sample.prompt, "\n");
+    c->sample.tokens = 200;
+    c->sample.temperature = 0.8;
+}
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(err, ABL_ERR_MAX, __VA_ARGS__);                                                   \
+        return -1;                                                                                 \
+    } while (0)
+
+int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
+    ModelConfig m = c->model;
+    if (m.vocab_size == 0) m.vocab_size = 256; /* not known until the data is read */
+    if (model_config_validate(&m, err) != 0) return -1;
+    const TrainConfig *t = &c->train;
+    int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0);
+    if (budgets != 1)
+        FAIL("exactly one of train.steps, train.tokens, train.seconds must be set (%d are)",
+             budgets);
+    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0) FAIL("train budgets must be positive");
+    if (!(t->lr > 0)) FAIL("train.lr must be positive (got %g)", t->lr);
+    if (!(t->beta1 >= 0 && t->beta1 < 1)) FAIL("train.beta1 must be in [0, 1) (got %g)", t->beta1);
+    if (!(t->beta2 >= 0 && t->beta2 < 1)) FAIL("train.beta2 must be in [0, 1) (got %g)", t->beta2);
+    if (!(t->eps > 0)) FAIL("train.eps must be positive (got %g)", t->eps);
+    if (!(t->weight_decay >= 0)) FAIL("train.weight_decay must be >= 0");
+    if (t->warmup_steps < 0) FAIL("train.warmup_steps must be >= 0");
+    if (!(t->min_lr >= 0 && t->min_lr <= t->lr))
+        FAIL("train.min_lr must be in [0, train.lr] (got %g)", t->min_lr);
+    if (!(t->grad_clip >= 0)) FAIL("train.grad_clip must be >= 0 (0 disables clipping)");
+    if (t->batch_size < 1) FAIL("train.batch_size must be positive (got %d)", t->batch_size);
+    if (t->eval_every < 0) FAIL("train.eval_every must be >= 0");
+    if (t->eval_tokens < 1) FAIL("train.eval_tokens must be positive");
+    if (t->log_every < 1) FAIL("train.log_every must be positive");
+    if (c->data.path[0] == '\0') FAIL("data.path is required");
+    if (!(c->data.val_fraction >= 0 && c->data.val_fraction < 1))
+        FAIL("data.val_fraction must be in [0, 1) (got %g)", c->data.val_fraction);
+    if (c->data.vocab_size < 0) FAIL("data.vocab_size must be positive");
+    if (c->data.tokenizer == TOK_TOKENS && c->data.vocab_size > 65536)
+        FAIL("data.vocab_size %d does not fit the uint16 tokens of the .bin format",
+             c->data.vocab_size);
+    if (c->stats.every < 0) FAIL("stats.every must be >= 0");
+    if (c->sample.tokens < 0) FAIL("sample.tokens must be >= 0");
+    if (!(c->sample.temperature > 0)) FAIL("sample.temperature must be positive");
+    return 0;
+}
+
+long run_config_total_steps(const RunConfig *c) {
+    const TrainConfig *t = &c->train;
+    if (t->steps > 0) return t->steps;
+    if (t->tokens > 0) {
+        long per_step = (long)t->batch_size * c->model.context;
+        return (t->tokens + per_step - 1) / per_step;
+    }
+    return -1;
+}
+
+double run_config_lr(const TrainConfig *t, long step, long total) {
+    /* step is 0-based here: the step about to be taken. */
+    if (t->warmup_steps > 0 && step < t->warmup_steps)
+        return t->lr * (double)(step + 1) / (double)t->warmup_steps;
+    if (t->schedule == SCHED_CONSTANT || total <= 0) return t->lr;
+    long span = total - t->warmup_steps;
+    double frac = span > 0 ? (double)(step - t->warmup_steps) / (double)span : 1.0;
+    if (frac > 1.0) frac = 1.0;
+    double decay = t->schedule == SCHED_LINEAR ? 1.0 - frac : 0.5 * (1.0 + cos(M_PI * frac));
+    return t->min_lr + (t->lr - t->min_lr) * decay;
+}

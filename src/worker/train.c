@@ -1,0 +1,311 @@
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../model/adamw.h"
+#include "../model/generate.h"
+#include "blas_env.h"
+#include "sample_metrics.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void trainer_start_event(const RunConfig *cfg, StartEvent *ev) {
+    memset(ev, 0, sizeof *ev);
+    ev->params = (long)model_param_count(&cfg->model);
+    ev->flops_per_token = model_flops_per_token(&cfg->model);
+    ev->kv_bytes_per_token = model_kv_bytes_per_token(&cfg->model);
+    snprintf(ev->blas_core, sizeof ev->blas_core, "%s", blas_core());
+    ev->config = cfg;
+}
+
+int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
+                 char err[ABL_ERR_MAX]) {
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->seed = seed;
+    t->data = d;
+    ModelConfig *mc = &t->cfg.model;
+    if (mc->vocab_size == 0) mc->vocab_size = d->vocab_size;
+    if (mc->vocab_size < d->vocab_size) {
+        snprintf(err, ABL_ERR_MAX, "model.vocab_size %d is smaller than the data's vocabulary %d",
+                 mc->vocab_size, d->vocab_size);
+        return -1;
+    }
+    if (run_config_validate(&t->cfg, err) != 0) return -1;
+    int B = t->cfg.train.batch_size, T = mc->context;
+    if (gpt_alloc(&t->gpt, mc, B, T, err) != 0) return -1;
+    size_t n = t->gpt.n_params;
+    t->m = calloc(n, sizeof(float));
+    t->v = calloc(n, sizeof(float));
+    t->x = malloc(sizeof(int32_t) * (size_t)B * T);
+    t->y = malloc(sizeof(int32_t) * (size_t)B * T);
+    if (!t->m || !t->v || !t->x || !t->y) {
+        snprintf(err, ABL_ERR_MAX, "cannot allocate optimizer state for %zu parameters", n);
+        trainer_free(t);
+        return -1;
+    }
+    gpt_init_weights(&t->gpt, seed);
+    t->total_steps = run_config_total_steps(&t->cfg);
+    t->val_loss = t->val_acc = NAN;
+    return 0;
+}
+
+void trainer_free(Trainer *t) {
+    gpt_free(&t->gpt);
+    free(t->m);
+    free(t->v);
+    free(t->x);
+    free(t->y);
+    memset(t, 0, sizeof *t);
+}
+
+void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
+    const Dataset *d = t->data;
+    int B = t->cfg.train.batch_size, T = t->cfg.model.context;
+    int n = dataset_val_windows(d, t->cfg.train.eval_tokens, T);
+    double loss = 0.0;
+    long hits = 0, count = 0;
+    for (int i = 0; i < n; i += B) {
+        int bs = n - i < B ? n - i : B;
+        for (int b = 0; b < bs; b++)
+            dataset_val_window(d, i + b, n, T, t->x + (size_t)b * T, t->y + (size_t)b * T);
+        loss += (double)gpt_forward(&t->gpt, t->x, t->y, bs, T) * bs * T;
+        hits += t->gpt.correct;
+        count += (long)bs * T;
+    }
+    *val_loss = loss / (double)count;
+    *val_acc = (double)hits / (double)count;
+}
+
+static void emit_eval(Trainer *t, EventSink *sink) {
+    trainer_evaluate(t, &t->val_loss, &t->val_acc);
+    t->eval_step = t->step;
+    Event ev = {.kind = EV_EVAL};
+    ev.u.eval = (EvalEvent){.step = t->step, .val_loss = t->val_loss, .val_acc = t->val_acc};
+    sink_emit(sink, &ev);
+}
+
+static void emit_acts(Trainer *t, EventSink *sink) {
+    const GPT *g = &t->gpt;
+    for (int l = 0; l < g->cfg.n_layer; l++) {
+        const LayerStats *s = &g->stats[l];
+        Event ev = {.kind = EV_ACT};
+        ActEvent *a = &ev.u.act;
+        a->step = t->step;
+        a->layer = l;
+        a->zero_frac = s->zero_frac;
+        a->max = s->max;
+        a->min = s->min;
+        a->mean = s->mean;
+        a->rms = s->rms;
+        a->resid_rms = s->resid_rms;
+        a->grad_norm = gpt_layer_grad_norm(g, l);
+        a->n_head = g->cfg.n_head;
+        for (int h = 0; h < g->cfg.n_head && h < ABL_MAX_HEADS; h++)
+            a->attn_entropy[h] = s->attn_entropy[h];
+        sink_emit(sink, &ev);
+    }
+}
+
+static int budget_left(const Trainer *t) {
+    const TrainConfig *tc = &t->cfg.train;
+    if (tc->seconds > 0) return t->train_seconds < tc->seconds;
+    return t->step < t->total_steps;
+}
+
+/* One optimizer step on a fresh batch. Returns the loss (non-finite = diverged). */
+static float train_step(Trainer *t, int collect_stats, double *grad_norm, double *lr) {
+    const TrainConfig *tc = &t->cfg.train;
+    GPT *g = &t->gpt;
+    int B = tc->batch_size, T = t->cfg.model.context;
+    dataset_train_batch(t->data, t->seed, t->step, B, T, t->x, t->y);
+    g->collect_stats = collect_stats;
+    gpt_zero_grad(g);
+    float loss = gpt_forward(g, t->x, t->y, B, T);
+    g->collect_stats = 0;
+    if (!isfinite(loss)) return loss;
+    gpt_backward(g);
+    double norm = gpt_grad_norm(g);
+    *grad_norm = norm;
+    if (!isfinite(norm)) return NAN;
+    if (tc->grad_clip > 0 && norm > tc->grad_clip) {
+        float s = (float)(tc->grad_clip / norm);
+        for (size_t i = 0; i < g->n_params; i++) g->grads[i] *= s;
+    }
+    *lr = run_config_lr(tc, t->step, t->total_steps);
+    AdamW opt = {(float)*lr, (float)tc->beta1, (float)tc->beta2, (float)tc->eps,
+                 (float)tc->weight_decay};
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *ti = &g->tensors[i];
+        if (ti->size == 0) continue;
+        adamw_update(g->params + ti->offset, g->grads + ti->offset, t->m + ti->offset,
+                     t->v + ti->offset, ti->size, ti->decay, &opt, t->step + 1);
+    }
+    return loss;
+}
+
+static void emit_samples(Trainer *t, EventSink *sink) {
+    const SampleConfig *sc = &t->cfg.sample;
+    if (sc->tokens <= 0) return;
+    char err[ABL_ERR_MAX];
+    int32_t prompt[ABL_TEXT_MAX];
+    int np = dataset_encode(t->data, sc->prompt, prompt, ABL_TEXT_MAX, err);
+    if (np < 0) np = 0; /* validated before the run; an unencodable prompt samples from token 0 */
+    KVCache kc;
+    if (kvcache_alloc(&kc, &t->gpt, err) != 0) return;
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)sc->tokens);
+    if (!out) {
+        kvcache_free(&kc);
+        return;
+    }
+    for (int k = 0; k < SAMPLE_KIND_COUNT; k++) {
+        double temp = k == SAMPLE_GREEDY ? 0.0 : sc->temperature;
+        double t0 = now_seconds();
+        generate(&kc, prompt, np, sc->tokens, temp, t->seed, out);
+        double dt = now_seconds() - t0;
+        Event ev = {.kind = EV_SAMPLE};
+        SampleEvent *s = &ev.u.sample;
+        s->kind = (SampleKind)k;
+        s->temperature = temp;
+        s->n_tokens = sc->tokens;
+        s->tokens_per_s = dt > 0 ? sc->tokens / dt : 0.0;
+        dataset_decode(t->data, out, sc->tokens, s->text, sizeof s->text);
+        sample_measure(out, sc->tokens, s);
+        sink_emit(sink, &ev);
+    }
+    free(out);
+    kvcache_free(&kc);
+}
+
+static void fill_end(const Trainer *t, RunStatus status, EndEvent *end) {
+    memset(end, 0, sizeof *end);
+    end->status = status;
+    end->steps = t->step;
+    end->tokens = t->tokens;
+    end->train_seconds = t->train_seconds;
+    end->tokens_per_s = t->train_seconds > 0 ? (double)t->tokens / t->train_seconds : 0.0;
+    end->final_val_loss = t->val_loss;
+    end->final_val_acc = t->val_acc;
+}
+
+RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end) {
+    const TrainConfig *tc = &t->cfg.train;
+    const int every_stats = t->cfg.stats.every;
+    long tokens_per_step = (long)tc->batch_size * t->cfg.model.context;
+    if (t->step == 0) {
+        Event ev = {.kind = EV_START};
+        trainer_start_event(&t->cfg, &ev.u.start);
+        sink_emit(sink, &ev);
+    }
+    RunStatus status = RUN_DONE;
+    while (budget_left(t)) {
+        if (ctl && ctl->stop && *ctl->stop) {
+            if (ctl->save && ctl->save(ctl->ctx, t) != 0) {
+                fill_end(t, RUN_FAILED, end);
+                snprintf(end->message, sizeof end->message, "could not write the checkpoint");
+                return RUN_FAILED;
+            }
+            fill_end(t, RUN_INTERRUPTED, end);
+            return RUN_INTERRUPTED;
+        }
+        /* statistics on scheduled steps; with stats.every 0, on the last step of a step or
+         * token budget (a time budget cannot know its last step, so it gets them at the end) */
+        long next = t->step + 1;
+        int stats = every_stats > 0 ? next % every_stats == 0
+                                    : (t->total_steps > 0 && next == t->total_steps);
+        double grad_norm = NAN, lr = 0.0, t0 = now_seconds();
+        float loss = train_step(t, stats, &grad_norm, &lr);
+        t->train_seconds += now_seconds() - t0;
+        t->step = next;
+        t->tokens += tokens_per_step;
+        if (!isfinite(loss)) {
+            Event ev = {.kind = EV_STEP};
+            ev.u.step = (StepEvent){t->step, t->tokens, loss, lr, grad_norm, t->train_seconds};
+            sink_emit(sink, &ev);
+            status = RUN_DIVERGED;
+            break;
+        }
+        int last = !budget_left(t);
+        if (t->step % tc->log_every == 0 || last) {
+            Event ev = {.kind = EV_STEP};
+            ev.u.step = (StepEvent){t->step, t->tokens, loss, lr, grad_norm, t->train_seconds};
+            sink_emit(sink, &ev);
+        }
+        if (stats) emit_acts(t, sink);
+        if ((tc->eval_every > 0 && t->step % tc->eval_every == 0) || last) emit_eval(t, sink);
+    }
+    if (status == RUN_DONE) {
+        if (t->eval_step != t->step) emit_eval(t, sink);
+        emit_samples(t, sink);
+    }
+    fill_end(t, status, end);
+    if (status == RUN_DIVERGED)
+        snprintf(end->message, sizeof end->message, "non-finite loss at step %ld", t->step);
+    Event ev = {.kind = EV_END};
+    ev.u.end = *end;
+    sink_emit(sink, &ev);
+    return status;
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+#define CKPT_MAGIC "ABLCKPT1"
+
+typedef struct {
+    char magic[8];
+    uint64_t n_params, seed;
+    int64_t step, tokens, eval_step;
+    double train_seconds, val_loss, val_acc;
+} CkptHeader;
+
+int trainer_save(const Trainer *t, FILE *f) {
+    CkptHeader h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.n_params = t->gpt.n_params;
+    h.seed = t->seed;
+    h.step = t->step;
+    h.tokens = t->tokens;
+    h.eval_step = t->eval_step;
+    h.train_seconds = t->train_seconds;
+    h.val_loss = t->val_loss;
+    h.val_acc = t->val_acc;
+    size_t n = t->gpt.n_params;
+    if (fwrite(&h, sizeof h, 1, f) != 1 || fwrite(t->gpt.params, sizeof(float), n, f) != n ||
+        fwrite(t->m, sizeof(float), n, f) != n || fwrite(t->v, sizeof(float), n, f) != n)
+        return -1;
+    return 0;
+}
+
+int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]) {
+    CkptHeader h;
+    size_t n = t->gpt.n_params;
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) {
+        snprintf(err, ABL_ERR_MAX, "not an ablate checkpoint");
+        return -1;
+    }
+    if (h.n_params != n || h.seed != t->seed) {
+        snprintf(err, ABL_ERR_MAX, "checkpoint is for another run (%llu parameters, seed %llu)",
+                 (unsigned long long)h.n_params, (unsigned long long)h.seed);
+        return -1;
+    }
+    if (fread(t->gpt.params, sizeof(float), n, f) != n || fread(t->m, sizeof(float), n, f) != n ||
+        fread(t->v, sizeof(float), n, f) != n) {
+        snprintf(err, ABL_ERR_MAX, "checkpoint is truncated");
+        return -1;
+    }
+    t->step = h.step;
+    t->tokens = h.tokens;
+    t->eval_step = h.eval_step;
+    t->train_seconds = h.train_seconds;
+    t->val_loss = h.val_loss;
+    t->val_acc = h.val_acc;
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* One run: the training loop over a dataset, evaluation, statistics, samples, and the
+ * state a checkpoint needs. Everything it measures leaves through an EventSink. */
+#ifndef ABLATE_WORKER_TRAIN_H
+#define ABLATE_WORKER_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../model/gpt.h"
+#include "data.h"
+#include "events.h"
+#include "run_config.h"
+
+typedef struct {
+    RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
+    uint64_t seed;
+    const Dataset *data;
+    GPT gpt;
+    float *m, *v;   /* AdamW moments, laid out like the parameters */
+    int32_t *x, *y; /* (B,T) batch */
+    long total_steps; /* -1 for a time budget */
+    /* progress: everything a checkpoint must restore */
+    long step, tokens;
+    double train_seconds;
+    double val_loss, val_acc; /* last evaluation (NaN before the first) */
+    long eval_step;
+} Trainer;
+
+typedef struct {
+    /* Polled between steps; when set, the loop stops and calls save (if any). */
+    volatile sig_atomic_t *stop;
+    int (*save)(void *ctx, const Trainer *t);
+    void *ctx;
+} TrainControl;
+
+int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
+                 char err[ABL_ERR_MAX]);
+void trainer_free(Trainer *t);
+
+/* Trains to the budget (or until ctl->stop), then evaluates and samples. Emits start
+ * (unless resuming), step, eval, act, sample and end events. Returns the status; the end
+ * event is filled in *end (also for RUN_INTERRUPTED, which emits no end event). */
+RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end);
+
+/* Validation loss and next-token accuracy over the fixed validation windows. */
+void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
+
+/* Checkpoint: progress, parameters and AdamW moments. The RNG needs no state: batches and
+ * samples are pure functions of (seed, step). */
+int trainer_save(const Trainer *t, FILE *f);
+int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]);
+
+/* Fills a start event (params, FLOPs, KV bytes, BLAS core) for a resolved config. */
+void trainer_start_event(const RunConfig *cfg, StartEvent *ev);
+
+#endif
