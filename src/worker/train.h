@@ -3,7 +3,6 @@
 #ifndef ABLATE_WORKER_TRAIN_H
 #define ABLATE_WORKER_TRAIN_H
 
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -27,9 +26,11 @@ typedef struct {
     long eval_step;
 } Trainer;
 
+typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_ABORT } TrainPoll;
+
 typedef struct {
-    /* Polled between steps; when set, the loop stops and calls save (if any). */
-    volatile sig_atomic_t *stop;
+    /* Asked between steps: go on, checkpoint (save, then stop) or stop at once. */
+    TrainPoll (*poll)(void *ctx);
     int (*save)(void *ctx, const Trainer *t);
     void *ctx;
 } TrainControl;
@@ -38,7 +39,7 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
                  char err[ABL_ERR_MAX]);
 void trainer_free(Trainer *t);
 
-/* Trains to the budget (or until ctl->stop), then evaluates and samples. Emits start
+/* Trains to the budget (or until ctl->poll says stop), then evaluates and samples. Emits start
  * (unless resuming), step, eval, act, sample and end events. Returns the status; the end
  * event is filled in *end (also for RUN_INTERRUPTED, which emits no end event). */
 RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end);

@@ -1,0 +1,24 @@
+/* Messages between rank 0 and the workers (MPI point-to-point, MPI_BYTE payloads).
+ *   worker -> 0  TAG_READY   hostname (once, at start)
+ *   0 -> worker  TAG_ASSIGN  RunAssignment (raw struct: every rank runs the same binary)
+ *   worker -> 0  TAG_EVENTS  u32 run, u32 attempt, packed events
+ *   worker -> 0  TAG_END     WorkerEnd header, then one packed EV_END event
+ *   0 -> worker  TAG_STOP    i32 mode: STOP_EXIT (leave the loop) or STOP_CHECKPOINT
+ *                            (checkpoint the run in progress, report, then wait) */
+#ifndef ABLATE_ORCHESTRATOR_PROTOCOL_H
+#define ABLATE_ORCHESTRATOR_PROTOCOL_H
+
+#include <stdint.h>
+
+enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP };
+enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1 };
+
+typedef struct {
+    uint32_t run, attempt;
+    int32_t status; /* RunStatus */
+    int32_t rank;
+    int64_t ckpt_step; /* > 0 when the run stopped at a checkpoint */
+    char host[64];
+} WorkerEnd;
+
+#endif

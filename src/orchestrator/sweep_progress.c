@@ -1,0 +1,83 @@
+#include "sweep_progress.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void progress_init(Progress *p, int total, int finished_before, double cost_to_run) {
+    memset(p, 0, sizeof *p);
+    p->total = total;
+    p->finished = finished_before;
+    p->start = now_s();
+    p->cost_left = cost_to_run;
+    p->best = INFINITY;
+    p->tty = isatty(STDERR_FILENO);
+}
+
+static void format_eta(const Progress *p, char *buf, size_t n) {
+    double elapsed = now_s() - p->start;
+    if (p->cost_done <= 0 || elapsed <= 0) {
+        snprintf(buf, n, "ETA --");
+        return;
+    }
+    double eta = p->cost_left / (p->cost_done / elapsed);
+    if (eta >= 3600) snprintf(buf, n, "ETA %dh%02dm", (int)(eta / 3600), (int)fmod(eta / 60, 60));
+    else snprintf(buf, n, "ETA %dm%02ds", (int)(eta / 60), (int)fmod(eta, 60));
+}
+
+static void print_status(Progress *p, const char *last) {
+    char eta[32], best[192] = "";
+    format_eta(p, eta, sizeof eta);
+    if (isfinite(p->best)) snprintf(best, sizeof best, "  best %.4f (%s)", p->best, p->best_name);
+    if (p->tty)
+        fprintf(stderr, "\r\033[K[%d/%d done, %d running, %d failed, %d diverged]%s  %s",
+                p->finished, p->total, p->running, p->failed, p->diverged, best, eta);
+    else
+        fprintf(stderr, "[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s\n", p->finished,
+                p->total, last ? last : "", p->running, p->failed, p->diverged, best, eta);
+    fflush(stderr);
+}
+
+void progress_run_started(Progress *p) {
+    p->running++;
+    if (p->tty) print_status(p, NULL);
+}
+
+void progress_run_stopped(Progress *p) {
+    if (p->running > 0) p->running--;
+}
+
+void progress_run_finished(Progress *p, const char *name, const EndEvent *end, double cost) {
+    if (p->running > 0) p->running--;
+    p->finished++;
+    p->cost_done += cost;
+    p->cost_left -= cost;
+    if (p->cost_left < 0) p->cost_left = 0;
+    if (end->status == RUN_FAILED) p->failed++;
+    if (end->status == RUN_DIVERGED) p->diverged++;
+    if (end->status == RUN_DONE && end->final_val_loss < p->best) {
+        p->best = end->final_val_loss;
+        snprintf(p->best_name, sizeof p->best_name, "%s", name);
+    }
+    char last[384];
+    if (end->status == RUN_DONE)
+        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s", name,
+                 end->final_val_loss, end->tokens_per_s);
+    else
+        snprintf(last, sizeof last, "%s %s: %s", name,
+                 end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);
+    if (p->tty && end->status == RUN_FAILED) fprintf(stderr, "\r\033[K%s\n", last);
+    print_status(p, last);
+}
+
+void progress_finish(Progress *p) {
+    if (p->tty) fputc('\n', stderr);
+}

@@ -1,0 +1,91 @@
+/* The worker side of `ablate run`: announce, then train whatever rank 0 assigns. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../worker/blas_env.h"
+#include "event_codec.h"
+#include "protocol.h"
+#include "run_exec.h"
+#include "sweep.h"
+#include "sweep_signals.h"
+
+typedef struct {
+    uint8_t *buf;
+    size_t cap;
+    int stop_mode; /* -1 none yet, else the STOP mode received during the run */
+} WorkerCtx;
+
+static int worker_send_events(void *ctx, const RunAssignment *a, const uint8_t *packed,
+                              size_t len) {
+    WorkerCtx *w = ctx;
+    if (len + 8 > w->cap) {
+        uint8_t *p = realloc(w->buf, len + 8);
+        if (!p) return -1;
+        w->buf = p;
+        w->cap = len + 8;
+    }
+    memcpy(w->buf, &a->run, 4);
+    memcpy(w->buf + 4, &a->attempt, 4);
+    memcpy(w->buf + 8, packed, len);
+    return MPI_Send(w->buf, (int)(len + 8), MPI_BYTE, 0, TAG_EVENTS, MPI_COMM_WORLD) == MPI_SUCCESS
+               ? 0
+               : -1;
+}
+
+/* Between steps: our own SIGUSR1, or rank 0 asking us to checkpoint. */
+static TrainPoll worker_poll(void *ctx) {
+    WorkerCtx *w = ctx;
+    if (sweep_signal_term()) return TRAIN_ABORT;
+    if (sweep_signal_usr1()) return TRAIN_CHECKPOINT;
+    int flag = 0;
+    MPI_Iprobe(0, TAG_STOP, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    if (flag) {
+        int32_t mode;
+        MPI_Recv(&mode, 1, MPI_INT32_T, 0, TAG_STOP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        w->stop_mode = mode;
+        return TRAIN_CHECKPOINT;
+    }
+    return TRAIN_CONTINUE;
+}
+
+int sweep_worker(int rank) {
+    int nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    sweep_gather_hostnames(rank, nranks);
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    blas_set_threads();
+    MPI_Send(host, (int)strlen(host) + 1, MPI_CHAR, 0, TAG_READY, MPI_COMM_WORLD);
+    VocabCache *vc = vocab_cache_new();
+    WorkerCtx w = {NULL, 0, -1};
+    RunOutput out = {worker_send_events, worker_poll, &w};
+    for (;;) {
+        MPI_Status st;
+        MPI_Probe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        if (st.MPI_TAG == TAG_STOP) {
+            int32_t mode;
+            MPI_Recv(&mode, 1, MPI_INT32_T, 0, TAG_STOP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (mode == STOP_EXIT) break;
+            continue; /* a checkpoint request that arrived between runs: nothing to save */
+        }
+        RunAssignment a;
+        MPI_Recv(&a, (int)sizeof a, MPI_BYTE, 0, TAG_ASSIGN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        EndEvent end;
+        int64_t ckpt_step = 0;
+        RunStatus rs = run_execute(&a, vc, &out, &end, &ckpt_step);
+        WorkerEnd we = {a.run, a.attempt, (int32_t)rs, rank, ckpt_step, {0}};
+        memcpy(we.host, host, sizeof we.host);
+        uint8_t msg[sizeof we + EVENT_PACK_MAX];
+        Event ev = {.kind = EV_END};
+        ev.u.end = end;
+        size_t n = event_pack(&ev, msg + sizeof we, EVENT_PACK_MAX);
+        memcpy(msg, &we, sizeof we);
+        MPI_Send(msg, (int)(sizeof we + n), MPI_BYTE, 0, TAG_END, MPI_COMM_WORLD);
+        if (rs == RUN_INTERRUPTED && sweep_signal_term()) break;
+    }
+    free(w.buf);
+    vocab_cache_free(vc);
+    return 0;
+}
