@@ -28,6 +28,7 @@ void trainer_start_event(const RunConfig *cfg, StartEvent *ev) {
 int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
                  char err[ABL_ERR_MAX]) {
     memset(t, 0, sizeof *t);
+    blas_set_threads(); /* results must not depend on the machine's core count */
     t->cfg = *cfg;
     t->seed = seed;
     t->data = d;
