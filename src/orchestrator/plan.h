@@ -1,0 +1,46 @@
+/* The planner: expands a Spec into the ordered list of runs (docs/spec.md, "Planning").
+ * Order: for each variant (baseline first), for each grid point (odometer order, last axis
+ * fastest) not excluded, for each seed. Every run is validated; an invalid run's error names
+ * the run and points at the grid value, variant entry or base key that made it invalid. */
+#ifndef ABLATE_ORCHESTRATOR_PLAN_H
+#define ABLATE_ORCHESTRATOR_PLAN_H
+
+#include <stdint.h>
+
+#include "spec.h"
+
+#define PLAN_MAX_RUNS 100000
+
+typedef struct {
+    int index;       /* position in the plan, 0-based */
+    char *name;      /* "post/n_head=4/activation=gelu/seed1" */
+    char id[17];     /* 16 lowercase hex digits: plan_run_id(cfg, seed) */
+    uint64_t seed;
+    RunConfig cfg;   /* fully resolved (model.vocab_size stays as specified, usually 0) */
+    char *overrides; /* "model.norm=post model.n_head=4": variant then grid, canonical values
+                        (knob_format), space-separated; "" for the baseline without a grid */
+    int variant;     /* index into Spec.variants, or -1 for the implicit baseline */
+    int *point;      /* Spec.n_axes entries: the value index on each axis (NULL if no axes) */
+} PlannedRun;
+
+typedef struct {
+    int n_runs;
+    PlannedRun *runs;
+    int n_excluded; /* (variant, grid point) combinations dropped by grid.exclude */
+} Plan;
+
+/* Builds the plan; -1 with a one-line "FILE:LINE:COL: message" on error (p left empty).
+ * Checks: every run validates (run_config_validate; vocab_size 0 counts as 256 for char and
+ * byte data, data.vocab_size or 50257 for tokens), every data.path is readable, no two runs
+ * share an id, and the plan is not empty. */
+int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]);
+void plan_free(Plan *p);
+/* Index of the run with this id, or -1. */
+int plan_find_id(const Plan *p, const char *id);
+
+/* The stable run id: FNV-1a 64 over "name=value\n" for every knob in knob_table order
+ * (values from knob_format) followed by "seed=N\n", printed as %016llx. */
+uint64_t plan_run_hash(const RunConfig *c, uint64_t seed);
+void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]);
+
+#endif

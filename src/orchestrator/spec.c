@@ -1,0 +1,754 @@
+#include "spec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "yaml_doc.h"
+
+#define SPEC_MAX_BYTES (16L << 20)
+#define SPEC_MAX_SEEDS 100000
+#define SPEC_NAME_MAX 128
+
+static const char SET_FILE[] = "--set";
+
+int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...) {
+    int line = m.line > 0 ? m.line : 1, col = m.line > 0 && m.col > 0 ? m.col : 1;
+    int n = snprintf(err, ABL_ERR_MAX, "%s:%d:%d: ", m.file ? m.file : "?", line, col);
+    if (n >= 0 && n < ABL_ERR_MAX) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, (size_t)(ABL_ERR_MAX - n), fmt, ap);
+        va_end(ap);
+    }
+    for (char *p = err; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    return -1;
+}
+
+int spec_is_budget(const Knob *k) {
+    return !strcmp(k->name, "train.steps") || !strcmp(k->name, "train.tokens") ||
+           !strcmp(k->name, "train.seconds");
+}
+
+void spec_resolve_budgets(RunConfig *c, const int set[3]) {
+    if (!set[0] && !set[1] && !set[2]) return;
+    if (!set[0]) c->train.steps = 0;
+    if (!set[1]) c->train.tokens = 0;
+    if (!set[2]) c->train.seconds = 0;
+}
+
+/* ---- ${VAR} expansion ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} Buf;
+
+static void buf_add(Buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static int expand_into(Buf *b, const char *s, size_t len, int depth, char err[ABL_ERR_MAX]) {
+    if (depth > 16) {
+        snprintf(err, ABL_ERR_MAX, "${...} defaults nested too deeply");
+        return -1;
+    }
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] == '$' && i + 2 < len && s[i + 1] == '$' && s[i + 2] == '{') {
+            buf_add(b, "${", 2); /* "$${" is a literal "${" */
+            i += 3;
+            continue;
+        }
+        if (!(s[i] == '$' && i + 1 < len && s[i + 1] == '{')) {
+            buf_add(b, s + i, 1);
+            i++;
+            continue;
+        }
+        size_t j = i + 2, name_start = j;
+        if (j < len && (isalpha((unsigned char)s[j]) || s[j] == '_'))
+            while (j < len && (isalnum((unsigned char)s[j]) || s[j] == '_')) j++;
+        char name[SPEC_NAME_MAX];
+        size_t name_len = j - name_start;
+        if (name_len == 0 || name_len >= sizeof name || j >= len ||
+            (s[j] != '}' && !(s[j] == ':' && j + 1 < len && s[j + 1] == '-'))) {
+            snprintf(err, ABL_ERR_MAX,
+                     "malformed variable reference '%.40s' (use ${NAME} or ${NAME:-default})",
+                     s + i);
+            return -1;
+        }
+        memcpy(name, s + name_start, name_len);
+        name[name_len] = '\0';
+        const char *value = getenv(name);
+        if (s[j] == '}') {
+            if (!value) {
+                snprintf(err, ABL_ERR_MAX,
+                         "environment variable %s is not set (write ${%s:-default} for a default)",
+                         name, name);
+                return -1;
+            }
+            buf_add(b, value, strlen(value));
+            i = j + 1;
+            continue;
+        }
+        /* ${NAME:-default}: find the matching brace, allowing nested ${...} */
+        size_t d = j + 2, k = d;
+        int open = 1;
+        while (k < len) {
+            if (s[k] == '$' && k + 1 < len && s[k + 1] == '{') {
+                open++;
+                k += 2;
+                continue;
+            }
+            if (s[k] == '}' && --open == 0) break;
+            k++;
+        }
+        if (k >= len) {
+            snprintf(err, ABL_ERR_MAX, "unterminated '${%s:-' (missing '}')", name);
+            return -1;
+        }
+        if (value && *value) buf_add(b, value, strlen(value));
+        else if (expand_into(b, s + d, k - d, depth + 1, err) != 0) return -1;
+        i = k + 1;
+    }
+    return 0;
+}
+
+char *spec_expand(const char *text, char err[ABL_ERR_MAX]) {
+    Buf b = {0};
+    buf_add(&b, "", 0);
+    if (expand_into(&b, text, strlen(text), 0, err) != 0) {
+        free(b.p);
+        return NULL;
+    }
+    if (b.oom) {
+        free(b.p);
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return NULL;
+    }
+    return b.p;
+}
+
+/* ---- loading ---- */
+
+typedef struct {
+    Spec *s;
+    char *err;
+    char *explicit_; /* knob_count flags: set by a key of the file (not a preset) */
+} Load;
+
+static SpecMark mark_of(const Spec *s, const YNode *n) {
+    SpecMark m = {s->path, n->line, n->col};
+    return m;
+}
+
+static int kidx(const Knob *k) { return (int)(k - knob_table); }
+
+static int distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The closest of a NULL-terminated word list within distance 2, or NULL. */
+static const char *closest(const char *word, const char *const *words) {
+    const char *best = NULL;
+    int best_d = 3;
+    for (int i = 0; words[i]; i++) {
+        int d = distance(word, words[i]);
+        if (d < best_d) best_d = d, best = words[i];
+    }
+    return best;
+}
+
+/* "unknown key 'x' (did you mean 'y'?)" at m; words (may be NULL) are checked before knobs. */
+static int unknown_key(Load *L, SpecMark m, const char *shown, const char *prefix,
+                       const char *const *words) {
+    const char *guess = words ? closest(shown + strlen(prefix), words) : NULL;
+    char buf[SPEC_NAME_MAX + 8];
+    if (guess) {
+        snprintf(buf, sizeof buf, "%s%s", prefix, guess);
+        guess = buf;
+    } else {
+        guess = knob_suggest(shown);
+    }
+    if (guess)
+        return spec_fail(L->err, m, "unknown key '%s' (did you mean '%s'?)", shown, guess);
+    return spec_fail(L->err, m, "unknown key '%s'", shown);
+}
+
+/* The expanded text of a scalar value for `what`; NULL on error. */
+static char *value_text(Load *L, const YNode *v, const char *what) {
+    if (v->type != YNODE_SCALAR) {
+        spec_fail(L->err, mark_of(L->s, v), "expected a single value for %s, got %s", what,
+                  ydoc_kind(v));
+        return NULL;
+    }
+    if (ydoc_is_null(v)) {
+        spec_fail(L->err, mark_of(L->s, v), "missing value for %s", what);
+        return NULL;
+    }
+    char msg[ABL_ERR_MAX];
+    char *t = spec_expand(v->text, msg);
+    if (!t) spec_fail(L->err, mark_of(L->s, v), "%s", msg);
+    return t;
+}
+
+/* Does any knob live under "prefix."? */
+static int is_section(const char *prefix) {
+    size_t n = strlen(prefix);
+    for (int i = 0; i < knob_count; i++)
+        if (!strncmp(knob_table[i].name, prefix, n) && knob_table[i].name[n] == '.') return 1;
+    return 0;
+}
+
+static const char *const base_words[] = {"preset", "model", "train", "data", "stats", "sample",
+                                         NULL};
+
+/* Applies a mapping of base keys: nested sections ("model: {...}") or dotted knob names. */
+static int apply_base_map(Load *L, const YNode *map, const char *prefix, const char *what) {
+    Spec *s = L->s;
+    if (ydoc_is_null(map)) return 0;
+    if (map->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, map), "expected a mapping for %s, got %s", what,
+                         ydoc_kind(map));
+    for (int i = 0; i < map->n; i++) {
+        const YNode *key = map->keys[i], *val = map->items[i];
+        char full[SPEC_NAME_MAX];
+        if (snprintf(full, sizeof full, "%s%s", prefix, key->text) >= (int)sizeof full)
+            return spec_fail(L->err, mark_of(s, key), "key too long");
+        if (!*prefix && !strcmp(key->text, "preset")) continue; /* applied first */
+        const Knob *k = knob_find(full);
+        if (!k && is_section(full)) {
+            char sub[SPEC_NAME_MAX + 1], what[SPEC_NAME_MAX + 8];
+            snprintf(sub, sizeof sub, "%s.", full);
+            snprintf(what, sizeof what, "%s%s", *prefix ? "" : "base.", full);
+            if (apply_base_map(L, val, sub, what) != 0) return -1;
+            continue;
+        }
+        if (!k) return unknown_key(L, mark_of(s, key), full, prefix, *prefix ? NULL : base_words);
+        int idx = kidx(k);
+        if (L->explicit_[idx])
+            return spec_fail(L->err, mark_of(s, key), "%s is set twice (first at line %d)",
+                             k->name, s->base_src[idx].line);
+        char *text = value_text(L, val, k->name);
+        if (!text) return -1;
+        char msg[ABL_ERR_MAX];
+        int rc = knob_set(&s->base, k, text, msg);
+        free(text);
+        if (rc != 0) return spec_fail(L->err, mark_of(s, val), "%s", msg);
+        s->base_src[idx] = mark_of(s, val);
+        L->explicit_[idx] = 1;
+    }
+    return 0;
+}
+
+static int apply_preset(Load *L, const YNode *base) {
+    Spec *s = L->s;
+    const YNode *key = NULL, *val = ydoc_get(base, "preset", &key);
+    if (!val) return 0;
+    char *text = value_text(L, val, "base.preset");
+    if (!text) return -1;
+    RunConfig before = s->base;
+    int rc = model_config_preset(&s->base.model, text);
+    if (rc != 0) {
+        spec_fail(L->err, mark_of(s, val), "unknown preset '%s' (expected one of: micro, book)",
+                  text);
+        free(text);
+        return -1;
+    }
+    snprintf(s->preset, sizeof s->preset, "%s", text);
+    free(text);
+    s->preset_mark = mark_of(s, val);
+    for (int i = 0; i < knob_count; i++)
+        if (!knob_equal(&before, &s->base, &knob_table[i])) s->base_src[i] = s->preset_mark;
+    return 0;
+}
+
+/* A dotted knob key of grid/variants/exclude (an optional "base." prefix is accepted). */
+static const Knob *dotted_knob(Load *L, const YNode *key) {
+    const Knob *k = knob_find(key->text);
+    if (!k) unknown_key(L, mark_of(L->s, key), key->text, "", NULL);
+    return k;
+}
+
+/* Types one value for k (against a scratch config) and stores it in a. */
+static int make_assign(Load *L, const Knob *k, const YNode *val, SpecAssign *a) {
+    char *text = value_text(L, val, k->name);
+    if (!text) return -1;
+    RunConfig scratch;
+    run_config_default(&scratch);
+    char msg[ABL_ERR_MAX];
+    if (knob_set(&scratch, k, text, msg) != 0) {
+        free(text);
+        return spec_fail(L->err, mark_of(L->s, val), "%s", msg);
+    }
+    a->knob = k;
+    a->text = text;
+    a->mark = mark_of(L->s, val);
+    return 0;
+}
+
+static void free_assigns(SpecAssign *a, int n) {
+    for (int i = 0; i < n && a; i++) free(a[i].text);
+    free(a);
+}
+
+static const SpecAxis *axis_with(const Spec *s, const Knob *k, int *key) {
+    for (int i = 0; i < s->n_axes; i++)
+        for (int j = 0; j < s->axes[i].n_keys; j++)
+            if (s->axes[i].cells[j].knob == k) {
+                if (key) *key = j;
+                return &s->axes[i];
+            }
+    return NULL;
+}
+
+/* One axis from a mapping of key -> list (one key for a plain axis; a zip group). */
+static int add_axis(Load *L, const YNode *group, int first, int count, int zip,
+                    const YNode *group_node) {
+    Spec *s = L->s;
+    const YNode *list0 = group->items[first];
+    for (int j = 0; j < count; j++) {
+        const YNode *key = group->keys[first + j], *list = group->items[first + j];
+        const Knob *k = dotted_knob(L, key);
+        if (!k) return -1;
+        int at = 0;
+        const SpecAxis *other = axis_with(s, k, &at);
+        if (other)
+            return spec_fail(L->err, mark_of(s, key), "%s is already a grid axis (line %d)",
+                             k->name, other->key_marks[at].line);
+        for (int i = 0; i < j; i++)
+            if (knob_find(group->keys[first + i]->text) == k)
+                return spec_fail(L->err, mark_of(s, key), "%s appears twice in this zip group",
+                                 k->name);
+        if (list->type != YNODE_SEQ)
+            return spec_fail(L->err, mark_of(s, list), "expected a list of values for grid key %s, got %s",
+                             k->name, ydoc_kind(list));
+        if (list->n == 0)
+            return spec_fail(L->err, mark_of(s, list), "empty list of values for grid key %s",
+                             k->name);
+        if (j > 0 && list->n != list0->n)
+            return spec_fail(L->err, mark_of(s, list),
+                             "zip lists must have the same length: %s has %d values, %s has %d",
+                             k->name, list->n, group->keys[first]->text, list0->n);
+    }
+    SpecAxis *axes = realloc(s->axes, (size_t)(s->n_axes + 1) * sizeof *axes);
+    if (!axes) return spec_fail(L->err, mark_of(s, group_node), "out of memory");
+    s->axes = axes;
+    SpecAxis *ax = &s->axes[s->n_axes];
+    memset(ax, 0, sizeof *ax);
+    ax->n_keys = count;
+    ax->n_points = list0->n;
+    ax->zip = zip;
+    ax->key_marks = calloc((size_t)count, sizeof *ax->key_marks);
+    ax->cells = calloc((size_t)count * (size_t)ax->n_points, sizeof *ax->cells);
+    s->n_axes++; /* owned by the spec from here on (spec_free cleans up partial axes) */
+    if (!ax->key_marks || !ax->cells) return spec_fail(L->err, mark_of(s, group_node), "out of memory");
+    for (int j = 0; j < count; j++) {
+        const YNode *key = group->keys[first + j], *list = group->items[first + j];
+        const Knob *k = knob_find(key->text);
+        ax->key_marks[j] = mark_of(s, key);
+        for (int p = 0; p < ax->n_points; p++)
+            if (make_assign(L, k, list->items[p], &ax->cells[p * count + j]) != 0) return -1;
+    }
+    return 0;
+}
+
+static int parse_excludes(Load *L, const YNode *list) {
+    Spec *s = L->s;
+    if (ydoc_is_null(list)) return 0;
+    if (list->type != YNODE_SEQ)
+        return spec_fail(L->err, mark_of(s, list),
+                         "expected a list of partial assignments for grid.exclude, got %s",
+                         ydoc_kind(list));
+    s->excludes = calloc((size_t)list->n + 1, sizeof *s->excludes);
+    if (!s->excludes) return spec_fail(L->err, mark_of(s, list), "out of memory");
+    for (int i = 0; i < list->n; i++) {
+        const YNode *m = list->items[i];
+        if (m->type != YNODE_MAP || m->n == 0)
+            return spec_fail(L->err, mark_of(s, m),
+                             "expected a mapping of knob: value for a grid.exclude entry");
+        SpecExclude *e = &s->excludes[s->n_excludes++];
+        e->mark = mark_of(s, m);
+        run_config_default(&e->match);
+        e->assign = calloc((size_t)m->n, sizeof *e->assign);
+        if (!e->assign) return spec_fail(L->err, e->mark, "out of memory");
+        for (int j = 0; j < m->n; j++) {
+            const Knob *k = dotted_knob(L, m->keys[j]);
+            if (!k) return -1;
+            for (int q = 0; q < e->n_assign; q++)
+                if (e->assign[q].knob == k)
+                    return spec_fail(L->err, mark_of(s, m->keys[j]),
+                                     "%s appears twice in this exclude entry", k->name);
+            if (make_assign(L, k, m->items[j], &e->assign[e->n_assign]) != 0) return -1;
+            char msg[ABL_ERR_MAX];
+            knob_set(&e->match, k, e->assign[e->n_assign].text, msg);
+            e->n_assign++;
+        }
+    }
+    return 0;
+}
+
+static int parse_grid(Load *L, const YNode *grid) {
+    Spec *s = L->s;
+    if (ydoc_is_null(grid)) return 0;
+    if (grid->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, grid),
+                         "expected a mapping of knob: [values] for grid, got %s", ydoc_kind(grid));
+    const YNode *exclude = NULL;
+    for (int i = 0; i < grid->n; i++) {
+        const YNode *key = grid->keys[i], *val = grid->items[i];
+        if (!strcmp(key->text, "exclude")) {
+            exclude = val;
+        } else if (!strcmp(key->text, "zip")) {
+            if (ydoc_is_null(val)) continue;
+            if (val->type != YNODE_SEQ)
+                return spec_fail(L->err, mark_of(s, val),
+                                 "expected a list of zip groups for grid.zip, got %s",
+                                 ydoc_kind(val));
+            for (int g = 0; g < val->n; g++) {
+                const YNode *group = val->items[g];
+                if (group->type != YNODE_MAP || group->n == 0)
+                    return spec_fail(L->err, mark_of(s, group),
+                                     "expected a mapping of knob: [values] for a zip group");
+                if (add_axis(L, group, 0, group->n, 1, group) != 0) return -1;
+            }
+        } else if (add_axis(L, grid, i, 1, 0, key) != 0) {
+            return -1;
+        }
+    }
+    return exclude ? parse_excludes(L, exclude) : 0;
+}
+
+static int valid_variant_name(const char *n) {
+    if (!*n) return 0;
+    for (; *n; n++)
+        if (!isalnum((unsigned char)*n) && !strchr("_.+-", *n)) return 0;
+    return 1;
+}
+
+static int parse_variants(Load *L, const YNode *vars) {
+    Spec *s = L->s;
+    if (ydoc_is_null(vars)) return 0;
+    if (vars->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, vars),
+                         "expected a mapping of name: {knob: value} for variants, got %s",
+                         ydoc_kind(vars));
+    s->variants = calloc((size_t)vars->n + 1, sizeof *s->variants);
+    if (!s->variants) return spec_fail(L->err, mark_of(s, vars), "out of memory");
+    /* baseline first, then file order */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < vars->n; i++) {
+            const YNode *key = vars->keys[i], *body = vars->items[i];
+            int is_base = !strcmp(key->text, "baseline");
+            if (is_base != (pass == 0)) continue;
+            if (!valid_variant_name(key->text))
+                return spec_fail(L->err, mark_of(s, key),
+                                 "variant name '%s' may only use letters, digits and _ . + -",
+                                 key->text);
+            if (!ydoc_is_null(body) && body->type != YNODE_MAP)
+                return spec_fail(L->err, mark_of(s, body),
+                                 "expected a mapping of knob: value for variant '%s', got %s",
+                                 key->text, ydoc_kind(body));
+            int n = ydoc_is_null(body) ? 0 : body->n;
+            if (is_base && n > 0)
+                return spec_fail(L->err, mark_of(s, body->keys[0]),
+                                 "variant 'baseline' is the base itself and must be empty; "
+                                 "change base instead or rename the variant");
+            SpecVariant *v = &s->variants[s->n_variants++];
+            v->mark = mark_of(s, key);
+            if (!(v->name = strdup(key->text)) ||
+                (n && !(v->assign = calloc((size_t)n, sizeof *v->assign))))
+                return spec_fail(L->err, v->mark, "out of memory");
+            for (int j = 0; j < n; j++) {
+                const YNode *k_node = body->keys[j];
+                const Knob *k = dotted_knob(L, k_node);
+                if (!k) return -1;
+                for (int q = 0; q < v->n_assign; q++)
+                    if (v->assign[q].knob == k)
+                        return spec_fail(L->err, mark_of(s, k_node),
+                                         "%s is set twice in variant '%s'", k->name, v->name);
+                int at = 0;
+                const SpecAxis *ax = axis_with(s, k, &at);
+                if (ax)
+                    return spec_fail(L->err, mark_of(s, k_node),
+                                     "variant '%s' sets %s, which is a grid axis (line %d); the "
+                                     "grid value would always override it",
+                                     v->name, k->name, ax->key_marks[at].line);
+                if (make_assign(L, k, body->items[j], &v->assign[v->n_assign]) != 0) return -1;
+                v->n_assign++;
+            }
+        }
+    return 0;
+}
+
+static int parse_u64(const char *t, uint64_t *out) {
+    if (!isdigit((unsigned char)*t)) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(t, &end, 10);
+    if (errno || *end) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_seeds(Load *L, const YNode *v) {
+    Spec *s = L->s;
+    s->seeds_mark = mark_of(s, v);
+    if (v->type == YNODE_SCALAR) {
+        char *t = value_text(L, v, "seeds");
+        if (!t) return -1;
+        uint64_t n = 0;
+        int bad = parse_u64(t, &n) != 0 || n < 1 || n > SPEC_MAX_SEEDS;
+        if (bad) {
+            spec_fail(L->err, s->seeds_mark,
+                      "seeds must be a count from 1 to %d or a list of seeds, got '%s'",
+                      SPEC_MAX_SEEDS, t);
+            free(t);
+            return -1;
+        }
+        free(t);
+        if (!(s->seeds = calloc(n, sizeof *s->seeds)))
+            return spec_fail(L->err, s->seeds_mark, "out of memory");
+        for (uint64_t i = 0; i < n; i++) s->seeds[i] = i;
+        s->n_seeds = (int)n;
+        return 0;
+    }
+    if (v->type != YNODE_SEQ || v->n == 0 || v->n > SPEC_MAX_SEEDS)
+        return spec_fail(L->err, s->seeds_mark,
+                         "seeds must be a count or a non-empty list of seeds, got %s",
+                         v->type == YNODE_SEQ ? "an empty list" : ydoc_kind(v));
+    if (!(s->seeds = calloc((size_t)v->n, sizeof *s->seeds)))
+        return spec_fail(L->err, s->seeds_mark, "out of memory");
+    for (int i = 0; i < v->n; i++) {
+        char *t = value_text(L, v->items[i], "seeds");
+        if (!t) return -1;
+        uint64_t x;
+        int rc = parse_u64(t, &x);
+        if (rc != 0) {
+            spec_fail(L->err, mark_of(s, v->items[i]),
+                      "expected a non-negative integer seed, got '%s'", t);
+            free(t);
+            return -1;
+        }
+        free(t);
+        for (int j = 0; j < s->n_seeds; j++)
+            if (s->seeds[j] == x)
+                return spec_fail(L->err, mark_of(s, v->items[i]), "duplicate seed %llu",
+                                 (unsigned long long)x);
+        s->seeds[s->n_seeds++] = x;
+    }
+    return 0;
+}
+
+static int apply_sets(Load *L, const char *const *sets, int n_sets) {
+    Spec *s = L->s;
+    if (n_sets > 0 && !(s->sets = calloc((size_t)n_sets, sizeof *s->sets))) {
+        SpecMark m = {SET_FILE, 1, 1};
+        return spec_fail(L->err, m, "out of memory");
+    }
+    for (int i = 0; i < n_sets; i++) {
+        const char *a = sets[i];
+        SpecMark m = {SET_FILE, i + 1, 1};
+        if (!(s->sets[i] = strdup(a))) return spec_fail(L->err, m, "out of memory");
+        s->n_sets = i + 1;
+        const char *eq = strchr(a, '=');
+        if (!eq || eq == a) return spec_fail(L->err, m, "expected key=value, got '%s'", a);
+        char key[SPEC_NAME_MAX];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - a), a);
+        const Knob *k = knob_find(key);
+        if (!k) return unknown_key(L, m, key, "", NULL);
+        int at = 0;
+        const SpecAxis *ax = axis_with(s, k, &at);
+        if (ax)
+            return spec_fail(L->err, m,
+                             "--set %s has no effect: %s is a grid axis (%s:%d:%d)", a, k->name,
+                             ax->key_marks[at].file, ax->key_marks[at].line,
+                             ax->key_marks[at].col);
+        char msg[ABL_ERR_MAX];
+        m.col = (int)(eq - a) + 2;
+        if (knob_assign(&s->base, a, msg) != 0) return spec_fail(L->err, m, "%s", msg);
+        s->base_src[kidx(k)] = m;
+        L->explicit_[kidx(k)] = 1;
+    }
+    return 0;
+}
+
+static const char *const top_words[] = {"data", "base", "grid", "variants", "seeds", "description",
+                                        NULL};
+
+static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_sets) {
+    Spec *s = L->s;
+    if (root->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, root),
+                         "a spec is a mapping with keys data, base, grid, variants and seeds; got %s",
+                         ydoc_kind(root));
+    for (int i = 0; i < root->n; i++) {
+        const char *k = root->keys[i]->text;
+        int known = 0;
+        for (int j = 0; top_words[j]; j++) known |= !strcmp(k, top_words[j]);
+        if (!known) {
+            const char *guess = closest(k, top_words);
+            if (guess)
+                return spec_fail(L->err, mark_of(s, root->keys[i]),
+                                 "unknown key '%s' (did you mean '%s'?)", k, guess);
+            return spec_fail(L->err, mark_of(s, root->keys[i]),
+                             "unknown key '%s' (expected data, base, grid, variants, seeds or "
+                             "description)",
+                             k);
+        }
+    }
+    const YNode *key = NULL, *v;
+    if ((v = ydoc_get(root, "description", NULL))) {
+        if (v->type != YNODE_SCALAR)
+            return spec_fail(L->err, mark_of(s, v), "expected text for description, got %s",
+                             ydoc_kind(v));
+        if (!(s->description = strdup(v->text))) return spec_fail(L->err, mark_of(s, v), "out of memory");
+    }
+    const YNode *base = ydoc_get(root, "base", &key);
+    if (base) {
+        s->base_mark = mark_of(s, key);
+        if (!ydoc_is_null(base) && base->type != YNODE_MAP)
+            return spec_fail(L->err, mark_of(s, base), "expected a mapping for base, got %s",
+                             ydoc_kind(base));
+        if (base->type == YNODE_MAP && apply_preset(L, base) != 0) return -1;
+    }
+    if ((v = ydoc_get(root, "data", &key))) {
+        s->data_mark = mark_of(s, key);
+        if (apply_base_map(L, v, "data.", "data") != 0) return -1;
+    }
+    if (base) {
+        if (apply_base_map(L, base, "", "base") != 0) return -1;
+    }
+    if ((v = ydoc_get(root, "grid", NULL)) && parse_grid(L, v) != 0) return -1;
+    if ((v = ydoc_get(root, "variants", NULL)) && parse_variants(L, v) != 0) return -1;
+    if ((v = ydoc_get(root, "seeds", NULL))) {
+        if (parse_seeds(L, v) != 0) return -1;
+    } else {
+        if (!(s->seeds = calloc(1, sizeof *s->seeds))) {
+            SpecMark m = {s->path, 1, 1};
+            return spec_fail(L->err, m, "out of memory");
+        }
+        s->n_seeds = 1;
+    }
+    if (apply_sets(L, sets, n_sets) != 0) return -1;
+    int budgets[3] = {0, 0, 0};
+    for (int i = 0; i < knob_count; i++)
+        if (L->explicit_[i] && spec_is_budget(&knob_table[i]))
+            budgets[!strcmp(knob_table[i].name, "train.steps")    ? 0
+                    : !strcmp(knob_table[i].name, "train.tokens") ? 1
+                                                                  : 2] = 1;
+    spec_resolve_budgets(&s->base, budgets);
+    return 0;
+}
+
+int spec_load_string(Spec *s, const char *name, const char *text, const char *const *sets,
+                     int n_sets, char err[ABL_ERR_MAX]) {
+    memset(s, 0, sizeof *s);
+    err[0] = '\0';
+    s->path = strdup(name);
+    s->text_len = strlen(text);
+    s->text = malloc(s->text_len + 1);
+    s->base_src = calloc((size_t)knob_count, sizeof *s->base_src);
+    Load L = {s, err, calloc((size_t)knob_count, 1)};
+    if (!s->path || !s->text || !s->base_src || !L.explicit_) {
+        free(L.explicit_);
+        spec_free(s);
+        snprintf(err, ABL_ERR_MAX, "%s:1:1: out of memory", name);
+        return -1;
+    }
+    memcpy(s->text, text, s->text_len + 1);
+    run_config_default(&s->base);
+    for (int i = 0; i < knob_count; i++) s->base_src[i].file = s->path;
+    YNode *root = NULL;
+    int rc = ydoc_parse(s->text, s->text_len, s->path, &root, err);
+    if (rc == 0) rc = load_tree(&L, root, sets, n_sets);
+    ydoc_free(root);
+    free(L.explicit_);
+    if (rc != 0) spec_free(s);
+    return rc;
+}
+
+int spec_load(Spec *s, const char *path, const char *const *sets, int n_sets,
+              char err[ABL_ERR_MAX]) {
+    memset(s, 0, sizeof *s);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, ABL_ERR_MAX, "%s: cannot open spec: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = malloc((size_t)SPEC_MAX_BYTES + 1);
+    size_t n = text ? fread(text, 1, (size_t)SPEC_MAX_BYTES + 1, f) : 0;
+    int bad = !text || ferror(f);
+    fclose(f);
+    if (bad || n > (size_t)SPEC_MAX_BYTES) {
+        snprintf(err, ABL_ERR_MAX, "%s: cannot read spec: %s", path,
+                 bad ? "read error" : "larger than 16 MiB");
+        free(text);
+        return -1;
+    }
+    text[n] = '\0';
+    if (strlen(text) != n) {
+        snprintf(err, ABL_ERR_MAX, "%s:1:1: NUL byte in the spec file", path);
+        free(text);
+        return -1;
+    }
+    int rc = spec_load_string(s, path, text, sets, n_sets, err);
+    free(text);
+    return rc;
+}
+
+void spec_free(Spec *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_axes; i++) {
+        free_assigns(s->axes[i].cells, s->axes[i].cells ? s->axes[i].n_keys * s->axes[i].n_points : 0);
+        free(s->axes[i].key_marks);
+    }
+    free(s->axes);
+    for (int i = 0; i < s->n_variants; i++) {
+        free(s->variants[i].name);
+        free_assigns(s->variants[i].assign, s->variants[i].n_assign);
+    }
+    free(s->variants);
+    for (int i = 0; i < s->n_excludes; i++) free_assigns(s->excludes[i].assign, s->excludes[i].n_assign);
+    free(s->excludes);
+    for (int i = 0; i < s->n_sets; i++) free(s->sets[i]);
+    free(s->sets);
+    free(s->seeds);
+    free(s->base_src);
+    free(s->description);
+    free(s->text);
+    free(s->path);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,107 @@
+/* The sweep spec: a YAML file naming a base configuration, grid axes, named variants and
+ * seeds (docs/spec.md). spec_load parses and type-checks it against the knob table and
+ * remembers where every value was written, so the planner (plan.h) can point errors at the
+ * line and column that produced a bad run. Every error is one line "FILE:LINE:COL: message";
+ * --set overrides use the pseudo-file "--set" with the argument's number as LINE and the
+ * column inside the argument. */
+#ifndef ABLATE_ORCHESTRATOR_SPEC_H
+#define ABLATE_ORCHESTRATOR_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../worker/knobs.h"
+
+/* Where a value was written. file is the spec's path (Spec.path) or the static "--set";
+ * line/col are 1-based. line 0 means "nowhere" (a default). */
+typedef struct {
+    const char *file;
+    int line, col;
+} SpecMark;
+
+/* One knob value as written: text after ${VAR} expansion, already known to parse. */
+typedef struct {
+    const Knob *knob;
+    char *text;
+    SpecMark mark; /* of the value */
+} SpecAssign;
+
+/* One grid axis: a plain key (n_keys 1) or a zip group whose keys advance together. */
+typedef struct {
+    int n_keys;
+    SpecMark *key_marks; /* n_keys: where each key is written */
+    int n_points;        /* values per key (equal across a zip group) */
+    SpecAssign *cells;   /* n_points * n_keys: point p, key k at cells[p * n_keys + k] */
+    int zip;             /* came from grid.zip */
+} SpecAxis;
+
+/* A named set of overrides around base. */
+typedef struct {
+    char *name;
+    SpecMark mark; /* of the name */
+    int n_assign;
+    SpecAssign *assign; /* file order */
+} SpecVariant;
+
+/* A partial assignment: runs whose resolved config matches all of it are dropped. */
+typedef struct {
+    SpecMark mark; /* of the exclude entry */
+    int n_assign;
+    SpecAssign *assign;
+    RunConfig match; /* base with the assignments applied (compared with knob_equal) */
+} SpecExclude;
+
+typedef struct {
+    char *path;      /* as given (used as FILE in messages) */
+    char *text;      /* the raw spec text, NUL-terminated, for storing with the results */
+    size_t text_len;
+    char *description; /* optional top-level "description", or NULL */
+
+    /* Defaults, then base.preset, then data/base keys, then --set. The train budgets
+     * (steps/tokens/seconds) are exclusive: when any budget is set explicitly, the ones
+     * left at their defaults are zeroed (here and again per run in the planner). */
+    RunConfig base;
+    SpecMark *base_src; /* knob_count entries, indexed like knob_table: where base got the
+                           value (a key, base.preset, or a --set); line 0 = the default */
+    char preset[32];    /* "" if none */
+    SpecMark preset_mark, base_mark, data_mark; /* line 0 if absent */
+    char **sets;        /* copies of the --set assignments */
+    int n_sets;
+
+    int n_axes;
+    SpecAxis *axes; /* file order; a zip group sits where "zip" is written */
+    int n_variants; /* 0 = one implicit, unlabelled baseline */
+    SpecVariant *variants; /* "baseline" (always empty) first if present, then file order */
+    int n_excludes;
+    SpecExclude *excludes;
+    int n_seeds;
+    uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
+    SpecMark seeds_mark;
+} Spec;
+
+/* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the
+ * file. On error returns -1 with err filled and s left empty (spec_free is still safe). */
+int spec_load(Spec *s, const char *path, const char *const *sets, int n_sets,
+              char err[ABL_ERR_MAX]);
+/* Same from a string; name is used as FILE in messages and as Spec.path. */
+int spec_load_string(Spec *s, const char *name, const char *text, const char *const *sets,
+                     int n_sets, char err[ABL_ERR_MAX]);
+void spec_free(Spec *s);
+
+/* Expands ${VAR} and ${VAR:-default} (default used when VAR is unset or empty; it may
+ * itself contain references); "$${" is a literal "${". Returns a malloc'd string, or NULL
+ * with a message (not naming a file) in err. */
+char *spec_expand(const char *text, char err[ABL_ERR_MAX]);
+
+/* Helpers shared with the planner. */
+
+/* Writes "FILE:LINE:COL: message" into err (a mark with line 0 prints as FILE:1:1; newlines
+ * in the message become spaces) and returns -1. */
+int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Is k one of the exclusive budgets train.steps, train.tokens, train.seconds? */
+int spec_is_budget(const Knob *k);
+/* If any budget was set explicitly (set[i] for steps, tokens, seconds), zeroes the others. */
+void spec_resolve_budgets(RunConfig *c, const int set[3]);
+
+#endif

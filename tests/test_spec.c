@@ -1,0 +1,600 @@
+/* The spec language and the planner: expansion counts and order, names, ids, ${VAR}, --set,
+ * and every error pointing at FILE:LINE:COL. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/plan.h"
+#include "orchestrator/spec.h"
+#include "test_util.h"
+
+static char g_data[1024]; /* a small generated corpus */
+static const char *g_tmp;
+static char g_err[ABL_ERR_MAX];
+
+/* text with every "@DATA@" replaced by the corpus path (static buffer). */
+static const char *with_data(const char *text) {
+    static char out[16384];
+    size_t o = 0;
+    for (const char *p = text; *p && o + 1100 < sizeof out;) {
+        if (!strncmp(p, "@DATA@", 6)) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s", g_data);
+            p += 6;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Loads text as "t.yaml" and plans it; 0 on success (g_err holds the error otherwise). */
+static int load_plan(const char *text, const char *const *sets, int n_sets, Spec *s, Plan *p) {
+    memset(p, 0, sizeof *p);
+    if (spec_load_string(s, "t.yaml", with_data(text), sets, n_sets, g_err) != 0) return -1;
+    if (plan_build(s, p, g_err) != 0) {
+        spec_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+static void done(Spec *s, Plan *p) {
+    plan_free(p);
+    spec_free(s);
+}
+
+/* The spec must fail (at load or plan time) with an error starting with prefix and
+ * containing every word (NULL-terminated), on one line. */
+static void expect_error(int line, const char *text, const char *const *sets, int n_sets,
+                         const char *prefix, ...) {
+    Spec s;
+    Plan p;
+    if (load_plan(text, sets, n_sets, &s, &p) == 0) {
+        fprintf(stderr, "test_spec.c:%d: expected an error, got %d runs\n", line, p.n_runs);
+        test_failures++;
+        done(&s, &p);
+        return;
+    }
+    if (getenv("TEST_SPEC_VERBOSE")) fprintf(stderr, "  [%d] %s\n", line, g_err);
+    int ok = strncmp(g_err, prefix, strlen(prefix)) == 0 && !strchr(g_err, '\n');
+    va_list ap;
+    va_start(ap, prefix);
+    for (const char *w; (w = va_arg(ap, const char *));)
+        if (!strstr(g_err, w)) ok = 0;
+    va_end(ap);
+    if (!ok) {
+        fprintf(stderr, "test_spec.c:%d: unexpected error text (want prefix '%s'):\n  %s\n", line,
+                prefix, g_err);
+        test_failures++;
+    }
+}
+#define EXPECT_ERROR(text, sets, n_sets, prefix, ...)                                              \
+    expect_error(__LINE__, text, sets, n_sets, prefix, __VA_ARGS__, (const char *)NULL)
+
+static void test_grid_counts(void) {
+    const char *y = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  model.n_head: [1, 4, 8]\n"
+                    "  model.activation: [gelu, relu]\n"
+                    "seeds: 3\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(s.n_axes == 2 && s.n_seeds == 3 && s.n_variants == 0);
+    CHECK(p.n_runs == 18 && p.n_excluded == 0);
+    if (p.n_runs == 18) {
+        CHECK(!strcmp(p.runs[0].name, "n_head=1/activation=gelu/seed0"));
+        CHECK(!strcmp(p.runs[1].name, "n_head=1/activation=gelu/seed1"));
+        CHECK(!strcmp(p.runs[3].name, "n_head=1/activation=relu/seed0"));
+        CHECK(!strcmp(p.runs[6].name, "n_head=4/activation=gelu/seed0"));
+        CHECK(!strcmp(p.runs[17].name, "n_head=8/activation=relu/seed2"));
+        CHECK(p.runs[6].cfg.model.n_head == 4 && p.runs[6].cfg.model.activation == ACT_GELU);
+        CHECK(p.runs[17].cfg.model.n_head == 8 && p.runs[17].cfg.model.activation == ACT_RELU);
+        CHECK(p.runs[17].seed == 2 && p.runs[17].index == 17);
+        CHECK(p.runs[6].point[0] == 1 && p.runs[6].point[1] == 0 && p.runs[6].variant == -1);
+        CHECK(!strcmp(p.runs[6].overrides, "model.n_head=4 model.activation=gelu"));
+        CHECK(!strcmp(p.runs[0].cfg.data.path, g_data));
+        for (int i = 0; i < p.n_runs; i++) CHECK(plan_find_id(&p, p.runs[i].id) == i);
+        CHECK(plan_find_id(&p, "0000000000000000") == -1);
+    }
+    done(&s, &p);
+
+    /* exclude drops n_head=8 with relu: 3 seeds of one grid point */
+    const char *x = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  model.n_head: [1, 4, 8]\n"
+                    "  model.activation: [gelu, relu]\n"
+                    "  exclude:\n"
+                    "    - {model.n_head: 8, model.activation: relu}\n"
+                    "    - {base.model.n_head: 1, model.activation: gelu}\n"
+                    "seeds: 3\n";
+    CHECK_MSG(load_plan(x, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 12 && p.n_excluded == 2 && s.n_excludes == 2);
+    for (int i = 0; i < p.n_runs; i++) {
+        const ModelConfig *m = &p.runs[i].cfg.model;
+        CHECK(!(m->n_head == 8 && m->activation == ACT_RELU));
+        CHECK(!(m->n_head == 1 && m->activation == ACT_GELU));
+    }
+    if (p.n_runs == 12) {
+        CHECK(!strcmp(p.runs[0].name, "n_head=1/activation=relu/seed0"));
+        CHECK(!strcmp(p.runs[9].name, "n_head=8/activation=gelu/seed0"));
+    }
+    done(&s, &p);
+
+    /* no grid, no variants: one baseline run per seed */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n", NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 1 && !strcmp(p.runs[0].name, "baseline/seed0") &&
+          !strcmp(p.runs[0].overrides, "") && p.runs[0].point == NULL);
+    done(&s, &p);
+}
+
+static void test_zip_and_variants(void) {
+    const char *z = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  model.activation: [gelu, relu]\n"
+                    "  zip:\n"
+                    "    - {model.d_model: [32, 64, 96], model.n_head: [2, 4, 6]}\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(z, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(s.n_axes == 2 && s.axes[1].zip && s.axes[1].n_keys == 2 && s.axes[1].n_points == 3);
+    CHECK(p.n_runs == 6);
+    for (int i = 0; i < p.n_runs; i++)
+        CHECK(p.runs[i].cfg.model.d_model == 16 * p.runs[i].cfg.model.n_head);
+    if (p.n_runs == 6) {
+        CHECK(!strcmp(p.runs[0].name, "activation=gelu/d_model=32/n_head=2/seed0"));
+        CHECK(!strcmp(p.runs[4].name, "activation=relu/d_model=64/n_head=4/seed0"));
+    }
+    done(&s, &p);
+
+    /* variants (baseline first regardless of file order) x grid x a seed list */
+    const char *v = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  model.n_head: [2, 4]\n"
+                    "variants:\n"
+                    "  ctx32: {model.context: 32}\n"
+                    "  post: {base.model.norm: post, train.lr: 3e-3}\n"
+                    "  baseline: {}\n"
+                    "seeds: [1, 7]\n";
+    CHECK_MSG(load_plan(v, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(s.n_variants == 3 && !strcmp(s.variants[0].name, "baseline"));
+    CHECK(p.n_runs == 12);
+    if (p.n_runs == 12) {
+        CHECK(!strcmp(p.runs[0].name, "baseline/n_head=2/seed1"));
+        CHECK(!strcmp(p.runs[1].name, "baseline/n_head=2/seed7") && p.runs[1].seed == 7);
+        CHECK(!strcmp(p.runs[4].name, "ctx32/n_head=2/seed1"));
+        CHECK(p.runs[4].cfg.model.context == 32 && p.runs[0].cfg.model.context == 16);
+        CHECK(!strcmp(p.runs[4].overrides, "model.context=32 model.n_head=2"));
+        CHECK(!strcmp(p.runs[11].name, "post/n_head=4/seed7"));
+        CHECK(p.runs[11].cfg.model.norm == NORM_POST && p.runs[11].cfg.train.lr == 3e-3);
+        CHECK(!strcmp(p.runs[11].overrides, "model.norm=post train.lr=0.003 model.n_head=4"));
+        CHECK(p.runs[0].variant == 0 && p.runs[11].variant == 2);
+    }
+    done(&s, &p);
+
+    /* variants without a baseline run only the named ones */
+    const char *nb = "data: {path: \"@DATA@\"}\n"
+                     "variants:\n"
+                     "  gqa: {model.n_kv_head: 2}\n";
+    CHECK_MSG(load_plan(nb, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 1 && !strcmp(p.runs[0].name, "gqa/seed0"));
+    done(&s, &p);
+}
+
+static void test_base_sections(void) {
+    const char *y = "description: base sections\n"
+                    "data: {path: \"@DATA@\", tokenizer: byte, val_fraction: 0.2}\n"
+                    "base:\n"
+                    "  preset: book\n"
+                    "  model: {n_head: 8, activation: relu, vocab_size: 0}\n"
+                    "  train: {lr: 1e-3, batch_size: 4, tokens: 100000, schedule: linear}\n"
+                    "  stats: {every: 7}\n"
+                    "  sample: {prompt: \"ROMEO:\", tokens: 11}\n"
+                    "  save_weights: true\n"
+                    "  train.warmup_steps: 3\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs == 1) {
+        const RunConfig *c = &p.runs[0].cfg;
+        CHECK(c->model.d_model == 128 && c->model.norm_type == NORMTYPE_LAYER); /* book */
+        CHECK(c->model.n_head == 8 && c->model.activation == ACT_RELU);
+        CHECK(c->train.lr == 1e-3 && c->train.batch_size == 4 && c->train.schedule == SCHED_LINEAR);
+        CHECK(c->train.tokens == 100000 && c->train.steps == 0); /* budget switched */
+        CHECK(c->train.warmup_steps == 3 && c->stats.every == 7 && c->save_weights == 1);
+        CHECK(!strcmp(c->sample.prompt, "ROMEO:") && c->sample.tokens == 11);
+        CHECK(c->data.tokenizer == TOK_BYTE && c->data.val_fraction == 0.2);
+        CHECK(!strcmp(s.preset, "book") && s.preset_mark.line == 4 && s.preset_mark.col == 11);
+        CHECK(s.description && !strcmp(s.description, "base sections"));
+        CHECK(!strncmp(s.text, "description:", 12) && s.text_len == strlen(s.text));
+        const Knob *k = knob_find("model.n_head");
+        CHECK(s.base_src[k - knob_table].line == 5 && s.base_src[k - knob_table].col == 19);
+        k = knob_find("model.d_model");
+        CHECK(s.base_src[k - knob_table].line == 4); /* from the preset */
+    }
+    done(&s, &p);
+}
+
+/* FNV-1a 64 over "name=value\n" for every knob, then "seed=N\n" (docs/spec.md). */
+static void reference_id(const RunConfig *c, uint64_t seed, char id[17]) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    char line[2048];
+    for (int i = 0; i <= knob_count; i++) {
+        if (i < knob_count) {
+            char val[1100];
+            knob_format(c, &knob_table[i], val, sizeof val);
+            snprintf(line, sizeof line, "%s=%s\n", knob_table[i].name, val);
+        } else {
+            snprintf(line, sizeof line, "seed=%llu\n", (unsigned long long)seed);
+        }
+        for (const char *q = line; *q; q++) h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
+    }
+    snprintf(id, 17, "%016llx", (unsigned long long)h);
+}
+
+static void test_ids(void) {
+    /* the same config written three ways gives the same id */
+    const char *a = "data: {path: \"@DATA@\"}\n"
+                    "base:\n"
+                    "  model: {n_head: 2}\n"
+                    "  train: {lr: 1e-2, steps: 1000}\n"
+                    "seeds: [5]\n";
+    const char *b = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  model.n_head: [2, 8]\n"
+                    "  train.lr: [0.01]\n"
+                    "seeds: [5, 6]\n";
+    const char *sets[] = {"model.n_head=2", "base.train.lr=0.0100"};
+    Spec s1, s2, s3;
+    Plan p1, p2, p3;
+    CHECK_MSG(load_plan(a, NULL, 0, &s1, &p1) == 0, "%s", g_err);
+    CHECK_MSG(load_plan(b, NULL, 0, &s2, &p2) == 0, "%s", g_err);
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\nseeds: [5]\n", sets, 2, &s3, &p3) == 0, "%s",
+              g_err);
+    if (p1.n_runs == 1 && p2.n_runs == 4 && p3.n_runs == 1) {
+        CHECK(strlen(p1.runs[0].id) == 16 && strspn(p1.runs[0].id, "0123456789abcdef") == 16);
+        CHECK(!strcmp(p1.runs[0].id, p2.runs[0].id));
+        CHECK(!strcmp(p1.runs[0].id, p3.runs[0].id));
+        CHECK(strcmp(p2.runs[0].id, p2.runs[1].id) != 0); /* seed 5 vs 6 */
+        CHECK(strcmp(p2.runs[0].id, p2.runs[2].id) != 0); /* n_head 2 vs 8 */
+        CHECK(plan_find_id(&p2, p1.runs[0].id) == 0);
+        char ref[17];
+        reference_id(&p1.runs[0].cfg, 5, ref);
+        CHECK_MSG(!strcmp(ref, p1.runs[0].id), "%s vs %s", ref, p1.runs[0].id);
+        plan_run_id(&p2.runs[1].cfg, 6, ref);
+        CHECK(!strcmp(ref, p2.runs[1].id));
+    }
+    done(&s1, &p1);
+    done(&s2, &p2);
+    done(&s3, &p3);
+}
+
+static void test_env_and_sets(void) {
+    setenv("ABL_T_HEADS", "8", 1);
+    setenv("ABL_T_EMPTY", "", 1);
+    unsetenv("ABL_T_UNSET");
+    const char *y = "data: {path: \"${ABL_T_DATA}\"}\n"
+                    "base:\n"
+                    "  model:\n"
+                    "    n_head: \"${ABL_T_HEADS}\"\n"
+                    "    n_layer: ${ABL_T_UNSET:-3}\n"
+                    "  train: {batch_size: \"${ABL_T_EMPTY:-${ABL_T_HEADS}}\"}\n"
+                    "  sample: {prompt: \"$${HOME} costs $5 ${ABL_T_UNSET:-}\"}\n";
+    setenv("ABL_T_DATA", g_data, 1);
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs == 1) {
+        const RunConfig *c = &p.runs[0].cfg;
+        CHECK(c->model.n_head == 8 && c->model.n_layer == 3 && c->train.batch_size == 8);
+        CHECK_MSG(!strcmp(c->sample.prompt, "${HOME} costs $5 "), "'%s'", c->sample.prompt);
+        CHECK(!strcmp(c->data.path, g_data));
+    }
+    done(&s, &p);
+
+    char msg[ABL_ERR_MAX];
+    char *e = spec_expand("a${ABL_T_UNSET:-b${ABL_T_HEADS}c}d", msg);
+    CHECK(e && !strcmp(e, "ab8cd"));
+    free(e);
+    CHECK(spec_expand("${ABL_T_HEADS", msg) == NULL);
+    CHECK(spec_expand("${1X}", msg) == NULL);
+
+    /* unset without a default: error at the scalar, naming the variable */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {lr: \"${ABL_T_UNSET}\"}\n",
+                 NULL, 0, "t.yaml:3:15: ", "ABL_T_UNSET", "not set");
+
+    /* --set applies after the file */
+    const char *sets[] = {"model.n_head=2", "base.train.lr=0.003", "sample.prompt=a=b"};
+    const char *f = "data: {path: \"@DATA@\"}\n"
+                    "base:\n"
+                    "  model: {n_head: 8}\n";
+    CHECK_MSG(load_plan(f, sets, 3, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs == 1) {
+        CHECK(p.runs[0].cfg.model.n_head == 2 && p.runs[0].cfg.train.lr == 0.003);
+        CHECK(!strcmp(p.runs[0].cfg.sample.prompt, "a=b"));
+        CHECK(s.n_sets == 3 && !strcmp(s.sets[1], "base.train.lr=0.003"));
+        const Knob *k = knob_find("model.n_head");
+        CHECK(!strcmp(s.base_src[k - knob_table].file, "--set") &&
+              s.base_src[k - knob_table].line == 1);
+    }
+    done(&s, &p);
+    const char *bad1[] = {"model.n_head=2", "model.n_haed=4"};
+    EXPECT_ERROR(f, bad1, 2, "--set:2:1: ", "unknown key 'model.n_haed'",
+                 "did you mean 'model.n_head'?");
+    const char *bad2[] = {"model.n_head=four"};
+    EXPECT_ERROR(f, bad2, 1, "--set:1:14: ", "expected an integer for model.n_head, got 'four'");
+    const char *bad3[] = {"model.n_head"};
+    EXPECT_ERROR(f, bad3, 1, "--set:1:1: ", "key=value");
+    const char *bad4[] = {"model.n_head=3"}; /* valid type, invalid run */
+    EXPECT_ERROR(f, bad4, 1, "--set:1:14: ", "run 'baseline/seed0'", "must divide");
+    const char *bad5[] = {"model.activation=gelu"};
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\ngrid:\n  model.activation: [relu, gelu]\n", bad5, 1,
+                 "--set:1:1: ", "grid axis", "t.yaml:3:3");
+}
+
+static void test_errors(void) {
+    /* YAML syntax error with libyaml's mark */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {n_head: 4\n"
+                 "  train: {lr: 1}\n",
+                 NULL, 0, "t.yaml:4:8: ", "YAML syntax error");
+    EXPECT_ERROR("base:\n"
+                 "  model:\n"
+                 "    n_head: 4\n"
+                 "   n_layer: 2\n",
+                 NULL, 0, "t.yaml:4:4: ", "YAML syntax error");
+    /* unknown keys, with suggestions */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model:\n"
+                 "    n_haed: 4\n",
+                 NULL, 0, "t.yaml:4:5: ", "unknown key 'model.n_haed' (did you mean 'model.n_head'?)");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.actvation: [relu]\n",
+                 NULL, 0, "t.yaml:3:3: ", "unknown key 'model.actvation'",
+                 "did you mean 'model.activation'?");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grdi:\n"
+                 "  model.n_head: [1]\n",
+                 NULL, 0, "t.yaml:2:1: ", "unknown key 'grdi' (did you mean 'grid'?)");
+    EXPECT_ERROR("data: {pth: \"@DATA@\"}\n", NULL, 0, "t.yaml:1:8: ",
+                 "unknown key 'data.pth' (did you mean 'data.path'?)");
+    EXPECT_ERROR("base:\n  modle: {n_head: 4}\n", NULL, 0, "t.yaml:2:3: ",
+                 "unknown key 'modle' (did you mean 'model'?)");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants:\n"
+                 "  x: {model.n_heads: 2}\n",
+                 NULL, 0, "t.yaml:3:7: ", "unknown key 'model.n_heads'", "model.n_head");
+    /* wrong type */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {n_head: four}\n",
+                 NULL, 0, "t.yaml:3:19: ", "expected an integer for model.n_head, got 'four'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  train.lr: [1e-2, fast]\n",
+                 NULL, 0, "t.yaml:3:20: ", "expected a number for train.lr, got 'fast'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {n_head: [4]}\n",
+                 NULL, 0, "t.yaml:3:19: ", "expected a single value for model.n_head");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: 4\n",
+                 NULL, 0, "t.yaml:3:17: ", "expected a list of values", "model.n_head");
+    /* invalid enum value lists the choices */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model:\n"
+                 "    activation: gelu3\n",
+                 NULL, 0, "t.yaml:4:17: ", "invalid value 'gelu3' for model.activation",
+                 "relu, gelu, gelu_tanh", "swiglu");
+    /* unknown preset */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {preset: tiny}\n",
+                 NULL, 0, "t.yaml:2:16: ", "unknown preset 'tiny'", "micro");
+    /* n_head not dividing d_model in one grid run: the error names the run and the value */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.activation: [relu]\n"
+                 "  model.n_head: [4, 3]\n"
+                 "seeds: 2\n",
+                 NULL, 0, "t.yaml:4:21: ", "run 'activation=relu/n_head=3/seed0'",
+                 "model.n_head (3) must divide model.d_model (32)");
+    /* a grid value that breaks a base which is fine on its own */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {model: {n_head: 3, d_model: 48}}\n"
+                 "grid:\n"
+                 "  model.d_model: [48, 96, 32]\n",
+                 NULL, 0, "t.yaml:4:27: ", "run 'd_model=32/seed0'", "must divide");
+    /* the base itself wrong: points at the base key */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {d_model: 30}\n"
+                 "grid:\n"
+                 "  model.activation: [relu, gelu]\n",
+                 NULL, 0, "t.yaml:3:20: ", "run 'activation=relu/seed0'", "must divide");
+    /* n_kv_head not dividing n_head, from a variant entry */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants:\n"
+                 "  baseline: {}\n"
+                 "  gqa3: {model.n_kv_head: 3}\n",
+                 NULL, 0, "t.yaml:4:27: ", "run 'gqa3/seed0'",
+                 "model.n_kv_head (3) must divide model.n_head (4)");
+    /* rope with an odd head dimension: d_model 48 / 16 heads = 3 */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {d_model: 48, position: rope}\n"
+                 "grid:\n"
+                 "  model.n_head: [4, 16]\n",
+                 NULL, 0, "t.yaml:5:21: ", "run 'n_head=16/seed0'", "rope", "even head dimension");
+    /* two budgets in base: points at a line of the base */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train:\n"
+                 "    steps: 100\n"
+                 "    tokens: 50000\n",
+                 NULL, 0, "t.yaml:4:12: ", "train.steps", "train.tokens", "exactly one");
+    /* ... and a variant adding a second budget points at the variant entry */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {train: {steps: 100}}\n"
+                 "variants:\n"
+                 "  baseline: {}\n"
+                 "  tok: {train.tokens: 50000}\n",
+                 NULL, 0, "t.yaml:5:23: ", "run 'tok/seed0'", "exactly one");
+    /* missing data file */
+    EXPECT_ERROR("data:\n"
+                 "  path: /nonexistent/ablate/x.txt\n",
+                 NULL, 0, "t.yaml:2:9: ", "/nonexistent/ablate/x.txt", "not readable");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  data.path: [\"@DATA@\", /nonexistent/y.txt]\n",
+                 NULL, 0, "t.yaml:3:", "run 'path=_nonexistent_y.txt/seed0'", "not readable");
+    EXPECT_ERROR("seeds: 1\n", NULL, 0, "t.yaml:1:1: ", "data.path is required");
+    /* duplicate keys */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model:\n"
+                 "    n_head: 4\n"
+                 "    n_head: 8\n",
+                 NULL, 0, "t.yaml:5:5: ", "duplicate key 'n_head'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  model: {n_head: 4}\n"
+                 "  model.n_head: 8\n",
+                 NULL, 0, "t.yaml:4:3: ", "model.n_head is set twice");
+    /* a variant equal to the baseline: two runs with one id */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants:\n"
+                 "  baseline: {}\n"
+                 "  same: {model.n_head: 4}\n",
+                 NULL, 0, "t.yaml:4:3: ", "'baseline/seed0'", "'same/seed0'",
+                 "same configuration");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  train.lr: [1e-2, 0.01]\n",
+                 NULL, 0, "t.yaml:3:20: ", "'lr=1e-2/seed0'", "'lr=0.01/seed0'");
+    /* structure errors */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  zip:\n"
+                 "    - {model.d_model: [32, 64], model.n_head: [2, 4, 8]}\n",
+                 NULL, 0, "t.yaml:4:47: ", "same length");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: [2, 4]\n"
+                 "  zip:\n"
+                 "    - {model.d_model: [32, 64], model.n_head: [2, 4]}\n",
+                 NULL, 0, "t.yaml:5:33: ", "already a grid axis");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: [2, 4]\n"
+                 "variants:\n"
+                 "  h8: {model.n_head: 8}\n",
+                 NULL, 0, "t.yaml:5:8: ", "grid axis");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants:\n"
+                 "  baseline: {model.n_head: 2}\n",
+                 NULL, 0, "t.yaml:3:14: ", "must be empty");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "seeds: [1, 2, 1]\n",
+                 NULL, 0, "t.yaml:2:15: ", "duplicate seed 1");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\nseeds: 0\n", NULL, 0, "t.yaml:2:8: ", "seeds");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: [2]\n"
+                 "  exclude:\n"
+                 "    - {model.n_head: 2}\n",
+                 NULL, 0, "t.yaml:5:7: ", "no runs");
+    EXPECT_ERROR("", NULL, 0, "t.yaml:1:1: ", "empty");
+    EXPECT_ERROR("- 1\n- 2\n", NULL, 0, "t.yaml:1:1: ", "mapping");
+    EXPECT_ERROR("a: &x [1]\nb: *y\n", NULL, 0, "t.yaml:2:4: ", "unknown alias");
+
+    /* a spec that is not there; a real file's errors carry its path */
+    Spec s;
+    char path[1100];
+    CHECK(spec_load(&s, "/nonexistent/spec.yaml", NULL, 0, g_err) != 0);
+    CHECK(strstr(g_err, "/nonexistent/spec.yaml") != NULL);
+    snprintf(path, sizeof path, "%s/bad.yaml", g_tmp);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("base:\n  train: {lr: -1}\n", f);
+        fclose(f);
+    }
+    CHECK(spec_load(&s, path, NULL, 0, g_err) == 0);
+    Plan p;
+    char want[1200];
+    snprintf(want, sizeof want, "%s:2:15: ", path);
+    CHECK_MSG(plan_build(&s, &p, g_err) != 0 && !strncmp(g_err, want, strlen(want)), "%s", g_err);
+    spec_free(&s);
+}
+
+static void test_aliases(void) {
+    const char *y = "data: {path: \"@DATA@\"}\n"
+                    "grid:\n"
+                    "  zip:\n"
+                    "    - {model.n_head: &heads [2, 4], model.n_kv_head: *heads}\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 2);
+    if (p.n_runs == 2) {
+        CHECK(p.runs[1].cfg.model.n_head == 4 && p.runs[1].cfg.model.n_kv_head == 4);
+        CHECK(!strcmp(p.runs[1].name, "n_head=4/n_kv_head=4/seed0"));
+    }
+    done(&s, &p);
+}
+
+static void test_fixture(void) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/example.yaml", ABLATE_SPECS_DIR);
+    setenv("ABLATE_DATA", g_data, 1);
+    Spec s;
+    Plan p;
+    memset(&p, 0, sizeof p);
+    CHECK_MSG(spec_load(&s, path, NULL, 0, g_err) == 0, "%s", g_err);
+    CHECK_MSG(plan_build(&s, &p, g_err) == 0, "%s", g_err);
+    CHECK(p.n_runs == 40 && p.n_excluded == 4);
+    if (p.n_runs == 40) {
+        CHECK(!strcmp(p.runs[0].name, "baseline/n_head=1/activation=gelu/d_model=32/mlp_ratio=4/seed1"));
+        CHECK(!strcmp(p.runs[39].name, "post/n_head=8/activation=gelu/d_model=64/mlp_ratio=2/seed7"));
+        CHECK(p.runs[39].cfg.model.norm == NORM_POST && p.runs[39].cfg.model.mlp_ratio == 2.0);
+        CHECK(p.runs[0].cfg.train.steps == 50 && !strcmp(p.runs[0].cfg.sample.prompt, "ROMEO:"));
+    }
+    /* planning is deterministic */
+    Plan q;
+    CHECK(plan_build(&s, &q, g_err) == 0);
+    for (int i = 0; i < p.n_runs && i < q.n_runs; i++)
+        CHECK(!strcmp(p.runs[i].id, q.runs[i].id) && !strcmp(p.runs[i].name, q.runs[i].name));
+    plan_free(&q);
+    done(&s, &p);
+    unsetenv("ABLATE_DATA");
+}
+
+int main(void) {
+    g_tmp = test_tmpdir();
+    if (!g_tmp) {
+        fprintf(stderr, "test_spec: no temporary directory\n");
+        return 1;
+    }
+    snprintf(g_data, sizeof g_data, "%s/small.txt", g_tmp);
+    if (test_write_corpus(g_data, 4000) != 0) {
+        fprintf(stderr, "test_spec: cannot write %s\n", g_data);
+        return 1;
+    }
+    test_grid_counts();
+    test_zip_and_variants();
+    test_base_sections();
+    test_ids();
+    test_env_and_sets();
+    test_errors();
+    test_aliases();
+    test_fixture();
+    return test_finish("test_spec");
+}
