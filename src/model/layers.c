@@ -197,7 +197,8 @@ void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse) 
 
 /* exp(x) for x <= 0 (softmax arguments after subtracting the max), written so the compiler
  * vectorizes it: range reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r
- * (relative error ~2e-7, like expf) and 2^n built in the exponent bits. Below -87 it is 0. */
+ * (relative error ~2e-7, like expf) and 2^n added to the exponent bits (in unsigned
+ * arithmetic: shifting a negative int is undefined). Arguments below -87 give ~1e-38. */
 static inline float exp_nonpos(float x) {
     x = x < -87.0f ? -87.0f : x;
     float n = floorf(x * 1.44269504088896341f + 0.5f);
@@ -208,7 +209,7 @@ static inline float exp_nonpos(float x) {
         float f;
         int32_t i;
     } u = {.f = p};
-    u.i += (int32_t)n << 23;
+    u.i = (int32_t)((uint32_t)u.i + ((uint32_t)(int32_t)n << 23));
     return u.f;
 }
 

@@ -1,0 +1,195 @@
+/* refdump OUTDIR B T SEED [key=value ...]
+ *
+ * Dumps everything tests/reference/check_reference.py needs to compare the C GPT against the
+ * independent PyTorch reference (tests/reference/gpt_ref.py):
+ *   manifest.json  the model config (read back from the struct, not from the arguments), B, T,
+ *                  n_params and the tensor table (id, name, shape, offset, size, decay, init)
+ *   params0.bin    the initialized parameter buffer (float32)
+ *   x.bin, y.bin   a (B, T) batch of token ids (int32)
+ *   logits.bin     (B, T, V) logits of gpt_forward(x, NULL)
+ *   loss.txt       gpt_forward(x, y)
+ *   grads.bin      gradients of that loss (gpt_backward after gpt_zero_grad)
+ *   then 3 AdamW steps on the same batch (lr 1e-2, betas 0.9/0.95, eps 1e-8, weight decay
+ *   0.1 on decay tensors only), each zero_grad + forward + backward + adamw_update per tensor:
+ *   losses.txt     the loss before each step
+ *   gradsS.bin     the gradients of step S = 1, 2, 3 (grads1.bin equals grads.bin)
+ *   paramsS.bin    the parameters after step S
+ * Keys are RunConfig knobs (model.n_head=2); model.vocab_size is required. model.context
+ * defaults to T when not given. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/adamw.h"
+#include "model/config.h"
+#include "model/gpt.h"
+#include "worker/knobs.h"
+#include "worker/run_config.h"
+
+static const char *outdir;
+
+static FILE *open_out(const char *name, const char *mode) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", outdir, name);
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        fprintf(stderr, "refdump: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    return f;
+}
+
+static void write_bin(const char *name, const void *data, size_t elem, size_t n) {
+    FILE *f = open_out(name, "wb");
+    if (fwrite(data, elem, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "refdump: short write of %s\n", name);
+        exit(1);
+    }
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uint64_t seed,
+                           int argc, char **argv) {
+    FILE *f = open_out("manifest.json", "w");
+    fprintf(f, "{\n  \"B\": %d, \"T\": %d, \"seed\": %llu, \"n_params\": %zu,\n", B, T,
+            (unsigned long long)seed, m->n_params);
+    fprintf(f, "  \"model_param_count\": %zu,\n", model_param_count(c));
+    fprintf(f, "  \"assignments\": [");
+    for (int i = 0; i < argc; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
+    fprintf(f, "],\n");
+    fprintf(f, "  \"model\": {\n");
+    fprintf(f, "    \"vocab_size\": %d, \"context\": %d, \"d_model\": %d, \"n_layer\": %d,\n",
+            c->vocab_size, c->context, c->d_model, c->n_layer);
+    fprintf(f, "    \"n_head\": %d, \"n_kv_head\": %d, \"mlp_ratio\": %.17g,\n", c->n_head,
+            c->n_kv_head, c->mlp_ratio);
+    fprintf(f, "    \"activation\": \"%s\", \"norm\": \"%s\", \"norm_type\": \"%s\",\n",
+            activation_names[c->activation], norm_names[c->norm], norm_type_names[c->norm_type]);
+    fprintf(f, "    \"norm_affine\": %d, \"norm_eps\": %.17g, \"input_norm\": %d, \"final_norm\": %d,\n",
+            c->norm_affine, c->norm_eps, c->input_norm, c->final_norm);
+    fprintf(f, "    \"qk_norm\": %d, \"position\": \"%s\", \"rope_base\": %.17g,\n", c->qk_norm,
+            position_names[c->position], c->rope_base);
+    fprintf(f, "    \"qkv_bias\": %d, \"out_bias\": %d, \"mlp_bias\": %d, \"tie_embeddings\": %d,\n",
+            c->qkv_bias, c->out_bias, c->mlp_bias, c->tie_embeddings);
+    fprintf(f, "    \"init_std\": %.17g,\n", c->init_std);
+    fprintf(f, "    \"head_dim\": %d, \"kv_heads\": %d, \"d_ff\": %d, \"is_glu\": %d\n",
+            model_head_dim(c), model_kv_heads(c), model_d_ff(c), model_is_glu(c));
+    fprintf(f, "  },\n  \"tensors\": [\n");
+    int first = 1;
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        if (t->size == 0) continue;
+        fprintf(f, "%s    {\"id\": %d, \"name\": \"%s\", \"shape\": [", first ? "" : ",\n", i,
+                t->name ? t->name : "?");
+        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%d", d ? ", " : "", t->shape[d]);
+        fprintf(f, "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": %d, "
+                   "\"per_layer\": %d}",
+                t->offset, t->size, t->decay, (int)t->init, t->per_layer);
+        first = 0;
+    }
+    fprintf(f, "\n  ]\n}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "refdump: cannot write manifest.json\n");
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: refdump OUTDIR B T SEED [key=value ...]\n");
+        return 2;
+    }
+    outdir = argv[1];
+    int B = atoi(argv[2]), T = atoi(argv[3]);
+    uint64_t seed = strtoull(argv[4], NULL, 10);
+    if (B < 1 || T < 1) {
+        fprintf(stderr, "refdump: bad B or T\n");
+        return 2;
+    }
+    mkdir(outdir, 0755);
+
+    char err[ABL_ERR_MAX];
+    RunConfig rc;
+    run_config_default(&rc);
+    rc.model.context = T;
+    for (int i = 5; i < argc; i++) {
+        if (knob_assign(&rc, argv[i], err) != 0) {
+            fprintf(stderr, "refdump: %s: %s\n", argv[i], err);
+            return 2;
+        }
+    }
+    ModelConfig c = rc.model;
+    if (model_config_validate(&c, err) != 0) {
+        fprintf(stderr, "refdump: invalid config: %s\n", err);
+        return 2;
+    }
+    if (T > c.context) {
+        fprintf(stderr, "refdump: T %d > model.context %d\n", T, c.context);
+        return 2;
+    }
+    GPT m;
+    memset(&m, 0, sizeof m);
+    if (gpt_alloc(&m, &c, B, T, err) != 0) {
+        fprintf(stderr, "refdump: gpt_alloc: %s\n", err);
+        return 1;
+    }
+    gpt_init_weights(&m, seed);
+    write_manifest(&c, &m, B, T, seed, argc - 5, argv + 5);
+    write_bin("params0.bin", m.params, sizeof(float), m.n_params);
+
+    size_t n = (size_t)B * T;
+    int32_t *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint64_t s = seed * 7919u + 17u;
+    for (size_t i = 0; i < n; i++) x[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+    for (size_t i = 0; i < n; i++) y[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+    write_bin("x.bin", x, sizeof *x, n);
+    write_bin("y.bin", y, sizeof *y, n);
+
+    /* logits of a forward without targets */
+    gpt_forward(&m, x, NULL, B, T);
+    write_bin("logits.bin", gpt_logits(&m), sizeof(float), n * (size_t)c.vocab_size);
+
+    gpt_zero_grad(&m);
+    float loss = gpt_forward(&m, x, y, B, T);
+    gpt_backward(&m);
+    FILE *f = open_out("loss.txt", "w");
+    fprintf(f, "%.9g\n", loss);
+    fclose(f);
+    write_bin("grads.bin", m.grads, sizeof(float), m.n_params);
+
+    AdamW opt = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    float *am = calloc(m.n_params, sizeof(float)), *av = calloc(m.n_params, sizeof(float));
+    f = open_out("losses.txt", "w");
+    for (long step = 1; step <= 3; step++) {
+        char name[32];
+        gpt_zero_grad(&m);
+        fprintf(f, "%.9g\n", gpt_forward(&m, x, y, B, T));
+        gpt_backward(&m);
+        snprintf(name, sizeof name, "grads%ld.bin", step);
+        write_bin(name, m.grads, sizeof(float), m.n_params);
+        for (int i = 0; i < T_COUNT; i++) {
+            const TensorInfo *t = &m.tensors[i];
+            if (t->size == 0) continue;
+            adamw_update(m.params + t->offset, m.grads + t->offset, am + t->offset,
+                         av + t->offset, t->size, t->decay, &opt, step);
+        }
+        snprintf(name, sizeof name, "params%ld.bin", step);
+        write_bin(name, m.params, sizeof(float), m.n_params);
+    }
+    fclose(f);
+
+    free(am);
+    free(av);
+    free(x);
+    free(y);
+    gpt_free(&m);
+    return 0;
+}

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Compares the C GPT (through tests/refdump) with the independent PyTorch reference
+(gpt_ref.py) on a list of small configurations that together cover every value of every
+model knob. See README.md in this directory for what is compared and why the tolerances are
+what they are.
+
+usage: check_reference.py PATH/TO/refdump [-k SUBSTRING] [-v] [--keep DIR]
+Exit status 0 when every configuration passes, 1 otherwise (the failures are listed).
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt_ref  # noqa: E402
+
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+
+# ---------------------------------------------------------------------------------------------
+# Tolerances (README.md explains each one). All errors are measured against the float64
+# reference and normalized by a scale of the compared quantity, so they are float32 round-off
+# ratios independent of the model size.
+TOL_LOGITS = 1e-5    # max|logits_c - logits_ref| / max|logits_ref|
+TOL_LOSS = 1e-6      # |loss_c - loss_ref| / loss_ref
+TOL_GRAD = 1e-4      # per tensor: max|g_c - g_ref| / max|g_ref| (and the same for the L2 norms)
+GRAD_FLOOR = 1e-3    # ... relative to the largest gradient of the model, for tensors whose
+                     # reference gradient is (mathematically) ~0, e.g. a k bias without RoPE
+TOL_ADAM = 1e-4      # per step: max|p_c - p_ref| / lr, torch AdamW fed the C's gradients
+TOL_INIT_STD = 0.25  # relative error of the sample std of N(0, s) tensors with >= 256 entries
+
+LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-8, 0.1
+
+# Base model for the list below; each config overrides some keys.
+BASE = dict(vocab_size=37, d_model=16, n_head=2, n_layer=2, mlp_ratio=2, init_std=0.1)
+
+
+def cfgs():
+    """(name, B, T, {knob: value}) covering every value of every model knob."""
+    out = []
+    # The 16 placement x norm_type x affine combinations, each with a different mix of the
+    # other knobs so that the combinations below also cover every activation and position.
+    acts = gpt_ref.ACTIVATIONS
+    i = 0
+    for norm in gpt_ref.NORMS:
+        for ntype in gpt_ref.NORM_TYPES:
+            for affine in (1, 0):
+                k = dict(BASE)
+                k.update(norm=norm, norm_type=ntype, norm_affine=affine,
+                         activation=acts[i % len(acts)],
+                         position=gpt_ref.POSITIONS[i % 3],
+                         input_norm=(i // 2) % 2, final_norm=(i + 1) % 2,
+                         qkv_bias=i % 2, out_bias=(i // 2) % 2, mlp_bias=(i // 4) % 2,
+                         tie_embeddings=(i // 3) % 2)
+                out.append((f"{norm}-{ntype}-{'aff' if affine else 'noaff'}-{k['activation']}",
+                            2, 8, k))
+                i += 1
+    # Remaining activations in a second placement, and targeted features.
+    extra = [
+        ("gelu_tanh-book", 2, 8, dict(activation="gelu_tanh", norm="pre", norm_type="layernorm",
+                                      norm_affine=1, input_norm=0, final_norm=1, out_bias=1,
+                                      mlp_bias=1)),
+        ("silu-post-rope", 2, 8, dict(activation="silu", norm="post", position="rope")),
+        ("relu2-peri", 3, 8, dict(activation="relu2", norm="peri", norm_affine=1)),
+        ("geglu-gqa2-rope", 2, 8, dict(activation="geglu", n_head=4, n_kv_head=2, position="rope",
+                                       norm_affine=1, qkv_bias=1)),
+        ("swiglu-mqa-qknorm-rope", 2, 8, dict(activation="swiglu", n_head=4, n_kv_head=1,
+                                              position="rope", qk_norm=1, norm_affine=1,
+                                              mlp_ratio=2.5)),
+        ("qknorm-learned-ln", 2, 8, dict(qk_norm=1, position="learned", norm_type="layernorm",
+                                         norm_affine=1, qkv_bias=1, activation="gelu")),
+        ("qknorm-rope-noaff", 2, 8, dict(qk_norm=1, position="rope", norm_affine=0,
+                                         activation="tanh")),
+        ("qknorm-none-gqa-ln", 2, 8, dict(qk_norm=1, position="none", norm_type="layernorm",
+                                          norm_affine=1, n_head=4, n_kv_head=2)),
+        ("rope-base500-mqa", 2, 8, dict(position="rope", rope_base=500, n_kv_head=1,
+                                        activation="reglu", qkv_bias=1)),
+        ("mlp2.5-all-bias-tied", 3, 8, dict(mlp_ratio=2.5, qkv_bias=1, out_bias=1, mlp_bias=1,
+                                            tie_embeddings=1, norm_affine=1, final_norm=1,
+                                            activation="silu")),
+        ("1layer-eps1e-3", 2, 8, dict(n_layer=1, norm_eps=1e-3, norm_type="rmsnorm",
+                                      norm_affine=1, init_std=0.02, activation="gelu")),
+        ("ln-eps1e-2-qknorm", 2, 8, dict(norm_type="layernorm", norm_eps=1e-2, norm_affine=1,
+                                         qk_norm=1, final_norm=1, norm="post")),
+        ("3layer-context12", 2, 8, dict(n_layer=3, context=12, d_model=24, n_head=3,
+                                        activation="swiglu", norm="peri", norm_affine=1)),
+        ("hd8-rope-gqa-post-ln", 2, 8, dict(d_model=32, n_head=4, n_kv_head=2, position="rope",
+                                            norm="post", norm_type="layernorm", norm_affine=1,
+                                            qk_norm=1, activation="gelu_tanh")),
+    ]
+    for name, B, T, k in extra:
+        kk = dict(BASE)
+        kk.update(k)
+        out.append((name, B, T, kk))
+    # The micro defaults as they are (vocab set; everything else the default).
+    out.append(("micro-defaults-T16", 2, 16, dict(vocab_size=37)))
+    # rows longer than the 16-lane loops of the C softmax, plus a remainder
+    out.append(("T20-context24-rope-gqa", 2, 20, dict(BASE, context=24, n_head=4, n_kv_head=2,
+                                                     position="rope", activation="gelu",
+                                                     norm_affine=1, norm_type="layernorm")))
+    return out
+
+
+def coverage_problems(configs):
+    """Every value of every knob must appear in at least one config (defaults filled in)."""
+    defaults = dict(activation="relu", norm="pre", norm_type="rmsnorm", norm_affine=0,
+                    input_norm=1, final_norm=0, qk_norm=0, position="learned", qkv_bias=0,
+                    out_bias=0, mlp_bias=0, tie_embeddings=0, n_kv_head=0)
+    seen = {}
+    combos = set()
+    for _, _, _, k in configs:
+        full = dict(defaults)
+        full.update(k)
+        for key, val in full.items():
+            seen.setdefault(key, set()).add(val)
+        combos.add((full["norm"], full["norm_type"], full["norm_affine"]))
+        if full["qk_norm"]:
+            seen.setdefault("qk_norm+position", set()).add(full["position"])
+        if full["position"] == "rope" and full.get("rope_base", 10000) != 10000:
+            seen.setdefault("rope_base!=default", set()).add(1)
+        if float(full.get("mlp_ratio", 4)) != int(float(full.get("mlp_ratio", 4))):
+            seen.setdefault("mlp_ratio non-integer", set()).add(1)
+    need = {
+        "activation": set(gpt_ref.ACTIVATIONS), "norm": set(gpt_ref.NORMS),
+        "norm_type": set(gpt_ref.NORM_TYPES), "position": set(gpt_ref.POSITIONS),
+        "norm_affine": {0, 1}, "input_norm": {0, 1}, "final_norm": {0, 1}, "qk_norm": {0, 1},
+        "qkv_bias": {0, 1}, "out_bias": {0, 1}, "mlp_bias": {0, 1}, "tie_embeddings": {0, 1},
+        "n_kv_head": {0, 1, 2}, "qk_norm+position": {"rope", "learned"},
+        "rope_base!=default": {1}, "mlp_ratio non-integer": {1},
+    }
+    problems = [f"{key}: {sorted(map(str, v - seen.get(key, set())))} not covered"
+                for key, v in need.items() if v - seen.get(key, set())]
+    for n in gpt_ref.NORMS:
+        for t in gpt_ref.NORM_TYPES:
+            for a in (0, 1):
+                if (n, t, a) not in combos:
+                    problems.append(f"norm={n} norm_type={t} norm_affine={a} not covered")
+    return problems
+
+
+def fmt_val(v):
+    return str(v)
+
+
+def run_refdump(refdump, outdir, B, T, seed, knobs):
+    args = [refdump, outdir, str(B), str(T), str(seed)]
+    args += [f"model.{k}={fmt_val(v)}" for k, v in knobs.items()]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"refdump failed ({p.returncode}): {' '.join(args)}\n{p.stderr}")
+
+
+def same_value(requested, got):
+    if isinstance(got, str):
+        return str(requested) == got
+    return math.isclose(float(requested), float(got), rel_tol=1e-12)
+
+
+def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
+    """Backward of the reference loss, per-tensor comparison with the C gradients.
+    Returns (worst error, its tensor)."""
+    loss_r.backward()
+    gmax_all = max(p.grad.abs().max().item() for p in ref.P.values())
+    worst, worst_key = 0.0, ""
+    for key, p in ref.P.items():
+        gr = p.grad.numpy()
+        gc = slice_of(grads_c, key)
+        d = np.abs(gc - gr)
+        scale_max = max(np.abs(gr).max(), GRAD_FLOOR * gmax_all)
+        scale_norm = max(np.linalg.norm(gr), GRAD_FLOOR * gmax_all)
+        e = max(d.max() / scale_max, np.linalg.norm(gc - gr) / scale_norm)
+        if e > worst:
+            worst, worst_key = e, key
+        if not e <= TOL_GRAD:
+            idx = np.unravel_index(d.argmax(), d.shape)
+            fails.append(f"{what}grad {key} ({got[gpt_ref.TENSOR_KEYS.index(key)]['name']}): rel "
+                         f"error {e:.3g} (max|d| {d.max():.3g}, max|g_ref| {np.abs(gr).max():.3g}, "
+                         f"|g_c|/|g_ref| {np.linalg.norm(gc) / max(np.linalg.norm(gr), 1e-300):.4g}; "
+                         f"worst at {tuple(int(i) for i in idx)}: C {gc[idx]:.6g} ref {gr[idx]:.6g})")
+    return worst, worst_key
+
+
+def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
+    """Returns (row dict, [failure messages])."""
+    fails = []
+    row = dict(name=name)
+    outdir = os.path.join(workdir, name)
+    run_refdump(refdump, outdir, B, T, seed, knobs)
+    with open(os.path.join(outdir, "manifest.json")) as f:
+        man = json.load(f)
+    cfg = man["model"]
+
+    # 1. the knobs arrived where they should
+    for k, v in knobs.items():
+        if k in cfg and not same_value(v, cfg[k]):
+            fails.append(f"knob model.{k}={v} read back as {cfg[k]}")
+    if cfg["head_dim"] != gpt_ref.head_dim(cfg) or cfg["kv_heads"] != gpt_ref.kv_heads(cfg) \
+            or cfg["d_ff"] != gpt_ref.d_ff(cfg):
+        fails.append(f"derived sizes (head_dim, kv_heads, d_ff) = "
+                     f"({cfg['head_dim']}, {cfg['kv_heads']}, {cfg['d_ff']}), expected "
+                     f"({gpt_ref.head_dim(cfg)}, {gpt_ref.kv_heads(cfg)}, {gpt_ref.d_ff(cfg)})")
+
+    # 2. the tensor table
+    expected = gpt_ref.expected_tensors(cfg)
+    got = {t["id"]: t for t in man["tensors"]}
+    exp_ids = [e[0] for e in expected]
+    if sorted(got) != exp_ids:
+        missing = [gpt_ref.TENSOR_KEYS[i] for i in exp_ids if i not in got]
+        extra = [gpt_ref.TENSOR_KEYS[i] for i in got if i not in exp_ids]
+        fails.append(f"tensor table: missing {missing}, unexpected {extra}")
+    n_exp = sum(int(np.prod(e[2])) for e in expected)
+    if man["n_params"] != n_exp or man["model_param_count"] != n_exp:
+        fails.append(f"n_params {man['n_params']} / model_param_count {man['model_param_count']}"
+                     f" != reference count {n_exp}")
+    spans = []
+    for tid, key, shape, decay, init in expected:
+        t = got.get(tid)
+        if t is None:
+            continue
+        if tuple(t["shape"]) != tuple(shape) or t["size"] != int(np.prod(shape)):
+            fails.append(f"{key} ({t['name']}): shape {t['shape']} size {t['size']}, "
+                         f"expected {list(shape)}")
+        if t["decay"] != decay:
+            fails.append(f"{key} ({t['name']}): decay {t['decay']}, expected {decay}")
+        if t["init"] != init:
+            fails.append(f"{key} ({t['name']}): init kind {t['init']}, expected {init}")
+        spans.append((t["offset"], t["offset"] + t["size"], key))
+    spans.sort()
+    for (a0, a1, ka), (b0, b1, kb) in zip(spans, spans[1:]):
+        if b0 < a1:
+            fails.append(f"tensors {ka} and {kb} overlap in the buffer")
+    if spans and spans[-1][1] > man["n_params"]:
+        fails.append(f"tensor {spans[-1][2]} runs past n_params")
+    if fails:
+        return row, fails  # the rest would only repeat the table mismatch
+
+    def load(fname, dtype=np.float32):
+        return np.fromfile(os.path.join(outdir, fname), dtype=dtype)
+
+    p0 = load("params0.bin")
+    grads_c = load("grads.bin")
+    x = torch.from_numpy(load("x.bin", np.int32).astype(np.int64)).reshape(B, T)
+    y = torch.from_numpy(load("y.bin", np.int32).astype(np.int64)).reshape(B, T)
+    V = cfg["vocab_size"]
+    logits_c = load("logits.bin").astype(np.float64).reshape(B, T, V)
+    with open(os.path.join(outdir, "loss.txt")) as f:
+        loss_c = float(f.read())
+
+    def slice_of(buf, key):
+        t = got[gpt_ref.TENSOR_KEYS.index(key)]
+        return buf[t["offset"]: t["offset"] + t["size"]].astype(np.float64).reshape(t["shape"])
+
+    # 3. initialization
+    L = cfg["n_layer"]
+    for tid, key, shape, decay, init in expected:
+        v = slice_of(p0, key)
+        if init == gpt_ref.INIT_ONES and not np.all(v == 1):
+            fails.append(f"init: {key} not all ones")
+        elif init == gpt_ref.INIT_ZEROS and not np.all(v == 0):
+            fails.append(f"init: {key} not all zeros")
+        elif init in (gpt_ref.INIT_NORMAL, gpt_ref.INIT_RESIDUAL) and v.size >= 256:
+            want = cfg["init_std"] / (math.sqrt(2 * L) if init == gpt_ref.INIT_RESIDUAL else 1)
+            if abs(v.std() / want - 1) > TOL_INIT_STD or abs(v.mean()) > 4 * want / math.sqrt(v.size):
+                fails.append(f"init: {key} mean {v.mean():.3g} std {v.std():.4g}, expected N(0, {want:.4g})")
+
+    # 4. forward and backward
+    ref = gpt_ref.RefGPT(cfg)
+    p0_by_key = {key: torch.from_numpy(slice_of(p0, key)) for key in ref.P}
+    ref.load(p0_by_key)
+    with torch.no_grad():
+        logits_r, _ = ref.forward(x)
+    logits_r = logits_r.numpy()
+    row["logits"] = np.abs(logits_c - logits_r).max() / np.abs(logits_r).max()
+    if not row["logits"] <= TOL_LOGITS:
+        bad = np.unravel_index(np.abs(logits_c - logits_r).argmax(), logits_r.shape)
+        fails.append(f"logits: max rel error {row['logits']:.3g} > {TOL_LOGITS} "
+                     f"(worst at b,t,v={tuple(int(i) for i in bad)}: C {logits_c[bad]:.6g} "
+                     f"ref {logits_r[bad]:.6g})")
+
+    _, loss_r = ref.forward(x, y)
+    row["loss"] = abs(loss_c - loss_r.item()) / abs(loss_r.item())
+    if not row["loss"] <= TOL_LOSS:
+        fails.append(f"loss: C {loss_c:.8g} ref {loss_r.item():.8g} rel error {row['loss']:.3g}")
+    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, got, fails, "")
+
+    # 5. three AdamW steps, checked step by step: (a) the gradients the C computed at its own
+    # parameters before step S against the reference's at those same parameters (so a
+    # wrong gradient at moved parameters is caught, without comparing two trajectories that
+    # diverge wherever Adam normalizes float32 noise), and (b) torch.optim.AdamW fed the C's
+    # gradients against the C's parameters after each step.
+    with open(os.path.join(outdir, "losses.txt")) as f:
+        losses_c = [float(v) for v in f.read().split()]
+    ref_opt = gpt_ref.RefGPT(cfg)
+    ref_opt.load(p0_by_key)
+    opt = torch.optim.AdamW([
+        {"params": ref_opt.parameters(decay=1), "weight_decay": WD},
+        {"params": ref_opt.parameters(decay=0), "weight_decay": 0.0},
+    ], lr=LR, betas=BETAS, eps=EPS)
+    prev = p0
+    row["adam"], row["adam_key"] = 0.0, ""
+    for step in (1, 2, 3):
+        g_step = load(f"grads{step}.bin")
+        if step > 1:
+            ref = gpt_ref.RefGPT(cfg)
+            ref.load({key: torch.from_numpy(slice_of(prev, key)) for key in ref.P})
+            _, loss_r = ref.forward(x, y)
+            e = abs(losses_c[step - 1] - loss_r.item()) / abs(loss_r.item())
+            if not e <= TOL_LOSS:
+                fails.append(f"step {step} loss: C {losses_c[step - 1]:.8g} ref {loss_r.item():.8g}")
+            row["loss"] = max(row["loss"], e)
+            e, k = compare_grads(ref, loss_r, g_step, slice_of, got, fails, f"step {step} ")
+            if e > row["grad"]:
+                row["grad"], row["grad_key"] = e, k
+        for key, p in ref_opt.P.items():
+            p.grad = torch.from_numpy(slice_of(g_step, key))
+        opt.step()
+        p_c = load(f"params{step}.bin")
+        for key, p in ref_opt.P.items():
+            d = np.abs(slice_of(p_c, key) - p.detach().numpy()) / LR
+            if d.max() > row["adam"]:
+                row["adam"], row["adam_key"] = d.max(), key
+            if not d.max() <= TOL_ADAM:
+                i = np.unravel_index(d.argmax(), d.shape)
+                fails.append(f"adamw step {step} {key}: |p_c - p_ref| / lr = {d[i]:.3g} at "
+                             f"{tuple(int(j) for j in i)} (C {slice_of(p_c, key)[i]:.8g}, ref "
+                             f"{p.detach().numpy()[i]:.8g})")
+        prev = p_c
+    if verbose:
+        print(f"  {name}: {' '.join(f'model.{k}={v}' for k, v in knobs.items())}")
+    return row, fails
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("refdump")
+    ap.add_argument("-k", default="", help="only configs whose name contains this")
+    ap.add_argument("-v", action="store_true")
+    ap.add_argument("--keep", help="write the dumps here and keep them")
+    a = ap.parse_args()
+
+    configs = cfgs()
+    problems = coverage_problems(configs)
+    if problems:
+        print("configuration list does not cover every knob value:\n  " + "\n  ".join(problems))
+        return 1
+    # the seed belongs to the config (its index in the full list), not to the filtered position
+    configs = [(n, c) for n, c in enumerate(configs) if a.k in c[0]]
+
+    workdir = a.keep or tempfile.mkdtemp(prefix="ablate-ref-")
+    os.makedirs(workdir, exist_ok=True)
+    t0 = time.time()
+    failures = []
+    print(f"{'config':34s} {'logits':>9s} {'loss':>9s} {'grad':>9s} {'(worst tensor)':16s}"
+          f" {'adamw':>9s} {'(worst tensor)':16s} status")
+    for n, (name, B, T, knobs) in configs:
+        try:
+            row, fails = check_one(a.refdump, name, B, T, knobs, 1000 + n, workdir, a.v)
+        except Exception as e:  # a crash in one config must not hide the others
+            row, fails = dict(name=name), [f"{type(e).__name__}: {e}"]
+        def f(key):
+            return f"{row[key]:9.2e}" if key in row else f"{'-':>9s}"
+        print(f"{name:34s} {f('logits')} {f('loss')} {f('grad')} {row.get('grad_key', ''):16s}"
+              f" {f('adam')} {row.get('adam_key', ''):16s} {'ok' if not fails else 'FAIL'}", flush=True)
+        failures += [(name, msg) for msg in fails]
+    if not a.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"{len(configs)} configs in {time.time() - t0:.1f} s; tolerances: logits {TOL_LOGITS}, "
+          f"loss {TOL_LOSS}, grad {TOL_GRAD}, adamw {TOL_ADAM}")
+    if failures:
+        print(f"\n{len(failures)} FAILURE(S):")
+        for name, msg in failures:
+            print(f"  [{name}] {msg}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

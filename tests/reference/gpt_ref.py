@@ -1,0 +1,228 @@
+"""An independent PyTorch implementation of ablate's GPT, written from the math in
+src/model/gpt.h and the knob descriptions in src/model/config.h (not from gpt.c).
+
+Parameters live in a dict keyed by a semantic name ("qkv.w", "attn_norm.w", ...). Per-layer
+tensors keep the leading n_layer dimension of the C tensor table so that a C buffer can be
+copied in tensor by tensor; layer l uses P[key][l].
+
+Everything is plain torch so it runs in float64 (torch.set_default_dtype(torch.float64)).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+# TensorId order of src/model/gpt.h; the index is the C enum value.
+TENSOR_KEYS = [
+    "wte", "wpe", "in_norm.w", "in_norm.b",
+    "attn_norm.w", "attn_norm.b", "qkv.w", "qkv.b",
+    "q_norm.w", "q_norm.b", "k_norm.w", "k_norm.b",
+    "attn_proj.w", "attn_proj.b", "attn_onorm.w", "attn_onorm.b",
+    "mlp_norm.w", "mlp_norm.b", "fc.w", "fc.b", "fc_proj.w", "fc_proj.b",
+    "mlp_onorm.w", "mlp_onorm.b", "final_norm.w", "final_norm.b", "lm_head",
+]
+
+# InitKind of gpt.h
+INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS = 0, 1, 2, 3
+
+ACTIVATIONS = ["relu", "gelu", "gelu_tanh", "relu2", "tanh", "silu", "swiglu", "geglu", "reglu"]
+GLU = {"swiglu", "geglu", "reglu"}
+NORMS = ["pre", "post", "peri", "none"]
+NORM_TYPES = ["rmsnorm", "layernorm"]
+POSITIONS = ["learned", "rope", "none"]
+
+
+def d_ff(cfg):
+    # lround: half away from zero (Python's round() is half-to-even, so not used here)
+    return int(math.floor(cfg["mlp_ratio"] * cfg["d_model"] + 0.5))
+
+
+def kv_heads(cfg):
+    return cfg["n_kv_head"] if cfg["n_kv_head"] > 0 else cfg["n_head"]
+
+
+def head_dim(cfg):
+    return cfg["d_model"] // cfg["n_head"]
+
+
+def expected_tensors(cfg):
+    """[(enum id, key, shape, decay, init)] of the tensors present under cfg, in buffer order."""
+    V, C, L = cfg["vocab_size"], cfg["d_model"], cfg["n_layer"]
+    H, KV, hd, ff = cfg["n_head"], kv_heads(cfg), head_dim(cfg), d_ff(cfg)
+    up = 2 * ff if cfg["activation"] in GLU else ff
+    aff = bool(cfg["norm_affine"])
+    ln = cfg["norm_type"] == "layernorm"
+    has_block_norm = cfg["norm"] != "none"
+    peri = cfg["norm"] == "peri"
+    qkv_rows = (H + 2 * KV) * hd
+
+    spec = {
+        # key: (present, shape, decay, init)
+        "wte": (True, (V, C), 1, INIT_NORMAL),
+        "wpe": (cfg["position"] == "learned", (cfg["context"], C), 1, INIT_NORMAL),
+        "in_norm.w": (cfg["input_norm"] and aff, (C,), 0, INIT_ONES),
+        "in_norm.b": (cfg["input_norm"] and aff and ln, (C,), 0, INIT_ZEROS),
+        "attn_norm.w": (has_block_norm and aff, (L, C), 0, INIT_ONES),
+        "attn_norm.b": (has_block_norm and aff and ln, (L, C), 0, INIT_ZEROS),
+        "qkv.w": (True, (L, qkv_rows, C), 1, INIT_NORMAL),
+        "qkv.b": (bool(cfg["qkv_bias"]), (L, qkv_rows), 0, INIT_ZEROS),
+        "q_norm.w": (cfg["qk_norm"] and aff, (L, hd), 0, INIT_ONES),
+        "q_norm.b": (cfg["qk_norm"] and aff and ln, (L, hd), 0, INIT_ZEROS),
+        "k_norm.w": (cfg["qk_norm"] and aff, (L, hd), 0, INIT_ONES),
+        "k_norm.b": (cfg["qk_norm"] and aff and ln, (L, hd), 0, INIT_ZEROS),
+        "attn_proj.w": (True, (L, C, H * hd), 1, INIT_RESIDUAL),
+        "attn_proj.b": (bool(cfg["out_bias"]), (L, C), 0, INIT_ZEROS),
+        "attn_onorm.w": (peri and aff, (L, C), 0, INIT_ONES),
+        "attn_onorm.b": (peri and aff and ln, (L, C), 0, INIT_ZEROS),
+        "mlp_norm.w": (has_block_norm and aff, (L, C), 0, INIT_ONES),
+        "mlp_norm.b": (has_block_norm and aff and ln, (L, C), 0, INIT_ZEROS),
+        "fc.w": (True, (L, up, C), 1, INIT_NORMAL),
+        "fc.b": (bool(cfg["mlp_bias"]), (L, up), 0, INIT_ZEROS),
+        "fc_proj.w": (True, (L, C, ff), 1, INIT_RESIDUAL),
+        "fc_proj.b": (bool(cfg["mlp_bias"]), (L, C), 0, INIT_ZEROS),
+        "mlp_onorm.w": (peri and aff, (L, C), 0, INIT_ONES),
+        "mlp_onorm.b": (peri and aff and ln, (L, C), 0, INIT_ZEROS),
+        "final_norm.w": (cfg["final_norm"] and aff, (C,), 0, INIT_ONES),
+        "final_norm.b": (cfg["final_norm"] and aff and ln, (C,), 0, INIT_ZEROS),
+        "lm_head": (not cfg["tie_embeddings"], (V, C), 1, INIT_NORMAL),
+    }
+    out = []
+    for i, key in enumerate(TENSOR_KEYS):
+        present, shape, decay, init = spec[key]
+        if present:
+            out.append((i, key, shape, decay, init))
+    return out
+
+
+def normalize(x, w, b, cfg):
+    """Normalizes over the last dimension with the configured norm type; w/b may be None."""
+    eps = cfg["norm_eps"]
+    if cfg["norm_type"] == "rmsnorm":
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        return y * w if w is not None else y
+    # layernorm: biased variance, as torch's layer_norm
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def rope(x, base):
+    """x: (B, T, nh, hd); half-split pairs (i, i + hd/2), position t = 0..T-1."""
+    T, hd = x.shape[1], x.shape[-1]
+    half = hd // 2
+    i = torch.arange(half, dtype=torch.float64)
+    inv_freq = base ** (-2.0 * i / hd)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, half)
+    cos = ang.cos().to(x.dtype)[None, :, None, :]
+    sin = ang.sin().to(x.dtype)[None, :, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def activation(h, cfg):
+    act = cfg["activation"]
+    if act in GLU:
+        ff = h.shape[-1] // 2
+        a, b = h[..., :ff], h[..., ff:]
+        g = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu}[act]
+        return g(a) * b
+    if act == "relu":
+        return F.relu(h)
+    if act == "gelu":
+        return F.gelu(h)
+    if act == "gelu_tanh":
+        return F.gelu(h, approximate="tanh")
+    if act == "relu2":
+        return F.relu(h) ** 2
+    if act == "tanh":
+        return torch.tanh(h)
+    if act == "silu":
+        return F.silu(h)
+    raise ValueError(act)
+
+
+class RefGPT:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.tensors = expected_tensors(cfg)
+        self.P = {key: torch.zeros(shape, requires_grad=True) for _, key, shape, _, _ in self.tensors}
+
+    def load(self, flat_by_key):
+        """flat_by_key: key -> tensor already shaped like the parameter."""
+        with torch.no_grad():
+            for key, p in self.P.items():
+                p.copy_(flat_by_key[key])
+
+    def parameters(self, decay=None):
+        return [self.P[key] for _, key, _, d, _ in self.tensors if decay is None or d == decay]
+
+    def _layer(self, key, l):
+        p = self.P.get(key)
+        return None if p is None else p[l]
+
+    def attention(self, x, l):
+        cfg = self.cfg
+        B, T, C = x.shape
+        H, KV, hd = cfg["n_head"], kv_heads(cfg), head_dim(cfg)
+        qkv = F.linear(x, self.P["qkv.w"][l], self._layer("qkv.b", l))
+        q = qkv[..., : H * hd].reshape(B, T, H, hd)
+        k = qkv[..., H * hd : (H + KV) * hd].reshape(B, T, KV, hd)
+        v = qkv[..., (H + KV) * hd :].reshape(B, T, KV, hd)
+        if cfg["qk_norm"]:
+            q = normalize(q, self._layer("q_norm.w", l), self._layer("q_norm.b", l), cfg)
+            k = normalize(k, self._layer("k_norm.w", l), self._layer("k_norm.b", l), cfg)
+        if cfg["position"] == "rope":
+            q = rope(q, cfg["rope_base"])
+            k = rope(k, cfg["rope_base"])
+        rep = H // KV
+        q = q.transpose(1, 2)                                   # (B, H, T, hd)
+        k = k.transpose(1, 2).repeat_interleave(rep, dim=1)     # head h reads kv head h // rep
+        v = v.transpose(1, 2).repeat_interleave(rep, dim=1)
+        att = q @ k.transpose(-1, -2) / math.sqrt(hd)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+        return F.linear(y, self.P["attn_proj.w"][l], self._layer("attn_proj.b", l))
+
+    def mlp(self, x, l):
+        h = F.linear(x, self.P["fc.w"][l], self._layer("fc.b", l))
+        return F.linear(activation(h, self.cfg), self.P["fc_proj.w"][l], self._layer("fc_proj.b", l))
+
+    def norm(self, x, name, l=None):
+        w, b = self.P.get(name + ".w"), self.P.get(name + ".b")
+        if l is not None:
+            w = None if w is None else w[l]
+            b = None if b is None else b[l]
+        return normalize(x, w, b, self.cfg)
+
+    def forward(self, idx, targets=None):
+        cfg = self.cfg
+        B, T = idx.shape
+        x = self.P["wte"][idx]
+        if cfg["position"] == "learned":
+            x = x + self.P["wpe"][:T]
+        if cfg["input_norm"]:
+            x = self.norm(x, "in_norm")
+        for l in range(cfg["n_layer"]):
+            placement = cfg["norm"]
+            if placement == "pre":
+                x = x + self.attention(self.norm(x, "attn_norm", l), l)
+                x = x + self.mlp(self.norm(x, "mlp_norm", l), l)
+            elif placement == "post":
+                x = self.norm(x + self.attention(x, l), "attn_norm", l)
+                x = self.norm(x + self.mlp(x, l), "mlp_norm", l)
+            elif placement == "peri":
+                x = x + self.norm(self.attention(self.norm(x, "attn_norm", l), l), "attn_onorm", l)
+                x = x + self.norm(self.mlp(self.norm(x, "mlp_norm", l), l), "mlp_onorm", l)
+            elif placement == "none":
+                x = x + self.attention(x, l)
+                x = x + self.mlp(x, l)
+            else:
+                raise ValueError(placement)
+        if cfg["final_norm"]:
+            x = self.norm(x, "final_norm")
+        head = self.P["wte"] if cfg["tie_embeddings"] else self.P["lm_head"]
+        logits = x @ head.T
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+        return logits, loss
