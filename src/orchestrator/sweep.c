@@ -265,6 +265,7 @@ static void run_mpi(Sweep *s, int nranks) {
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
     int cap = 0, n_busy = 0, stopping = 0;
+    long idle_ns = 0; /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
     for (int r = 0; r < nranks; r++) busy[r] = -2;
     for (;;) {
         if (sweep_signal_term()) break;
@@ -292,10 +293,12 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
-            struct timespec ts = {0, 200000}; /* 0.2 ms */
+            idle_ns = idle_ns ? (idle_ns < 5000000 ? idle_ns * 2 : 10000000) : 20000;
+            struct timespec ts = {0, idle_ns}; /* 20 us doubling to 10 ms */
             nanosleep(&ts, NULL);
             continue;
         }
+        idle_ns = 0;
         int n;
         MPI_Get_count(&st, MPI_BYTE, &n);
         if (n > cap) {

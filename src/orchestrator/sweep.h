@@ -23,7 +23,8 @@ int sweep_worker(int rank);
  * comma-separated (malloc'd), the others NULL. */
 char *sweep_gather_hostnames(int rank, int nranks);
 
-/* Installs the SIGUSR1 (checkpoint and stop) and SIGTERM (stop now) handlers. */
+/* Installs the SIGUSR1 (checkpoint and stop) handler, and on rank 0 the SIGTERM (sync the
+ * journal, stop now) handler. */
 void sweep_install_signals(int rank);
 
 #endif
