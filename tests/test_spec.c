@@ -336,6 +336,19 @@ static void test_env_and_sets(void) {
                  "--set:1:1: ", "grid axis", "t.yaml:3:3");
 }
 
+/* A budget given with --set replaces the spec's budget, whatever its kind. */
+static void test_set_budget(void) {
+    const char *y = "data: {path: \"@DATA@\"}\nbase: {train: {steps: 300}}\n";
+    const char *sets[] = {"train.tokens=20000"};
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, sets, 1, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs == 1)
+        CHECK(p.runs[0].cfg.train.tokens == 20000 && p.runs[0].cfg.train.steps == 0 &&
+              p.runs[0].cfg.train.seconds == 0);
+    done(&s, &p);
+}
+
 static void test_errors(void) {
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
@@ -593,6 +606,7 @@ int main(void) {
     test_base_sections();
     test_ids();
     test_env_and_sets();
+    test_set_budget();
     test_errors();
     test_aliases();
     test_fixture();

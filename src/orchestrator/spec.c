@@ -599,6 +599,10 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
         char msg[ABL_ERR_MAX];
         m.col = (int)(eq - a) + 2;
         if (knob_assign(&s->base, a, msg) != 0) return spec_fail(L->err, m, "%s", msg);
+        /* a budget on the command line replaces the spec's budget, whichever kind it was */
+        if (spec_is_budget(k))
+            for (int b = 0; b < knob_count; b++)
+                if (spec_is_budget(&knob_table[b])) L->explicit_[b] = 0;
         s->base_src[kidx(k)] = m;
         L->explicit_[kidx(k)] = 1;
     }
