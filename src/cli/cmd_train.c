@@ -6,7 +6,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "orchestrator/spec.h"
+#include "orchestrator/plan.h"
 #include "worker/blas_env.h"
 #include "worker/sinks.h"
 #include "worker/train.h"
@@ -62,11 +62,15 @@ int cmd_train(int argc, char **argv) {
     }
     char err[ABL_ERR_MAX];
     Spec spec;
-    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0) {
+    Plan plan = {0};
+    /* planning validates every run with the line and column that made it invalid */
+    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0 ||
+        plan_build(&spec, &plan, err) != 0) {
         fprintf(stderr, "%s\n", err);
         spec_free(&spec);
         return 2;
     }
+    plan_free(&plan);
     if (!have_seed) seed = spec.n_seeds > 0 ? spec.seeds[0] : 0;
     RunConfig cfg = spec.base;
     spec_free(&spec);
