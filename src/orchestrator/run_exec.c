@@ -70,6 +70,12 @@ int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n) {
     return snprintf(buf, n, "%s/ckpt/%s.ckpt", dir, id) < (int)n ? 0 : -1;
 }
 
+int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) {
+    char dir[ABL_PATH_MAX];
+    if (journal_dir_for(out_path, dir, sizeof dir) != 0) return -1;
+    return snprintf(buf, n, "%s/weights/%s.f32", dir, id) < (int)n ? 0 : -1;
+}
+
 static int fsync_dir_of(const char *path) {
     char tmp[ABL_PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -84,27 +90,42 @@ typedef struct {
     BatchSink *sink;
     const RunAssignment *a;
     int64_t *ckpt_step;
+    const Trainer *t;
 } SaveCtx;
 
-/* Durable checkpoint: write .tmp, fsync, rename, fsync the directory. */
-static int save_checkpoint(void *ctx, const Trainer *t) {
-    SaveCtx *sc = ctx;
-    const char *path = sc->a->ckpt_path;
+/* Writes a file durably: write(ctx) into path.tmp, fsync, rename, fsync the directory. */
+static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx), const void *ctx) {
     char tmp[ABL_PATH_MAX + 8], dir[ABL_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     mkdir(dirname(dir), 0777);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    batch_flush(sc->sink);
     FILE *f = fopen(tmp, "wb");
     if (!f) return -1;
-    uint64_t n = sc->sink->history.len;
-    int bad = trainer_save(t, f) != 0 || fwrite(&n, sizeof n, 1, f) != 1 ||
-              (n && fwrite(sc->sink->history.p, 1, n, f) != n) || fflush(f) != 0 ||
-              fsync(fileno(f)) != 0;
+    int bad = write(f, ctx) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0 || fsync_dir_of(path) != 0) return -1;
+    return 0;
+}
+
+static int write_checkpoint(FILE *f, const void *ctx) {
+    const SaveCtx *sc = ctx;
+    uint64_t n = sc->sink->history.len;
+    if (trainer_save(sc->t, f) != 0 || fwrite(&n, sizeof n, 1, f) != 1) return -1;
+    return n && fwrite(sc->sink->history.p, 1, n, f) != n ? -1 : 0;
+}
+
+static int save_checkpoint(void *ctx, const Trainer *t) {
+    SaveCtx *sc = ctx;
+    batch_flush(sc->sink);
+    sc->t = t;
+    if (write_durably(sc->a->ckpt_path, write_checkpoint, sc) != 0) return -1;
     *sc->ckpt_step = t->step;
     return 0;
+}
+
+static int write_weights(FILE *f, const void *ctx) {
+    const GPT *g = ctx;
+    return fwrite(g->params, sizeof(float), g->n_params, f) == g->n_params ? 0 : -1;
 }
 
 static int load_checkpoint(Trainer *t, BatchSink *s, const char *path, char err[ABL_ERR_MAX]) {
@@ -144,10 +165,17 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         if (sink.history.len && out->send_events(out->ctx, a, sink.history.p, sink.history.len))
             sink.failed = 1;
     }
-    SaveCtx sc = {&sink, a, ckpt_step};
+    SaveCtx sc = {&sink, a, ckpt_step, NULL};
     TrainControl ctl = {out->poll, save_checkpoint, &sc};
     st = trainer_run(&t, &sink.base, &ctl, end);
     batch_flush(&sink);
+    if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0] &&
+        write_durably(a->weights_path, write_weights, &t.gpt) != 0) {
+        st = RUN_FAILED;
+        end->status = RUN_FAILED;
+        snprintf(end->message, sizeof end->message, "could not write the weights to %s: %s",
+                 a->weights_path, strerror(errno));
+    }
     if (sink.failed && st == RUN_DONE) {
         st = RUN_FAILED;
         end->status = RUN_FAILED;

@@ -20,6 +20,7 @@ typedef struct {
     RunConfig cfg;
     char ckpt_path[ABL_PATH_MAX]; /* where this run's checkpoint lives */
     int64_t resume_step;          /* > 0: continue from the checkpoint at ckpt_path */
+    char weights_path[ABL_PATH_MAX]; /* final weights go here when cfg.save_weights */
 } RunAssignment;
 
 typedef struct {
@@ -36,5 +37,8 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
 
 /* OUT.h5.d/ckpt/<id>.ckpt */
 int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n);
+/* OUT.h5.d/weights/<id>.f32: the final parameters, float32 in tensor-table order, written
+ * durably before the run is reported finished; the view copies them into OUT.h5. */
+int run_weights_path(const char *out_path, const char *id, char *buf, size_t n);
 
 #endif

@@ -63,13 +63,15 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-/* --force: remove OUT.h5 and OUT.h5.d (journal and checkpoints). */
+/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights). */
 static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
     char dir[ABL_PATH_MAX], path[ABL_PATH_MAX * 2];
     journal_dir_for(out, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/ckpt", dir);
-    DIR *d = opendir(path);
-    if (d) {
+    static const char *const subdirs[] = {"ckpt", "weights"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, subdirs[i]);
+        DIR *d = opendir(path);
+        if (!d) continue;
         struct dirent *e;
         while ((e = readdir(d)))
             if (e->d_name[0] != '.') {
@@ -182,6 +184,7 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     memcpy(a->id, r->pr->id, sizeof a->id);
     a->cfg = r->cfg;
     run_ckpt_path(s->o->out_path, r->pr->id, a->ckpt_path, sizeof a->ckpt_path);
+    run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
     a->resume_step = r->ckpt_step > 0 && exists(a->ckpt_path) ? r->ckpt_step : 0;
 }
 
