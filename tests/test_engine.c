@@ -17,7 +17,8 @@ static size_t count_with(const char *preset, int vocab, const char *const *sets,
     model_config_preset(&c.model, preset);
     if (vocab) c.model.vocab_size = vocab;
     char err[ABL_ERR_MAX];
-    for (int i = 0; i < n; i++) CHECK_MSG(knob_assign(&c, sets[i], err) == 0, "%s", err);
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(knob_assign(&c, sets[i], err) == 0, "%s", err);
     TensorInfo t[T_COUNT];
     size_t table = gpt_tensor_table(&c.model, t);
     size_t formula = model_param_count(&c.model);
@@ -99,7 +100,8 @@ static void test_overfit(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/tiny.txt", dir);
     FILE *f = fopen(path, "w");
-    for (int i = 0; i < 4; i++) fputs("abcdefghijklmnopqrstuvwxyz.ABCDEFGHIJKLMNOPQRSTUVWXYZ\n", f);
+    for (int i = 0; i < 4; i++)
+        fputs("abcdefghijklmnopqrstuvwxyz.ABCDEFGHIJKLMNOPQRSTUVWXYZ\n", f);
     fclose(f);
     RunConfig c;
     run_config_default(&c);

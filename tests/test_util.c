@@ -7,7 +7,7 @@
 int test_failures = 0;
 
 int test_write_corpus(const char *path, long n) {
-    static const char *words[] = {"the", "king",  "shall", "not",   "be",   "so",   "my",
+    static const char *words[] = {"the",  "king", "shall", "not",   "be",   "so",   "my",
                                   "lord", "what", "good",  "night", "to",   "thee", "and",
                                   "love", "is",   "a",     "fair",  "word", "come"};
     FILE *f = fopen(path, "w");

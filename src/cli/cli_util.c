@@ -27,7 +27,8 @@ void cli_print_knobs(FILE *f) {
         fprintf(f, "  %-22s %-10s %s", k->name, val, k->help);
         if (k->type == KNOB_ENUM) {
             fprintf(f, " (");
-            for (int j = 0; j < k->n_choices; j++) fprintf(f, "%s%s", j ? "|" : "", k->choices[j]);
+            for (int j = 0; j < k->n_choices; j++)
+                fprintf(f, "%s%s", j ? "|" : "", k->choices[j]);
             fprintf(f, ")");
         }
         fputc('\n', f);

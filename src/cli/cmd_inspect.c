@@ -2,4 +2,6 @@
 #include "commands.h"
 #include "orchestrator/inspect.h"
 
-int cmd_inspect(int argc, char **argv) { return inspect_main(argc, argv); }
+int cmd_inspect(int argc, char **argv) {
+    return inspect_main(argc, argv);
+}

@@ -8,22 +8,23 @@
 #include "orchestrator/sweep.h"
 
 static void run_usage(FILE *f) {
-    fprintf(f,
-            "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
-            "                                 [--set key=value ...] [--view-interval S]\n\n"
-            "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
-            "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
-            "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
-            "  -o OUT.h5          the results file (required)\n"
-            "  --resume           continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
-            "                     runs is accepted); starts fresh when there is nothing to resume\n"
-            "  --force            overwrite an existing OUT.h5 and its journal\n"
-            "  --set key=value    override a base knob (repeatable)\n"
-            "  --view-interval S  rebuild OUT.h5 at most every S seconds while running (30)\n\n"
-            "Signals: SIGUSR1 checkpoints the runs in progress and exits 0 (resume later);\n"
-            "SIGTERM stops at once (finished runs are kept).\n"
-            "Exit status: 0 all runs finished (done or diverged) or checkpointed on SIGUSR1,\n"
-            "1 a run failed or I/O failed, 2 invalid spec or usage.\n");
+    fprintf(
+        f,
+        "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
+        "                                 [--set key=value ...] [--view-interval S]\n\n"
+        "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
+        "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
+        "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
+        "  -o OUT.h5          the results file (required)\n"
+        "  --resume           continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
+        "                     runs is accepted); starts fresh when there is nothing to resume\n"
+        "  --force            overwrite an existing OUT.h5 and its journal\n"
+        "  --set key=value    override a base knob (repeatable)\n"
+        "  --view-interval S  rebuild OUT.h5 at most every S seconds while running (30)\n\n"
+        "Signals: SIGUSR1 checkpoints the runs in progress and exits 0 (resume later);\n"
+        "SIGTERM stops at once (finished runs are kept).\n"
+        "Exit status: 0 all runs finished (done or diverged) or checkpointed on SIGUSR1,\n"
+        "1 a run failed or I/O failed, 2 invalid spec or usage.\n");
 }
 
 int cmd_run(int argc, char **argv) {
@@ -54,7 +55,8 @@ int cmd_run(int argc, char **argv) {
     }
     o.sets = sets;
     if (!bad && (!o.spec_path || !o.out_path)) {
-        fprintf(stderr, "ablate run: %s\n", !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
+        fprintf(stderr, "ablate run: %s\n",
+                !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
         bad = 1;
     }
     MPI_Init(&argc, &argv);

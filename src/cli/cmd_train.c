@@ -12,14 +12,13 @@
 #include "worker/train.h"
 
 static void train_usage(FILE *f) {
-    fprintf(f,
-            "usage: ablate train SPEC.yaml [--set key=value ...] [--seed N] [--json]\n\n"
-            "Trains the spec's base run (grid, variants and seeds are ignored) and reports\n"
-            "progress on stderr; --json prints one JSON object per event on stdout instead.\n\n"
-            "  --set key=value  override a knob (repeatable), e.g. --set model.n_head=8\n"
-            "  --seed N         run seed (default: the spec's first seed)\n"
-            "  --json           JSON Lines on stdout: start, step, eval, act, sample, end\n\n"
-            "Knobs (defaults shown; see docs/spec.md):\n");
+    fprintf(f, "usage: ablate train SPEC.yaml [--set key=value ...] [--seed N] [--json]\n\n"
+               "Trains the spec's base run (grid, variants and seeds are ignored) and reports\n"
+               "progress on stderr; --json prints one JSON object per event on stdout instead.\n\n"
+               "  --set key=value  override a knob (repeatable), e.g. --set model.n_head=8\n"
+               "  --seed N         run seed (default: the spec's first seed)\n"
+               "  --json           JSON Lines on stdout: start, step, eval, act, sample, end\n\n"
+               "Knobs (defaults shown; see docs/spec.md):\n");
     cli_print_knobs(f);
 }
 
@@ -64,8 +63,7 @@ int cmd_train(int argc, char **argv) {
     Spec spec;
     Plan plan = {0};
     /* planning validates every run with the line and column that made it invalid */
-    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0 ||
-        plan_build(&spec, &plan, err) != 0) {
+    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0) {
         fprintf(stderr, "%s\n", err);
         spec_free(&spec);
         return 2;

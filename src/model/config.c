@@ -77,9 +77,15 @@ int model_config_preset(ModelConfig *c, const char *name) {
     return 0;
 }
 
-int model_kv_heads(const ModelConfig *c) { return c->n_kv_head > 0 ? c->n_kv_head : c->n_head; }
-int model_head_dim(const ModelConfig *c) { return c->n_head > 0 ? c->d_model / c->n_head : 0; }
-int model_d_ff(const ModelConfig *c) { return (int)lround(c->mlp_ratio * c->d_model); }
+int model_kv_heads(const ModelConfig *c) {
+    return c->n_kv_head > 0 ? c->n_kv_head : c->n_head;
+}
+int model_head_dim(const ModelConfig *c) {
+    return c->n_head > 0 ? c->d_model / c->n_head : 0;
+}
+int model_d_ff(const ModelConfig *c) {
+    return (int)lround(c->mlp_ratio * c->d_model);
+}
 int model_is_glu(const ModelConfig *c) {
     return c->activation == ACT_SWIGLU || c->activation == ACT_GEGLU || c->activation == ACT_REGLU;
 }

@@ -21,9 +21,11 @@ int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]) {
     size_t KV = (size_t)model_kv_heads(c), hd = (size_t)model_head_dim(c);
     size_t H = (size_t)c->n_head, FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
     size_t QKV = (H + 2 * KV) * hd, V = (size_t)c->vocab_size;
-    size_t sizes[] = {L * KV * Tc * hd, L * KV * Tc * hd, C, C, C, QKV, H * hd, Tc, C, C, UP, FF, C, V, C};
+    size_t sizes[] = {
+        L * KV * Tc * hd, L * KV * Tc * hd, C, C, C, QKV, H * hd, Tc, C, C, UP, FF, C, V, C};
     size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += sizes[i];
     memset(kc, 0, sizeof *kc);
     kc->m = m;
     kc->buf = calloc(total, sizeof(float));
@@ -31,8 +33,9 @@ int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]) {
         snprintf(err, ABL_ERR_MAX, "cannot allocate the KV cache (%zu floats)", total);
         return -1;
     }
-    float **ptrs[] = {&kc->k, &kc->v, &kc->x, &kc->xn, &kc->x2, &kc->qkv, &kc->q, &kc->att,
-                      &kc->atty, &kc->ao, &kc->fch, &kc->h, &kc->mo, &kc->logits, &kc->tmp};
+    float **ptrs[] = {&kc->k,   &kc->v, &kc->x,   &kc->xn,     &kc->x2,
+                      &kc->qkv, &kc->q, &kc->att, &kc->atty,   &kc->ao,
+                      &kc->fch, &kc->h, &kc->mo,  &kc->logits, &kc->tmp};
     float *p = kc->buf;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *ptrs[i] = p;
@@ -70,8 +73,8 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
         float *v = kc->qkv + (size_t)h * hd;
         if (c->qk_norm) {
             int is_q = h < H;
-            norm1(kc, is_q ? T_Q_NORM_W : T_K_NORM_W, is_q ? T_Q_NORM_B : T_K_NORM_B, l, kc->tmp,
-                  v, hd);
+            norm1(kc, is_q ? T_Q_NORM_W : T_K_NORM_W, is_q ? T_Q_NORM_B : T_K_NORM_B, l, kc->tmp, v,
+                  hd);
             memcpy(v, kc->tmp, (size_t)hd * sizeof(float));
         }
         if (c->position == POS_ROPE) rope_rotate(v, hd, pos, inv_freq, 0);
@@ -90,14 +93,16 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
         const float *Vv = kc->v + layer + (size_t)(h / group) * Tc * hd;
         for (int s = 0; s <= pos; s++) {
             float dot = 0.0f;
-            for (int i = 0; i < hd; i++) dot += q[i] * K[(size_t)s * hd + i];
+            for (int i = 0; i < hd; i++)
+                dot += q[i] * K[(size_t)s * hd + i];
             kc->att[s] = dot * scale;
         }
         softmax_row(kc->att, pos + 1);
         float *out = kc->atty + (size_t)h * hd;
         memset(out, 0, (size_t)hd * sizeof(float));
         for (int s = 0; s <= pos; s++)
-            for (int i = 0; i < hd; i++) out[i] += kc->att[s] * Vv[(size_t)s * hd + i];
+            for (int i = 0; i < hd; i++)
+                out[i] += kc->att[s] * Vv[(size_t)s * hd + i];
     }
     matmul_forward(y, kc->atty, param(m, T_ATTN_PROJ_W, l), param(m, T_ATTN_PROJ_B, l), 1, C, C);
 }
@@ -128,35 +133,43 @@ const float *kvcache_step(KVCache *kc, int32_t token) {
         case NORM_PRE:
             norm1(kc, T_ATTN_NORM_W, T_ATTN_NORM_B, l, xn, x, C);
             attn1(kc, l, xn, ao);
-            for (int i = 0; i < C; i++) x[i] += ao[i];
+            for (int i = 0; i < C; i++)
+                x[i] += ao[i];
             norm1(kc, T_MLP_NORM_W, T_MLP_NORM_B, l, xn, x, C);
             mlp1(kc, l, xn, mo);
-            for (int i = 0; i < C; i++) x[i] += mo[i];
+            for (int i = 0; i < C; i++)
+                x[i] += mo[i];
             break;
         case NORM_POST:
             attn1(kc, l, x, ao);
-            for (int i = 0; i < C; i++) x2[i] = x[i] + ao[i];
+            for (int i = 0; i < C; i++)
+                x2[i] = x[i] + ao[i];
             norm1(kc, T_ATTN_NORM_W, T_ATTN_NORM_B, l, x, x2, C);
             mlp1(kc, l, x, mo);
-            for (int i = 0; i < C; i++) x2[i] = x[i] + mo[i];
+            for (int i = 0; i < C; i++)
+                x2[i] = x[i] + mo[i];
             norm1(kc, T_MLP_NORM_W, T_MLP_NORM_B, l, x, x2, C);
             break;
         case NORM_PERI:
             norm1(kc, T_ATTN_NORM_W, T_ATTN_NORM_B, l, xn, x, C);
             attn1(kc, l, xn, ao);
             norm1(kc, T_ATTN_ONORM_W, T_ATTN_ONORM_B, l, x2, ao, C);
-            for (int i = 0; i < C; i++) x[i] += x2[i];
+            for (int i = 0; i < C; i++)
+                x[i] += x2[i];
             norm1(kc, T_MLP_NORM_W, T_MLP_NORM_B, l, xn, x, C);
             mlp1(kc, l, xn, mo);
             norm1(kc, T_MLP_ONORM_W, T_MLP_ONORM_B, l, x2, mo, C);
-            for (int i = 0; i < C; i++) x[i] += x2[i];
+            for (int i = 0; i < C; i++)
+                x[i] += x2[i];
             break;
         case NORM_NONE:
         default:
             attn1(kc, l, x, ao);
-            for (int i = 0; i < C; i++) x[i] += ao[i];
+            for (int i = 0; i < C; i++)
+                x[i] += ao[i];
             mlp1(kc, l, x, mo);
-            for (int i = 0; i < C; i++) x[i] += mo[i];
+            for (int i = 0; i < C; i++)
+                x[i] += mo[i];
             break;
         }
     }
@@ -178,7 +191,8 @@ static int32_t pick(const float *logits, int V, double temperature, uint64_t see
             if (logits[j] > logits[best]) best = j;
         return best;
     }
-    for (int j = 0; j < V; j++) scratch[j] = logits[j] / (float)temperature;
+    for (int j = 0; j < V; j++)
+        scratch[j] = logits[j] / (float)temperature;
     softmax_row(scratch, V);
     float u = rng_uniform(seed, RNG_STREAM_SAMPLE, (uint64_t)i), cdf = 0.0f;
     for (int j = 0; j < V; j++) {
@@ -203,11 +217,13 @@ void generate(KVCache *kc, const int32_t *prompt, int n_prompt, int n, double te
     }
     int len = 0;
     if (n_prompt == 0) hist[len++] = 0; /* an empty prompt starts from token 0 */
-    for (int i = 0; i < n_prompt; i++) hist[len++] = prompt[i];
+    for (int i = 0; i < n_prompt; i++)
+        hist[len++] = prompt[i];
     kc->len = 0;
     const float *logits = NULL;
     int start = len > Tc ? len - Tc : 0;
-    for (int i = start; i < len; i++) logits = kvcache_step(kc, hist[i]);
+    for (int i = start; i < len; i++)
+        logits = kvcache_step(kc, hist[i]);
     for (int i = 0; i < n; i++) {
         int32_t t = pick(logits, V, temperature, seed, i, scratch);
         out[i] = t;
@@ -215,7 +231,8 @@ void generate(KVCache *kc, const int32_t *prompt, int n_prompt, int n, double te
         if (i == n - 1) break;
         if (kc->len == Tc) { /* context shift: re-encode the last `keep` tokens */
             kc->len = 0;
-            for (int j = len - keep; j < len; j++) logits = kvcache_step(kc, hist[j]);
+            for (int j = len - keep; j < len; j++)
+                logits = kvcache_step(kc, hist[j]);
         } else {
             logits = kvcache_step(kc, t);
         }

@@ -10,11 +10,11 @@
 
 typedef struct {
     const GPT *m;
-    float *buf; /* one allocation behind everything below */
+    float *buf;   /* one allocation behind everything below */
     float *k, *v; /* (L, KV, context, hd) */
     float *x, *xn, *x2, *qkv, *q, *att, *atty, *ao, *fch, *h, *mo, *logits, *tmp;
     float stat[4]; /* mean/rstd scratch */
-    int len; /* cached positions */
+    int len;       /* cached positions */
 } KVCache;
 
 int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]);

@@ -20,22 +20,22 @@ typedef struct GptActs {
     float *in_mean, *in_rstd;  /* (B,T) */
     float *resid;              /* (L+1, B,T,C): resid[0] block 0 input, resid[l+1] output */
     /* per layer, (L, ...) */
-    float *n1_out, *n1_mean, *n1_rstd;   /* (B,T,C), (B,T), (B,T) */
-    float *qkv;                          /* (B,T,QKV) projection output */
-    float *q_hat, *k_hat;                /* (B,T,H,hd), (B,T,KV,hd) normalized before affine */
+    float *n1_out, *n1_mean, *n1_rstd;        /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                               /* (B,T,QKV) projection output */
+    float *q_hat, *k_hat;                     /* (B,T,H,hd), (B,T,KV,hd) normalized before affine */
     float *q_mean, *q_rstd, *k_mean, *k_rstd; /* (B,T,H), (B,T,KV) */
-    float *q, *k, *v;                    /* (B,H,T,hd), (B,KV,T,hd) as used by attention */
-    float *att;                          /* (B,H,T,T) probabilities */
-    float *atty;                         /* (B,T,C) heads concatenated */
-    float *ao;                           /* (B,T,C) attention output projection */
-    float *aon, *aon_mean, *aon_rstd;    /* peri: normalized ao */
-    float *sum1;                         /* (B,T,C) x + attention (post: before n1) */
-    float *n2_out, *n2_mean, *n2_rstd;   /* (B,T,C) */
-    float *fch;                          /* (B,T,UP) pre-activation */
-    float *fch_act;                      /* (B,T,FF) */
-    float *mo;                           /* (B,T,C) MLP output projection */
-    float *mon, *mon_mean, *mon_rstd;    /* peri */
-    float *sum2;                         /* (B,T,C) post: before n2 */
+    float *q, *k, *v;                         /* (B,H,T,hd), (B,KV,T,hd) as used by attention */
+    float *att;                               /* (B,H,T,T) probabilities */
+    float *atty;                              /* (B,T,C) heads concatenated */
+    float *ao;                                /* (B,T,C) attention output projection */
+    float *aon, *aon_mean, *aon_rstd;         /* peri: normalized ao */
+    float *sum1;                              /* (B,T,C) x + attention (post: before n1) */
+    float *n2_out, *n2_mean, *n2_rstd;        /* (B,T,C) */
+    float *fch;                               /* (B,T,UP) pre-activation */
+    float *fch_act;                           /* (B,T,FF) */
+    float *mo;                                /* (B,T,C) MLP output projection */
+    float *mon, *mon_mean, *mon_rstd;         /* peri */
+    float *sum2;                              /* (B,T,C) post: before n2 */
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
@@ -51,8 +51,8 @@ typedef struct GptActs {
 
 /* ------------------------------------------------------------------ tensor table */
 
-static void tensor(TensorInfo *t, const char *name, size_t *off, int present, int per_layer,
-                   int L, int d0, int d1, int decay, InitKind init) {
+static void tensor(TensorInfo *t, const char *name, size_t *off, int present, int per_layer, int L,
+                   int d0, int d1, int decay, InitKind init) {
     t->name = name;
     t->per_layer = per_layer;
     t->decay = decay;
@@ -128,8 +128,9 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         return -1;
     }
     if (c->n_head > 64 || model_head_dim(c) > 1024) {
-        snprintf(err, ABL_ERR_MAX, "model.n_head %d / head dimension %d exceed the supported 64 / 1024",
-                 c->n_head, model_head_dim(c));
+        snprintf(err, ABL_ERR_MAX,
+                 "model.n_head %d / head dimension %d exceed the supported 64 / 1024", c->n_head,
+                 model_head_dim(c));
         return -1;
     }
     m->cfg = *c;
@@ -145,26 +146,60 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     if (!a) goto oom;
     m->a = a;
     Req req[] = {
-        {&a->encoded, BT * C},       {&a->in_mean, BT},          {&a->in_rstd, BT},
-        {&a->resid, (L + 1) * BT * C}, {&a->n1_out, L * BT * C}, {&a->n1_mean, L * BT},
-        {&a->n1_rstd, L * BT},       {&a->qkv, L * BT * QKV},    {&a->q_hat, L * BT * H * hd},
-        {&a->k_hat, L * BT * KV * hd}, {&a->q_mean, L * BT * H}, {&a->q_rstd, L * BT * H},
-        {&a->k_mean, L * BT * KV},   {&a->k_rstd, L * BT * KV},  {&a->q, L * BT * H * hd},
-        {&a->k, L * BT * KV * hd},   {&a->v, L * BT * KV * hd},  {&a->att, L * B * H * T * T},
-        {&a->atty, L * BT * C},      {&a->ao, L * BT * C},       {&a->aon, L * BT * C},
-        {&a->aon_mean, L * BT},      {&a->aon_rstd, L * BT},     {&a->sum1, L * BT * C},
-        {&a->n2_out, L * BT * C},    {&a->n2_mean, L * BT},      {&a->n2_rstd, L * BT},
-        {&a->fch, L * BT * UP},      {&a->fch_act, L * BT * FF}, {&a->mo, L * BT * C},
-        {&a->mon, L * BT * C},       {&a->mon_mean, L * BT},     {&a->mon_rstd, L * BT},
-        {&a->sum2, L * BT * C},      {&a->fn_out, BT * C},       {&a->fn_mean, BT},
-        {&a->fn_rstd, BT},           {&a->logits, BT * V},       {&a->d_resid, BT * C},
-        {&a->d_a, BT * C},           {&a->d_b, BT * C},          {&a->d_c, BT * C},
-        {&a->d_up, BT * UP},         {&a->d_ff, BT * FF},        {&a->d_qkv, BT * QKV},
-        {&a->d_q, BT * H * hd},      {&a->d_k, BT * KV * hd},    {&a->d_v, BT * KV * hd},
-        {&a->d_row, (size_t)T},      {&a->inv_freq, hd / 2 + 1},
+        {&a->encoded, BT * C},
+        {&a->in_mean, BT},
+        {&a->in_rstd, BT},
+        {&a->resid, (L + 1) * BT * C},
+        {&a->n1_out, L * BT * C},
+        {&a->n1_mean, L * BT},
+        {&a->n1_rstd, L * BT},
+        {&a->qkv, L * BT * QKV},
+        {&a->q_hat, L * BT * H * hd},
+        {&a->k_hat, L * BT * KV * hd},
+        {&a->q_mean, L * BT * H},
+        {&a->q_rstd, L * BT * H},
+        {&a->k_mean, L * BT * KV},
+        {&a->k_rstd, L * BT * KV},
+        {&a->q, L * BT * H * hd},
+        {&a->k, L * BT * KV * hd},
+        {&a->v, L * BT * KV * hd},
+        {&a->att, L * B * H * T * T},
+        {&a->atty, L * BT * C},
+        {&a->ao, L * BT * C},
+        {&a->aon, L * BT * C},
+        {&a->aon_mean, L * BT},
+        {&a->aon_rstd, L * BT},
+        {&a->sum1, L * BT * C},
+        {&a->n2_out, L * BT * C},
+        {&a->n2_mean, L * BT},
+        {&a->n2_rstd, L * BT},
+        {&a->fch, L * BT * UP},
+        {&a->fch_act, L * BT * FF},
+        {&a->mo, L * BT * C},
+        {&a->mon, L * BT * C},
+        {&a->mon_mean, L * BT},
+        {&a->mon_rstd, L * BT},
+        {&a->sum2, L * BT * C},
+        {&a->fn_out, BT * C},
+        {&a->fn_mean, BT},
+        {&a->fn_rstd, BT},
+        {&a->logits, BT * V},
+        {&a->d_resid, BT * C},
+        {&a->d_a, BT * C},
+        {&a->d_b, BT * C},
+        {&a->d_c, BT * C},
+        {&a->d_up, BT * UP},
+        {&a->d_ff, BT * FF},
+        {&a->d_qkv, BT * QKV},
+        {&a->d_q, BT * H * hd},
+        {&a->d_k, BT * KV * hd},
+        {&a->d_v, BT * KV * hd},
+        {&a->d_row, (size_t)T},
+        {&a->inv_freq, hd / 2 + 1},
     };
     size_t nreq = sizeof req / sizeof req[0], total = 0;
-    for (size_t i = 0; i < nreq; i++) total += (req[i].n + 15) & ~(size_t)15; /* 64-byte aligned */
+    for (size_t i = 0; i < nreq; i++)
+        total += (req[i].n + 15) & ~(size_t)15; /* 64-byte aligned */
     total += 2 * BT; /* token copies, stored as int32 in the float buffer's tail */
     m->n_acts = total;
     m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
@@ -212,24 +247,34 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
         for (size_t j = 0; j < t->size; j++) {
             switch (t->init) {
             case INIT_NORMAL:
-            case INIT_RESIDUAL: w[j] = std * rng_normal(seed, stream, j); break;
-            case INIT_ONES: w[j] = 1.0f; break;
-            case INIT_ZEROS: w[j] = 0.0f; break;
+            case INIT_RESIDUAL:
+                w[j] = std * rng_normal(seed, stream, j);
+                break;
+            case INIT_ONES:
+                w[j] = 1.0f;
+                break;
+            case INIT_ZEROS:
+                w[j] = 0.0f;
+                break;
             }
         }
     }
 }
 
-void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
-float *gpt_logits(GPT *m) { return m->a->logits; }
+void gpt_zero_grad(GPT *m) {
+    memset(m->grads, 0, m->n_params * sizeof(float));
+}
+float *gpt_logits(GPT *m) {
+    return m->a->logits;
+}
 
 /* ------------------------------------------------------------------ helpers */
 
 #define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
 
 /* A norm site: which parameters and which saved statistics. */
-static void site_norm_forward(const GPT *m, TensorId w, TensorId b, int l, float *out,
-                              float *mean, float *rstd, const float *inp, int N) {
+static void site_norm_forward(const GPT *m, TensorId w, TensorId b, int l, float *out, float *mean,
+                              float *rstd, const float *inp, int N) {
     norm_forward(m->cfg.norm_type, out, mean, rstd, inp, tp(m, m->params, w, l),
                  tp(m, m->params, b, l), N, m->cfg.d_model, (float)m->cfg.norm_eps);
 }
@@ -242,10 +287,12 @@ static void site_norm_backward(GPT *m, TensorId w, TensorId b, int l, float *din
 }
 
 static void add(float *out, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
 }
 static void accumulate(float *out, const float *a, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] += a[i];
+    for (size_t i = 0; i < n; i++)
+        out[i] += a[i];
 }
 
 /* ------------------------------------------------------------------ attention */
@@ -281,11 +328,13 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
                                  (is_q ? q_rstd : k_rstd) + s, row + (size_t)h * hd, NULL, NULL, 1,
                                  hd, eps);
                     const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
-                    for (int i = 0; i < hd; i++) dst[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                    for (int i = 0; i < hd; i++)
+                        dst[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
                 } else {
                     memcpy(dst, row + (size_t)h * hd, (size_t)hd * sizeof(float));
                 }
-                if (c->position == POS_ROPE && (is_q || is_k)) rope_rotate(dst, hd, t, a->inv_freq, 0);
+                if (c->position == POS_ROPE && (is_q || is_k))
+                    rope_rotate(dst, hd, t, a->inv_freq, 0);
             }
         }
 }
@@ -313,10 +362,11 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
             for (int h = 0; h < H + 2 * KV; h++) {
                 int is_q = h < H, is_k = !is_q && h < H + KV;
                 int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
-                const float *src =
-                    (is_q ? a->d_q : (is_k ? a->d_k : a->d_v)) + (((size_t)b * nh + head) * T + t) * hd;
+                const float *src = (is_q ? a->d_q : (is_k ? a->d_k : a->d_v)) +
+                                   (((size_t)b * nh + head) * T + t) * hd;
                 memcpy(tmp, src, (size_t)hd * sizeof(float));
-                if (c->position == POS_ROPE && (is_q || is_k)) rope_rotate(tmp, hd, t, a->inv_freq, 1);
+                if (c->position == POS_ROPE && (is_q || is_k))
+                    rope_rotate(tmp, hd, t, a->inv_freq, 1);
                 float *dst = drow + (size_t)h * hd;
                 if (c->qk_norm && (is_q || is_k)) {
                     size_t s = bt * nh + head;
@@ -362,17 +412,20 @@ static void attention_forward(GPT *m, int l, int B, int T) {
                 for (int s = 0; s <= t; s++) {
                     const float *ks = kh + (size_t)s * hd;
                     float dot = 0.0f;
-                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    for (int i = 0; i < hd; i++)
+                        dot += qt[i] * ks[i];
                     p[s] = dot * scale;
                 }
                 softmax_row(p, t + 1);
-                for (int s = t + 1; s < T; s++) p[s] = 0.0f;
+                for (int s = t + 1; s < T; s++)
+                    p[s] = 0.0f;
                 float *y = atty + ((size_t)b * T + t) * C + (size_t)h * hd;
                 memset(y, 0, (size_t)hd * sizeof(float));
                 for (int s = 0; s <= t; s++) {
                     const float *vs = vh + (size_t)s * hd;
                     float ps = p[s];
-                    for (int i = 0; i < hd; i++) y[i] += ps * vs[i];
+                    for (int i = 0; i < hd; i++)
+                        y[i] += ps * vs[i];
                     if (st && ps > 0.0f) entropy -= (double)ps * log((double)ps);
                 }
             }
@@ -396,7 +449,8 @@ static void attention_backward(GPT *m, int l, const float *datty, int B, int T) 
     float *dp = a->d_row;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            size_t qoff = ((size_t)b * H + h) * T * hd, kvoff = ((size_t)b * KV + h / group) * T * hd;
+            size_t qoff = ((size_t)b * H + h) * T * hd,
+                   kvoff = ((size_t)b * KV + h / group) * T * hd;
             const float *qh = q + qoff, *kh = k + kvoff, *vh = v + kvoff;
             float *dqh = a->d_q + qoff, *dkh = a->d_k + kvoff, *dvh = a->d_v + kvoff;
             for (int t = 0; t < T; t++) {
@@ -459,8 +513,8 @@ static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *d
                     tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
     attention_backward(m, l, a->d_c, B, T);
     qkv_split_backward(m, l, B, T);
-    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv,
-                    x, tp(m, m->params, T_QKV_W, l), N, C, QKV);
+    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv, x,
+                    tp(m, m->params, T_QKV_W, l), N, C, QKV);
 }
 
 static void mlp_stats(GPT *m, int l, const float *h, size_t n) {
@@ -491,8 +545,8 @@ static void mlp_sublayer_forward(GPT *m, int l, const float *x, float *y, int B,
     matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), tp(m, m->params, T_FC_B, l), N, C, UP);
     activation_forward(c->activation, h, fch, N, FF);
     if (m->collect_stats) mlp_stats(m, l, h, (size_t)N * FF);
-    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), tp(m, m->params, T_FC_PROJ_B, l), N,
-                   FF, C);
+    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), tp(m, m->params, T_FC_PROJ_B, l), N, FF,
+                   C);
 }
 
 static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
@@ -502,9 +556,8 @@ static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy
     int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
     size_t BTc = (size_t)m->B * m->T;
     const float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
-    matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l),
-                    tp(m, m->grads, T_FC_PROJ_B, l), dy, h, tp(m, m->params, T_FC_PROJ_W, l), N,
-                    FF, C);
+    matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l), tp(m, m->grads, T_FC_PROJ_B, l),
+                    dy, h, tp(m, m->params, T_FC_PROJ_W, l), N, FF, C);
     activation_backward(c->activation, a->d_up, a->d_ff, fch, N, FF);
     matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), a->d_up, x,
                     tp(m, m->params, T_FC_W, l), N, C, UP);
@@ -566,7 +619,8 @@ static void block_forward(GPT *m, int l, int B, int T) {
     }
     if (m->collect_stats) {
         double sq = 0;
-        for (size_t i = 0; i < n; i++) sq += (double)out[i] * out[i];
+        for (size_t i = 0; i < n; i++)
+            sq += (double)out[i] * out[i];
         m->stats[l].resid_rms = sqrt(sq / (double)n);
     }
 }
@@ -649,7 +703,8 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
         for (int t = 0; t < T; t++) {
             float *o = a->encoded + ((size_t)b * T + t) * C;
             const float *e = wte + (size_t)x[b * T + t] * C;
-            for (int i = 0; i < C; i++) o[i] = e[i] + (wpe ? wpe[(size_t)t * C + i] : 0.0f);
+            for (int i = 0; i < C; i++)
+                o[i] = e[i] + (wpe ? wpe[(size_t)t * C + i] : 0.0f);
         }
     if (c->input_norm)
         site_norm_forward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->resid, a->in_mean, a->in_rstd,
@@ -657,7 +712,8 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     else
         memcpy(a->resid, a->encoded, (size_t)N * C * sizeof(float));
 
-    for (int l = 0; l < c->n_layer; l++) block_forward(m, l, B, T);
+    for (int l = 0; l < c->n_layer; l++)
+        block_forward(m, l, B, T);
 
     const float *last = LAYER(a->resid, c->n_layer, BTc * C);
     if (c->final_norm) {
@@ -681,19 +737,20 @@ void gpt_backward(GPT *m) {
 
     softmax_xent_backward(a->logits, a->targets, N, V);
     float *dwte = m->grads + m->tensors[T_WTE].offset;
-    const float *lm = c->tie_embeddings ? m->params + m->tensors[T_WTE].offset
-                                        : tp(m, m->params, T_LM_HEAD, 0);
+    const float *lm =
+        c->tie_embeddings ? m->params + m->tensors[T_WTE].offset : tp(m, m->params, T_LM_HEAD, 0);
     float *dlm = c->tie_embeddings ? dwte : tp(m, m->grads, T_LM_HEAD, 0);
     const float *last = c->final_norm ? a->fn_out : LAYER(a->resid, c->n_layer, BTc * C);
-    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits, last, lm, N,
-                    C, V);
+    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits, last, lm, N, C,
+                    V);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
         site_norm_backward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->d_resid, a->d_a,
                            LAYER(a->resid, c->n_layer, BTc * C), a->fn_mean, a->fn_rstd, N);
     }
 
-    for (int l = c->n_layer - 1; l >= 0; l--) block_backward(m, l, B, T);
+    for (int l = c->n_layer - 1; l >= 0; l--)
+        block_backward(m, l, B, T);
 
     const float *denc = a->d_resid;
     if (c->input_norm) {
@@ -707,19 +764,24 @@ void gpt_backward(GPT *m) {
         for (int t = 0; t < T; t++) {
             const float *d = denc + ((size_t)b * T + t) * C;
             float *e = dwte + (size_t)a->tokens[b * T + t] * C;
-            for (int i = 0; i < C; i++) e[i] += d[i];
+            for (int i = 0; i < C; i++)
+                e[i] += d[i];
             if (dwpe)
-                for (int i = 0; i < C; i++) dwpe[(size_t)t * C + i] += d[i];
+                for (int i = 0; i < C; i++)
+                    dwpe[(size_t)t * C + i] += d[i];
         }
 }
 
 static double sumsq(const float *g, size_t n) {
     double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    for (size_t i = 0; i < n; i++)
+        s += (double)g[i] * g[i];
     return s;
 }
 
-double gpt_grad_norm(const GPT *m) { return sqrt(sumsq(m->grads, m->n_params)); }
+double gpt_grad_norm(const GPT *m) {
+    return sqrt(sumsq(m->grads, m->n_params));
+}
 
 double gpt_layer_grad_norm(const GPT *m, int layer) {
     double s = 0.0;

@@ -23,33 +23,33 @@
 /* Every parameter tensor, in buffer order. Per-layer tensors are stacked with a leading
  * n_layer dimension (llm.c style); a tensor absent under the config has size 0. */
 typedef enum {
-    T_WTE,           /* (V, C) */
-    T_WPE,           /* (T, C) learned positions */
-    T_IN_NORM_W,     /* (C) */
-    T_IN_NORM_B,     /* (C) layernorm shift */
-    T_ATTN_NORM_W,   /* (L, C) */
-    T_ATTN_NORM_B,   /* (L, C) */
-    T_QKV_W,         /* (L, (H + 2 KV) hd, C): q rows, then k, then v */
-    T_QKV_B,         /* (L, (H + 2 KV) hd) */
-    T_Q_NORM_W,      /* (L, hd) */
-    T_Q_NORM_B,      /* (L, hd) */
-    T_K_NORM_W,      /* (L, hd) */
-    T_K_NORM_B,      /* (L, hd) */
-    T_ATTN_PROJ_W,   /* (L, C, C) */
-    T_ATTN_PROJ_B,   /* (L, C) */
-    T_ATTN_ONORM_W,  /* (L, C) peri: norm of the attention output */
-    T_ATTN_ONORM_B,  /* (L, C) */
-    T_MLP_NORM_W,    /* (L, C) */
-    T_MLP_NORM_B,    /* (L, C) */
-    T_FC_W,          /* (L, UP, C), UP = ff or 2 ff (GLU) */
-    T_FC_B,          /* (L, UP) */
-    T_FC_PROJ_W,     /* (L, C, ff) */
-    T_FC_PROJ_B,     /* (L, C) */
-    T_MLP_ONORM_W,   /* (L, C) peri */
-    T_MLP_ONORM_B,   /* (L, C) */
-    T_FINAL_NORM_W,  /* (C) */
-    T_FINAL_NORM_B,  /* (C) */
-    T_LM_HEAD,       /* (V, C), absent when tied to wte */
+    T_WTE,          /* (V, C) */
+    T_WPE,          /* (T, C) learned positions */
+    T_IN_NORM_W,    /* (C) */
+    T_IN_NORM_B,    /* (C) layernorm shift */
+    T_ATTN_NORM_W,  /* (L, C) */
+    T_ATTN_NORM_B,  /* (L, C) */
+    T_QKV_W,        /* (L, (H + 2 KV) hd, C): q rows, then k, then v */
+    T_QKV_B,        /* (L, (H + 2 KV) hd) */
+    T_Q_NORM_W,     /* (L, hd) */
+    T_Q_NORM_B,     /* (L, hd) */
+    T_K_NORM_W,     /* (L, hd) */
+    T_K_NORM_B,     /* (L, hd) */
+    T_ATTN_PROJ_W,  /* (L, C, C) */
+    T_ATTN_PROJ_B,  /* (L, C) */
+    T_ATTN_ONORM_W, /* (L, C) peri: norm of the attention output */
+    T_ATTN_ONORM_B, /* (L, C) */
+    T_MLP_NORM_W,   /* (L, C) */
+    T_MLP_NORM_B,   /* (L, C) */
+    T_FC_W,         /* (L, UP, C), UP = ff or 2 ff (GLU) */
+    T_FC_B,         /* (L, UP) */
+    T_FC_PROJ_W,    /* (L, C, ff) */
+    T_FC_PROJ_B,    /* (L, C) */
+    T_MLP_ONORM_W,  /* (L, C) peri */
+    T_MLP_ONORM_B,  /* (L, C) */
+    T_FINAL_NORM_W, /* (C) */
+    T_FINAL_NORM_B, /* (C) */
+    T_LM_HEAD,      /* (V, C), absent when tied to wte */
     T_COUNT
 } TensorId;
 

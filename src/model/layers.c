@@ -13,21 +13,23 @@ void matmul_forward(float *out, const float *inp, const float *W, const float *b
     if (!bias) return;
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * OC;
-        for (int j = 0; j < OC; j++) o[j] += bias[j];
+        for (int j = 0; j < OC; j++)
+            o[j] += bias[j];
     }
 }
 
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
                      const float *inp, const float *W, int N, int C, int OC) {
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, W, C,
-                    beta, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dW, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, W, C, beta,
+                    dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW,
+                C);
     if (!dbias) return;
     for (int i = 0; i < N; i++) {
         const float *d = dout + (size_t)i * OC;
-        for (int j = 0; j < OC; j++) dbias[j] += d[j];
+        for (int j = 0; j < OC; j++)
+            dbias[j] += d[j];
     }
 }
 
@@ -40,12 +42,14 @@ void norm_forward(NormType type, float *out, float *mean, float *rstd, const flo
         float *o = out + (size_t)i * C;
         float m = 0.0f;
         if (type == NORMTYPE_LAYER) {
-            for (int j = 0; j < C; j++) m += x[j];
+            for (int j = 0; j < C; j++)
+                m += x[j];
             m /= (float)C;
             mean[i] = m;
         }
         float ss = 0.0f;
-        for (int j = 0; j < C; j++) ss += (x[j] - m) * (x[j] - m);
+        for (int j = 0; j < C; j++)
+            ss += (x[j] - m) * (x[j] - m);
         float s = 1.0f / sqrtf(ss / (float)C + eps);
         rstd[i] = s;
         for (int j = 0; j < C; j++) {
@@ -74,7 +78,8 @@ void norm_backward(NormType type, float *dinp, float *dw, float *db, const float
             if (dw) dw[j] += d[j] * xhat;
             if (db) db[j] += d[j];
         }
-        float mean_d = type == NORMTYPE_LAYER ? sum_d / (float)C : 0.0f, mean_dx = sum_dx / (float)C;
+        float mean_d = type == NORMTYPE_LAYER ? sum_d / (float)C : 0.0f,
+              mean_dx = sum_dx / (float)C;
         for (int j = 0; j < C; j++) {
             float xhat = (x[j] - m) * s, dxhat = w ? d[j] * w[j] : d[j];
             dx[j] += s * (dxhat - mean_d - xhat * mean_dx);
@@ -85,10 +90,12 @@ void norm_backward(NormType type, float *dinp, float *dw, float *db, const float
 /* ---------------------------------------------------------------- activations */
 
 #define SQRT_2_OVER_PI 0.7978845608028654f
-#define INV_SQRT_2 0.7071067811865476f
-#define INV_SQRT_2PI 0.3989422804014327f
+#define INV_SQRT_2     0.7071067811865476f
+#define INV_SQRT_2PI   0.3989422804014327f
 
-static inline float gelu(float x) { return 0.5f * x * (1.0f + erff(x * INV_SQRT_2)); }
+static inline float gelu(float x) {
+    return 0.5f * x * (1.0f + erff(x * INV_SQRT_2));
+}
 static inline float gelu_grad(float x) {
     return 0.5f * (1.0f + erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
@@ -100,8 +107,12 @@ static inline float gelu_tanh_grad(float x) {
     float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
-static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float silu(float x) { return x * sigmoid(x); }
+static inline float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+static inline float silu(float x) {
+    return x * sigmoid(x);
+}
 static inline float silu_grad(float x) {
     float s = sigmoid(x);
     return s * (1.0f + x * (1.0f - s));
@@ -111,52 +122,70 @@ static inline float silu_grad(float x) {
 static inline float act_f(Activation a, float x) {
     switch (a) {
     case ACT_RELU:
-    case ACT_REGLU: return x > 0.0f ? x : 0.0f;
+    case ACT_REGLU:
+        return x > 0.0f ? x : 0.0f;
     case ACT_GELU:
-    case ACT_GEGLU: return gelu(x);
-    case ACT_GELU_TANH: return gelu_tanh(x);
-    case ACT_RELU2: return x > 0.0f ? x * x : 0.0f;
-    case ACT_TANH: return tanhf(x);
+    case ACT_GEGLU:
+        return gelu(x);
+    case ACT_GELU_TANH:
+        return gelu_tanh(x);
+    case ACT_RELU2:
+        return x > 0.0f ? x * x : 0.0f;
+    case ACT_TANH:
+        return tanhf(x);
     case ACT_SILU:
-    case ACT_SWIGLU: return silu(x);
-    default: return x;
+    case ACT_SWIGLU:
+        return silu(x);
+    default:
+        return x;
     }
 }
 static inline float act_df(Activation a, float x) {
     switch (a) {
     case ACT_RELU:
-    case ACT_REGLU: return x > 0.0f ? 1.0f : 0.0f;
+    case ACT_REGLU:
+        return x > 0.0f ? 1.0f : 0.0f;
     case ACT_GELU:
-    case ACT_GEGLU: return gelu_grad(x);
-    case ACT_GELU_TANH: return gelu_tanh_grad(x);
-    case ACT_RELU2: return x > 0.0f ? 2.0f * x : 0.0f;
+    case ACT_GEGLU:
+        return gelu_grad(x);
+    case ACT_GELU_TANH:
+        return gelu_tanh_grad(x);
+    case ACT_RELU2:
+        return x > 0.0f ? 2.0f * x : 0.0f;
     case ACT_TANH: {
         float t = tanhf(x);
         return 1.0f - t * t;
     }
     case ACT_SILU:
-    case ACT_SWIGLU: return silu_grad(x);
-    default: return 1.0f;
+    case ACT_SWIGLU:
+        return silu_grad(x);
+    default:
+        return 1.0f;
     }
 }
 
-static int is_glu(Activation a) { return a == ACT_SWIGLU || a == ACT_GEGLU || a == ACT_REGLU; }
+static int is_glu(Activation a) {
+    return a == ACT_SWIGLU || a == ACT_GEGLU || a == ACT_REGLU;
+}
 
 void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
     if (is_glu(act)) {
         for (int i = 0; i < N; i++) {
             const float *g = pre + (size_t)i * 2 * F, *v = g + F;
             float *o = h + (size_t)i * F;
-            for (int j = 0; j < F; j++) o[j] = act_f(act, g[j]) * v[j];
+            for (int j = 0; j < F; j++)
+                o[j] = act_f(act, g[j]) * v[j];
         }
         return;
     }
     size_t n = (size_t)N * F;
     if (act == ACT_RELU) { /* the hot default: keep it branch-free and vectorized */
-        for (size_t i = 0; i < n; i++) h[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+        for (size_t i = 0; i < n; i++)
+            h[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
         return;
     }
-    for (size_t i = 0; i < n; i++) h[i] = act_f(act, pre[i]);
+    for (size_t i = 0; i < n; i++)
+        h[i] = act_f(act, pre[i]);
 }
 
 void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
@@ -174,10 +203,12 @@ void activation_backward(Activation act, float *dpre, const float *dh, const flo
     }
     size_t n = (size_t)N * F;
     if (act == ACT_RELU) {
-        for (size_t i = 0; i < n; i++) dpre[i] = pre[i] > 0.0f ? dh[i] : 0.0f;
+        for (size_t i = 0; i < n; i++)
+            dpre[i] = pre[i] > 0.0f ? dh[i] : 0.0f;
         return;
     }
-    for (size_t i = 0; i < n; i++) dpre[i] = dh[i] * act_df(act, pre[i]);
+    for (size_t i = 0; i < n; i++)
+        dpre[i] = dh[i] * act_df(act, pre[i]);
 }
 
 /* ---------------------------------------------------------------- RoPE */
@@ -203,8 +234,10 @@ static inline float exp_nonpos(float x) {
     x = x < -87.0f ? -87.0f : x;
     float n = floorf(x * 1.44269504088896341f + 0.5f);
     float r = x - n * 0.693145751953125f - n * 1.428606765330187045e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f +
-                     r * (0.0083333338f + r * 0.0013888889f)))));
+    float p =
+        1.0f +
+        r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f +
+                                                        r * (0.0083333338f + r * 0.0013888889f)))));
     union {
         float f;
         int32_t i;
@@ -219,13 +252,17 @@ static inline float exp_nonpos(float x) {
  * -ffast-math and gives the same result on every run. */
 static float row_max(const float *x, int n) {
     float acc[LANES];
-    for (int k = 0; k < LANES; k++) acc[k] = -INFINITY;
+    for (int k = 0; k < LANES; k++)
+        acc[k] = -INFINITY;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
-        for (int k = 0; k < LANES; k++) acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
+        for (int k = 0; k < LANES; k++)
+            acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
     float m = -INFINITY;
-    for (int k = 0; k < LANES; k++) m = acc[k] > m ? acc[k] : m;
-    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int k = 0; k < LANES; k++)
+        m = acc[k] > m ? acc[k] : m;
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
     return m;
 }
 
@@ -243,14 +280,16 @@ static float exp_sub_inplace(float *x, int n, float m) {
         x[j] = exp_nonpos(x[j] - m);
         s += x[j];
     }
-    for (int k = 0; k < LANES; k++) s += acc[k];
+    for (int k = 0; k < LANES; k++)
+        s += acc[k];
     return s;
 }
 
 void softmax_row(float *x, int n) {
     float m = row_max(x, n);
     float s = exp_sub_inplace(x, n, m), inv = 1.0f / s;
-    for (int j = 0; j < n; j++) x[j] *= inv;
+    for (int j = 0; j < n; j++)
+        x[j] *= inv;
 }
 
 float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct) {
@@ -262,7 +301,8 @@ float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, 
         float m = row_max(l, V), ly = l[y];
         /* argmax == target: no logit above the target's, ties broken toward the lower id */
         int hit = 1;
-        if (ly < m) hit = 0;
+        if (ly < m)
+            hit = 0;
         else
             for (int j = 0; j < y; j++)
                 if (l[j] == ly) {
@@ -272,7 +312,8 @@ float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, 
         hits += hit;
         float s = exp_sub_inplace(l, V, m), inv = 1.0f / s;
         loss += (double)logf(s) - (double)(ly - m);
-        for (int j = 0; j < V; j++) l[j] *= inv;
+        for (int j = 0; j < V; j++)
+            l[j] *= inv;
     }
     if (correct) *correct = hits;
     return (float)(loss / N);
@@ -282,7 +323,8 @@ void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V) {
     float scale = 1.0f / (float)N;
     for (int i = 0; i < N; i++) {
         float *p = probs + (size_t)i * V;
-        for (int j = 0; j < V; j++) p[j] *= scale;
+        for (int j = 0; j < V; j++)
+            p[j] *= scale;
         p[targets[i]] -= scale;
     }
 }

@@ -64,6 +64,7 @@ int env_info_pairs(const EnvInfo *e, const char **kv) {
 }
 
 void env_info_free(EnvInfo *e) {
-    for (int i = 0; i < e->n; i++) free(e->value[i]);
+    for (int i = 0; i < e->n; i++)
+        free(e->value[i]);
     memset(e, 0, sizeof *e);
 }

@@ -117,8 +117,10 @@ static int first_mentioned(const char *msg, const Knob *const *ks, int n) {
 
 static SpecMark fallback_mark(const Spec *s) {
     SpecMark m = {s->path, 1, 1};
-    if (s->base_mark.line) m = s->base_mark;
-    else if (s->data_mark.line) m = s->data_mark;
+    if (s->base_mark.line)
+        m = s->base_mark;
+    else if (s->data_mark.line)
+        m = s->data_mark;
     return m;
 }
 
@@ -138,7 +140,8 @@ static SpecMark blame(const Spec *s, const Layer *l, const char *msg) {
         if (validate(&tmp, e2) == 0) cand[nc++] = i;
     }
     if (nc > 0) {
-        for (int i = 0; i < nc; i++) ks[i] = l->a[cand[i]]->knob;
+        for (int i = 0; i < nc; i++)
+            ks[i] = l->a[cand[i]]->knob;
         int b = first_mentioned(msg, ks, nc);
         m = l->a[cand[b >= 0 ? b : nc - 1]]->mark;
         goto out;
@@ -155,10 +158,13 @@ static SpecMark blame(const Spec *s, const Layer *l, const char *msg) {
             goto out;
         }
     }
-    for (int i = 0; i < l->n; i++) ks[i] = l->a[i]->knob;
+    for (int i = 0; i < l->n; i++)
+        ks[i] = l->a[i]->knob;
     int b = first_mentioned(msg, ks, l->n);
-    if (b >= 0) m = l->a[b]->mark;
-    else if (!base_bad && l->n > 0) m = l->a[l->n - 1]->mark;
+    if (b >= 0)
+        m = l->a[b]->mark;
+    else if (!base_bad && l->n > 0)
+        m = l->a[l->n - 1]->mark;
 out:
     free(ks);
     free(cand);
@@ -171,7 +177,8 @@ static void buf_cat(char **buf, size_t *len, size_t *cap, const char *s) {
     size_t n = strlen(s);
     if (!*buf || *len + n + 1 > *cap) {
         size_t c = *cap ? *cap : 64;
-        while (c < *len + n + 1) c *= 2;
+        while (c < *len + n + 1)
+            c *= 2;
         char *p = realloc(*buf, c);
         if (!p) return; /* caller checks for NULL */
         if (!*buf) p[0] = '\0';
@@ -271,14 +278,17 @@ static int check_data(const Spec *s, const Layer *l, const RunConfig *c, const c
     const Knob *k = knob_find("data.path");
     struct stat st;
     const char *why = NULL;
-    if (stat(c->data.path, &st) != 0 || access(c->data.path, R_OK) != 0) why = strerror(errno);
-    else if (S_ISDIR(st.st_mode)) why = "it is a directory";
+    if (stat(c->data.path, &st) != 0 || access(c->data.path, R_OK) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        why = "it is a directory";
     if (!why) {
         snprintf(ok_path, ABL_PATH_MAX, "%s", c->data.path);
         return 0;
     }
     int from_run = 0;
-    for (int i = 0; i < l->n; i++) from_run |= l->a[i]->knob == k;
+    for (int i = 0; i < l->n; i++)
+        from_run |= l->a[i]->knob == k;
     if (from_run)
         return spec_fail(err, source_of(s, l, k), "run '%s': data file '%s' is not readable (%s)",
                          name, c->data.path, why);

@@ -12,9 +12,9 @@
 #define PLAN_MAX_RUNS 100000
 
 typedef struct {
-    int index;       /* position in the plan, 0-based */
-    char *name;      /* "post/n_head=4/activation=gelu/seed1" */
-    char id[17];     /* 16 lowercase hex digits: plan_run_id(cfg, seed) */
+    int index;   /* position in the plan, 0-based */
+    char *name;  /* "post/n_head=4/activation=gelu/seed1" */
+    char id[17]; /* 16 lowercase hex digits: plan_run_id(cfg, seed) */
     uint64_t seed;
     RunConfig cfg;   /* fully resolved (model.vocab_size stays as specified, usually 0) */
     char *overrides; /* "model.norm=post model.n_head=4": variant then grid, canonical values

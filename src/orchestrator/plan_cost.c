@@ -37,6 +37,7 @@ PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]) {
 
 double plan_cost_core_hours(const PlanCost *c, int n, double flops_per_s) {
     double s = 0;
-    for (int i = 0; i < n; i++) s += c[i].c.seconds > 0 ? c[i].c.seconds : c[i].c.flops / flops_per_s;
+    for (int i = 0; i < n; i++)
+        s += c[i].c.seconds > 0 ? c[i].c.seconds : c[i].c.flops / flops_per_s;
     return s / 3600.0;
 }

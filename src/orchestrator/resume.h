@@ -14,7 +14,7 @@ typedef struct {
     uint64_t seed;
     int finished; /* a RUN_END of its last attempt exists */
     RunStatus status;
-    uint32_t attempt; /* last attempt begun (0 = never) */
+    uint32_t attempt;  /* last attempt begun (0 = never) */
     int64_t ckpt_step; /* last checkpoint of the last attempt (0 = none) */
     char ckpt_path[ABL_PATH_MAX];
 } ResumeRun;

@@ -24,7 +24,8 @@ typedef struct {
 static int bytes_add(Bytes *b, const void *src, size_t n) {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         uint8_t *p = realloc(b->p, cap);
         if (!p) return -1;
         b->p = p;
@@ -60,8 +61,7 @@ static void batch_emit(EventSink *self, const Event *ev) {
         s->failed = 1;
         return;
     }
-    if (s->batch.len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE)
-        batch_flush(s);
+    if (s->batch.len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE) batch_flush(s);
 }
 
 int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n) {
@@ -94,7 +94,8 @@ typedef struct {
 } SaveCtx;
 
 /* Writes a file durably: write(ctx) into path.tmp, fsync, rename, fsync the directory. */
-static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx), const void *ctx) {
+static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx),
+                         const void *ctx) {
     char tmp[ABL_PATH_MAX + 8], dir[ABL_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     mkdir(dirname(dir), 0777);
@@ -147,8 +148,8 @@ static int load_checkpoint(Trainer *t, BatchSink *s, const char *path, char err[
     return rc;
 }
 
-RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out,
-                      EndEvent *end, int64_t *ckpt_step) {
+RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, EndEvent *end,
+                      int64_t *ckpt_step) {
     char err[ABL_ERR_MAX] = "";
     memset(end, 0, sizeof *end);
     *ckpt_step = 0;

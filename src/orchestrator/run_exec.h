@@ -18,8 +18,8 @@ typedef struct {
     uint64_t seed;
     char id[17];
     RunConfig cfg;
-    char ckpt_path[ABL_PATH_MAX]; /* where this run's checkpoint lives */
-    int64_t resume_step;          /* > 0: continue from the checkpoint at ckpt_path */
+    char ckpt_path[ABL_PATH_MAX];    /* where this run's checkpoint lives */
+    int64_t resume_step;             /* > 0: continue from the checkpoint at ckpt_path */
     char weights_path[ABL_PATH_MAX]; /* final weights go here when cfg.save_weights */
 } RunAssignment;
 
@@ -32,8 +32,8 @@ typedef struct {
 
 /* Runs the assignment to its end (or a checkpoint/abort request). Fills *end (status
  * failed with a message when the run cannot start) and, after a checkpoint, *ckpt_step. */
-RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out,
-                      EndEvent *end, int64_t *ckpt_step);
+RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, EndEvent *end,
+                      int64_t *ckpt_step);
 
 /* OUT.h5.d/ckpt/<id>.ckpt */
 int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n);

@@ -12,7 +12,7 @@
 
 #define SPEC_MAX_BYTES (16L << 20)
 #define SPEC_MAX_SEEDS 100000
-#define SPEC_NAME_MAX 128
+#define SPEC_NAME_MAX  128
 
 static const char SET_FILE[] = "--set";
 
@@ -54,7 +54,8 @@ static void buf_add(Buf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
+        while (cap < b->len + n + 1)
+            cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = 1;
@@ -87,7 +88,8 @@ static int expand_into(Buf *b, const char *s, size_t len, int depth, char err[AB
         }
         size_t j = i + 2, name_start = j;
         if (j < len && (isalpha((unsigned char)s[j]) || s[j] == '_'))
-            while (j < len && (isalnum((unsigned char)s[j]) || s[j] == '_')) j++;
+            while (j < len && (isalnum((unsigned char)s[j]) || s[j] == '_'))
+                j++;
         char name[SPEC_NAME_MAX];
         size_t name_len = j - name_start;
         if (name_len == 0 || name_len >= sizeof name || j >= len ||
@@ -127,8 +129,10 @@ static int expand_into(Buf *b, const char *s, size_t len, int depth, char err[AB
             snprintf(err, ABL_ERR_MAX, "unterminated '${%s:-' (missing '}')", name);
             return -1;
         }
-        if (value && *value) buf_add(b, value, strlen(value));
-        else if (expand_into(b, s + d, k - d, depth + 1, err) != 0) return -1;
+        if (value && *value)
+            buf_add(b, value, strlen(value));
+        else if (expand_into(b, s + d, k - d, depth + 1, err) != 0)
+            return -1;
         i = k + 1;
     }
     return 0;
@@ -162,14 +166,18 @@ static SpecMark mark_of(const Spec *s, const YNode *n) {
     return m;
 }
 
-static int kidx(const Knob *k) { return (int)(k - knob_table); }
+static int kidx(const Knob *k) {
+    return (int)(k - knob_table);
+}
 
 static int distance(const char *a, const char *b) {
     int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 63 || lb > 63) return 99;
     int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
     for (int i = 1; i <= la; i++)
         for (int j = 1; j <= lb; j++) {
             int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
@@ -202,8 +210,7 @@ static int unknown_key(Load *L, SpecMark m, const char *shown, const char *prefi
     } else {
         guess = knob_suggest(shown);
     }
-    if (guess)
-        return spec_fail(L->err, m, "unknown key '%s' (did you mean '%s'?)", shown, guess);
+    if (guess) return spec_fail(L->err, m, "unknown key '%s' (did you mean '%s'?)", shown, guess);
     return spec_fail(L->err, m, "unknown key '%s'", shown);
 }
 
@@ -232,8 +239,8 @@ static int is_section(const char *prefix) {
     return 0;
 }
 
-static const char *const base_words[] = {"preset", "model", "train", "data", "stats", "sample",
-                                         NULL};
+static const char *const base_words[] = {"preset", "model",  "train", "data",
+                                         "stats",  "sample", NULL};
 
 /* Applies a mapping of base keys: nested sections ("model: {...}") or dotted knob names. */
 static int apply_base_map(Load *L, const YNode *map, const char *prefix, const char *what) {
@@ -259,8 +266,8 @@ static int apply_base_map(Load *L, const YNode *map, const char *prefix, const c
         if (!k) return unknown_key(L, mark_of(s, key), full, prefix, *prefix ? NULL : base_words);
         int idx = kidx(k);
         if (L->explicit_[idx])
-            return spec_fail(L->err, mark_of(s, key), "%s is set twice (first at line %d)",
-                             k->name, s->base_src[idx].line);
+            return spec_fail(L->err, mark_of(s, key), "%s is set twice (first at line %d)", k->name,
+                             s->base_src[idx].line);
         char *text = value_text(L, val, k->name);
         if (!text) return -1;
         char msg[ABL_ERR_MAX];
@@ -320,7 +327,8 @@ static int make_assign(Load *L, const Knob *k, const YNode *val, SpecAssign *a) 
 }
 
 static void free_assigns(SpecAssign *a, int n) {
-    for (int i = 0; i < n && a; i++) free(a[i].text);
+    for (int i = 0; i < n && a; i++)
+        free(a[i].text);
     free(a);
 }
 
@@ -353,8 +361,9 @@ static int add_axis(Load *L, const YNode *group, int first, int count, int zip,
                 return spec_fail(L->err, mark_of(s, key), "%s appears twice in this zip group",
                                  k->name);
         if (list->type != YNODE_SEQ)
-            return spec_fail(L->err, mark_of(s, list), "expected a list of values for grid key %s, got %s",
-                             k->name, ydoc_kind(list));
+            return spec_fail(L->err, mark_of(s, list),
+                             "expected a list of values for grid key %s, got %s", k->name,
+                             ydoc_kind(list));
         if (list->n == 0)
             return spec_fail(L->err, mark_of(s, list), "empty list of values for grid key %s",
                              k->name);
@@ -374,7 +383,8 @@ static int add_axis(Load *L, const YNode *group, int first, int count, int zip,
     ax->key_marks = calloc((size_t)count, sizeof *ax->key_marks);
     ax->cells = calloc((size_t)count * (size_t)ax->n_points, sizeof *ax->cells);
     s->n_axes++; /* owned by the spec from here on (spec_free cleans up partial axes) */
-    if (!ax->key_marks || !ax->cells) return spec_fail(L->err, mark_of(s, group_node), "out of memory");
+    if (!ax->key_marks || !ax->cells)
+        return spec_fail(L->err, mark_of(s, group_node), "out of memory");
     for (int j = 0; j < count; j++) {
         const YNode *key = group->keys[first + j], *list = group->items[first + j];
         const Knob *k = knob_find(key->text);
@@ -541,7 +551,8 @@ static int parse_seeds(Load *L, const YNode *v) {
         free(t);
         if (!(s->seeds = calloc(n, sizeof *s->seeds)))
             return spec_fail(L->err, s->seeds_mark, "out of memory");
-        for (uint64_t i = 0; i < n; i++) s->seeds[i] = i;
+        for (uint64_t i = 0; i < n; i++)
+            s->seeds[i] = i;
         s->n_seeds = (int)n;
         return 0;
     }
@@ -592,9 +603,8 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
         int at = 0;
         const SpecAxis *ax = axis_with(s, k, &at);
         if (ax)
-            return spec_fail(L->err, m,
-                             "--set %s has no effect: %s is a grid axis (%s:%d:%d)", a, k->name,
-                             ax->key_marks[at].file, ax->key_marks[at].line,
+            return spec_fail(L->err, m, "--set %s has no effect: %s is a grid axis (%s:%d:%d)", a,
+                             k->name, ax->key_marks[at].file, ax->key_marks[at].line,
                              ax->key_marks[at].col);
         char msg[ABL_ERR_MAX];
         m.col = (int)(eq - a) + 2;
@@ -609,19 +619,21 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
     return 0;
 }
 
-static const char *const top_words[] = {"data", "base", "grid", "variants", "seeds", "description",
-                                        NULL};
+static const char *const top_words[] = {"data",  "base",        "grid", "variants",
+                                        "seeds", "description", NULL};
 
 static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_sets) {
     Spec *s = L->s;
     if (root->type != YNODE_MAP)
-        return spec_fail(L->err, mark_of(s, root),
-                         "a spec is a mapping with keys data, base, grid, variants and seeds; got %s",
-                         ydoc_kind(root));
+        return spec_fail(
+            L->err, mark_of(s, root),
+            "a spec is a mapping with keys data, base, grid, variants and seeds; got %s",
+            ydoc_kind(root));
     for (int i = 0; i < root->n; i++) {
         const char *k = root->keys[i]->text;
         int known = 0;
-        for (int j = 0; top_words[j]; j++) known |= !strcmp(k, top_words[j]);
+        for (int j = 0; top_words[j]; j++)
+            known |= !strcmp(k, top_words[j]);
         if (!known) {
             const char *guess = closest(k, top_words);
             if (guess)
@@ -638,7 +650,8 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
         if (v->type != YNODE_SCALAR)
             return spec_fail(L->err, mark_of(s, v), "expected text for description, got %s",
                              ydoc_kind(v));
-        if (!(s->description = strdup(v->text))) return spec_fail(L->err, mark_of(s, v), "out of memory");
+        if (!(s->description = strdup(v->text)))
+            return spec_fail(L->err, mark_of(s, v), "out of memory");
     }
     const YNode *base = ydoc_get(root, "base", &key);
     if (base) {
@@ -694,7 +707,8 @@ int spec_load_string(Spec *s, const char *name, const char *text, const char *co
     }
     memcpy(s->text, text, s->text_len + 1);
     run_config_default(&s->base);
-    for (int i = 0; i < knob_count; i++) s->base_src[i].file = s->path;
+    for (int i = 0; i < knob_count; i++)
+        s->base_src[i].file = s->path;
     YNode *root = NULL;
     int rc = ydoc_parse(s->text, s->text_len, s->path, &root, err);
     if (rc == 0) rc = load_tree(&L, root, sets, n_sets);
@@ -736,7 +750,8 @@ int spec_load(Spec *s, const char *path, const char *const *sets, int n_sets,
 void spec_free(Spec *s) {
     if (!s) return;
     for (int i = 0; i < s->n_axes; i++) {
-        free_assigns(s->axes[i].cells, s->axes[i].cells ? s->axes[i].n_keys * s->axes[i].n_points : 0);
+        free_assigns(s->axes[i].cells,
+                     s->axes[i].cells ? s->axes[i].n_keys * s->axes[i].n_points : 0);
         free(s->axes[i].key_marks);
     }
     free(s->axes);
@@ -745,9 +760,11 @@ void spec_free(Spec *s) {
         free_assigns(s->variants[i].assign, s->variants[i].n_assign);
     }
     free(s->variants);
-    for (int i = 0; i < s->n_excludes; i++) free_assigns(s->excludes[i].assign, s->excludes[i].n_assign);
+    for (int i = 0; i < s->n_excludes; i++)
+        free_assigns(s->excludes[i].assign, s->excludes[i].n_assign);
     free(s->excludes);
-    for (int i = 0; i < s->n_sets; i++) free(s->sets[i]);
+    for (int i = 0; i < s->n_sets; i++)
+        free(s->sets[i]);
     free(s->sets);
     free(s->seeds);
     free(s->base_src);

@@ -52,8 +52,8 @@ typedef struct {
 } SpecExclude;
 
 typedef struct {
-    char *path;      /* as given (used as FILE in messages) */
-    char *text;      /* the raw spec text, NUL-terminated, for storing with the results */
+    char *path; /* as given (used as FILE in messages) */
+    char *text; /* the raw spec text, NUL-terminated, for storing with the results */
     size_t text_len;
     char *description; /* optional top-level "description", or NULL */
 
@@ -65,12 +65,12 @@ typedef struct {
                            value (a key, base.preset, or a --set); line 0 = the default */
     char preset[32];    /* "" if none */
     SpecMark preset_mark, base_mark, data_mark; /* line 0 if absent */
-    char **sets;        /* copies of the --set assignments */
+    char **sets;                                /* copies of the --set assignments */
     int n_sets;
 
     int n_axes;
-    SpecAxis *axes; /* file order; a zip group sits where "zip" is written */
-    int n_variants; /* 0 = one implicit, unlabelled baseline */
+    SpecAxis *axes;        /* file order; a zip group sits where "zip" is written */
+    int n_variants;        /* 0 = one implicit, unlabelled baseline */
     SpecVariant *variants; /* "baseline" (always empty) first if present, then file order */
     int n_excludes;
     SpecExclude *excludes;

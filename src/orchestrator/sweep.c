@@ -269,7 +269,8 @@ static void run_mpi(Sweep *s, int nranks) {
     uint8_t *buf = NULL;
     int cap = 0, n_busy = 0, stopping = 0;
     long idle_ns = 0; /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
-    for (int r = 0; r < nranks; r++) busy[r] = -2;
+    for (int r = 0; r < nranks; r++)
+        busy[r] = -2;
     for (;;) {
         if (sweep_signal_term()) break;
         if (sweep_signal_usr1() && !stopping) {
@@ -289,7 +290,8 @@ static void run_mpi(Sweep *s, int nranks) {
         }
         if (n_busy == 0 && (stopping || s->next >= s->n_queue)) {
             int ready = 1;
-            for (int r = 1; r < nranks; r++) ready &= busy[r] != -2;
+            for (int r = 1; r < nranks; r++)
+                ready &= busy[r] != -2;
             if (ready || stopping) break;
         }
         int flag = 0;
@@ -336,7 +338,8 @@ static void run_mpi(Sweep *s, int nranks) {
         }
     }
     if (!sweep_signal_term())
-        for (int r = 1; r < nranks; r++) send_stop(r, STOP_EXIT);
+        for (int r = 1; r < nranks; r++)
+            send_stop(r, STOP_EXIT);
     free(buf);
     free(busy);
     free(hosts);
@@ -390,7 +393,8 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     VocabCache *vc = vocab_cache_new();
     char err[ABL_ERR_MAX];
     const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->runs[0].cfg, err) : NULL;
-    if (d && d->tokenizer == TOK_CHAR) env_info_add(&e, "vocab", (const char *)d->chars, (size_t)d->vocab_size);
+    if (d && d->tokenizer == TOK_CHAR)
+        env_info_add(&e, "vocab", (const char *)d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
     const char *kv[2 * ENV_INFO_MAX];
     int n = env_info_pairs(&e, kv);
@@ -409,7 +413,8 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     for (int r = 0; r < nranks; r++) {
         const char *h = all + 64 * r;
         int seen = 0;
-        for (int q = 0; q < r && !seen; q++) seen = strcmp(all + 64 * q, h) == 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = strcmp(all + 64 * q, h) == 0;
         if (seen) continue;
         if (out[0]) strcat(out, ",");
         strcat(out, h);
@@ -444,8 +449,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     s.queue = malloc(sizeof(int) * (size_t)(s.n + 1));
     int done_before = 0;
     for (int i = 0; i < s.n; i++) {
-        if (s.runs[i].finished) done_before++;
-        else s.queue[s.n_queue++] = i;
+        if (s.runs[i].finished)
+            done_before++;
+        else
+            s.queue[s.n_queue++] = i;
     }
     g_sort = &s;
     qsort(s.queue, (size_t)s.n_queue, sizeof(int), cmp_queue);
@@ -455,11 +462,14 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
             s.n, done_before, s.n_queue, nranks > 1 ? nranks - 1 : 1,
             nranks > 1 ? "worker rank(s)" : "process", o->out_path);
     double total_cost = 0;
-    for (int i = 0; i < s.n_queue; i++) total_cost += s.runs[s.queue[i]].cost;
+    for (int i = 0; i < s.n_queue; i++)
+        total_cost += s.runs[s.queue[i]].cost;
     progress_init(&s.progress, s.n, done_before, total_cost);
 
-    if (nranks > 1) run_mpi(&s, nranks);
-    else run_local(&s, hostnames ? hostnames : "");
+    if (nranks > 1)
+        run_mpi(&s, nranks);
+    else
+        run_local(&s, hostnames ? hostnames : "");
     progress_finish(&s.progress);
 
     if (sweep_signal_term()) {
@@ -477,7 +487,8 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     if (finished == s.n) {
         char t[64];
         env_info_now(t, sizeof t);
-        const char *kv[] = {"end_time", t, "status", failed ? "complete_with_failures" : "complete"};
+        const char *kv[] = {"end_time", t, "status",
+                            failed ? "complete_with_failures" : "complete"};
         journal_append_sweep_end(s.j, kv, 2);
     }
     if (journal_sync(s.j) != 0) s.io_failed = 1;

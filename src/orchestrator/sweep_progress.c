@@ -29,8 +29,10 @@ static void format_eta(const Progress *p, char *buf, size_t n) {
         return;
     }
     double eta = p->cost_left / (p->cost_done / elapsed);
-    if (eta >= 3600) snprintf(buf, n, "ETA %dh%02dm", (int)(eta / 3600), (int)fmod(eta / 60, 60));
-    else snprintf(buf, n, "ETA %dm%02ds", (int)(eta / 60), (int)fmod(eta, 60));
+    if (eta >= 3600)
+        snprintf(buf, n, "ETA %dh%02dm", (int)(eta / 3600), (int)fmod(eta / 60, 60));
+    else
+        snprintf(buf, n, "ETA %dm%02ds", (int)(eta / 60), (int)fmod(eta, 60));
 }
 
 static void print_status(Progress *p, const char *last) {
@@ -69,8 +71,8 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
     }
     char last[384];
     if (end->status == RUN_DONE)
-        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s", name,
-                 end->final_val_loss, end->tokens_per_s);
+        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s", name, end->final_val_loss,
+                 end->tokens_per_s);
     else
         snprintf(last, sizeof last, "%s %s: %s", name,
                  end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);

@@ -8,8 +8,10 @@
 static volatile sig_atomic_t got_usr1, got_term;
 
 static void on_signal(int sig) {
-    if (sig == SIGUSR1) got_usr1 = 1;
-    else got_term = 1;
+    if (sig == SIGUSR1)
+        got_usr1 = 1;
+    else
+        got_term = 1;
 }
 
 void sweep_install_signals(int rank) {
@@ -23,5 +25,9 @@ void sweep_install_signals(int rank) {
     if (rank == 0) sigaction(SIGTERM, &sa, NULL);
 }
 
-int sweep_signal_usr1(void) { return got_usr1; }
-int sweep_signal_term(void) { return got_term; }
+int sweep_signal_usr1(void) {
+    return got_usr1;
+}
+int sweep_signal_term(void) {
+    return got_term;
+}

@@ -13,11 +13,14 @@ struct VocabCache {
     Dataset data[VOCAB_CACHE_MAX];
 };
 
-VocabCache *vocab_cache_new(void) { return calloc(1, sizeof(VocabCache)); }
+VocabCache *vocab_cache_new(void) {
+    return calloc(1, sizeof(VocabCache));
+}
 
 void vocab_cache_free(VocabCache *vc) {
     if (!vc) return;
-    for (int i = 0; i < vc->n; i++) dataset_free(&vc->data[i]);
+    for (int i = 0; i < vc->n; i++)
+        dataset_free(&vc->data[i]);
     free(vc);
 }
 

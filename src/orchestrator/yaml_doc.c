@@ -266,7 +266,8 @@ int ydoc_parse(const char *text, size_t len, const char *file, YNode **root,
         if (next_event(&c, &ev) != 0) goto out;
         switch (ev.type) {
         case YAML_STREAM_START_EVENT:
-        case YAML_DOCUMENT_END_EVENT: break;
+        case YAML_DOCUMENT_END_EVENT:
+            break;
         case YAML_DOCUMENT_START_EVENT:
             if (doc) {
                 fail_at(&c, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
@@ -275,7 +276,9 @@ int ydoc_parse(const char *text, size_t len, const char *file, YNode **root,
                 goto out;
             }
             break;
-        case YAML_STREAM_END_EVENT: done = 1; break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
         default:
             doc = build(&c, &ev, 0);
             if (!doc) {
@@ -295,7 +298,8 @@ int ydoc_parse(const char *text, size_t len, const char *file, YNode **root,
     rc = 0;
 out:
     ydoc_free(doc);
-    for (int i = 0; i < c.n_anchors; i++) free(c.anchors[i].name);
+    for (int i = 0; i < c.n_anchors; i++)
+        free(c.anchors[i].name);
     free(c.anchors);
     yaml_parser_delete(&c.parser);
     return rc;
@@ -314,8 +318,7 @@ const YNode *ydoc_get(const YNode *map, const char *key, const YNode **key_node)
 int ydoc_is_null(const YNode *n) {
     if (!n || n->type != YNODE_SCALAR || !n->plain) return 0;
     const char *t = n->text;
-    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") ||
-           !strcmp(t, "NULL");
+    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
 }
 
 const char *ydoc_kind(const YNode *n) {

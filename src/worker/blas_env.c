@@ -10,8 +10,12 @@ char *openblas_get_corename(void);
 char *openblas_get_config(void);
 void openblas_set_num_threads(int);
 
-const char *blas_core(void) { return openblas_get_corename(); }
-const char *blas_config(void) { return openblas_get_config(); }
+const char *blas_core(void) {
+    return openblas_get_corename();
+}
+const char *blas_config(void) {
+    return openblas_get_config();
+}
 
 /* Rank of a core name by the widest vector kernels it uses. */
 static int core_rank(const char *name) {
@@ -44,8 +48,10 @@ void blas_ensure_best_core(char **argv) {
     setenv("ABLATE_BLAS_REEXEC", "1", 1); /* never loop */
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the slower kernels, but say so once */
-    fprintf(stderr, "ablate: warning: could not re-exec with OPENBLAS_CORETYPE=%s; "
-                    "OpenBLAS uses its %s kernels\n", best, blas_core());
+    fprintf(stderr,
+            "ablate: warning: could not re-exec with OPENBLAS_CORETYPE=%s; "
+            "OpenBLAS uses its %s kernels\n",
+            best, blas_core());
 }
 
 void blas_set_threads(void) {

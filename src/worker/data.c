@@ -14,11 +14,11 @@
 
 #include "../model/rng.h"
 
-#define BIN_MAGIC 20240520
-#define BIN_VERSION 1
-#define BIN_HEADER_INTS 256
+#define BIN_MAGIC        20240520
+#define BIN_VERSION      1
+#define BIN_HEADER_INTS  256
 #define BIN_HEADER_BYTES (BIN_HEADER_INTS * 4)
-#define GPT2_VOCAB 50257
+#define GPT2_VOCAB       50257
 
 static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
     if (!err) return;
@@ -29,8 +29,7 @@ static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
 }
 
 /* Reads a whole file into a malloc'd buffer (works for pipes and special files too). */
-static int read_file(const char *path, unsigned char **out, long *out_len,
-                     char err[ABL_ERR_MAX]) {
+static int read_file(const char *path, unsigned char **out, long *out_len, char err[ABL_ERR_MAX]) {
     *out = NULL;
     *out_len = 0;
     FILE *f = fopen(path, "rb");
@@ -82,8 +81,7 @@ static int read_file(const char *path, unsigned char **out, long *out_len,
 }
 
 static int32_t read_i32_le(const unsigned char *p) {
-    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                 (uint32_t)p[3] << 24;
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     int32_t r;
     memcpy(&r, &v, sizeof r);
     return r;
@@ -101,7 +99,8 @@ static int load_text(Dataset *d, const DataConfig *cfg, const unsigned char *buf
         }
     } else {
         int seen[256] = {0};
-        for (long i = 0; i < len; i++) seen[buf[i]] = 1;
+        for (long i = 0; i < len; i++)
+            seen[buf[i]] = 1;
         int n = 0;
         for (int c = 0; c < 256; c++) {
             d->char_to_id[c] = -1;
@@ -112,7 +111,8 @@ static int load_text(Dataset *d, const DataConfig *cfg, const unsigned char *buf
         }
         d->vocab_size = n;
     }
-    for (long i = 0; i < len; i++) d->tokens[i] = d->char_to_id[buf[i]];
+    for (long i = 0; i < len; i++)
+        d->tokens[i] = d->char_to_id[buf[i]];
     return 0;
 }
 
@@ -126,8 +126,7 @@ static int load_bin(Dataset *d, const DataConfig *cfg, const unsigned char *buf,
                 path, len, BIN_HEADER_BYTES);
         return -1;
     }
-    int32_t magic = read_i32_le(buf), version = read_i32_le(buf + 4),
-            count = read_i32_le(buf + 8);
+    int32_t magic = read_i32_le(buf), version = read_i32_le(buf + 4), count = read_i32_le(buf + 8);
     if (magic != BIN_MAGIC) {
         set_err(err,
                 "data file %s: bad magic %ld in the header (expected %d for an llm.c .bin token "
@@ -191,8 +190,7 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
     memset(d, 0, sizeof *d);
     d->tokenizer = cfg->tokenizer;
     const char *path = cfg->path;
-    if (cfg->tokenizer != TOK_CHAR && cfg->tokenizer != TOK_BYTE &&
-        cfg->tokenizer != TOK_TOKENS) {
+    if (cfg->tokenizer != TOK_CHAR && cfg->tokenizer != TOK_BYTE && cfg->tokenizer != TOK_TOKENS) {
         set_err(err, "data file %s: unknown tokenizer %d", path, (int)cfg->tokenizer);
         return -1;
     }
@@ -316,7 +314,8 @@ int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
     if (d->tokenizer == TOK_TOKENS) {
         const char *p = text;
         for (;;) {
-            while (*p && isspace((unsigned char)*p)) p++;
+            while (*p && isspace((unsigned char)*p))
+                p++;
             if (!*p) break;
             const char *start = p;
             char *end;
@@ -324,7 +323,8 @@ int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
             long v = strtol(p, &end, 10);
             if (end == p || (*end && !isspace((unsigned char)*end))) {
                 int wlen = 0;
-                while (start[wlen] && !isspace((unsigned char)start[wlen]) && wlen < 40) wlen++;
+                while (start[wlen] && !isspace((unsigned char)start[wlen]) && wlen < 40)
+                    wlen++;
                 set_err(err,
                         "prompt: '%.*s' is not a token id (the tokens tokenizer takes "
                         "whitespace-separated integer ids, e.g. \"464 3290\")",

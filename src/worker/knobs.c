@@ -10,22 +10,28 @@
 #include <string.h>
 
 #define OFF(field) offsetof(RunConfig, field)
-#define NUM(name, type, field, help) {name, type, OFF(field), NULL, 0, 0, help}
-#define ENUM(name, field, names, count, help) {name, KNOB_ENUM, OFF(field), names, count, 0, help}
-#define STR(name, field, help) {name, KNOB_STRING, OFF(field), NULL, 0, sizeof(((RunConfig *)0)->field), help}
+#define NUM(name, type, field, help)                                                               \
+    { name, type, OFF(field), NULL, 0, 0, help }
+#define ENUM(name, field, names, count, help)                                                      \
+    { name, KNOB_ENUM, OFF(field), names, count, 0, help }
+#define STR(name, field, help)                                                                     \
+    { name, KNOB_STRING, OFF(field), NULL, 0, sizeof(((RunConfig *)0)->field), help }
 
 const Knob knob_table[] = {
-    NUM("model.vocab_size", KNOB_INT, model.vocab_size, "vocabulary size (set from the data unless given)"),
+    NUM("model.vocab_size", KNOB_INT, model.vocab_size,
+        "vocabulary size (set from the data unless given)"),
     NUM("model.context", KNOB_INT, model.context, "context length T"),
     NUM("model.d_model", KNOB_INT, model.d_model, "residual width C"),
     NUM("model.n_layer", KNOB_INT, model.n_layer, "number of blocks"),
     NUM("model.n_head", KNOB_INT, model.n_head, "query heads"),
-    NUM("model.n_kv_head", KNOB_INT, model.n_kv_head, "key/value heads (0 = n_head; 1 = multi-query)"),
+    NUM("model.n_kv_head", KNOB_INT, model.n_kv_head,
+        "key/value heads (0 = n_head; 1 = multi-query)"),
     NUM("model.mlp_ratio", KNOB_DOUBLE, model.mlp_ratio, "MLP hidden width / d_model"),
     ENUM("model.activation", model.activation, activation_names, ACT_COUNT, "MLP nonlinearity"),
     ENUM("model.norm", model.norm, norm_names, NORM_COUNT, "norm placement"),
     ENUM("model.norm_type", model.norm_type, norm_type_names, NORMTYPE_COUNT, "norm kind"),
-    NUM("model.norm_affine", KNOB_BOOL, model.norm_affine, "learnable norm gain (and layernorm shift)"),
+    NUM("model.norm_affine", KNOB_BOOL, model.norm_affine,
+        "learnable norm gain (and layernorm shift)"),
     NUM("model.norm_eps", KNOB_DOUBLE, model.norm_eps, "epsilon inside every norm"),
     NUM("model.input_norm", KNOB_BOOL, model.input_norm, "normalize right after the embedding"),
     NUM("model.final_norm", KNOB_BOOL, model.final_norm, "normalize before lm_head"),
@@ -35,29 +41,38 @@ const Knob knob_table[] = {
     NUM("model.qkv_bias", KNOB_BOOL, model.qkv_bias, "bias on the q/k/v projection"),
     NUM("model.out_bias", KNOB_BOOL, model.out_bias, "bias on the attention output projection"),
     NUM("model.mlp_bias", KNOB_BOOL, model.mlp_bias, "biases on both MLP linears"),
-    NUM("model.tie_embeddings", KNOB_BOOL, model.tie_embeddings, "lm_head shares the token embedding"),
-    NUM("model.init_std", KNOB_DOUBLE, model.init_std, "init std (residual projections / sqrt(2 n_layer))"),
+    NUM("model.tie_embeddings", KNOB_BOOL, model.tie_embeddings,
+        "lm_head shares the token embedding"),
+    NUM("model.init_std", KNOB_DOUBLE, model.init_std,
+        "init std (residual projections / sqrt(2 n_layer))"),
     NUM("train.lr", KNOB_DOUBLE, train.lr, "peak learning rate"),
     NUM("train.beta1", KNOB_DOUBLE, train.beta1, "AdamW beta1"),
     NUM("train.beta2", KNOB_DOUBLE, train.beta2, "AdamW beta2"),
     NUM("train.eps", KNOB_DOUBLE, train.eps, "AdamW epsilon"),
-    NUM("train.weight_decay", KNOB_DOUBLE, train.weight_decay, "decoupled weight decay on 2-D tensors"),
-    ENUM("train.schedule", train.schedule, schedule_names, SCHED_COUNT, "learning-rate schedule after warmup"),
+    NUM("train.weight_decay", KNOB_DOUBLE, train.weight_decay,
+        "decoupled weight decay on 2-D tensors"),
+    ENUM("train.schedule", train.schedule, schedule_names, SCHED_COUNT,
+         "learning-rate schedule after warmup"),
     NUM("train.warmup_steps", KNOB_INT, train.warmup_steps, "linear warmup steps"),
     NUM("train.min_lr", KNOB_DOUBLE, train.min_lr, "learning rate at the end of the schedule"),
     NUM("train.grad_clip", KNOB_DOUBLE, train.grad_clip, "global gradient-norm clip (0 = off)"),
     NUM("train.batch_size", KNOB_INT, train.batch_size, "sequences per optimizer step"),
     NUM("train.steps", KNOB_LONG, train.steps, "budget: optimizer steps"),
-    NUM("train.tokens", KNOB_LONG, train.tokens, "budget: training tokens (rounded up to whole steps)"),
+    NUM("train.tokens", KNOB_LONG, train.tokens,
+        "budget: training tokens (rounded up to whole steps)"),
     NUM("train.seconds", KNOB_DOUBLE, train.seconds, "budget: seconds of training time"),
-    NUM("train.eval_every", KNOB_INT, train.eval_every, "evaluate every N steps (0 = at the end only)"),
+    NUM("train.eval_every", KNOB_INT, train.eval_every,
+        "evaluate every N steps (0 = at the end only)"),
     NUM("train.eval_tokens", KNOB_LONG, train.eval_tokens, "validation tokens per evaluation"),
     NUM("train.log_every", KNOB_INT, train.log_every, "step events every N steps"),
     STR("data.path", data.path, "text or .bin file"),
-    ENUM("data.tokenizer", data.tokenizer, tokenizer_names, TOK_COUNT, "char, byte or tokens (llm.c .bin)"),
-    NUM("data.val_fraction", KNOB_DOUBLE, data.val_fraction, "last fraction of the stream held out"),
+    ENUM("data.tokenizer", data.tokenizer, tokenizer_names, TOK_COUNT,
+         "char, byte or tokens (llm.c .bin)"),
+    NUM("data.val_fraction", KNOB_DOUBLE, data.val_fraction,
+        "last fraction of the stream held out"),
     NUM("data.vocab_size", KNOB_INT, data.vocab_size, "vocabulary of a .bin file (0 = 50257)"),
-    NUM("stats.every", KNOB_INT, stats.every, "activation statistics every N steps (0 = at the end)"),
+    NUM("stats.every", KNOB_INT, stats.every,
+        "activation statistics every N steps (0 = at the end)"),
     STR("sample.prompt", sample.prompt, "prompt for the samples"),
     NUM("sample.tokens", KNOB_INT, sample.tokens, "tokens per sample"),
     NUM("sample.temperature", KNOB_DOUBLE, sample.temperature, "temperature of the second sample"),
@@ -76,8 +91,10 @@ static int edit_distance(const char *a, const char *b) {
     int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 63 || lb > 63) return 99;
     int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
     for (int i = 1; i <= la; i++)
         for (int j = 1; j <= lb; j++) {
             int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
@@ -104,8 +121,12 @@ const char *knob_suggest(const char *name) {
     return best;
 }
 
-static void *field(RunConfig *c, const Knob *k) { return (char *)c + k->offset; }
-static const void *cfield(const RunConfig *c, const Knob *k) { return (const char *)c + k->offset; }
+static void *field(RunConfig *c, const Knob *k) {
+    return (char *)c + k->offset;
+}
+static const void *cfield(const RunConfig *c, const Knob *k) {
+    return (const char *)c + k->offset;
+}
 
 static int parse_long(const char *s, long *out) {
     char *end;
@@ -134,8 +155,10 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
             snprintf(err, ABL_ERR_MAX, "expected an integer for %s, got '%s'", k->name, text);
             return -1;
         }
-        if (k->type == KNOB_INT) *(int *)f = (int)v;
-        else *(long *)f = v;
+        if (k->type == KNOB_INT)
+            *(int *)f = (int)v;
+        else
+            *(long *)f = v;
         return 0;
     }
     case KNOB_DOUBLE: {
@@ -194,8 +217,10 @@ int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]) {
     const Knob *k = knob_find(name);
     if (!k) {
         const char *s = knob_suggest(name);
-        if (s) snprintf(err, ABL_ERR_MAX, "unknown key '%s' (did you mean '%s'?)", name, s);
-        else snprintf(err, ABL_ERR_MAX, "unknown key '%s'", name);
+        if (s)
+            snprintf(err, ABL_ERR_MAX, "unknown key '%s' (did you mean '%s'?)", name, s);
+        else
+            snprintf(err, ABL_ERR_MAX, "unknown key '%s'", name);
         return -1;
     }
     return knob_set(c, k, eq + 1, err);
@@ -204,14 +229,18 @@ int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]) {
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n) {
     const void *f = cfield(c, k);
     switch (k->type) {
-    case KNOB_INT: return snprintf(buf, n, "%d", *(const int *)f);
-    case KNOB_LONG: return snprintf(buf, n, "%ld", *(const long *)f);
-    case KNOB_BOOL: return snprintf(buf, n, "%s", *(const int *)f ? "true" : "false");
+    case KNOB_INT:
+        return snprintf(buf, n, "%d", *(const int *)f);
+    case KNOB_LONG:
+        return snprintf(buf, n, "%ld", *(const long *)f);
+    case KNOB_BOOL:
+        return snprintf(buf, n, "%s", *(const int *)f ? "true" : "false");
     case KNOB_ENUM: {
         int v = *(const int *)f;
         return snprintf(buf, n, "%s", v >= 0 && v < k->n_choices ? k->choices[v] : "?");
     }
-    case KNOB_STRING: return snprintf(buf, n, "%s", (const char *)f);
+    case KNOB_STRING:
+        return snprintf(buf, n, "%s", (const char *)f);
     case KNOB_DOUBLE: {
         /* shortest text that reads back to the same double, so ids are stable */
         double v = *(const double *)f;

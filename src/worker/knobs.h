@@ -13,7 +13,7 @@ typedef enum { KNOB_INT, KNOB_LONG, KNOB_DOUBLE, KNOB_BOOL, KNOB_ENUM, KNOB_STRI
 typedef struct {
     const char *name; /* "model.n_head" */
     KnobType type;
-    size_t offset; /* into RunConfig */
+    size_t offset;              /* into RunConfig */
     const char *const *choices; /* KNOB_ENUM: names, indexed by value */
     int n_choices;
     size_t size; /* KNOB_STRING: buffer size */

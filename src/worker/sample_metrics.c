@@ -21,7 +21,8 @@ void sample_measure(const int32_t *tokens, int n, SampleEvent *s) {
     int32_t *sorted = malloc(sizeof(int32_t) * (size_t)n);
     int distinct = 0, top = 0;
     if (sorted) {
-        for (int i = 0; i < n; i++) sorted[i] = tokens[i];
+        for (int i = 0; i < n; i++)
+            sorted[i] = tokens[i];
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_i32);
         for (int i = 0, j; i < n; i = j) {
             for (j = i; j < n && sorted[j] == sorted[i]; j++) {

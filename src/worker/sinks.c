@@ -97,7 +97,8 @@ void json_print_event(FILE *f, const Event *ev) {
         }
         break;
     }
-    default: break;
+    default:
+        break;
     }
     fputc('}', f);
 }
@@ -134,8 +135,10 @@ static void progress_emit(EventSink *self, const Event *ev) {
         double t = wall();
         if (t - s->last_print < 1.0 && st->step != s->total_steps) break;
         s->last_print = t;
-        if (s->total_steps > 0) fprintf(f, "step %ld/%ld", st->step, s->total_steps);
-        else fprintf(f, "step %ld", st->step);
+        if (s->total_steps > 0)
+            fprintf(f, "step %ld/%ld", st->step, s->total_steps);
+        else
+            fprintf(f, "step %ld", st->step);
         fprintf(f, "  loss %.4f  lr %.3g  grad %.3g  %.0f tok/s  %.1fs\n", st->loss, st->lr,
                 st->grad_norm, st->time > 0 ? st->tokens / st->time : 0.0, st->time);
         break;
@@ -153,12 +156,13 @@ static void progress_emit(EventSink *self, const Event *ev) {
     case EV_END: {
         const EndEvent *e = &ev->u.end;
         fprintf(f, "%s: %ld steps, %ld tokens in %.1fs (%.0f tok/s), final val_loss %.4f\n",
-                run_status_names[e->status], e->steps, e->tokens, e->train_seconds,
-                e->tokens_per_s, e->final_val_loss);
+                run_status_names[e->status], e->steps, e->tokens, e->train_seconds, e->tokens_per_s,
+                e->final_val_loss);
         if (e->message[0]) fprintf(f, "%s\n", e->message);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 

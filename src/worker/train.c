@@ -138,7 +138,8 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     if (!isfinite(norm)) return NAN;
     if (tc->grad_clip > 0 && norm > tc->grad_clip) {
         float s = (float)(tc->grad_clip / norm);
-        for (size_t i = 0; i < g->n_params; i++) g->grads[i] *= s;
+        for (size_t i = 0; i < g->n_params; i++)
+            g->grads[i] *= s;
     }
     *lr = run_config_lr(tc, t->step, t->total_steps);
     AdamW opt = {(float)*lr, (float)tc->beta1, (float)tc->beta2, (float)tc->eps,

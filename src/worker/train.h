@@ -16,8 +16,8 @@ typedef struct {
     uint64_t seed;
     const Dataset *data;
     GPT gpt;
-    float *m, *v;   /* AdamW moments, laid out like the parameters */
-    int32_t *x, *y; /* (B,T) batch */
+    float *m, *v;     /* AdamW moments, laid out like the parameters */
+    int32_t *x, *y;   /* (B,T) batch */
     long total_steps; /* -1 for a time budget */
     /* progress: everything a checkpoint must restore */
     long step, tokens;
