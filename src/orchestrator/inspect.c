@@ -1,0 +1,518 @@
+#include "inspect.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "h5view.h"
+
+#define BLOCK_ROWS 4096
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ablate inspect OUT.h5 [--json]\n"
+               "  Lists the runs of a sweep's HDF5 file (safe while the sweep is running).\n"
+               "  --json   one JSON object per run per line (every column of /runs)\n");
+}
+
+/* ---------------- small HDF5 helpers ---------------- */
+
+/* A string attribute of the root (fixed or variable length); "" if absent. */
+static void read_str_attr(hid_t obj, const char *name, char *out, size_t n) {
+    out[0] = 0;
+    if (H5Aexists(obj, name) <= 0) return;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return;
+    hid_t ft = H5Aget_type(a);
+    if (H5Tget_class(ft) == H5T_STRING) {
+        if (H5Tis_variable_str(ft) > 0) {
+            hid_t mt = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(ft));
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                snprintf(out, n, "%s", s);
+                H5free_memory(s);
+            }
+            H5Tclose(mt);
+        } else {
+            size_t sz = H5Tget_size(ft);
+            char *buf = calloc(1, sz + 1);
+            if (buf && H5Aread(a, ft, buf) >= 0) snprintf(out, n, "%s", buf);
+            free(buf);
+        }
+    }
+    H5Tclose(ft);
+    H5Aclose(a);
+}
+
+static int read_int_attr(hid_t obj, const char *name, long long *v) {
+    if (H5Aexists(obj, name) <= 0) return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0) return -1;
+    hid_t ft = H5Aget_type(a);
+    int rc = -1;
+    if (H5Tget_class(ft) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_LLONG, v) >= 0) rc = 0;
+    H5Tclose(ft);
+    H5Aclose(a);
+    return rc;
+}
+
+/* ---------------- JSON ---------------- */
+
+static void json_str(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+        } else if (c == '\n') {
+            fputs("\\n", f);
+        } else if (c == '\t') {
+            fputs("\\t", f);
+        } else if (c == '\r') {
+            fputs("\\r", f);
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+        } else {
+            fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* Shortest text that reads back as the same double; NaN/inf -> null. */
+static void json_num(FILE *f, double d) {
+    if (!isfinite(d)) {
+        fputs("null", f);
+        return;
+    }
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    fputs(buf, f);
+}
+
+typedef enum { J_INT, J_UINT, J_FLOAT, J_STR, J_VSTR, J_ENUM, J_OTHER } JKind;
+
+typedef struct {
+    char *name;
+    JKind kind;
+    size_t off, size;
+    hid_t mtype; /* member's memory type (enum: for name lookup) */
+} JCol;
+
+static int dump_json(hid_t dset, hid_t ftype, hsize_t nrows, FILE *out, char *err) {
+    int n = H5Tget_nmembers(ftype);
+    if (n <= 0) {
+        snprintf(err, 256, "/runs is not a table");
+        return -1;
+    }
+    JCol *cols = calloc((size_t)n, sizeof *cols);
+    hid_t mt = -1;
+    size_t row = 0;
+    int rc = -1;
+    uint8_t *buf = NULL;
+    if (!cols) goto done;
+    for (int i = 0; i < n; i++) {
+        JCol *c = &cols[i];
+        c->mtype = -1;
+        c->name = H5Tget_member_name(ftype, (unsigned)i);
+        hid_t t = H5Tget_member_type(ftype, (unsigned)i);
+        H5T_class_t cls = H5Tget_class(t);
+        if (cls == H5T_INTEGER) {
+            int sgn = H5Tget_sign(t) == H5T_SGN_2;
+            c->kind = sgn ? J_INT : J_UINT;
+            c->mtype = H5Tcopy(sgn ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64);
+        } else if (cls == H5T_FLOAT) {
+            c->kind = J_FLOAT;
+            c->mtype = H5Tcopy(H5T_NATIVE_DOUBLE);
+        } else if (cls == H5T_STRING && H5Tis_variable_str(t) > 0) {
+            c->kind = J_VSTR;
+            c->mtype = H5Tcopy(H5T_C_S1);
+            H5Tset_size(c->mtype, H5T_VARIABLE);
+            H5Tset_cset(c->mtype, H5Tget_cset(t));
+        } else if (cls == H5T_STRING) {
+            c->kind = J_STR;
+            c->mtype = H5Tcopy(H5T_C_S1);
+            H5Tset_size(c->mtype, H5Tget_size(t) + 1);
+            H5Tset_strpad(c->mtype, H5T_STR_NULLTERM);
+            H5Tset_cset(c->mtype, H5Tget_cset(t));
+        } else if (cls == H5T_ENUM) {
+            c->kind = J_ENUM;
+            c->mtype = H5Tget_native_type(t, H5T_DIR_ASCEND);
+        } else {
+            c->kind = J_OTHER;
+        }
+        H5Tclose(t);
+        if (c->mtype >= 0) {
+            c->off = row;
+            c->size = H5Tget_size(c->mtype);
+            row += (c->size + 7) & ~(size_t)7;
+        }
+    }
+    mt = H5Tcreate(H5T_COMPOUND, row ? row : 8);
+    for (int i = 0; i < n; i++)
+        if (cols[i].mtype >= 0 && H5Tinsert(mt, cols[i].name, cols[i].off, cols[i].mtype) < 0)
+            goto done;
+    buf = malloc(row * BLOCK_ROWS);
+    if (!buf) goto done;
+    for (hsize_t start = 0; start < nrows; start += BLOCK_ROWS) {
+        hsize_t count = nrows - start < BLOCK_ROWS ? nrows - start : BLOCK_ROWS;
+        hid_t fs = H5Dget_space(dset);
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
+        hid_t ms = H5Screate_simple(1, &count, NULL);
+        herr_t r = H5Dread(dset, mt, ms, fs, H5P_DEFAULT, buf);
+        if (r < 0) {
+            H5Sclose(ms);
+            H5Sclose(fs);
+            snprintf(err, 256, "cannot read /runs");
+            goto done;
+        }
+        for (hsize_t k = 0; k < count; k++) {
+            const uint8_t *p = buf + k * row;
+            fputc('{', out);
+            int first = 1;
+            for (int i = 0; i < n; i++) {
+                JCol *c = &cols[i];
+                if (c->kind == J_OTHER) continue;
+                if (!first) fputc(',', out);
+                first = 0;
+                json_str(out, c->name, strlen(c->name));
+                fputc(':', out);
+                const uint8_t *v = p + c->off;
+                switch (c->kind) {
+                case J_INT: {
+                    int64_t x;
+                    memcpy(&x, v, 8);
+                    fprintf(out, "%lld", (long long)x);
+                    break;
+                }
+                case J_UINT: {
+                    uint64_t x;
+                    memcpy(&x, v, 8);
+                    fprintf(out, "%llu", (unsigned long long)x);
+                    break;
+                }
+                case J_FLOAT: {
+                    double x;
+                    memcpy(&x, v, 8);
+                    json_num(out, x);
+                    break;
+                }
+                case J_STR:
+                    json_str(out, (const char *)v, c->size);
+                    break;
+                case J_VSTR: {
+                    const char *s;
+                    memcpy(&s, v, sizeof s);
+                    if (s)
+                        json_str(out, s, strlen(s));
+                    else
+                        fputs("null", out);
+                    break;
+                }
+                case J_ENUM: {
+                    char name[64];
+                    if (H5Tenum_nameof(c->mtype, v, name, sizeof name) < 0)
+                        fputs("null", out);
+                    else if (!strcmp(name, "TRUE") || !strcmp(name, "FALSE"))
+                        fputs(name[0] == 'T' ? "true" : "false", out);
+                    else
+                        json_str(out, name, strlen(name));
+                    break;
+                }
+                default:
+                    break;
+                }
+            }
+            fputs("}\n", out);
+        }
+        H5Dvlen_reclaim(mt, ms, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    rc = 0;
+done:
+    if (rc != 0 && !err[0]) snprintf(err, 256, "cannot read /runs");
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (cols) {
+        for (int i = 0; i < n; i++) {
+            if (cols[i].mtype >= 0) H5Tclose(cols[i].mtype);
+            H5free_memory(cols[i].name);
+        }
+    }
+    free(cols);
+    return rc;
+}
+
+/* ---------------- the table ---------------- */
+
+typedef struct {
+    int32_t index;
+    char id[17];
+    char name[128];
+    uint64_t seed;
+    char status[16];
+    int64_t steps;
+    double final_val_loss;
+    int64_t params;
+    double tokens_per_s;
+} RunRow;
+
+static hid_t str_type(size_t n) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, n);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    return t;
+}
+
+/* Memory type of the RunRow fields that the file has. */
+static hid_t runrow_type(hid_t ftype) {
+    struct {
+        const char *name;
+        size_t off;
+        hid_t t;
+        int own;
+    } m[] = {
+        {"index", offsetof(RunRow, index), H5T_NATIVE_INT32, 0},
+        {"id", offsetof(RunRow, id), str_type(17), 1},
+        {"name", offsetof(RunRow, name), str_type(128), 1},
+        {"seed", offsetof(RunRow, seed), H5T_NATIVE_UINT64, 0},
+        {"status", offsetof(RunRow, status), str_type(16), 1},
+        {"steps", offsetof(RunRow, steps), H5T_NATIVE_INT64, 0},
+        {"final_val_loss", offsetof(RunRow, final_val_loss), H5T_NATIVE_DOUBLE, 0},
+        {"params", offsetof(RunRow, params), H5T_NATIVE_INT64, 0},
+        {"tokens_per_s", offsetof(RunRow, tokens_per_s), H5T_NATIVE_DOUBLE, 0},
+    };
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(RunRow));
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+        int idx = H5Tget_member_index(ftype, m[i].name);
+        if (idx >= 0) {
+            hid_t ft = H5Tget_member_type(ftype, (unsigned)idx);
+            /* HDF5 converts strings only between the same character set tags. */
+            if (m[i].own && H5Tget_class(ft) == H5T_STRING) H5Tset_cset(m[i].t, H5Tget_cset(ft));
+            H5Tclose(ft);
+            H5Tinsert(mt, m[i].name, m[i].off, m[i].t);
+        }
+        if (m[i].own) H5Tclose(m[i].t);
+    }
+    return mt;
+}
+
+static void fmt_num(char *buf, size_t n, double v, const char *fmt) {
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, fmt, v);
+}
+
+static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const char *path,
+                       FILE *out, char *err) {
+    RunRow *rows = calloc(nrows ? nrows : 1, sizeof *rows);
+    if (!rows) {
+        snprintf(err, 256, "out of memory");
+        return -1;
+    }
+    for (hsize_t i = 0; i < nrows; i++) {
+        rows[i].index = (int32_t)i;
+        rows[i].final_val_loss = NAN;
+        rows[i].tokens_per_s = NAN;
+        rows[i].params = -1;
+    }
+    hid_t mt = runrow_type(ftype);
+    if (nrows && H5Dread(dset, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0) {
+        H5Tclose(mt);
+        free(rows);
+        snprintf(err, 256, "cannot read /runs");
+        return -1;
+    }
+    H5Tclose(mt);
+
+    enum { NC = 9 };
+    static const char *const head[NC] = {"#",     "name",     "id",     "seed", "status",
+                                         "steps", "val_loss", "params", "tok/s"};
+    static const int right[NC] = {1, 0, 0, 1, 0, 1, 1, 1, 1};
+    int w[NC];
+    for (int c = 0; c < NC; c++)
+        w[c] = (int)strlen(head[c]);
+    char cell[NC][160];
+    /* Two passes: widths, then output. */
+    long counts[8] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int c = 0; c < NC; c++)
+                fprintf(out, right[c] ? "%*s%s" : "%-*s%s", w[c], head[c],
+                        c + 1 < NC ? "  " : "\n");
+        }
+        for (hsize_t i = 0; i < nrows; i++) {
+            RunRow *r = &rows[i];
+            snprintf(cell[0], sizeof cell[0], "%d", r->index);
+            snprintf(cell[1], sizeof cell[1], "%s", r->name);
+            snprintf(cell[2], sizeof cell[2], "%s", r->id);
+            snprintf(cell[3], sizeof cell[3], "%llu", (unsigned long long)r->seed);
+            snprintf(cell[4], sizeof cell[4], "%s", r->status);
+            snprintf(cell[5], sizeof cell[5], "%lld", (long long)r->steps);
+            fmt_num(cell[6], sizeof cell[6], r->final_val_loss, "%.4f");
+            if (r->params >= 0)
+                snprintf(cell[7], sizeof cell[7], "%lld", (long long)r->params);
+            else
+                snprintf(cell[7], sizeof cell[7], "-");
+            fmt_num(cell[8], sizeof cell[8], r->tokens_per_s, "%.0f");
+            if (pass == 0) {
+                for (int c = 0; c < NC; c++)
+                    if ((int)strlen(cell[c]) > w[c]) w[c] = (int)strlen(cell[c]);
+                for (int s = 0; s < 6; s++)
+                    if (!strcmp(r->status, h5view_status_names[s])) counts[s]++;
+            } else {
+                for (int c = 0; c < NC; c++)
+                    fprintf(out, right[c] ? "%*s%s" : "%-*s%s", w[c], cell[c],
+                            c + 1 < NC ? "  " : "\n");
+            }
+        }
+    }
+    free(rows);
+
+    char status[64], start[64], end[64];
+    read_str_attr(file, "status", status, sizeof status);
+    read_str_attr(file, "start_time", start, sizeof start);
+    read_str_attr(file, "end_time", end, sizeof end);
+    fprintf(out, "%s: %llu runs:", path, (unsigned long long)nrows);
+    static const int order[6] = {3, 1, 0, 2, 4, 5}; /* done running pending interrupted ... */
+    int any = 0;
+    for (int k = 0; k < 6; k++) {
+        int s = order[k];
+        if (!counts[s] && s != 3) continue;
+        fprintf(out, "%s %ld %s", any ? "," : "", counts[s], h5view_status_names[s]);
+        any = 1;
+    }
+    fprintf(out, "; sweep %s", status[0] ? status : "?");
+    if (start[0]) fprintf(out, ", started %s", start);
+    if (end[0]) fprintf(out, ", ended %s", end);
+    fputc('\n', out);
+    return 0;
+}
+
+int inspect_main(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "ablate inspect: unknown option %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "ablate inspect: one file at a time (got %s and %s)\n", path, argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "ablate inspect: no file given\n");
+        usage(stderr);
+        return 2;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        char journal[4096];
+        snprintf(journal, sizeof journal, "%s.d/journal", path);
+        fprintf(stderr, "ablate inspect: cannot open %s: %s\n", path, strerror(e));
+        if (e == ENOENT && access(journal, R_OK) == 0)
+            fprintf(stderr,
+                    "ablate inspect: the sweep's journal %s exists; the file is written "
+                    "at the sweep's first view rebuild\n",
+                    journal);
+        return 1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ablate inspect: %s is a directory, not an HDF5 file\n", path);
+        return 1;
+    }
+    /* Never take (or wait for) file locks: the sweep may be replacing the file. */
+    setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 0, 1);
+#endif
+    int rc = 1;
+    char err[256] = "";
+    hid_t file = -1, dset = -1, ftype = -1, space = -1;
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is = H5Fis_accessible(path, fapl);
+#else
+    htri_t is = H5Fis_hdf5(path);
+#endif
+    if (is <= 0) {
+        fprintf(stderr, "ablate inspect: %s is not an HDF5 file (or is unreadable)\n", path);
+        goto done;
+    }
+    file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (file < 0) {
+        fprintf(stderr, "ablate inspect: cannot open %s as HDF5\n", path);
+        goto done;
+    }
+    long long version;
+    if (read_int_attr(file, "ablate_schema_version", &version) != 0) {
+        fprintf(stderr,
+                "ablate inspect: %s is not an ablate file (no ablate_schema_version "
+                "attribute)\n",
+                path);
+        goto done;
+    }
+    if (version > ABLATE_SCHEMA_VERSION) {
+        fprintf(stderr, "ablate inspect: %s has schema version %lld; this ablate reads up to %d\n",
+                path, version, ABLATE_SCHEMA_VERSION);
+        goto done;
+    }
+    if (H5Lexists(file, "runs", H5P_DEFAULT) <= 0 ||
+        (dset = H5Dopen2(file, "runs", H5P_DEFAULT)) < 0) {
+        fprintf(stderr, "ablate inspect: %s has no /runs table\n", path);
+        goto done;
+    }
+    ftype = H5Dget_type(dset);
+    space = H5Dget_space(dset);
+    hsize_t nrows = 0;
+    if (H5Tget_class(ftype) != H5T_COMPOUND || H5Sget_simple_extent_ndims(space) != 1) {
+        fprintf(stderr, "ablate inspect: %s: /runs is not a table\n", path);
+        goto done;
+    }
+    H5Sget_simple_extent_dims(space, &nrows, NULL);
+    int r = json ? dump_json(dset, ftype, nrows, stdout, err)
+                 : print_table(dset, ftype, nrows, file, path, stdout, err);
+    if (r != 0) {
+        fprintf(stderr, "ablate inspect: %s: %s\n", path, err);
+        goto done;
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "ablate inspect: cannot write output: %s\n", strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    if (space >= 0) H5Sclose(space);
+    if (ftype >= 0) H5Tclose(ftype);
+    if (dset >= 0) H5Dclose(dset);
+    if (file >= 0) H5Fclose(file);
+    H5Pclose(fapl);
+    return rc;
+}

@@ -1,0 +1,992 @@
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../worker/knobs.h"
+#include "event_codec.h"
+
+#if defined(__SSE4_2__) && defined(__x86_64__)
+#include <nmmintrin.h>
+#define JOURNAL_HW_CRC 1
+#else
+#define JOURNAL_HW_CRC 0
+#endif
+
+static const uint8_t MAGIC[4] = {'A', 'B', 'L', 'J'};
+
+const char *journal_type_name(int type) {
+    switch (type) {
+    case JREC_HEADER:
+        return "header";
+    case JREC_PLAN:
+        return "plan";
+    case JREC_RUN_BEGIN:
+        return "run_begin";
+    case JREC_EVENTS:
+        return "events";
+    case JREC_RUN_END:
+        return "run_end";
+    case JREC_CHECKPOINT:
+        return "checkpoint";
+    case JREC_SWEEP_END:
+        return "sweep_end";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---------------- CRC-32C ---------------- */
+
+#if !JOURNAL_HW_CRC
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+#endif
+
+uint32_t journal_crc32c(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    crc = ~crc;
+#if JOURNAL_HW_CRC
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    crc = (uint32_t)c;
+    while (n--)
+        crc = _mm_crc32_u8(crc, *p++);
+#else
+    pthread_once(&crc_once, crc_init);
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                             (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+              crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+#endif
+    return ~crc;
+}
+
+/* ---------------- little helpers ---------------- */
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static void put64(uint8_t *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const uint8_t *p) {
+    return get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* fmt has one %s for path (cut to 400 bytes so the message fits). */
+static void seterr(char *err, const char *fmt, const char *path, int e) {
+    if (!err) return;
+    char p[404];
+    size_t n = strnlen(path, 400);
+    memcpy(p, path, n);
+    strcpy(p + n, n == 400 ? "..." : "");
+    snprintf(err, ABL_ERR_MAX, fmt, p);
+    if (e) {
+        size_t l = strlen(err);
+        snprintf(err + l, ABL_ERR_MAX - l, ": %s", strerror(e));
+    }
+}
+
+static int write_all(int fd, const void *buf, size_t n) {
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_dir_of(const char *path) {
+    char dir[ABL_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        strcpy(dir, ".");
+    } else if (slash == path) {
+        strcpy(dir, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= sizeof dir) return -1;
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int journal_dir_for(const char *out_path, char *buf, size_t n) {
+    int w = snprintf(buf, n, "%s.d", out_path);
+    return (w < 0 || (size_t)w >= n) ? -1 : 0;
+}
+
+int journal_path_for(const char *out_path, char *buf, size_t n) {
+    int w = snprintf(buf, n, "%s.d/journal", out_path);
+    return (w < 0 || (size_t)w >= n) ? -1 : 0;
+}
+
+int journal_ensure_dir(const char *out_path, char err[ABL_ERR_MAX]) {
+    char dir[ABL_PATH_MAX];
+    if (journal_dir_for(out_path, dir, sizeof dir) != 0) {
+        seterr(err, "%s: path too long", out_path, 0);
+        return -1;
+    }
+    if (mkdir(dir, 0777) != 0) {
+        if (errno != EEXIST) {
+            seterr(err, "cannot create %s", dir, errno);
+            return -1;
+        }
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            seterr(err, "%s exists and is not a directory", dir, 0);
+            return -1;
+        }
+        return 0;
+    }
+    if (fsync_dir_of(dir) != 0) {
+        seterr(err, "cannot fsync the directory of %s", dir, errno);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------- writer ---------------- */
+
+struct Journal {
+    int fd;
+    char path[ABL_PATH_MAX];
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t on_disk; /* bytes of whole records written to the file */
+    char err[ABL_ERR_MAX];
+    int failed;
+};
+
+static Journal *journal_new(int fd, const char *path, uint64_t size, char err[ABL_ERR_MAX]) {
+    Journal *j = calloc(1, sizeof *j);
+    if (j) j->buf = malloc(JOURNAL_BUFFER_BYTES);
+    if (!j || !j->buf) {
+        if (j) free(j);
+        close(fd);
+        seterr(err, "%s: out of memory", path, 0);
+        return NULL;
+    }
+    j->fd = fd;
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->cap = JOURNAL_BUFFER_BYTES;
+    j->on_disk = size;
+    return j;
+}
+
+static int lock_fd(int fd, const char *path, char err[ABL_ERR_MAX]) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+    if (errno == EWOULDBLOCK) {
+        seterr(err, "%s is in use by another process (locked)", path, 0);
+        return -1;
+    }
+    return 0; /* file systems without flock: carry on */
+}
+
+Journal *journal_create(const char *path, char err[ABL_ERR_MAX]) {
+    if (strlen(path) >= ABL_PATH_MAX) {
+        seterr(err, "%s: path too long", path, 0);
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        seterr(err, "cannot create journal %s", path, errno);
+        return NULL;
+    }
+    if (lock_fd(fd, path, err) != 0) {
+        close(fd);
+        return NULL;
+    }
+    if (fsync_dir_of(path) != 0) {
+        seterr(err, "cannot fsync the directory of %s", path, errno);
+        close(fd);
+        return NULL;
+    }
+    return journal_new(fd, path, 0, err);
+}
+
+static int do_flush(Journal *j) {
+    if (j->len == 0) return 0;
+    if (write_all(j->fd, j->buf, j->len) != 0) {
+        int e = errno;
+        /* Never leave a partial record in front of later appends. */
+        if (ftruncate(j->fd, (off_t)j->on_disk) != 0) j->failed = 1;
+        seterr(j->err, "cannot write journal %s", j->path, e);
+        return -1;
+    }
+    j->on_disk += j->len;
+    j->len = 0;
+    return 0;
+}
+
+int journal_append2(Journal *j, int type, uint32_t run, const void *a, size_t alen, const void *b,
+                    size_t blen) {
+    if (j->failed) return -1;
+    size_t n = alen + blen;
+    if (type < 1 || type > 255 || n > JOURNAL_MAX_PAYLOAD) {
+        seterr(j->err, "%s: bad record (type or payload length)", j->path, 0);
+        return -1;
+    }
+    uint8_t head[JOURNAL_HEADER_BYTES], tail[4];
+    memcpy(head, MAGIC, 4);
+    head[4] = (uint8_t)type;
+    put32(head + 5, run);
+    put32(head + 9, (uint32_t)n);
+    uint32_t crc = journal_crc32c(0, head + 4, JOURNAL_HEADER_BYTES - 4);
+    if (alen) crc = journal_crc32c(crc, a, alen);
+    if (blen) crc = journal_crc32c(crc, b, blen);
+    put32(tail, crc);
+    size_t total = JOURNAL_RECORD_OVERHEAD + n;
+    if (j->len + total > j->cap && do_flush(j) != 0) return -1;
+    if (total > j->cap) { /* bigger than the buffer: straight to the file */
+        struct iovec iov[4] = {
+            {head, sizeof head}, {(void *)a, alen}, {(void *)b, blen}, {tail, 4}};
+        size_t left = total;
+        int k = 0;
+        while (left) {
+            ssize_t w = writev(j->fd, iov + k, 4 - k);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                int e = errno;
+                if (ftruncate(j->fd, (off_t)j->on_disk) != 0) j->failed = 1;
+                seterr(j->err, "cannot write journal %s", j->path, e);
+                return -1;
+            }
+            left -= (size_t)w;
+            while (k < 4 && (size_t)w >= iov[k].iov_len)
+                w -= (ssize_t)iov[k++].iov_len;
+            if (k < 4) {
+                iov[k].iov_base = (uint8_t *)iov[k].iov_base + w;
+                iov[k].iov_len -= (size_t)w;
+            }
+        }
+        j->on_disk += total;
+        return 0;
+    }
+    uint8_t *p = j->buf + j->len;
+    memcpy(p, head, sizeof head);
+    p += sizeof head;
+    if (alen) memcpy(p, a, alen);
+    p += alen;
+    if (blen) memcpy(p, b, blen);
+    p += blen;
+    memcpy(p, tail, 4);
+    j->len += total;
+    return 0;
+}
+
+int journal_append(Journal *j, int type, uint32_t run, const void *payload, size_t len) {
+    return journal_append2(j, type, run, payload, len, NULL, 0);
+}
+
+int journal_flush(Journal *j) {
+    if (j->failed) return -1;
+    return do_flush(j);
+}
+
+int journal_sync(Journal *j) {
+    if (journal_flush(j) != 0) return -1;
+    if (fdatasync(j->fd) != 0) {
+        seterr(j->err, "cannot sync journal %s", j->path, errno);
+        return -1;
+    }
+    return 0;
+}
+
+int journal_close(Journal *j) {
+    if (!j) return 0;
+    int rc = j->failed ? -1 : journal_sync(j);
+    if (close(j->fd) != 0) rc = -1;
+    free(j->buf);
+    free(j);
+    return rc;
+}
+
+const char *journal_error(const Journal *j) {
+    return j->err;
+}
+uint64_t journal_size(const Journal *j) {
+    return j->on_disk + j->len;
+}
+
+/* ---------------- reader ---------------- */
+
+struct JournalReader {
+    int fd;
+    char path[ABL_PATH_MAX];
+    uint8_t *buf;         /* sequential window */
+    size_t cap, beg, end; /* valid bytes buf[beg..end) */
+    uint64_t buf_off;     /* file offset of buf[0] */
+    int eof, done;
+    uint64_t valid_end, torn;
+    uint8_t *rbuf; /* read_at buffer */
+    size_t rcap;
+    char err[ABL_ERR_MAX];
+};
+
+JournalReader *journal_reader_open(const char *path, char err[ABL_ERR_MAX]) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, "cannot open journal %s", path, errno);
+        return NULL;
+    }
+    JournalReader *r = calloc(1, sizeof *r);
+    if (r) r->buf = malloc(JOURNAL_BUFFER_BYTES);
+    if (!r || !r->buf) {
+        free(r);
+        close(fd);
+        seterr(err, "%s: out of memory", path, 0);
+        return NULL;
+    }
+    r->fd = fd;
+    r->cap = JOURNAL_BUFFER_BYTES;
+    snprintf(r->path, sizeof r->path, "%s", path);
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    return r;
+}
+
+/* Makes at least want bytes available from beg; 1 if so, 0 at EOF before that, -1 on error. */
+static int reader_fill(JournalReader *r, size_t want) {
+    while (r->end - r->beg < want) {
+        if (r->eof) return 0;
+        if (r->beg > 0) {
+            memmove(r->buf, r->buf + r->beg, r->end - r->beg);
+            r->buf_off += r->beg;
+            r->end -= r->beg;
+            r->beg = 0;
+        }
+        if (want > r->cap) {
+            size_t nc = r->cap;
+            while (nc < want)
+                nc *= 2;
+            uint8_t *nb = realloc(r->buf, nc);
+            if (!nb) {
+                seterr(r->err, "%s: out of memory", r->path, 0);
+                return -1;
+            }
+            r->buf = nb;
+            r->cap = nc;
+        }
+        ssize_t got = read(r->fd, r->buf + r->end, r->cap - r->end);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            seterr(r->err, "cannot read journal %s", r->path, errno);
+            return -1;
+        }
+        if (got == 0) r->eof = 1;
+        r->end += (size_t)got;
+    }
+    return 1;
+}
+
+/* Checks a complete record image at p (n bytes available); returns its total length, 0 if
+ * invalid, or -(needed) if more bytes are needed. */
+static long long check_record(const uint8_t *p, size_t n) {
+    if (n < JOURNAL_HEADER_BYTES) return -(long long)JOURNAL_HEADER_BYTES;
+    if (memcmp(p, MAGIC, 4) != 0 || p[4] == 0) return 0;
+    uint32_t len = get32(p + 9);
+    if (len > JOURNAL_MAX_PAYLOAD) return 0;
+    size_t total = JOURNAL_RECORD_OVERHEAD + (size_t)len;
+    if (n < total) return -(long long)total;
+    uint32_t crc = journal_crc32c(0, p + 4, JOURNAL_HEADER_BYTES - 4 + len);
+    if (crc != get32(p + JOURNAL_HEADER_BYTES + len)) return 0;
+    return (long long)total;
+}
+
+static void reader_stop(JournalReader *r) {
+    r->done = 1;
+    r->valid_end = r->buf_off + r->beg;
+    struct stat st;
+    uint64_t size = fstat(r->fd, &st) == 0 ? (uint64_t)st.st_size : r->buf_off + r->end;
+    r->torn = size > r->valid_end ? size - r->valid_end : 0;
+}
+
+int journal_reader_next(JournalReader *r, JournalRecord *rec) {
+    if (r->done) return 0;
+    size_t want = JOURNAL_HEADER_BYTES;
+    for (;;) {
+        int f = reader_fill(r, want);
+        if (f < 0) return -1;
+        long long c = check_record(r->buf + r->beg, r->end - r->beg);
+        if (c > 0) {
+            const uint8_t *p = r->buf + r->beg;
+            rec->offset = r->buf_off + r->beg;
+            rec->type = p[4];
+            rec->run = get32(p + 5);
+            rec->len = get32(p + 9);
+            rec->payload = p + JOURNAL_HEADER_BYTES;
+            r->beg += (size_t)c;
+            return 1;
+        }
+        if (c == 0 || f == 0) { /* invalid record, or EOF inside one: torn tail */
+            reader_stop(r);
+            return 0;
+        }
+        want = (size_t)(-c);
+    }
+}
+
+uint64_t journal_reader_valid_end(const JournalReader *r) {
+    return r->valid_end;
+}
+uint64_t journal_reader_torn_bytes(const JournalReader *r) {
+    return r->torn;
+}
+const char *journal_reader_error(const JournalReader *r) {
+    return r->err;
+}
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off) {
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t g = pread(fd, p, n, (off_t)off);
+        if (g < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (g == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += g;
+        n -= (size_t)g;
+        off += (uint64_t)g;
+    }
+    return 0;
+}
+
+int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec) {
+    uint8_t head[JOURNAL_HEADER_BYTES];
+    if (pread_all(r->fd, head, sizeof head, offset) != 0) {
+        seterr(r->err, "cannot read journal %s", r->path, errno);
+        return -1;
+    }
+    uint32_t len = get32(head + 9);
+    if (memcmp(head, MAGIC, 4) != 0 || len > JOURNAL_MAX_PAYLOAD) {
+        seterr(r->err, "%s: no valid record at that offset", r->path, 0);
+        return -1;
+    }
+    size_t total = JOURNAL_RECORD_OVERHEAD + (size_t)len;
+    if (total > r->rcap) {
+        size_t nc = r->rcap ? r->rcap : 65536;
+        while (nc < total)
+            nc *= 2;
+        uint8_t *nb = realloc(r->rbuf, nc);
+        if (!nb) {
+            seterr(r->err, "%s: out of memory", r->path, 0);
+            return -1;
+        }
+        r->rbuf = nb;
+        r->rcap = nc;
+    }
+    memcpy(r->rbuf, head, sizeof head);
+    if (pread_all(r->fd, r->rbuf + sizeof head, total - sizeof head, offset + sizeof head) != 0) {
+        seterr(r->err, "cannot read journal %s", r->path, errno);
+        return -1;
+    }
+    if (check_record(r->rbuf, total) <= 0) {
+        seterr(r->err, "%s: record fails its CRC", r->path, 0);
+        return -1;
+    }
+    rec->offset = offset;
+    rec->type = head[4];
+    rec->run = get32(head + 5);
+    rec->len = len;
+    rec->payload = r->rbuf + JOURNAL_HEADER_BYTES;
+    return 0;
+}
+
+void journal_reader_close(JournalReader *r) {
+    if (!r) return;
+    close(r->fd);
+    free(r->buf);
+    free(r->rbuf);
+    free(r);
+}
+
+/* ---------------- open for append: scan + truncate ---------------- */
+
+/* Looks for CRC-valid records after a bad one (corruption rather than a torn tail). */
+static uint64_t count_later_records(int fd, uint64_t from, uint64_t size) {
+    uint64_t n = size - from;
+    if (n > ((uint64_t)256 << 20)) n = (uint64_t)256 << 20; /* enough to tell */
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) return 0;
+    uint64_t count = 0;
+    if (pread_all(fd, buf, n, from) == 0) {
+        size_t i = 1;
+        while (i + JOURNAL_RECORD_OVERHEAD <= n) {
+            uint8_t *m = memchr(buf + i, 'A', n - i);
+            if (!m) break;
+            i = (size_t)(m - buf);
+            long long c = check_record(buf + i, n - i);
+            if (c > 0) {
+                count++;
+                i += (size_t)c;
+            } else {
+                i++;
+            }
+        }
+    }
+    free(buf);
+    return count;
+}
+
+static int save_tail(int fd, uint64_t from, uint64_t size, const char *dst) {
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (out < 0) return -1;
+    uint8_t *buf = malloc(1 << 20);
+    int rc = buf ? 0 : -1;
+    for (uint64_t off = from; rc == 0 && off < size;) {
+        size_t n = size - off > (1 << 20) ? (1 << 20) : (size_t)(size - off);
+        if (pread_all(fd, buf, n, off) != 0 || write_all(out, buf, n) != 0) rc = -1;
+        off += n;
+    }
+    free(buf);
+    if (rc == 0 && fsync(out) != 0) rc = -1;
+    if (close(out) != 0) rc = -1;
+    if (rc == 0) rc = fsync_dir_of(dst);
+    return rc;
+}
+
+Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_ERR_MAX]) {
+    JournalScan local;
+    if (!scan) scan = &local;
+    memset(scan, 0, sizeof *scan);
+    if (strlen(path) >= ABL_PATH_MAX - 32) {
+        seterr(err, "%s: path too long", path, 0);
+        return NULL;
+    }
+    int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, "cannot open journal %s", path, errno);
+        return NULL;
+    }
+    if (lock_fd(fd, path, err) != 0) {
+        close(fd);
+        return NULL;
+    }
+    JournalReader *r = journal_reader_open(path, err);
+    if (!r) {
+        close(fd);
+        return NULL;
+    }
+    JournalRecord rec;
+    int rc;
+    while ((rc = journal_reader_next(r, &rec)) == 1)
+        scan->records++;
+    if (rc < 0) {
+        snprintf(err, ABL_ERR_MAX, "%s", journal_reader_error(r));
+        journal_reader_close(r);
+        close(fd);
+        return NULL;
+    }
+    scan->valid_bytes = journal_reader_valid_end(r);
+    journal_reader_close(r);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        seterr(err, "cannot stat journal %s", path, errno);
+        close(fd);
+        return NULL;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size > scan->valid_bytes) {
+        scan->dropped_bytes = size - scan->valid_bytes;
+        scan->later_records = count_later_records(fd, scan->valid_bytes, size);
+        if (scan->later_records) {
+            snprintf(scan->saved_tail, sizeof scan->saved_tail, "%s.corrupt-%llu", path,
+                     (unsigned long long)scan->valid_bytes);
+            if (save_tail(fd, scan->valid_bytes, size, scan->saved_tail) != 0) {
+                seterr(err, "cannot save the corrupt part of the journal to %s", scan->saved_tail,
+                       errno);
+                close(fd);
+                return NULL;
+            }
+        }
+        if (ftruncate(fd, (off_t)scan->valid_bytes) != 0 || fsync(fd) != 0) {
+            seterr(err, "cannot truncate the torn tail of journal %s", path, errno);
+            close(fd);
+            return NULL;
+        }
+    }
+    return journal_new(fd, path, scan->valid_bytes, err);
+}
+
+/* ---------------- payload building ---------------- */
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    int bad;
+} Buf;
+
+static void buf_reserve(Buf *b, size_t more) {
+    if (b->bad || b->len + more <= b->cap) return;
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc < b->len + more)
+        nc *= 2;
+    uint8_t *np = realloc(b->p, nc);
+    if (!np) {
+        b->bad = 1;
+        return;
+    }
+    b->p = np;
+    b->cap = nc;
+}
+static void buf_bytes(Buf *b, const void *d, size_t n) {
+    buf_reserve(b, n);
+    if (b->bad) return;
+    if (n) memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+static void buf_u32(Buf *b, uint32_t v) {
+    uint8_t t[4];
+    put32(t, v);
+    buf_bytes(b, t, 4);
+}
+static void buf_u64(Buf *b, uint64_t v) {
+    uint8_t t[8];
+    put64(t, v);
+    buf_bytes(b, t, 8);
+}
+static void buf_str(Buf *b, const char *s, size_t n) {
+    if (n > 0xFFFFFFFFu) {
+        b->bad = 1;
+        return;
+    }
+    buf_u32(b, (uint32_t)n);
+    buf_bytes(b, s, n);
+}
+
+static int append_buf(Journal *j, int type, uint32_t run, Buf *b) {
+    int rc;
+    if (b->bad) {
+        seterr(j->err, "%s: out of memory building a record", j->path, 0);
+        rc = -1;
+    } else {
+        rc = journal_append(j, type, run, b->p, b->len);
+    }
+    free(b->p);
+    return rc;
+}
+
+static int append_kv(Journal *j, int type, const char *const *kv, int n_pairs) {
+    Buf b = {0};
+    for (int i = 0; i < n_pairs; i++) {
+        const char *k = kv[2 * i], *v = kv[2 * i + 1] ? kv[2 * i + 1] : "";
+        buf_str(&b, k, strlen(k));
+        buf_str(&b, v, strlen(v));
+    }
+    return append_buf(j, type, JOURNAL_NO_RUN, &b);
+}
+
+int journal_append_header(Journal *j, const char *const *kv, int n_pairs) {
+    return append_kv(j, JREC_HEADER, kv, n_pairs);
+}
+int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs) {
+    return append_kv(j, JREC_SWEEP_END, kv, n_pairs);
+}
+
+int journal_config_text(const RunConfig *c, char *buf, size_t n) {
+    size_t len = 0;
+    char val[4 * ABL_PATH_MAX];
+    for (int i = 0; i < knob_count; i++) {
+        const Knob *k = &knob_table[i];
+        int vl = knob_format(c, k, val, sizeof val);
+        if (vl < 0 || (size_t)vl >= sizeof val) return -1;
+        size_t nl = strlen(k->name);
+        if (len + nl + 1 >= n) return -1;
+        memcpy(buf + len, k->name, nl);
+        len += nl;
+        buf[len++] = '=';
+        for (int v = 0; v < vl; v++) {
+            char ch = val[v];
+            const char *esc = ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : NULL;
+            size_t el = esc ? 2 : 1;
+            if (len + el >= n) return -1;
+            if (esc) {
+                buf[len++] = esc[0];
+                buf[len++] = esc[1];
+            } else {
+                buf[len++] = ch;
+            }
+        }
+        if (len + 1 >= n) return -1;
+        buf[len++] = '\n';
+    }
+    buf[len] = 0;
+    return (int)len;
+}
+
+int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
+                        uint64_t seed, const RunConfig *config) {
+    size_t cap = 64 * 1024;
+    char *text = malloc(cap);
+    int tl = text ? journal_config_text(config, text, cap) : -1;
+    if (tl < 0) {
+        free(text);
+        seterr(j->err, "%s: cannot format a run config", j->path, 0);
+        return -1;
+    }
+    Buf b = {0};
+    char id[16];
+    memset(id, '0', sizeof id);
+    memcpy(id, id16, strnlen(id16, 16));
+    buf_bytes(&b, id, 16);
+    buf_u64(&b, seed);
+    buf_str(&b, name, strnlen(name, JOURNAL_NAME_MAX - 1));
+    buf_str(&b, text, (size_t)tl);
+    free(text);
+    return append_buf(j, JREC_PLAN, index, &b);
+}
+
+int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                         int64_t resumed_from_step) {
+    Buf b = {0};
+    buf_u32(&b, attempt);
+    buf_u32(&b, (uint32_t)rank);
+    buf_u64(&b, (uint64_t)resumed_from_step);
+    buf_str(&b, host ? host : "", host ? strnlen(host, JOURNAL_HOST_MAX - 1) : 0);
+    return append_buf(j, JREC_RUN_BEGIN, run, &b);
+}
+
+int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
+                          size_t len) {
+    uint8_t a[4];
+    put32(a, attempt);
+    return journal_append2(j, JREC_EVENTS, run, a, 4, packed, len);
+}
+
+int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                       const EndEvent *end) {
+    Buf b = {0};
+    buf_u32(&b, attempt);
+    buf_u32(&b, (uint32_t)rank);
+    buf_str(&b, host ? host : "", host ? strnlen(host, JOURNAL_HOST_MAX - 1) : 0);
+    Event ev;
+    ev.kind = EV_END;
+    ev.u.end = *end;
+    uint8_t packed[EVENT_PACK_MAX];
+    size_t n = event_pack(&ev, packed, sizeof packed);
+    buf_bytes(&b, packed, n);
+    return append_buf(j, JREC_RUN_END, run, &b);
+}
+
+int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
+                              const char *path) {
+    Buf b = {0};
+    buf_u32(&b, attempt);
+    buf_u64(&b, (uint64_t)step);
+    buf_str(&b, path ? path : "", path ? strnlen(path, ABL_PATH_MAX - 1) : 0);
+    return append_buf(j, JREC_CHECKPOINT, run, &b);
+}
+
+/* ---------------- payload decoding ---------------- */
+
+typedef struct {
+    const uint8_t *p, *end;
+    int bad;
+} Cur;
+
+static uint32_t cur_u32(Cur *c) {
+    if (c->end - c->p < 4) {
+        c->bad = 1;
+        return 0;
+    }
+    uint32_t v = get32(c->p);
+    c->p += 4;
+    return v;
+}
+static uint64_t cur_u64(Cur *c) {
+    if (c->end - c->p < 8) {
+        c->bad = 1;
+        return 0;
+    }
+    uint64_t v = get64(c->p);
+    c->p += 8;
+    return v;
+}
+/* A str into a fixed buffer (must fit with its NUL). */
+static void cur_str(Cur *c, char *dst, size_t cap) {
+    uint32_t n = cur_u32(c);
+    if (c->bad || n >= cap || n > (size_t)(c->end - c->p)) {
+        c->bad = 1;
+        dst[0] = 0;
+        return;
+    }
+    memcpy(dst, c->p, n);
+    dst[n] = 0;
+    c->p += n;
+}
+static const char *cur_strref(Cur *c, size_t *len) {
+    uint32_t n = cur_u32(c);
+    if (c->bad || n > (size_t)(c->end - c->p)) {
+        c->bad = 1;
+        *len = 0;
+        return "";
+    }
+    const char *s = (const char *)c->p;
+    c->p += n;
+    *len = n;
+    return s;
+}
+
+void journal_kv_begin(JournalKvIter *it, const uint8_t *payload, size_t len) {
+    it->p = payload;
+    it->end = payload + len;
+}
+
+int journal_kv_next(JournalKvIter *it, const char **key, size_t *klen, const char **val,
+                    size_t *vlen) {
+    if (it->p == it->end) return 0;
+    Cur c = {it->p, it->end, 0};
+    *key = cur_strref(&c, klen);
+    *val = cur_strref(&c, vlen);
+    if (c.bad) return -1;
+    it->p = c.p;
+    return 1;
+}
+
+int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan) {
+    Cur c = {rec->payload, rec->payload + rec->len, 0};
+    if (rec->type != JREC_PLAN || rec->len < 16) return -1;
+    plan->index = rec->run;
+    memcpy(plan->id, c.p, 16);
+    plan->id[16] = 0;
+    c.p += 16;
+    plan->seed = cur_u64(&c);
+    cur_str(&c, plan->name, sizeof plan->name);
+    plan->config_text = cur_strref(&c, &plan->config_len);
+    return c.bad || c.p != c.end ? -1 : 0;
+}
+
+int journal_decode_begin(const JournalRecord *rec, JournalBegin *b) {
+    Cur c = {rec->payload, rec->payload + rec->len, 0};
+    if (rec->type != JREC_RUN_BEGIN) return -1;
+    b->attempt = cur_u32(&c);
+    b->rank = (int32_t)cur_u32(&c);
+    b->resumed_from_step = (int64_t)cur_u64(&c);
+    cur_str(&c, b->host, sizeof b->host);
+    return c.bad || c.p != c.end ? -1 : 0;
+}
+
+int journal_decode_end(const JournalRecord *rec, JournalEnd *e) {
+    Cur c = {rec->payload, rec->payload + rec->len, 0};
+    if (rec->type != JREC_RUN_END) return -1;
+    e->attempt = cur_u32(&c);
+    e->rank = (int32_t)cur_u32(&c);
+    cur_str(&c, e->host, sizeof e->host);
+    if (c.bad) return -1;
+    Event ev;
+    size_t used;
+    if (event_unpack(c.p, (size_t)(c.end - c.p), &ev, &used) != 0 || ev.kind != EV_END ||
+        used != (size_t)(c.end - c.p))
+        return -1;
+    e->end = ev.u.end;
+    return 0;
+}
+
+int journal_decode_checkpoint(const JournalRecord *rec, JournalCheckpoint *ck) {
+    Cur c = {rec->payload, rec->payload + rec->len, 0};
+    if (rec->type != JREC_CHECKPOINT) return -1;
+    ck->attempt = cur_u32(&c);
+    ck->step = (int64_t)cur_u64(&c);
+    cur_str(&c, ck->path, sizeof ck->path);
+    return c.bad || c.p != c.end ? -1 : 0;
+}
+
+int journal_decode_events(const JournalRecord *rec, uint32_t *attempt, const uint8_t **packed,
+                          size_t *len) {
+    if (rec->type != JREC_EVENTS || rec->len < 4) return -1;
+    *attempt = get32(rec->payload);
+    *packed = rec->payload + 4;
+    *len = rec->len - 4;
+    return 0;
+}
+
+int journal_plan_config(const JournalPlan *plan, RunConfig *c, char err[ABL_ERR_MAX]) {
+    run_config_default(c);
+    char line[4 * ABL_PATH_MAX];
+    const char *p = plan->config_text, *end = p + plan->config_len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        size_t n = 0;
+        for (const char *q = p; q < le; q++) {
+            char ch = *q;
+            if (ch == '\\' && q + 1 < le) {
+                q++;
+                ch = *q == 'n' ? '\n' : *q == 'r' ? '\r' : *q;
+            }
+            if (n + 1 >= sizeof line) {
+                snprintf(err, ABL_ERR_MAX, "plan of run %u: config line too long", plan->index);
+                return -1;
+            }
+            line[n++] = ch;
+        }
+        line[n] = 0;
+        if (n > 0) {
+            char e2[ABL_ERR_MAX];
+            if (knob_assign(c, line, e2) != 0) {
+                snprintf(err, ABL_ERR_MAX, "plan of run %u: %.400s", plan->index, e2);
+                return -1;
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return 0;
+}

@@ -1,0 +1,201 @@
+/* The sweep journal: the durable, append-only record beside the output. For `-o OUT.h5`
+ * it lives at OUT.h5.d/journal; OUT.h5 itself is a view rebuilt from it (h5view.h).
+ *
+ * Record layout (all integers little-endian):
+ *   offset 0   4 bytes  magic "ABLJ"
+ *          4   u8       type (JournalRecordType)
+ *          5   u32      run index (plan index; JOURNAL_NO_RUN for sweep-level records)
+ *          9   u32      payload length n (at most JOURNAL_MAX_PAYLOAD)
+ *         13   n bytes  payload
+ *       13+n   u32      CRC-32C (Castagnoli) of bytes [4, 13+n): type, run, length, payload
+ * A record is JOURNAL_RECORD_OVERHEAD (17) + n bytes. The file is records back to back; a
+ * reader stops at the first record that is incomplete or fails its magic/length/CRC check
+ * (a torn tail), and journal_open_append truncates that tail before appending.
+ *
+ * Payloads (u32/i32/u64/i64 fixed width LE; "str" = u32 length + bytes, no NUL):
+ *   HEADER      key/value block: repeated (str key, str value). Known keys: spec,
+ *               journal_version, ablate_version, git_rev, compiler, c_flags, mpi_version,
+ *               hdf5_version, openblas_version, blas_core, ranks, hostnames, start_time,
+ *               vocab. One HEADER per session (the first run and every resume).
+ *   PLAN        char id[16] (hex, no NUL), u64 seed, str name, str config text: one line
+ *               "knob=value\n" per knob in knob_table order, value as knob_format writes it
+ *               with '\\', '\n', '\r' escaped as \\ \n \r.
+ *   RUN_BEGIN   u32 attempt (1-based), i32 rank, i64 resumed_from_step (0 = fresh), str host
+ *   EVENTS      u32 attempt, then packed events (event_codec.h) back to back
+ *   RUN_END     u32 attempt, i32 rank, str host, one packed EV_END event
+ *   CHECKPOINT  u32 attempt, i64 step, str path (may be empty)
+ *   SWEEP_END   key/value block; keys: end_time, optionally status
+ * Readers ignore record types they do not know. */
+#ifndef ABLATE_ORCH_JOURNAL_H
+#define ABLATE_ORCH_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../worker/events.h"
+#include "../worker/run_config.h"
+
+#define JOURNAL_RECORD_OVERHEAD 17
+#define JOURNAL_HEADER_BYTES    13
+#define JOURNAL_MAX_PAYLOAD     (64u << 20)
+#define JOURNAL_NO_RUN          0xFFFFFFFFu
+#define JOURNAL_BUFFER_BYTES    (1u << 20)
+#define JOURNAL_FORMAT_VERSION  "1"
+#define JOURNAL_NAME_MAX        256
+#define JOURNAL_HOST_MAX        256
+
+typedef enum {
+    JREC_HEADER = 1,
+    JREC_PLAN = 2,
+    JREC_RUN_BEGIN = 3,
+    JREC_EVENTS = 4,
+    JREC_RUN_END = 5,
+    JREC_CHECKPOINT = 6,
+    JREC_SWEEP_END = 7,
+} JournalRecordType;
+
+/* "header", "plan", ...; "unknown" for other values. */
+const char *journal_type_name(int type);
+/* CRC-32C, chainable like zlib's crc32: start with crc = 0. */
+uint32_t journal_crc32c(uint32_t crc, const void *data, size_t n);
+/* OUT.h5 -> "OUT.h5.d" and "OUT.h5.d/journal"; -1 if it does not fit. */
+int journal_dir_for(const char *out_path, char *buf, size_t n);
+int journal_path_for(const char *out_path, char *buf, size_t n);
+/* Creates OUT.h5.d (if missing) and fsyncs its parent directory. */
+int journal_ensure_dir(const char *out_path, char err[ABL_ERR_MAX]);
+
+/* ---------------- writing ---------------- */
+
+typedef struct Journal Journal;
+
+typedef struct {
+    uint64_t valid_bytes;   /* bytes kept: whole valid records */
+    uint64_t dropped_bytes; /* torn or corrupt tail removed by journal_open_append */
+    uint64_t records;       /* valid records kept */
+    /* CRC-valid records found after the first bad one: corruption in the middle rather than
+     * a torn tail. The dropped bytes are then first copied to saved_tail. */
+    uint64_t later_records;
+    char saved_tail[ABL_PATH_MAX];
+} JournalScan;
+
+/* Creates a new journal (fails if path exists), takes an exclusive lock on it and fsyncs
+ * the directory. NULL with a message on failure. */
+Journal *journal_create(const char *path, char err[ABL_ERR_MAX]);
+/* Opens an existing journal for appending: scans every record, validates CRCs, truncates
+ * a torn/corrupt tail (reported in *scan, which may be NULL) and fsyncs. Fails if another
+ * process holds the journal's lock. */
+Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_ERR_MAX]);
+/* Appends one record (buffered in user space; written when the 1 MiB buffer fills or on
+ * flush/sync). The two-part form writes payload a then b as one record. 0 or -1. */
+int journal_append(Journal *j, int type, uint32_t run, const void *payload, size_t len);
+int journal_append2(Journal *j, int type, uint32_t run, const void *a, size_t alen, const void *b,
+                    size_t blen);
+/* Writes buffered records to the file (no fsync): readers of the path then see them. */
+int journal_flush(Journal *j);
+/* journal_flush + fdatasync: everything appended so far survives kill -9 and power loss.
+ * Call it after RUN_END, before reporting the run done. */
+int journal_sync(Journal *j);
+/* Syncs and closes; returns -1 if that or any earlier operation failed. j is freed. */
+int journal_close(Journal *j);
+/* The last error of a failed operation ("" if none). After a failed write the file is
+ * truncated back to the last whole record and the unwritten records stay buffered, so a
+ * later flush/sync may succeed. */
+const char *journal_error(const Journal *j);
+/* Logical size: bytes on disk plus bytes buffered. */
+uint64_t journal_size(const Journal *j);
+
+/* Typed appends (payload layouts above). kv is n_pairs (key, value) pairs. */
+int journal_append_header(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
+                        uint64_t seed, const RunConfig *config);
+int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                         int64_t resumed_from_step);
+/* packed: events packed with event_pack, back to back (a worker's batch as received). */
+int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
+                          size_t len);
+int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                       const EndEvent *end);
+int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
+                              const char *path);
+
+/* ---------------- reading ---------------- */
+
+typedef struct JournalReader JournalReader;
+
+typedef struct {
+    uint64_t offset; /* file offset of the record's magic */
+    uint8_t type;
+    uint32_t run;
+    uint32_t len;
+    const uint8_t *payload; /* valid until the next call on the reader */
+} JournalRecord;
+
+JournalReader *journal_reader_open(const char *path, char err[ABL_ERR_MAX]);
+/* 1: *rec is the next valid record; 0: end of the valid records (clean end or torn tail;
+ * see journal_reader_torn_bytes); -1: I/O error (journal_reader_error). */
+int journal_reader_next(JournalReader *r, JournalRecord *rec);
+/* After next returned 0: offset just past the last valid record, and the bytes after it. */
+uint64_t journal_reader_valid_end(const JournalReader *r);
+uint64_t journal_reader_torn_bytes(const JournalReader *r);
+/* Re-reads (pread) and re-validates the record at offset; 0 or -1. Independent of next(). */
+int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec);
+const char *journal_reader_error(const JournalReader *r);
+void journal_reader_close(JournalReader *r);
+
+/* ---------------- payload decoding ---------------- */
+
+typedef struct {
+    const uint8_t *p, *end;
+} JournalKvIter;
+/* Iterates a HEADER/SWEEP_END block: 1 with key/value (not NUL-terminated), 0 at the end,
+ * -1 if malformed. */
+void journal_kv_begin(JournalKvIter *it, const uint8_t *payload, size_t len);
+int journal_kv_next(JournalKvIter *it, const char **key, size_t *klen, const char **val,
+                    size_t *vlen);
+
+typedef struct {
+    uint32_t index;
+    char id[17];
+    uint64_t seed;
+    char name[JOURNAL_NAME_MAX];
+    const char *config_text; /* escaped "knob=value\n" lines; points into the payload */
+    size_t config_len;
+} JournalPlan;
+
+typedef struct {
+    uint32_t attempt;
+    int32_t rank;
+    int64_t resumed_from_step;
+    char host[JOURNAL_HOST_MAX];
+} JournalBegin;
+
+typedef struct {
+    uint32_t attempt;
+    int32_t rank;
+    char host[JOURNAL_HOST_MAX];
+    EndEvent end;
+} JournalEnd;
+
+typedef struct {
+    uint32_t attempt;
+    int64_t step;
+    char path[ABL_PATH_MAX];
+} JournalCheckpoint;
+
+/* Each returns 0, or -1 if the payload is malformed. */
+int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan);
+int journal_decode_begin(const JournalRecord *rec, JournalBegin *b);
+int journal_decode_end(const JournalRecord *rec, JournalEnd *e);
+int journal_decode_checkpoint(const JournalRecord *rec, JournalCheckpoint *c);
+/* The attempt and the packed events of an EVENTS record. */
+int journal_decode_events(const JournalRecord *rec, uint32_t *attempt, const uint8_t **packed,
+                          size_t *len);
+
+/* The canonical config text (escaped "knob=value\n" per knob, knob_table order); returns
+ * its length, or -1 if it does not fit in n bytes (including the NUL). */
+int journal_config_text(const RunConfig *c, char *buf, size_t n);
+/* Rebuilds a config from the defaults plus every line of a plan's config text. */
+int journal_plan_config(const JournalPlan *plan, RunConfig *c, char err[ABL_ERR_MAX]);
+
+#endif

@@ -1,0 +1,109 @@
+"""Reads the HDF5 view written by `test_h5view --fixture DIR` with h5py and pandas, the
+way analysis code does, and checks the values (same formulas as tests/test_h5view.c).
+
+Usage: python3 test_h5view.py PATH/TO/test_h5view
+"""
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+import pandas as pd
+
+SPEC = "sweep:\n  name: fixture\nbase:\n  model.n_head: 4\n"
+NAMES = ["baseline", "heads=2", "lr=0.01", "pending", "diverge"]
+STATUS = ["done", "done", "running", "pending", "failed"]
+
+
+def f_loss(run, step, attempt):
+    return 5.0 - step / 1000.0 + run / 8.0 + (attempt - 1) * 100.0
+
+
+def main():
+    exe = sys.argv[1]
+    tmp = tempfile.mkdtemp(prefix="ablate-h5view-py-")
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+            print("CHECK failed:", what, file=sys.stderr)
+
+    try:
+        subprocess.run([exe, "--fixture", tmp], check=True)
+        path = os.path.join(tmp, "out.h5")
+        with h5py.File(path, "r") as f:
+            a = f.attrs
+            check(a["ablate_schema_version"] == 1, "schema version")
+            check(a["status"] == "running", "status attr: %r" % a["status"])
+            check(a["ranks"] == 3, "ranks")
+            check(a["hostnames"] == "node-a,node-b,node-c", "hostnames")
+            check(a["start_time"] == "2024-05-01T12:00:00Z", "start_time")
+            check(a["end_time"] == "", "end_time empty while running")
+            check(f["spec"][()].decode() == SPEC, "spec text")
+            check(f["vocab"][()].decode() == "\n !abc", "vocab")
+            check(f["steps"].attrs["units.loss"] == "nats/token", "units attribute")
+            check("description" in f["runs"].attrs, "description attribute")
+
+            # The runs table straight into pandas.
+            runs = pd.DataFrame(f["runs"][:])
+            check(len(runs) == 5, "5 runs")
+            check(list(runs["index"]) == [0, 1, 2, 3, 4], "index column")
+            check([n.decode() for n in runs["name"]] == NAMES, "names")
+            check([s.decode() for s in runs["status"]] == STATUS, "statuses %r" % list(runs["status"]))
+            check(runs["id"][0] == b"abcdef0000000000", "id")
+            check(list(runs["seed"]) == [100, 101, 102, 103, 104], "seeds")
+            check(list(runs["model.n_head"]) == [4, 2, 4, 4, 4], "knob column model.n_head")
+            check(runs["model.activation"][1] == b"swiglu", "enum knob as string")
+            check(runs["model.qk_norm"].dtype == np.bool_, "bool knob dtype %s" % runs["model.qk_norm"].dtype)
+            check(list(runs["model.qk_norm"]) == [False, False, False, False, True], "bool knob")
+            check(runs["final_val_loss"][0] == f_loss(0, 50, 1) + 0.125, "final loss run 0")
+            check(runs["final_val_loss"][1] == f_loss(1, 50, 2) + 0.125, "final loss run 1")
+            check(runs["final_val_loss"][2:].isna().all(), "NaN final loss for unfinished runs")
+            check(list(runs["attempts"]) == [1, 2, 1, 0, 1], "attempts")
+            check(runs["message"][4] == b"loss is NaN at step 3", "message")
+            check(runs["host"][1] == b"node-a" and runs["rank"][3] == -1, "host/rank")
+            done = runs[runs["status"] == b"done"]
+            check(len(done) == 2, "filter on status")
+
+            # Metric tables.
+            steps = pd.DataFrame(f["steps"][:])
+            check(len(steps) == 110, "110 step rows")
+            check(steps.groupby("run").size().to_dict() == {0: 50, 1: 50, 2: 7, 4: 3}, "rows per run")
+            attempt = np.where(steps["run"] == 1, 2, 1)
+            want = 5.0 - steps["step"] / 1000.0 + steps["run"] / 8.0 + (attempt - 1) * 100.0
+            check((steps["loss"] == want).all(), "loss values (run 1 from its 2nd attempt)")
+            check((steps["tokens"] == steps["step"] * 64).all(), "tokens")
+            check((steps["time"] == steps["step"] * 0.25).all(), "time")
+            curves = steps.merge(runs[["index", "name"]], left_on="run", right_on="index")
+            check(len(curves) == 110 and curves["name"].iloc[0] == b"baseline", "merge with runs")
+            check(len(f["evals"]) == 10 and len(f["acts"]) == 8 and len(f["attn"]) == 32, "row counts")
+            attn = pd.DataFrame(f["attn"][:])
+            last = attn[(attn.run == 1) & (attn.step == 50) & (attn.layer == 1)]
+            check(list(last["entropy"]) == [1 + h / 4.0 + 0.05 for h in range(4)], "attn entropy")
+            samples = pd.DataFrame(f["samples"][:])
+            check(samples["text"][0].decode() == "run 0 greedy\nthe king", "sample text")
+            check(samples["text"][3].decode() == 'run 1 sampled: "quoted" \u00e9', "utf-8 sample text")
+            check(list(samples["degenerate"]) == [True, False, True, False], "degenerate flags")
+            check(list(samples["kind"]) == [b"greedy", b"temperature"] * 2, "sample kinds")
+            plan = list(f["plan_text"].asstr()[:])
+            check(len(plan) == 5 and "model.n_head=2\n" in plan[1], "plan_text")
+            check(math.isnan(runs["flops_per_token"][3]), "NaN flops for the pending run")
+        if shutil.which("h5dump"):
+            r = subprocess.run(["h5dump", "-H", path], capture_output=True)
+            check(r.returncode == 0, "h5dump -H")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print("test_h5view.py: %d check(s) failed" % len(failures), file=sys.stderr)
+        return 1
+    print("test_h5view.py: all checks passed", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

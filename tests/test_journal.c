@@ -1,0 +1,606 @@
+/* The event codec and the sweep journal: round trips of every event kind and record type,
+ * torn tails cut at every byte of the last record, CRC corruption, locking. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "orchestrator/event_codec.h"
+#include "orchestrator/journal.h"
+#include "test_util.h"
+#include "worker/knobs.h"
+
+static const char *dir;
+
+static void path_in(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+static long file_size(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static uint8_t *read_file(const char *p, long *n) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    *n = file_size(p);
+    uint8_t *b = malloc((size_t)*n + 1);
+    if (fread(b, 1, (size_t)*n, f) != (size_t)*n) *n = -1;
+    fclose(f);
+    return b;
+}
+
+static void write_file(const char *p, const uint8_t *b, long n) {
+    FILE *f = fopen(p, "wb");
+    if (!f) return;
+    if (n > 0) fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+}
+
+static int same_double(double a, double b) {
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* ---------------- codec ---------------- */
+
+static void fill_events(Event *ev) {
+    memset(ev, 0, 6 * sizeof *ev);
+    ev[0].kind = EV_START;
+    ev[0].u.start.params = 1234567;
+    ev[0].u.start.flops_per_token = 7.5e6;
+    ev[0].u.start.kv_bytes_per_token = 1024;
+    snprintf(ev[0].u.start.blas_core, sizeof ev[0].u.start.blas_core, "Haswell");
+    ev[1].kind = EV_STEP;
+    ev[1].u.step = (StepEvent){123456, 9876543210L, 2.5, 3e-4, NAN, 12.75};
+    ev[2].kind = EV_EVAL;
+    ev[2].u.eval = (EvalEvent){-5, INFINITY, 0.125};
+    ev[3].kind = EV_ACT;
+    ActEvent *a = &ev[3].u.act;
+    a->step = 40;
+    a->layer = 3;
+    a->zero_frac = 0.5;
+    a->max = 7;
+    a->min = -7;
+    a->mean = 0.01;
+    a->rms = 1.5;
+    a->resid_rms = 2.5;
+    a->grad_norm = -0.0;
+    a->n_head = ABL_MAX_HEADS;
+    for (int h = 0; h < ABL_MAX_HEADS; h++)
+        a->attn_entropy[h] = h / 3.0;
+    ev[4].kind = EV_SAMPLE;
+    SampleEvent *s = &ev[4].u.sample;
+    s->kind = SAMPLE_TEMPERATURE;
+    s->temperature = 0.8;
+    s->n_tokens = 4095;
+    memset(s->text, 'x', ABL_SAMPLE_MAX - 1);
+    s->text[0] = '\n';
+    s->text[ABL_SAMPLE_MAX - 1] = 0;
+    s->tokens_per_s = 1e5;
+    s->distinct_ratio = 0.25;
+    s->longest_run = 17;
+    s->top_token_frac = 0.75;
+    s->degenerate = 1;
+    ev[5].kind = EV_END;
+    EndEvent *e = &ev[5].u.end;
+    e->status = RUN_DIVERGED;
+    e->steps = 77;
+    e->tokens = -1;
+    e->train_seconds = 1.25;
+    e->tokens_per_s = 3e4;
+    e->final_val_loss = NAN;
+    e->final_val_acc = 0.5;
+    snprintf(e->message, sizeof e->message, "loss is NaN at step 77 \"quoted\"");
+}
+
+static int events_equal(const Event *a, const Event *b) {
+    if (a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case EV_START:
+        return a->u.start.params == b->u.start.params &&
+               same_double(a->u.start.flops_per_token, b->u.start.flops_per_token) &&
+               same_double(a->u.start.kv_bytes_per_token, b->u.start.kv_bytes_per_token) &&
+               !strcmp(a->u.start.blas_core, b->u.start.blas_core) && b->u.start.config == NULL;
+    case EV_STEP: {
+        const StepEvent *x = &a->u.step, *y = &b->u.step;
+        return x->step == y->step && x->tokens == y->tokens && same_double(x->loss, y->loss) &&
+               same_double(x->lr, y->lr) && same_double(x->grad_norm, y->grad_norm) &&
+               same_double(x->time, y->time);
+    }
+    case EV_EVAL:
+        return a->u.eval.step == b->u.eval.step &&
+               same_double(a->u.eval.val_loss, b->u.eval.val_loss) &&
+               same_double(a->u.eval.val_acc, b->u.eval.val_acc);
+    case EV_ACT: {
+        const ActEvent *x = &a->u.act, *y = &b->u.act;
+        if (x->step != y->step || x->layer != y->layer || x->n_head != y->n_head) return 0;
+        if (!same_double(x->zero_frac, y->zero_frac) || !same_double(x->max, y->max) ||
+            !same_double(x->min, y->min) || !same_double(x->mean, y->mean) ||
+            !same_double(x->rms, y->rms) || !same_double(x->resid_rms, y->resid_rms) ||
+            !same_double(x->grad_norm, y->grad_norm))
+            return 0;
+        for (int h = 0; h < x->n_head; h++)
+            if (!same_double(x->attn_entropy[h], y->attn_entropy[h])) return 0;
+        return 1;
+    }
+    case EV_SAMPLE: {
+        const SampleEvent *x = &a->u.sample, *y = &b->u.sample;
+        return x->kind == y->kind && same_double(x->temperature, y->temperature) &&
+               x->n_tokens == y->n_tokens && !strcmp(x->text, y->text) &&
+               same_double(x->tokens_per_s, y->tokens_per_s) &&
+               same_double(x->distinct_ratio, y->distinct_ratio) &&
+               x->longest_run == y->longest_run &&
+               same_double(x->top_token_frac, y->top_token_frac) && x->degenerate == y->degenerate;
+    }
+    case EV_END: {
+        const EndEvent *x = &a->u.end, *y = &b->u.end;
+        return x->status == y->status && x->steps == y->steps && x->tokens == y->tokens &&
+               same_double(x->train_seconds, y->train_seconds) &&
+               same_double(x->tokens_per_s, y->tokens_per_s) &&
+               same_double(x->final_val_loss, y->final_val_loss) &&
+               same_double(x->final_val_acc, y->final_val_acc) && !strcmp(x->message, y->message);
+    }
+    default:
+        return 0;
+    }
+}
+
+static void test_codec(void) {
+    static Event ev[6], back;
+    fill_events(ev);
+    static uint8_t buf[6 * EVENT_PACK_MAX];
+    size_t off = 0;
+    for (int i = 0; i < 6; i++) {
+        size_t n = event_pack(&ev[i], buf + off, sizeof buf - off);
+        CHECK_MSG(n > 0 && n <= EVENT_PACK_MAX, "kind %d packed to %zu", i, n);
+        CHECK_MSG(n == event_packed_size(&ev[i]), "kind %d: size %zu vs %zu", i, n,
+                  event_packed_size(&ev[i]));
+        /* Exactly enough room works; one byte less fails. */
+        uint8_t tight[EVENT_PACK_MAX];
+        CHECK(event_pack(&ev[i], tight, n) == n && memcmp(tight, buf + off, n) == 0);
+        CHECK(event_pack(&ev[i], tight, n - 1) == 0);
+        /* Every truncation fails to unpack. */
+        for (size_t cut = 0; cut < n; cut++) {
+            size_t used;
+            if (event_unpack(buf + off, cut, &back, &used) == 0) {
+                CHECK_MSG(0, "kind %d unpacked from %zu of %zu bytes", i, cut, n);
+                break;
+            }
+        }
+        off += n;
+    }
+    fprintf(stderr, "packed sizes: step %zu eval %zu act(64 heads) %zu end %zu\n",
+            event_packed_size(&ev[1]), event_packed_size(&ev[2]), event_packed_size(&ev[3]),
+            event_packed_size(&ev[5]));
+    /* A batch unpacks back to the same events. */
+    size_t pos = 0;
+    for (int i = 0; i < 6; i++) {
+        size_t used = 0;
+        memset(&back, 0x5a, sizeof back);
+        CHECK(event_unpack(buf + pos, off - pos, &back, &used) == 0);
+        CHECK_MSG(events_equal(&ev[i], &back), "event %d differs after a round trip", i);
+        pos += used;
+    }
+    CHECK(pos == off);
+    /* A typical step event is small. */
+    Event st = {.kind = EV_STEP};
+    st.u.step = (StepEvent){500, 500 * 1024, 2.0, 1e-3, 0.5, 3.0};
+    CHECK(event_packed_size(&st) <= 40);
+    /* Garbage kinds and oversize head counts are rejected. */
+    uint8_t bad[2] = {EV_KIND_COUNT, 0};
+    size_t used;
+    CHECK(event_unpack(bad, 2, &back, &used) != 0);
+    Event act = ev[3];
+    act.u.act.n_head = 3;
+    size_t n = event_pack(&act, buf, sizeof buf);
+    CHECK(n > 0);
+    CHECK(event_unpack(buf, n, &back, &used) == 0 && back.u.act.n_head == 3);
+}
+
+/* ---------------- journal ---------------- */
+
+#define N_RECORDS 9
+
+typedef struct {
+    uint64_t offset;
+    int type;
+    uint32_t run;
+} Expect;
+
+/* Writes one record of every type (and a 3 MiB one) to path; fills expected records. */
+static void write_sample_journal(const char *path, Expect *exp, RunConfig *cfg) {
+    char err[ABL_ERR_MAX];
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return;
+    int k = 0;
+    const char *kv[] = {
+        "spec", "sweep:\n  name: x\n", "ablate_version", "0.1.0", "ranks", "3", "empty", ""};
+    exp[k++] = (Expect){journal_size(j), JREC_HEADER, JOURNAL_NO_RUN};
+    CHECK(journal_append_header(j, kv, 4) == 0);
+    run_config_default(cfg);
+    cfg->model.n_head = 2;
+    cfg->train.lr = 0.1 + 0.2; /* not a short decimal */
+    snprintf(cfg->sample.prompt, sizeof cfg->sample.prompt, "line one\nback\\slash=x");
+    exp[k++] = (Expect){journal_size(j), JREC_PLAN, 7};
+    CHECK(journal_append_plan(j, 7, "0123456789abcdef", "act=relu,seed=1", 42, cfg) == 0);
+    exp[k++] = (Expect){journal_size(j), JREC_RUN_BEGIN, 7};
+    CHECK(journal_append_begin(j, 7, 2, 3, "node-a", 100) == 0);
+    static Event ev[6];
+    fill_events(ev);
+    static uint8_t packed[6 * EVENT_PACK_MAX];
+    size_t n = 0;
+    for (int i = 0; i < 6; i++)
+        n += event_pack(&ev[i], packed + n, sizeof packed - n);
+    exp[k++] = (Expect){journal_size(j), JREC_EVENTS, 7};
+    CHECK(journal_append_events(j, 7, 2, packed, n) == 0);
+    exp[k++] = (Expect){journal_size(j), JREC_CHECKPOINT, 7};
+    CHECK(journal_append_checkpoint(j, 7, 2, 150, "ckpt/7-150.bin") == 0);
+    /* Bigger than the 1 MiB buffer: written directly. */
+    size_t big_n = 3u << 20;
+    uint8_t *big = malloc(big_n);
+    for (size_t i = 0; i < big_n; i++)
+        big[i] = (uint8_t)(i * 7 + 1);
+    exp[k++] = (Expect){journal_size(j), 200, 9};
+    CHECK(journal_append(j, 200, 9, big, big_n) == 0);
+    free(big);
+    exp[k++] = (Expect){journal_size(j), JREC_RUN_END, 7};
+    CHECK(journal_append_end(j, 7, 2, 3, "node-a", &ev[5].u.end) == 0);
+    CHECK(journal_sync(j) == 0);
+    const char *endkv[] = {"end_time", "2024-01-02T03:04:05Z"};
+    exp[k++] = (Expect){journal_size(j), JREC_SWEEP_END, JOURNAL_NO_RUN};
+    CHECK(journal_append_sweep_end(j, endkv, 1) == 0);
+    /* The last record: a moderate EVENTS batch (cut at every byte below). */
+    n = 0;
+    for (int i = 0; i < 12; i++) {
+        Event s = {.kind = EV_STEP};
+        s.u.step = (StepEvent){i + 1, (i + 1) * 64L, 3.0 - i / 8.0, 1e-3, 1.0, i * 0.5};
+        n += event_pack(&s, packed + n, sizeof packed - n);
+    }
+    exp[k++] = (Expect){journal_size(j), JREC_EVENTS, 8};
+    CHECK(journal_append_events(j, 8, 1, packed, n) == 0);
+    CHECK(k == N_RECORDS);
+    uint64_t logical = journal_size(j);
+    CHECK(journal_close(j) == 0);
+    CHECK((long)logical == file_size(path));
+}
+
+static int count_records(const char *path, uint64_t *valid_end, uint64_t *torn) {
+    char err[ABL_ERR_MAX];
+    JournalReader *r = journal_reader_open(path, err);
+    if (!r) return -1;
+    JournalRecord rec;
+    int n = 0, rc;
+    while ((rc = journal_reader_next(r, &rec)) == 1)
+        n++;
+    if (valid_end) *valid_end = journal_reader_valid_end(r);
+    if (torn) *torn = journal_reader_torn_bytes(r);
+    journal_reader_close(r);
+    return rc < 0 ? -1 : n;
+}
+
+static void test_round_trip(void) {
+    char path[512], err[ABL_ERR_MAX];
+    path_in(path, sizeof path, "rt.journal");
+    Expect exp[N_RECORDS];
+    static RunConfig cfg, back;
+    write_sample_journal(path, exp, &cfg);
+    CHECK(journal_create(path, err) == NULL); /* exists */
+    CHECK(strstr(err, "exists") != NULL);
+
+    JournalReader *r = journal_reader_open(path, err);
+    CHECK_MSG(r != NULL, "%s", err);
+    if (!r) return;
+    JournalRecord rec;
+    int k = 0;
+    static Event ev[6];
+    fill_events(ev);
+    while (journal_reader_next(r, &rec) == 1) {
+        CHECK_MSG(k < N_RECORDS && rec.offset == exp[k].offset && rec.type == exp[k].type &&
+                      rec.run == exp[k].run,
+                  "record %d: offset %llu type %d run %u", k, (unsigned long long)rec.offset,
+                  rec.type, rec.run);
+        if (k >= N_RECORDS) break;
+        switch (rec.type) {
+        case JREC_HEADER: {
+            JournalKvIter it;
+            journal_kv_begin(&it, rec.payload, rec.len);
+            const char *key, *val;
+            size_t kl, vl;
+            int n = 0;
+            while (journal_kv_next(&it, &key, &kl, &val, &vl) == 1) {
+                if (n == 0) CHECK(kl == 4 && !memcmp(key, "spec", 4) && vl == 17);
+                if (n == 2) CHECK(vl == 1 && val[0] == '3');
+                if (n == 3) CHECK(kl == 5 && vl == 0);
+                n++;
+            }
+            CHECK(n == 4);
+            break;
+        }
+        case JREC_PLAN: {
+            JournalPlan p;
+            CHECK(journal_decode_plan(&rec, &p) == 0);
+            CHECK(p.index == 7 && !strcmp(p.id, "0123456789abcdef") && p.seed == 42 &&
+                  !strcmp(p.name, "act=relu,seed=1"));
+            CHECK(p.config_len > 0 && memchr(p.config_text, '\n', p.config_len) != NULL);
+            CHECK(journal_plan_config(&p, &back, err) == 0);
+            for (int i = 0; i < knob_count; i++)
+                CHECK_MSG(knob_equal(&cfg, &back, &knob_table[i]), "knob %s differs",
+                          knob_table[i].name);
+            CHECK(!strcmp(back.sample.prompt, "line one\nback\\slash=x"));
+            CHECK(same_double(back.train.lr, 0.1 + 0.2));
+            /* The canonical text has one line per knob. */
+            int lines = 0;
+            for (size_t i = 0; i < p.config_len; i++)
+                lines += p.config_text[i] == '\n';
+            CHECK(lines == knob_count);
+            break;
+        }
+        case JREC_RUN_BEGIN: {
+            JournalBegin b;
+            CHECK(journal_decode_begin(&rec, &b) == 0);
+            CHECK(b.attempt == 2 && b.rank == 3 && b.resumed_from_step == 100 &&
+                  !strcmp(b.host, "node-a"));
+            break;
+        }
+        case JREC_EVENTS: {
+            uint32_t attempt;
+            const uint8_t *p;
+            size_t n;
+            CHECK(journal_decode_events(&rec, &attempt, &p, &n) == 0);
+            int count = 0;
+            Event e;
+            while (n > 0) {
+                size_t used;
+                if (event_unpack(p, n, &e, &used) != 0) {
+                    CHECK(0);
+                    break;
+                }
+                if (rec.run == 7) CHECK_MSG(events_equal(&ev[count], &e), "event %d", count);
+                p += used;
+                n -= used;
+                count++;
+            }
+            CHECK(count == (rec.run == 7 ? 6 : 12));
+            CHECK(attempt == (rec.run == 7 ? 2u : 1u));
+            break;
+        }
+        case JREC_CHECKPOINT: {
+            JournalCheckpoint c;
+            CHECK(journal_decode_checkpoint(&rec, &c) == 0);
+            CHECK(c.attempt == 2 && c.step == 150 && !strcmp(c.path, "ckpt/7-150.bin"));
+            break;
+        }
+        case JREC_RUN_END: {
+            JournalEnd e;
+            CHECK(journal_decode_end(&rec, &e) == 0);
+            Event x = {.kind = EV_END};
+            x.u.end = e.end;
+            CHECK(e.attempt == 2 && e.rank == 3 && !strcmp(e.host, "node-a"));
+            CHECK(events_equal(&ev[5], &x));
+            break;
+        }
+        case 200: {
+            CHECK(rec.len == (3u << 20));
+            int ok = 1;
+            for (size_t i = 0; i < rec.len; i++)
+                ok &= rec.payload[i] == (uint8_t)(i * 7 + 1);
+            CHECK(ok);
+            break;
+        }
+        case JREC_SWEEP_END: {
+            JournalKvIter it;
+            journal_kv_begin(&it, rec.payload, rec.len);
+            const char *key, *val;
+            size_t kl, vl;
+            CHECK(journal_kv_next(&it, &key, &kl, &val, &vl) == 1 && vl == 20);
+            CHECK(journal_kv_next(&it, &key, &kl, &val, &vl) == 0);
+            break;
+        }
+        }
+        k++;
+    }
+    CHECK(k == N_RECORDS);
+    CHECK(journal_reader_torn_bytes(r) == 0);
+    CHECK((long)journal_reader_valid_end(r) == file_size(path));
+    /* Random access re-reads and re-validates. */
+    CHECK(journal_reader_read_at(r, exp[2].offset, &rec) == 0 && rec.type == JREC_RUN_BEGIN);
+    CHECK(journal_reader_read_at(r, exp[2].offset + 1, &rec) != 0);
+    journal_reader_close(r);
+
+    /* Reopen for append: nothing dropped, new records land after the old ones. */
+    JournalScan scan;
+    Journal *j = journal_open_append(path, &scan, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (j) {
+        CHECK(scan.dropped_bytes == 0 && scan.records == N_RECORDS);
+        /* A second writer is refused while the first holds the journal. */
+        Journal *j2 = journal_open_append(path, NULL, err);
+        CHECK(j2 == NULL && strstr(err, "in use") != NULL);
+        if (j2) journal_close(j2);
+        CHECK(journal_append(j, JREC_CHECKPOINT, 1, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16) == 0);
+        CHECK(journal_close(j) == 0);
+    }
+    CHECK(count_records(path, NULL, NULL) == N_RECORDS + 1);
+}
+
+/* Cuts the journal at every byte offset inside its last record: the reader stops cleanly
+ * after the earlier records, and open_append truncates exactly the torn part. */
+static void test_torn_tail(void) {
+    char path[512], cut_path[512], err[ABL_ERR_MAX];
+    path_in(path, sizeof path, "torn.journal");
+    path_in(cut_path, sizeof cut_path, "cut.journal");
+    Expect exp[N_RECORDS];
+    static RunConfig cfg;
+    write_sample_journal(path, exp, &cfg);
+    long n;
+    uint8_t *full = read_file(path, &n);
+    CHECK(full && n > 0);
+    if (!full || n <= 0) return;
+    long last = (long)exp[N_RECORDS - 1].offset;
+    int bad = 0;
+    for (long cut = last; cut < n; cut++) {
+        write_file(cut_path, full, cut);
+        uint64_t valid_end = 0, torn = 0;
+        int recs = count_records(cut_path, &valid_end, &torn);
+        if (recs != N_RECORDS - 1 || (long)valid_end != last || (long)torn != cut - last) {
+            if (bad++ < 5)
+                CHECK_MSG(0, "cut at %ld: %d records, valid end %llu, torn %llu", cut, recs,
+                          (unsigned long long)valid_end, (unsigned long long)torn);
+            continue;
+        }
+        JournalScan scan;
+        Journal *j = journal_open_append(cut_path, &scan, err);
+        if (!j) {
+            CHECK_MSG(0, "cut at %ld: %s", cut, err);
+            continue;
+        }
+        int ok = scan.dropped_bytes == (uint64_t)(cut - last) && scan.records == N_RECORDS - 1 &&
+                 scan.later_records == 0 && file_size(cut_path) == last;
+        ok &= journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0;
+        ok &= journal_close(j) == 0;
+        ok &= count_records(cut_path, &valid_end, &torn) == N_RECORDS && torn == 0;
+        long m;
+        uint8_t *after = read_file(cut_path, &m);
+        ok &=
+            after && m == last + JOURNAL_RECORD_OVERHEAD + 16 && !memcmp(after, full, (size_t)last);
+        free(after);
+        if (!ok && bad++ < 5) CHECK_MSG(0, "cut at %ld: truncation/append wrong", cut);
+        unlink(cut_path);
+    }
+    fprintf(stderr, "torn tail: %ld cut points checked\n", n - last);
+    /* A cut inside an earlier record (here the 3 MiB one) keeps everything before it. */
+    for (int k = 1; k < N_RECORDS; k++) {
+        long cut = (long)exp[k].offset + 5;
+        write_file(cut_path, full, cut);
+        CHECK_MSG(count_records(cut_path, NULL, NULL) == k, "cut inside record %d", k);
+    }
+    /* Zero-filled tail (what a crash can leave after an extending write). */
+    uint8_t *padded = calloc(1, (size_t)n + 4096);
+    memcpy(padded, full, (size_t)n);
+    write_file(cut_path, padded, n + 4096);
+    JournalScan scan;
+    Journal *j = journal_open_append(cut_path, &scan, err);
+    CHECK(j && scan.dropped_bytes == 4096 && scan.records == N_RECORDS);
+    if (j) journal_close(j);
+    free(padded);
+    free(full);
+}
+
+static void test_corruption(void) {
+    char path[512], cpath[512], err[ABL_ERR_MAX];
+    path_in(path, sizeof path, "crc.journal");
+    path_in(cpath, sizeof cpath, "crc2.journal");
+    Expect exp[N_RECORDS];
+    static RunConfig cfg;
+    write_sample_journal(path, exp, &cfg);
+    long n;
+    uint8_t *full = read_file(path, &n);
+    if (!full) return;
+    /* Each byte of a middle record flipped in turn (magic, type, run, length, payload, CRC). */
+    int k = 3;
+    long beg = (long)exp[k].offset, end = (long)exp[k + 1].offset;
+    int missed = 0;
+    for (long b = beg; b < end; b += (b < beg + 20 || b > end - 6) ? 1 : 37) {
+        full[b] ^= 0x10;
+        write_file(cpath, full, n);
+        full[b] ^= 0x10;
+        if (count_records(cpath, NULL, NULL) != k) missed++;
+    }
+    CHECK_MSG(missed == 0, "%d corruptions not detected", missed);
+    /* Corruption in the middle: open_append reports later valid records, saves the tail. */
+    full[beg + 20] ^= 1;
+    write_file(cpath, full, n);
+    full[beg + 20] ^= 1;
+    JournalScan scan;
+    Journal *j = journal_open_append(cpath, &scan, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (j) {
+        CHECK(scan.records == (uint64_t)k && scan.valid_bytes == (uint64_t)beg);
+        CHECK(scan.dropped_bytes == (uint64_t)(n - beg));
+        CHECK_MSG(scan.later_records == (uint64_t)(N_RECORDS - k - 1), "later %llu",
+                  (unsigned long long)scan.later_records);
+        CHECK(scan.saved_tail[0] && file_size(scan.saved_tail) == n - beg);
+        CHECK(file_size(cpath) == beg);
+        journal_close(j);
+    }
+    /* Corruption of the last record's CRC: a plain torn tail. */
+    full[n - 1] ^= 0xff;
+    unlink(cpath);
+    write_file(cpath, full, n);
+    j = journal_open_append(cpath, &scan, err);
+    CHECK(j && scan.records == N_RECORDS - 1 && scan.later_records == 0 && !scan.saved_tail[0]);
+    if (j) journal_close(j);
+    free(full);
+    /* Not a journal at all. */
+    write_file(cpath, (const uint8_t *)"hello world, this is not a journal", 34);
+    CHECK(count_records(cpath, NULL, NULL) == 0);
+}
+
+static void test_crc(void) {
+    CHECK(journal_crc32c(0, "123456789", 9) == 0xE3069283u);
+    uint32_t c = journal_crc32c(0, "1234", 4);
+    CHECK(journal_crc32c(c, "56789", 5) == 0xE3069283u);
+    CHECK(journal_crc32c(0, "", 0) == 0);
+}
+
+/* Not a pass/fail check: the append rate of step events packed into worker-sized batches
+ * (64 events per EVENTS record), without fdatasync and with one per 5000-step run. */
+static void bench_append(int sync_per_run) {
+    char path[512], err[ABL_ERR_MAX];
+    path_in(path, sizeof path, "bench.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    if (!j) return;
+    const long n_events = 2000000, batch = 64;
+    static uint8_t buf[64 * 64];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n_events; i += batch) {
+        size_t n = 0;
+        for (long k = i; k < i + batch; k++) {
+            Event e = {.kind = EV_STEP};
+            e.u.step = (StepEvent){k % 5000 + 1, (k % 5000 + 1) * 1024, 3.0 / (1 + k),
+                                   1e-3,         0.7 + k * 1e-7,        k * 0.01};
+            n += event_pack(&e, buf + n, sizeof buf - n);
+        }
+        journal_append_events(j, (uint32_t)(i / 5000), 1, buf, n);
+        if (sync_per_run && (i + batch) % 5000 < batch) journal_sync(j);
+    }
+    journal_close(j);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    fprintf(stderr,
+            "append (%s): %ld step events in %.3f s: %.2f M events/s = %.1f M metric "
+            "values/s, %.0f MB/s, %.1f bytes/event\n",
+            sync_per_run ? "fdatasync per 5000-step run" : "no fdatasync", n_events, s,
+            n_events / s / 1e6, 6 * n_events / s / 1e6, file_size(path) / s / 1e6,
+            (double)file_size(path) / (double)n_events);
+    unlink(path);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    dir = test_tmpdir();
+    if (!dir) {
+        fprintf(stderr, "cannot make a temporary directory\n");
+        return 1;
+    }
+    test_crc();
+    test_codec();
+    test_round_trip();
+    test_torn_tail();
+    test_corruption();
+    bench_append(0);
+    bench_append(1);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (!test_failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_journal");
+}
