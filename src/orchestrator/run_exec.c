@@ -167,7 +167,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
             sink.failed = 1;
     }
     SaveCtx sc = {&sink, a, ckpt_step, NULL};
-    TrainControl ctl = {out->poll, save_checkpoint, &sc};
+    TrainControl ctl = {out->poll, out->ctx, save_checkpoint, &sc};
     st = trainer_run(&t, &sink.base, &ctl, end);
     batch_flush(&sink);
     if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0] &&

@@ -210,7 +210,10 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
                 s->io_failed = 1;
             r->ckpt_step = ckpt_step;
         }
-        if (journal_sync(s->j) != 0) s->io_failed = 1;
+        /* an interrupted end marks the attempt over (the view shows "interrupted") */
+        if (journal_append_end(s->j, run, attempt, rank, host, end) != 0 ||
+            journal_sync(s->j) != 0)
+            s->io_failed = 1;
         progress_run_stopped(&s->progress);
         return;
     }
@@ -484,13 +487,13 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         finished += s.runs[i].finished;
         failed += s.runs[i].finished && s.runs[i].status == RUN_FAILED;
     }
-    if (finished == s.n) {
-        char t[64];
-        env_info_now(t, sizeof t);
-        const char *kv[] = {"end_time", t, "status",
-                            failed ? "complete_with_failures" : "complete"};
-        journal_append_sweep_end(s.j, kv, 2);
-    }
+    /* complete, or stopped (SIGUSR1) with runs left for --resume */
+    char t[64];
+    env_info_now(t, sizeof t);
+    const char *kv[] = {"end_time", t, "status",
+                        finished < s.n ? "stopped"
+                                       : (failed ? "complete_with_failures" : "complete")};
+    if (journal_append_sweep_end(s.j, kv, 2) != 0) s.io_failed = 1;
     if (journal_sync(s.j) != 0) s.io_failed = 1;
     rebuild_view(&s, 1);
     if (journal_close(s.j) != 0) s.io_failed = 1;

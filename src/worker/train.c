@@ -208,9 +208,9 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     }
     RunStatus status = RUN_DONE;
     while (budget_left(t)) {
-        TrainPoll poll = ctl && ctl->poll ? ctl->poll(ctl->ctx) : TRAIN_CONTINUE;
+        TrainPoll poll = ctl && ctl->poll ? ctl->poll(ctl->poll_ctx) : TRAIN_CONTINUE;
         if (poll != TRAIN_CONTINUE) {
-            if (poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->ctx, t) != 0) {
+            if (poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) != 0) {
                 fill_end(t, RUN_FAILED, end);
                 snprintf(end->message, sizeof end->message, "could not write the checkpoint");
                 return RUN_FAILED;

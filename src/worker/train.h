@@ -30,9 +30,10 @@ typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_ABORT } TrainPoll;
 
 typedef struct {
     /* Asked between steps: go on, checkpoint (save, then stop) or stop at once. */
-    TrainPoll (*poll)(void *ctx);
-    int (*save)(void *ctx, const Trainer *t);
-    void *ctx;
+    TrainPoll (*poll)(void *poll_ctx);
+    void *poll_ctx;
+    int (*save)(void *save_ctx, const Trainer *t);
+    void *save_ctx;
 } TrainControl;
 
 int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
