@@ -11,9 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../model/gpt.h"
 #include "../worker/knobs.h"
 #include "event_codec.h"
 #include "journal.h"
+#include "run_exec.h"
 
 #ifndef ABLATE_VERSION
 #define ABLATE_VERSION "unknown"
@@ -1178,6 +1180,85 @@ static void dir_of(const char *path, char *dir, size_t n) {
         snprintf(dir, n, "%.*s", (int)(slash - path), path);
 }
 
+/* ---------------- /weights (save_weights) ---------------- */
+
+/* /weights/<id>: one dataset per parameter tensor, shaped as in the tensor table, for every
+ * finished run whose weights file (OUT.h5.d/weights/<id>.f32) exists. One run in memory at
+ * a time. */
+static int write_weights(View *v, JournalReader *r, const char *journal_path, hid_t file,
+                         char *err) {
+    char dir[ABL_PATH_MAX];
+    dir_of(journal_path, dir, sizeof dir);
+    hid_t group = -1;
+    float *buf = NULL;
+    int rc = 0;
+    for (uint32_t i = 0; i < v->nruns && rc == 0; i++) {
+        RunState *rs = &v->runs[i];
+        JournalRecord rec;
+        JournalPlan plan;
+        if (!rs->planned || !rs->has_end || journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
+            journal_decode_plan(&rec, &plan) != 0)
+            continue;
+        char path[ABL_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/weights/%s.f32", dir, plan.id);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        WeightsHeader h;
+        RunConfig cfg;
+        char msg[ABL_ERR_MAX];
+        TensorInfo t[T_COUNT];
+        float *nb = NULL;
+        int ok = fread(&h, sizeof h, 1, f) == 1 && h.magic == RUN_WEIGHTS_MAGIC &&
+                 journal_plan_config(&plan, &cfg, msg) == 0;
+        if (ok) {
+            cfg.model.vocab_size = h.vocab_size;
+            ok = gpt_tensor_table(&cfg.model, t) == h.n_params &&
+                 (nb = realloc(buf, h.n_params * sizeof(float))) != NULL;
+        }
+        if (nb) buf = nb;
+        ok = ok && fread(buf, sizeof(float), h.n_params, f) == h.n_params;
+        fclose(f);
+        if (!ok) continue; /* a torn or foreign file: the run's weights are simply absent */
+        if (group < 0 && (group = H5Gcreate2(file, "weights", H5P_DEFAULT, H5P_DEFAULT,
+                                             H5P_DEFAULT)) < 0) {
+            h5err(err, "cannot create /weights");
+            rc = -1;
+            break;
+        }
+        hid_t g = H5Gcreate2(group, plan.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0 || attr_str(g, "name", plan.name) != 0 || attr_i32(g, "run", (int)i) != 0) {
+            h5err(err, "cannot create /weights/%s", plan.id);
+            rc = -1;
+        }
+        for (int k = 0; k < T_COUNT && rc == 0; k++) {
+            if (t[k].size == 0) continue;
+            hsize_t dims[3];
+            for (int d = 0; d < t[k].ndim; d++) dims[d] = (hsize_t)t[k].shape[d];
+            hid_t space = H5Screate_simple(t[k].ndim, dims, NULL);
+            hid_t ds = H5Dcreate2(g, t[k].name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                                  H5P_DEFAULT);
+            if (ds < 0 || H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                   buf + t[k].offset) < 0) {
+                h5err(err, "cannot write /weights/%s/%s", plan.id, t[k].name);
+                rc = -1;
+            }
+            if (ds >= 0) H5Dclose(ds);
+            H5Sclose(space);
+        }
+        if (g >= 0) H5Gclose(g);
+    }
+    if (group >= 0) {
+        if (rc == 0)
+            rc = attr_str(group, "description",
+                          "Final parameters of runs with save_weights: /weights/<run id>/<tensor>, "
+                          "float32, shaped and named as in src/model/gpt.h's tensor table "
+                          "(matrices are (out, in) like torch.nn.Linear).");
+        H5Gclose(group);
+    }
+    free(buf);
+    return rc;
+}
+
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]) {
     struct timespec t0, t1;
@@ -1216,6 +1297,7 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
     if (write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, r, file, err) != 0) goto done;
     if (write_runs(&v, r, file, err) != 0) goto done;
+    if (write_weights(&v, r, journal_path, file, err) != 0) goto done;
     herr_t cl = H5Fclose(file);
     file = -1;
     if (cl < 0) {

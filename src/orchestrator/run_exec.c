@@ -126,6 +126,8 @@ static int save_checkpoint(void *ctx, const Trainer *t) {
 
 static int write_weights(FILE *f, const void *ctx) {
     const GPT *g = ctx;
+    WeightsHeader h = {RUN_WEIGHTS_MAGIC, g->cfg.vocab_size, 0, g->n_params};
+    if (fwrite(&h, sizeof h, 1, f) != 1) return -1;
     return fwrite(g->params, sizeof(float), g->n_params, f) == g->n_params ? 0 : -1;
 }
 

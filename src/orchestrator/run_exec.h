@@ -37,8 +37,17 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
 
 /* OUT.h5.d/ckpt/<id>.ckpt */
 int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n);
-/* OUT.h5.d/weights/<id>.f32: the final parameters, float32 in tensor-table order, written
- * durably before the run is reported finished; the view copies them into OUT.h5. */
+/* OUT.h5.d/weights/<id>.f32: the final parameters, written durably before the run is
+ * reported finished; the view copies them into OUT.h5. A WeightsHeader, then n_params
+ * float32 in tensor-table order (gpt.h). */
 int run_weights_path(const char *out_path, const char *id, char *buf, size_t n);
+
+#define RUN_WEIGHTS_MAGIC 0x31574c42u /* "BLW1" */
+typedef struct {
+    uint32_t magic;
+    int32_t vocab_size; /* resolved: the tensor table needs it */
+    int32_t reserved;
+    uint64_t n_params;
+} WeightsHeader;
 
 #endif
