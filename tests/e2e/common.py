@@ -382,7 +382,8 @@ def _str(p, o):
 def journal_state(path):
     """What the journal says, mirroring src/orchestrator/resume.c: {index: dict(id, name,
     seed, attempt, finished, status, ckpt_step, ends)} plus the torn tail size. `ends` counts
-    RUN_END records of the run (any attempt)."""
+    the run's final RUN_END records (any attempt; an attempt stopped at a checkpoint ends
+    with status interrupted, which is not final)."""
     recs, torn = journal_records(path)
     runs = {}
     for typ, run, p in recs:
@@ -408,7 +409,8 @@ def journal_state(path):
             attempt, _rank = struct.unpack_from("<Ii", p, 0)
             _host, o = _str(p, 8)
             kind, status = p[o], p[o + 1]
-            r["ends"] += 1
+            if RUN_STATUS[status] != "interrupted" if status < len(RUN_STATUS) else True:
+                r["ends"] += 1
             if attempt < r["attempt"] or kind != 5:
                 continue
             r["attempt"] = attempt
