@@ -266,6 +266,16 @@ static void send_stop(int rank, int32_t mode) {
     MPI_Send(&mode, 1, MPI_INT32_T, rank, TAG_STOP, MPI_COMM_WORLD);
 }
 
+/* Hands the next queued run to an idle worker; returns 1. */
+static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
+    RunAssignment a;
+    prepare_assignment(s, s->queue[s->next++], &a);
+    record_begin(s, &a, rank, host);
+    MPI_Send(&a, (int)sizeof a, MPI_BYTE, rank, TAG_ASSIGN, MPI_COMM_WORLD);
+    busy[rank] = (int)a.run;
+    return 1;
+}
+
 static void run_mpi(Sweep *s, int nranks) {
     int *busy = malloc(sizeof(int) * (size_t)nranks); /* run index, -1 idle, -2 not ready */
     char(*hosts)[64] = calloc((size_t)nranks, 64);
@@ -282,15 +292,8 @@ static void run_mpi(Sweep *s, int nranks) {
                 if (busy[r] >= 0) send_stop(r, STOP_CHECKPOINT);
             fprintf(stderr, "\nablate: SIGUSR1: checkpointing %d run(s) in progress\n", n_busy);
         }
-        for (int r = 1; r < nranks && !stopping; r++) {
-            if (busy[r] != -1 || s->next >= s->n_queue) continue;
-            RunAssignment a;
-            prepare_assignment(s, s->queue[s->next++], &a);
-            record_begin(s, &a, r, hosts[r]);
-            MPI_Send(&a, (int)sizeof a, MPI_BYTE, r, TAG_ASSIGN, MPI_COMM_WORLD);
-            busy[r] = (int)a.run;
-            n_busy++;
-        }
+        for (int r = 1; r < nranks && !stopping; r++)
+            if (busy[r] == -1 && s->next < s->n_queue) n_busy += assign_next(s, r, hosts[r], busy);
         if (n_busy == 0 && (stopping || s->next >= s->n_queue)) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
@@ -335,9 +338,12 @@ static void run_mpi(Sweep *s, int nranks) {
                 snprintf(ev.u.end.message, sizeof ev.u.end.message, "malformed end message");
             }
             we.host[sizeof we.host - 1] = '\0';
-            record_end(s, we.run, we.attempt, we.rank, we.host, &ev.u.end, we.ckpt_step);
             busy[src] = -1;
             n_busy--;
+            /* keep the worker busy while the finished run is synced (and the view rebuilt) */
+            if (!stopping && !sweep_signal_usr1() && s->next < s->n_queue)
+                n_busy += assign_next(s, src, hosts[src], busy);
+            record_end(s, we.run, we.attempt, we.rank, we.host, &ev.u.end, we.ckpt_step);
         }
     }
     if (!sweep_signal_term())
