@@ -170,30 +170,12 @@ static int kidx(const Knob *k) {
     return (int)(k - knob_table);
 }
 
-static int distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (int i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (int j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            d[i][j] = v;
-        }
-    return d[la][lb];
-}
-
 /* The closest of a NULL-terminated word list within distance 2, or NULL. */
 static const char *closest(const char *word, const char *const *words) {
     const char *best = NULL;
     int best_d = 3;
     for (int i = 0; words[i]; i++) {
-        int d = distance(word, words[i]);
+        int d = knob_edit_distance(word, words[i]);
         if (d < best_d) best_d = d, best = words[i];
     }
     return best;

@@ -87,7 +87,7 @@ const Knob *knob_find(const char *name) {
     return NULL;
 }
 
-static int edit_distance(const char *a, const char *b) {
+int knob_edit_distance(const char *a, const char *b) {
     int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 63 || lb > 63) return 99;
     int d[64][64];
@@ -110,10 +110,10 @@ const char *knob_suggest(const char *name) {
     int best_d = 4;
     for (int i = 0; i < knob_count; i++) {
         const char *full = knob_table[i].name, *dot = strrchr(full, '.');
-        int d = edit_distance(name, full);
+        int d = knob_edit_distance(name, full);
         /* also match against the short name, so "n_haed" suggests model.n_head */
         if (dot && !strchr(name, '.')) {
-            int ds = edit_distance(name, dot + 1);
+            int ds = knob_edit_distance(name, dot + 1);
             if (ds < d) d = ds;
         }
         if (d < best_d) best_d = d, best = full;

@@ -24,6 +24,8 @@ extern const Knob knob_table[];
 extern const int knob_count;
 
 const Knob *knob_find(const char *name);
+/* Levenshtein distance (99 for words over 63 characters), for "did you mean" messages. */
+int knob_edit_distance(const char *a, const char *b);
 /* The closest known name (edit distance), for "did you mean" messages; NULL if none close. */
 const char *knob_suggest(const char *name);
 /* Parses text as the knob's type and stores it; -1 with a message (not naming a file). */
