@@ -51,8 +51,8 @@ int cmd_plan(int argc, char **argv) {
     }
     double total_flops = 0, total_tokens = 0;
     if (!json)
-        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s\n", "#", "name", "id", "seed", "params",
-               "FLOPs/tok", "tokens", "PFLOP");
+        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s  %s\n", "#", "name", "id", "seed",
+               "params", "FLOPs/tok", "tokens", "PFLOP", "overrides");
     static char cfgjson[16384];
     for (int i = 0; i < plan.n_runs; i++) {
         const PlannedRun *r = &plan.runs[i];
@@ -71,9 +71,9 @@ int cmd_plan(int argc, char **argv) {
                    c->params, c->flops_per_token, c->kv_bytes_per_token, c->tokens, c->flops,
                    cfgjson);
         } else {
-            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g\n", r->index, r->name, r->id,
-                   (unsigned long long)r->seed, c->params, c->flops_per_token, c->tokens,
-                   c->flops / 1e15);
+            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g  %s\n", r->index, r->name,
+                   r->id, (unsigned long long)r->seed, c->params, c->flops_per_token, c->tokens,
+                   c->flops / 1e15, r->overrides[0] ? r->overrides : "(base)");
         }
     }
     if (!json)
