@@ -104,6 +104,11 @@ int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
     if (c->n_head < 1) FAIL("model.n_head must be positive (got %d)", c->n_head);
     if (c->d_model % c->n_head != 0)
         FAIL("model.n_head (%d) must divide model.d_model (%d)", c->n_head, c->d_model);
+    if (c->n_head > MODEL_MAX_HEADS)
+        FAIL("model.n_head %d exceeds the supported %d", c->n_head, MODEL_MAX_HEADS);
+    if (model_head_dim(c) > MODEL_MAX_HEAD_DIM)
+        FAIL("model.d_model / model.n_head = %d exceeds the supported head dimension %d",
+             model_head_dim(c), MODEL_MAX_HEAD_DIM);
     if (c->n_kv_head < 0) FAIL("model.n_kv_head must be positive (got %d)", c->n_kv_head);
     if (c->n_head % model_kv_heads(c) != 0)
         FAIL("model.n_kv_head (%d) must divide model.n_head (%d)", model_kv_heads(c), c->n_head);

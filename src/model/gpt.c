@@ -127,12 +127,6 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         snprintf(err, ABL_ERR_MAX, "sequence length %d exceeds model.context %d", T, c->context);
         return -1;
     }
-    if (c->n_head > 64 || model_head_dim(c) > 1024) {
-        snprintf(err, ABL_ERR_MAX,
-                 "model.n_head %d / head dimension %d exceed the supported 64 / 1024", c->n_head,
-                 model_head_dim(c));
-        return -1;
-    }
     m->cfg = *c;
     m->B = B;
     m->T = T;
@@ -353,7 +347,7 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     const float *qw = tp(m, m->params, T_Q_NORM_W, l), *kw = tp(m, m->params, T_K_NORM_W, l);
     float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
     float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
-    float tmp[1024];
+    float tmp[MODEL_MAX_HEAD_DIM];
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             size_t bt = (size_t)b * T + t;

@@ -7,7 +7,7 @@
 
 #include "run_config.h"
 
-#define ABL_MAX_HEADS  64
+#define ABL_MAX_HEADS  MODEL_MAX_HEADS
 #define ABL_SAMPLE_MAX 4096
 
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;

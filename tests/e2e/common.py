@@ -500,11 +500,11 @@ class View:
         return {t: sum(1 for k in rows if k[0] == rid) for t, rows in self.tables.items()}
 
 
-def compare_views(a, b, la="A", lb="B", ignore_runs=(), only_ids=None, max_diffs=25):
+def compare_views(a, b, la="A", lb="B", ignore_cols=(), only_ids=None, max_diffs=25):
     """Differences (list of strings) between two views: same run ids, same /runs columns
-    (minus ignore_runs and timing), and identical rows in every metric table."""
+    (minus ignore_cols and timing), and identical rows in every metric table."""
     diffs = []
-    ignore = set(ignore_runs)
+    ignore = set(ignore_cols)
     ids_a, ids_b = set(a.runs), set(b.runs)
     if only_ids is not None:
         ids_a &= set(only_ids)

@@ -114,7 +114,7 @@ def interrupt_and_resume(label, ranks, resume_ranks, send):
         # the finished runs are already complete and equal to the reference
         fin_ids = [rid for rid in v.order if v.runs[rid]["name"] in finished]
         diffs = C.compare_views(ref, v, "reference", "stopped", only_ids=fin_ids,
-                                ignore_runs=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+                                ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
 
         # Resume to completion.
         t0 = time.monotonic()
@@ -124,7 +124,7 @@ def interrupt_and_resume(label, ranks, resume_ranks, send):
         assert rc == 0, "%s: resume exit %s\n%s" % (label, rc, err2[-3000:])
         after = C.View(out)
         C.assert_complete(after, len(SEEDS), label + " resumed")
-        C.assert_same(ref, after, "reference", "resumed", ignore_runs=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        C.assert_same(ref, after, "reference", "resumed", ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
         for rid, r in ckpt.items():
             a = after.runs[rid]
             assert a["resumed_from_step"] == r["ckpt_step"], \
@@ -205,7 +205,7 @@ def test_chain():
         assert steps_seen[0], "the first SIGUSR1 checkpointed nothing"
         after = C.View(out)
         C.assert_complete(after, len(SEEDS), "chain")
-        C.assert_same(ref, after, "reference", "chain", ignore_runs=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        C.assert_same(ref, after, "reference", "chain", ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
         # the last checkpoint before the final resume is where that run continued from
         for name, step in steps_seen[2].items():
             rid = after.names()[name]

@@ -194,17 +194,17 @@ def test_resume_changed_spec():
         v = C.View(out)
         C.assert_complete(v, 6, "resumed sweep")
         C.assert_same(v01, v, "before", "after adding seeds", only_ids=v01.order,
-                      ignore_runs=C.RUNS_PLACEMENT)
+                      ignore_cols=C.RUNS_PLACEMENT)
         assert v.order[:4] == v01.order, "old runs moved: %s -> %s" % (v01.order, v.order)
         ref_out = os.path.join(tmp, "ref.h5")
         C.run(["run", s012, "-o", ref_out], expect_rc=0)
         C.assert_same(C.View(ref_out), v, "fresh", "resumed",
-                      ignore_runs=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
         # resuming a finished sweep: nothing to run, nothing changes
         rc, so, err = C.run(["run", s012, "-o", out, "--resume"])
         assert rc == 0 and not C.reported_finished(err), "resume of a finished sweep: %s\n%s" % (
             rc, err)
-        C.assert_same(v, C.View(out), "finished", "resumed again", ignore_runs=C.RUNS_PLACEMENT)
+        C.assert_same(v, C.View(out), "finished", "resumed again", ignore_cols=C.RUNS_PLACEMENT)
 
 
 def test_plan_json():

@@ -171,7 +171,7 @@ def one_round(rnd, tmp, spec, ref, rng, kills_wanted, t_ref, violations):
     v = C.View(out)
     C.assert_complete(v, N_RUNS, "round %d" % rnd)
     C.assert_same(ref, v, "reference", "round %d" % rnd,
-                  ignore_runs=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+                  ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
     js, torn = C.journal_state(C.journal_path(out))
     ends = {r["name"]: r["ends"] for r in js.values() if r["ends"] != 1}
     if ends or len(js) != N_RUNS:

@@ -102,7 +102,7 @@ def test_rank_identity():
         ref, _ = views["in-process"]
         for label, (v, out) in views.items():
             if label != "in-process":
-                C.assert_same(ref, v, "in-process", label, ignore_runs=C.RUNS_PLACEMENT)
+                C.assert_same(ref, v, "in-process", label, ignore_cols=C.RUNS_PLACEMENT)
             check_inspect(out, v)
         check_train(tmp, corpus, ref)
 
