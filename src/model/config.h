@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ABL_ERR_MAX 512
-#define MODEL_MAX_HEADS 64     /* attention statistics keep one entry per head */
+#define ABL_ERR_MAX        512
+#define MODEL_MAX_HEADS    64   /* attention statistics keep one entry per head */
 #define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch in the attention backward */
 
 typedef enum {

@@ -45,7 +45,7 @@ typedef struct GptActs {
     float *d_ff;                      /* (B,T,FF) */
     float *d_qkv;                     /* (B,T,QKV) */
     float *d_q, *d_k, *d_v;           /* like q, k, v */
-    float *d_row;                     /* (T) */
+    float *attn_scratch;              /* attention: 5 (hd, T) tiles, a (T, T) tile, a (T) row */
     float *inv_freq;                  /* (hd/2) RoPE */
 } GptActs;
 
@@ -188,7 +188,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->d_q, BT * H * hd},
         {&a->d_k, BT * KV * hd},
         {&a->d_v, BT * KV * hd},
-        {&a->d_row, (size_t)T},
+        {&a->attn_scratch, 5 * hd * (size_t)T + (size_t)T * T + (size_t)T},
         {&a->inv_freq, hd / 2 + 1},
     };
     size_t nreq = sizeof req / sizeof req[0], total = 0;
@@ -381,7 +381,23 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
         }
 }
 
-/* Causal attention for one layer: att (B,H,T,T) = softmax(q k^T / sqrt(hd)), atty (B,T,C). */
+/* x (rows, cols) -> xt (cols, rows). */
+static void transpose(float *restrict xt, const float *restrict x, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            xt[(size_t)c * rows + r] = x[(size_t)r * cols + c];
+}
+
+/* Key positions a query at t works on: t + 1 rounded up to whole 16-float vectors (within
+ * T), so the loops over positions vectorize without scalar remainders. */
+static inline int span(int t, int T) {
+    int len = (t + 16) & ~15;
+    return len < T ? len : T;
+}
+
+/* Causal attention for one layer: att (B,H,T,T) = softmax(q k^T / sqrt(hd)), atty (B,T,C).
+ * Keys and values are transposed to (hd, T) per head so every inner loop runs over key
+ * positions, contiguous and vectorized, however small head_dim is. */
 static void attention_forward(GPT *m, int l, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
@@ -392,6 +408,8 @@ static void attention_forward(GPT *m, int l, int B, int T) {
     const float *v = LAYER(a->v, l, BTc * KV * hd);
     float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
     float *atty = LAYER(a->atty, l, BTc * C);
+    float *kt = a->attn_scratch, *yt = kt + (size_t)hd * T; /* (hd, T) each */
+    float *pt = yt + (size_t)hd * T;                        /* (T, T) */
     float scale = 1.0f / sqrtf((float)hd);
     LayerStats *st = m->collect_stats ? &m->stats[l] : NULL;
     for (int b = 0; b < B; b++)
@@ -399,31 +417,43 @@ static void attention_forward(GPT *m, int l, int B, int T) {
             const float *qh = q + ((size_t)b * H + h) * T * hd;
             const float *kh = k + ((size_t)b * KV + h / group) * T * hd;
             const float *vh = v + ((size_t)b * KV + h / group) * T * hd;
+            transpose(kt, kh, T, hd);
             double entropy = 0.0;
             for (int t = 0; t < T; t++) {
-                float *p = att + (((size_t)b * H + h) * T + t) * T;
+                float *restrict p = att + (((size_t)b * H + h) * T + t) * T;
                 const float *qt = qh + (size_t)t * hd;
-                for (int s = 0; s <= t; s++) {
-                    const float *ks = kh + (size_t)s * hd;
-                    float dot = 0.0f;
-                    for (int i = 0; i < hd; i++)
-                        dot += qt[i] * ks[i];
-                    p[s] = dot * scale;
-                }
-                softmax_row(p, t + 1);
-                for (int s = t + 1; s < T; s++)
+                const int len = span(t, T);
+                for (int s = 0; s < len; s++)
                     p[s] = 0.0f;
-                float *y = atty + ((size_t)b * T + t) * C + (size_t)h * hd;
-                memset(y, 0, (size_t)hd * sizeof(float));
-                for (int s = 0; s <= t; s++) {
-                    const float *vs = vh + (size_t)s * hd;
-                    float ps = p[s];
-                    for (int i = 0; i < hd; i++)
-                        y[i] += ps * vs[i];
-                    if (st && ps > 0.0f) entropy -= (double)ps * log((double)ps);
+                for (int i = 0; i < hd; i++) {
+                    const float qi = qt[i], *restrict kr = kt + (size_t)i * T;
+                    for (int s = 0; s < len; s++)
+                        p[s] += qi * kr[s];
                 }
+                for (int s = 0; s < len; s++)
+                    p[s] *= scale;
+                softmax_causal(p, t + 1, T);
+                if (st)
+                    for (int s = 0; s <= t; s++)
+                        if (p[s] > 0.0f) entropy -= (double)p[s] * log((double)p[s]);
             }
             if (st) st->attn_entropy[h] += entropy / ((double)B * T);
+            /* y = P V, computed as y^T (hd, T) += v[s][i] P^T[s] over key positions s: the
+             * inner loop runs over queries t >= s, vectorized, without a dependency chain */
+            transpose(pt, att + ((size_t)b * H + h) * T * T, T, T);
+            memset(yt, 0, (size_t)hd * T * sizeof(float));
+            for (int s = 0; s < T; s++)
+                for (int i = 0; i < hd; i++) {
+                    const float vsi = vh[(size_t)s * hd + i], *restrict pr = pt + (size_t)s * T;
+                    float *restrict yr = yt + (size_t)i * T;
+                    for (int t = s & ~15; t < T; t++)
+                        yr[t] += vsi * pr[t];
+                }
+            for (int t = 0; t < T; t++) {
+                float *y = atty + ((size_t)b * T + t) * C + (size_t)h * hd;
+                for (int i = 0; i < hd; i++)
+                    y[i] = yt[(size_t)i * T + t];
+            }
         }
 }
 
@@ -432,50 +462,76 @@ static void attention_backward(GPT *m, int l, const float *datty, int B, int T) 
     GptActs *a = m->a;
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
     int group = H / KV;
-    size_t BTc = (size_t)m->B * m->T;
+    size_t BTc = (size_t)m->B * m->T, tile = (size_t)hd * T;
     const float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
     const float *v = LAYER(a->v, l, BTc * KV * hd);
     const float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
+    float *kt = a->attn_scratch, *vt = kt + tile, *dkt = vt + tile, *dvt = dkt + tile;
+    float *dqt_all = dvt + tile;     /* (hd, T): dq transposed */
+    float *dst = dqt_all + tile;     /* (T, T): ds transposed, dst[s][t] */
+    float *dp = dst + (size_t)T * T; /* (T) */
     float scale = 1.0f / sqrtf((float)hd);
-    memset(a->d_q, 0, (size_t)B * T * H * hd * sizeof(float));
     memset(a->d_k, 0, (size_t)B * T * KV * hd * sizeof(float));
     memset(a->d_v, 0, (size_t)B * T * KV * hd * sizeof(float));
-    float *dp = a->d_row;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t qoff = ((size_t)b * H + h) * T * hd,
                    kvoff = ((size_t)b * KV + h / group) * T * hd;
             const float *qh = q + qoff, *kh = k + kvoff, *vh = v + kvoff;
             float *dqh = a->d_q + qoff, *dkh = a->d_k + kvoff, *dvh = a->d_v + kvoff;
+            transpose(kt, kh, T, hd);
+            transpose(vt, vh, T, hd);
+            memset(dkt, 0, 3 * tile * sizeof(float)); /* dkt, dvt, dqt_all */
+            memset(dst, 0, (size_t)T * T * sizeof(float));
             for (int t = 0; t < T; t++) {
-                const float *p = att + (((size_t)b * H + h) * T + t) * T;
+                const float *restrict p = att + (((size_t)b * H + h) * T + t) * T;
                 const float *dy = datty + ((size_t)b * T + t) * C + (size_t)h * hd;
-                /* dp[s] = dy . v_s; dv_s += p[s] dy */
-                float dot_pdp = 0.0f;
-                for (int s = 0; s <= t; s++) {
-                    const float *vs = vh + (size_t)s * hd;
-                    float *dvs = dvh + (size_t)s * hd;
-                    float d = 0.0f;
-                    for (int i = 0; i < hd; i++) {
-                        d += dy[i] * vs[i];
-                        dvs[i] += p[s] * dy[i];
+                const int len = span(t, T); /* p is 0 in [t+1, len): those terms add 0 */
+                /* dp[s] = dy . v_s and dv_s += p[s] dy, over key positions s */
+                for (int s = 0; s < len; s++)
+                    dp[s] = 0.0f;
+                for (int i = 0; i < hd; i++) {
+                    const float di = dy[i], *restrict vr = vt + (size_t)i * T;
+                    float *restrict dvr = dvt + (size_t)i * T;
+                    for (int s = 0; s < len; s++) {
+                        dp[s] += di * vr[s];
+                        dvr[s] += di * p[s];
                     }
-                    dp[s] = d;
-                    dot_pdp += p[s] * d;
                 }
-                /* through the softmax and the scaled dot products */
+                /* through the softmax: ds = p (dp - p.dp), times the score scale */
+                float dot = 0.0f;
+                for (int s = 0; s <= t; s++)
+                    dot += p[s] * dp[s];
+                for (int s = 0; s < len; s++)
+                    dp[s] = p[s] * (dp[s] - dot) * scale;
+                /* dk_s += ds[s] q_t now; dq (below) needs ds of every query, kept in dst */
                 const float *qt = qh + (size_t)t * hd;
-                float *dqt = dqh + (size_t)t * hd;
-                for (int s = 0; s <= t; s++) {
-                    float ds = p[s] * (dp[s] - dot_pdp) * scale;
-                    const float *ks = kh + (size_t)s * hd;
-                    float *dks = dkh + (size_t)s * hd;
-                    for (int i = 0; i < hd; i++) {
-                        dqt[i] += ds * ks[i];
-                        dks[i] += ds * qt[i];
-                    }
+                for (int s = 0; s <= t; s++)
+                    dst[(size_t)s * T + t] = dp[s];
+                for (int i = 0; i < hd; i++) {
+                    const float qi = qt[i];
+                    float *restrict dkr = dkt + (size_t)i * T;
+                    for (int s = 0; s < len; s++)
+                        dkr[s] += qi * dp[s];
                 }
             }
+            /* dq^T (hd, T) += k[s][i] ds^T[s] over key positions, as for y in forward */
+            for (int s = 0; s < T; s++)
+                for (int i = 0; i < hd; i++) {
+                    const float ksi = kh[(size_t)s * hd + i], *restrict dr = dst + (size_t)s * T;
+                    float *restrict qr = dqt_all + (size_t)i * T;
+                    for (int t = s & ~15; t < T; t++)
+                        qr[t] += ksi * dr[t];
+                }
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < hd; i++)
+                    dqh[(size_t)t * hd + i] = dqt_all[(size_t)i * T + t];
+            /* back to (T, hd), accumulated: the query heads of a group share k and v */
+            for (int s = 0; s < T; s++)
+                for (int i = 0; i < hd; i++) {
+                    dkh[(size_t)s * hd + i] += dkt[(size_t)i * T + s];
+                    dvh[(size_t)s * hd + i] += dvt[(size_t)i * T + s];
+                }
         }
 }
 

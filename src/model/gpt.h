@@ -73,7 +73,7 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]);
 typedef struct {
     double zero_frac, max, min, mean, rms; /* MLP hidden after the nonlinearity */
     double resid_rms;                      /* residual stream after the block */
-    double attn_entropy[MODEL_MAX_HEADS];               /* per head, nats, mean over (b, t) */
+    double attn_entropy[MODEL_MAX_HEADS];  /* per head, nats, mean over (b, t) */
 } LayerStats;
 
 typedef struct {

@@ -99,11 +99,19 @@ static inline float gelu(float x) {
 static inline float gelu_grad(float x) {
     return 0.5f * (1.0f + erff(x * INV_SQRT_2)) + x * INV_SQRT_2PI * expf(-0.5f * x * x);
 }
+static inline float exp_nonpos(float x);
+/* tanh from one exp of a non-positive argument, so loops over it vectorize (libm's tanhf
+ * does not): tanh|u| = (1 - e) / (1 + e), e = exp(-2|u|). The absolute error stays below
+ * ~2e-7, which is all that 1 + tanh in GELU can see. */
+static inline float tanh_fast(float u) {
+    float a = u < 0.0f ? -u : u, e = exp_nonpos(-2.0f * a), t = (1.0f - e) / (1.0f + e);
+    return u < 0.0f ? -t : t;
+}
 static inline float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + tanh_fast(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
 }
 static inline float gelu_tanh_grad(float x) {
-    float u = SQRT_2_OVER_PI * (x + 0.044715f * x * x * x), t = tanhf(u);
+    float u = SQRT_2_OVER_PI * (x + 0.044715f * x * x * x), t = tanh_fast(u);
     float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
@@ -179,9 +187,15 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
         return;
     }
     size_t n = (size_t)N * F;
-    if (act == ACT_RELU) { /* the hot default: keep it branch-free and vectorized */
+    /* the presets' activations get loops of their own so they vectorize */
+    if (act == ACT_RELU) {
         for (size_t i = 0; i < n; i++)
             h[i] = pre[i] > 0.0f ? pre[i] : 0.0f;
+        return;
+    }
+    if (act == ACT_GELU_TANH) {
+        for (size_t i = 0; i < n; i++)
+            h[i] = gelu_tanh(pre[i]);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -205,6 +219,11 @@ void activation_backward(Activation act, float *dpre, const float *dh, const flo
     if (act == ACT_RELU) {
         for (size_t i = 0; i < n; i++)
             dpre[i] = pre[i] > 0.0f ? dh[i] : 0.0f;
+        return;
+    }
+    if (act == ACT_GELU_TANH) {
+        for (size_t i = 0; i < n; i++)
+            dpre[i] = dh[i] * gelu_tanh_grad(pre[i]);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -283,6 +302,32 @@ static float exp_sub_inplace(float *x, int n, float m) {
     for (int k = 0; k < LANES; k++)
         s += acc[k];
     return s;
+}
+
+void softmax_causal(float *p, int n, int cap) {
+    float m = row_max(p, n);
+    /* whole LANES blocks over the row's capacity, masked past n: short rows vectorize too */
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= cap; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            int idx = j + k;
+            float e = exp_nonpos(idx < n ? p[idx] - m : -87.0f);
+            e = idx < n ? e : 0.0f;
+            p[idx] = e;
+            acc[k] += e;
+        }
+    float s = 0.0f;
+    for (; j < cap; j++) {
+        float e = j < n ? exp_nonpos(p[j] - m) : 0.0f;
+        p[j] = e;
+        s += e;
+    }
+    for (int k = 0; k < LANES; k++)
+        s += acc[k];
+    float inv = 1.0f / s;
+    for (int i = 0; i < n; i++)
+        p[i] *= inv;
 }
 
 void softmax_row(float *x, int n) {
