@@ -44,54 +44,66 @@ static void test_param_counts(void) {
     CHECK(count_with("micro", 65, peri, 3) == 29248 + 2 * 32 /* input norm */ + 2 * 4 * 2 * 32);
 }
 
-/* Trains a micro model for `steps` steps and returns the parameter buffer (malloc'd). */
-static float *train_params(const char *corpus, uint64_t seed, long steps, double *final_loss,
-                           size_t *n_params) {
-    RunConfig c;
-    run_config_default(&c);
-    snprintf(c.data.path, sizeof c.data.path, "%s", corpus);
-    c.train.steps = steps;
-    c.train.eval_every = 0;
-    c.train.eval_tokens = 256;
-    c.train.warmup_steps = 5;
-    c.stats.every = 10;
-    c.sample.tokens = 16;
+/* The micro defaults on a data file. */
+static void micro_config(RunConfig *c, const char *path) {
+    run_config_default(c);
+    snprintf(c->data.path, sizeof c->data.path, "%s", path);
+    c->train.eval_every = 0;
+    c->train.eval_tokens = 256;
+}
+
+/* Loads the data, trains one run and returns its status; *params (if asked) receives a
+ * malloc'd copy of the final parameters and *n_params their count. */
+static RunStatus train_once(const RunConfig *c, uint64_t seed, EndEvent *end, float **params,
+                            size_t *n_params) {
     char err[ABL_ERR_MAX];
     Dataset d;
-    if (dataset_load(&d, &c.data, c.model.context, err) != 0) {
+    Trainer t;
+    if (dataset_load(&d, &c->data, c->model.context, err) != 0) {
         fprintf(stderr, "%s\n", err);
         test_failures++;
-        return NULL;
+        return RUN_FAILED;
     }
-    Trainer t;
-    CHECK_MSG(trainer_init(&t, &c, seed, &d, err) == 0, "%s", err);
-    EndEvent end;
-    CHECK(trainer_run(&t, NULL, NULL, &end) == RUN_DONE);
-    *final_loss = end.final_val_loss;
-    *n_params = t.gpt.n_params;
-    float *p = malloc(t.gpt.n_params * sizeof(float));
-    memcpy(p, t.gpt.params, t.gpt.n_params * sizeof(float));
+    if (trainer_init(&t, c, seed, &d, err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        test_failures++;
+        dataset_free(&d);
+        return RUN_FAILED;
+    }
+    RunStatus st = trainer_run(&t, NULL, NULL, end);
+    if (params) {
+        *n_params = t.gpt.n_params;
+        *params = malloc(t.gpt.n_params * sizeof(float));
+        memcpy(*params, t.gpt.params, t.gpt.n_params * sizeof(float));
+    }
     trainer_free(&t);
     dataset_free(&d);
-    return p;
+    return st;
 }
 
 static void test_determinism(const char *corpus) {
-    double l1, l2, l3;
-    size_t n1, n2, n3;
-    float *a = train_params(corpus, 7, 30, &l1, &n1);
-    float *b = train_params(corpus, 7, 30, &l2, &n2);
-    float *c = train_params(corpus, 8, 30, &l3, &n3);
-    CHECK(a && b && c && n1 == n2 && n1 == n3);
-    if (a && b && c) {
+    RunConfig c;
+    micro_config(&c, corpus);
+    c.train.steps = 30;
+    c.train.warmup_steps = 5;
+    c.stats.every = 10;
+    c.sample.tokens = 16;
+    EndEvent e1, e2, e3;
+    float *a = NULL, *b = NULL, *x = NULL;
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    CHECK(train_once(&c, 7, &e1, &a, &n1) == RUN_DONE);
+    CHECK(train_once(&c, 7, &e2, &b, &n2) == RUN_DONE);
+    CHECK(train_once(&c, 8, &e3, &x, &n3) == RUN_DONE);
+    CHECK(a && b && x && n1 == n2 && n1 == n3);
+    if (a && b && x) {
         CHECK_MSG(memcmp(a, b, n1 * sizeof(float)) == 0, "same seed gave different weights");
-        CHECK_MSG(l1 == l2, "same seed gave different losses %.9g %.9g", l1, l2);
-        CHECK_MSG(memcmp(a, c, n1 * sizeof(float)) != 0, "another seed gave the same weights");
-        CHECK(l1 != l3);
+        CHECK_MSG(e1.final_val_loss == e2.final_val_loss, "same seed gave different losses");
+        CHECK_MSG(memcmp(a, x, n1 * sizeof(float)) != 0, "another seed gave the same weights");
+        CHECK(e1.final_val_loss != e3.final_val_loss);
     }
     free(a);
     free(b);
-    free(c);
+    free(x);
 }
 
 /* A micro model memorizes a tiny corpus in which every character determines the next (a
@@ -104,50 +116,32 @@ static void test_overfit(const char *dir) {
         fputs("abcdefghijklmnopqrstuvwxyz.ABCDEFGHIJKLMNOPQRSTUVWXYZ\n", f);
     fclose(f);
     RunConfig c;
-    run_config_default(&c);
-    snprintf(c.data.path, sizeof c.data.path, "%s", path);
+    micro_config(&c, path);
     c.data.val_fraction = 0.0;
     c.train.steps = 300;
     c.train.warmup_steps = 10;
     c.train.weight_decay = 0.0;
-    c.train.eval_every = 0;
     c.train.eval_tokens = 512;
     c.sample.tokens = 0;
-    char err[ABL_ERR_MAX];
-    Dataset d;
-    CHECK_MSG(dataset_load(&d, &c.data, c.model.context, err) == 0, "%s", err);
-    Trainer t;
-    CHECK_MSG(trainer_init(&t, &c, 1, &d, err) == 0, "%s", err);
     EndEvent end;
-    CHECK(trainer_run(&t, NULL, NULL, &end) == RUN_DONE);
+    CHECK(train_once(&c, 1, &end, NULL, NULL) == RUN_DONE);
     /* with val_fraction 0 the evaluation windows come from the (memorized) training text */
     CHECK_MSG(end.final_val_loss < 0.05, "final loss %.4f, expected < 0.05", end.final_val_loss);
     CHECK_MSG(end.final_val_acc > 0.99, "final accuracy %.4f", end.final_val_acc);
-    trainer_free(&t);
-    dataset_free(&d);
 }
 
 /* A non-finite loss ends the run as diverged, at the step it happened. */
 static void test_divergence(const char *corpus) {
     RunConfig c;
-    run_config_default(&c);
-    snprintf(c.data.path, sizeof c.data.path, "%s", corpus);
+    micro_config(&c, corpus);
     c.train.steps = 200;
     c.train.lr = 1e30;
     c.train.warmup_steps = 0;
     c.train.grad_clip = 0;
-    c.train.eval_tokens = 256;
-    char err[ABL_ERR_MAX];
-    Dataset d;
-    CHECK(dataset_load(&d, &c.data, c.model.context, err) == 0);
-    Trainer t;
-    CHECK_MSG(trainer_init(&t, &c, 1, &d, err) == 0, "%s", err);
     EndEvent end;
-    CHECK(trainer_run(&t, NULL, NULL, &end) == RUN_DIVERGED);
+    CHECK(train_once(&c, 1, &end, NULL, NULL) == RUN_DIVERGED);
     CHECK(end.status == RUN_DIVERGED && end.steps > 0 && end.steps < 200);
     CHECK(strstr(end.message, "non-finite") != NULL);
-    trainer_free(&t);
-    dataset_free(&d);
 }
 
 int main(void) {
