@@ -124,7 +124,8 @@ static void emit_acts(Batch *b, const RunAssignment *a, long step, size_t limit)
         x->resid_rms = 1.1;
         x->grad_norm = 0.05;
         x->n_head = nh;
-        for (int h = 0; h < nh; h++) x->attn_entropy[h] = 1.0 + 0.01 * h;
+        for (int h = 0; h < nh; h++)
+            x->attn_entropy[h] = 1.0 + 0.01 * h;
         batch_add(b, &ev, limit);
         b->sent_values += 7 + nh;
     }
@@ -150,7 +151,8 @@ static void synthetic_run(const RunAssignment *a, Batch *b, size_t limit, EndEve
         Event e = {.kind = EV_STEP};
         e.u.step.step = s;
         e.u.step.tokens = s * tok_per_step;
-        e.u.step.loss = 4.2 - 2.0 * (double)s / (double)steps + 1e-3 * (double)(x >> 40) / 16777216.0;
+        e.u.step.loss =
+            4.2 - 2.0 * (double)s / (double)steps + 1e-3 * (double)(x >> 40) / 16777216.0;
         e.u.step.lr = c->train.lr * (0.5 + 0.5 * cos(M_PI * (double)s / (double)steps));
         e.u.step.grad_norm = 0.3 + (double)(x & 0xffff) / 65536.0;
         e.u.step.time = now_s() - t0;
@@ -251,16 +253,20 @@ int main(int argc, char **argv) {
     g_rank = rank;
     if (argc < 3 || nranks < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -n N (N >= 2) %s SPEC.yaml OUT.h5 [--view-interval S] "
-                            "[--batch-bytes B]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: mpirun -n N (N >= 2) %s SPEC.yaml OUT.h5 [--view-interval S] "
+                    "[--batch-bytes B]\n",
+                    argv[0]);
         MPI_Finalize();
         return 2;
     }
     double view_interval = 0;
     size_t limit = 64u << 10;
     for (int i = 3; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--view-interval")) view_interval = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch-bytes")) limit = (size_t)atol(argv[i + 1]);
+        if (!strcmp(argv[i], "--view-interval"))
+            view_interval = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch-bytes"))
+            limit = (size_t)atol(argv[i + 1]);
     }
     sweep_install_signals(rank);
     long long sent[4] = {0}, total[4] = {0};
@@ -302,8 +308,8 @@ int main(int argc, char **argv) {
                rc, nranks, nranks - 1, t1 - t0, t_last_end - t_first_events, t1 - t_last_end,
                t_first_events - t0, c1 - c0, rss0, hwm, rss1, ru.ru_maxrss, values, total[0],
                vs.steps, vs.acts, vs.attn, vs.evals, vs.events, total[1], n_event_msgs,
-               n_event_bytes, vs.journal_bytes, vs.runs, vs.runs_done, vs.skipped, tv1 - tv0,
-               vrc, cpu_last_end - cpu_first_events, ttotal[0], ttotal[1]);
+               n_event_bytes, vs.journal_bytes, vs.runs, vs.runs_done, vs.skipped, tv1 - tv0, vrc,
+               cpu_last_end - cpu_first_events, ttotal[0], ttotal[1]);
         if (vrc != 0) fprintf(stderr, "ingest_firehose: rebuild: %s\n", err);
         fflush(stdout);
     } else {

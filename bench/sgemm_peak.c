@@ -1,7 +1,7 @@
 /* Single-core OpenBLAS sgemm throughput: the ceiling for a training step made of matmuls.
  *
- *   cc -O2 -o sgemm_peak bench/sgemm_peak.c -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
- *   sgemm_peak [--reps R] [--sizes 1024,1536,2048] [--shapes FILE]
+ *   cc -O2 -o sgemm_peak bench/sgemm_peak.c -I/usr/include/x86_64-linux-gnu/openblas-pthread
+ * -lopenblas sgemm_peak [--reps R] [--sizes 1024,1536,2048] [--shapes FILE]
  *
  * Square C = A B for each size, R timed repetitions after one warm-up call; the best
  * repetition counts. Prints JSON on one line:
@@ -75,7 +75,8 @@ int main(int argc, char **argv) {
         if (n < 1) continue;
         size_t nn = (size_t)n * n;
         float *A = filled(nn, 1), *B = filled(nn, 2), *C = filled(nn, 3);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C,
+                    n);
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now();
@@ -105,7 +106,8 @@ int main(int argc, char **argv) {
         int ns = 0;
         char ta, tb;
         Shape s;
-        while (ns < 256 && fscanf(f, " %c %c %d %d %d %d", &ta, &tb, &s.M, &s.N, &s.K, &s.count) == 6) {
+        while (ns < 256 &&
+               fscanf(f, " %c %c %d %d %d %d", &ta, &tb, &s.M, &s.N, &s.K, &s.count) == 6) {
             s.ta = ta == 'T';
             s.tb = tb == 'T';
             sh[ns++] = s;

@@ -30,8 +30,8 @@
 #include "orchestrator/protocol.h" /* the tags: compiled with -I src */
 
 #define SHIM_TAG_ASSIGN TAG_ASSIGN
-#define SHIM_TAG_END TAG_END
-#define SHIM_MAX 100000
+#define SHIM_TAG_END    TAG_END
+#define SHIM_MAX        100000
 
 typedef struct {
     char what[12];
@@ -81,7 +81,8 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
 int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     MPI_Status st;
-    int rc = PMPI_Recv(buf, count, dt, source, tag, comm, status == MPI_STATUS_IGNORE ? &st : status);
+    int rc =
+        PMPI_Recv(buf, count, dt, source, tag, comm, status == MPI_STATUS_IGNORE ? &st : status);
     const MPI_Status *s = status == MPI_STATUS_IGNORE ? &st : status;
     if (rc == MPI_SUCCESS && s->MPI_TAG == SHIM_TAG_ASSIGN && my_rank > 0)
         rec("assign", now_s(), run_of(buf, count), 0);

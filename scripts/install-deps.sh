@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git clang-format
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   libhdf5-dev hdf5-tools

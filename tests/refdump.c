@@ -64,7 +64,8 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
             (unsigned long long)seed, m->n_params);
     fprintf(f, "  \"model_param_count\": %zu,\n", model_param_count(c));
     fprintf(f, "  \"assignments\": [");
-    for (int i = 0; i < argc; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
+    for (int i = 0; i < argc; i++)
+        fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
     fprintf(f, "],\n");
     fprintf(f, "  \"model\": {\n");
     fprintf(f, "    \"vocab_size\": %d, \"context\": %d, \"d_model\": %d, \"n_layer\": %d,\n",
@@ -73,11 +74,14 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
             c->n_kv_head, c->mlp_ratio);
     fprintf(f, "    \"activation\": \"%s\", \"norm\": \"%s\", \"norm_type\": \"%s\",\n",
             activation_names[c->activation], norm_names[c->norm], norm_type_names[c->norm_type]);
-    fprintf(f, "    \"norm_affine\": %d, \"norm_eps\": %.17g, \"input_norm\": %d, \"final_norm\": %d,\n",
-            c->norm_affine, c->norm_eps, c->input_norm, c->final_norm);
+    fprintf(
+        f,
+        "    \"norm_affine\": %d, \"norm_eps\": %.17g, \"input_norm\": %d, \"final_norm\": %d,\n",
+        c->norm_affine, c->norm_eps, c->input_norm, c->final_norm);
     fprintf(f, "    \"qk_norm\": %d, \"position\": \"%s\", \"rope_base\": %.17g,\n", c->qk_norm,
             position_names[c->position], c->rope_base);
-    fprintf(f, "    \"qkv_bias\": %d, \"out_bias\": %d, \"mlp_bias\": %d, \"tie_embeddings\": %d,\n",
+    fprintf(f,
+            "    \"qkv_bias\": %d, \"out_bias\": %d, \"mlp_bias\": %d, \"tie_embeddings\": %d,\n",
             c->qkv_bias, c->out_bias, c->mlp_bias, c->tie_embeddings);
     fprintf(f, "    \"init_std\": %.17g,\n", c->init_std);
     fprintf(f, "    \"head_dim\": %d, \"kv_heads\": %d, \"d_ff\": %d, \"is_glu\": %d\n",
@@ -89,9 +93,11 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
         if (t->size == 0) continue;
         fprintf(f, "%s    {\"id\": %d, \"name\": \"%s\", \"shape\": [", first ? "" : ",\n", i,
                 t->name ? t->name : "?");
-        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%d", d ? ", " : "", t->shape[d]);
-        fprintf(f, "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": %d, "
-                   "\"per_layer\": %d}",
+        for (int d = 0; d < t->ndim; d++)
+            fprintf(f, "%s%d", d ? ", " : "", t->shape[d]);
+        fprintf(f,
+                "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": %d, "
+                "\"per_layer\": %d}",
                 t->offset, t->size, t->decay, (int)t->init, t->per_layer);
         first = 0;
     }
@@ -148,8 +154,10 @@ int main(int argc, char **argv) {
     size_t n = (size_t)B * T;
     int32_t *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     uint64_t s = seed * 7919u + 17u;
-    for (size_t i = 0; i < n; i++) x[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
-    for (size_t i = 0; i < n; i++) y[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
     write_bin("x.bin", x, sizeof *x, n);
     write_bin("y.bin", y, sizeof *y, n);
 
@@ -178,8 +186,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < T_COUNT; i++) {
             const TensorInfo *t = &m.tensors[i];
             if (t->size == 0) continue;
-            adamw_update(m.params + t->offset, m.grads + t->offset, am + t->offset,
-                         av + t->offset, t->size, t->decay, &opt, step);
+            adamw_update(m.params + t->offset, m.grads + t->offset, am + t->offset, av + t->offset,
+                         t->size, t->decay, &opt, step);
         }
         snprintf(name, sizeof name, "params%ld.bin", step);
         write_bin(name, m.params, sizeof(float), m.n_params);

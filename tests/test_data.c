@@ -23,7 +23,8 @@ static void make_path(char *buf, size_t cap, const char *name) {
 }
 
 static void cleanup(void) {
-    for (int i = 0; i < n_created; i++) unlink(created[i]);
+    for (int i = 0; i < n_created; i++)
+        unlink(created[i]);
     rmdir(tmp);
 }
 
@@ -89,7 +90,8 @@ static void test_char(void) {
     /* 200 bytes over a small alphabet with a newline and a space. */
     char text[201];
     const char *alphabet = "hello world\nthe cat sat";
-    for (int i = 0; i < 200; i++) text[i] = alphabet[(i * 7 + i / 3) % (int)strlen(alphabet)];
+    for (int i = 0; i < 200; i++)
+        text[i] = alphabet[(i * 7 + i / 3) % (int)strlen(alphabet)];
     text[200] = '\0';
     CHECK(write_bytes(path, text, 200) == 0);
 
@@ -101,12 +103,15 @@ static void test_char(void) {
     if (rc != 0) return;
 
     int seen[256] = {0};
-    for (int i = 0; i < 200; i++) seen[(unsigned char)text[i]] = 1;
+    for (int i = 0; i < 200; i++)
+        seen[(unsigned char)text[i]] = 1;
     int distinct = 0;
-    for (int c = 0; c < 256; c++) distinct += seen[c];
+    for (int c = 0; c < 256; c++)
+        distinct += seen[c];
     CHECK(d.vocab_size == distinct);
     CHECK(d.tokenizer == TOK_CHAR);
-    for (int i = 1; i < d.vocab_size; i++) CHECK(d.chars[i - 1] < d.chars[i]);
+    for (int i = 1; i < d.vocab_size; i++)
+        CHECK(d.chars[i - 1] < d.chars[i]);
     for (int c = 0; c < 256; c++) {
         if (seen[c]) {
             CHECK(d.char_to_id[c] >= 0 && d.chars[d.char_to_id[c]] == c);
@@ -116,7 +121,8 @@ static void test_char(void) {
     }
     CHECK(d.n_tokens == 200);
     CHECK(d.n_train == 200 - 20);
-    for (long i = 0; i < d.n_tokens; i++) CHECK(d.tokens[i] >= 0 && d.tokens[i] < d.vocab_size);
+    for (long i = 0; i < d.n_tokens; i++)
+        CHECK(d.tokens[i] >= 0 && d.tokens[i] < d.vocab_size);
 
     /* Round trip: the stream decodes to the file; encoding the file gives the stream. */
     char out[256];
@@ -196,7 +202,8 @@ static void test_byte(void) {
     char path[512];
     make_path(path, sizeof path, "bytes.bin");
     unsigned char data[600];
-    for (int i = 0; i < 600; i++) data[i] = (unsigned char)((i * 37 + 11) % 256);
+    for (int i = 0; i < 600; i++)
+        data[i] = (unsigned char)((i * 37 + 11) % 256);
     CHECK(write_bytes(path, data, sizeof data) == 0);
     DataConfig cfg = data_cfg(path, TOK_BYTE, 0.25);
     Dataset d;
@@ -207,7 +214,8 @@ static void test_byte(void) {
     CHECK(d.vocab_size == 256);
     CHECK(d.n_tokens == 600 && d.n_train == 450);
     int ok = 1;
-    for (int i = 0; i < 600; i++) ok &= d.tokens[i] == data[i];
+    for (int i = 0; i < 600; i++)
+        ok &= d.tokens[i] == data[i];
     CHECK(ok);
     const char *text = "Any bytes: \xc3\xa9\x01~";
     int32_t ids[64];
@@ -222,7 +230,8 @@ static void test_byte(void) {
 static void test_bin(void) {
     enum { N = 1000 };
     uint16_t toks[N];
-    for (int i = 0; i < N; i++) toks[i] = (uint16_t)((i * 7919) % 50257);
+    for (int i = 0; i < N; i++)
+        toks[i] = (uint16_t)((i * 7919) % 50257);
     char path[512];
     make_path(path, sizeof path, "tokens.bin");
     CHECK(write_bin(path, 20240520, 1, N, toks, N) == 0);
@@ -236,7 +245,8 @@ static void test_bin(void) {
         CHECK(d.vocab_size == 50257);
         CHECK(d.n_tokens == N && d.n_train == N - 100);
         int ok = 1;
-        for (int i = 0; i < N; i++) ok &= d.tokens[i] == toks[i];
+        for (int i = 0; i < N; i++)
+            ok &= d.tokens[i] == toks[i];
         CHECK(ok);
         /* Prompts are written as ids; decoding prints <id>. */
         int32_t ids[8];
@@ -249,15 +259,15 @@ static void test_bin(void) {
         char out[32];
         ids[0] = 464;
         ids[1] = 3290;
-        CHECK(dataset_decode(&d, ids, 2, out, sizeof out) == 11 &&
-              strcmp(out, "<464><3290>") == 0);
+        CHECK(dataset_decode(&d, ids, 2, out, sizeof out) == 11 && strcmp(out, "<464><3290>") == 0);
         CHECK(dataset_decode(&d, ids, 2, out, 9) == 5 && strcmp(out, "<464>") == 0);
         dataset_free(&d);
     }
 
     /* A smaller vocabulary: valid when it covers the ids, an error naming the index if not. */
     uint16_t small[100];
-    for (int i = 0; i < 100; i++) small[i] = (uint16_t)(i % 50);
+    for (int i = 0; i < 100; i++)
+        small[i] = (uint16_t)(i % 50);
     char spath[512];
     make_path(spath, sizeof spath, "small-vocab.bin");
     CHECK(write_bin(spath, 20240520, 1, 100, small, 100) == 0);
@@ -331,7 +341,8 @@ static void test_bin(void) {
 static int load_ramp(Dataset *d, long n, double val_fraction, int context) {
     uint16_t *toks = malloc((size_t)n * sizeof *toks);
     if (!toks) return -1;
-    for (long i = 0; i < n; i++) toks[i] = (uint16_t)i;
+    for (long i = 0; i < n; i++)
+        toks[i] = (uint16_t)i;
     char path[512];
     make_path(path, sizeof path, "ramp.bin");
     int rc = write_bin(path, 20240520, 1, (int32_t)n, toks, n);
@@ -422,7 +433,8 @@ static void test_val_windows(void) {
             ok_det &= memcmp(x, x2, sizeof x) == 0 && memcmp(y, y2, sizeof y) == 0;
             long s = x[0];
             ok_in &= s >= d.n_train && y[T - 1] <= N - 1;
-            for (int t = 0; t < T; t++) ok_shift &= x[t] == s + t && y[t] == s + t + 1;
+            for (int t = 0; t < T; t++)
+                ok_shift &= x[t] == s + t && y[t] == s + t + 1;
             if (prev >= 0) {
                 long g = s - prev;
                 if (gap >= 0) ok_even &= labs(g - gap) <= 1;

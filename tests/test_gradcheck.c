@@ -37,13 +37,13 @@
 #include "model/gpt.h"
 #include "test_util.h"
 
-#define B 2
-#define T 4
-#define V 11
-#define EPS 1e-2f
-#define DIR_EPS 3e-3f
-#define RTOL 2e-2
-#define ATOL 5e-4
+#define B          2
+#define T          4
+#define V          11
+#define EPS        1e-2f
+#define DIR_EPS    3e-3f
+#define RTOL       2e-2
+#define ATOL       5e-4
 #define KINK_AGREE 0.25
 #define PER_TENSOR 8
 
@@ -60,16 +60,26 @@ typedef struct {
 } Case;
 
 static const Case cases[] = {
-    /* name                act            norm       type             aff in fin qk pos          H kv L  qb ob mb tie ratio */
-    {"gelu-pre-rms-learned", ACT_GELU, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_LEARNED, 2, 0, 2, 1, 1, 1, 0, 2.0},
-    {"gelu_tanh-post-ln-rope-qk-mqa-tied", ACT_GELU_TANH, NORM_POST, NORMTYPE_LAYER, 1, 0, 1, 1, POS_ROPE, 2, 1, 2, 1, 0, 0, 1, 2.0},
-    {"swiglu-peri-rms-rope-qk", ACT_SWIGLU, NORM_PERI, NORMTYPE_RMS, 1, 1, 0, 1, POS_ROPE, 2, 0, 2, 0, 1, 1, 0, 1.5},
-    {"geglu-peri-ln-gqa2-learned-qk", ACT_GEGLU, NORM_PERI, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED, 4, 2, 1, 1, 1, 1, 1, 2.0},
-    {"tanh-none-posnone", ACT_TANH, NORM_NONE, NORMTYPE_RMS, 0, 1, 1, 0, POS_NONE, 2, 0, 2, 1, 1, 1, 0, 2.0},
-    {"silu-pre-ln-noaffine-rope", ACT_SILU, NORM_PRE, NORMTYPE_LAYER, 0, 1, 1, 1, POS_ROPE, 2, 1, 2, 0, 0, 1, 0, 2.5},
-    {"relu-post-rms-learned", ACT_RELU, NORM_POST, NORMTYPE_RMS, 1, 0, 0, 0, POS_LEARNED, 2, 0, 2, 1, 1, 1, 1, 2.0},
-    {"relu2-pre-rms-rope", ACT_RELU2, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_ROPE, 2, 1, 1, 0, 1, 0, 0, 2.0},
-    {"reglu-none-ln-final", ACT_REGLU, NORM_NONE, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED, 2, 0, 2, 1, 0, 1, 1, 2.0},
+    /* name                act            norm       type             aff in fin qk pos          H
+       kv L  qb ob mb tie ratio */
+    {"gelu-pre-rms-learned", ACT_GELU, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_LEARNED, 2, 0, 2, 1,
+     1, 1, 0, 2.0},
+    {"gelu_tanh-post-ln-rope-qk-mqa-tied", ACT_GELU_TANH, NORM_POST, NORMTYPE_LAYER, 1, 0, 1, 1,
+     POS_ROPE, 2, 1, 2, 1, 0, 0, 1, 2.0},
+    {"swiglu-peri-rms-rope-qk", ACT_SWIGLU, NORM_PERI, NORMTYPE_RMS, 1, 1, 0, 1, POS_ROPE, 2, 0, 2,
+     0, 1, 1, 0, 1.5},
+    {"geglu-peri-ln-gqa2-learned-qk", ACT_GEGLU, NORM_PERI, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED,
+     4, 2, 1, 1, 1, 1, 1, 2.0},
+    {"tanh-none-posnone", ACT_TANH, NORM_NONE, NORMTYPE_RMS, 0, 1, 1, 0, POS_NONE, 2, 0, 2, 1, 1, 1,
+     0, 2.0},
+    {"silu-pre-ln-noaffine-rope", ACT_SILU, NORM_PRE, NORMTYPE_LAYER, 0, 1, 1, 1, POS_ROPE, 2, 1, 2,
+     0, 0, 1, 0, 2.5},
+    {"relu-post-rms-learned", ACT_RELU, NORM_POST, NORMTYPE_RMS, 1, 0, 0, 0, POS_LEARNED, 2, 0, 2,
+     1, 1, 1, 1, 2.0},
+    {"relu2-pre-rms-rope", ACT_RELU2, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_ROPE, 2, 1, 1, 0, 1,
+     0, 0, 2.0},
+    {"reglu-none-ln-final", ACT_REGLU, NORM_NONE, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED, 2, 0, 2,
+     1, 0, 1, 1, 2.0},
 };
 
 static uint64_t lcg_state;
@@ -78,11 +88,15 @@ static uint32_t lcg(void) {
     return (uint32_t)(lcg_state >> 33);
 }
 
-static int kinked(Activation a) { return a == ACT_RELU || a == ACT_RELU2 || a == ACT_REGLU; }
+static int kinked(Activation a) {
+    return a == ACT_RELU || a == ACT_RELU2 || a == ACT_REGLU;
+}
 
 static int32_t xs[B * T], ys[B * T];
 
-static double loss_at(GPT *m) { return (double)gpt_forward(m, xs, ys, B, T); }
+static double loss_at(GPT *m) {
+    return (double)gpt_forward(m, xs, ys, B, T);
+}
 
 static double worst_ratio; /* over all checks: |fd - an| / (RTOL max + ATOL) */
 
@@ -125,15 +139,16 @@ static int fd_check(Setter set, void *ctx, GPT *m, double an, float h, int allow
     for (int attempt = 0; attempt < 2; attempt++, h /= 4) {
         double a = richardson(set, ctx, m, h), b = richardson(set, ctx, m, h / 2);
         *fd_out = b;
-        if (fabs(a - b) <= KINK_AGREE * (RTOL * fmax(fabs(b), fabs(an)) + ATOL)) return judge(b, an);
+        if (fabs(a - b) <= KINK_AGREE * (RTOL * fmax(fabs(b), fabs(an)) + ATOL))
+            return judge(b, an);
     }
     return -1;
 }
 
 typedef struct {
-    float *p;          /* the tensor */
+    float *p;           /* the tensor */
     const float *saved; /* its unperturbed values */
-    const float *dir;  /* NULL: the single entry i */
+    const float *dir;   /* NULL: the single entry i */
     size_t i, n;
 } Target;
 
@@ -143,7 +158,8 @@ static void set_target(void *ctx, float s) {
         t->p[t->i] = s == 0 ? t->saved[t->i] : t->saved[t->i] + s;
         return;
     }
-    for (size_t k = 0; k < t->n; k++) t->p[k] = s == 0 ? t->saved[k] : t->saved[k] + s * t->dir[k];
+    for (size_t k = 0; k < t->n; k++)
+        t->p[k] = s == 0 ? t->saved[k] : t->saved[k] + s * t->dir[k];
 }
 
 static void run_case(const Case *cs) {
@@ -208,23 +224,31 @@ static void run_case(const Case *cs) {
     for (int r = 0; r < B * T; r++) { /* with targets, gpt_logits holds softmax probabilities */
         const float *lr = logits_ref + (size_t)r * V;
         double mx = lr[0], z = 0;
-        for (int v = 1; v < V; v++) mx = fmax(mx, lr[v]);
-        for (int v = 0; v < V; v++) z += exp(lr[v] - mx);
+        for (int v = 1; v < V; v++)
+            mx = fmax(mx, lr[v]);
+        for (int v = 0; v < V; v++)
+            z += exp(lr[v] - mx);
         for (int v = 0; v < V; v++)
             dl = fmax(dl, fabs(gpt_logits(&m)[(size_t)r * V + v] - exp(lr[v] - mx) / z));
     }
-    CHECK_MSG(dl < 1e-6, "%s: probabilities after gpt_forward(x, y) differ from softmax of "
-              "gpt_forward(x, NULL)'s logits by %g", cs->name, dl);
+    CHECK_MSG(dl < 1e-6,
+              "%s: probabilities after gpt_forward(x, y) differ from softmax of "
+              "gpt_forward(x, NULL)'s logits by %g",
+              cs->name, dl);
     {
         int32_t xsub[1 * (T - 1)];
-        for (int t = 0; t < T - 1; t++) xsub[t] = xs[T + t]; /* batch row 1, first T-1 tokens */
+        for (int t = 0; t < T - 1; t++)
+            xsub[t] = xs[T + t]; /* batch row 1, first T-1 tokens */
         gpt_forward(&m, xsub, NULL, 1, T - 1);
         double ds = 0;
         for (int t = 0; t < T - 1; t++)
             for (int v = 0; v < V; v++)
-                ds = fmax(ds, fabs(gpt_logits(&m)[t * V + v] - logits_ref[((size_t)T + t) * V + v]));
-        CHECK_MSG(ds < 1e-5, "%s: forward with (B,T)=(1,%d) differs from the prefix of the full "
-                  "batch by %g (causality or capacity handling)", cs->name, T - 1, ds);
+                ds =
+                    fmax(ds, fabs(gpt_logits(&m)[t * V + v] - logits_ref[((size_t)T + t) * V + v]));
+        CHECK_MSG(ds < 1e-5,
+                  "%s: forward with (B,T)=(1,%d) differs from the prefix of the full "
+                  "batch by %g (causality or capacity handling)",
+                  cs->name, T - 1, ds);
     }
 
     gpt_zero_grad(&m);
@@ -238,8 +262,8 @@ static void run_case(const Case *cs) {
         dacc = fmax(dacc, fabs(m.grads[i] - 2 * an[i]));
         gmax = fmax(gmax, fabs(an[i]));
     }
-    CHECK_MSG(dacc <= 1e-5 * gmax + 1e-9, "%s: second backward does not accumulate (max |g2 - 2 g1| %g)",
-              cs->name, dacc);
+    CHECK_MSG(dacc <= 1e-5 * gmax + 1e-9,
+              "%s: second backward does not accumulate (max |g2 - 2 g1| %g)", cs->name, dacc);
     CHECK_MSG(gmax > 1e-3, "%s: gradients vanish (max %g)", cs->name, gmax);
 
     int checked = 0, skipped = 0, failed = 0;
@@ -255,14 +279,16 @@ static void run_case(const Case *cs) {
         size_t pick[PER_TENSOR];
         int npick = 0;
         if (t->size <= PER_TENSOR) {
-            for (size_t k = 0; k < t->size; k++) pick[npick++] = k;
+            for (size_t k = 0; k < t->size; k++)
+                pick[npick++] = k;
         } else {
             for (int j = 0; j < PER_TENSOR / 2; j++) {
                 size_t best = 0;
                 float bv = -1;
                 for (size_t k = 0; k < t->size; k++) {
                     int used = 0;
-                    for (int q = 0; q < npick; q++) used |= pick[q] == k;
+                    for (int q = 0; q < npick; q++)
+                        used |= pick[q] == k;
                     if (!used && fabsf(g[k]) > bv) bv = fabsf(g[k]), best = k;
                 }
                 pick[npick++] = best;
@@ -270,7 +296,8 @@ static void run_case(const Case *cs) {
             while (npick < PER_TENSOR) {
                 size_t k = lcg() % t->size;
                 int used = 0;
-                for (int q = 0; q < npick; q++) used |= pick[q] == k;
+                for (int q = 0; q < npick; q++)
+                    used |= pick[q] == k;
                 if (!used) pick[npick++] = k;
             }
         }
@@ -306,7 +333,8 @@ static void run_case(const Case *cs) {
             checked++;
             if (!r) {
                 failed++;
-                CHECK_MSG(0, "%s: %s along a random direction: analytic %.6g, finite difference %.6g",
+                CHECK_MSG(0,
+                          "%s: %s along a random direction: analytic %.6g, finite difference %.6g",
                           cs->name, t->name, dot, fd);
             }
         }
@@ -316,7 +344,8 @@ static void run_case(const Case *cs) {
     fprintf(stderr, "  %-36s %4d checked %3d skipped (kink) %2d failed  loss %.4f\n", cs->name,
             checked, skipped, failed, base);
     free(dir);
-    CHECK_MSG(memcmp(saved, m.params, np * sizeof *saved) == 0, "%s: parameters not restored", cs->name);
+    CHECK_MSG(memcmp(saved, m.params, np * sizeof *saved) == 0, "%s: parameters not restored",
+              cs->name);
     free(saved);
     free(an);
     free(logits_ref);
@@ -324,7 +353,8 @@ static void run_case(const Case *cs) {
 }
 
 int main(void) {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(&cases[i]);
     fprintf(stderr, "worst |fd - an| / (%g max(|fd|,|an|) + %g) = %.3f (%s)\n", RTOL, ATOL,
             worst_ratio, worst_what);
     return test_finish("test_gradcheck");

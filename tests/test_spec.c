@@ -96,7 +96,8 @@ static void test_grid_counts(void) {
         CHECK(p.runs[6].point[0] == 1 && p.runs[6].point[1] == 0 && p.runs[6].variant == -1);
         CHECK(!strcmp(p.runs[6].overrides, "model.n_head=4 model.activation=gelu"));
         CHECK(!strcmp(p.runs[0].cfg.data.path, g_data));
-        for (int i = 0; i < p.n_runs; i++) CHECK(plan_find_id(&p, p.runs[i].id) == i);
+        for (int i = 0; i < p.n_runs; i++)
+            CHECK(plan_find_id(&p, p.runs[i].id) == i);
         CHECK(plan_find_id(&p, "0000000000000000") == -1);
     }
     done(&s, &p);
@@ -229,7 +230,8 @@ static void reference_id(const RunConfig *c, uint64_t seed, char id[17]) {
         } else {
             snprintf(line, sizeof line, "seed=%llu\n", (unsigned long long)seed);
         }
-        for (const char *q = line; *q; q++) h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
+        for (const char *q = line; *q; q++)
+            h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
     }
     snprintf(id, 17, "%016llx", (unsigned long long)h);
 }
@@ -366,7 +368,8 @@ static void test_errors(void) {
                  "base:\n"
                  "  model:\n"
                  "    n_haed: 4\n",
-                 NULL, 0, "t.yaml:4:5: ", "unknown key 'model.n_haed' (did you mean 'model.n_head'?)");
+                 NULL, 0,
+                 "t.yaml:4:5: ", "unknown key 'model.n_haed' (did you mean 'model.n_head'?)");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "grid:\n"
                  "  model.actvation: [relu]\n",
@@ -376,10 +379,10 @@ static void test_errors(void) {
                  "grdi:\n"
                  "  model.n_head: [1]\n",
                  NULL, 0, "t.yaml:2:1: ", "unknown key 'grdi' (did you mean 'grid'?)");
-    EXPECT_ERROR("data: {pth: \"@DATA@\"}\n", NULL, 0, "t.yaml:1:8: ",
-                 "unknown key 'data.pth' (did you mean 'data.path'?)");
-    EXPECT_ERROR("base:\n  modle: {n_head: 4}\n", NULL, 0, "t.yaml:2:3: ",
-                 "unknown key 'modle' (did you mean 'model'?)");
+    EXPECT_ERROR("data: {pth: \"@DATA@\"}\n", NULL, 0,
+                 "t.yaml:1:8: ", "unknown key 'data.pth' (did you mean 'data.path'?)");
+    EXPECT_ERROR("base:\n  modle: {n_head: 4}\n", NULL, 0,
+                 "t.yaml:2:3: ", "unknown key 'modle' (did you mean 'model'?)");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "variants:\n"
                  "  x: {model.n_heads: 2}\n",
@@ -487,8 +490,7 @@ static void test_errors(void) {
                  "variants:\n"
                  "  baseline: {}\n"
                  "  same: {model.n_head: 4}\n",
-                 NULL, 0, "t.yaml:4:3: ", "'baseline/seed0'", "'same/seed0'",
-                 "same configuration");
+                 NULL, 0, "t.yaml:4:3: ", "'baseline/seed0'", "'same/seed0'", "same configuration");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "grid:\n"
                  "  train.lr: [1e-2, 0.01]\n",
@@ -575,8 +577,10 @@ static void test_fixture(void) {
     CHECK_MSG(plan_build(&s, &p, g_err) == 0, "%s", g_err);
     CHECK(p.n_runs == 40 && p.n_excluded == 4);
     if (p.n_runs == 40) {
-        CHECK(!strcmp(p.runs[0].name, "baseline/n_head=1/activation=gelu/d_model=32/mlp_ratio=4/seed1"));
-        CHECK(!strcmp(p.runs[39].name, "post/n_head=8/activation=gelu/d_model=64/mlp_ratio=2/seed7"));
+        CHECK(!strcmp(p.runs[0].name,
+                      "baseline/n_head=1/activation=gelu/d_model=32/mlp_ratio=4/seed1"));
+        CHECK(
+            !strcmp(p.runs[39].name, "post/n_head=8/activation=gelu/d_model=64/mlp_ratio=2/seed7"));
         CHECK(p.runs[39].cfg.model.norm == NORM_POST && p.runs[39].cfg.model.mlp_ratio == 2.0);
         CHECK(p.runs[0].cfg.train.steps == 50 && !strcmp(p.runs[0].cfg.sample.prompt, "ROMEO:"));
     }

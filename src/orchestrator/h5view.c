@@ -1219,8 +1219,8 @@ static int write_weights(View *v, JournalReader *r, const char *journal_path, hi
         ok = ok && fread(buf, sizeof(float), h.n_params, f) == h.n_params;
         fclose(f);
         if (!ok) continue; /* a torn or foreign file: the run's weights are simply absent */
-        if (group < 0 && (group = H5Gcreate2(file, "weights", H5P_DEFAULT, H5P_DEFAULT,
-                                             H5P_DEFAULT)) < 0) {
+        if (group < 0 &&
+            (group = H5Gcreate2(file, "weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
             h5err(err, "cannot create /weights");
             rc = -1;
             break;
@@ -1233,7 +1233,8 @@ static int write_weights(View *v, JournalReader *r, const char *journal_path, hi
         for (int k = 0; k < T_COUNT && rc == 0; k++) {
             if (t[k].size == 0) continue;
             hsize_t dims[3];
-            for (int d = 0; d < t[k].ndim; d++) dims[d] = (hsize_t)t[k].shape[d];
+            for (int d = 0; d < t[k].ndim; d++)
+                dims[d] = (hsize_t)t[k].shape[d];
             hid_t space = H5Screate_simple(t[k].ndim, dims, NULL);
             hid_t ds = H5Dcreate2(g, t[k].name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
                                   H5P_DEFAULT);

@@ -213,8 +213,7 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
             r->ckpt_step = ckpt_step;
         }
         /* an interrupted end marks the attempt over (the view shows "interrupted") */
-        if (journal_append_end(s->j, run, attempt, rank, host, end) != 0 ||
-            journal_sync(s->j) != 0)
+        if (journal_append_end(s->j, run, attempt, rank, host, end) != 0 || journal_sync(s->j) != 0)
             s->io_failed = 1;
         progress_run_stopped(&s->progress);
         return;
