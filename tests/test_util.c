@@ -1,5 +1,8 @@
+/* nftw is X/Open */
+#define _XOPEN_SOURCE 700
 #include "test_util.h"
 
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,11 +37,25 @@ const char *test_corpus(const char *tmpdir) {
     return path;
 }
 
+static char tmpdir_path[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* The temporary directory goes when the test passes; a failing test keeps it to look at. */
+static void remove_tmpdir(void) {
+    if (tmpdir_path[0] && test_failures == 0 && !getenv("ABLATE_TEST_KEEP"))
+        nftw(tmpdir_path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *test_tmpdir(void) {
-    static char dir[256];
     const char *base = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/ablate-test-XXXXXX", base ? base : "/tmp");
-    return mkdtemp(dir);
+    snprintf(tmpdir_path, sizeof tmpdir_path, "%s/ablate-test-XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(tmpdir_path)) return NULL;
+    atexit(remove_tmpdir);
+    return tmpdir_path;
 }
 
 int test_finish(const char *name) {
