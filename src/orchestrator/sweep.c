@@ -169,7 +169,7 @@ static void rebuild_view(Sweep *s, int force) {
     if (journal_flush(s->j) != 0 || h5view_build(s->journal_path, s->o->out_path, err) != 0) {
         fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path,
                 journal_error(s->j)[0] ? journal_error(s->j) : err);
-        s->io_failed = force;
+        if (force) s->io_failed = 1; /* the final view must exist; a periodic one may wait */
     }
     double took = now_s() - t;
     s->last_view = now_s();
