@@ -14,8 +14,7 @@
 typedef struct {
     uint8_t *buf;
     size_t cap;
-    int stop_mode; /* -1 none yet, else the STOP mode received during the run */
-} WorkerCtx;
+} WorkerCtx; /* the send buffer for event batches */
 
 static int worker_send_events(void *ctx, const RunAssignment *a, const uint8_t *packed,
                               size_t len) {
@@ -34,17 +33,16 @@ static int worker_send_events(void *ctx, const RunAssignment *a, const uint8_t *
                : -1;
 }
 
-/* Between steps: our own SIGUSR1, or rank 0 asking us to checkpoint. */
+/* Between steps: our own SIGUSR1, or rank 0 asking us to checkpoint (it sends STOP only
+ * with STOP_CHECKPOINT while a run is in progress). Workers keep SIGTERM's default. */
 static TrainPoll worker_poll(void *ctx) {
-    WorkerCtx *w = ctx;
-    if (sweep_signal_term()) return TRAIN_ABORT;
+    (void)ctx;
     if (sweep_signal_usr1()) return TRAIN_CHECKPOINT;
     int flag = 0;
     MPI_Iprobe(0, TAG_STOP, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     if (flag) {
         int32_t mode;
         MPI_Recv(&mode, 1, MPI_INT32_T, 0, TAG_STOP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        w->stop_mode = mode;
         return TRAIN_CHECKPOINT;
     }
     return TRAIN_CONTINUE;
@@ -59,7 +57,7 @@ int sweep_worker(int rank) {
     blas_set_threads();
     MPI_Send(host, (int)strlen(host) + 1, MPI_CHAR, 0, TAG_READY, MPI_COMM_WORLD);
     VocabCache *vc = vocab_cache_new();
-    WorkerCtx w = {NULL, 0, -1};
+    WorkerCtx w = {NULL, 0};
     RunOutput out = {worker_send_events, worker_poll, &w};
     for (;;) {
         MPI_Status st;
@@ -83,7 +81,6 @@ int sweep_worker(int rank) {
         size_t n = event_pack(&ev, msg + sizeof we, EVENT_PACK_MAX);
         memcpy(msg, &we, sizeof we);
         MPI_Send(msg, (int)(sizeof we + n), MPI_BYTE, 0, TAG_END, MPI_COMM_WORLD);
-        if (rs == RUN_INTERRUPTED && sweep_signal_term()) break;
     }
     free(w.buf);
     vocab_cache_free(vc);
