@@ -14,6 +14,7 @@
 #include "../model/gpt.h"
 #include "../worker/knobs.h"
 #include "event_codec.h"
+#include "fsutil.h"
 #include "journal.h"
 #include "run_exec.h"
 
@@ -1162,24 +1163,6 @@ fail:
 
 /* ---------------- the build ---------------- */
 
-static int fsync_path(const char *path, int dir) {
-    int fd = open(path, O_RDONLY | (dir ? O_DIRECTORY : 0));
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-static void dir_of(const char *path, char *dir, size_t n) {
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, n, ".");
-    else if (slash == path)
-        snprintf(dir, n, "/");
-    else
-        snprintf(dir, n, "%.*s", (int)(slash - path), path);
-}
-
 /* ---------------- /weights (save_weights) ---------------- */
 
 /* /weights/<id>: one dataset per parameter tensor, shaped as in the tensor table, for every
@@ -1188,7 +1171,7 @@ static void dir_of(const char *path, char *dir, size_t n) {
 static int write_weights(View *v, JournalReader *r, const char *journal_path, hid_t file,
                          char *err) {
     char dir[ABL_PATH_MAX];
-    dir_of(journal_path, dir, sizeof dir);
+    fs_dir_of(journal_path, dir, sizeof dir);
     hid_t group = -1;
     float *buf = NULL;
     int rc = 0;
@@ -1305,7 +1288,7 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
         h5err(err, "cannot close %s", tmp);
         goto done;
     }
-    if (fsync_path(tmp, 0) != 0) {
+    if (fs_fsync(tmp, 0) != 0) {
         snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", tmp, strerror(errno));
         goto done;
     }
@@ -1314,8 +1297,8 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
                  strerror(errno));
         goto done;
     }
-    dir_of(out_path, dir, sizeof dir);
-    if (fsync_path(dir, 1) != 0) {
+    fs_dir_of(out_path, dir, sizeof dir);
+    if (fs_fsync(dir, 1) != 0) {
         snprintf(err, ABL_ERR_MAX, "cannot fsync directory %.300s: %s", dir, strerror(errno));
         goto done;
     }

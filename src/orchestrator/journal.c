@@ -1,4 +1,5 @@
 #include "journal.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -143,26 +144,6 @@ static int write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-static int fsync_dir_of(const char *path) {
-    char dir[ABL_PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        strcpy(dir, ".");
-    } else if (slash == path) {
-        strcpy(dir, "/");
-    } else {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) return -1;
-        memcpy(dir, path, n);
-        dir[n] = 0;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int journal_dir_for(const char *out_path, char *buf, size_t n) {
     int w = snprintf(buf, n, "%s.d", out_path);
     return (w < 0 || (size_t)w >= n) ? -1 : 0;
@@ -191,7 +172,7 @@ int journal_ensure_dir(const char *out_path, char err[ABL_ERR_MAX]) {
         }
         return 0;
     }
-    if (fsync_dir_of(dir) != 0) {
+    if (fs_fsync_dir_of(dir) != 0) {
         seterr(err, "cannot fsync the directory of %s", dir, errno);
         return -1;
     }
@@ -249,7 +230,7 @@ Journal *journal_create(const char *path, char err[ABL_ERR_MAX]) {
         close(fd);
         return NULL;
     }
-    if (fsync_dir_of(path) != 0) {
+    if (fs_fsync_dir_of(path) != 0) {
         seterr(err, "cannot fsync the directory of %s", path, errno);
         close(fd);
         return NULL;
@@ -599,7 +580,7 @@ static int save_tail(int fd, uint64_t from, uint64_t size, const char *dst) {
     free(buf);
     if (rc == 0 && fsync(out) != 0) rc = -1;
     if (close(out) != 0) rc = -1;
-    if (rc == 0) rc = fsync_dir_of(dst);
+    if (rc == 0) rc = fs_fsync_dir_of(dst);
     return rc;
 }
 

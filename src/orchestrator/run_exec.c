@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "event_codec.h"
+#include "fsutil.h"
 #include "journal.h"
 
 #define BATCH_BYTES (64u << 10)
@@ -76,16 +77,6 @@ int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) 
     return snprintf(buf, n, "%s/weights/%s.f32", dir, id) < (int)n ? 0 : -1;
 }
 
-static int fsync_dir_of(const char *path) {
-    char tmp[ABL_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 typedef struct {
     BatchSink *sink;
     const RunAssignment *a;
@@ -104,7 +95,7 @@ static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx
     if (!f) return -1;
     int bad = write(f, ctx) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0 || fsync_dir_of(path) != 0) return -1;
+    if (bad || rename(tmp, path) != 0 || fs_fsync_dir_of(path) != 0) return -1;
     return 0;
 }
 
