@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "layers.h"
 #include "rng.h"
 
@@ -24,18 +25,19 @@ typedef struct GptActs {
     float *qkv;                               /* (B,T,QKV) projection output */
     float *q_hat, *k_hat;                     /* (B,T,H,hd), (B,T,KV,hd) normalized before affine */
     float *q_mean, *q_rstd, *k_mean, *k_rstd; /* (B,T,H), (B,T,KV) */
-    float *q, *k, *v;                         /* (B,H,T,hd), (B,KV,T,hd) as used by attention */
-    float *att;                               /* (B,H,T,T) probabilities */
-    float *atty;                              /* (B,T,C) heads concatenated */
-    float *ao;                                /* (B,T,C) attention output projection */
-    float *aon, *aon_mean, *aon_rstd;         /* peri: normalized ao */
-    float *sum1;                              /* (B,T,C) x + attention (post: before n1) */
-    float *n2_out, *n2_mean, *n2_rstd;        /* (B,T,C) */
-    float *fch;                               /* (B,T,UP) pre-activation */
-    float *fch_act;                           /* (B,T,FF) */
-    float *mo;                                /* (B,T,C) MLP output projection */
-    float *mon, *mon_mean, *mon_rstd;         /* peri */
-    float *sum2;                              /* (B,T,C) post: before n2 */
+    float *q, *k, *v; /* lane layout (attention.h), one lane per (b, query head); k and v are
+                         copied to every query head of their group */
+    float *att;       /* lane layout, (T,T) per pair: probabilities */
+    float *atty;      /* (B,T,C) heads concatenated */
+    float *ao;        /* (B,T,C) attention output projection */
+    float *aon, *aon_mean, *aon_rstd;  /* peri: normalized ao */
+    float *sum1;                       /* (B,T,C) x + attention (post: before n1) */
+    float *n2_out, *n2_mean, *n2_rstd; /* (B,T,C) */
+    float *fch;                        /* (B,T,UP) pre-activation */
+    float *fch_act;                    /* (B,T,FF) */
+    float *mo;                         /* (B,T,C) MLP output projection */
+    float *mon, *mon_mean, *mon_rstd;  /* peri */
+    float *sum2;                       /* (B,T,C) post: before n2 */
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
@@ -44,8 +46,9 @@ typedef struct GptActs {
     float *d_up;                      /* (B,T,UP) */
     float *d_ff;                      /* (B,T,FF) */
     float *d_qkv;                     /* (B,T,QKV) */
-    float *d_q, *d_k, *d_v;           /* like q, k, v */
-    float *attn_scratch;              /* attention: 5 (hd, T) tiles, a (T, T) tile, a (T) row */
+    float *d_q, *d_k, *d_v;           /* one layer of q, k, v */
+    float *y, *d_y;                   /* lane layout (T,hd): attention output, its gradient */
+    float *attn_scratch;              /* (T) lanes */
     float *inv_freq;                  /* (hd/2) RoPE */
 } GptActs;
 
@@ -136,6 +139,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     size_t H = (size_t)c->n_head, KV = (size_t)model_kv_heads(c), hd = (size_t)model_head_dim(c);
     size_t FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
     size_t BT = (size_t)B * (size_t)T;
+    size_t lanes = (size_t)attn_groups(B * (int)H) * ATTN_LANES; /* pairs, padded */
     GptActs *a = calloc(1, sizeof *a);
     if (!a) goto oom;
     m->a = a;
@@ -154,10 +158,10 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->q_rstd, L * BT * H},
         {&a->k_mean, L * BT * KV},
         {&a->k_rstd, L * BT * KV},
-        {&a->q, L * BT * H * hd},
-        {&a->k, L * BT * KV * hd},
-        {&a->v, L * BT * KV * hd},
-        {&a->att, L * B * H * T * T},
+        {&a->q, L * lanes * T * hd},
+        {&a->k, L * lanes * T * hd},
+        {&a->v, L * lanes * T * hd},
+        {&a->att, L * lanes * T * T},
         {&a->atty, L * BT * C},
         {&a->ao, L * BT * C},
         {&a->aon, L * BT * C},
@@ -185,10 +189,12 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->d_up, BT * UP},
         {&a->d_ff, BT * FF},
         {&a->d_qkv, BT * QKV},
-        {&a->d_q, BT * H * hd},
-        {&a->d_k, BT * KV * hd},
-        {&a->d_v, BT * KV * hd},
-        {&a->attn_scratch, 5 * hd * (size_t)T + (size_t)T * T + (size_t)T},
+        {&a->d_q, lanes * T * hd},
+        {&a->d_k, lanes * T * hd},
+        {&a->d_v, lanes * T * hd},
+        {&a->y, lanes * T * hd},
+        {&a->d_y, lanes * T * hd},
+        {&a->attn_scratch, ATTN_LANES * (size_t)T},
         {&a->inv_freq, hd / 2 + 1},
     };
     size_t nreq = sizeof req / sizeof req[0], total = 0;
@@ -291,21 +297,66 @@ static void accumulate(float *out, const float *a, size_t n) {
 
 /* ------------------------------------------------------------------ attention */
 
-/* qkv (B,T,QKV) -> q (B,H,T,hd), k, v (B,KV,T,hd): optional per-head norm, then RoPE. */
+/* Lane-layout tensors of one layer (attention.h), sized for the capacity batch. */
+static size_t lane_tile(const GPT *m) {
+    const ModelConfig *c = &m->cfg;
+    return (size_t)attn_groups(m->B * c->n_head) * ATTN_LANES * m->T * model_head_dim(c);
+}
+/* ... and of one layer's attention probabilities, (T,T) per pair. */
+static size_t att_tile(const GPT *m) {
+    return (size_t)attn_groups(m->B * m->cfg.n_head) * ATTN_LANES * m->T * m->T;
+}
+
+/* Zeroes the last group's lanes past the batch's pairs: computed, never read, but kept
+ * finite. */
+static void zero_padding(float *x, int pairs, int T, int hd) {
+    if (pairs % ATTN_LANES == 0) return;
+    size_t tile = (size_t)T * hd * ATTN_LANES;
+    memset(x + (size_t)(pairs / ATTN_LANES) * tile, 0, tile * sizeof(float));
+}
+
+/* x (hd) -> the lanes of query heads [h0, h0 + n) of batch row b at position t. */
+static void to_lanes(float *dst, const float *x, int b, int h0, int n, int t, int H, int T,
+                     int hd) {
+    for (int h = h0; h < h0 + n; h++) {
+        float *d = dst + attn_lane_offset(T, hd, b * H + h, t, 0);
+        for (int i = 0; i < hd; i++)
+            d[(size_t)i * ATTN_LANES] = x[i];
+    }
+}
+
+/* x (hd) = sum of the lanes of query heads [h0, h0 + n) (a key/value head's gradient is the
+ * sum over the query heads that shared it). */
+static void from_lanes(float *x, const float *src, int b, int h0, int n, int t, int H, int T,
+                       int hd) {
+    for (int i = 0; i < hd; i++)
+        x[i] = 0.0f;
+    for (int h = h0; h < h0 + n; h++) {
+        const float *s = src + attn_lane_offset(T, hd, b * H + h, t, 0);
+        for (int i = 0; i < hd; i++)
+            x[i] += s[(size_t)i * ATTN_LANES];
+    }
+}
+
+/* qkv (B,T,QKV) -> q, k, v in lane layout: optional per-head norm, then RoPE. A key/value
+ * head goes to the lanes of every query head of its group. */
 static void qkv_split_forward(GPT *m, int l, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
-    size_t BTc = (size_t)m->B * m->T;
+    int group = H / KV;
+    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
     const float *qkv = LAYER(a->qkv, l, BTc * QKV);
-    float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
-    float *v = LAYER(a->v, l, BTc * KV * hd);
+    float *q = LAYER(a->q, l, lt), *k = LAYER(a->k, l, lt), *v = LAYER(a->v, l, lt);
     float *q_hat = LAYER(a->q_hat, l, BTc * H * hd), *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
     float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
     float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
     const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
     const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
-    float eps = (float)c->norm_eps;
+    float eps = (float)c->norm_eps, tmp[MODEL_MAX_HEAD_DIM];
+    zero_padding(q, B * H, T, hd);
+    zero_padding(k, B * H, T, hd);
+    zero_padding(v, B * H, T, hd);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             size_t bt = (size_t)b * T + t;
@@ -313,31 +364,37 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
             for (int h = 0; h < H + 2 * KV; h++) {
                 int is_q = h < H, is_k = !is_q && h < H + KV;
                 int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
-                float *dst = (is_q ? q : (is_k ? k : v)) + (((size_t)b * nh + head) * T + t) * hd;
+                const float *x = row + (size_t)h * hd;
                 if (c->qk_norm && (is_q || is_k)) {
                     size_t s = bt * nh + head;
                     float *hat = (is_q ? q_hat : k_hat) + s * hd;
-                    /* normalize without affine into hat, then apply the affine into dst */
+                    /* normalize without affine into hat, then apply the affine */
                     norm_forward(c->norm_type, hat, (is_q ? q_mean : k_mean) + s,
-                                 (is_q ? q_rstd : k_rstd) + s, row + (size_t)h * hd, NULL, NULL, 1,
-                                 hd, eps);
+                                 (is_q ? q_rstd : k_rstd) + s, x, NULL, NULL, 1, hd, eps);
                     const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
                     for (int i = 0; i < hd; i++)
-                        dst[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
-                } else {
-                    memcpy(dst, row + (size_t)h * hd, (size_t)hd * sizeof(float));
+                        tmp[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                    x = tmp;
                 }
-                if (c->position == POS_ROPE && (is_q || is_k))
-                    rope_rotate(dst, hd, t, a->inv_freq, 0);
+                if (c->position == POS_ROPE && (is_q || is_k)) {
+                    if (x != tmp) memcpy(tmp, x, (size_t)hd * sizeof(float));
+                    rope_rotate(tmp, hd, t, a->inv_freq, 0);
+                    x = tmp;
+                }
+                if (is_q)
+                    to_lanes(q, x, b, head, 1, t, H, T, hd);
+                else
+                    to_lanes(is_k ? k : v, x, b, head * group, group, t, H, T, hd);
             }
         }
 }
 
-/* d_q, d_k, d_v -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
+/* d_q, d_k, d_v (lanes) -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
 static void qkv_split_backward(GPT *m, int l, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
+    int group = H / KV;
     size_t BTc = (size_t)m->B * m->T;
     const float *qkv = LAYER(a->qkv, l, BTc * QKV);
     const float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
@@ -356,9 +413,10 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
             for (int h = 0; h < H + 2 * KV; h++) {
                 int is_q = h < H, is_k = !is_q && h < H + KV;
                 int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
-                const float *src = (is_q ? a->d_q : (is_k ? a->d_k : a->d_v)) +
-                                   (((size_t)b * nh + head) * T + t) * hd;
-                memcpy(tmp, src, (size_t)hd * sizeof(float));
+                if (is_q)
+                    from_lanes(tmp, a->d_q, b, head, 1, t, H, T, hd);
+                else
+                    from_lanes(tmp, is_k ? a->d_k : a->d_v, b, head * group, group, t, H, T, hd);
                 if (c->position == POS_ROPE && (is_q || is_k))
                     rope_rotate(tmp, hd, t, a->inv_freq, 1);
                 float *dst = drow + (size_t)h * hd;
@@ -381,158 +439,24 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
         }
 }
 
-/* x (rows, cols) -> xt (cols, rows). */
-static void transpose(float *restrict xt, const float *restrict x, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            xt[(size_t)c * rows + r] = x[(size_t)r * cols + c];
-}
-
-/* Key positions a query at t works on: t + 1 rounded up to whole 16-float vectors (within
- * T), so the loops over positions vectorize without scalar remainders. */
-static inline int span(int t, int T) {
-    int len = (t + 16) & ~15;
-    return len < T ? len : T;
-}
-
-/* Causal attention for one layer: att (B,H,T,T) = softmax(q k^T / sqrt(hd)), atty (B,T,C).
- * Keys and values are transposed to (hd, T) per head so every inner loop runs over key
- * positions, contiguous and vectorized, however small head_dim is. */
-static void attention_forward(GPT *m, int l, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
-    int group = H / KV;
-    size_t BTc = (size_t)m->B * m->T;
-    const float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
-    const float *v = LAYER(a->v, l, BTc * KV * hd);
-    float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
-    float *atty = LAYER(a->atty, l, BTc * C);
-    float *kt = a->attn_scratch, *yt = kt + (size_t)hd * T; /* (hd, T) each */
-    float *pt = yt + (size_t)hd * T;                        /* (T, T) */
-    float scale = 1.0f / sqrtf((float)hd);
-    LayerStats *st = m->collect_stats ? &m->stats[l] : NULL;
+/* y (lanes) -> atty (B,T,C), heads concatenated; and its reverse for the gradient. */
+static void heads_from_lanes(float *atty, const float *y, int B, int T, int H, int hd) {
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *qh = q + ((size_t)b * H + h) * T * hd;
-            const float *kh = k + ((size_t)b * KV + h / group) * T * hd;
-            const float *vh = v + ((size_t)b * KV + h / group) * T * hd;
-            transpose(kt, kh, T, hd);
-            double entropy = 0.0;
-            for (int t = 0; t < T; t++) {
-                float *restrict p = att + (((size_t)b * H + h) * T + t) * T;
-                const float *qt = qh + (size_t)t * hd;
-                const int len = span(t, T);
-                for (int s = 0; s < len; s++)
-                    p[s] = 0.0f;
-                for (int i = 0; i < hd; i++) {
-                    const float qi = qt[i], *restrict kr = kt + (size_t)i * T;
-                    for (int s = 0; s < len; s++)
-                        p[s] += qi * kr[s];
-                }
-                for (int s = 0; s < len; s++)
-                    p[s] *= scale;
-                softmax_causal(p, t + 1, T);
-                if (st)
-                    for (int s = 0; s <= t; s++)
-                        if (p[s] > 0.0f) entropy -= (double)p[s] * log((double)p[s]);
-            }
-            if (st) st->attn_entropy[h] += entropy / ((double)B * T);
-            /* y = P V, computed as y^T (hd, T) += v[s][i] P^T[s] over key positions s: the
-             * inner loop runs over queries t >= s, vectorized, without a dependency chain */
-            transpose(pt, att + ((size_t)b * H + h) * T * T, T, T);
-            memset(yt, 0, (size_t)hd * T * sizeof(float));
-            for (int s = 0; s < T; s++)
-                for (int i = 0; i < hd; i++) {
-                    const float vsi = vh[(size_t)s * hd + i], *restrict pr = pt + (size_t)s * T;
-                    float *restrict yr = yt + (size_t)i * T;
-                    for (int t = s & ~15; t < T; t++)
-                        yr[t] += vsi * pr[t];
-                }
-            for (int t = 0; t < T; t++) {
-                float *y = atty + ((size_t)b * T + t) * C + (size_t)h * hd;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                float *o = atty + ((size_t)b * T + t) * H * hd + (size_t)h * hd;
+                const float *s = y + attn_lane_offset(T, hd, b * H + h, t, 0);
                 for (int i = 0; i < hd; i++)
-                    y[i] = yt[(size_t)i * T + t];
+                    o[i] = s[(size_t)i * ATTN_LANES];
             }
-        }
 }
-
-static void attention_backward(GPT *m, int l, const float *datty, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
-    int group = H / KV;
-    size_t BTc = (size_t)m->B * m->T, tile = (size_t)hd * T;
-    const float *q = LAYER(a->q, l, BTc * H * hd), *k = LAYER(a->k, l, BTc * KV * hd);
-    const float *v = LAYER(a->v, l, BTc * KV * hd);
-    const float *att = LAYER(a->att, l, (size_t)m->B * H * m->T * m->T);
-    float *kt = a->attn_scratch, *vt = kt + tile, *dkt = vt + tile, *dvt = dkt + tile;
-    float *dqt_all = dvt + tile;     /* (hd, T): dq transposed */
-    float *dst = dqt_all + tile;     /* (T, T): ds transposed, dst[s][t] */
-    float *dp = dst + (size_t)T * T; /* (T) */
-    float scale = 1.0f / sqrtf((float)hd);
-    memset(a->d_k, 0, (size_t)B * T * KV * hd * sizeof(float));
-    memset(a->d_v, 0, (size_t)B * T * KV * hd * sizeof(float));
+static void heads_to_lanes(float *y, const float *atty, int B, int T, int H, int hd) {
+    zero_padding(y, B * H, T, hd);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t qoff = ((size_t)b * H + h) * T * hd,
-                   kvoff = ((size_t)b * KV + h / group) * T * hd;
-            const float *qh = q + qoff, *kh = k + kvoff, *vh = v + kvoff;
-            float *dqh = a->d_q + qoff, *dkh = a->d_k + kvoff, *dvh = a->d_v + kvoff;
-            transpose(kt, kh, T, hd);
-            transpose(vt, vh, T, hd);
-            memset(dkt, 0, 3 * tile * sizeof(float)); /* dkt, dvt, dqt_all */
-            memset(dst, 0, (size_t)T * T * sizeof(float));
-            for (int t = 0; t < T; t++) {
-                const float *restrict p = att + (((size_t)b * H + h) * T + t) * T;
-                const float *dy = datty + ((size_t)b * T + t) * C + (size_t)h * hd;
-                const int len = span(t, T); /* p is 0 in [t+1, len): those terms add 0 */
-                /* dp[s] = dy . v_s and dv_s += p[s] dy, over key positions s */
-                for (int s = 0; s < len; s++)
-                    dp[s] = 0.0f;
-                for (int i = 0; i < hd; i++) {
-                    const float di = dy[i], *restrict vr = vt + (size_t)i * T;
-                    float *restrict dvr = dvt + (size_t)i * T;
-                    for (int s = 0; s < len; s++) {
-                        dp[s] += di * vr[s];
-                        dvr[s] += di * p[s];
-                    }
-                }
-                /* through the softmax: ds = p (dp - p.dp), times the score scale */
-                float dot = 0.0f;
-                for (int s = 0; s <= t; s++)
-                    dot += p[s] * dp[s];
-                for (int s = 0; s < len; s++)
-                    dp[s] = p[s] * (dp[s] - dot) * scale;
-                /* dk_s += ds[s] q_t now; dq (below) needs ds of every query, kept in dst */
-                const float *qt = qh + (size_t)t * hd;
-                for (int s = 0; s <= t; s++)
-                    dst[(size_t)s * T + t] = dp[s];
-                for (int i = 0; i < hd; i++) {
-                    const float qi = qt[i];
-                    float *restrict dkr = dkt + (size_t)i * T;
-                    for (int s = 0; s < len; s++)
-                        dkr[s] += qi * dp[s];
-                }
-            }
-            /* dq^T (hd, T) += k[s][i] ds^T[s] over key positions, as for y in forward */
-            for (int s = 0; s < T; s++)
-                for (int i = 0; i < hd; i++) {
-                    const float ksi = kh[(size_t)s * hd + i], *restrict dr = dst + (size_t)s * T;
-                    float *restrict qr = dqt_all + (size_t)i * T;
-                    for (int t = s & ~15; t < T; t++)
-                        qr[t] += ksi * dr[t];
-                }
-            for (int t = 0; t < T; t++)
-                for (int i = 0; i < hd; i++)
-                    dqh[(size_t)t * hd + i] = dqt_all[(size_t)i * T + t];
-            /* back to (T, hd), accumulated: the query heads of a group share k and v */
-            for (int s = 0; s < T; s++)
-                for (int i = 0; i < hd; i++) {
-                    dkh[(size_t)s * hd + i] += dkt[(size_t)i * T + s];
-                    dvh[(size_t)s * hd + i] += dvt[(size_t)i * T + s];
-                }
-        }
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                to_lanes(y, atty + ((size_t)b * T + t) * H * hd + (size_t)h * hd, b, h, 1, t, H, T,
+                         hd);
 }
 
 /* ------------------------------------------------------------------ sublayers */
@@ -540,14 +464,25 @@ static void attention_backward(GPT *m, int l, const float *datty, int B, int T) 
 /* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
 static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int N = B * T, C = c->d_model, QKV = (c->n_head + 2 * model_kv_heads(c)) * model_head_dim(c);
-    size_t BTc = (size_t)m->B * m->T;
-    matmul_forward(LAYER(m->a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l),
+    GptActs *a = m->a;
+    int N = B * T, C = c->d_model, H = c->n_head, hd = model_head_dim(c);
+    int QKV = (H + 2 * model_kv_heads(c)) * hd;
+    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
+    float *att = LAYER(a->att, l, att_tile(m)), *atty = LAYER(a->atty, l, BTc * C);
+    matmul_forward(LAYER(a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l),
                    tp(m, m->params, T_QKV_B, l), N, C, QKV);
     qkv_split_forward(m, l, B, T);
-    attention_forward(m, l, B, T);
-    matmul_forward(y, LAYER(m->a->atty, l, BTc * C), tp(m, m->params, T_ATTN_PROJ_W, l),
-                   tp(m, m->params, T_ATTN_PROJ_B, l), N, C, C);
+    attention_forward(a->y, att, LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
+                      attn_groups(B * H), T, hd);
+    if (m->collect_stats) {
+        double entropy[MODEL_MAX_HEADS] = {0};
+        attention_entropy(entropy, att, B * H, H, T);
+        for (int h = 0; h < H; h++)
+            m->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
+    }
+    heads_from_lanes(atty, a->y, B, T, H, hd);
+    matmul_forward(y, atty, tp(m, m->params, T_ATTN_PROJ_W, l), tp(m, m->params, T_ATTN_PROJ_B, l),
+                   N, C, C);
 }
 
 /* dx = (accumulate ? dx : 0) + d/dx of the attention sublayer given dy. */
@@ -555,13 +490,17 @@ static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *d
                                    float beta, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
-    int N = B * T, C = c->d_model, QKV = (c->n_head + 2 * model_kv_heads(c)) * model_head_dim(c);
-    size_t BTc = (size_t)m->B * m->T;
+    int N = B * T, C = c->d_model, H = c->n_head, hd = model_head_dim(c);
+    int QKV = (H + 2 * model_kv_heads(c)) * hd;
+    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
     /* d_c = d atty */
     matmul_backward(a->d_c, 0.0f, tp(m, m->grads, T_ATTN_PROJ_W, l),
                     tp(m, m->grads, T_ATTN_PROJ_B, l), dy, LAYER(a->atty, l, BTc * C),
                     tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
-    attention_backward(m, l, a->d_c, B, T);
+    heads_to_lanes(a->d_y, a->d_c, B, T, H, hd);
+    attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, LAYER(a->att, l, att_tile(m)),
+                       LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
+                       attn_groups(B * H), T, hd, a->attn_scratch);
     qkv_split_backward(m, l, B, T);
     matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv, x,
                     tp(m, m->params, T_QKV_W, l), N, C, QKV);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
+
 /* ---------------------------------------------------------------- matmul (via sgemm) */
 
 void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int C,
@@ -93,7 +95,6 @@ void norm_backward(NormType type, float *dinp, float *dw, float *db, const float
 #define INV_SQRT_2     0.7071067811865476f
 #define INV_SQRT_2PI   0.3989422804014327f
 
-static inline float exp_nonpos(float x);
 /* erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7) from one exp of a
  * non-positive argument, so loops over it vectorize (libm's erff does not). GELU only sees
  * 1 + erf, where an absolute error of 1.5e-7 is below float resolution. */
@@ -273,26 +274,6 @@ void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse) 
 }
 
 /* ---------------------------------------------------------------- softmax, cross-entropy */
-
-/* exp(x) for x <= 0 (softmax arguments after subtracting the max), written so the compiler
- * vectorizes it: range reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r
- * (relative error ~2e-7, like expf) and 2^n added to the exponent bits (in unsigned
- * arithmetic: shifting a negative int is undefined). Arguments below -87 give ~1e-38. */
-static inline float exp_nonpos(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - n * 0.693145751953125f - n * 1.428606765330187045e-06f;
-    float p =
-        1.0f +
-        r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f +
-                                                        r * (0.0083333338f + r * 0.0013888889f)))));
-    union {
-        float f;
-        int32_t i;
-    } u = {.f = p};
-    u.i = (int32_t)((uint32_t)u.i + ((uint32_t)(int32_t)n << 23));
-    return u.f;
-}
 
 #define LANES 16
 

@@ -108,6 +108,11 @@ def cfgs():
     out.append(("T20-context24-rope-gqa", 2, 20, dict(BASE, context=24, n_head=4, n_kv_head=2,
                                                      position="rope", activation="gelu",
                                                      norm_affine=1, norm_type="layernorm")))
+    # attention runs 16 (batch, head) pairs per group (src/model/attention.h): 20 pairs make
+    # two groups, the second one padded; 16 pairs exactly one, unpadded
+    out.append(("lanes-2groups-gqa-qknorm-rope", 5, 8, dict(BASE, n_head=4, n_kv_head=2,
+                                                            qk_norm=1, position="rope")))
+    out.append(("lanes-16pairs-hd5", 8, 6, dict(BASE, d_model=10, n_head=2, context=6)))
     return out
 
 

@@ -1,0 +1,162 @@
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "fastmath.h"
+
+/* One value of each of ATTN_LANES pairs (a GCC/Clang vector type): arithmetic on it is
+ * elementwise, so lanes never mix. Never passed by value, so the ABI does not depend on
+ * the vector extensions the build targets. */
+typedef float lane_t __attribute__((vector_size(ATTN_LANES * sizeof(float))));
+
+/* out[s] = scale * sum_i a[i] b[s][i] for s < n: a is one (hd) row, b holds n (hd) rows.
+ * Scores q_t . k_s (forward) and dy_t . v_s (backward). Four rows at a time give the
+ * multiply-adds four independent dependency chains. */
+static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane_t *restrict b,
+                      int n, int hd, float scale) {
+    int s = 0;
+    for (; s + 4 <= n; s += 4) {
+        const lane_t *b0 = b + (size_t)s * hd, *b1 = b0 + hd, *b2 = b1 + hd, *b3 = b2 + hd;
+        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int i = 0; i < hd; i++) {
+            const lane_t x = a[i];
+            a0 += x * b0[i];
+            a1 += x * b1[i];
+            a2 += x * b2[i];
+            a3 += x * b3[i];
+        }
+        out[s] = a0 * scale;
+        out[s + 1] = a1 * scale;
+        out[s + 2] = a2 * scale;
+        out[s + 3] = a3 * scale;
+    }
+    for (; s < n; s++) {
+        const lane_t *b0 = b + (size_t)s * hd;
+        lane_t a0 = {0};
+        for (int i = 0; i < hd; i++)
+            a0 += a[i] * b0[i];
+        out[s] = a0 * scale;
+    }
+}
+
+/* out[i] = sum_{s<n} w[s] b[s][i] for i < hd: y_t = P_t v (forward), dq_t = ds_t k
+ * (backward). Four output columns at a time, accumulated in registers. */
+static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
+                              const lane_t *restrict b, int n, int hd) {
+    int i = 0;
+    for (; i + 4 <= hd; i += 4) {
+        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int s = 0; s < n; s++) {
+            const lane_t x = w[s], *bs = b + (size_t)s * hd + i;
+            a0 += x * bs[0];
+            a1 += x * bs[1];
+            a2 += x * bs[2];
+            a3 += x * bs[3];
+        }
+        out[i] = a0;
+        out[i + 1] = a1;
+        out[i + 2] = a2;
+        out[i + 3] = a3;
+    }
+    for (; i < hd; i++) {
+        lane_t a0 = {0};
+        for (int s = 0; s < n; s++)
+            a0 += w[s] * b[(size_t)s * hd + i];
+        out[i] = a0;
+    }
+}
+
+/* Softmax over p[0..n) in every lane, in place. Plain float loops of ATTN_LANES iterations:
+ * the compiler turns each into vector max / exp / multiply. */
+static void lane_softmax(lane_t *p, int n) {
+    float *x = (float *)p, mx[ATTN_LANES], sum[ATTN_LANES];
+    for (int j = 0; j < ATTN_LANES; j++) {
+        mx[j] = x[j];
+        sum[j] = 0.0f;
+    }
+    for (int s = 1; s < n; s++)
+        for (int j = 0; j < ATTN_LANES; j++) {
+            float v = x[s * ATTN_LANES + j];
+            mx[j] = v > mx[j] ? v : mx[j];
+        }
+    for (int s = 0; s < n; s++)
+        for (int j = 0; j < ATTN_LANES; j++) {
+            float e = exp_nonpos(x[s * ATTN_LANES + j] - mx[j]);
+            x[s * ATTN_LANES + j] = e;
+            sum[j] += e;
+        }
+    for (int j = 0; j < ATTN_LANES; j++)
+        sum[j] = 1.0f / sum[j];
+    for (int s = 0; s < n; s++)
+        for (int j = 0; j < ATTN_LANES; j++)
+            x[s * ATTN_LANES + j] *= sum[j];
+}
+
+void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
+                       int T, int hd) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t tile = (size_t)T * hd;
+    for (int g = 0; g < G; g++) {
+        const lane_t *Q = (const lane_t *)q + g * tile, *K = (const lane_t *)k + g * tile;
+        const lane_t *V = (const lane_t *)v + g * tile;
+        lane_t *Y = (lane_t *)y + g * tile, *P = (lane_t *)att + (size_t)g * T * T;
+        for (int t = 0; t < T; t++) {
+            lane_t *p = P + (size_t)t * T;
+            lane_dots(p, Q + (size_t)t * hd, K, t + 1, hd, scale);
+            lane_softmax(p, t + 1);
+            lane_weighted_sum(Y + (size_t)t * hd, p, V, t + 1, hd);
+        }
+    }
+}
+
+/* For each query t, with ds_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd) and dp_t[s] = dy_t . v_s:
+ * dq_t = sum_s ds_t[s] k_s, dk_s += ds_t[s] q_t, dv_s += P_t[s] dy_t. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att,
+                        const float *q, const float *k, const float *v, int G, int T, int hd,
+                        float *scratch) {
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t tile = (size_t)T * hd;
+    lane_t *ds = (lane_t *)scratch;
+    for (int g = 0; g < G; g++) {
+        const lane_t *Q = (const lane_t *)q + g * tile, *K = (const lane_t *)k + g * tile;
+        const lane_t *V = (const lane_t *)v + g * tile, *DY = (const lane_t *)dy + g * tile;
+        const lane_t *P = (const lane_t *)att + (size_t)g * T * T;
+        lane_t *DQ = (lane_t *)dq + g * tile, *DK = (lane_t *)dk + g * tile;
+        lane_t *DV = (lane_t *)dv + g * tile;
+        memset(DK, 0, tile * sizeof(lane_t));
+        memset(DV, 0, tile * sizeof(lane_t));
+        for (int t = 0; t < T; t++) {
+            const lane_t *p = P + (size_t)t * T, *dyt = DY + (size_t)t * hd;
+            const lane_t *qt = Q + (size_t)t * hd;
+            lane_dots(ds, dyt, V, t + 1, hd, 1.0f);
+            lane_t dot = {0};
+            for (int s = 0; s <= t; s++)
+                dot += p[s] * ds[s];
+            for (int s = 0; s <= t; s++)
+                ds[s] = p[s] * (ds[s] - dot) * scale;
+            lane_weighted_sum(DQ + (size_t)t * hd, ds, K, t + 1, hd);
+            for (int s = 0; s <= t; s++) {
+                const lane_t dss = ds[s], ps = p[s];
+                lane_t *dks = DK + (size_t)s * hd, *dvs = DV + (size_t)s * hd;
+                for (int i = 0; i < hd; i++) {
+                    dks[i] += dss * qt[i];
+                    dvs[i] += ps * dyt[i];
+                }
+            }
+        }
+    }
+}
+
+void attention_entropy(double *entropy, const float *att, int pairs, int H, int T) {
+    for (int p = 0; p < pairs; p++) {
+        const float *P = att + (size_t)(p / ATTN_LANES) * T * T * ATTN_LANES + p % ATTN_LANES;
+        double e = 0.0;
+        for (int t = 0; t < T; t++)
+            for (int s = 0; s <= t; s++) {
+                double x = P[((size_t)t * T + s) * ATTN_LANES];
+                if (x > 0.0) e -= x * log(x);
+            }
+        entropy[p % H] += e;
+    }
+}

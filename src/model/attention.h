@@ -1,0 +1,46 @@
+/* Causal scaled dot-product attention, softmax(q k^T / sqrt(hd)) v, over "lanes".
+ *
+ * ATTN_LANES (batch, head) pairs are computed side by side: pair p = b*H + h lives in group
+ * g = p / ATTN_LANES, lane j = p % ATTN_LANES, and a per-pair (T, hd) tensor X is stored as
+ * X[g][t][i][j]. Every scalar operation of the textbook algorithm is then one ATTN_LANES-wide
+ * vector operation, whatever T and head_dim are. At the shapes of ablation studies (T = 16,
+ * head_dim = 8) a kernel per pair spends its time on loop overhead, transposes and
+ * horizontal reductions instead; here nothing is reduced across lanes, and a pair's result
+ * does not depend on which pairs share its group.
+ *
+ * Buffers are 64-byte aligned; G groups of (T, hd) "lane tiles" are G*T*hd*ATTN_LANES floats.
+ * A group's lanes past the last real pair must hold finite values (zeros): they are computed
+ * and ignored. */
+#ifndef ABLATE_MODEL_ATTENTION_H
+#define ABLATE_MODEL_ATTENTION_H
+
+#include <stddef.h>
+
+#define ATTN_LANES 16
+
+/* Groups needed for `pairs` (batch, head) pairs. */
+static inline int attn_groups(int pairs) {
+    return (pairs + ATTN_LANES - 1) / ATTN_LANES;
+}
+
+/* Offset in floats of element (t, i) of pair p in a lane-layout (T, hd) tensor. */
+static inline size_t attn_lane_offset(int T, int hd, int p, int t, int i) {
+    return (((size_t)(p / ATTN_LANES) * T + t) * hd + i) * ATTN_LANES + (size_t)(p % ATTN_LANES);
+}
+
+/* y (G lanes of (T,hd)) = P v, att (G lanes of (T,T)) = P = causal softmax of q k^T / sqrt(hd).
+ * Row t of P holds keys s <= t; entries s > t are left untouched and never read. */
+void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
+                       int T, int hd);
+
+/* dq, dk, dv (overwritten, same layout as q) from dy and the forward's q, k, v, att.
+ * scratch: T*ATTN_LANES floats. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att,
+                        const float *q, const float *k, const float *v, int G, int T, int hd,
+                        float *scratch);
+
+/* Adds to entropy[p % H], for every pair p < pairs, the entropy (nats) of each of its
+ * attention rows: summed over query positions and over the batch. */
+void attention_entropy(double *entropy, const float *att, int pairs, int H, int T);
+
+#endif
