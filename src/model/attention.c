@@ -1,6 +1,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "fastmath.h"
@@ -145,6 +146,41 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, const 
                 }
             }
         }
+    }
+}
+
+void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
+                   size_t stride, int rep) {
+    int pairs = B * H, G = attn_groups(pairs);
+    for (int g = 0; g < G; g++) {
+        ptrdiff_t off[ATTN_LANES]; /* where each lane's rows start */
+        for (int j = 0; j < ATTN_LANES; j++) {
+            int p = g * ATTN_LANES + j < pairs ? g * ATTN_LANES + j : 0;
+            off[j] = (ptrdiff_t)(p / H) * T * (ptrdiff_t)stride + (ptrdiff_t)(p % H / rep) * hd;
+        }
+        float *d = dst + (size_t)g * T * hd * ATTN_LANES;
+        for (int t = 0; t < T; t++) {
+            const float *s = src + (size_t)t * stride;
+            for (int i = 0; i < hd; i++, d += ATTN_LANES)
+                for (int j = 0; j < ATTN_LANES; j++)
+                    d[j] = s[off[j] + i];
+        }
+    }
+}
+
+void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
+                     size_t stride, int rep) {
+    for (int p = 0; p < B * H; p++) {
+        const float *s = src + attn_lane_offset(T, hd, p, 0, 0);
+        float *d = dst + (size_t)(p / H) * T * stride + (size_t)(p % H / rep) * hd;
+        if (p % H % rep == 0)
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < hd; i++)
+                    d[(size_t)t * stride + i] = s[((size_t)t * hd + i) * ATTN_LANES];
+        else
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < hd; i++)
+                    d[(size_t)t * stride + i] += s[((size_t)t * hd + i) * ATTN_LANES];
     }
 }
 

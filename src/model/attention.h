@@ -9,8 +9,8 @@
  * does not depend on which pairs share its group.
  *
  * Buffers are 64-byte aligned; G groups of (T, hd) "lane tiles" are G*T*hd*ATTN_LANES floats.
- * A group's lanes past the last real pair must hold finite values (zeros): they are computed
- * and ignored. */
+ * A group's lanes past the last real pair must hold finite values: they are computed and
+ * ignored. */
 #ifndef ABLATE_MODEL_ATTENTION_H
 #define ABLATE_MODEL_ATTENTION_H
 
@@ -27,6 +27,15 @@ static inline int attn_groups(int pairs) {
 static inline size_t attn_lane_offset(int T, int hd, int p, int t, int i) {
     return (((size_t)(p / ATTN_LANES) * T + t) * hd + i) * ATTN_LANES + (size_t)(p % ATTN_LANES);
 }
+
+/* Rows -> lanes: src + (b*T + t)*stride + hd*(h / rep) holds head h's (hd) vector of batch row
+ * b at position t, for pair p = b*H + h < B*H; rep > 1 shares a key/value head among rep
+ * query heads (GQA). Lanes past the last pair get pair 0's values: finite, never read back. */
+void attn_to_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
+                   int rep);
+/* Lanes -> rows, the reverse (overwrites): a shared head receives the sum of its rep lanes. */
+void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
+                     int rep);
 
 /* y (G lanes of (T,hd)) = P v, att (G lanes of (T,T)) = P = causal softmax of q k^T / sqrt(hd).
  * Row t of P holds keys s <= t; entries s > t are left untouched and never read. */

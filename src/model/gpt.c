@@ -307,65 +307,31 @@ static size_t att_tile(const GPT *m) {
     return (size_t)attn_groups(m->B * m->cfg.n_head) * ATTN_LANES * m->T * m->T;
 }
 
-/* Zeroes the last group's lanes past the batch's pairs: computed, never read, but kept
- * finite. */
-static void zero_padding(float *x, int pairs, int T, int hd) {
-    if (pairs % ATTN_LANES == 0) return;
-    size_t tile = (size_t)T * hd * ATTN_LANES;
-    memset(x + (size_t)(pairs / ATTN_LANES) * tile, 0, tile * sizeof(float));
-}
-
-/* x (hd) -> the lanes of query heads [h0, h0 + n) of batch row b at position t. */
-static void to_lanes(float *dst, const float *x, int b, int h0, int n, int t, int H, int T,
-                     int hd) {
-    for (int h = h0; h < h0 + n; h++) {
-        float *d = dst + attn_lane_offset(T, hd, b * H + h, t, 0);
-        for (int i = 0; i < hd; i++)
-            d[(size_t)i * ATTN_LANES] = x[i];
-    }
-}
-
-/* x (hd) = sum of the lanes of query heads [h0, h0 + n) (a key/value head's gradient is the
- * sum over the query heads that shared it). */
-static void from_lanes(float *x, const float *src, int b, int h0, int n, int t, int H, int T,
-                       int hd) {
-    for (int i = 0; i < hd; i++)
-        x[i] = 0.0f;
-    for (int h = h0; h < h0 + n; h++) {
-        const float *s = src + attn_lane_offset(T, hd, b * H + h, t, 0);
-        for (int i = 0; i < hd; i++)
-            x[i] += s[(size_t)i * ATTN_LANES];
-    }
-}
-
-/* qkv (B,T,QKV) -> q, k, v in lane layout: optional per-head norm, then RoPE. A key/value
- * head goes to the lanes of every query head of its group. */
+/* qkv (B,T,QKV) -> q, k, v in lane layout (attention.h), through the optional per-head norm
+ * and RoPE. Transformed q and k heads go through d_qkv, free during forward. */
 static void qkv_split_forward(GPT *m, int l, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
     int group = H / KV;
     size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
-    const float *qkv = LAYER(a->qkv, l, BTc * QKV);
+    const float *qkv = LAYER(a->qkv, l, BTc * QKV), *qk = qkv;
     float *q = LAYER(a->q, l, lt), *k = LAYER(a->k, l, lt), *v = LAYER(a->v, l, lt);
-    float *q_hat = LAYER(a->q_hat, l, BTc * H * hd), *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
-    float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
-    float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
-    const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
-    const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
-    float eps = (float)c->norm_eps, tmp[MODEL_MAX_HEAD_DIM];
-    zero_padding(q, B * H, T, hd);
-    zero_padding(k, B * H, T, hd);
-    zero_padding(v, B * H, T, hd);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t bt = (size_t)b * T + t;
-            const float *row = qkv + bt * QKV;
-            for (int h = 0; h < H + 2 * KV; h++) {
-                int is_q = h < H, is_k = !is_q && h < H + KV;
-                int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
-                const float *x = row + (size_t)h * hd;
-                if (c->qk_norm && (is_q || is_k)) {
+    if (c->qk_norm || c->position == POS_ROPE) {
+        float *q_hat = LAYER(a->q_hat, l, BTc * H * hd);
+        float *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
+        float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
+        float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
+        const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
+        const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
+        float eps = (float)c->norm_eps, *out = a->d_qkv;
+        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+            int t = (int)(bt % (size_t)T);
+            for (int h = 0; h < H + KV; h++) {
+                int is_q = h < H, head = is_q ? h : h - H, nh = is_q ? H : KV;
+                const float *x = qkv + bt * QKV + (size_t)h * hd;
+                float *y = out + bt * QKV + (size_t)h * hd;
+                if (c->qk_norm) {
                     size_t s = bt * nh + head;
                     float *hat = (is_q ? q_hat : k_hat) + s * hd;
                     /* normalize without affine into hat, then apply the affine */
@@ -373,20 +339,18 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
                                  (is_q ? q_rstd : k_rstd) + s, x, NULL, NULL, 1, hd, eps);
                     const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
                     for (int i = 0; i < hd; i++)
-                        tmp[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
-                    x = tmp;
+                        y[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                } else {
+                    memcpy(y, x, (size_t)hd * sizeof(float));
                 }
-                if (c->position == POS_ROPE && (is_q || is_k)) {
-                    if (x != tmp) memcpy(tmp, x, (size_t)hd * sizeof(float));
-                    rope_rotate(tmp, hd, t, a->inv_freq, 0);
-                    x = tmp;
-                }
-                if (is_q)
-                    to_lanes(q, x, b, head, 1, t, H, T, hd);
-                else
-                    to_lanes(is_k ? k : v, x, b, head * group, group, t, H, T, hd);
+                if (c->position == POS_ROPE) rope_rotate(y, hd, t, a->inv_freq, 0);
             }
         }
+        qk = out;
+    }
+    attn_to_lanes(q, qk, B, T, H, hd, (size_t)QKV, 1);
+    attn_to_lanes(k, qk + (size_t)H * hd, B, T, H, hd, (size_t)QKV, group);
+    attn_to_lanes(v, qkv + (size_t)(H + KV) * hd, B, T, H, hd, (size_t)QKV, group);
 }
 
 /* d_q, d_k, d_v (lanes) -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
@@ -395,6 +359,10 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     GptActs *a = m->a;
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
     int group = H / KV;
+    attn_from_lanes(a->d_qkv, a->d_q, B, T, H, hd, (size_t)QKV, 1);
+    attn_from_lanes(a->d_qkv + (size_t)H * hd, a->d_k, B, T, H, hd, (size_t)QKV, group);
+    attn_from_lanes(a->d_qkv + (size_t)(H + KV) * hd, a->d_v, B, T, H, hd, (size_t)QKV, group);
+    if (!c->qk_norm && c->position != POS_ROPE) return;
     size_t BTc = (size_t)m->B * m->T;
     const float *qkv = LAYER(a->qkv, l, BTc * QKV);
     const float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
@@ -405,61 +373,27 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
     float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
     float tmp[MODEL_MAX_HEAD_DIM];
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t bt = (size_t)b * T + t;
-            float *drow = a->d_qkv + bt * QKV;
-            const float *row = qkv + bt * QKV;
-            for (int h = 0; h < H + 2 * KV; h++) {
-                int is_q = h < H, is_k = !is_q && h < H + KV;
-                int head = is_q ? h : (is_k ? h - H : h - H - KV), nh = is_q ? H : KV;
-                if (is_q)
-                    from_lanes(tmp, a->d_q, b, head, 1, t, H, T, hd);
-                else
-                    from_lanes(tmp, is_k ? a->d_k : a->d_v, b, head * group, group, t, H, T, hd);
-                if (c->position == POS_ROPE && (is_q || is_k))
-                    rope_rotate(tmp, hd, t, a->inv_freq, 1);
-                float *dst = drow + (size_t)h * hd;
-                if (c->qk_norm && (is_q || is_k)) {
-                    size_t s = bt * nh + head;
-                    const float *hat = (is_q ? q_hat : k_hat) + s * hd, *w = is_q ? qw : kw;
-                    float *dw = is_q ? dqw : dkw, *db = is_q ? dqb : dkb;
-                    for (int i = 0; i < hd; i++) {
-                        if (dw) dw[i] += tmp[i] * hat[i];
-                        if (db) db[i] += tmp[i];
-                    }
-                    memset(dst, 0, (size_t)hd * sizeof(float));
-                    norm_backward(c->norm_type, dst, NULL, NULL, tmp, row + (size_t)h * hd,
-                                  (is_q ? q_mean : k_mean) + s, (is_q ? q_rstd : k_rstd) + s, w, 1,
-                                  hd);
-                } else {
-                    memcpy(dst, tmp, (size_t)hd * sizeof(float));
-                }
+    for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+        int t = (int)(bt % (size_t)T);
+        for (int h = 0; h < H + KV; h++) {
+            int is_q = h < H, head = is_q ? h : h - H, nh = is_q ? H : KV;
+            float *d = a->d_qkv + bt * QKV + (size_t)h * hd;
+            if (c->position == POS_ROPE) rope_rotate(d, hd, t, a->inv_freq, 1);
+            if (!c->qk_norm) continue;
+            size_t s = bt * nh + head;
+            const float *hat = (is_q ? q_hat : k_hat) + s * hd, *w = is_q ? qw : kw;
+            float *dw = is_q ? dqw : dkw, *db = is_q ? dqb : dkb;
+            for (int i = 0; i < hd; i++) {
+                if (dw) dw[i] += d[i] * hat[i];
+                if (db) db[i] += d[i];
             }
+            memcpy(tmp, d, (size_t)hd * sizeof(float));
+            memset(d, 0, (size_t)hd * sizeof(float));
+            norm_backward(c->norm_type, d, NULL, NULL, tmp, qkv + bt * QKV + (size_t)h * hd,
+                          (is_q ? q_mean : k_mean) + s, (is_q ? q_rstd : k_rstd) + s, w, 1, hd);
         }
+    }
 }
-
-/* y (lanes) -> atty (B,T,C), heads concatenated; and its reverse for the gradient. */
-static void heads_from_lanes(float *atty, const float *y, int B, int T, int H, int hd) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++) {
-                float *o = atty + ((size_t)b * T + t) * H * hd + (size_t)h * hd;
-                const float *s = y + attn_lane_offset(T, hd, b * H + h, t, 0);
-                for (int i = 0; i < hd; i++)
-                    o[i] = s[(size_t)i * ATTN_LANES];
-            }
-}
-static void heads_to_lanes(float *y, const float *atty, int B, int T, int H, int hd) {
-    zero_padding(y, B * H, T, hd);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++)
-                to_lanes(y, atty + ((size_t)b * T + t) * H * hd + (size_t)h * hd, b, h, 1, t, H, T,
-                         hd);
-}
-
-/* ------------------------------------------------------------------ sublayers */
 
 /* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
 static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
@@ -480,7 +414,7 @@ static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B
         for (int h = 0; h < H; h++)
             m->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
     }
-    heads_from_lanes(atty, a->y, B, T, H, hd);
+    attn_from_lanes(atty, a->y, B, T, H, hd, (size_t)C, 1);
     matmul_forward(y, atty, tp(m, m->params, T_ATTN_PROJ_W, l), tp(m, m->params, T_ATTN_PROJ_B, l),
                    N, C, C);
 }
@@ -497,7 +431,7 @@ static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *d
     matmul_backward(a->d_c, 0.0f, tp(m, m->grads, T_ATTN_PROJ_W, l),
                     tp(m, m->grads, T_ATTN_PROJ_B, l), dy, LAYER(a->atty, l, BTc * C),
                     tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
-    heads_to_lanes(a->d_y, a->d_c, B, T, H, hd);
+    attn_to_lanes(a->d_y, a->d_c, B, T, H, hd, (size_t)C, 1);
     attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, LAYER(a->att, l, att_tile(m)),
                        LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
                        attn_groups(B * H), T, hd, a->attn_scratch);
