@@ -42,10 +42,32 @@ static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane
 }
 
 /* out[i] = sum_{s<n} w[s] b[s][i] for i < hd: y_t = P_t v (forward), dq_t = ds_t k
- * (backward). Four output columns at a time, accumulated in registers. */
+ * (backward). Eight, then four output columns at a time, accumulated in registers. */
 static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
                               const lane_t *restrict b, int n, int hd) {
     int i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+        for (int s = 0; s < n; s++) {
+            const lane_t x = w[s], *bs = b + (size_t)s * hd + i;
+            a0 += x * bs[0];
+            a1 += x * bs[1];
+            a2 += x * bs[2];
+            a3 += x * bs[3];
+            a4 += x * bs[4];
+            a5 += x * bs[5];
+            a6 += x * bs[6];
+            a7 += x * bs[7];
+        }
+        out[i] = a0;
+        out[i + 1] = a1;
+        out[i + 2] = a2;
+        out[i + 3] = a3;
+        out[i + 4] = a4;
+        out[i + 5] = a5;
+        out[i + 6] = a6;
+        out[i + 7] = a7;
+    }
     for (; i + 4 <= hd; i += 4) {
         lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int s = 0; s < n; s++) {
@@ -125,8 +147,6 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, const 
         const lane_t *P = (const lane_t *)att + (size_t)g * T * T;
         lane_t *DQ = (lane_t *)dq + g * tile, *DK = (lane_t *)dk + g * tile;
         lane_t *DV = (lane_t *)dv + g * tile;
-        memset(DK, 0, tile * sizeof(lane_t));
-        memset(DV, 0, tile * sizeof(lane_t));
         for (int t = 0; t < T; t++) {
             const lane_t *p = P + (size_t)t * T, *dyt = DY + (size_t)t * hd;
             const lane_t *qt = Q + (size_t)t * hd;
@@ -137,13 +157,19 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, const 
             for (int s = 0; s <= t; s++)
                 ds[s] = p[s] * (ds[s] - dot) * scale;
             lane_weighted_sum(DQ + (size_t)t * hd, ds, K, t + 1, hd);
-            for (int s = 0; s <= t; s++) {
+            for (int s = 0; s < t; s++) {
                 const lane_t dss = ds[s], ps = p[s];
                 lane_t *dks = DK + (size_t)s * hd, *dvs = DV + (size_t)s * hd;
                 for (int i = 0; i < hd; i++) {
                     dks[i] += dss * qt[i];
                     dvs[i] += ps * dyt[i];
                 }
+            }
+            /* key t's first contribution comes from query t: no zeroing pass */
+            lane_t *dkt = DK + (size_t)t * hd, *dvt = DV + (size_t)t * hd;
+            for (int i = 0; i < hd; i++) {
+                dkt[i] = ds[t] * qt[i];
+                dvt[i] = p[t] * dyt[i];
             }
         }
     }

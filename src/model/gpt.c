@@ -565,7 +565,6 @@ static void block_backward(GPT *m, int l, int B, int T) {
     switch (c->norm) {
     case NORM_PRE:
         /* out = sum1 + mlp(n2(sum1)): dr is d sum1's direct path */
-        memset(da, 0, n * sizeof(float));
         mlp_sublayer_backward(m, l, n2, dr, da, 0.0f, B, T);
         site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, dr, da, sum1, n2m, n2r, N);
         /* sum1 = x + attn(n1(x)) */
@@ -695,11 +694,16 @@ void gpt_backward(GPT *m) {
         }
 }
 
+/* In 8 double partial sums, combined in a fixed order: vectorizes, same result every run. */
 static double sumsq(const float *g, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += (double)g[i] * g[i];
-    return s;
+    double acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            acc[k] += (double)g[i + k] * g[i + k];
+    for (int k = 0; i + (size_t)k < n; k++)
+        acc[k] += (double)g[i + k] * g[i + k];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 double gpt_grad_norm(const GPT *m) {

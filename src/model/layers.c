@@ -35,57 +35,117 @@ void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const flo
     }
 }
 
+/* ---------------------------------------------------------------- row reductions */
+
+/* Sums over a row run in LANES independent partial sums, combined pairwise at the end: the
+ * loops vectorize without -ffast-math, and every run adds in the same order. */
+#define LANES 16
+
+static inline float lanes_total(float acc[LANES]) {
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; k++)
+            acc[k] += acc[k + w];
+    return acc[0];
+}
+
+/* sum_j x[j] */
+static inline float row_sum(const float *restrict x, int n) {
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += x[j + k];
+    for (int k = 0; j + k < n; k++)
+        acc[k] += x[j + k];
+    return lanes_total(acc);
+}
+
+/* sum_j (x[j] - m)^2 */
+static inline float row_sumsq_dev(const float *restrict x, float m, int n) {
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float d = x[j + k] - m;
+            acc[k] += d * d;
+        }
+    for (int k = 0; j + k < n; k++) {
+        float d = x[j + k] - m;
+        acc[k] += d * d;
+    }
+    return lanes_total(acc);
+}
+
+/* sum_j g[j] and sum_j g[j] (x[j] - m), with g = d * w (w NULL: g = d) */
+static inline void row_sums_backward(const float *restrict d, const float *restrict w,
+                                     const float *restrict x, float m, int n, float *sum_g,
+                                     float *sum_gx) {
+    float a[LANES] = {0}, b[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float g = w ? d[j + k] * w[j + k] : d[j + k];
+            a[k] += g;
+            b[k] += g * (x[j + k] - m);
+        }
+    for (int k = 0; j + k < n; k++) {
+        float g = w ? d[j + k] * w[j + k] : d[j + k];
+        a[k] += g;
+        b[k] += g * (x[j + k] - m);
+    }
+    *sum_g = lanes_total(a);
+    *sum_gx = lanes_total(b);
+}
+
 /* ---------------------------------------------------------------- rmsnorm / layernorm */
 
 void norm_forward(NormType type, float *out, float *mean, float *rstd, const float *inp,
                   const float *w, const float *b, int N, int C, float eps) {
     for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C;
-        float *o = out + (size_t)i * C;
+        const float *restrict x = inp + (size_t)i * C;
+        float *restrict o = out + (size_t)i * C;
         float m = 0.0f;
         if (type == NORMTYPE_LAYER) {
-            for (int j = 0; j < C; j++)
-                m += x[j];
-            m /= (float)C;
+            m = row_sum(x, C) / (float)C;
             mean[i] = m;
         }
-        float ss = 0.0f;
-        for (int j = 0; j < C; j++)
-            ss += (x[j] - m) * (x[j] - m);
-        float s = 1.0f / sqrtf(ss / (float)C + eps);
+        float s = 1.0f / sqrtf(row_sumsq_dev(x, m, C) / (float)C + eps);
         rstd[i] = s;
-        for (int j = 0; j < C; j++) {
-            float v = (x[j] - m) * s;
-            if (w) v *= w[j];
-            if (b) v += b[j];
-            o[j] = v;
-        }
+        if (w && b)
+            for (int j = 0; j < C; j++)
+                o[j] = (x[j] - m) * s * w[j] + b[j];
+        else if (w)
+            for (int j = 0; j < C; j++)
+                o[j] = (x[j] - m) * s * w[j];
+        else
+            for (int j = 0; j < C; j++)
+                o[j] = (x[j] - m) * s;
     }
 }
 
+/* xhat = (x - m) s, g = d * w: dx = s (g - mean(g) [layernorm] - xhat mean(g xhat)). */
 void norm_backward(NormType type, float *dinp, float *dw, float *db, const float *dout,
                    const float *inp, const float *mean, const float *rstd, const float *w, int N,
                    int C) {
     for (int i = 0; i < N; i++) {
-        const float *x = inp + (size_t)i * C, *d = dout + (size_t)i * C;
-        float *dx = dinp + (size_t)i * C;
-        float m = type == NORMTYPE_LAYER ? mean[i] : 0.0f, s = rstd[i];
-        /* xhat = (x - m) s; dxhat = d * w. dx = s (dxhat - mean(dxhat) [layernorm]
-         * - xhat mean(dxhat xhat)). */
-        float sum_d = 0.0f, sum_dx = 0.0f;
-        for (int j = 0; j < C; j++) {
-            float xhat = (x[j] - m) * s, dxhat = w ? d[j] * w[j] : d[j];
-            sum_d += dxhat;
-            sum_dx += dxhat * xhat;
-            if (dw) dw[j] += d[j] * xhat;
-            if (db) db[j] += d[j];
-        }
-        float mean_d = type == NORMTYPE_LAYER ? sum_d / (float)C : 0.0f,
-              mean_dx = sum_dx / (float)C;
-        for (int j = 0; j < C; j++) {
-            float xhat = (x[j] - m) * s, dxhat = w ? d[j] * w[j] : d[j];
-            dx[j] += s * (dxhat - mean_d - xhat * mean_dx);
-        }
+        const float *restrict x = inp + (size_t)i * C, *restrict d = dout + (size_t)i * C;
+        float *restrict dx = dinp + (size_t)i * C;
+        float m = type == NORMTYPE_LAYER ? mean[i] : 0.0f, s = rstd[i], sum_g, sum_gx;
+        row_sums_backward(d, w, x, m, C, &sum_g, &sum_gx);
+        float mean_g = type == NORMTYPE_LAYER ? sum_g / (float)C : 0.0f;
+        float mean_gxhat = sum_gx * s / (float)C;
+        if (w)
+            for (int j = 0; j < C; j++)
+                dx[j] += s * (d[j] * w[j] - mean_g - (x[j] - m) * s * mean_gxhat);
+        else
+            for (int j = 0; j < C; j++)
+                dx[j] += s * (d[j] - mean_g - (x[j] - m) * s * mean_gxhat);
+        if (dw)
+            for (int j = 0; j < C; j++)
+                dw[j] += d[j] * (x[j] - m) * s;
+        if (db)
+            for (int j = 0; j < C; j++)
+                db[j] += d[j];
     }
 }
 
@@ -274,8 +334,6 @@ void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse) 
 }
 
 /* ---------------------------------------------------------------- softmax, cross-entropy */
-
-#define LANES 16
 
 /* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
  * -ffast-math and gives the same result on every run. */
