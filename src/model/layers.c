@@ -41,60 +41,77 @@ void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const flo
  * loops vectorize without -ffast-math, and every run adds in the same order. */
 #define LANES 16
 
-static inline float lanes_total(float acc[LANES]) {
-    for (int w = LANES / 2; w > 0; w /= 2)
-        for (int k = 0; k < w; k++)
-            acc[k] += acc[k + w];
-    return acc[0];
+/* Pairwise total of LANES partial sums, plus a scalar tail. Constant indices only, so the
+ * partial sums stay in one vector register (an indexed remainder loop over them made the
+ * compiler keep them on the stack, and every row paid a store-forwarding stall). */
+static inline float lanes_total(const float a[LANES], float tail) {
+    float b[8], c[4];
+    for (int k = 0; k < 8; k++)
+        b[k] = a[k] + a[k + 8];
+    for (int k = 0; k < 4; k++)
+        c[k] = b[k] + b[k + 4];
+    return ((c[0] + c[2]) + (c[1] + c[3])) + tail;
 }
 
 /* sum_j x[j] */
 static inline float row_sum(const float *restrict x, int n) {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int k = 0; k < LANES; k++)
             acc[k] += x[j + k];
-    for (int k = 0; j + k < n; k++)
-        acc[k] += x[j + k];
-    return lanes_total(acc);
+    for (; j < n; j++)
+        tail += x[j];
+    return lanes_total(acc, tail);
 }
 
 /* sum_j (x[j] - m)^2 */
 static inline float row_sumsq_dev(const float *restrict x, float m, int n) {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int k = 0; k < LANES; k++) {
             float d = x[j + k] - m;
             acc[k] += d * d;
         }
-    for (int k = 0; j + k < n; k++) {
-        float d = x[j + k] - m;
-        acc[k] += d * d;
-    }
-    return lanes_total(acc);
+    for (; j < n; j++)
+        tail += (x[j] - m) * (x[j] - m);
+    return lanes_total(acc, tail);
 }
 
-/* sum_j g[j] and sum_j g[j] (x[j] - m), with g = d * w (w NULL: g = d) */
-static inline void row_sums_backward(const float *restrict d, const float *restrict w,
-                                     const float *restrict x, float m, int n, float *sum_g,
-                                     float *sum_gx) {
-    float a[LANES] = {0}, b[LANES] = {0};
+/* sum_j d[j] w[j] (x[j] - m); w NULL counts as ones. One accumulator per loop: two in one
+ * loop made the compiler spill them. */
+static inline float row_dot_dev(const float *restrict d, const float *restrict w,
+                                const float *restrict x, float m, int n) {
+    float acc[LANES] = {0}, tail = 0.0f;
+    int j = 0;
+    if (w) {
+        for (; j + LANES <= n; j += LANES)
+            for (int k = 0; k < LANES; k++)
+                acc[k] += d[j + k] * w[j + k] * (x[j + k] - m);
+        for (; j < n; j++)
+            tail += d[j] * w[j] * (x[j] - m);
+    } else {
+        for (; j + LANES <= n; j += LANES)
+            for (int k = 0; k < LANES; k++)
+                acc[k] += d[j + k] * (x[j + k] - m);
+        for (; j < n; j++)
+            tail += d[j] * (x[j] - m);
+    }
+    return lanes_total(acc, tail);
+}
+
+/* sum_j d[j] w[j]; w NULL counts as ones. */
+static inline float row_dot(const float *restrict d, const float *restrict w, int n) {
+    if (!w) return row_sum(d, n);
+    float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
-        for (int k = 0; k < LANES; k++) {
-            float g = w ? d[j + k] * w[j + k] : d[j + k];
-            a[k] += g;
-            b[k] += g * (x[j + k] - m);
-        }
-    for (int k = 0; j + k < n; k++) {
-        float g = w ? d[j + k] * w[j + k] : d[j + k];
-        a[k] += g;
-        b[k] += g * (x[j + k] - m);
-    }
-    *sum_g = lanes_total(a);
-    *sum_gx = lanes_total(b);
+        for (int k = 0; k < LANES; k++)
+            acc[k] += d[j + k] * w[j + k];
+    for (; j < n; j++)
+        tail += d[j] * w[j];
+    return lanes_total(acc, tail);
 }
 
 /* ---------------------------------------------------------------- rmsnorm / layernorm */
@@ -130,10 +147,9 @@ void norm_backward(NormType type, float *dinp, float *dw, float *db, const float
     for (int i = 0; i < N; i++) {
         const float *restrict x = inp + (size_t)i * C, *restrict d = dout + (size_t)i * C;
         float *restrict dx = dinp + (size_t)i * C;
-        float m = type == NORMTYPE_LAYER ? mean[i] : 0.0f, s = rstd[i], sum_g, sum_gx;
-        row_sums_backward(d, w, x, m, C, &sum_g, &sum_gx);
-        float mean_g = type == NORMTYPE_LAYER ? sum_g / (float)C : 0.0f;
-        float mean_gxhat = sum_gx * s / (float)C;
+        float m = type == NORMTYPE_LAYER ? mean[i] : 0.0f, s = rstd[i];
+        float mean_g = type == NORMTYPE_LAYER ? row_dot(d, w, C) / (float)C : 0.0f;
+        float mean_gxhat = row_dot_dev(d, w, x, m, C) * s / (float)C;
         if (w)
             for (int j = 0; j < C; j++)
                 dx[j] += s * (d[j] * w[j] - mean_g - (x[j] - m) * s * mean_gxhat);
@@ -337,24 +353,28 @@ void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse) 
 
 /* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
  * -ffast-math and gives the same result on every run. */
-static float row_max(const float *x, int n) {
-    float acc[LANES];
+static float row_max(const float *restrict x, int n) {
+    float acc[LANES], b[8], c[4], m = -INFINITY;
     for (int k = 0; k < LANES; k++)
         acc[k] = -INFINITY;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int k = 0; k < LANES; k++)
             acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
-    float m = -INFINITY;
-    for (int k = 0; k < LANES; k++)
-        m = acc[k] > m ? acc[k] : m;
     for (; j < n; j++)
         m = x[j] > m ? x[j] : m;
+    for (int k = 0; k < 8; k++)
+        b[k] = acc[k] > acc[k + 8] ? acc[k] : acc[k + 8];
+    for (int k = 0; k < 4; k++)
+        c[k] = b[k] > b[k + 4] ? b[k] : b[k + 4];
+    for (int k = 0; k < 4; k++)
+        m = c[k] > m ? c[k] : m;
     return m;
 }
 
-static float exp_sub_inplace(float *x, int n, float m) {
-    float acc[LANES] = {0};
+/* x[j] = exp(x[j] - m) in place; returns the sum. */
+static float exp_sub_inplace(float *restrict x, int n, float m) {
+    float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int k = 0; k < LANES; k++) {
@@ -362,40 +382,11 @@ static float exp_sub_inplace(float *x, int n, float m) {
             x[j + k] = e;
             acc[k] += e;
         }
-    float s = 0.0f;
     for (; j < n; j++) {
         x[j] = exp_nonpos(x[j] - m);
-        s += x[j];
+        tail += x[j];
     }
-    for (int k = 0; k < LANES; k++)
-        s += acc[k];
-    return s;
-}
-
-void softmax_causal(float *p, int n, int cap) {
-    float m = row_max(p, n);
-    /* whole LANES blocks over the row's capacity, masked past n: short rows vectorize too */
-    float acc[LANES] = {0};
-    int j = 0;
-    for (; j + LANES <= cap; j += LANES)
-        for (int k = 0; k < LANES; k++) {
-            int idx = j + k;
-            float e = exp_nonpos(idx < n ? p[idx] - m : -87.0f);
-            e = idx < n ? e : 0.0f;
-            p[idx] = e;
-            acc[k] += e;
-        }
-    float s = 0.0f;
-    for (; j < cap; j++) {
-        float e = j < n ? exp_nonpos(p[j] - m) : 0.0f;
-        p[j] = e;
-        s += e;
-    }
-    for (int k = 0; k < LANES; k++)
-        s += acc[k];
-    float inv = 1.0f / s;
-    for (int i = 0; i < n; i++)
-        p[i] *= inv;
+    return lanes_total(acc, tail);
 }
 
 void softmax_row(float *x, int n) {

@@ -42,9 +42,6 @@ float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, 
 /* In place: probs -> dlogits = (probs - onehot(target)) / N. */
 void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V);
 
-/* Causal attention row: softmax over p[0..n), zeros in p[n..cap). */
-void softmax_causal(float *p, int n, int cap);
-
 /* x (n) -> exp(x - max) / sum, in place. */
 void softmax_row(float *x, int n);
 
