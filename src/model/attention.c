@@ -175,6 +175,52 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, const 
     }
 }
 
+/* Where pair p's (hd) vector at position t starts in a rows tensor (see attn_to_lanes). */
+static inline size_t row_offset(int p, int t, int H, int T, int hd, size_t stride, int rep) {
+    return ((size_t)(p / H) * T + t) * stride + (size_t)(p % H / rep) * hd;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define FAST_TRANSPOSE 1 /* GCC's __builtin_shuffle; other compilers take the scalar loops */
+/* 8 floats; only ever a local (no ABI concerns) */
+typedef float v8_t __attribute__((vector_size(8 * sizeof(float))));
+typedef int v8i_t __attribute__((vector_size(8 * sizeof(int))));
+#define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8i_t){__VA_ARGS__})
+
+/* out[k][r] (=, or += when add) in[r][k] for an 8x8 block: a transpose in registers
+ * instead of 64 strided scalar moves. */
+static void transpose8(float *const out[8], const float *const in[8], int add) {
+    v8_t r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++)
+        memcpy(&r[k], in[k], sizeof r[k]);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = SHUF(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[k + 1] = SHUF(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = SHUF(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 1] = SHUF(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[k + 2] = SHUF(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 3] = SHUF(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int k = 0; k < 4; k++) {
+        v8_t lo = SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        v8_t hi = SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        if (add) {
+            v8_t a, b;
+            memcpy(&a, out[k], sizeof a);
+            memcpy(&b, out[k + 4], sizeof b);
+            lo += a;
+            hi += b;
+        }
+        memcpy(out[k], &lo, sizeof lo);
+        memcpy(out[k + 4], &hi, sizeof hi);
+    }
+}
+#else
+#define FAST_TRANSPOSE 0
+#endif
+
 void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
                    size_t stride, int rep) {
     int pairs = B * H, G = attn_groups(pairs);
@@ -182,7 +228,7 @@ void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T,
         ptrdiff_t off[ATTN_LANES]; /* where each lane's rows start */
         for (int j = 0; j < ATTN_LANES; j++) {
             int p = g * ATTN_LANES + j < pairs ? g * ATTN_LANES + j : 0;
-            off[j] = (ptrdiff_t)(p / H) * T * (ptrdiff_t)stride + (ptrdiff_t)(p % H / rep) * hd;
+            off[j] = (ptrdiff_t)row_offset(p, 0, H, T, hd, stride, rep);
         }
         float *d = dst + (size_t)g * T * hd * ATTN_LANES;
         for (int t = 0; t < T; t++) {
@@ -196,9 +242,37 @@ void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T,
 
 void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
                      size_t stride, int rep) {
-    for (int p = 0; p < B * H; p++) {
+    int pairs = B * H, p = 0;
+#if FAST_TRANSPOSE
+    /* 8 pairs by 8 head dims at a time (with rep > 1, a shared head sums its pairs in order) */
+    if (hd % 8 == 0)
+        for (; p + 8 <= pairs; p += 8)
+            for (int t = 0; t < T; t++) {
+                const float *in[8], *s = src + attn_lane_offset(T, hd, p, t, 0);
+                float *out[8];
+                for (int i = 0; i < hd; i += 8) {
+                    for (int k = 0; k < 8; k++) {
+                        in[k] = s + (size_t)(i + k) * ATTN_LANES;
+                        out[k] = dst + row_offset(p + k, t, H, T, hd, stride, rep) + i;
+                    }
+                    if (rep == 1) {
+                        transpose8(out, in, 0);
+                    } else {
+                        float tile[8][8], *tp[8];
+                        for (int k = 0; k < 8; k++)
+                            tp[k] = tile[k];
+                        transpose8(tp, in, 0);
+                        for (int k = 0; k < 8; k++)
+                            for (int r = 0; r < 8; r++)
+                                out[k][r] =
+                                    (p + k) % H % rep == 0 ? tile[k][r] : out[k][r] + tile[k][r];
+                    }
+                }
+            }
+#endif
+    for (; p < pairs; p++) {
         const float *s = src + attn_lane_offset(T, hd, p, 0, 0);
-        float *d = dst + (size_t)(p / H) * T * stride + (size_t)(p % H / rep) * hd;
+        float *d = dst + row_offset(p, 0, H, T, hd, stride, rep);
         if (p % H % rep == 0)
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < hd; i++)
