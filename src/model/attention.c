@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "fastmath.h"
@@ -90,22 +91,23 @@ static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
     }
 }
 
-/* Softmax over p[0..n) in every lane, in place. Plain float loops of ATTN_LANES iterations:
- * the compiler turns each into vector max / exp / multiply. */
+/* Softmax over p[0..n) in every lane, in place. The max is a lane_t select (as a float loop
+ * the compiler keeps it scalar); exp and the scaling are plain float loops of ATTN_LANES
+ * iterations, which it turns into vector code. */
 static void lane_softmax(lane_t *p, int n) {
-    float *x = (float *)p, mx[ATTN_LANES], sum[ATTN_LANES];
-    for (int j = 0; j < ATTN_LANES; j++) {
-        mx[j] = x[j];
-        sum[j] = 0.0f;
+    typedef int32_t mask_t __attribute__((vector_size(ATTN_LANES * sizeof(int32_t))));
+    lane_t mx = p[0];
+    for (int s = 1; s < n; s++) {
+        mask_t gt = p[s] > mx;
+        mx = (lane_t)((gt & (mask_t)p[s]) | (~gt & (mask_t)mx));
     }
-    for (int s = 1; s < n; s++)
-        for (int j = 0; j < ATTN_LANES; j++) {
-            float v = x[s * ATTN_LANES + j];
-            mx[j] = v > mx[j] ? v : mx[j];
-        }
+    float *x = (float *)p, m[ATTN_LANES], sum[ATTN_LANES];
+    memcpy(m, &mx, sizeof m);
+    for (int j = 0; j < ATTN_LANES; j++)
+        sum[j] = 0.0f;
     for (int s = 0; s < n; s++)
         for (int j = 0; j < ATTN_LANES; j++) {
-            float e = exp_nonpos(x[s * ATTN_LANES + j] - mx[j]);
+            float e = exp_nonpos(x[s * ATTN_LANES + j] - m[j]);
             x[s * ATTN_LANES + j] = e;
             sum[j] += e;
         }
@@ -246,29 +248,35 @@ void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int 
 #if FAST_TRANSPOSE
     /* 8 pairs by 8 head dims at a time (with rep > 1, a shared head sums its pairs in order) */
     if (hd % 8 == 0)
-        for (; p + 8 <= pairs; p += 8)
+        for (; p + 8 <= pairs; p += 8) {
+            size_t base[8]; /* the 8 pairs' rows at t = 0 (divisions out of the loops) */
+            int add[8];
+            for (int k = 0; k < 8; k++) {
+                base[k] = row_offset(p + k, 0, H, T, hd, stride, rep);
+                add[k] = (p + k) % H % rep != 0;
+            }
             for (int t = 0; t < T; t++) {
                 const float *in[8], *s = src + attn_lane_offset(T, hd, p, t, 0);
                 float *out[8];
                 for (int i = 0; i < hd; i += 8) {
                     for (int k = 0; k < 8; k++) {
                         in[k] = s + (size_t)(i + k) * ATTN_LANES;
-                        out[k] = dst + row_offset(p + k, t, H, T, hd, stride, rep) + i;
+                        out[k] = dst + base[k] + (size_t)t * stride + i;
                     }
                     if (rep == 1) {
                         transpose8(out, in, 0);
-                    } else {
-                        float tile[8][8], *tp[8];
-                        for (int k = 0; k < 8; k++)
-                            tp[k] = tile[k];
-                        transpose8(tp, in, 0);
-                        for (int k = 0; k < 8; k++)
-                            for (int r = 0; r < 8; r++)
-                                out[k][r] =
-                                    (p + k) % H % rep == 0 ? tile[k][r] : out[k][r] + tile[k][r];
+                        continue;
                     }
+                    float tile[8][8], *tp[8];
+                    for (int k = 0; k < 8; k++)
+                        tp[k] = tile[k];
+                    transpose8(tp, in, 0);
+                    for (int k = 0; k < 8; k++)
+                        for (int r = 0; r < 8; r++)
+                            out[k][r] = add[k] ? out[k][r] + tile[k][r] : tile[k][r];
                 }
             }
+        }
 #endif
     for (; p < pairs; p++) {
         const float *s = src + attn_lane_offset(T, hd, p, 0, 0);
