@@ -42,15 +42,16 @@ static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane
     }
 }
 
-/* out[i] = sum_{s<n} w[s] b[s][i] for i < hd: y_t = P_t v (forward), dq_t = ds_t k
- * (backward). Eight, then four output columns at a time, accumulated in registers. */
-static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
+/* out[i] = sum_{s<n} w[s*ws] b[s][i] for i < hd: y_t = P_t v (forward); dq_t = dS_t k,
+ * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T). Eight, then
+ * four output columns at a time, accumulated in registers. */
+static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, size_t ws,
                               const lane_t *restrict b, int n, int hd) {
     int i = 0;
     for (; i + 8 <= hd; i += 8) {
         lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
         for (int s = 0; s < n; s++) {
-            const lane_t x = w[s], *bs = b + (size_t)s * hd + i;
+            const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i;
             a0 += x * bs[0];
             a1 += x * bs[1];
             a2 += x * bs[2];
@@ -72,7 +73,7 @@ static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
     for (; i + 4 <= hd; i += 4) {
         lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int s = 0; s < n; s++) {
-            const lane_t x = w[s], *bs = b + (size_t)s * hd + i;
+            const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i;
             a0 += x * bs[0];
             a1 += x * bs[1];
             a2 += x * bs[2];
@@ -86,7 +87,7 @@ static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
     for (; i < hd; i++) {
         lane_t a0 = {0};
         for (int s = 0; s < n; s++)
-            a0 += w[s] * b[(size_t)s * hd + i];
+            a0 += w[s * ws] * b[(size_t)s * hd + i];
         out[i] = a0;
     }
 }
@@ -130,50 +131,43 @@ void attention_forward(float *y, float *att, const float *q, const float *k, con
             lane_t *p = P + (size_t)t * T;
             lane_dots(p, Q + (size_t)t * hd, K, t + 1, hd, scale);
             lane_softmax(p, t + 1);
-            lane_weighted_sum(Y + (size_t)t * hd, p, V, t + 1, hd);
+            lane_weighted_sum(Y + (size_t)t * hd, p, 1, V, t + 1, hd);
         }
     }
 }
 
-/* For each query t, with ds_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd) and dp_t[s] = dy_t . v_s:
- * dq_t = sum_s ds_t[s] k_s, dk_s += ds_t[s] q_t, dv_s += P_t[s] dy_t. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att,
+/* With dp_t[s] = dy_t . v_s and dS_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd):
+ * dq_t = sum_s dS_t[s] k_s, dk_s = sum_t dS_t[s] q_t, dv_s = sum_t P_t[s] dy_t. Every sum runs
+ * in registers (accumulating into dk, dv in memory made each update a load and a store):
+ * dv from P's columns first, then P is overwritten row by row with dS, then dk from dS's
+ * columns. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
                         const float *q, const float *k, const float *v, int G, int T, int hd,
                         float *scratch) {
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t tile = (size_t)T * hd;
-    lane_t *ds = (lane_t *)scratch;
+    lane_t *dp = (lane_t *)scratch;
     for (int g = 0; g < G; g++) {
         const lane_t *Q = (const lane_t *)q + g * tile, *K = (const lane_t *)k + g * tile;
         const lane_t *V = (const lane_t *)v + g * tile, *DY = (const lane_t *)dy + g * tile;
-        const lane_t *P = (const lane_t *)att + (size_t)g * T * T;
+        lane_t *P = (lane_t *)att + (size_t)g * T * T;
         lane_t *DQ = (lane_t *)dq + g * tile, *DK = (lane_t *)dk + g * tile;
         lane_t *DV = (lane_t *)dv + g * tile;
+        for (int s = 0; s < T; s++) /* column s of P: rows t >= s */
+            lane_weighted_sum(DV + (size_t)s * hd, P + (size_t)s * T + s, (size_t)T,
+                              DY + (size_t)s * hd, T - s, hd);
         for (int t = 0; t < T; t++) {
-            const lane_t *p = P + (size_t)t * T, *dyt = DY + (size_t)t * hd;
-            const lane_t *qt = Q + (size_t)t * hd;
-            lane_dots(ds, dyt, V, t + 1, hd, 1.0f);
-            lane_t dot = {0};
+            lane_t *p = P + (size_t)t * T, dot = {0};
+            lane_dots(dp, DY + (size_t)t * hd, V, t + 1, hd, 1.0f);
             for (int s = 0; s <= t; s++)
-                dot += p[s] * ds[s];
+                dot += p[s] * dp[s];
             for (int s = 0; s <= t; s++)
-                ds[s] = p[s] * (ds[s] - dot) * scale;
-            lane_weighted_sum(DQ + (size_t)t * hd, ds, K, t + 1, hd);
-            for (int s = 0; s < t; s++) {
-                const lane_t dss = ds[s], ps = p[s];
-                lane_t *dks = DK + (size_t)s * hd, *dvs = DV + (size_t)s * hd;
-                for (int i = 0; i < hd; i++) {
-                    dks[i] += dss * qt[i];
-                    dvs[i] += ps * dyt[i];
-                }
-            }
-            /* key t's first contribution comes from query t: no zeroing pass */
-            lane_t *dkt = DK + (size_t)t * hd, *dvt = DV + (size_t)t * hd;
-            for (int i = 0; i < hd; i++) {
-                dkt[i] = ds[t] * qt[i];
-                dvt[i] = p[t] * dyt[i];
-            }
+                p[s] = p[s] * (dp[s] - dot) * scale;
+            lane_weighted_sum(DQ + (size_t)t * hd, p, 1, K, t + 1, hd);
         }
+        for (int s = 0; s < T; s++) /* column s of dS */
+            lane_weighted_sum(DK + (size_t)s * hd, P + (size_t)s * T + s, (size_t)T,
+                              Q + (size_t)s * hd, T - s, hd);
     }
 }
 

@@ -43,8 +43,8 @@ void attention_forward(float *y, float *att, const float *q, const float *k, con
                        int T, int hd);
 
 /* dq, dk, dv (overwritten, same layout as q) from dy and the forward's q, k, v, att.
- * scratch: T*ATTN_LANES floats. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dy, const float *att,
+ * att is consumed: overwritten with the score gradients. scratch: T*ATTN_LANES floats. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
                         const float *q, const float *k, const float *v, int G, int T, int hd,
                         float *scratch);
 
