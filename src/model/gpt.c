@@ -429,15 +429,15 @@ static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *d
     size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
     /* d_c = d atty */
     matmul_backward(a->d_c, 0.0f, tp(m, m->grads, T_ATTN_PROJ_W, l),
-                    tp(m, m->grads, T_ATTN_PROJ_B, l), dy, LAYER(a->atty, l, BTc * C),
+                    tp(m, m->grads, T_ATTN_PROJ_B, l), dy, 1.0f, LAYER(a->atty, l, BTc * C),
                     tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
     attn_to_lanes(a->d_y, a->d_c, B, T, H, hd, (size_t)C, 1);
     attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, LAYER(a->att, l, att_tile(m)),
                        LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
                        attn_groups(B * H), T, hd, a->attn_scratch);
     qkv_split_backward(m, l, B, T);
-    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv, x,
-                    tp(m, m->params, T_QKV_W, l), N, C, QKV);
+    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv,
+                    1.0f, x, tp(m, m->params, T_QKV_W, l), N, C, QKV);
 }
 
 static void mlp_stats(GPT *m, int l, const float *h, size_t n) {
@@ -480,10 +480,10 @@ static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy
     size_t BTc = (size_t)m->B * m->T;
     const float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
     matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l), tp(m, m->grads, T_FC_PROJ_B, l),
-                    dy, h, tp(m, m->params, T_FC_PROJ_W, l), N, FF, C);
+                    dy, 1.0f, h, tp(m, m->params, T_FC_PROJ_W, l), N, FF, C);
     activation_backward(c->activation, a->d_up, a->d_ff, fch, N, FF);
-    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), a->d_up, x,
-                    tp(m, m->params, T_FC_W, l), N, C, UP);
+    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), a->d_up, 1.0f,
+                    x, tp(m, m->params, T_FC_W, l), N, C, UP);
 }
 
 /* ------------------------------------------------------------------ blocks */
@@ -663,8 +663,9 @@ void gpt_backward(GPT *m) {
         c->tie_embeddings ? m->params + m->tensors[T_WTE].offset : tp(m, m->params, T_LM_HEAD, 0);
     float *dlm = c->tie_embeddings ? dwte : tp(m, m->grads, T_LM_HEAD, 0);
     const float *last = c->final_norm ? a->fn_out : LAYER(a->resid, c->n_layer, BTc * C);
-    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits, last, lm, N, C,
-                    V);
+    /* d logits = (probs - onehot) / N, the 1/N applied by the GEMMs */
+    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits,
+                    1.0f / (float)N, last, lm, N, C, V);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
         site_norm_backward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->d_resid, a->d_a,

@@ -21,17 +21,17 @@ void matmul_forward(float *out, const float *inp, const float *W, const float *b
 }
 
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
-                     const float *inp, const float *W, int N, int C, int OC) {
+                     float alpha, const float *inp, const float *W, int N, int C, int OC) {
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, W, C, beta,
-                    dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW,
-                C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, alpha, dout, OC, W, C,
+                    beta, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, alpha, dout, OC, inp, C, 1.0f,
+                dW, C);
     if (!dbias) return;
     for (int i = 0; i < N; i++) {
         const float *d = dout + (size_t)i * OC;
         for (int j = 0; j < OC; j++)
-            dbias[j] += d[j];
+            dbias[j] += alpha * d[j];
     }
 }
 
@@ -424,11 +424,6 @@ float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, 
 }
 
 void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V) {
-    float scale = 1.0f / (float)N;
-    for (int i = 0; i < N; i++) {
-        float *p = probs + (size_t)i * V;
-        for (int j = 0; j < V; j++)
-            p[j] *= scale;
-        p[targets[i]] -= scale;
-    }
+    for (int i = 0; i < N; i++)
+        probs[(size_t)i * V + targets[i]] -= 1.0f;
 }

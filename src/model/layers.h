@@ -12,10 +12,10 @@
 /* out (N,OC) = inp (N,C) W^T + bias; W (OC,C), bias (OC) or NULL. */
 void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int C,
                     int OC);
-/* dinp (N,C) = dinp*beta + dout W; dW += dout^T inp; dbias += column sums of dout.
- * dinp may be NULL (input needs no gradient), dbias NULL when there is no bias. */
+/* dinp (N,C) = dinp*beta + alpha dout W; dW += alpha dout^T inp; dbias += alpha column sums
+ * of dout. dinp may be NULL (input needs no gradient), dbias NULL when there is no bias. */
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
-                     const float *inp, const float *W, int N, int C, int OC);
+                     float alpha, const float *inp, const float *W, int N, int C, int OC);
 
 /* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w; layernorm: (x - mean) / sqrt(var + eps) * w + b.
  * w, b may be NULL (no affine). mean (N) is only written for layernorm; rstd (N). */
@@ -39,7 +39,8 @@ void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse);
 /* Mean cross-entropy of (N,V) logits against targets; overwrites logits with softmax
  * probabilities. *correct receives the number of rows whose argmax equals the target. */
 float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct);
-/* In place: probs -> dlogits = (probs - onehot(target)) / N. */
+/* In place: probs -> probs - onehot(target). The gradient of the mean loss is that times
+ * 1/N: the caller folds 1/N into the lm_head GEMMs' alpha instead of a pass over (N,V). */
 void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V);
 
 /* x (n) -> exp(x - max) / sum, in place. */
