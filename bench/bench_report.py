@@ -8,6 +8,7 @@ Files in the run directory:
   {micro,book}.torchtuned.N.json  the same with glibc malloc told to keep freed memory (optional)
   book.ablate.N.rss             peak RSS of repetition N in KiB (/usr/bin/time -f %M or VmHWM)
   sgemm.*.json                  bench/sgemm_peak output (best GFLOP/s over the file is used)
+  micro_gemm.json               sgemm_peak --shapes of the micro step's GEMM calls (diagnostic)
   meta.json                     warm-up steps, targets, environment facts
 Exits 0 even when targets fail; 1 only when the inputs are unusable.
   bench_report.py --shapes ABLATE.jsonl   prints the GEMM calls of one step for sgemm_peak.
@@ -192,6 +193,19 @@ def main():
             print(f"  ratio ablate/torch: {r['ratio']:.2f}x"
                   + (f"   (vs torch*: {r['ratio_tuned']:.2f}x)" if tt_tps else ""))
             lines.append(verdict(f"{cfg} ablate/torch", r["ratio"], tg[f"{cfg}_ratio"]))
+        micro_gemm = os.path.join(d, "micro_gemm.json")
+        if cfg == "micro" and os.path.exists(micro_gemm) and t_tps:
+            g = load_jsonl(micro_gemm)[0]
+            step = r["batch"] * r["context"] / r["ablate_median"]
+            budget = r["batch"] * r["context"] / (tg["micro_ratio"] * r["torch_median"])
+            r["gemm_only_step_seconds"] = g["shapes_seconds"]
+            r["step_seconds"] = step
+            r["target_step_seconds"] = budget
+            print(f"  (diagnostic) ablate's own GEMM calls of one step, timed alone: "
+                  f"{1e3 * g['shapes_seconds']:.3f} ms at {g['shapes_gflops']:.1f} GFLOP/s; ablate's step "
+                  f"takes {1e3 * step:.3f} ms ({100 * g['shapes_seconds'] / step:.0f}% GEMM); "
+                  f"{tg['micro_ratio']}x torch needs a step of at most {1e3 * budget:.3f} ms, "
+                  f"{1e3 * (budget - g['shapes_seconds']):.3f} ms beside the GEMMs")
         if cfg == "book":
             limit = gflops * 1e9 / fpt
             r["sgemm_gflops"] = gflops

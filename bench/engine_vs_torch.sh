@@ -246,6 +246,12 @@ if [ "$run_micro" = 1 ]; then
     say "micro $i/$MICRO_REPS torch  $(tps_torch "$RUN/micro.torch.$i.json") tokens/s"
     note_load
   done
+  # ablate's own GEMM calls of one micro step, timed alone: the floor under its step time
+  "$PY" "$BENCH/bench_report.py" --shapes "$RUN/micro.ablate.1.jsonl" >"$TMP/micro_shapes.txt"
+  say "ablate's micro GEMM shapes, alone"
+  sgemm --sizes 256 --reps 200 --shapes "$TMP/micro_shapes.txt" >"$RUN/micro_gemm.json" ||
+    die "sgemm_peak failed"
+  cat "$RUN/micro_gemm.json"
 fi
 
 if [ "$run_book" = 1 ]; then
