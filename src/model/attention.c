@@ -12,84 +12,58 @@
  * the vector extensions the build targets. */
 typedef float lane_t __attribute__((vector_size(ATTN_LANES * sizeof(float))));
 
+/* out[s0 + k] = scale * sum_i a[i] b[s0 + k][i] for k < W (W a constant after inlining):
+ * W independent multiply-add chains in registers. */
+static inline __attribute__((always_inline)) void dots_block(lane_t *restrict out,
+                                                             const lane_t *restrict a,
+                                                             const lane_t *restrict b, int s0,
+                                                             int hd, float scale, const int W) {
+    lane_t acc[4] = {{0}};
+    for (int i = 0; i < hd; i++)
+        for (int k = 0; k < W; k++)
+            acc[k] += a[i] * b[(size_t)(s0 + k) * hd + i];
+    for (int k = 0; k < W; k++)
+        out[s0 + k] = acc[k] * scale;
+}
+
 /* out[s] = scale * sum_i a[i] b[s][i] for s < n: a is one (hd) row, b holds n (hd) rows.
- * Scores q_t . k_s (forward) and dy_t . v_s (backward). Four rows at a time give the
- * multiply-adds four independent dependency chains. */
+ * Scores q_t . k_s (forward) and dy_t . v_s (backward), four rows at a time. */
 static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane_t *restrict b,
                       int n, int hd, float scale) {
     int s = 0;
-    for (; s + 4 <= n; s += 4) {
-        const lane_t *b0 = b + (size_t)s * hd, *b1 = b0 + hd, *b2 = b1 + hd, *b3 = b2 + hd;
-        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int i = 0; i < hd; i++) {
-            const lane_t x = a[i];
-            a0 += x * b0[i];
-            a1 += x * b1[i];
-            a2 += x * b2[i];
-            a3 += x * b3[i];
-        }
-        out[s] = a0 * scale;
-        out[s + 1] = a1 * scale;
-        out[s + 2] = a2 * scale;
-        out[s + 3] = a3 * scale;
+    for (; s + 4 <= n; s += 4)
+        dots_block(out, a, b, s, hd, scale, 4);
+    for (; s < n; s++)
+        dots_block(out, a, b, s, hd, scale, 1);
+}
+
+/* out[i0 + k] = sum_{s<n} w[s*ws] b[s][i0 + k] for k < W (W a constant after inlining),
+ * accumulated in registers. */
+static inline __attribute__((always_inline)) void
+weighted_block(lane_t *restrict out, const lane_t *restrict w, size_t ws, const lane_t *restrict b,
+               int n, int hd, int i0, const int W) {
+    lane_t acc[8] = {{0}};
+    for (int s = 0; s < n; s++) {
+        const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i0;
+        for (int k = 0; k < W; k++)
+            acc[k] += x * bs[k];
     }
-    for (; s < n; s++) {
-        const lane_t *b0 = b + (size_t)s * hd;
-        lane_t a0 = {0};
-        for (int i = 0; i < hd; i++)
-            a0 += a[i] * b0[i];
-        out[s] = a0 * scale;
-    }
+    for (int k = 0; k < W; k++)
+        out[i0 + k] = acc[k];
 }
 
 /* out[i] = sum_{s<n} w[s*ws] b[s][i] for i < hd: y_t = P_t v (forward); dq_t = dS_t k,
- * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T). Eight, then
- * four output columns at a time, accumulated in registers. */
+ * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T). Eight,
+ * then four output columns at a time. */
 static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, size_t ws,
                               const lane_t *restrict b, int n, int hd) {
     int i = 0;
-    for (; i + 8 <= hd; i += 8) {
-        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-        for (int s = 0; s < n; s++) {
-            const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i;
-            a0 += x * bs[0];
-            a1 += x * bs[1];
-            a2 += x * bs[2];
-            a3 += x * bs[3];
-            a4 += x * bs[4];
-            a5 += x * bs[5];
-            a6 += x * bs[6];
-            a7 += x * bs[7];
-        }
-        out[i] = a0;
-        out[i + 1] = a1;
-        out[i + 2] = a2;
-        out[i + 3] = a3;
-        out[i + 4] = a4;
-        out[i + 5] = a5;
-        out[i + 6] = a6;
-        out[i + 7] = a7;
-    }
-    for (; i + 4 <= hd; i += 4) {
-        lane_t a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int s = 0; s < n; s++) {
-            const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i;
-            a0 += x * bs[0];
-            a1 += x * bs[1];
-            a2 += x * bs[2];
-            a3 += x * bs[3];
-        }
-        out[i] = a0;
-        out[i + 1] = a1;
-        out[i + 2] = a2;
-        out[i + 3] = a3;
-    }
-    for (; i < hd; i++) {
-        lane_t a0 = {0};
-        for (int s = 0; s < n; s++)
-            a0 += w[s * ws] * b[(size_t)s * hd + i];
-        out[i] = a0;
-    }
+    for (; i + 8 <= hd; i += 8)
+        weighted_block(out, w, ws, b, n, hd, i, 8);
+    for (; i + 4 <= hd; i += 4)
+        weighted_block(out, w, ws, b, n, hd, i, 4);
+    for (; i < hd; i++)
+        weighted_block(out, w, ws, b, n, hd, i, 1);
 }
 
 /* Softmax over p[0..n) in every lane, in place. The max is a lane_t select (as a float loop
