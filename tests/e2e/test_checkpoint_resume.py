@@ -48,14 +48,20 @@ def reference(tmp, spec):
 
 
 def wait_first_done(job, timeout=120):
-    t_end = time.monotonic() + timeout
+    """Waits until the first run is reported finished; returns how long that run took (from
+    the plan being printed), so the caller can time its signal to the engine's speed."""
+    t0 = time.monotonic()
+    t_end, t_plan = t0 + timeout, None
     while time.monotonic() < t_end:
-        if C.reported_finished(job.stderr()):
-            return
+        err = job.stderr()
+        if t_plan is None and "runs planned" in err:
+            t_plan = time.monotonic()
+        if C.reported_finished(err):
+            return time.monotonic() - (t_plan or t0)
         if job.poll() is not None:
             raise AssertionError("sweep ended before any run was done (rc %s):\n%s"
-                                 % (job.rc, job.stderr()[-3000:]))
-        time.sleep(0.01)
+                                 % (job.rc, err[-3000:]))
+        time.sleep(0.005)
     job.kill_all()
     raise AssertionError("no run finished within %d s" % timeout)
 
@@ -67,8 +73,9 @@ def interrupt_and_resume(label, ranks, resume_ranks, send):
         out = os.path.join(tmp, "out.h5")
         job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="usr1")
         try:
-            wait_first_done(job)
-            time.sleep(0.3)  # the next run(s) are now mid-run (400 steps take > 1 s)
+            run_s = wait_first_done(job)
+            # the runs that started as the first one ended are now ~40% through
+            time.sleep(0.4 * run_s)
             t_sig = time.monotonic()
             send(job)
             rc = job.wait(timeout=20)
@@ -177,13 +184,18 @@ def test_chain():
         ref = reference(tmp, spec)
         out = os.path.join(tmp, "out.h5")
         steps_seen = []
+        run_s = None
         for stage, action in enumerate(("usr1", "usr1", "kill", None)):
             args = ["run", spec, "-o", out] + (["--resume"] if stage else [])
             job = C.Job(args, tag="chain")
             try:
                 if action:
-                    wait_planned(job)
-                    time.sleep(0.15 if stage else 0.6)
+                    if stage == 0:  # into the second run, ~40% through
+                        run_s = wait_first_done(job)
+                        time.sleep(0.4 * run_s)
+                    else:  # into the resumed run's remaining steps
+                        wait_planned(job)
+                        time.sleep(0.15 * run_s)
                     if action == "usr1":
                         os.kill(job.proc.pid, C.signal.SIGUSR1)
                         rc = job.wait(timeout=20)
