@@ -90,37 +90,32 @@ int model_is_glu(const ModelConfig *c) {
     return c->activation == ACT_SWIGLU || c->activation == ACT_GEGLU || c->activation == ACT_REGLU;
 }
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        snprintf(err, ABL_ERR_MAX, __VA_ARGS__);                                                   \
-        return -1;                                                                                 \
-    } while (0)
-
 int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
-    if (c->vocab_size < 2) FAIL("model.vocab_size must be at least 2 (got %d)", c->vocab_size);
-    if (c->context < 1) FAIL("model.context must be positive (got %d)", c->context);
-    if (c->d_model < 1) FAIL("model.d_model must be positive (got %d)", c->d_model);
-    if (c->n_layer < 1) FAIL("model.n_layer must be positive (got %d)", c->n_layer);
-    if (c->n_head < 1) FAIL("model.n_head must be positive (got %d)", c->n_head);
+    if (c->vocab_size < 2) ABL_FAIL("model.vocab_size must be at least 2 (got %d)", c->vocab_size);
+    if (c->context < 1) ABL_FAIL("model.context must be positive (got %d)", c->context);
+    if (c->d_model < 1) ABL_FAIL("model.d_model must be positive (got %d)", c->d_model);
+    if (c->n_layer < 1) ABL_FAIL("model.n_layer must be positive (got %d)", c->n_layer);
+    if (c->n_head < 1) ABL_FAIL("model.n_head must be positive (got %d)", c->n_head);
     if (c->d_model % c->n_head != 0)
-        FAIL("model.n_head (%d) must divide model.d_model (%d)", c->n_head, c->d_model);
+        ABL_FAIL("model.n_head (%d) must divide model.d_model (%d)", c->n_head, c->d_model);
     if (c->n_head > MODEL_MAX_HEADS)
-        FAIL("model.n_head %d exceeds the supported %d", c->n_head, MODEL_MAX_HEADS);
+        ABL_FAIL("model.n_head %d exceeds the supported %d", c->n_head, MODEL_MAX_HEADS);
     if (model_head_dim(c) > MODEL_MAX_HEAD_DIM)
-        FAIL("model.d_model / model.n_head = %d exceeds the supported head dimension %d",
-             model_head_dim(c), MODEL_MAX_HEAD_DIM);
-    if (c->n_kv_head < 0) FAIL("model.n_kv_head must be positive (got %d)", c->n_kv_head);
+        ABL_FAIL("model.d_model / model.n_head = %d exceeds the supported head dimension %d",
+                 model_head_dim(c), MODEL_MAX_HEAD_DIM);
+    if (c->n_kv_head < 0) ABL_FAIL("model.n_kv_head must be positive (got %d)", c->n_kv_head);
     if (c->n_head % model_kv_heads(c) != 0)
-        FAIL("model.n_kv_head (%d) must divide model.n_head (%d)", model_kv_heads(c), c->n_head);
+        ABL_FAIL("model.n_kv_head (%d) must divide model.n_head (%d)", model_kv_heads(c),
+                 c->n_head);
     if (!(c->mlp_ratio > 0) || model_d_ff(c) < 1)
-        FAIL("model.mlp_ratio must give a positive MLP width (got %g)", c->mlp_ratio);
+        ABL_FAIL("model.mlp_ratio must give a positive MLP width (got %g)", c->mlp_ratio);
     if (c->position == POS_ROPE && model_head_dim(c) % 2 != 0)
-        FAIL("model.position rope needs an even head dimension (d_model/n_head = %d)",
-             model_head_dim(c));
+        ABL_FAIL("model.position rope needs an even head dimension (d_model/n_head = %d)",
+                 model_head_dim(c));
     if (c->position == POS_ROPE && !(c->rope_base > 1.0))
-        FAIL("model.rope_base must be greater than 1 (got %g)", c->rope_base);
-    if (!(c->norm_eps > 0)) FAIL("model.norm_eps must be positive (got %g)", c->norm_eps);
-    if (!(c->init_std > 0)) FAIL("model.init_std must be positive (got %g)", c->init_std);
+        ABL_FAIL("model.rope_base must be greater than 1 (got %g)", c->rope_base);
+    if (!(c->norm_eps > 0)) ABL_FAIL("model.norm_eps must be positive (got %g)", c->norm_eps);
+    if (!(c->init_std > 0)) ABL_FAIL("model.init_std must be positive (got %g)", c->init_std);
     return 0;
 }
 

@@ -5,10 +5,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
-#define ABL_ERR_MAX        512
+#define ABL_ERR_MAX 512
+/* In a validation function with a `char err[ABL_ERR_MAX]` parameter: write the message,
+ * return -1. */
+#define ABL_FAIL(...)                                                                              \
+    do {                                                                                           \
+        snprintf(err, ABL_ERR_MAX, __VA_ARGS__);                                                   \
+        return -1;                                                                                 \
+    } while (0)
 #define MODEL_MAX_HEADS    64   /* attention statistics keep one entry per head */
-#define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch in the attention backward */
+#define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch of the q/k norm backward */
 
 typedef enum {
     ACT_RELU,

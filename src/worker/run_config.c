@@ -35,12 +35,6 @@ void run_config_default(RunConfig *c) {
     c->sample.temperature = 0.8;
 }
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        snprintf(err, ABL_ERR_MAX, __VA_ARGS__);                                                   \
-        return -1;                                                                                 \
-    } while (0)
-
 int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     ModelConfig m = c->model;
     if (m.vocab_size == 0) m.vocab_size = 256; /* not known until the data is read */
@@ -48,32 +42,34 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     const TrainConfig *t = &c->train;
     int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0);
     if (budgets != 1)
-        FAIL("exactly one of train.steps, train.tokens, train.seconds must be set (%d are)",
-             budgets);
-    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0) FAIL("train budgets must be positive");
-    if (!(t->lr > 0)) FAIL("train.lr must be positive (got %g)", t->lr);
-    if (!(t->beta1 >= 0 && t->beta1 < 1)) FAIL("train.beta1 must be in [0, 1) (got %g)", t->beta1);
-    if (!(t->beta2 >= 0 && t->beta2 < 1)) FAIL("train.beta2 must be in [0, 1) (got %g)", t->beta2);
-    if (!(t->eps > 0)) FAIL("train.eps must be positive (got %g)", t->eps);
-    if (!(t->weight_decay >= 0)) FAIL("train.weight_decay must be >= 0");
-    if (t->warmup_steps < 0) FAIL("train.warmup_steps must be >= 0");
+        ABL_FAIL("exactly one of train.steps, train.tokens, train.seconds must be set (%d are)",
+                 budgets);
+    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0) ABL_FAIL("train budgets must be positive");
+    if (!(t->lr > 0)) ABL_FAIL("train.lr must be positive (got %g)", t->lr);
+    if (!(t->beta1 >= 0 && t->beta1 < 1))
+        ABL_FAIL("train.beta1 must be in [0, 1) (got %g)", t->beta1);
+    if (!(t->beta2 >= 0 && t->beta2 < 1))
+        ABL_FAIL("train.beta2 must be in [0, 1) (got %g)", t->beta2);
+    if (!(t->eps > 0)) ABL_FAIL("train.eps must be positive (got %g)", t->eps);
+    if (!(t->weight_decay >= 0)) ABL_FAIL("train.weight_decay must be >= 0");
+    if (t->warmup_steps < 0) ABL_FAIL("train.warmup_steps must be >= 0");
     if (!(t->min_lr >= 0 && t->min_lr <= t->lr))
-        FAIL("train.min_lr must be in [0, train.lr] (got %g)", t->min_lr);
-    if (!(t->grad_clip >= 0)) FAIL("train.grad_clip must be >= 0 (0 disables clipping)");
-    if (t->batch_size < 1) FAIL("train.batch_size must be positive (got %d)", t->batch_size);
-    if (t->eval_every < 0) FAIL("train.eval_every must be >= 0");
-    if (t->eval_tokens < 1) FAIL("train.eval_tokens must be positive");
-    if (t->log_every < 1) FAIL("train.log_every must be positive");
-    if (c->data.path[0] == '\0') FAIL("data.path is required");
+        ABL_FAIL("train.min_lr must be in [0, train.lr] (got %g)", t->min_lr);
+    if (!(t->grad_clip >= 0)) ABL_FAIL("train.grad_clip must be >= 0 (0 disables clipping)");
+    if (t->batch_size < 1) ABL_FAIL("train.batch_size must be positive (got %d)", t->batch_size);
+    if (t->eval_every < 0) ABL_FAIL("train.eval_every must be >= 0");
+    if (t->eval_tokens < 1) ABL_FAIL("train.eval_tokens must be positive");
+    if (t->log_every < 1) ABL_FAIL("train.log_every must be positive");
+    if (c->data.path[0] == '\0') ABL_FAIL("data.path is required");
     if (!(c->data.val_fraction >= 0 && c->data.val_fraction < 1))
-        FAIL("data.val_fraction must be in [0, 1) (got %g)", c->data.val_fraction);
-    if (c->data.vocab_size < 0) FAIL("data.vocab_size must be positive");
+        ABL_FAIL("data.val_fraction must be in [0, 1) (got %g)", c->data.val_fraction);
+    if (c->data.vocab_size < 0) ABL_FAIL("data.vocab_size must be positive");
     if (c->data.tokenizer == TOK_TOKENS && c->data.vocab_size > 65536)
-        FAIL("data.vocab_size %d does not fit the uint16 tokens of the .bin format",
-             c->data.vocab_size);
-    if (c->stats.every < 0) FAIL("stats.every must be >= 0");
-    if (c->sample.tokens < 0) FAIL("sample.tokens must be >= 0");
-    if (!(c->sample.temperature > 0)) FAIL("sample.temperature must be positive");
+        ABL_FAIL("data.vocab_size %d does not fit the uint16 tokens of the .bin format",
+                 c->data.vocab_size);
+    if (c->stats.every < 0) ABL_FAIL("stats.every must be >= 0");
+    if (c->sample.tokens < 0) ABL_FAIL("sample.tokens must be >= 0");
+    if (!(c->sample.temperature > 0)) ABL_FAIL("sample.temperature must be positive");
     return 0;
 }
 
