@@ -66,9 +66,8 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
     int Tc = c->context, pos = kc->len, group = H / KV;
     int QKV = (H + 2 * KV) * hd;
     matmul_forward(kc->qkv, x, param(m, T_QKV_W, l), param(m, T_QKV_B, l), 1, C, QKV);
-    float inv_freq[512];
-    for (int i = 0; i < hd / 2; i++)
-        inv_freq[i] = (float)pow(c->rope_base, -2.0 * (double)i / (double)hd);
+    float rope_cos[MODEL_MAX_HEAD_DIM / 2], rope_sin[MODEL_MAX_HEAD_DIM / 2];
+    if (c->position == POS_ROPE) rope_angles(rope_cos, rope_sin, pos, hd, c->rope_base);
     for (int h = 0; h < H + KV; h++) { /* q and k heads: optional norm, then RoPE */
         float *v = kc->qkv + (size_t)h * hd;
         if (c->qk_norm) {
@@ -77,7 +76,7 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
                   hd);
             memcpy(v, kc->tmp, (size_t)hd * sizeof(float));
         }
-        if (c->position == POS_ROPE) rope_rotate(v, hd, pos, inv_freq, 0);
+        if (c->position == POS_ROPE) rope_rotate(v, hd, rope_cos, rope_sin, 0);
     }
     size_t layer = (size_t)l * KV * Tc * hd;
     for (int g = 0; g < KV; g++) {

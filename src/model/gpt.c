@@ -49,7 +49,7 @@ typedef struct GptActs {
     float *d_q, *d_k, *d_v;           /* one layer of q, k, v */
     float *y, *d_y;                   /* lane layout (T,hd): attention output, its gradient */
     float *attn_scratch;              /* (T) lanes */
-    float *inv_freq;                  /* (hd/2) RoPE */
+    float *rope_cos, *rope_sin;       /* (T, hd/2) RoPE angles of every position */
 } GptActs;
 
 /* ------------------------------------------------------------------ tensor table */
@@ -195,7 +195,8 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->y, lanes * T * hd},
         {&a->d_y, lanes * T * hd},
         {&a->attn_scratch, ATTN_LANES * (size_t)T},
-        {&a->inv_freq, hd / 2 + 1},
+        {&a->rope_cos, (size_t)T * (hd / 2)},
+        {&a->rope_sin, (size_t)T * (hd / 2)},
     };
     size_t nreq = sizeof req / sizeof req[0], total = 0;
     for (size_t i = 0; i < nreq; i++)
@@ -216,8 +217,10 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     }
     a->tokens = (int32_t *)p;
     a->targets = (int32_t *)(p + BT);
-    for (size_t i = 0; i < hd / 2; i++)
-        a->inv_freq[i] = (float)pow(c->rope_base, -2.0 * (double)i / (double)hd);
+    if (c->position == POS_ROPE)
+        for (int t = 0; t < T; t++)
+            rope_angles(a->rope_cos + (size_t)t * (hd / 2), a->rope_sin + (size_t)t * (hd / 2), t,
+                        (int)hd, c->rope_base);
     return 0;
 oom:
     snprintf(err, ABL_ERR_MAX,
@@ -343,7 +346,9 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
                 } else {
                     memcpy(y, x, (size_t)hd * sizeof(float));
                 }
-                if (c->position == POS_ROPE) rope_rotate(y, hd, t, a->inv_freq, 0);
+                if (c->position == POS_ROPE)
+                    rope_rotate(y, hd, a->rope_cos + (size_t)t * (hd / 2),
+                                a->rope_sin + (size_t)t * (hd / 2), 0);
             }
         }
         qk = out;
@@ -378,7 +383,9 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
         for (int h = 0; h < H + KV; h++) {
             int is_q = h < H, head = is_q ? h : h - H, nh = is_q ? H : KV;
             float *d = a->d_qkv + bt * QKV + (size_t)h * hd;
-            if (c->position == POS_ROPE) rope_rotate(d, hd, t, a->inv_freq, 1);
+            if (c->position == POS_ROPE)
+                rope_rotate(d, hd, a->rope_cos + (size_t)t * (hd / 2),
+                            a->rope_sin + (size_t)t * (hd / 2), 1);
             if (!c->qk_norm) continue;
             size_t s = bt * nh + head;
             const float *hat = (is_q ? q_hat : k_hat) + s * hd, *w = is_q ? qw : kw;

@@ -338,11 +338,18 @@ void activation_backward(Activation act, float *dpre, const float *dh, const flo
 
 /* ---------------------------------------------------------------- RoPE */
 
-void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse) {
+void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base) {
+    for (int i = 0; i < hd / 2; i++) {
+        float angle = (float)pos * (float)pow(base, -2.0 * (double)i / (double)hd);
+        cos_row[i] = cosf(angle);
+        sin_row[i] = sinf(angle);
+    }
+}
+
+void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, int inverse) {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
-        float angle = (float)pos * inv_freq[i];
-        float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+        float c = cos_row[i], s = inverse ? -sin_row[i] : sin_row[i];
         float a = x[i], b = x[i + half];
         x[i] = a * c - b * s;
         x[i + half] = a * s + b * c;

@@ -32,9 +32,12 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
 void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
                          int F);
 
-/* RoPE on one head vector x (hd) at position pos, half-split pairs (i, i + hd/2);
+/* RoPE angles of position pos: cos_row[i], sin_row[i] = cos, sin(pos * base^(-2i/hd)), i < hd/2.
+ * Training takes them from a table built once; generation computes the row of its position. */
+void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base);
+/* RoPE on one head vector x (hd) with its position's angles, half-split pairs (i, i + hd/2);
  * inverse = 1 rotates by -angle (the backward of a rotation is its transpose). */
-void rope_rotate(float *x, int hd, int pos, const float *inv_freq, int inverse);
+void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, int inverse);
 
 /* Mean cross-entropy of (N,V) logits against targets; overwrites logits with softmax
  * probabilities. *correct receives the number of rows whose argmax equals the target. */
