@@ -16,7 +16,7 @@
         return -1;                                                                                 \
     } while (0)
 #define MODEL_MAX_HEADS    64   /* attention statistics keep one entry per head */
-#define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch of the q/k norm backward */
+#define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch (RoPE angles) in generation */
 
 typedef enum {
     ACT_RELU,

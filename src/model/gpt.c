@@ -50,6 +50,7 @@ typedef struct GptActs {
     float *y, *d_y;                   /* lane layout (T,hd): attention output, its gradient */
     float *attn_scratch;              /* (T) lanes */
     float *rope_cos, *rope_sin;       /* (T, hd/2) RoPE angles of every position */
+    float *qk_scratch;                /* (H + KV) * hd: one token's q and k gradients */
 } GptActs;
 
 /* ------------------------------------------------------------------ tensor table */
@@ -195,6 +196,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->y, lanes * T * hd},
         {&a->d_y, lanes * T * hd},
         {&a->attn_scratch, ATTN_LANES * (size_t)T},
+        {&a->qk_scratch, (H + KV) * hd},
         {&a->rope_cos, (size_t)T * (hd / 2)},
         {&a->rope_sin, (size_t)T * (hd / 2)},
     };
@@ -330,24 +332,28 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
         float eps = (float)c->norm_eps, *out = a->d_qkv;
         for (size_t bt = 0; bt < (size_t)B * T; bt++) {
             int t = (int)(bt % (size_t)T);
+            const float *x = qkv + bt * QKV;
+            float *y = out + bt * QKV;
+            if (c->qk_norm) { /* the H q heads, then the KV k heads: rows of hd, no affine */
+                norm_forward(c->norm_type, q_hat + bt * H * hd, q_mean + bt * H, q_rstd + bt * H, x,
+                             NULL, NULL, H, hd, eps);
+                norm_forward(c->norm_type, k_hat + bt * KV * hd, k_mean + bt * KV, k_rstd + bt * KV,
+                             x + (size_t)H * hd, NULL, NULL, KV, hd, eps);
+            }
             for (int h = 0; h < H + KV; h++) {
-                int is_q = h < H, head = is_q ? h : h - H, nh = is_q ? H : KV;
-                const float *x = qkv + bt * QKV + (size_t)h * hd;
-                float *y = out + bt * QKV + (size_t)h * hd;
-                if (c->qk_norm) {
-                    size_t s = bt * nh + head;
-                    float *hat = (is_q ? q_hat : k_hat) + s * hd;
-                    /* normalize without affine into hat, then apply the affine */
-                    norm_forward(c->norm_type, hat, (is_q ? q_mean : k_mean) + s,
-                                 (is_q ? q_rstd : k_rstd) + s, x, NULL, NULL, 1, hd, eps);
+                int is_q = h < H, head = is_q ? h : h - H;
+                float *yh = y + (size_t)h * hd;
+                if (c->qk_norm) { /* the affine, from hat */
+                    const float *hat =
+                        (is_q ? q_hat + bt * H * hd : k_hat + bt * KV * hd) + (size_t)head * hd;
                     const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
                     for (int i = 0; i < hd; i++)
-                        y[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                        yh[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
                 } else {
-                    memcpy(y, x, (size_t)hd * sizeof(float));
+                    memcpy(yh, x + (size_t)h * hd, (size_t)hd * sizeof(float));
                 }
                 if (c->position == POS_ROPE)
-                    rope_rotate(y, hd, a->rope_cos + (size_t)t * (hd / 2),
+                    rope_rotate(yh, hd, a->rope_cos + (size_t)t * (hd / 2),
                                 a->rope_sin + (size_t)t * (hd / 2), 0);
             }
         }
@@ -377,28 +383,35 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     const float *qw = tp(m, m->params, T_Q_NORM_W, l), *kw = tp(m, m->params, T_K_NORM_W, l);
     float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
     float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
-    float tmp[MODEL_MAX_HEAD_DIM];
+    float *tmp = a->qk_scratch; /* (H + KV) * hd */
     for (size_t bt = 0; bt < (size_t)B * T; bt++) {
         int t = (int)(bt % (size_t)T);
+        float *d = a->d_qkv + bt * QKV;
         for (int h = 0; h < H + KV; h++) {
-            int is_q = h < H, head = is_q ? h : h - H, nh = is_q ? H : KV;
-            float *d = a->d_qkv + bt * QKV + (size_t)h * hd;
+            int is_q = h < H, head = is_q ? h : h - H;
+            float *dh = d + (size_t)h * hd;
             if (c->position == POS_ROPE)
-                rope_rotate(d, hd, a->rope_cos + (size_t)t * (hd / 2),
+                rope_rotate(dh, hd, a->rope_cos + (size_t)t * (hd / 2),
                             a->rope_sin + (size_t)t * (hd / 2), 1);
             if (!c->qk_norm) continue;
-            size_t s = bt * nh + head;
-            const float *hat = (is_q ? q_hat : k_hat) + s * hd, *w = is_q ? qw : kw;
+            const float *hat =
+                (is_q ? q_hat + bt * H * hd : k_hat + bt * KV * hd) + (size_t)head * hd;
             float *dw = is_q ? dqw : dkw, *db = is_q ? dqb : dkb;
             for (int i = 0; i < hd; i++) {
-                if (dw) dw[i] += d[i] * hat[i];
-                if (db) db[i] += d[i];
+                if (dw) dw[i] += dh[i] * hat[i];
+                if (db) db[i] += dh[i];
             }
-            memcpy(tmp, d, (size_t)hd * sizeof(float));
-            memset(d, 0, (size_t)hd * sizeof(float));
-            norm_backward(c->norm_type, d, NULL, NULL, tmp, qkv + bt * QKV + (size_t)h * hd,
-                          (is_q ? q_mean : k_mean) + s, (is_q ? q_rstd : k_rstd) + s, w, 1, hd);
         }
+        if (!c->qk_norm) continue;
+        /* through the norms, H q rows then KV k rows of hd (the affine's gain is w) */
+        size_t nqk = (size_t)(H + KV) * hd;
+        memcpy(tmp, d, nqk * sizeof(float));
+        memset(d, 0, nqk * sizeof(float));
+        const float *x = qkv + bt * QKV;
+        norm_backward(c->norm_type, d, NULL, NULL, tmp, x, q_mean + bt * H, q_rstd + bt * H, qw, H,
+                      hd);
+        norm_backward(c->norm_type, d + (size_t)H * hd, NULL, NULL, tmp + (size_t)H * hd,
+                      x + (size_t)H * hd, k_mean + bt * KV, k_rstd + bt * KV, kw, KV, hd);
     }
 }
 
