@@ -312,6 +312,23 @@ static size_t att_tile(const GPT *m) {
     return (size_t)attn_groups(m->B * m->cfg.n_head) * ATTN_LANES * m->T * m->T;
 }
 
+/* y (n) = x * w + b, w and b optional (NULL): one loop per case, so none tests a pointer per
+ * element. */
+static void affine(float *restrict y, const float *restrict x, const float *restrict w,
+                   const float *restrict b, int n) {
+    if (w && b)
+        for (int i = 0; i < n; i++)
+            y[i] = x[i] * w[i] + b[i];
+    else if (w)
+        for (int i = 0; i < n; i++)
+            y[i] = x[i] * w[i];
+    else if (b)
+        for (int i = 0; i < n; i++)
+            y[i] = x[i] + b[i];
+    else
+        memcpy(y, x, (size_t)n * sizeof(float));
+}
+
 /* qkv (B,T,QKV) -> q, k, v in lane layout (attention.h), through the optional per-head norm
  * and RoPE. Transformed q and k heads go through d_qkv, free during forward. */
 static void qkv_split_forward(GPT *m, int l, int B, int T) {
@@ -346,9 +363,7 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
                 if (c->qk_norm) { /* the affine, from hat */
                     const float *hat =
                         (is_q ? q_hat + bt * H * hd : k_hat + bt * KV * hd) + (size_t)head * hd;
-                    const float *w = is_q ? qw : kw, *bb = is_q ? qb : kb;
-                    for (int i = 0; i < hd; i++)
-                        yh[i] = hat[i] * (w ? w[i] : 1.0f) + (bb ? bb[i] : 0.0f);
+                    affine(yh, hat, is_q ? qw : kw, is_q ? qb : kb, hd);
                 } else {
                     memcpy(yh, x + (size_t)h * hd, (size_t)hd * sizeof(float));
                 }
@@ -644,9 +659,7 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = a->encoded + ((size_t)b * T + t) * C;
-            const float *e = wte + (size_t)x[b * T + t] * C;
-            for (int i = 0; i < C; i++)
-                o[i] = e[i] + (wpe ? wpe[(size_t)t * C + i] : 0.0f);
+            affine(o, wte + (size_t)x[b * T + t] * C, NULL, wpe ? wpe + (size_t)t * C : NULL, C);
         }
     if (c->input_norm)
         site_norm_forward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->resid, a->in_mean, a->in_rstd,
