@@ -7,6 +7,9 @@
  *   params0.bin    the initialized parameter buffer (float32)
  *   x.bin, y.bin   a (B, T) batch of token ids (int32)
  *   logits.bin     (B, T, V) logits of gpt_forward(x, NULL)
+ *   stats.json     per layer: the activation statistics of the forward with targets
+ *                  (MLP hidden, attention entropy per head, residual rms) and the layer's
+ *                  gradient norm after its backward
  *   loss.txt       gpt_forward(x, y)
  *   grads.bin      gradients of that loss (gpt_backward after gpt_zero_grad)
  *   then 3 AdamW steps on the same batch (lr 1e-2, betas 0.9/0.95, eps 1e-8, weight decay
@@ -108,6 +111,26 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
     }
 }
 
+/* stats.json: the statistics of the forward with targets, and each layer's gradient norm
+ * after its backward, one object per layer. */
+static void write_stats(const GPT *m) {
+    FILE *f = open_out("stats.json", "w");
+    fputs("[\n", f);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const LayerStats *s = &m->stats[l];
+        fprintf(f,
+                "  {\"zero_frac\": %.17g, \"max\": %.17g, \"min\": %.17g, \"mean\": %.17g, "
+                "\"rms\": %.17g, \"resid_rms\": %.17g, \"grad_norm\": %.17g, \"attn_entropy\": [",
+                s->zero_frac, s->max, s->min, s->mean, s->rms, s->resid_rms,
+                gpt_layer_grad_norm(m, l));
+        for (int h = 0; h < m->cfg.n_head; h++)
+            fprintf(f, "%s%.17g", h ? ", " : "", s->attn_entropy[h]);
+        fprintf(f, "]}%s\n", l + 1 < m->cfg.n_layer ? "," : "");
+    }
+    fputs("]\n", f);
+    fclose(f);
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: refdump OUTDIR B T SEED [key=value ...]\n");
@@ -166,12 +189,15 @@ int main(int argc, char **argv) {
     write_bin("logits.bin", gpt_logits(&m), sizeof(float), n * (size_t)c.vocab_size);
 
     gpt_zero_grad(&m);
+    m.collect_stats = 1;
     float loss = gpt_forward(&m, x, y, B, T);
     gpt_backward(&m);
+    m.collect_stats = 0;
     FILE *f = open_out("loss.txt", "w");
     fprintf(f, "%.9g\n", loss);
     fclose(f);
     write_bin("grads.bin", m.grads, sizeof(float), m.n_params);
+    write_stats(&m);
 
     AdamW opt = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
     float *am = calloc(m.n_params, sizeof(float)), *av = calloc(m.n_params, sizeof(float));

@@ -38,6 +38,10 @@ GRAD_FLOOR = 1e-3    # ... relative to the largest gradient of the model, for te
                      # reference gradient is (mathematically) ~0, e.g. a k bias without RoPE
 TOL_ADAM = 1e-4      # per step: max|p_c - p_ref| / lr, torch AdamW fed the C's gradients
 TOL_INIT_STD = 0.25  # relative error of the sample std of N(0, s) tensors with >= 256 entries
+TOL_STATS = 1e-5     # activation statistics: |c - ref| / scale (max|h|, rms, 1 nat)
+TOL_GRAD_NORM = 1e-4  # per-layer gradient norm, relative (the gradients' own tolerance)
+# tensors without a leading n_layer dimension (everything else is per layer)
+GLOBAL_TENSORS = {"wte", "wpe", "in_norm.w", "in_norm.b", "final_norm.w", "final_norm.b", "lm_head"}
 
 LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-8, 0.1
 
@@ -195,6 +199,46 @@ def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
     return worst, worst_key
 
 
+def compare_stats(cfg, trace, ref, stats_c, fails):
+    """The C's per-layer statistics (stats.json) against the same quantities computed from the
+    reference forward (trace) and backward (ref.P[..].grad). Returns the worst error."""
+    worst = 0.0
+
+    def check(what, l, c, r, scale, tol=TOL_STATS):
+        nonlocal worst
+        e = abs(c - r) / scale
+        worst = max(worst, e)
+        if not e <= tol:
+            fails.append(f"stats layer {l} {what}: C {c:.8g} ref {r:.8g} (error {e:.3g} of "
+                         f"scale {scale:.3g})")
+
+    for l, sc in enumerate(stats_c):
+        h = trace["h"][l]
+        n = h.numel()
+        zeros = (h == 0).sum().item()
+        # an element whose pre-activation is within round-off of 0 may be 0 on one side only
+        if abs(sc["zero_frac"] * n - zeros) > 2:
+            fails.append(f"stats layer {l} zero_frac: C {sc['zero_frac']:.6g} ref {zeros / n:.6g}")
+        hmax = max(h.abs().max().item(), 1e-30)
+        rms = h.pow(2).mean().sqrt().item()
+        check("max", l, sc["max"], h.max().item(), hmax)
+        check("min", l, sc["min"], h.min().item(), hmax)
+        check("mean", l, sc["mean"], h.mean().item(), hmax)
+        check("rms", l, sc["rms"], rms, max(rms, 1e-30))
+        x = trace["resid"][l]
+        xr = x.pow(2).mean().sqrt().item()
+        check("resid_rms", l, sc["resid_rms"], xr, xr)
+        att = trace["att"][l]  # (B, H, T, T), zeros above the diagonal
+        plogp = torch.where(att > 0, att * att.clamp_min(1e-300).log(), torch.zeros_like(att))
+        ent = (-plogp.sum(-1)).mean(dim=(0, 2))  # per head, mean over (b, t)
+        for hh in range(cfg["n_head"]):
+            check(f"attn_entropy[{hh}]", l, sc["attn_entropy"][hh], ent[hh].item(), 1.0)
+        gn = math.sqrt(sum(p.grad[l].pow(2).sum().item() for key, p in ref.P.items()
+                           if key not in GLOBAL_TENSORS))
+        check("grad_norm", l, sc["grad_norm"], gn, max(gn, 1e-30), TOL_GRAD_NORM)
+    return worst
+
+
 def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     """Returns (row dict, [failure messages])."""
     fails = []
@@ -292,11 +336,15 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
                      f"(worst at b,t,v={tuple(int(i) for i in bad)}: C {logits_c[bad]:.6g} "
                      f"ref {logits_r[bad]:.6g})")
 
+    ref.trace = {}
     _, loss_r = ref.forward(x, y)
+    trace, ref.trace = ref.trace, None
     row["loss"] = abs(loss_c - loss_r.item()) / abs(loss_r.item())
     if not row["loss"] <= TOL_LOSS:
         fails.append(f"loss: C {loss_c:.8g} ref {loss_r.item():.8g} rel error {row['loss']:.3g}")
     row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, got, fails, "")
+    with open(os.path.join(outdir, "stats.json")) as f:
+        row["stats"] = compare_stats(cfg, trace, ref, json.load(f), fails)
 
     # 5. three AdamW steps, checked step by step: (a) the gradients the C computed at its own
     # parameters before step S against the reference's at those same parameters (so a
@@ -366,7 +414,7 @@ def main():
     t0 = time.time()
     failures = []
     print(f"{'config':34s} {'logits':>9s} {'loss':>9s} {'grad':>9s} {'(worst tensor)':16s}"
-          f" {'adamw':>9s} {'(worst tensor)':16s} status")
+          f" {'adamw':>9s} {'(worst tensor)':16s} {'stats':>9s} status")
     for n, (name, B, T, knobs) in configs:
         try:
             row, fails = check_one(a.refdump, name, B, T, knobs, 1000 + n, workdir, a.v)
@@ -375,12 +423,14 @@ def main():
         def f(key):
             return f"{row[key]:9.2e}" if key in row else f"{'-':>9s}"
         print(f"{name:34s} {f('logits')} {f('loss')} {f('grad')} {row.get('grad_key', ''):16s}"
-              f" {f('adam')} {row.get('adam_key', ''):16s} {'ok' if not fails else 'FAIL'}", flush=True)
+              f" {f('adam')} {row.get('adam_key', ''):16s} {f('stats')} {'ok' if not fails else 'FAIL'}",
+              flush=True)
         failures += [(name, msg) for msg in fails]
     if not a.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{len(configs)} configs in {time.time() - t0:.1f} s; tolerances: logits {TOL_LOGITS}, "
-          f"loss {TOL_LOSS}, grad {TOL_GRAD}, adamw {TOL_ADAM}")
+          f"loss {TOL_LOSS}, grad {TOL_GRAD}, adamw {TOL_ADAM}, stats {TOL_STATS} "
+          f"(layer grad norm {TOL_GRAD_NORM})")
     if failures:
         print(f"\n{len(failures)} FAILURE(S):")
         for name, msg in failures:

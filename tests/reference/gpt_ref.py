@@ -145,6 +145,13 @@ class RefGPT:
         self.cfg = cfg
         self.tensors = expected_tensors(cfg)
         self.P = {key: torch.zeros(shape, requires_grad=True) for _, key, shape, _, _ in self.tensors}
+        # set to a dict to record, per layer, the attention probabilities ("att", (B,H,T,T)),
+        # the MLP hidden after the nonlinearity ("h") and the block output ("resid")
+        self.trace = None
+
+    def _record(self, what, value):
+        if self.trace is not None:
+            self.trace.setdefault(what, []).append(value.detach())
 
     def load(self, flat_by_key):
         """flat_by_key: key -> tensor already shaped like the parameter."""
@@ -180,12 +187,14 @@ class RefGPT:
         att = q @ k.transpose(-1, -2) / math.sqrt(hd)
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        self._record("att", att)
         y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
         return F.linear(y, self.P["attn_proj.w"][l], self._layer("attn_proj.b", l))
 
     def mlp(self, x, l):
-        h = F.linear(x, self.P["fc.w"][l], self._layer("fc.b", l))
-        return F.linear(activation(h, self.cfg), self.P["fc_proj.w"][l], self._layer("fc_proj.b", l))
+        h = activation(F.linear(x, self.P["fc.w"][l], self._layer("fc.b", l)), self.cfg)
+        self._record("h", h)
+        return F.linear(h, self.P["fc_proj.w"][l], self._layer("fc_proj.b", l))
 
     def norm(self, x, name, l=None):
         w, b = self.P.get(name + ".w"), self.P.get(name + ".b")
@@ -218,6 +227,7 @@ class RefGPT:
                 x = x + self.mlp(x, l)
             else:
                 raise ValueError(placement)
+            self._record("resid", x)
         if cfg["final_norm"]:
             x = self.norm(x, "final_norm")
         head = self.P["wte"] if cfg["tie_embeddings"] else self.P["lm_head"]
