@@ -37,7 +37,8 @@ static const char *const CONFIGS[][8] = {
     {"model.activation=reglu", "model.norm=peri", "model.mlp_ratio=2.5", NULL},
 };
 
-static int make_model(GPT *m, const char *const *sets, int T) {
+/* The base config plus sets, weights from a fixed seed, and its KV cache. */
+static int make_model(GPT *m, KVCache *kc, const char *const *sets) {
     RunConfig rc;
     run_config_default(&rc);
     char err[ABL_ERR_MAX];
@@ -45,12 +46,16 @@ static int make_model(GPT *m, const char *const *sets, int T) {
         CHECK_MSG(knob_assign(&rc, *s, err) == 0, "%s: %s", *s, err);
     for (const char *const *s = sets; *s; s++)
         CHECK_MSG(knob_assign(&rc, *s, err) == 0, "%s: %s", *s, err);
-    if (gpt_alloc(m, &rc.model, 1, T, err) != 0) {
-        fprintf(stderr, "gpt_alloc: %s\n", err);
-        test_failures++;
+    if (gpt_alloc(m, &rc.model, 1, rc.model.context, err) != 0) {
+        CHECK_MSG(0, "gpt_alloc: %s", err);
         return -1;
     }
     gpt_init_weights(m, 7);
+    if (kvcache_alloc(kc, m, err) != 0) {
+        CHECK_MSG(0, "kvcache_alloc: %s", err);
+        gpt_free(m);
+        return -1;
+    }
     return 0;
 }
 
@@ -90,15 +95,9 @@ static void test_cache_matches_forward(void) {
         char name[512];
         label(name, sizeof name, CONFIGS[k]);
         GPT m;
-        if (make_model(&m, CONFIGS[k], 12) != 0) continue;
-        int T = m.cfg.context, V = m.cfg.vocab_size, keep = T / 2;
         KVCache kc;
-        char err[ABL_ERR_MAX];
-        if (kvcache_alloc(&kc, &m, err) != 0) {
-            CHECK_MSG(0, "kvcache_alloc: %s", err);
-            gpt_free(&m);
-            continue;
-        }
+        if (make_model(&m, &kc, CONFIGS[k]) != 0) continue;
+        int T = m.cfg.context, V = m.cfg.vocab_size, keep = T / 2;
         int32_t tok[13];
         uint64_t s = 99 + k;
         for (int i = 0; i <= T; i++)
@@ -134,15 +133,9 @@ static void test_generate_greedy(void) {
     const char *const sets[] = {"model.position=rope", "model.activation=gelu",
                                 "model.init_std=0.5", NULL};
     GPT m;
-    if (make_model(&m, sets, 12) != 0) return;
-    int T = m.cfg.context, V = m.cfg.vocab_size, keep = T / 2, n = 3 * T;
     KVCache kc;
-    char err[ABL_ERR_MAX];
-    if (kvcache_alloc(&kc, &m, err) != 0) {
-        CHECK_MSG(0, "kvcache_alloc: %s", err);
-        gpt_free(&m);
-        return;
-    }
+    if (make_model(&m, &kc, sets) != 0) return;
+    int T = m.cfg.context, V = m.cfg.vocab_size, keep = T / 2, n = 3 * T;
     int32_t prompt[] = {3, 1, 4, 1, 5}, out[36], hist[64];
     generate(&kc, prompt, 5, n, 0.0, 1, out);
     int len = 5, start = 0, compared = 0, tie = 0;
