@@ -1,10 +1,12 @@
 /* The engine's contract: the reference families' exact parameter counts, deterministic
- * training (same seed: identical bytes; another seed: different), and a micro model that
- * memorizes a tiny corpus. */
+ * training (same seed: identical bytes; another seed: different), a micro model that
+ * memorizes a tiny corpus, divergence, the lr schedules, the three budgets and gradient
+ * clipping. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model/gpt.h"
 #include "test_util.h"
@@ -52,10 +54,11 @@ static void micro_config(RunConfig *c, const char *path) {
     c->train.eval_tokens = 256;
 }
 
-/* Loads the data, trains one run and returns its status; *params (if asked) receives a
- * malloc'd copy of the final parameters and *n_params their count. */
-static RunStatus train_once(const RunConfig *c, uint64_t seed, EndEvent *end, float **params,
-                            size_t *n_params) {
+/* Loads the data, trains one run (events to sink, which may be NULL) and returns its status;
+ * *params (if asked) receives a malloc'd copy of the final parameters and *n_params their
+ * count. */
+static RunStatus train_once(const RunConfig *c, uint64_t seed, EventSink *sink, EndEvent *end,
+                            float **params, size_t *n_params) {
     char err[ABL_ERR_MAX];
     Dataset d;
     Trainer t;
@@ -70,7 +73,7 @@ static RunStatus train_once(const RunConfig *c, uint64_t seed, EndEvent *end, fl
         dataset_free(&d);
         return RUN_FAILED;
     }
-    RunStatus st = trainer_run(&t, NULL, NULL, end);
+    RunStatus st = trainer_run(&t, sink, NULL, end);
     if (params) {
         *n_params = t.gpt.n_params;
         *params = malloc(t.gpt.n_params * sizeof(float));
@@ -91,9 +94,9 @@ static void test_determinism(const char *corpus) {
     EndEvent e1, e2, e3;
     float *a = NULL, *b = NULL, *x = NULL;
     size_t n1 = 0, n2 = 0, n3 = 0;
-    CHECK(train_once(&c, 7, &e1, &a, &n1) == RUN_DONE);
-    CHECK(train_once(&c, 7, &e2, &b, &n2) == RUN_DONE);
-    CHECK(train_once(&c, 8, &e3, &x, &n3) == RUN_DONE);
+    CHECK(train_once(&c, 7, NULL, &e1, &a, &n1) == RUN_DONE);
+    CHECK(train_once(&c, 7, NULL, &e2, &b, &n2) == RUN_DONE);
+    CHECK(train_once(&c, 8, NULL, &e3, &x, &n3) == RUN_DONE);
     CHECK(a && b && x && n1 == n2 && n1 == n3);
     if (a && b && x) {
         CHECK_MSG(memcmp(a, b, n1 * sizeof(float)) == 0, "same seed gave different weights");
@@ -124,7 +127,7 @@ static void test_overfit(const char *dir) {
     c.train.eval_tokens = 512;
     c.sample.tokens = 0;
     EndEvent end;
-    CHECK(train_once(&c, 1, &end, NULL, NULL) == RUN_DONE);
+    CHECK(train_once(&c, 1, NULL, &end, NULL, NULL) == RUN_DONE);
     /* with val_fraction 0 the evaluation windows come from the (memorized) training text */
     CHECK_MSG(end.final_val_loss < 0.05, "final loss %.4f, expected < 0.05", end.final_val_loss);
     CHECK_MSG(end.final_val_acc > 0.99, "final accuracy %.4f", end.final_val_acc);
@@ -139,9 +142,128 @@ static void test_divergence(const char *corpus) {
     c.train.warmup_steps = 0;
     c.train.grad_clip = 0;
     EndEvent end;
-    CHECK(train_once(&c, 1, &end, NULL, NULL) == RUN_DIVERGED);
+    CHECK(train_once(&c, 1, NULL, &end, NULL, NULL) == RUN_DIVERGED);
     CHECK(end.status == RUN_DIVERGED && end.steps > 0 && end.steps < 200);
     CHECK(strstr(end.message, "non-finite") != NULL);
+}
+
+/* Records the step events (lr, grad norm, clock) and counts the evaluations. */
+typedef struct {
+    EventSink sink;
+    int n_steps, n_evals;
+    StepEvent steps[64];
+} Capture;
+
+static void capture_emit(EventSink *self, const Event *ev) {
+    Capture *c = (Capture *)self;
+    if (ev->kind == EV_STEP && c->n_steps < 64) c->steps[c->n_steps++] = ev->u.step;
+    if (ev->kind == EV_EVAL) c->n_evals++;
+}
+
+/* The documented schedules (docs/metrics.md): warmup_steps of linear warmup (step s of the
+ * warmup uses lr * s / warmup), then constant, linear or cosine from lr to min_lr over the
+ * remaining steps, step s at fraction (s - 1 - warmup) / (steps - warmup). */
+static void test_schedules(const char *corpus) {
+    const Schedule kinds[] = {SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE};
+    const int steps = 12, warmup = 3;
+    const double lr = 1e-2, min_lr = 1e-3;
+    for (int k = 0; k < 3; k++) {
+        RunConfig c;
+        micro_config(&c, corpus);
+        c.train.batch_size = 4;
+        c.train.steps = steps;
+        c.train.warmup_steps = warmup;
+        c.train.lr = lr;
+        c.train.min_lr = min_lr;
+        c.train.schedule = kinds[k];
+        c.train.log_every = 1;
+        c.sample.tokens = 0;
+        Capture cap = {.sink = {capture_emit}};
+        EndEvent end;
+        CHECK(train_once(&c, 1, &cap.sink, &end, NULL, NULL) == RUN_DONE);
+        CHECK(cap.n_steps == steps);
+        for (int i = 0; i < cap.n_steps; i++) {
+            int s = (int)cap.steps[i].step;
+            double want = lr, frac = (double)(s - 1 - warmup) / (steps - warmup);
+            if (s <= warmup)
+                want = lr * s / warmup;
+            else if (kinds[k] == SCHED_LINEAR)
+                want = min_lr + (lr - min_lr) * (1.0 - frac);
+            else if (kinds[k] == SCHED_COSINE)
+                want = min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(M_PI * frac));
+            CHECK_MSG(fabs(cap.steps[i].lr - want) <= 1e-9 * lr,
+                      "schedule %d step %d: lr %.10g, expected %.10g", k, s, cap.steps[i].lr, want);
+        }
+    }
+}
+
+/* A token budget rounds up to whole steps. A time budget counts training only: the run's
+ * clock excludes its evaluations (here most of the wall time), and after the warmup the lr
+ * holds (no known step count to decay over). */
+static void test_budgets(const char *corpus) {
+    RunConfig c;
+    micro_config(&c, corpus);
+    c.train.batch_size = 4; /* 64 tokens per step */
+    c.train.steps = 0;
+    c.train.tokens = 1000;
+    c.sample.tokens = 0;
+    EndEvent end;
+    CHECK(train_once(&c, 1, NULL, &end, NULL, NULL) == RUN_DONE);
+    CHECK_MSG(end.steps == 16 && end.tokens == 1024, "tokens budget: %ld steps, %ld tokens",
+              end.steps, end.tokens);
+
+    c.train.tokens = 0;
+    c.train.seconds = 0.2;
+    c.train.warmup_steps = 2;
+    c.train.log_every = 1000000; /* step events: the last one only */
+    c.train.eval_every = 20;
+    c.train.eval_tokens = 16384;
+    Capture cap = {.sink = {capture_emit}};
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    CHECK(train_once(&c, 1, &cap.sink, &end, NULL, NULL) == RUN_DONE);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double wall = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    double per_step = end.train_seconds / (double)end.steps;
+    CHECK_MSG(end.train_seconds >= 0.2 && end.train_seconds < 0.2 + per_step + 0.05,
+              "time budget 0.2 s: trained %.3f s in %ld steps", end.train_seconds, end.steps);
+    CHECK(cap.n_steps == 1 && cap.steps[0].time == end.train_seconds);
+    CHECK(cap.n_steps == 1 && cap.steps[0].lr == c.train.lr);
+    /* the evaluations ran (one per 20 steps, plus the last) and took time the budget did not
+     * count: at least half of the wall time past the training clock */
+    CHECK(cap.n_evals >= 2);
+    CHECK_MSG(wall > end.train_seconds * 1.5, "wall %.3f s vs training %.3f s (%d evals)", wall,
+              end.train_seconds, cap.n_evals);
+}
+
+/* grad_clip rescales the gradient when its global norm is above the limit, and only then;
+ * step events report the norm before clipping. */
+static void test_grad_clip(const char *corpus) {
+    RunConfig c;
+    micro_config(&c, corpus);
+    c.train.batch_size = 4;
+    c.train.steps = 6;
+    c.train.log_every = 1;
+    c.sample.tokens = 0;
+    float *p[3] = {NULL, NULL, NULL};
+    size_t n[3];
+    Capture cap[3];
+    const double clip[3] = {0.0, 1e9, 0.05};
+    EndEvent end;
+    for (int k = 0; k < 3; k++) {
+        c.train.grad_clip = clip[k];
+        cap[k] = (Capture){.sink = {capture_emit}};
+        CHECK(train_once(&c, 3, &cap[k].sink, &end, &p[k], &n[k]) == RUN_DONE);
+    }
+    if (p[0] && p[1] && p[2]) {
+        CHECK_MSG(memcmp(p[0], p[1], n[0] * sizeof(float)) == 0,
+                  "an inactive clip changed the run");
+        CHECK_MSG(memcmp(p[0], p[2], n[0] * sizeof(float)) != 0, "an active clip changed nothing");
+        CHECK(cap[0].steps[0].grad_norm > 0.05);
+        CHECK(cap[2].steps[0].grad_norm == cap[0].steps[0].grad_norm); /* same params, pre-clip */
+    }
+    for (int k = 0; k < 3; k++)
+        free(p[k]);
 }
 
 int main(void) {
@@ -152,5 +274,8 @@ int main(void) {
     test_determinism(corpus);
     test_overfit(dir);
     test_divergence(corpus);
+    test_schedules(corpus);
+    test_budgets(corpus);
+    test_grad_clip(corpus);
     return test_finish("test_engine");
 }
