@@ -47,6 +47,24 @@ def check_train(tmp, corpus, view):
     rc, so, se = C.run(["train", base, "--json", "--seed", "11", "--set", "model.n_head=4",
                         "--set", "model.activation=gelu"], expect_rc=0, tag="train")
     ev = [json.loads(l) for l in so.splitlines() if l.strip()]
+    # the --json interface: every event kind with at least the fields the issue names
+    required = {
+        "start": {"params", "flops_per_token", "kv_bytes_per_token", "config"},
+        "step": {"step", "tokens", "loss", "lr", "grad_norm", "time"},
+        "eval": {"step", "val_loss", "val_acc"},
+        "act": {"step", "layer", "zero_frac", "max", "min", "mean", "rms"},
+        "sample": {"kind", "text", "degenerate"},
+        "end": {"status", "steps", "tokens", "train_seconds", "tokens_per_s", "final_val_loss"},
+    }
+    kinds = {e["event"] for e in ev}
+    assert kinds >= set(required), "train --json lacks events %s" % (set(required) - kinds)
+    for e in ev:
+        missing = required.get(e["event"], set()) - set(e)
+        assert not missing, "%s event lacks %s: %s" % (e["event"], missing, e)
+    start = ev[0]
+    assert start["event"] == "start" and start["config"]["model.n_head"] == 4 \
+        and start["config"]["model.activation"] == "gelu", start
+    assert {e["kind"] for e in ev if e["event"] == "sample"} == {"greedy", "temperature"}
     steps = {e["step"]: e for e in ev if e["event"] == "step"}
     evals = {e["step"]: e for e in ev if e["event"] == "eval"}
     end = [e for e in ev if e["event"] == "end"]
