@@ -157,9 +157,9 @@ typedef float v8_t __attribute__((vector_size(8 * sizeof(float))));
 typedef int v8i_t __attribute__((vector_size(8 * sizeof(int))));
 #define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8i_t){__VA_ARGS__})
 
-/* out[k][r] (=, or += when add) in[r][k] for an 8x8 block: a transpose in registers
- * instead of 64 strided scalar moves. */
-static void transpose8(float *const out[8], const float *const in[8], int add) {
+/* out[k][r] = in[r][k] for an 8x8 block: a transpose in registers instead of 64 strided
+ * scalar moves. */
+static void transpose8(float *const out[8], const float *const in[8]) {
     v8_t r[8], t[8], u[8];
     for (int k = 0; k < 8; k++)
         memcpy(&r[k], in[k], sizeof r[k]);
@@ -176,13 +176,6 @@ static void transpose8(float *const out[8], const float *const in[8], int add) {
     for (int k = 0; k < 4; k++) {
         v8_t lo = SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
         v8_t hi = SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-        if (add) {
-            v8_t a, b;
-            memcpy(&a, out[k], sizeof a);
-            memcpy(&b, out[k + 4], sizeof b);
-            lo += a;
-            hi += b;
-        }
         memcpy(out[k], &lo, sizeof lo);
         memcpy(out[k + 4], &hi, sizeof hi);
     }
@@ -232,13 +225,13 @@ void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int 
                         out[k] = dst + base[k] + (size_t)t * stride + i;
                     }
                     if (rep == 1) {
-                        transpose8(out, in, 0);
+                        transpose8(out, in);
                         continue;
                     }
                     float tile[8][8], *tp[8];
                     for (int k = 0; k < 8; k++)
                         tp[k] = tile[k];
-                    transpose8(tp, in, 0);
+                    transpose8(tp, in);
                     for (int k = 0; k < 8; k++)
                         for (int r = 0; r < 8; r++)
                             out[k][r] = add[k] ? out[k][r] + tile[k][r] : tile[k][r];
@@ -262,11 +255,10 @@ void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int 
 
 void attention_entropy(double *entropy, const float *att, int pairs, int H, int T) {
     for (int p = 0; p < pairs; p++) {
-        const float *P = att + (size_t)(p / ATTN_LANES) * T * T * ATTN_LANES + p % ATTN_LANES;
         double e = 0.0;
         for (int t = 0; t < T; t++)
-            for (int s = 0; s <= t; s++) {
-                double x = P[((size_t)t * T + s) * ATTN_LANES];
+            for (int s = 0; s <= t; s++) { /* att is a (T, T) lane tensor */
+                double x = att[attn_lane_offset(T, T, p, t, s)];
                 if (x > 0.0) e -= x * log(x);
             }
         entropy[p % H] += e;

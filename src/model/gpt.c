@@ -23,7 +23,6 @@ typedef struct GptActs {
     /* per layer, (L, ...) */
     float *n1_out, *n1_mean, *n1_rstd;        /* (B,T,C), (B,T), (B,T) */
     float *qkv;                               /* (B,T,QKV) projection output */
-    float *q_hat, *k_hat;                     /* (B,T,H,hd), (B,T,KV,hd) normalized before affine */
     float *q_mean, *q_rstd, *k_mean, *k_rstd; /* (B,T,H), (B,T,KV) */
     float *q, *k, *v; /* lane layout (attention.h), one lane per (b, query head); k and v are
                          copied to every query head of their group */
@@ -153,8 +152,6 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->n1_mean, L * BT},
         {&a->n1_rstd, L * BT},
         {&a->qkv, L * BT * QKV},
-        {&a->q_hat, L * BT * H * hd},
-        {&a->k_hat, L * BT * KV * hd},
         {&a->q_mean, L * BT * H},
         {&a->q_rstd, L * BT * H},
         {&a->k_mean, L * BT * KV},
@@ -312,23 +309,6 @@ static size_t att_tile(const GPT *m) {
     return (size_t)attn_groups(m->B * m->cfg.n_head) * ATTN_LANES * m->T * m->T;
 }
 
-/* y (n) = x * w + b, w and b optional (NULL): one loop per case, so none tests a pointer per
- * element. */
-static void affine(float *restrict y, const float *restrict x, const float *restrict w,
-                   const float *restrict b, int n) {
-    if (w && b)
-        for (int i = 0; i < n; i++)
-            y[i] = x[i] * w[i] + b[i];
-    else if (w)
-        for (int i = 0; i < n; i++)
-            y[i] = x[i] * w[i];
-    else if (b)
-        for (int i = 0; i < n; i++)
-            y[i] = x[i] + b[i];
-    else
-        memcpy(y, x, (size_t)n * sizeof(float));
-}
-
 /* qkv (B,T,QKV) -> q, k, v in lane layout (attention.h), through the optional per-head norm
  * and RoPE. Transformed q and k heads go through d_qkv, free during forward. */
 static void qkv_split_forward(GPT *m, int l, int B, int T) {
@@ -340,37 +320,28 @@ static void qkv_split_forward(GPT *m, int l, int B, int T) {
     const float *qkv = LAYER(a->qkv, l, BTc * QKV), *qk = qkv;
     float *q = LAYER(a->q, l, lt), *k = LAYER(a->k, l, lt), *v = LAYER(a->v, l, lt);
     if (c->qk_norm || c->position == POS_ROPE) {
-        float *q_hat = LAYER(a->q_hat, l, BTc * H * hd);
-        float *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
         float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
         float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
         const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
         const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
         float eps = (float)c->norm_eps, *out = a->d_qkv;
+        size_t nqk = (size_t)(H + KV) * hd;
         for (size_t bt = 0; bt < (size_t)B * T; bt++) {
             int t = (int)(bt % (size_t)T);
             const float *x = qkv + bt * QKV;
             float *y = out + bt * QKV;
-            if (c->qk_norm) { /* the H q heads, then the KV k heads: rows of hd, no affine */
-                norm_forward(c->norm_type, q_hat + bt * H * hd, q_mean + bt * H, q_rstd + bt * H, x,
-                             NULL, NULL, H, hd, eps);
-                norm_forward(c->norm_type, k_hat + bt * KV * hd, k_mean + bt * KV, k_rstd + bt * KV,
-                             x + (size_t)H * hd, NULL, NULL, KV, hd, eps);
+            if (c->qk_norm) { /* the H q heads, then the KV k heads: rows of hd */
+                norm_forward(c->norm_type, y, q_mean + bt * H, q_rstd + bt * H, x, qw, qb, H, hd,
+                             eps);
+                norm_forward(c->norm_type, y + (size_t)H * hd, k_mean + bt * KV, k_rstd + bt * KV,
+                             x + (size_t)H * hd, kw, kb, KV, hd, eps);
+            } else {
+                memcpy(y, x, nqk * sizeof(float));
             }
-            for (int h = 0; h < H + KV; h++) {
-                int is_q = h < H, head = is_q ? h : h - H;
-                float *yh = y + (size_t)h * hd;
-                if (c->qk_norm) { /* the affine, from hat */
-                    const float *hat =
-                        (is_q ? q_hat + bt * H * hd : k_hat + bt * KV * hd) + (size_t)head * hd;
-                    affine(yh, hat, is_q ? qw : kw, is_q ? qb : kb, hd);
-                } else {
-                    memcpy(yh, x + (size_t)h * hd, (size_t)hd * sizeof(float));
-                }
-                if (c->position == POS_ROPE)
-                    rope_rotate(yh, hd, a->rope_cos + (size_t)t * (hd / 2),
+            if (c->position == POS_ROPE)
+                for (int h = 0; h < H + KV; h++)
+                    rope_rotate(y + (size_t)h * hd, hd, a->rope_cos + (size_t)t * (hd / 2),
                                 a->rope_sin + (size_t)t * (hd / 2), 0);
-            }
         }
         qk = out;
     }
@@ -393,8 +364,6 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     const float *qkv = LAYER(a->qkv, l, BTc * QKV);
     const float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
     const float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
-    const float *q_hat = LAYER(a->q_hat, l, BTc * H * hd);
-    const float *k_hat = LAYER(a->k_hat, l, BTc * KV * hd);
     const float *qw = tp(m, m->params, T_Q_NORM_W, l), *kw = tp(m, m->params, T_K_NORM_W, l);
     float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
     float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
@@ -402,33 +371,24 @@ static void qkv_split_backward(GPT *m, int l, int B, int T) {
     for (size_t bt = 0; bt < (size_t)B * T; bt++) {
         int t = (int)(bt % (size_t)T);
         float *d = a->d_qkv + bt * QKV;
-        for (int h = 0; h < H + KV; h++) {
-            int is_q = h < H, head = is_q ? h : h - H;
-            float *dh = d + (size_t)h * hd;
-            if (c->position == POS_ROPE)
-                rope_rotate(dh, hd, a->rope_cos + (size_t)t * (hd / 2),
+        if (c->position == POS_ROPE)
+            for (int h = 0; h < H + KV; h++)
+                rope_rotate(d + (size_t)h * hd, hd, a->rope_cos + (size_t)t * (hd / 2),
                             a->rope_sin + (size_t)t * (hd / 2), 1);
-            if (!c->qk_norm) continue;
-            const float *hat =
-                (is_q ? q_hat + bt * H * hd : k_hat + bt * KV * hd) + (size_t)head * hd;
-            float *dw = is_q ? dqw : dkw, *db = is_q ? dqb : dkb;
-            for (int i = 0; i < hd; i++) {
-                if (dw) dw[i] += dh[i] * hat[i];
-                if (db) db[i] += dh[i];
-            }
-        }
         if (!c->qk_norm) continue;
-        /* through the norms, H q rows then KV k rows of hd (the affine's gain is w) */
+        /* through the norms and their affine (gain w, shift b), H q rows then KV k rows of hd */
         size_t nqk = (size_t)(H + KV) * hd;
         memcpy(tmp, d, nqk * sizeof(float));
         memset(d, 0, nqk * sizeof(float));
         const float *x = qkv + bt * QKV;
-        norm_backward(c->norm_type, d, NULL, NULL, tmp, x, q_mean + bt * H, q_rstd + bt * H, qw, H,
+        norm_backward(c->norm_type, d, dqw, dqb, tmp, x, q_mean + bt * H, q_rstd + bt * H, qw, H,
                       hd);
-        norm_backward(c->norm_type, d + (size_t)H * hd, NULL, NULL, tmp + (size_t)H * hd,
+        norm_backward(c->norm_type, d + (size_t)H * hd, dkw, dkb, tmp + (size_t)H * hd,
                       x + (size_t)H * hd, k_mean + bt * KV, k_rstd + bt * KV, kw, KV, hd);
     }
 }
+
+/* ------------------------------------------------------------------ sublayers */
 
 /* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
 static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
@@ -659,7 +619,12 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = a->encoded + ((size_t)b * T + t) * C;
-            affine(o, wte + (size_t)x[b * T + t] * C, NULL, wpe ? wpe + (size_t)t * C : NULL, C);
+            const float *e = wte + (size_t)x[b * T + t] * C;
+            if (wpe) /* learned positions; otherwise the token embedding alone */
+                for (int i = 0; i < C; i++)
+                    o[i] = e[i] + wpe[(size_t)t * C + i];
+            else
+                memcpy(o, e, (size_t)C * sizeof(float));
         }
     if (c->input_norm)
         site_norm_forward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->resid, a->in_mean, a->in_rstd,
