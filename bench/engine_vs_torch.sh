@@ -164,6 +164,13 @@ libs=$(pkg-config --libs openblas 2>/dev/null || echo "-lopenblas")
 # shellcheck disable=SC2086
 cc -O2 -std=c11 -o "$SGEMM" "$BENCH/sgemm_peak.c" $cflags $libs || die "cannot compile bench/sgemm_peak.c"
 sgemm() { env -u OPENBLAS_NUM_THREADS "$SGEMM" --reps "$SGEMM_REPS" "$@"; }
+# gemm_alone ABLATE_JSONL OUT [sgemm_peak args]: ablate's GEMM calls of one step (from the
+# run's start event), timed alone by sgemm_peak into OUT
+gemm_alone() {
+  "$PY" "$BENCH/bench_report.py" --shapes "$1" >"$TMP/shapes.txt"
+  sgemm "${@:3}" --shapes "$TMP/shapes.txt" >"$2" || die "sgemm_peak failed"
+  cat "$2"
+}
 if [ "$run_book" = 1 ]; then
   say "sgemm peak (single thread)"
   sgemm >"$RUN/sgemm.1.json" || die "sgemm_peak failed"
@@ -247,11 +254,8 @@ if [ "$run_micro" = 1 ]; then
     note_load
   done
   # ablate's own GEMM calls of one micro step, timed alone: the floor under its step time
-  "$PY" "$BENCH/bench_report.py" --shapes "$RUN/micro.ablate.1.jsonl" >"$TMP/micro_shapes.txt"
   say "ablate's micro GEMM shapes, alone"
-  sgemm --sizes 256 --reps 200 --shapes "$TMP/micro_shapes.txt" >"$RUN/micro_gemm.json" ||
-    die "sgemm_peak failed"
-  cat "$RUN/micro_gemm.json"
+  gemm_alone "$RUN/micro.ablate.1.jsonl" "$RUN/micro_gemm.json" --sizes 256 --reps 200
 fi
 
 if [ "$run_book" = 1 ]; then
@@ -267,10 +271,8 @@ if [ "$run_book" = 1 ]; then
     note_load
   done
   # again after the runs (the best of both counts), plus ablate's own GEMM calls of one step
-  "$PY" "$BENCH/bench_report.py" --shapes "$RUN/book.ablate.1.jsonl" >"$TMP/shapes.txt"
   say "sgemm peak again, and ablate's GEMM shapes"
-  sgemm --shapes "$TMP/shapes.txt" >"$RUN/sgemm.2.json" || die "sgemm_peak failed"
-  cat "$RUN/sgemm.2.json"
+  gemm_alone "$RUN/book.ablate.1.jsonl" "$RUN/sgemm.2.json"
 fi
 
 write_meta "$@"
