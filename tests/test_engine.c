@@ -54,6 +54,15 @@ static void micro_config(RunConfig *c, const char *path) {
     c->train.eval_tokens = 256;
 }
 
+/* ... with batches of 4 x 16 = 64 tokens, no samples, a step event per step: for tests of
+ * the training loop's knobs. */
+static void loop_config(RunConfig *c, const char *path) {
+    micro_config(c, path);
+    c->train.batch_size = 4;
+    c->train.log_every = 1;
+    c->sample.tokens = 0;
+}
+
 /* Loads the data, trains one run (events to sink, which may be NULL) and returns its status;
  * *params (if asked) receives a malloc'd copy of the final parameters and *n_params their
  * count. */
@@ -169,15 +178,12 @@ static void test_schedules(const char *corpus) {
     const double lr = 1e-2, min_lr = 1e-3;
     for (int k = 0; k < 3; k++) {
         RunConfig c;
-        micro_config(&c, corpus);
-        c.train.batch_size = 4;
+        loop_config(&c, corpus);
         c.train.steps = steps;
         c.train.warmup_steps = warmup;
         c.train.lr = lr;
         c.train.min_lr = min_lr;
         c.train.schedule = kinds[k];
-        c.train.log_every = 1;
-        c.sample.tokens = 0;
         Capture cap = {.sink = {capture_emit}};
         EndEvent end;
         CHECK(train_once(&c, 1, &cap.sink, &end, NULL, NULL) == RUN_DONE);
@@ -202,11 +208,9 @@ static void test_schedules(const char *corpus) {
  * holds (no known step count to decay over). */
 static void test_budgets(const char *corpus) {
     RunConfig c;
-    micro_config(&c, corpus);
-    c.train.batch_size = 4; /* 64 tokens per step */
+    loop_config(&c, corpus); /* 64 tokens per step */
     c.train.steps = 0;
     c.train.tokens = 1000;
-    c.sample.tokens = 0;
     EndEvent end;
     CHECK(train_once(&c, 1, NULL, &end, NULL, NULL) == RUN_DONE);
     CHECK_MSG(end.steps == 16 && end.tokens == 1024, "tokens budget: %ld steps, %ld tokens",
@@ -240,11 +244,8 @@ static void test_budgets(const char *corpus) {
  * step events report the norm before clipping. */
 static void test_grad_clip(const char *corpus) {
     RunConfig c;
-    micro_config(&c, corpus);
-    c.train.batch_size = 4;
+    loop_config(&c, corpus);
     c.train.steps = 6;
-    c.train.log_every = 1;
-    c.sample.tokens = 0;
     float *p[3] = {NULL, NULL, NULL};
     size_t n[3];
     Capture cap[3];
