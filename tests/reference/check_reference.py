@@ -40,8 +40,6 @@ TOL_ADAM = 1e-4      # per step: max|p_c - p_ref| / lr, torch AdamW fed the C's 
 TOL_INIT_STD = 0.25  # relative error of the sample std of N(0, s) tensors with >= 256 entries
 TOL_STATS = 1e-5     # activation statistics: |c - ref| / scale (max|h|, rms, 1 nat)
 TOL_GRAD_NORM = 1e-4  # per-layer gradient norm, relative (the gradients' own tolerance)
-# tensors without a leading n_layer dimension (everything else is per layer)
-GLOBAL_TENSORS = {"wte", "wpe", "in_norm.w", "in_norm.b", "final_norm.w", "final_norm.b", "lm_head"}
 
 LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-8, 0.1
 
@@ -234,7 +232,7 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
         for hh in range(cfg["n_head"]):
             check(f"attn_entropy[{hh}]", l, sc["attn_entropy"][hh], ent[hh].item(), 1.0)
         gn = math.sqrt(sum(p.grad[l].pow(2).sum().item() for key, p in ref.P.items()
-                           if key not in GLOBAL_TENSORS))
+                           if key not in gpt_ref.GLOBAL_KEYS))
         check("grad_norm", l, sc["grad_norm"], gn, max(gn, 1e-30), TOL_GRAD_NORM)
     return worst
 

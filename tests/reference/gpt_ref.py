@@ -23,6 +23,9 @@ TENSOR_KEYS = [
     "mlp_onorm.w", "mlp_onorm.b", "final_norm.w", "final_norm.b", "lm_head",
 ]
 
+# Tensors without the leading n_layer dimension; every other key is per layer.
+GLOBAL_KEYS = {"wte", "wpe", "in_norm.w", "in_norm.b", "final_norm.w", "final_norm.b", "lm_head"}
+
 # InitKind of gpt.h
 INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS = 0, 1, 2, 3
 
