@@ -81,9 +81,10 @@ def fmt_spread(xs):
 
 
 def gemm_shapes(start):
-    """The cblas_sgemm calls of one ablate training step (src/model/layers.c), as lines
-    "transA transB M N K count" for bench/sgemm_peak --shapes. Attention's score and value
-    products are loops in ablate, not GEMM calls, so they are not listed."""
+    """The matrix products of one ablate training step (src/model/layers.c), as lines
+    "transA transB M N K count" for bench/sgemm_peak --shapes, which runs them the way
+    src/model/gemm.c does. Attention's score and value products are loops in ablate, not
+    GEMM calls, so they are not listed."""
     c = start["config"]
     V, C, L, T = c["model.vocab_size"], c["model.d_model"], c["model.n_layer"], c["model.context"]
     H = c["model.n_head"]

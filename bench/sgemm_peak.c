@@ -1,14 +1,17 @@
 /* Single-core OpenBLAS sgemm throughput: the ceiling for a training step made of matmuls.
  *
- *   cc -O2 -o sgemm_peak bench/sgemm_peak.c -I/usr/include/x86_64-linux-gnu/openblas-pthread
- * -lopenblas sgemm_peak [--reps R] [--sizes 1024,1536,2048] [--shapes FILE]
+ *   cc -O2 -Isrc -o sgemm_peak bench/sgemm_peak.c src/model/gemm.c \
+ *      -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
+ *   sgemm_peak [--reps R] [--sizes 1024,1536,2048] [--shapes FILE]
  *
  * Square C = A B for each size, R timed repetitions after one warm-up call; the best
  * repetition counts. Prints JSON on one line:
  *   {"core": "Haswell", "threads": 1, "gflops": best, "sizes": [{"n":..,"gflops":..}, ...]}
- * With --shapes FILE (lines "transA transB M N K count", row-major, as ablate calls
- * cblas_sgemm), it also times that list of calls as a whole, best of R, and adds
- * "shapes_seconds" (the GEMM-only time of the list) and "shapes_gflops".
+ * With --shapes FILE (lines "transA transB M N K count", row-major: the products of an
+ * ablate step), it also times that list as ablate runs it, as a whole, best of R, and adds
+ * "shapes_seconds" (the GEMM-only time of the list) and "shapes_gflops". "As ablate runs
+ * it" means through src/model/gemm.c, in the pieces it cuts, and a forward product
+ * (N T) that gemm.c would split runs N N, on the transposed weight copy gpt.c keeps for it.
  *
  * OpenBLAS reads OPENBLAS_CORETYPE itself; this program never sets it. It pins OpenBLAS to
  * one thread unless OPENBLAS_NUM_THREADS is set. */
@@ -18,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "model/gemm.h"
 
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int);
@@ -131,10 +136,11 @@ int main(int argc, char **argv) {
             for (int i = 0; i < ns; i++)
                 for (int k = 0; k < sh[i].count; k++) {
                     const Shape *q = &sh[i];
-                    int lda = q->ta ? q->M : q->K, ldb = q->tb ? q->K : q->N;
-                    cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
-                                q->tb ? CblasTrans : CblasNoTrans, q->M, q->N, q->K, 1.0f, A, lda,
-                                B, ldb, 1.0f, C, q->N);
+                    int tb = q->tb && !(q->ta == 0 && gemm_splits(0, q->M, q->N, q->K));
+                    int lda = q->ta ? q->M : q->K, ldb = tb ? q->K : q->N;
+                    /* weight gradients accumulate, the rest overwrite */
+                    gemm(q->ta, tb, q->M, q->N, q->K, 1.0f, A, lda, B, ldb, q->ta ? 1.0f : 0.0f, C,
+                         q->N);
                 }
             double dt = now() - t0;
             if (r > 0 && dt < best) best = dt;

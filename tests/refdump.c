@@ -1,4 +1,4 @@
-/* refdump OUTDIR B T SEED [key=value ...]
+/* refdump OUTDIR B T SEED [--gemm-small-limit=MNK] [key=value ...]
  *
  * Dumps everything tests/reference/check_reference.py needs to compare the C GPT against the
  * independent PyTorch reference (tests/reference/gpt_ref.py):
@@ -18,7 +18,9 @@
  *   gradsS.bin     the gradients of step S = 1, 2, 3 (grads1.bin equals grads.bin)
  *   paramsS.bin    the parameters after step S
  * Keys are RunConfig knobs (model.n_head=2); model.vocab_size is required. model.context
- * defaults to T when not given. */
+ * defaults to T when not given. --gemm-small-limit sets gemm_set_small_limit (src/model/gemm.h)
+ * so that small products run in pieces, as the studies' sizes do on AVX-512 OpenBLAS; the
+ * manifest records the limit in effect. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 
 #include "model/adamw.h"
 #include "model/config.h"
+#include "model/gemm.h"
 #include "model/gpt.h"
 #include "worker/knobs.h"
 #include "worker/run_config.h"
@@ -65,7 +68,8 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
     FILE *f = open_out("manifest.json", "w");
     fprintf(f, "{\n  \"B\": %d, \"T\": %d, \"seed\": %llu, \"n_params\": %zu,\n", B, T,
             (unsigned long long)seed, m->n_params);
-    fprintf(f, "  \"model_param_count\": %zu,\n", model_param_count(c));
+    fprintf(f, "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g,\n", model_param_count(c),
+            gemm_small_limit());
     fprintf(f, "  \"assignments\": [");
     for (int i = 0; i < argc; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
@@ -150,6 +154,11 @@ int main(int argc, char **argv) {
     run_config_default(&rc);
     rc.model.context = T;
     for (int i = 5; i < argc; i++) {
+        const char *limit_opt = "--gemm-small-limit=";
+        if (strncmp(argv[i], limit_opt, strlen(limit_opt)) == 0) {
+            gemm_set_small_limit(strtod(argv[i] + strlen(limit_opt), NULL));
+            continue;
+        }
         if (knob_assign(&rc, argv[i], err) != 0) {
             fprintf(stderr, "refdump: %s: %s\n", argv[i], err);
             return 2;

@@ -65,7 +65,7 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
     int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), C = c->d_model;
     int Tc = c->context, pos = kc->len, group = H / KV;
     int QKV = (H + 2 * KV) * hd;
-    matmul_forward(kc->qkv, x, param(m, T_QKV_W, l), param(m, T_QKV_B, l), 1, C, QKV);
+    matmul_forward(kc->qkv, x, param(m, T_QKV_W, l), NULL, param(m, T_QKV_B, l), 1, C, QKV);
     float rope_cos[MODEL_MAX_HEAD_DIM / 2], rope_sin[MODEL_MAX_HEAD_DIM / 2];
     if (c->position == POS_ROPE) rope_angles(rope_cos, rope_sin, pos, hd, c->rope_base);
     for (int h = 0; h < H + KV; h++) { /* q and k heads: optional norm, then RoPE */
@@ -103,16 +103,17 @@ static void attn1(KVCache *kc, int l, const float *x, float *y) {
             for (int i = 0; i < hd; i++)
                 out[i] += kc->att[s] * Vv[(size_t)s * hd + i];
     }
-    matmul_forward(y, kc->atty, param(m, T_ATTN_PROJ_W, l), param(m, T_ATTN_PROJ_B, l), 1, C, C);
+    matmul_forward(y, kc->atty, param(m, T_ATTN_PROJ_W, l), NULL, param(m, T_ATTN_PROJ_B, l), 1, C,
+                   C);
 }
 
 static void mlp1(KVCache *kc, int l, const float *x, float *y) {
     const GPT *m = kc->m;
     const ModelConfig *c = &m->cfg;
     int C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
-    matmul_forward(kc->fch, x, param(m, T_FC_W, l), param(m, T_FC_B, l), 1, C, UP);
+    matmul_forward(kc->fch, x, param(m, T_FC_W, l), NULL, param(m, T_FC_B, l), 1, C, UP);
     activation_forward(c->activation, kc->h, kc->fch, 1, FF);
-    matmul_forward(y, kc->h, param(m, T_FC_PROJ_W, l), param(m, T_FC_PROJ_B, l), 1, FF, C);
+    matmul_forward(y, kc->h, param(m, T_FC_PROJ_W, l), NULL, param(m, T_FC_PROJ_B, l), 1, FF, C);
 }
 
 const float *kvcache_step(KVCache *kc, int32_t token) {
@@ -177,7 +178,7 @@ const float *kvcache_step(KVCache *kc, int32_t token) {
         x = xn;
     }
     const float *lm = c->tie_embeddings ? wte : param(m, T_LM_HEAD, 0);
-    matmul_forward(kc->logits, x, lm, NULL, 1, C, c->vocab_size);
+    matmul_forward(kc->logits, x, lm, NULL, NULL, 1, C, c->vocab_size);
     kc->len++;
     return kc->logits;
 }

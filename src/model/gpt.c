@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "gemm.h"
 #include "layers.h"
 #include "rng.h"
 
@@ -50,7 +51,13 @@ typedef struct GptActs {
     float *attn_scratch;              /* (T) lanes */
     float *rope_cos, *rope_sin;       /* (T, hd/2) RoPE angles of every position */
     float *qk_scratch;                /* (H + KV) * hd: one token's q and k gradients */
+    /* Transposed copies (in, out) of the forward's weight matrices whose products gemm.h
+     * splits (refreshed by every forward); wt_at[id] is the copy's offset in wt, or NO_WT. */
+    float *wt;
+    size_t wt_at[T_COUNT];
 } GptActs;
+
+#define NO_WT ((size_t)-1)
 
 /* ------------------------------------------------------------------ tensor table */
 
@@ -118,6 +125,24 @@ static float *tp(const GPT *m, float *buf, TensorId id, int l) {
 
 /* ------------------------------------------------------------------ allocation */
 
+/* The weight matrices of the forward's products, (out, in) per layer; the lm_head is wte
+ * when tied. */
+typedef struct {
+    TensorId id;
+    int out, in, layers;
+} FwdMatrix;
+
+static int fwd_matrices(const ModelConfig *c, FwdMatrix f[5]) {
+    int C = c->d_model, L = c->n_layer, hd = model_head_dim(c), FF = model_d_ff(c);
+    int QKV = (c->n_head + 2 * model_kv_heads(c)) * hd, UP = model_is_glu(c) ? 2 * FF : FF;
+    f[0] = (FwdMatrix){T_QKV_W, QKV, C, L};
+    f[1] = (FwdMatrix){T_ATTN_PROJ_W, C, C, L};
+    f[2] = (FwdMatrix){T_FC_W, UP, C, L};
+    f[3] = (FwdMatrix){T_FC_PROJ_W, C, FF, L};
+    f[4] = (FwdMatrix){c->tie_embeddings ? T_WTE : T_LM_HEAD, c->vocab_size, C, 1};
+    return 5;
+}
+
 typedef struct {
     float **ptr;
     size_t n;
@@ -143,6 +168,15 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     GptActs *a = calloc(1, sizeof *a);
     if (!a) goto oom;
     m->a = a;
+    FwdMatrix fm[5];
+    size_t wt_total = 0;
+    for (int i = 0; i < T_COUNT; i++)
+        a->wt_at[i] = NO_WT;
+    for (int i = 0, n = fwd_matrices(c, fm); i < n; i++)
+        if (gemm_splits(0, (int)BT, fm[i].out, fm[i].in)) {
+            a->wt_at[fm[i].id] = wt_total;
+            wt_total += (size_t)fm[i].layers * fm[i].out * fm[i].in;
+        }
     Req req[] = {
         {&a->encoded, BT * C},
         {&a->in_mean, BT},
@@ -196,6 +230,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->qk_scratch, (H + KV) * hd},
         {&a->rope_cos, (size_t)T * (hd / 2)},
         {&a->rope_sin, (size_t)T * (hd / 2)},
+        {&a->wt, wt_total},
     };
     size_t nreq = sizeof req / sizeof req[0], total = 0;
     for (size_t i = 0; i < nreq; i++)
@@ -271,6 +306,24 @@ float *gpt_logits(GPT *m) {
 }
 
 /* ------------------------------------------------------------------ helpers */
+
+/* Layer l's transposed copy of a forward weight matrix, or NULL when none is kept. */
+static const float *wt(const GPT *m, TensorId id, int l) {
+    const GptActs *a = m->a;
+    if (a->wt_at[id] == NO_WT) return NULL;
+    const TensorInfo *t = &m->tensors[id];
+    size_t per = t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
+    return a->wt + a->wt_at[id] + (size_t)l * per;
+}
+
+/* The transposed copies follow the weights: every forward may follow an update. */
+static void refresh_transposed(GPT *m) {
+    FwdMatrix fm[5];
+    for (int i = 0, n = fwd_matrices(&m->cfg, fm); i < n; i++)
+        for (int l = 0; m->a->wt_at[fm[i].id] != NO_WT && l < fm[i].layers; l++)
+            transpose((float *)wt(m, fm[i].id, l), tp(m, m->params, fm[i].id, l), fm[i].out,
+                      fm[i].in);
+}
 
 #define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
 
@@ -398,7 +451,7 @@ static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B
     int QKV = (H + 2 * model_kv_heads(c)) * hd;
     size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
     float *att = LAYER(a->att, l, att_tile(m)), *atty = LAYER(a->atty, l, BTc * C);
-    matmul_forward(LAYER(a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l),
+    matmul_forward(LAYER(a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l), wt(m, T_QKV_W, l),
                    tp(m, m->params, T_QKV_B, l), N, C, QKV);
     qkv_split_forward(m, l, B, T);
     attention_forward(a->y, att, LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
@@ -410,8 +463,8 @@ static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B
             m->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
     }
     attn_from_lanes(atty, a->y, B, T, H, hd, (size_t)C, 1);
-    matmul_forward(y, atty, tp(m, m->params, T_ATTN_PROJ_W, l), tp(m, m->params, T_ATTN_PROJ_B, l),
-                   N, C, C);
+    matmul_forward(y, atty, tp(m, m->params, T_ATTN_PROJ_W, l), wt(m, T_ATTN_PROJ_W, l),
+                   tp(m, m->params, T_ATTN_PROJ_B, l), N, C, C);
 }
 
 /* dx = (accumulate ? dx : 0) + d/dx of the attention sublayer given dy. */
@@ -460,11 +513,12 @@ static void mlp_sublayer_forward(GPT *m, int l, const float *x, float *y, int B,
     int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
     size_t BTc = (size_t)m->B * m->T;
     float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
-    matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), tp(m, m->params, T_FC_B, l), N, C, UP);
+    matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), wt(m, T_FC_W, l),
+                   tp(m, m->params, T_FC_B, l), N, C, UP);
     activation_forward(c->activation, h, fch, N, FF);
     if (m->collect_stats) mlp_stats(m, l, h, (size_t)N * FF);
-    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), tp(m, m->params, T_FC_PROJ_B, l), N, FF,
-                   C);
+    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), wt(m, T_FC_PROJ_W, l),
+                   tp(m, m->params, T_FC_PROJ_B, l), N, FF, C);
 }
 
 static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
@@ -613,6 +667,7 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     memcpy(a->tokens, x, (size_t)N * sizeof(int32_t));
     if (y) memcpy(a->targets, y, (size_t)N * sizeof(int32_t));
     if (m->collect_stats) memset(m->stats, 0, (size_t)c->n_layer * sizeof *m->stats);
+    refresh_transposed(m);
 
     const float *wte = m->params + m->tensors[T_WTE].offset;
     const float *wpe = tp(m, m->params, T_WPE, 0);
@@ -642,7 +697,8 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
         last = a->fn_out;
     }
     const float *lm = c->tie_embeddings ? wte : tp(m, m->params, T_LM_HEAD, 0);
-    matmul_forward(a->logits, last, lm, NULL, N, C, V);
+    matmul_forward(a->logits, last, lm, wt(m, c->tie_embeddings ? T_WTE : T_LM_HEAD, 0), NULL, N, C,
+                   V);
     m->loss = 0.0f;
     m->correct = 0;
     if (y) m->loss = softmax_xent_forward(a->logits, y, N, V, &m->correct);

@@ -1,17 +1,19 @@
 #include "layers.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "fastmath.h"
+#include "gemm.h"
 
-/* ---------------------------------------------------------------- matmul (via sgemm) */
+/* ---------------------------------------------------------------- matmul (via gemm.h) */
 
-void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int C,
-                    int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out,
-                OC);
+void matmul_forward(float *out, const float *inp, const float *W, const float *Wt,
+                    const float *bias, int N, int C, int OC) {
+    if (Wt)
+        gemm(0, 0, N, OC, C, 1.0f, inp, C, Wt, OC, 0.0f, out, OC);
+    else
+        gemm(0, 1, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);
     if (!bias) return;
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * OC;
@@ -22,17 +24,23 @@ void matmul_forward(float *out, const float *inp, const float *W, const float *b
 
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
                      float alpha, const float *inp, const float *W, int N, int C, int OC) {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, alpha, dout, OC, W, C,
-                    beta, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, alpha, dout, OC, inp, C, 1.0f,
-                dW, C);
+    if (dinp) gemm(0, 0, N, C, OC, alpha, dout, OC, W, C, beta, dinp, C);
+    gemm(1, 0, OC, C, N, alpha, dout, OC, inp, C, 1.0f, dW, C);
     if (!dbias) return;
     for (int i = 0; i < N; i++) {
         const float *d = dout + (size_t)i * OC;
         for (int j = 0; j < OC; j++)
             dbias[j] += alpha * d[j];
     }
+}
+
+void transpose(float *restrict out, const float *restrict in, int rows, int cols) {
+    enum { TILE = 16 }; /* a tile of in and of out stay in cache */
+    for (int r0 = 0; r0 < rows; r0 += TILE)
+        for (int c0 = 0; c0 < cols; c0 += TILE)
+            for (int r = r0; r < rows && r < r0 + TILE; r++)
+                for (int c = c0; c < cols && c < c0 + TILE; c++)
+                    out[(size_t)c * rows + r] = in[(size_t)r * cols + c];
 }
 
 /* ---------------------------------------------------------------- row reductions */

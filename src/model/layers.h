@@ -9,13 +9,18 @@
 
 #include "config.h"
 
-/* out (N,OC) = inp (N,C) W^T + bias; W (OC,C), bias (OC) or NULL. */
-void matmul_forward(float *out, const float *inp, const float *W, const float *bias, int N, int C,
-                    int OC);
+/* out (N,OC) = inp (N,C) W^T + bias; W (OC,C), bias (OC) or NULL. Wt (C,OC) is W transposed
+ * when the caller keeps that copy, else NULL: the product then runs in the form OpenBLAS's
+ * small-matrix kernels take (gemm.h). */
+void matmul_forward(float *out, const float *inp, const float *W, const float *Wt,
+                    const float *bias, int N, int C, int OC);
 /* dinp (N,C) = dinp*beta + alpha dout W; dW += alpha dout^T inp; dbias += alpha column sums
  * of dout. dinp may be NULL (input needs no gradient), dbias NULL when there is no bias. */
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
                      float alpha, const float *inp, const float *W, int N, int C, int OC);
+
+/* out (cols, rows) = in (rows, cols) transposed. */
+void transpose(float *restrict out, const float *restrict in, int rows, int cols);
 
 /* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w; layernorm: (x - mean) / sqrt(var + eps) * w + b.
  * w, b may be NULL (no affine). mean (N) is only written for layernorm; rstd (N). */

@@ -115,7 +115,29 @@ def cfgs():
     out.append(("lanes-2groups-gqa-qknorm-rope", 5, 8, dict(BASE, n_head=4, n_kv_head=2,
                                                             qk_norm=1, position="rope")))
     out.append(("lanes-16pairs-hd5", 8, 6, dict(BASE, d_model=10, n_head=2, context=6)))
+    # Products run in row (or reduction) pieces for OpenBLAS's small-matrix kernels and the
+    # forward multiplies by transposed weight copies (src/model/gemm.h). The studies' sizes do
+    # that on AVX-512 cores only and these configs are far smaller, so a lower limit forces
+    # it: 16-row pieces, an uneven last piece (36 rows), tied and untied lm_head, a GLU.
+    out.append(("gemm-pieces-tied-swiglu", 3, 12, dict(BASE, tie_embeddings=1,
+                                                       activation="swiglu", qkv_bias=1,
+                                                       mlp_bias=1, **{GEMM_LIMIT: 12288})))
+    out.append(("gemm-pieces-gqa-rope", 4, 16, dict(BASE, n_head=4, n_kv_head=2,
+                                                    position="rope", out_bias=1,
+                                                    **{GEMM_LIMIT: 12288})))
     return out
+
+
+# Not a model knob: refdump's --gemm-small-limit (src/model/gemm.h).
+GEMM_LIMIT = "_gemm_small_limit"
+
+
+def gemm_pieces(limit, M, N, K):
+    """Row pieces src/model/gemm.c cuts an NN product into (1: not split)."""
+    if limit <= 0 or M * N * K <= limit or limit // (N * K) < 16:
+        return 1
+    piece = limit // (N * K) // 16 * 16
+    return -(-M // piece)
 
 
 def coverage_problems(configs):
@@ -161,7 +183,8 @@ def fmt_val(v):
 
 def run_refdump(refdump, outdir, B, T, seed, knobs):
     args = [refdump, outdir, str(B), str(T), str(seed)]
-    args += [f"model.{k}={fmt_val(v)}" for k, v in knobs.items()]
+    args += [f"--gemm-small-limit={knobs[GEMM_LIMIT]}"] if GEMM_LIMIT in knobs else []
+    args += [f"model.{k}={fmt_val(v)}" for k, v in knobs.items() if k != GEMM_LIMIT]
     p = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         raise RuntimeError(f"refdump failed ({p.returncode}): {' '.join(args)}\n{p.stderr}")
@@ -256,6 +279,13 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
         fails.append(f"derived sizes (head_dim, kv_heads, d_ff) = "
                      f"({cfg['head_dim']}, {cfg['kv_heads']}, {cfg['d_ff']}), expected "
                      f"({gpt_ref.head_dim(cfg)}, {gpt_ref.kv_heads(cfg)}, {gpt_ref.d_ff(cfg)})")
+
+    if GEMM_LIMIT in knobs:  # the limit arrived, and the products really run in pieces
+        qkv = (cfg["n_head"] + 2 * cfg["kv_heads"]) * cfg["head_dim"]
+        pieces = gemm_pieces(man["gemm_small_limit"], B * T, qkv, cfg["d_model"])
+        if man["gemm_small_limit"] != knobs[GEMM_LIMIT] or pieces < 2:
+            fails.append(f"gemm small limit {man['gemm_small_limit']} (asked "
+                         f"{knobs[GEMM_LIMIT]}): the qkv product runs in {pieces} piece(s)")
 
     # 2. the tensor table
     expected = gpt_ref.expected_tensors(cfg)

@@ -1,0 +1,62 @@
+#include "gemm.h"
+
+#include <cblas.h>
+#include <strings.h>
+
+char *openblas_get_corename(void);
+
+static double small_limit = -1.0; /* < 0: not yet detected */
+
+double gemm_small_limit(void) {
+    if (small_limit < 0.0) {
+        static const char *cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+        const char *core = openblas_get_corename();
+        small_limit = 0.0;
+        for (size_t i = 0; core && i < sizeof cores / sizeof *cores; i++)
+            if (strcasecmp(core, cores[i]) == 0) small_limit = 1e6;
+    }
+    return small_limit;
+}
+
+void gemm_set_small_limit(double mnk) {
+    small_limit = mnk;
+}
+
+/* Length of a piece of the split dimension when the other two multiply to `other`; 0 when
+ * the product is not split. */
+static int piece_len(int len, double other) {
+    double limit = gemm_small_limit();
+    if (limit <= 0.0 || (double)len * other <= limit) return 0;
+    int piece = (int)(limit / other);
+    if (piece < GEMM_MIN_PIECE) return 0;
+    return piece - piece % GEMM_MIN_PIECE; /* whole vectors of rows */
+}
+
+int gemm_splits(int trans_a, int M, int N, int K) {
+    return trans_a ? piece_len(K, (double)M * N) > 0 : piece_len(M, (double)N * K) > 0;
+}
+
+void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc) {
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+    int piece = trans_b ? 0 : trans_a ? piece_len(K, (double)M * N) : piece_len(M, (double)N * K);
+    if (piece == 0) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (!trans_a) { /* rows of A and C */
+        for (int r = 0; r < M; r += piece) {
+            int n = M - r < piece ? M - r : piece;
+            cblas_sgemm(CblasRowMajor, ta, tb, n, N, K, alpha, A + (size_t)r * lda, lda, B, ldb,
+                        beta, C + (size_t)r * ldc, ldc);
+        }
+        return;
+    }
+    /* A^T: pieces of the reduction (rows of A and B), summed into C in order */
+    for (int k = 0; k < K; k += piece) {
+        int n = K - k < piece ? K - k : piece;
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, n, alpha, A + (size_t)k * lda, lda,
+                    B + (size_t)k * ldb, ldb, k == 0 ? beta : 1.0f, C, ldc);
+    }
+}

@@ -1,0 +1,37 @@
+/* Row-major sgemm through OpenBLAS, cut into pieces its small-matrix kernels take.
+ *
+ * OpenBLAS 0.3.x has "small matrix" kernels on its AVX-512 cores (SkylakeX, Cooperlake,
+ * SapphireRapids) that read the operands where they are, for products with M*N*K <= 1e6
+ * (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c). Above that it packs both operands
+ * into its own layout first, and at the sizes of ablation studies the packing (and zeroing C
+ * for beta = 0) costs more than the arithmetic saves: a (512 x 32) x (32 x 128) product runs
+ * at ~93 GFLOP/s packed and ~112 GFLOP/s as three small products on one Zen 4 core.
+ *
+ * So a product is split into row pieces (C's rows; for a transposed A, pieces of the
+ * reduction, accumulated) small enough for those kernels, as long as a piece keeps at least
+ * GEMM_MIN_PIECE rows: below that the pieces are matrix-vector products. The kernels are
+ * used for NN and for transposed-A products; a transposed B runs packed, so callers that
+ * can keep a transposed copy of B use the NN form (gemm_splits says when that pays).
+ *
+ * The split depends only on the shapes and the limit, so results are the same on every
+ * run and every rank of one machine; different limits round differently. */
+#ifndef ABLATE_MODEL_GEMM_H
+#define ABLATE_MODEL_GEMM_H
+
+#define GEMM_MIN_PIECE 16
+
+/* C (M,N) = alpha op(A) op(B) + beta C; op(A) is (M,K), op(B) (K,N); lda, ldb, ldc are row
+ * strides of A, B, C as stored. */
+void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Whether gemm splits an NN (or transposed-A) product of these sizes. */
+int gemm_splits(int trans_a, int M, int N, int K);
+
+/* The largest M*N*K the BLAS runs unpacked: 1e6 on OpenBLAS's AVX-512 cores, 0 (never
+ * split) on the others. Detected from openblas_get_corename() on first use; a test may set
+ * it (negative: detect again). */
+double gemm_small_limit(void);
+void gemm_set_small_limit(double mnk);
+
+#endif

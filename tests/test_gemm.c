@@ -1,0 +1,107 @@
+/* src/model/gemm.c: products cut into pieces for OpenBLAS's small-matrix kernels equal the
+ * product computed directly, for every transpose combination, alpha and beta, uneven last
+ * pieces and row strides wider than the matrices; and the split happens exactly where
+ * gemm.h says (above the limit, pieces of at least GEMM_MIN_PIECE whole-vector rows). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "model/gemm.h"
+#include "test_util.h"
+
+/* C = alpha op(A) op(B) + beta C in double, with the error bound's scale sum |a b|. */
+static void naive(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, const float *C0, double *C, double *scale,
+                  int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0, abs_s = 0;
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += a * b;
+                abs_s += fabs(a * b);
+            }
+            C[(size_t)i * ldc + j] = alpha * s + beta * (double)C0[(size_t)i * ldc + j];
+            scale[(size_t)i * ldc + j] = fabs(alpha) * abs_s + fabs(beta * C0[(size_t)i * ldc + j]);
+        }
+}
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / 16777216.0f - 0.5f;
+}
+
+/* gemm against the double product under the current limit; returns the worst error in units
+ * of the bound's scale. */
+static double worst_error(int ta, int tb, int M, int N, int K, float alpha, float beta) {
+    int pad = 3, lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C = malloc(nc * sizeof *C);
+    float *C0 = malloc(nc * sizeof *C0);
+    double *R = malloc(nc * sizeof *R), *S = malloc(nc * sizeof *S);
+    unsigned seed = (unsigned)(M * 131 + N * 17 + K);
+    for (size_t i = 0; i < na; i++)
+        A[i] = frand(&seed);
+    for (size_t i = 0; i < nb; i++)
+        B[i] = frand(&seed);
+    for (size_t i = 0; i < nc; i++)
+        C[i] = C0[i] = frand(&seed);
+    naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, R, S, ldc);
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    double worst = 0;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            size_t at = (size_t)i * ldc + j;
+            double e = fabs(C[at] - R[at]) / (S[at] + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+        for (int j = N; j < ldc; j++) /* the padding between rows is never written */
+            if (C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j]) worst = INFINITY;
+    }
+    free(A), free(B), free(C), free(C0), free(R), free(S);
+    return worst;
+}
+
+int main(void) {
+    /* (M, N, K) with an uneven last piece in both split directions */
+    static const int shapes[][3] = {{37, 13, 29}, {100, 24, 16}, {24, 7, 90}, {64, 48, 16}};
+    static const float alphas[] = {1.0f, 0.25f}, betas[] = {0.0f, 1.0f, 0.5f};
+    int split_seen[2] = {0, 0};
+    for (int s = 0; s < 4; s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        for (int forced = 0; forced < 2; forced++) {
+            /* pieces of 16 rows: NN splits M at N*K per row, A^T splits K at M*N */
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    gemm_set_small_limit(forced ? 16.0 * (ta ? (double)M * N : (double)N * K)
+                                                : 0.0);
+                    int splits = gemm_splits(ta, M, N, K);
+                    CHECK_MSG(splits == (forced && (ta ? K : M) > 16),
+                              "splits %d for %s%s %dx%dx%d", splits, ta ? "T" : "N", tb ? "T" : "N",
+                              M, N, K);
+                    if (splits && !tb) split_seen[ta] = 1;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 3; b++) {
+                            double e = worst_error(ta, tb, M, N, K, alphas[a], betas[b]);
+                            CHECK_MSG(e < 1e-6, "%s%s %dx%dx%d alpha %g beta %g limit %g: error %g",
+                                      ta ? "T" : "N", tb ? "T" : "N", M, N, K, alphas[a], betas[b],
+                                      gemm_small_limit(), e);
+                        }
+                }
+        }
+    }
+    CHECK(split_seen[0] && split_seen[1]);
+
+    /* where the split applies at the studies' sizes, with the AVX-512 cores' limit */
+    gemm_set_small_limit(1e6);
+    CHECK(gemm_splits(0, 512, 128, 32));    /* micro MLP: 3 pieces of 160 rows */
+    CHECK(gemm_splits(1, 96, 32, 512));     /* micro qkv weight gradient: pieces of 320 tokens */
+    CHECK(!gemm_splits(0, 32, 96, 32));     /* below the limit: one call */
+    CHECK(!gemm_splits(0, 1024, 768, 768)); /* book: a piece would be one row */
+    CHECK(!gemm_splits(1, 768, 768, 1024));
+    gemm_set_small_limit(0.0);
+    CHECK(!gemm_splits(0, 512, 128, 32)); /* cores without the kernels: never */
+    gemm_set_small_limit(-1.0);           /* detect again */
+    CHECK(gemm_small_limit() == 0.0 || gemm_small_limit() == 1e6);
+    return test_finish("test_gemm");
+}
