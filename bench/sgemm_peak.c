@@ -11,7 +11,7 @@
  * ablate step), it also times that list as ablate runs it, as a whole, best of R, and adds
  * "shapes_seconds" (the GEMM-only time of the list) and "shapes_gflops". "As ablate runs
  * it" means through src/model/gemm.c, in the pieces it cuts, and a forward product
- * (N T) that gemm.c would split runs N N, on the transposed weight copy gpt.c keeps for it.
+ * (N T) that gemm.c runs unpacked goes N N, on the transposed weight copy gpt.c keeps for it.
  *
  * OpenBLAS reads OPENBLAS_CORETYPE itself; this program never sets it. It pins OpenBLAS to
  * one thread unless OPENBLAS_NUM_THREADS is set. */
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < ns; i++)
                 for (int k = 0; k < sh[i].count; k++) {
                     const Shape *q = &sh[i];
-                    int tb = q->tb && !(q->ta == 0 && gemm_splits(0, q->M, q->N, q->K));
+                    int tb = q->tb && !(q->ta == 0 && gemm_unpacked(0, q->M, q->N, q->K));
                     int lda = q->ta ? q->M : q->K, ldb = tb ? q->K : q->N;
                     /* weight gradients accumulate, the rest overwrite */
                     gemm(q->ta, tb, q->M, q->N, q->K, 1.0f, A, lda, B, ldb, q->ta ? 1.0f : 0.0f, C,

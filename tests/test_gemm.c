@@ -1,11 +1,13 @@
 /* src/model/gemm.c: products cut into pieces for OpenBLAS's small-matrix kernels equal the
  * product computed directly, for every transpose combination, alpha and beta, uneven last
- * pieces and row strides wider than the matrices; and the split happens exactly where
- * gemm.h says (above the limit, pieces of at least GEMM_MIN_PIECE whole-vector rows). */
+ * pieces and row strides wider than the matrices; the split happens exactly where gemm.h
+ * says (above the limit, pieces of at least GEMM_MIN_PIECE whole-vector rows). And
+ * src/model/transpose.c, which makes the forward's transposed weight copies. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "model/gemm.h"
+#include "model/transpose.h"
 #include "test_util.h"
 
 /* C = alpha op(A) op(B) + beta C in double, with the error bound's scale sum |a b|. */
@@ -62,7 +64,24 @@ static double worst_error(int ta, int tb, int M, int N, int K, float alpha, floa
     return worst;
 }
 
+/* transpose (the forward's weight copies): 8x8 register blocks plus row and column edges */
+static void check_transpose(void) {
+    static const int shapes[][2] = {{1, 1}, {8, 8}, {13, 21}, {37, 16}, {96, 32}, {5, 40}};
+    for (int s = 0; s < 6; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1], bad = 0;
+        float in[96 * 40], out[96 * 40];
+        for (int i = 0; i < rows * cols; i++)
+            in[i] = (float)i;
+        transpose(out, in, rows, cols);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                bad += out[c * rows + r] != in[r * cols + c];
+        CHECK_MSG(bad == 0, "transpose %dx%d: %d entries wrong", rows, cols, bad);
+    }
+}
+
 int main(void) {
+    check_transpose();
     /* (M, N, K) with an uneven last piece in both split directions */
     static const int shapes[][3] = {{37, 13, 29}, {100, 24, 16}, {24, 7, 90}, {64, 48, 16}};
     static const float alphas[] = {1.0f, 0.25f}, betas[] = {0.0f, 1.0f, 0.5f};
@@ -101,7 +120,8 @@ int main(void) {
     CHECK(!gemm_splits(1, 768, 768, 1024));
     gemm_set_small_limit(0.0);
     CHECK(!gemm_splits(0, 512, 128, 32)); /* cores without the kernels: never */
-    gemm_set_small_limit(-1.0);           /* detect again */
+    CHECK(!gemm_unpacked(0, 32, 96, 32));
+    gemm_set_small_limit(-1.0); /* detect again */
     CHECK(gemm_small_limit() == 0.0 || gemm_small_limit() == 1e6);
     return test_finish("test_gemm");
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "transpose.h"
 
 /* One value of each of ATTN_LANES pairs (a GCC/Clang vector type): arithmetic on it is
  * elementwise, so lanes never mix. Never passed by value, so the ABI does not depend on
@@ -149,40 +150,6 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
 static inline size_t row_offset(int p, int t, int H, int T, int hd, size_t stride, int rep) {
     return ((size_t)(p / H) * T + t) * stride + (size_t)(p % H / rep) * hd;
 }
-
-#if defined(__GNUC__) && !defined(__clang__)
-#define FAST_TRANSPOSE 1 /* GCC's __builtin_shuffle; other compilers take the scalar loops */
-/* 8 floats; only ever a local (no ABI concerns) */
-typedef float v8_t __attribute__((vector_size(8 * sizeof(float))));
-typedef int v8i_t __attribute__((vector_size(8 * sizeof(int))));
-#define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8i_t){__VA_ARGS__})
-
-/* out[k][r] = in[r][k] for an 8x8 block: a transpose in registers instead of 64 strided
- * scalar moves. */
-static void transpose8(float *const out[8], const float *const in[8]) {
-    v8_t r[8], t[8], u[8];
-    for (int k = 0; k < 8; k++)
-        memcpy(&r[k], in[k], sizeof r[k]);
-    for (int k = 0; k < 8; k += 2) {
-        t[k] = SHUF(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[k + 1] = SHUF(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int k = 0; k < 8; k += 4) {
-        u[k] = SHUF(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[k + 1] = SHUF(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        u[k + 2] = SHUF(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[k + 3] = SHUF(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    for (int k = 0; k < 4; k++) {
-        v8_t lo = SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        v8_t hi = SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-        memcpy(out[k], &lo, sizeof lo);
-        memcpy(out[k + 4], &hi, sizeof hi);
-    }
-}
-#else
-#define FAST_TRANSPOSE 0
-#endif
 
 void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
                    size_t stride, int rep) {

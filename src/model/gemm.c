@@ -36,6 +36,11 @@ int gemm_splits(int trans_a, int M, int N, int K) {
     return trans_a ? piece_len(K, (double)M * N) > 0 : piece_len(M, (double)N * K) > 0;
 }
 
+int gemm_unpacked(int trans_a, int M, int N, int K) {
+    double limit = gemm_small_limit();
+    return limit > 0.0 && ((double)M * N * K <= limit || gemm_splits(trans_a, M, N, K));
+}
+
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;

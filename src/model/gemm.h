@@ -11,7 +11,7 @@
  * reduction, accumulated) small enough for those kernels, as long as a piece keeps at least
  * GEMM_MIN_PIECE rows: below that the pieces are matrix-vector products. The kernels are
  * used for NN and for transposed-A products; a transposed B runs packed, so callers that
- * can keep a transposed copy of B use the NN form (gemm_splits says when that pays).
+ * can keep a transposed copy of B use the NN form (gemm_unpacked says when that pays).
  *
  * The split depends only on the shapes and the limit, so results are the same on every
  * run and every rank of one machine; different limits round differently. */
@@ -27,6 +27,9 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
 
 /* Whether gemm splits an NN (or transposed-A) product of these sizes. */
 int gemm_splits(int trans_a, int M, int N, int K);
+/* Whether such a product runs through the small-matrix kernels, whole or in pieces; for a
+ * product of a weight transpose, the caller's cue to keep the weight transposed. */
+int gemm_unpacked(int trans_a, int M, int N, int K);
 
 /* The largest M*N*K the BLAS runs unpacked: 1e6 on OpenBLAS's AVX-512 cores, 0 (never
  * split) on the others. Detected from openblas_get_corename() on first use; a test may set

@@ -9,6 +9,7 @@
 #include "gemm.h"
 #include "layers.h"
 #include "rng.h"
+#include "transpose.h"
 
 /* Every activation, pointers into GPT.acts. Per-layer buffers are arrays of n_layer
  * slices. Shapes use B, T of the capacity; a smaller batch uses a prefix. */
@@ -51,8 +52,9 @@ typedef struct GptActs {
     float *attn_scratch;              /* (T) lanes */
     float *rope_cos, *rope_sin;       /* (T, hd/2) RoPE angles of every position */
     float *qk_scratch;                /* (H + KV) * hd: one token's q and k gradients */
-    /* Transposed copies (in, out) of the forward's weight matrices whose products gemm.h
-     * splits (refreshed by every forward); wt_at[id] is the copy's offset in wt, or NO_WT. */
+    /* Transposed copies (in, out) of the forward's weight matrices whose products run through
+     * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
+     * refreshed by every forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
     float *wt;
     size_t wt_at[T_COUNT];
 } GptActs;
@@ -173,7 +175,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
     for (int i = 0, n = fwd_matrices(c, fm); i < n; i++)
-        if (gemm_splits(0, (int)BT, fm[i].out, fm[i].in)) {
+        if (gemm_unpacked(0, (int)BT, fm[i].out, fm[i].in)) {
             a->wt_at[fm[i].id] = wt_total;
             wt_total += (size_t)fm[i].layers * fm[i].out * fm[i].in;
         }

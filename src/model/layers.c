@@ -34,15 +34,6 @@ void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const flo
     }
 }
 
-void transpose(float *restrict out, const float *restrict in, int rows, int cols) {
-    enum { TILE = 16 }; /* a tile of in and of out stay in cache */
-    for (int r0 = 0; r0 < rows; r0 += TILE)
-        for (int c0 = 0; c0 < cols; c0 += TILE)
-            for (int r = r0; r < rows && r < r0 + TILE; r++)
-                for (int c = c0; c < cols && c < c0 + TILE; c++)
-                    out[(size_t)c * rows + r] = in[(size_t)r * cols + c];
-}
-
 /* ---------------------------------------------------------------- row reductions */
 
 /* Sums over a row run in LANES independent partial sums, combined pairwise at the end: the

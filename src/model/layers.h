@@ -19,9 +19,6 @@ void matmul_forward(float *out, const float *inp, const float *W, const float *W
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
                      float alpha, const float *inp, const float *W, int N, int C, int OC);
 
-/* out (cols, rows) = in (rows, cols) transposed. */
-void transpose(float *restrict out, const float *restrict in, int rows, int cols);
-
 /* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w; layernorm: (x - mean) / sqrt(var + eps) * w + b.
  * w, b may be NULL (no affine). mean (N) is only written for layernorm; rstd (N). */
 void norm_forward(NormType type, float *out, float *mean, float *rstd, const float *inp,
