@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
+
 #include "commands.h"
 #include "worker/blas_env.h"
 

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
+
 #include "../worker/blas_env.h"
 
 void env_info_now(char *buf, size_t n) {
