@@ -34,7 +34,8 @@ typedef struct GptActs {
     float *aon, *aon_mean, *aon_rstd;  /* peri: normalized ao */
     float *sum1;                       /* (B,T,C) x + attention (post: before n1) */
     float *n2_out, *n2_mean, *n2_rstd; /* (B,T,C) */
-    float *fch;                        /* (B,T,UP) pre-activation */
+    float *fch;                        /* (B,T,UP) pre-activation; the activation itself
+                                          when activation_in_place (then fch_act is empty) */
     float *fch_act;                    /* (B,T,FF) */
     float *mo;                         /* (B,T,C) MLP output projection */
     float *mon, *mon_mean, *mon_rstd;  /* peri */
@@ -44,7 +45,7 @@ typedef struct GptActs {
     float *logits;                     /* (B,T,V) */
     /* backward scratch */
     float *d_resid, *d_a, *d_b, *d_c; /* (B,T,C) */
-    float *d_up;                      /* (B,T,UP) */
+    float *d_up;                      /* (B,T,UP); empty when activation_in_place (d_ff is used) */
     float *d_ff;                      /* (B,T,FF) */
     float *d_qkv;                     /* (B,T,QKV) */
     float *d_q, *d_k, *d_v;           /* one layer of q, k, v */
@@ -167,6 +168,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     size_t FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
     size_t BT = (size_t)B * (size_t)T;
     size_t lanes = (size_t)attn_groups(B * (int)H) * ATTN_LANES; /* pairs, padded */
+    int in_place = activation_in_place(c->activation);
     GptActs *a = calloc(1, sizeof *a);
     if (!a) goto oom;
     m->a = a;
@@ -206,7 +208,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->n2_mean, L * BT},
         {&a->n2_rstd, L * BT},
         {&a->fch, L * BT * UP},
-        {&a->fch_act, L * BT * FF},
+        {&a->fch_act, in_place ? 0 : L * BT * FF},
         {&a->mo, L * BT * C},
         {&a->mon, L * BT * C},
         {&a->mon_mean, L * BT},
@@ -220,7 +222,7 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->d_a, BT * C},
         {&a->d_b, BT * C},
         {&a->d_c, BT * C},
-        {&a->d_up, BT * UP},
+        {&a->d_up, in_place ? 0 : BT * UP},
         {&a->d_ff, BT * FF},
         {&a->d_qkv, BT * QKV},
         {&a->d_q, lanes * T * hd},
@@ -514,10 +516,14 @@ static void mlp_sublayer_forward(GPT *m, int l, const float *x, float *y, int B,
     GptActs *a = m->a;
     int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
     size_t BTc = (size_t)m->B * m->T;
-    float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
+    int in_place = activation_in_place(c->activation);
+    float *fch = LAYER(a->fch, l, BTc * UP), *h = in_place ? fch : LAYER(a->fch_act, l, BTc * FF);
     matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), wt(m, T_FC_W, l),
                    tp(m, m->params, T_FC_B, l), N, C, UP);
-    activation_forward(c->activation, h, fch, N, FF);
+    if (in_place)
+        relu_forward_inplace(h, (size_t)N * FF);
+    else
+        activation_forward(c->activation, h, fch, N, FF);
     if (m->collect_stats) mlp_stats(m, l, h, (size_t)N * FF);
     matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), wt(m, T_FC_PROJ_W, l),
                    tp(m, m->params, T_FC_PROJ_B, l), N, FF, C);
@@ -529,12 +535,18 @@ static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy
     GptActs *a = m->a;
     int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
     size_t BTc = (size_t)m->B * m->T;
-    const float *fch = LAYER(a->fch, l, BTc * UP), *h = LAYER(a->fch_act, l, BTc * FF);
+    int in_place = activation_in_place(c->activation);
+    const float *fch = LAYER(a->fch, l, BTc * UP);
+    const float *h = in_place ? fch : LAYER(a->fch_act, l, BTc * FF);
+    float *d_up = in_place ? a->d_ff : a->d_up;
     matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l), tp(m, m->grads, T_FC_PROJ_B, l),
                     dy, 1.0f, h, tp(m, m->params, T_FC_PROJ_W, l), N, FF, C);
-    activation_backward(c->activation, a->d_up, a->d_ff, fch, N, FF);
-    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), a->d_up, 1.0f,
-                    x, tp(m, m->params, T_FC_W, l), N, C, UP);
+    if (in_place)
+        relu_backward_inplace(d_up, h, (size_t)N * FF);
+    else
+        activation_backward(c->activation, d_up, a->d_ff, fch, N, FF);
+    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), d_up, 1.0f, x,
+                    tp(m, m->params, T_FC_W, l), N, C, UP);
 }
 
 /* ------------------------------------------------------------------ blocks */

@@ -335,6 +335,20 @@ void activation_backward(Activation act, float *dpre, const float *dh, const flo
     }
 }
 
+int activation_in_place(Activation act) {
+    return act == ACT_RELU;
+}
+
+void relu_forward_inplace(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void relu_backward_inplace(float *restrict d, const float *restrict h, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] = h[i] > 0.0f ? d[i] : 0.0f;
+}
+
 /* ---------------------------------------------------------------- RoPE */
 
 void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base) {

@@ -34,6 +34,14 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
 void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
                          int F);
 
+/* Whether act' is a function of act's output, so the MLP can keep the output alone: the
+ * forward overwrites the pre-activation with it and the backward reads it. ReLU only:
+ * relu'(x) = [relu(x) > 0]. The MLP's largest buffers, (B,T,4C) each, are then two fewer. */
+int activation_in_place(Activation act);
+/* x (n) = max(x, 0) in place;  d (n) *= [h > 0] in place, h the ReLU's output. */
+void relu_forward_inplace(float *x, size_t n);
+void relu_backward_inplace(float *d, const float *h, size_t n);
+
 /* RoPE angles of position pos: cos_row[i], sin_row[i] = cos, sin(pos * base^(-2i/hd)), i < hd/2.
  * Training takes them from a table built once; generation computes the row of its position. */
 void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base);
