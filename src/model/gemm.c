@@ -32,8 +32,13 @@ static int piece_len(int len, double other) {
     return piece - piece % GEMM_MIN_PIECE; /* whole vectors of rows */
 }
 
+/* The piece gemm cuts an NN or transposed-A product into: rows of C, or of the reduction. */
+static int product_piece(int trans_a, int M, int N, int K) {
+    return trans_a ? piece_len(K, (double)M * N) : piece_len(M, (double)N * K);
+}
+
 int gemm_splits(int trans_a, int M, int N, int K) {
-    return trans_a ? piece_len(K, (double)M * N) > 0 : piece_len(M, (double)N * K) > 0;
+    return product_piece(trans_a, M, N, K) > 0;
 }
 
 int gemm_unpacked(int trans_a, int M, int N, int K) {
@@ -45,7 +50,7 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
           const float *B, int ldb, float beta, float *C, int ldc) {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-    int piece = trans_b ? 0 : trans_a ? piece_len(K, (double)M * N) : piece_len(M, (double)N * K);
+    int piece = trans_b ? 0 : product_piece(trans_a, M, N, K);
     if (piece == 0) {
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

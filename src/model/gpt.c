@@ -118,12 +118,22 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
     return o;
 }
 
+/* Floats in one layer's slice of a tensor (all of it for a tensor that is not per layer). */
+static size_t layer_size(const GPT *m, TensorId id) {
+    const TensorInfo *t = &m->tensors[id];
+    return t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
+}
+
 /* Pointer to layer l's slice of a tensor in a buffer (params or grads); NULL if absent. */
 static float *tp(const GPT *m, float *buf, TensorId id, int l) {
     const TensorInfo *t = &m->tensors[id];
     if (t->size == 0) return NULL;
-    size_t per = t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
-    return buf + t->offset + (t->per_layer ? (size_t)l * per : 0);
+    return buf + t->offset + (t->per_layer ? (size_t)l * layer_size(m, id) : 0);
+}
+
+/* The lm_head's matrix: wte when tied. */
+static TensorId lm_head_id(const ModelConfig *c) {
+    return c->tie_embeddings ? T_WTE : T_LM_HEAD;
 }
 
 /* ------------------------------------------------------------------ allocation */
@@ -142,7 +152,7 @@ static int fwd_matrices(const ModelConfig *c, FwdMatrix f[5]) {
     f[1] = (FwdMatrix){T_ATTN_PROJ_W, C, C, L};
     f[2] = (FwdMatrix){T_FC_W, UP, C, L};
     f[3] = (FwdMatrix){T_FC_PROJ_W, C, FF, L};
-    f[4] = (FwdMatrix){c->tie_embeddings ? T_WTE : T_LM_HEAD, c->vocab_size, C, 1};
+    f[4] = (FwdMatrix){lm_head_id(c), c->vocab_size, C, 1};
     return 5;
 }
 
@@ -312,21 +322,20 @@ float *gpt_logits(GPT *m) {
 /* ------------------------------------------------------------------ helpers */
 
 /* Layer l's transposed copy of a forward weight matrix, or NULL when none is kept. */
-static const float *wt(const GPT *m, TensorId id, int l) {
+static float *wt(const GPT *m, TensorId id, int l) {
     const GptActs *a = m->a;
     if (a->wt_at[id] == NO_WT) return NULL;
-    const TensorInfo *t = &m->tensors[id];
-    size_t per = t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
-    return a->wt + a->wt_at[id] + (size_t)l * per;
+    return a->wt + a->wt_at[id] + (size_t)l * layer_size(m, id);
 }
 
 /* The transposed copies follow the weights: every forward may follow an update. */
 static void refresh_transposed(GPT *m) {
     FwdMatrix fm[5];
-    for (int i = 0, n = fwd_matrices(&m->cfg, fm); i < n; i++)
-        for (int l = 0; m->a->wt_at[fm[i].id] != NO_WT && l < fm[i].layers; l++)
-            transpose((float *)wt(m, fm[i].id, l), tp(m, m->params, fm[i].id, l), fm[i].out,
-                      fm[i].in);
+    for (int i = 0, n = fwd_matrices(&m->cfg, fm); i < n; i++) {
+        if (m->a->wt_at[fm[i].id] == NO_WT) continue;
+        for (int l = 0; l < fm[i].layers; l++)
+            transpose(wt(m, fm[i].id, l), tp(m, m->params, fm[i].id, l), fm[i].out, fm[i].in);
+    }
 }
 
 #define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
@@ -710,9 +719,8 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
                           last, N);
         last = a->fn_out;
     }
-    const float *lm = c->tie_embeddings ? wte : tp(m, m->params, T_LM_HEAD, 0);
-    matmul_forward(a->logits, last, lm, wt(m, c->tie_embeddings ? T_WTE : T_LM_HEAD, 0), NULL, N, C,
-                   V);
+    TensorId lm = lm_head_id(c);
+    matmul_forward(a->logits, last, tp(m, m->params, lm, 0), wt(m, lm, 0), NULL, N, C, V);
     m->loss = 0.0f;
     m->correct = 0;
     if (y) m->loss = softmax_xent_forward(a->logits, y, N, V, &m->correct);
@@ -727,9 +735,8 @@ void gpt_backward(GPT *m) {
 
     softmax_xent_backward(a->logits, a->targets, N, V);
     float *dwte = m->grads + m->tensors[T_WTE].offset;
-    const float *lm =
-        c->tie_embeddings ? m->params + m->tensors[T_WTE].offset : tp(m, m->params, T_LM_HEAD, 0);
-    float *dlm = c->tie_embeddings ? dwte : tp(m, m->grads, T_LM_HEAD, 0);
+    const float *lm = tp(m, m->params, lm_head_id(c), 0);
+    float *dlm = tp(m, m->grads, lm_head_id(c), 0);
     const float *last = c->final_norm ? a->fn_out : LAYER(a->resid, c->n_layer, BTc * C);
     /* d logits = (probs - onehot) / N, the 1/N applied by the GEMMs */
     matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits,
@@ -784,8 +791,7 @@ double gpt_layer_grad_norm(const GPT *m, int layer) {
     for (int i = 0; i < T_COUNT; i++) {
         const TensorInfo *t = &m->tensors[i];
         if (!t->per_layer || t->size == 0) continue;
-        size_t per = t->size / (size_t)m->cfg.n_layer;
-        s += sumsq(m->grads + t->offset + (size_t)layer * per, per);
+        s += sumsq(tp(m, m->grads, (TensorId)i, layer), layer_size(m, (TensorId)i));
     }
     return sqrt(s);
 }

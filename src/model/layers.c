@@ -195,8 +195,8 @@ static inline float tanh_fast(float u) {
     return u < 0.0f ? -t : t;
 }
 /* tanh as an activation, where small arguments need relative accuracy: below |x| = 0.3 the
- * odd Taylor series through x^13 (truncation < 1e-8 relative), above it (1 - e) / (1 + e)
- * with e = exp(-2|x|) <= 0.55, so 1 - e cancels at most a bit. Within a few float ulps of
+ * odd Taylor series through x^13 (truncation < 1e-8 relative), above it tanh_fast, whose
+ * e = exp(-2|x|) <= 0.55 there, so 1 - e cancels at most a bit. Within a few float ulps of
  * the true tanh (tests/test_activations.c), and loops over it vectorize. */
 static inline float tanh_vec(float x) {
     float a = x < 0.0f ? -x : x, x2 = x * x;
@@ -206,8 +206,7 @@ static inline float tanh_vec(float x) {
                  x2 * (2.0f / 15 + x2 * (-17.0f / 315 +
                                          x2 * (62.0f / 2835 + x2 * (-1382.0f / 155925 +
                                                                     x2 * (21844.0f / 6081075))))));
-    float e = exp_nonpos(-2.0f * a), t = (1.0f - e) / (1.0f + e);
-    return a < 0.3f ? poly : x < 0.0f ? -t : t;
+    return a < 0.3f ? poly : tanh_fast(x);
 }
 static inline float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanh_fast(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
