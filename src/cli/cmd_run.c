@@ -1,4 +1,6 @@
 /* ablate run SPEC.yaml -o OUT.h5 [--resume] [--force] [--set key=value ...] */
+#include <errno.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,30 +8,55 @@
 
 #include "commands.h"
 #include "orchestrator/sweep.h"
+#include "orchestrator/sweep_signals.h"
 
 static void run_usage(FILE *f) {
     fprintf(
         f,
         "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
-        "                                 [--set key=value ...] [--view-interval S]\n\n"
+        "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n\n"
         "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
         "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
         "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
-        "  -o OUT.h5          the results file (required)\n"
-        "  --resume           continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
-        "                     runs is accepted); starts fresh when there is nothing to resume\n"
-        "  --force            overwrite an existing OUT.h5 and its journal\n"
-        "  --set key=value    override a base knob (repeatable)\n"
-        "  --view-interval S  rebuild OUT.h5 at most every S seconds while running (30)\n\n"
-        "Signals: SIGUSR1 checkpoints the runs in progress and exits 0 (resume later);\n"
-        "SIGTERM stops at once (finished runs are kept).\n"
-        "Exit status: 0 all runs finished (done or diverged) or checkpointed on SIGUSR1,\n"
-        "1 a run failed or I/O failed, 2 invalid spec or usage.\n");
+        "  -o OUT.h5             the results file (required)\n"
+        "  --resume              continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
+        "                        runs is accepted); starts fresh when there is nothing to resume\n"
+        "  --force               overwrite an existing OUT.h5 and its journal (refused while\n"
+        "                        another sweep is writing them)\n"
+        "  --set key=value       override a base knob (repeatable)\n"
+        "  --view-interval S     rebuild OUT.h5 at most every S seconds while running (30)\n"
+        "  --checkpoint-every S  checkpoint each run every S seconds of its training, so that\n"
+        "                        kill -9, a node failure or scancel loses at most that much\n"
+        "                        (%.0f; 0 = only on SIGUSR1)\n\n"
+        "Signals: SIGUSR1 to rank 0 (or mpirun) checkpoints the runs in progress and stops;\n"
+        "SIGUSR1 to one worker checkpoints its run, which goes back to the queue; SIGTERM\n"
+        "stops at once (finished runs are kept).\n"
+        "Exit status: 0 every run ended done or diverged; 1 a run failed (or OUT.h5 could\n"
+        "not be written at the end); 2 invalid spec or usage, nothing trained; 3 stopped\n"
+        "early and resumable (SIGUSR1, SIGTERM, a full disk): run again with --resume.\n",
+        SWEEP_DEFAULT_CHECKPOINT_EVERY);
+}
+
+/* A number of seconds >= 0, all of the argument (no "banana", no "5x"). */
+static int parse_seconds(const char *opt, const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(x) || x < 0) {
+        fprintf(stderr, "ablate run: %s: '%s' is not a number of seconds >= 0\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }
 
 int cmd_run(int argc, char **argv) {
+    /* before anything else, MPI_Init included: a SIGUSR1 that arrives while MPI starts
+     * (a preemption right after the job began) must not kill the rank */
+    sweep_signals_install();
     SweepOptions o;
     memset(&o, 0, sizeof o);
+    o.checkpoint_every = SWEEP_DEFAULT_CHECKPOINT_EVERY;
     const char *sets[256];
     int bad = 0;
     for (int i = 1; i < argc; i++) {
@@ -45,7 +72,11 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
             sets[o.n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--view-interval") && i + 1 < argc) {
-            o.view_interval = atof(argv[++i]);
+            bad |= parse_seconds(argv[i], argv[i + 1], &o.view_interval) != 0;
+            i++;
+        } else if (!strcmp(argv[i], "--checkpoint-every") && i + 1 < argc) {
+            bad |= parse_seconds(argv[i], argv[i + 1], &o.checkpoint_every) != 0;
+            i++;
         } else if (argv[i][0] != '-' && !o.spec_path) {
             o.spec_path = argv[i];
         } else {
@@ -66,13 +97,13 @@ int cmd_run(int argc, char **argv) {
     if (bad) {
         if (rank == 0) run_usage(stderr);
         MPI_Finalize();
-        return 2;
+        return SWEEP_EXIT_USAGE;
     }
-    sweep_install_signals(rank);
+    sweep_signals_for_rank(rank);
     int rc = rank == 0 ? sweep_rank0(&o, nranks) : sweep_worker(rank);
-    if (rc == 143) { /* SIGTERM: no collective shutdown, leave now */
+    if (rank == 0 && sweep_signal_term()) { /* no collective shutdown: leave now */
         fflush(NULL);
-        _Exit(143);
+        _Exit(rc);
     }
     MPI_Finalize();
     return rc;

@@ -8,21 +8,53 @@
 
 #include "journal.h"
 
+/* An EVENTS record of a run: which attempt wrote it, and where it is in the journal. A run
+ * resumed from a checkpoint gets the events of the checkpoint's attempt up to its step
+ * copied from these (sweep.c), so nothing of its history has to fit in memory. */
+typedef struct {
+    uint32_t attempt;
+    uint64_t offset;
+} EventRecordRef;
+
+typedef struct {
+    EventRecordRef *refs;
+    size_t n, cap;
+} EventRecordRefs;
+
+/* 0, or -1 out of memory. */
+int refs_push(EventRecordRefs *v, uint32_t attempt, uint64_t offset);
+void refs_free(EventRecordRefs *v);
+
 typedef struct {
     char id[17];
     char name[JOURNAL_NAME_MAX];
     uint64_t seed;
     int finished; /* a RUN_END of its last attempt exists */
     RunStatus status;
-    uint32_t attempt;  /* last attempt begun (0 = never) */
-    int64_t ckpt_step; /* last checkpoint of the last attempt (0 = none) */
-    char ckpt_path[ABL_PATH_MAX];
+    uint32_t attempt;      /* last attempt begun (0 = never) */
+    int64_t ckpt_step;     /* last checkpoint of the last attempt (0 = none) */
+    uint32_t ckpt_attempt; /* the attempt that wrote it */
+    EventRecordRefs events;
+    int orphan; /* records of an attempt whose RUN_BEGIN is missing (lost to damage) */
 } ResumeRun;
+
+/* Damaged bytes between valid records that no earlier resume has handled (no DAMAGE
+ * record names them yet), and the runs whose records they may have held: the run of the
+ * one damaged record when its header survived, else every run in progress at that point
+ * (and any whose RUN_BEGIN is missing). Those runs are marked unfinished, without a
+ * checkpoint, and invalidated in the journal by the sweep. */
+typedef struct {
+    uint64_t offset, length;
+    int record_type;   /* of the damaged record when known, else 0 */
+    int *runs, n_runs; /* journal indices */
+} ResumeDamage;
 
 typedef struct {
     int n_runs;
     ResumeRun *runs; /* indexed by journal run index */
     uint64_t torn_bytes;
+    ResumeDamage *damage;
+    int n_damage;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);

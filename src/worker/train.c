@@ -209,13 +209,16 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     RunStatus status = RUN_DONE;
     while (budget_left(t)) {
         TrainPoll poll = ctl && ctl->poll ? ctl->poll(ctl->poll_ctx) : TRAIN_CONTINUE;
-        if (poll != TRAIN_CONTINUE) {
-            if (poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) != 0) {
-                fill_end(t, RUN_FAILED, end);
-                snprintf(end->message, sizeof end->message, "could not write the checkpoint");
-                return RUN_FAILED;
-            }
+        if (poll == TRAIN_SAVE && ctl->save) ctl->save(ctl->save_ctx, t);
+        if (poll == TRAIN_CHECKPOINT || poll == TRAIN_ABORT) {
+            int saved = poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) == 0;
             fill_end(t, RUN_INTERRUPTED, end);
+            /* not saving is no failure: the run continues from its last checkpoint (or
+             * from its start) when the sweep resumes */
+            if (poll == TRAIN_CHECKPOINT && !saved)
+                snprintf(end->message, sizeof end->message,
+                         "stopped at step %ld without a checkpoint (it could not be written)",
+                         t->step);
             return RUN_INTERRUPTED;
         }
         /* statistics on scheduled steps; with stats.every 0, on the last step of a step or

@@ -26,10 +26,12 @@ typedef struct {
     long eval_step;
 } Trainer;
 
-typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_ABORT } TrainPoll;
+/* CHECKPOINT: save, then stop (interrupted). SAVE: save and go on (periodic checkpoints;
+ * a failed save is the callback's to report, training continues). ABORT: stop now. */
+typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_SAVE, TRAIN_ABORT } TrainPoll;
 
 typedef struct {
-    /* Asked between steps: go on, checkpoint (save, then stop) or stop at once. */
+    /* Asked between steps: go on, save and go on, checkpoint (save, then stop) or stop. */
     TrainPoll (*poll)(void *poll_ctx);
     void *poll_ctx;
     int (*save)(void *save_ctx, const Trainer *t);
