@@ -5,6 +5,7 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "commands.h"
+#include "orchestrator/h5view.h"
 #include "worker/blas_env.h"
 
 typedef struct {
@@ -18,6 +19,7 @@ static const Command commands[] = {
     {"plan", cmd_plan, "list every run a spec plans, with ids, sizes and cost, without training"},
     {"run", cmd_run, "run a whole sweep (under mpirun/srun) into one HDF5 file"},
     {"inspect", cmd_inspect, "list the runs of a results file and their status"},
+    {"view", cmd_view, "rebuild a results file from its journal, without training"},
 };
 
 static void usage(FILE *f) {
@@ -30,6 +32,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     blas_ensure_best_core(argv);
+    h5view_process_init();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);

@@ -358,8 +358,10 @@ static void rebuild_view(Sweep *s, int force) {
         fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
     double took = now_s() - t;
     s->last_view = now_s();
-    /* keep rebuilds to at most ~10% of the time, however large the file grows */
+    /* keep rebuilds to at most ~10% of the time, however large the file grows; after a
+     * failure (a full disk) wait longer before the next try */
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
+    if (s->view_failed && s->view_seconds < 600) s->view_seconds *= 2;
 }
 
 /* ------------------------------------------------------------------ runs */
@@ -746,7 +748,13 @@ static int finish(Sweep *s) {
                                          : (failed ? "complete_with_failures" : "complete")};
         if (journal_append_sweep_end(s->j, kv, 2) != 0 || journal_sync(s->j) != 0) stop_journal(s);
     }
-    if (s->stop != STOP_IO) rebuild_view(s, 1);
+    if (s->stop != STOP_IO) {
+        rebuild_view(s, 1);
+    } else { /* what the journal holds on disk, if there is room for it */
+        char err[ABL_ERR_MAX];
+        if (h5view_build(s->journal_path, s->o->out_path, err) != 0)
+            fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
+    }
     if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
     s->j = NULL;
     if (finished < n || s->stop != STOP_NONE) {
