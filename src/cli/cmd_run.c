@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "orchestrator/sweep.h"
@@ -48,6 +49,20 @@ static int parse_seconds(const char *opt, const char *v, double *out) {
     }
     *out = x;
     return 0;
+}
+
+/* ABLATE_READY_FILE: created once every rank has its signal handlers (after MPI_Init and
+ * a barrier). A launcher forwards SIGUSR1 only after that: Open MPI's own start (orted's
+ * fork before the exec of a rank) has a window in which a forwarded signal kills the rank,
+ * and no code of ablate's runs there (slurm/ablate-sweep.sbatch waits for this file). */
+static void announce_ready(int rank) {
+    const char *path = getenv("ABLATE_READY_FILE");
+    if (!path || !path[0]) return;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0)
+        fprintf(stderr, "ablate: warning: cannot write ABLATE_READY_FILE %s\n", path);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -100,6 +115,7 @@ int cmd_run(int argc, char **argv) {
         return SWEEP_EXIT_USAGE;
     }
     sweep_signals_for_rank(rank);
+    announce_ready(rank);
     int rc = rank == 0 ? sweep_rank0(&o, nranks) : sweep_worker(rank);
     if (rank == 0 && sweep_signal_term()) { /* no collective shutdown: leave now */
         fflush(NULL);

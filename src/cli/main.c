@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "orchestrator/h5view.h"
+#include "orchestrator/sweep_signals.h"
 #include "worker/blas_env.h"
 
 typedef struct {
@@ -31,8 +32,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_best_core(argv);
     h5view_process_init();
+    if (argc < 2 || strcmp(argv[1], "run") != 0) sweep_signals_unblock();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);

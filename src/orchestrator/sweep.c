@@ -403,6 +403,9 @@ static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *
     if (a->resume_step > 0 ? copy_history(s, r, a->run, a->attempt, a->resume_step) != 0
                            : (refs_free(&r->events), 0))
         return -1;
+    /* written (not synced): after a kill -9 the journal, and `ablate view`, show the run as
+     * begun and interrupted rather than pending */
+    if (journal_flush(s->j) != 0) return stop_journal(s), -1;
     progress_run_started(&s->progress);
     return 0;
 }

@@ -24,6 +24,23 @@ static void set_handler(int sig, void (*fn)(int)) {
 void sweep_signals_install(void) {
     set_handler(SIGUSR1, on_signal);
     set_handler(SIGTERM, on_signal);
+    sweep_signals_unblock(); /* what arrived while main() held them is delivered now */
+}
+
+void sweep_signals_block(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+void sweep_signals_unblock(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
 void sweep_signals_for_rank(int rank) {
