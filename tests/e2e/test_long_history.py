@@ -69,20 +69,26 @@ def assert_tables_equal(a, b):
 
 
 def run_measured(args, timeout):
-    """Runs ablate in-process; returns (rc, stderr, peak RSS in MiB)."""
+    """Runs ablate in-process; returns (rc, stderr, peak RSS in MiB). The peak is the
+    process's own VmHWM (reset at exec), sampled until it exits: rusage's maxrss would
+    include the forked Python test process before the exec."""
     job = C.Job(args, tag="long")
+    peak = 0
     try:
         t_end = time.monotonic() + timeout
-        while True:
+        while job.poll() is None:
             if time.monotonic() > t_end:
                 raise AssertionError("timeout: %s" % args)
-            # wait4 gives this child's own rusage
-            pid, status, ru = os.wait4(job.proc.pid, os.WNOHANG)
-            if pid:
-                job.proc.returncode = os.waitstatus_to_exitcode(status)
-                job.rc = job.proc.returncode
-                return job.rc, job.stderr(), ru.ru_maxrss / 1024
-            time.sleep(0.05)
+            try:
+                with open("/proc/%d/status" % job.proc.pid) as f:
+                    for ln in f:
+                        if ln.startswith("VmHWM:"):
+                            peak = max(peak, int(ln.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.02)
+        job.reap(20)
+        return job.rc, job.stderr(), peak / 1024
     finally:
         job.kill_all()
         job.close()
