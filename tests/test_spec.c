@@ -594,6 +594,24 @@ static void test_fixture(void) {
     unsetenv("ABLATE_DATA");
 }
 
+/* Issue 8, item 14: limits and inputs that used to be caught late or wrongly. */
+static void test_bom(void) {
+    /* a UTF-8 byte order mark is skipped (libyaml failed on the second line of a mapping
+     * after it) and columns count from the first character after it */
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan("\xEF\xBB\xBF"
+                        "description: with a BOM\n"
+                        "data: {path: \"@DATA@\"}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) done(&s, &p);
+    EXPECT_ERROR("\xEF\xBB\xBF"
+                 "base: {model: {n_head: four}}\n"
+                 "data: {path: \"@DATA@\"}\n",
+                 NULL, 0, "t.yaml:1:24: ", "expected an integer for model.n_head");
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -614,5 +632,6 @@ int main(void) {
     test_errors();
     test_aliases();
     test_fixture();
+    test_bom();
     return test_finish("test_spec");
 }
