@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "orchestrator/plan.h"
 #include "orchestrator/spec.h"
@@ -612,6 +614,19 @@ static void test_bom(void) {
                  NULL, 0, "t.yaml:1:24: ", "expected an integer for model.n_head");
 }
 
+static void test_data_file_kind(void) {
+    /* a FIFO as data.path hung the planner (reading it blocks): refused where it is set */
+    char fifo[1100], text[1400];
+    snprintf(fifo, sizeof fifo, "%s/fifo", g_tmp);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    snprintf(text, sizeof text, "data:\n  path: \"%s\"\n", fifo);
+    EXPECT_ERROR(text, NULL, 0, "t.yaml:2:9: ", "not a regular file", fifo);
+    snprintf(text, sizeof text,
+             "data: {path: \"@DATA@\"}\ngrid:\n  data.path: [\"@DATA@\", \"%s\"]\n", fifo);
+    EXPECT_ERROR(text, NULL, 0, "t.yaml:3:", "not a regular file");
+    unlink(fifo);
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -633,5 +648,6 @@ int main(void) {
     test_aliases();
     test_fixture();
     test_bom();
+    test_data_file_kind();
     return test_finish("test_spec");
 }

@@ -282,6 +282,8 @@ static int check_data(const Spec *s, const Layer *l, const RunConfig *c, const c
         why = strerror(errno);
     else if (S_ISDIR(st.st_mode))
         why = "it is a directory";
+    else if (!S_ISREG(st.st_mode)) /* a FIFO or device would block or never end */
+        why = "it is not a regular file";
     if (!why) {
         snprintf(ok_path, ABL_PATH_MAX, "%s", c->data.path);
         return 0;
