@@ -1,5 +1,6 @@
 /* The spec language and the planner: expansion counts and order, names, ids, ${VAR}, --set,
  * and every error pointing at FILE:LINE:COL. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -627,6 +628,32 @@ static void test_data_file_kind(void) {
     unlink(fifo);
 }
 
+static void test_budget_overflow(void) {
+    /* steps x batch x context past int64 planned negative tokens and PFLOP: refused where
+     * the budget is written */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {steps: 9223372036854775807}\n",
+                 NULL, 0, "t.yaml:3:18: ", "train.steps", "2^63-1");
+    /* train.tokens at INT64_MAX rounded up to whole steps overflowed to 0 steps ("done") */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  train.tokens: [1000, 9223372036854775807]\n",
+                 NULL, 0, "t.yaml:3:24: ", "train.tokens", "2^63-1");
+    /* the rounding itself never overflows */
+    RunConfig c;
+    run_config_default(&c);
+    c.train.steps = 0;
+    c.train.tokens = LONG_MAX;
+    c.train.batch_size = 2;
+    c.model.context = 1;
+    CHECK(run_config_total_steps(&c) == LONG_MAX / 2 + 1);
+    c.train.tokens = 5;
+    CHECK(run_config_total_steps(&c) == 3);
+    c.train.tokens = 6;
+    CHECK(run_config_total_steps(&c) == 3);
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -649,5 +676,6 @@ int main(void) {
     test_fixture();
     test_bom();
     test_data_file_kind();
+    test_budget_overflow();
     return test_finish("test_spec");
 }
