@@ -654,6 +654,33 @@ static void test_budget_overflow(void) {
     CHECK(run_config_total_steps(&c) == 3);
 }
 
+static void test_run_names(void) {
+    /* names were cut at 255 bytes in the journal, so two runs could share one: a name past
+     * PLAN_NAME_MAX is refused at the value that makes it long */
+    char text[2048], a[300];
+    memset(a, 'x', 250);
+    a[250] = '\0';
+    snprintf(text, sizeof text,
+             "data: {path: \"@DATA@\"}\ngrid:\n  sample.prompt: [\"%s1\", \"%s2\"]\n", a, a);
+    EXPECT_ERROR(text, NULL, 0, "t.yaml:3:19: ", "run name", "more than 255");
+    /* names write '/' and spaces as '_': two values that differ only there collide */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  sample.prompt: [\"a/b\", \"a b\"]\n",
+                 NULL, 0, "t.yaml:3:26: ", "two runs would be named 'prompt=a_b/seed0'");
+    /* a name of exactly 255 bytes is fine */
+    memset(a, 'y', 255 - strlen("prompt=/seed0"));
+    a[255 - strlen("prompt=/seed0")] = '\0';
+    snprintf(text, sizeof text, "data: {path: \"@DATA@\"}\ngrid:\n  sample.prompt: [\"%s\"]\n", a);
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(text, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs) {
+        CHECK(strlen(p.runs[0].name) == 255);
+        done(&s, &p);
+    }
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -677,5 +704,6 @@ int main(void) {
     test_bom();
     test_data_file_kind();
     test_budget_overflow();
+    test_run_names();
     return test_finish("test_spec");
 }

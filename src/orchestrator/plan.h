@@ -10,6 +10,7 @@
 #include "spec.h"
 
 #define PLAN_MAX_RUNS 100000
+#define PLAN_NAME_MAX 255 /* bytes of a run name (the journal keeps names up to this) */
 
 typedef struct {
     int index;   /* position in the plan, 0-based */
@@ -31,8 +32,9 @@ typedef struct {
 
 /* Builds the plan; -1 with a one-line "FILE:LINE:COL: message" on error (p left empty).
  * Checks: every run validates (run_config_validate; vocab_size 0 counts as 256 for char and
- * byte data, data.vocab_size or 50257 for tokens), every data.path is readable, no two runs
- * share an id, and the plan is not empty. */
+ * byte data, data.vocab_size or 50257 for tokens), every data.path is a readable regular
+ * file, no two runs share an id or a name, names fit PLAN_NAME_MAX, and the plan is not
+ * empty. */
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]);
 void plan_free(Plan *p);
 /* Index of the run with this id, or -1. */
