@@ -2,6 +2,7 @@
  * and every error pointing at FILE:LINE:COL. */
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "orchestrator/plan.h"
+#include "orchestrator/plan_cost.h"
 #include "orchestrator/spec.h"
 #include "test_util.h"
 
@@ -32,14 +34,19 @@ static const char *with_data(const char *text) {
     return out;
 }
 
+static int g_cost; /* load_plan also costs the plan (reading the data, as `ablate plan`) */
+
 /* Loads text as "t.yaml" and plans it; 0 on success (g_err holds the error otherwise). */
 static int load_plan(const char *text, const char *const *sets, int n_sets, Spec *s, Plan *p) {
     memset(p, 0, sizeof *p);
     if (spec_load_string(s, "t.yaml", with_data(text), sets, n_sets, g_err) != 0) return -1;
-    if (plan_build(s, p, g_err) != 0) {
+    PlanCost *cost = NULL;
+    if (plan_build(s, p, g_err) != 0 || (g_cost && !(cost = plan_cost_compute(p, g_err)))) {
+        plan_free(p);
         spec_free(s);
         return -1;
     }
+    free(cost);
     return 0;
 }
 
@@ -681,6 +688,88 @@ static void test_run_names(void) {
     }
 }
 
+/* Issue 8, items 13 and 14: what needs the data is checked when the plan is costed (before
+ * `ablate run` writes anything), each error at the spec entry responsible. */
+static void test_plan_data(void) {
+    g_cost = 1;
+    /* a prompt character outside the corpus was silently dropped from the samples */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {sample: {prompt: \"the KING\"}}\n",
+                 NULL, 0, "t.yaml:2:25: ", "sample.prompt", "'K'", "not in the corpus vocabulary");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  sample.prompt: [\"the king\", \"the king!\"]\n",
+                 NULL, 0, "t.yaml:3:31: ", "run 'prompt=the_king!/seed0'", "'!'");
+    /* ... but a prompt that is never used is no error */
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "base: {sample: {prompt: \"KING\", tokens: 0}}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) done(&s, &p);
+    /* model.vocab_size below the corpus's vocabulary failed only when the run started */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {model: {vocab_size: 8}}\n",
+                 NULL, 0, "t.yaml:2:28: ", "model.vocab_size 8 is smaller than the vocabulary");
+    /* data errors carry the line of data.path (or of the grid value that broke the data) */
+    char empty[1100], text[2400];
+    snprintf(empty, sizeof empty, "%s/empty.txt", g_tmp);
+    fclose(fopen(empty, "w"));
+    snprintf(text, sizeof text, "data:\n  path: \"%s\"\n", empty);
+    EXPECT_ERROR(text, NULL, 0, "t.yaml:2:9: ", "the file is empty");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.context: [16, 4000]\n",
+                 NULL, 0, "t.yaml:3:23: ", "run 'context=4000/seed0'", "too short");
+    /* a .bin whose tokens exceed data.vocab_size: at data.vocab_size, even when
+     * model.vocab_size is given (the data was then never read before training) */
+    char bin[1100];
+    snprintf(bin, sizeof bin, "%s/t.bin", g_tmp);
+    FILE *f = fopen(bin, "wb");
+    int32_t header[256] = {20240520, 1, 2000};
+    fwrite(header, sizeof header, 1, f);
+    for (int i = 0; i < 2000; i++) {
+        uint16_t t = (uint16_t)(i * 7 % 1000);
+        fwrite(&t, 2, 1, f);
+    }
+    fclose(f);
+    snprintf(text, sizeof text,
+             "data: {path: \"%s\", tokenizer: tokens, vocab_size: 500}\n"
+             "base: {model: {vocab_size: 600}, sample: {prompt: \"1 2\"}}\n",
+             bin);
+    char at[32];
+    snprintf(at, sizeof at, "t.yaml:1:%d: ", (int)(strstr(text, "500") - text) + 1);
+    EXPECT_ERROR(text, NULL, 0, at, "out of range for vocab_size 500");
+    g_cost = 0;
+}
+
+static void test_memory_limit(void) {
+    g_cost = 1;
+    /* a run needing terabytes passed plan and failed after the output was created */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {batch_size: 100000000}\n",
+                 NULL, 0, "t.yaml:3:23: ", "needs about", "TiB of memory", "more than the limit");
+    /* the limit is configurable and blames the grid value that makes a run too large */
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\ngrid: {train.batch_size: [1, 64]}\n", NULL, 0,
+                        &s, &p) == 0,
+              "%s", g_err);
+    PlanCost *c = p.n_runs == 2 ? plan_cost_compute(&p, g_err) : NULL;
+    CHECK(c && c[1].c.memory > c[0].c.memory && c[0].c.memory > 4.0 * 4 * (double)c[0].c.params);
+    if (c) {
+        plan_cost_set_memory_limit((c[0].c.memory + c[1].c.memory) / 2);
+        EXPECT_ERROR("data: {path: \"@DATA@\"}\ngrid: {train.batch_size: [1, 64]}\n", NULL, 0,
+                     "t.yaml:2:30: ", "run 'batch_size=64/seed0'", "(--max-run-memory)");
+        plan_cost_set_memory_limit(0);
+    }
+    free(c);
+    if (p.n_runs) done(&s, &p);
+    g_cost = 0;
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -705,5 +794,7 @@ int main(void) {
     test_data_file_kind();
     test_budget_overflow();
     test_run_names();
+    test_plan_data();
+    test_memory_limit();
     return test_finish("test_spec");
 }

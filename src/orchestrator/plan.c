@@ -385,6 +385,7 @@ static int name_too_long(const Spec *s, const Layer *l, int variant, const char 
 
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     memset(p, 0, sizeof *p);
+    p->spec = s;
     err[0] = '\0';
     int n_var = s->n_variants > 0 ? s->n_variants : 1;
     double total = (double)n_var * s->n_seeds;
@@ -509,6 +510,23 @@ void plan_free(Plan *p) {
     }
     free(p->runs);
     memset(p, 0, sizeof *p);
+}
+
+SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *from_run) {
+    const Spec *s = p->spec;
+    if (from_run) *from_run = 1;
+    for (int a = s->n_axes - 1; a >= 0; a--) /* the planner's order: variant, then axes */
+        for (int j = s->axes[a].n_keys - 1; j >= 0; j--) {
+            const SpecAssign *c = &s->axes[a].cells[r->point[a] * s->axes[a].n_keys + j];
+            if (c->knob == k) return c->mark;
+        }
+    if (r->variant >= 0)
+        for (int i = s->variants[r->variant].n_assign - 1; i >= 0; i--)
+            if (s->variants[r->variant].assign[i].knob == k)
+                return s->variants[r->variant].assign[i].mark;
+    if (from_run) *from_run = 0;
+    Layer none = {NULL, 0, 0};
+    return source_of(s, &none, k);
 }
 
 int plan_find_id(const Plan *p, const char *id) {

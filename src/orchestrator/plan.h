@@ -27,7 +27,8 @@ typedef struct {
 typedef struct {
     int n_runs;
     PlannedRun *runs;
-    int n_excluded; /* (variant, grid point) combinations dropped by grid.exclude */
+    int n_excluded;   /* (variant, grid point) combinations dropped by grid.exclude */
+    const Spec *spec; /* the spec it was built from (which must outlive it) */
 } Plan;
 
 /* Builds the plan; -1 with a one-line "FILE:LINE:COL: message" on error (p left empty).
@@ -37,6 +38,10 @@ typedef struct {
  * empty. */
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]);
 void plan_free(Plan *p);
+/* Where run r got its value of knob k: the grid value or variant entry that set it, else
+ * the base key (or the base/data section for a default). *from_run (if asked) is 1 when a
+ * grid value or variant entry set it. */
+SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *from_run);
 /* Index of the run with this id, or -1. */
 int plan_find_id(const Plan *p, const char *id);
 
