@@ -1,13 +1,13 @@
 /* ablate run SPEC.yaml -o OUT.h5 [--resume] [--force] [--set key=value ...] */
-#include <errno.h>
-#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "commands.h"
+#include "orchestrator/plan_cost.h"
 #include "orchestrator/sweep.h"
 #include "orchestrator/sweep_signals.h"
 
@@ -15,40 +15,32 @@ static void run_usage(FILE *f) {
     fprintf(
         f,
         "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
-        "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n\n"
+        "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n"
+        "           [--max-run-memory SIZE]\n\n"
         "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
         "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
         "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
-        "  -o OUT.h5             the results file (required)\n"
-        "  --resume              continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
-        "                        runs is accepted); starts fresh when there is nothing to resume\n"
-        "  --force               overwrite an existing OUT.h5 and its journal (refused while\n"
-        "                        another sweep is writing them)\n"
-        "  --set key=value       override a base knob (repeatable)\n"
-        "  --view-interval S     rebuild OUT.h5 at most every S seconds while running (30)\n"
-        "  --checkpoint-every S  checkpoint each run every S seconds of its training, so that\n"
-        "                        kill -9, a node failure or scancel loses at most that much\n"
-        "                        (%.0f; 0 = only on SIGUSR1)\n\n"
+        "  -o OUT.h5              the results file (required)\n"
+        "  --resume               continue the sweep recorded in OUT.h5.d (a plan that only\n"
+        "                         adds runs is accepted); starts fresh when there is nothing\n"
+        "                         to resume\n"
+        "  --force                overwrite an existing OUT.h5 and its journal (refused while\n"
+        "                         another sweep is writing them)\n"
+        "  --set key=value        override a base knob (repeatable)\n"
+        "  --view-interval S      rebuild OUT.h5 at most every S seconds while running (30)\n"
+        "  --checkpoint-every S   checkpoint each run every S seconds of its training, so that\n"
+        "                         kill -9, a node failure or scancel loses at most that much\n"
+        "                         (%.0f; 0 = only on SIGUSR1)\n"
+        "  --max-run-memory SIZE  refuse, before anything is written, a run that needs more\n"
+        "                         memory than SIZE (e.g. 16G; default 80%% of physical memory)\n\n"
         "Signals: SIGUSR1 to rank 0 (or mpirun) checkpoints the runs in progress and stops;\n"
         "SIGUSR1 to one worker checkpoints its run, which goes back to the queue; SIGTERM\n"
-        "stops at once (finished runs are kept).\n"
+        "stops at once (finished runs are kept). With ABLATE_READY_FILE set, rank 0 creates\n"
+        "that file once every rank can take SIGUSR1 (launchers forward it only then).\n"
         "Exit status: 0 every run ended done or diverged; 1 a run failed (or OUT.h5 could\n"
         "not be written at the end); 2 invalid spec or usage, nothing trained; 3 stopped\n"
         "early and resumable (SIGUSR1, SIGTERM, a full disk): run again with --resume.\n",
         SWEEP_DEFAULT_CHECKPOINT_EVERY);
-}
-
-/* A number of seconds >= 0, all of the argument (no "banana", no "5x"). */
-static int parse_seconds(const char *opt, const char *v, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!*v || *end || errno || !isfinite(x) || x < 0) {
-        fprintf(stderr, "ablate run: %s: '%s' is not a number of seconds >= 0\n", opt, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
 }
 
 /* ABLATE_READY_FILE: created once every rank has its signal handlers (after MPI_Init and
@@ -87,11 +79,17 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
             sets[o.n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--view-interval") && i + 1 < argc) {
-            bad |= parse_seconds(argv[i], argv[i + 1], &o.view_interval) != 0;
-            i++;
+            bad |= cli_number("run", "--view-interval", argv[++i], CLI_SECONDS, &o.view_interval);
         } else if (!strcmp(argv[i], "--checkpoint-every") && i + 1 < argc) {
-            bad |= parse_seconds(argv[i], argv[i + 1], &o.checkpoint_every) != 0;
-            i++;
+            if (!strcmp(argv[++i], "0")) /* only on SIGUSR1 */
+                o.checkpoint_every = 0;
+            else
+                bad |= cli_number("run", "--checkpoint-every", argv[i], CLI_SECONDS,
+                                  &o.checkpoint_every);
+        } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
+            double max_mem = 0;
+            bad |= cli_number("run", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem);
+            plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] != '-' && !o.spec_path) {
             o.spec_path = argv[i];
         } else {
@@ -103,6 +101,12 @@ int cmd_run(int argc, char **argv) {
     if (!bad && (!o.spec_path || !o.out_path)) {
         fprintf(stderr, "ablate run: %s\n",
                 !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
+        bad = 1;
+    }
+    size_t out_len = o.out_path ? strlen(o.out_path) : 1;
+    if (!bad && (out_len == 0 || o.out_path[out_len - 1] == '/')) {
+        /* "" would write ./.d/ and "dir/" dir/.d/: the results file needs a name */
+        fprintf(stderr, "ablate run: -o needs a file name for the results, got '%s'\n", o.out_path);
         bad = 1;
     }
     MPI_Init(&argc, &argv);

@@ -1,5 +1,6 @@
 #include "resume.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,17 @@ void refs_free(EventRecordRefs *v) {
 
 static int grow(ResumeState *st, uint32_t index) {
     if (index < (uint32_t)st->n_runs) return 0;
-    ResumeRun *r = realloc(st->runs, sizeof *r * ((size_t)index + 1));
-    if (!r) return -1;
-    memset(r + st->n_runs, 0, sizeof *r * ((size_t)index + 1 - (size_t)st->n_runs));
-    st->runs = r;
+    if (index >= (uint32_t)st->cap) { /* doubling: one plan record per run stays linear */
+        size_t cap = st->cap ? 2 * (size_t)st->cap : 64;
+        while (cap <= index)
+            cap *= 2;
+        if (cap > INT_MAX) return -1;
+        ResumeRun *r = realloc(st->runs, sizeof *r * cap);
+        if (!r) return -1;
+        st->runs = r;
+        st->cap = (int)cap;
+    }
+    memset(st->runs + st->n_runs, 0, sizeof *st->runs * ((size_t)index + 1 - (size_t)st->n_runs));
     st->n_runs = (int)index + 1;
     return 0;
 }
@@ -180,4 +188,61 @@ void resume_free(ResumeState *st) {
     free(st->damage);
     free(st->runs);
     memset(st, 0, sizeof *st);
+}
+
+static uint64_t id_hash(const char *id) {
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 0x100000001b3ULL;
+    return h;
+}
+
+int resume_match(const ResumeState *st, const Plan *p, ResumeMatch *m) {
+    memset(m, 0, sizeof *m);
+    m->missing = -1;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)p->n_runs)
+        cap *= 2;
+    int *slot = malloc(cap * sizeof *slot); /* plan index + 1; 0 = empty */
+    char *known = calloc((size_t)p->n_runs + 1, 1);
+    m->plan_of = malloc(((size_t)st->n_runs + 1) * sizeof *m->plan_of);
+    m->fresh = malloc(((size_t)p->n_runs + 1) * sizeof *m->fresh);
+    if (!slot || !known || !m->plan_of || !m->fresh) {
+        free(slot);
+        free(known);
+        resume_match_free(m);
+        return -1;
+    }
+    memset(slot, 0, cap * sizeof *slot);
+    for (int i = 0; i < p->n_runs; i++) { /* plan ids are distinct (plan_build checks) */
+        size_t h = (size_t)id_hash(p->runs[i].id) & (cap - 1);
+        while (slot[h])
+            h = (h + 1) & (cap - 1);
+        slot[h] = i + 1;
+    }
+    for (int k = 0; k < st->n_runs; k++) {
+        const char *id = st->runs[k].id;
+        m->plan_of[k] = -1;
+        if (!id[0]) continue; /* an index whose plan record was lost */
+        for (size_t h = (size_t)id_hash(id) & (cap - 1); slot[h]; h = (h + 1) & (cap - 1)) {
+            m->id_compares++;
+            if (!strcmp(p->runs[slot[h] - 1].id, id)) {
+                m->plan_of[k] = slot[h] - 1;
+                known[slot[h] - 1] = 1;
+                break;
+            }
+        }
+        if (m->plan_of[k] < 0 && m->missing < 0) m->missing = k;
+    }
+    for (int i = 0; i < p->n_runs; i++)
+        if (!known[i]) m->fresh[m->n_fresh++] = i;
+    free(slot);
+    free(known);
+    return 0;
+}
+
+void resume_match_free(ResumeMatch *m) {
+    free(m->plan_of);
+    free(m->fresh);
+    memset(m, 0, sizeof *m);
 }

@@ -279,32 +279,23 @@ static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, i
 /* Maps the new plan onto the journal: old runs keep their indices, new ones are appended.
  * A plan that drops or changes a journaled run is refused. */
 static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
-    int n_new = 0;
-    int *fresh = calloc((size_t)s->plan.n_runs + 1, sizeof *fresh);
-    if (!fresh) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    for (int i = 0; i < rs->n_runs; i++) {
-        if (!rs->runs[i].id[0]) continue;
-        if (plan_find_id(&s->plan, rs->runs[i].id) < 0) {
-            snprintf(err, ABL_ERR_MAX,
-                     "%s: cannot resume: the spec no longer plans run '%s' (id %s); resuming with "
-                     "a changed spec may only add runs (more seeds, new variants). Use a new "
-                     "output file, or --force to start over",
-                     s->o->spec_path, rs->runs[i].name, rs->runs[i].id);
-            free(fresh);
-            return -1;
-        }
+    ResumeMatch m;
+    if (resume_match(rs, &s->plan, &m) != 0) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    if (m.missing >= 0) {
+        snprintf(err, ABL_ERR_MAX,
+                 "%s: cannot resume: the spec no longer plans run '%s' (id %s); resuming with "
+                 "a changed spec may only add runs (more seeds, new variants). Use a new "
+                 "output file, or --force to start over",
+                 s->o->spec_path, rs->runs[m.missing].name, rs->runs[m.missing].id);
+        resume_match_free(&m);
+        return -1;
     }
     s->n = rs->n_runs;
-    for (int i = 0; i < s->plan.n_runs; i++) {
-        int known = 0;
-        for (int k = 0; k < rs->n_runs && !known; k++)
-            known = strcmp(rs->runs[k].id, s->plan.runs[i].id) == 0;
-        if (!known) fresh[n_new++] = i;
-    }
+    int n_new = m.n_fresh;
     s->runs = calloc((size_t)(s->n + n_new) + 1, sizeof *s->runs);
-    if (!s->runs) return free(fresh), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    if (!s->runs) return resume_match_free(&m), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int k = 0; k < rs->n_runs; k++) {
-        int p = plan_find_id(&s->plan, rs->runs[k].id);
+        int p = m.plan_of[k];
         SweepRun *r = &s->runs[k];
         if (p < 0) { /* its PLAN record was lost: the run is planned again as a new index */
             r->dead = 1;
@@ -325,7 +316,7 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         }
     }
     for (int i = 0; i < n_new; i++) {
-        int p = fresh[i];
+        int p = m.fresh[i];
         SweepRun *r = &s->runs[s->n + i];
         r->pr = &s->plan.runs[p];
         r->cfg = s->cost[p].cfg;
@@ -337,7 +328,7 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
             stop_journal(s);
     }
     s->n += n_new;
-    free(fresh);
+    resume_match_free(&m);
     return 0;
 }
 

@@ -58,6 +58,19 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     return 0;
 }
 
+double trainer_memory_bytes(const RunConfig *cfg, long data_tokens) {
+    const ModelConfig *mc = &cfg->model;
+    int B = cfg->train.batch_size, T = mc->context;
+    double bytes = gpt_alloc_bytes(mc, B, T) + /* params, grads, activations */
+                   2.0 * (double)model_param_count(mc) * sizeof(float) + /* AdamW m, v */
+                   2.0 * B * T * sizeof(int32_t) +                       /* the batch */
+                   (double)data_tokens * sizeof(int32_t);                /* the token stream */
+    if (cfg->sample.tokens > 0) /* the KV cache, while the model is still allocated */
+        bytes += kvcache_bytes(mc) + 2.0 * cfg->sample.tokens * sizeof(int32_t) +
+                 (double)mc->vocab_size * sizeof(float);
+    return bytes;
+}
+
 void trainer_free(Trainer *t) {
     gpt_free(&t->gpt);
     free(t->m);

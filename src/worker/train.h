@@ -41,6 +41,10 @@ typedef struct {
 int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
                  char err[ABL_ERR_MAX]);
 void trainer_free(Trainer *t);
+/* The memory a run of this config (model.vocab_size resolved) takes while it trains and
+ * samples, in bytes: model, gradients, activations, optimizer state, batch, KV cache and a
+ * token stream of data_tokens. The planner refuses runs above its limit with it. */
+double trainer_memory_bytes(const RunConfig *cfg, long data_tokens);
 
 /* Trains to the budget (or until ctl->poll says stop), then evaluates and samples. Emits start
  * (unless resuming), step, eval, act, sample and end events. Returns the status; the end
