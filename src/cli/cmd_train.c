@@ -121,6 +121,7 @@ int cmd_train(int argc, char **argv) {
     spec_free(&spec);
 
     blas_set_threads();
+    blas_warn_threads("ablate train");
     Dataset data;
     if (dataset_load(&data, &cfg.data, cfg.model.context, err) != 0) {
         fprintf(stderr, "ablate train: %s\n", err);

@@ -777,6 +777,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     int rc = SWEEP_EXIT_USAGE;
     char *hostnames = sweep_gather_hostnames(0, nranks);
     blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
+    blas_warn_threads("ablate run");
     /* Validate everything before any file is touched. */
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s.spec, &s.plan, err) != 0 || !(s.cost = plan_cost_compute(&s.plan, err))) {
