@@ -8,6 +8,7 @@
 
 #include "orchestrator/event_codec.h"
 #include "orchestrator/journal.h"
+#include "orchestrator/run_id.h"
 #include "test_util.h"
 #include "worker/event_schema.h"
 #include "worker/json.h"
@@ -133,7 +134,31 @@ static void test_utf8(void) {
     buf_free(&b);
 }
 
+/* A build that adds a knob (at its default) keeps every scheme-2 id; scheme 1 did not. */
+static void test_stable_ids(void) {
+    Knob *t = malloc(sizeof *t * (size_t)(knob_count + 1));
+    memcpy(t, knob_table, sizeof *t * (size_t)knob_count);
+    t[knob_count] = (Knob){"train.new_knob", KNOB_DOUBLE, offsetof(RunConfig, sample.temperature),
+                           NULL, 0, 0, "a knob a later release adds"};
+    RunConfig c;
+    run_config_default(&c);
+    c.train.lr = 0.005;
+    c.model.n_head = 2;
+    uint64_t seed = 7, other = 8;
+    CHECK(run_id_hash_table(knob_table, knob_count, &c, &seed) ==
+          run_id_hash_table(t, knob_count + 1, &c, &seed));
+    CHECK(run_id_hash_v1_table(knob_table, knob_count, &c, seed) !=
+          run_id_hash_v1_table(t, knob_count + 1, &c, seed));
+    CHECK(run_id_hash(&c, &seed) != run_id_hash(&c, &other));
+    CHECK(run_id_hash(&c, NULL) == run_id_hash_table(t, knob_count + 1, &c, NULL));
+    RunConfig d = c;
+    d.model.n_head = 4;
+    CHECK(run_id_hash(&c, NULL) != run_id_hash(&d, NULL));
+    free(t);
+}
+
 int main(void) {
+    test_stable_ids();
     test_bounds();
     test_v1_journal();
     test_roundtrip();

@@ -10,6 +10,7 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "../worker/blas_env.h"
+#include "run_id.h"
 
 void env_info_now(char *buf, size_t n) {
     time_t t = time(NULL);
@@ -55,6 +56,8 @@ void env_info_collect(EnvInfo *e, int ranks, const char *hostnames) {
     add_str(e, "hostnames", hostnames);
     env_info_now(buf, sizeof buf);
     add_str(e, "start_time", buf);
+    snprintf(buf, sizeof buf, "%d", RUN_ID_SCHEME);
+    add_str(e, "id_scheme", buf);
 }
 
 int env_info_pairs(const EnvInfo *e, const char **kv) {

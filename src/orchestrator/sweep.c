@@ -22,6 +22,7 @@
 #include "protocol.h"
 #include "resume.h"
 #include "run_exec.h"
+#include "run_id.h"
 #include "sweep_progress.h"
 #include "sweep_signals.h"
 
@@ -450,7 +451,8 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     rc = 1;
-    if (open_journal(&s, &rs, err) != 0 || reconcile(&s, &rs, err) != 0) {
+    if (open_journal(&s, &rs, err) != 0 || run_id_adopt(&s.plan, &rs) < 0 ||
+        reconcile(&s, &rs, err) != 0) {
         fprintf(stderr, "ablate run: %s\n", err);
         rc = 2;
         goto stop_workers;
