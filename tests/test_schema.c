@@ -125,8 +125,9 @@ static void test_json(void) {
 static void test_utf8(void) {
     Buf b = {0};
     utf8_sanitize(&b, "ok\xc3\xa9\0\xff\xed\xa0\x80z", 10);
-    CHECK_MSG(!strcmp(b.p, "ok\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz"),
-              "%s", b.p);
+    CHECK_MSG(
+        !strcmp(b.p, "ok\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz"),
+        "%s", b.p);
     CHECK(utf8_is_clean(b.p, b.len));
     CHECK(!utf8_is_clean("\xc0\x80", 2)); /* overlong NUL */
     CHECK(!utf8_is_clean("\xf4\x90\x80\x80", 4));
@@ -138,8 +139,13 @@ static void test_utf8(void) {
 static void test_stable_ids(void) {
     Knob *t = malloc(sizeof *t * (size_t)(knob_count + 1));
     memcpy(t, knob_table, sizeof *t * (size_t)knob_count);
-    t[knob_count] = (Knob){"train.new_knob", KNOB_DOUBLE, offsetof(RunConfig, sample.temperature),
-                           NULL, 0, 0, "a knob a later release adds"};
+    t[knob_count] = (Knob){"train.new_knob",
+                           KNOB_DOUBLE,
+                           offsetof(RunConfig, sample.temperature),
+                           NULL,
+                           0,
+                           0,
+                           "a knob a later release adds"};
     RunConfig c;
     run_config_default(&c);
     c.train.lr = 0.005;

@@ -27,7 +27,8 @@ static const EventField act_fields[] = {EVENT_ACT_FIELDS(EF_ROW, ActEvent)};
 static const EventField sample_fields[] = {EVENT_SAMPLE_FIELDS(EF_ROW, SampleEvent)};
 static const EventField end_fields[] = {EVENT_END_FIELDS(EF_ROW, EndEvent)};
 
-#define KIND(name, f, v1) {name, f, (int)(sizeof f / sizeof f[0]), v1}
+#define KIND(name, f, v1)                                                                          \
+    { name, f, (int)(sizeof f / sizeof f[0]), v1 }
 const EventSchema event_schema[EV_KIND_COUNT] = {
     KIND("start", start_fields, EVENT_START_V1),    KIND("step", step_fields, EVENT_STEP_V1),
     KIND("eval", eval_fields, EVENT_EVAL_V1),       KIND("act", act_fields, EVENT_ACT_V1),
@@ -100,8 +101,6 @@ const char *event_field_text(const void *body, const EventField *f, size_t *len)
             return p;
         }
     }
-    {
-        *len = strnlen(p, f->n - 1);
-    }
+    { *len = strnlen(p, f->n - 1); }
     return p;
 }

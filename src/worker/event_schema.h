@@ -12,9 +12,9 @@
 typedef struct {
     const char *name;
     EventFieldType type;
-    size_t offset;     /* into the kind's struct (= into Event.u) */
-    size_t n;          /* EF_STR/EF_TEXT: buffer bytes; EF_HEADS: capacity; EF_ENUM: names */
-    size_t len_offset; /* EF_TEXT: offset of the name_len member */
+    size_t offset;            /* into the kind's struct (= into Event.u) */
+    size_t n;                 /* EF_STR/EF_TEXT: buffer bytes; EF_HEADS: capacity; EF_ENUM: names */
+    size_t len_offset;        /* EF_TEXT: offset of the name_len member */
     const char *const *names; /* EF_ENUM */
     const char *units;        /* NULL: none */
     const char *desc;

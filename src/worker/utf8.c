@@ -11,12 +11,12 @@ size_t utf8_seq(const char *str, size_t n) {
         len = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         len = 3;
-        if (c == 0xE0) lo = 0xA0;  /* overlong */
-        if (c == 0xED) hi = 0x9F;  /* surrogates */
+        if (c == 0xE0) lo = 0xA0; /* overlong */
+        if (c == 0xED) hi = 0x9F; /* surrogates */
     } else if (c >= 0xF0 && c <= 0xF4) {
         len = 4;
-        if (c == 0xF0) lo = 0x90;  /* overlong */
-        if (c == 0xF4) hi = 0x8F;  /* above U+10FFFF */
+        if (c == 0xF0) lo = 0x90; /* overlong */
+        if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
     } else
         return 0;
     if (n < len || s[1] < lo || s[1] > hi) return 0;
