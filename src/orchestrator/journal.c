@@ -731,6 +731,11 @@ int journal_config_text(const RunConfig *c, char *buf, size_t n) {
 
 int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
                         uint64_t seed, const RunConfig *config) {
+    return journal_append_plan2(j, index, id16, name, seed, config, NULL);
+}
+
+int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
+                         uint64_t seed, const RunConfig *config, const char *overrides) {
     size_t cap = 64 * 1024;
     char *text = malloc(cap);
     int tl = text ? journal_config_text(config, text, cap) : -1;
@@ -747,6 +752,7 @@ int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char
     buf_u64(&b, seed);
     buf_str(&b, name, strnlen(name, JOURNAL_NAME_MAX - 1));
     buf_str(&b, text, (size_t)tl);
+    if (overrides) buf_str(&b, overrides, strlen(overrides));
     free(text);
     return append_buf(j, JREC_PLAN, index, &b);
 }
@@ -868,6 +874,9 @@ int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan) {
     plan->seed = cur_u64(&c);
     cur_str(&c, plan->name, sizeof plan->name);
     plan->config_text = cur_strref(&c, &plan->config_len);
+    plan->overrides = NULL;
+    plan->overrides_len = 0;
+    if (!c.bad && c.p != c.end) plan->overrides = cur_strref(&c, &plan->overrides_len);
     return c.bad || c.p != c.end ? -1 : 0;
 }
 
