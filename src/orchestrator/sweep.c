@@ -154,8 +154,8 @@ static int reconcile(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
-        if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name,
-                                 r->pr->seed, &r->cfg, r->pr->overrides) != 0)
+        if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
+                                 &r->cfg, r->pr->overrides) != 0)
             s->io_failed = 1;
     }
     s->n += n_new;
