@@ -15,7 +15,7 @@
 
 #include "../model/config.h"
 
-#define ABLATE_SCHEMA_VERSION 1
+#define ABLATE_SCHEMA_VERSION 2
 
 typedef struct {
     long runs;                                   /* planned runs (rows of /runs) */

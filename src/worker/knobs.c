@@ -280,3 +280,41 @@ int knob_config_json(const RunConfig *c, char *buf, size_t n) {
     buf_free(&b);
     return len;
 }
+
+/* Units of the knobs that have one; every other knob is a count, a choice or text. Kept
+ * beside the table so a new knob with a unit is one more line here. */
+static const char *const knob_unit_table[][2] = {
+    {"model.vocab_size", "tokens"},
+    {"model.context", "tokens"},
+    {"model.d_model", "features"},
+    {"model.mlp_ratio", "1"},
+    {"model.norm_eps", "1"},
+    {"model.rope_base", "1"},
+    {"model.init_std", "1"},
+    {"train.lr", "1"},
+    {"train.beta1", "1"},
+    {"train.beta2", "1"},
+    {"train.eps", "1"},
+    {"train.weight_decay", "1"},
+    {"train.warmup_steps", "steps"},
+    {"train.min_lr", "1"},
+    {"train.grad_clip", "1"},
+    {"train.batch_size", "sequences"},
+    {"train.steps", "steps"},
+    {"train.tokens", "tokens"},
+    {"train.seconds", "s"},
+    {"train.eval_every", "steps"},
+    {"train.eval_tokens", "tokens"},
+    {"train.log_every", "steps"},
+    {"data.val_fraction", "fraction"},
+    {"data.vocab_size", "tokens"},
+    {"stats.every", "steps"},
+    {"sample.tokens", "tokens"},
+    {"sample.temperature", "1"},
+};
+
+const char *knob_units(const Knob *k) {
+    for (size_t i = 0; i < sizeof knob_unit_table / sizeof knob_unit_table[0]; i++)
+        if (!strcmp(knob_unit_table[i][0], k->name)) return knob_unit_table[i][1];
+    return NULL;
+}

@@ -35,6 +35,9 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
 int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]);
 /* Canonical text of a knob's value (shortest round-trip for doubles); returns length. */
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n);
+/* The unit of a knob's value ("tokens", "steps", "s", "1" for dimensionless numbers), or
+ * NULL for knobs without one (enums, booleans, strings, counts of things). */
+const char *knob_units(const Knob *k);
 /* Does a knob hold the same value in two configs? */
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k);
 /* Writes the whole resolved config as one JSON object {"model.context":16,...}. */
