@@ -1199,3 +1199,62 @@ done:
 int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ERR_MAX]) {
     return h5view_build_stats(journal_path, out_path, NULL, err);
 }
+
+/* ---------------- the docs' schema tables ---------------- */
+
+static const char *col_type_name(const Col *c, char *buf, size_t n) {
+    switch (c->type) {
+    case C_I32:
+        return "int32";
+    case C_I64:
+        return "int64";
+    case C_U64:
+        return "uint64";
+    case C_F64:
+        return "float64";
+    case C_BOOL:
+        return "bool";
+    case C_STR:
+        snprintf(buf, n, "S%zu", c->len);
+        return buf;
+    case C_VSTR:
+        return "str (UTF-8)";
+    }
+    return "?";
+}
+
+static void md_rows(Buf *b, const Col *cols, int n) {
+    char t[32];
+    for (int i = 0; i < n; i++)
+        buf_printf(b, "| `%s` | %s | %s | %s |\n", cols[i].name,
+                   col_type_name(&cols[i], t, sizeof t), cols[i].units ? cols[i].units : "",
+                   cols[i].doc ? cols[i].doc : "");
+}
+
+void h5view_schema_markdown(Buf *b) {
+    static const char head[] = "| column | type | units | meaning |\n|---|---|---|---|\n";
+    for (int i = 0; i < N_METRICS; i++) {
+        Metric m = metric_defs[i];
+        metric_columns(&m);
+        buf_printf(b, "#### `/%s`\n%s\n\n%s", m.name, m.desc, head);
+        md_rows(b, m.cols, m.ncol);
+        if (m.heads >= 0) {
+            buf_printf(b, "\n#### `/%s`\n%s\n\n%s", m.child, m.child_desc, head);
+            md_rows(b, m.ccols, m.nccol);
+        }
+        buf_addc(b, '\n');
+    }
+    View v;
+    memset(&v, 0, sizeof v);
+    RunsLayout L;
+    if (runs_layout(&v, &L) != 0) return;
+    buf_printf(b,
+               "#### `/runs`\nFixed columns, then one str column per grid axis (listed in the "
+               "attribute `axes`), then one column per knob (below), then:\n\n%s",
+               head);
+    md_rows(b, L.cols, R_NFIXED);
+    md_rows(b, L.cols + L.start0, L.ncol - L.start0);
+    buf_printf(b, "\nKnob columns (named by the knob; `units.<knob>` attributes):\n\n%s", head);
+    md_rows(b, L.cols + L.knob0, L.start0 - L.knob0);
+    layout_free(&L);
+}

@@ -14,6 +14,7 @@
 #define ABLATE_ORCH_H5VIEW_H
 
 #include "../model/config.h"
+#include "../worker/buf.h"
 
 #define ABLATE_SCHEMA_VERSION 2
 
@@ -34,6 +35,10 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 /* The same, reporting counts and timing in *stats (may be NULL). */
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]);
+
+/* The column tables of docs/hdf5-schema.md (metric tables and /runs), generated from the
+ * same declarations the writer uses; tests/schema_doc.c checks the docs against them. */
+void h5view_schema_markdown(Buf *b);
 
 /* Names used in the status column of /runs. */
 extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */
