@@ -152,3 +152,10 @@ void env_info_add_sweep(EnvInfo *e, const char *spec_text, const char *const *se
         if (v && *v) add_str(e, slurm[i][0], v);
     }
 }
+
+void env_info_add_hex(EnvInfo *e, const char *key, const unsigned char *v, size_t n) {
+    Buf b = {0};
+    for (size_t i = 0; i < n; i++)
+        buf_printf(&b, "%02x", v[i]);
+    add_buf(e, key, &b);
+}

@@ -24,6 +24,8 @@ void env_info_collect(EnvInfo *e, int ranks, const char *hostnames);
  * slurm_nodelist. */
 void env_info_add_sweep(EnvInfo *e, const char *spec_text, const char *const *sets, int n_sets,
                         const Plan *plan);
+/* Adds bytes as lowercase hex (header values are C strings: NUL bytes would cut them). */
+void env_info_add_hex(EnvInfo *e, const char *key, const unsigned char *v, size_t n);
 /* Adds (copies) one pair. */
 void env_info_add(EnvInfo *e, const char *key, const char *value, size_t len);
 /* The pairs as the flat key, value array journal_append_header takes. */

@@ -938,17 +938,12 @@ static const char *const known_attrs[] = {
 
 /* Header keys that are datasets or computed attributes, not copied as attributes. */
 static int not_an_attr(const char *k) {
-    static const char *const skip[] = {"spec",
-                                       "spec_expanded",
-                                       "vocab",
-                                       "data_files",
-                                       "ranks",
-                                       "end_time",
-                                       "status",
-                                       "sessions",
-                                       "ablate_schema_version",
-                                       "view_built_by",
-                                       ""};
+    static const char *const skip[] = {"spec",          "spec_expanded",
+                                       "vocab",         "vocab_hex",
+                                       "data_files",    "ranks",
+                                       "end_time",      "status",
+                                       "sessions",      "ablate_schema_version",
+                                       "view_built_by", ""};
     for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
         if (!strcmp(k, skip[i])) return 1;
     for (size_t i = 0; i < sizeof known_attrs / sizeof *known_attrs; i++)
@@ -1023,11 +1018,23 @@ static int write_root(View *v, hid_t file, char *err) {
                                   "The sweep spec with ${VAR} references resolved, as the "
                                   "(latest) session read it.") != 0)
         goto fail;
-    Kv *vocab = kv_find(&v->header, "vocab", 5);
-    if (vocab && write_u8_dataset(file, "vocab", (const uint8_t *)vocab->val, vocab->vlen,
-                                  "The char tokenizer's vocabulary: token i is the byte "
-                                  "vocab[i] (a multi-byte UTF-8 character spans several "
-                                  "tokens).") != 0)
+    /* vocab_hex since 0.2 (a raw "vocab" value lost everything after a NUL byte) */
+    Kv *hex = kv_find(&v->header, "vocab_hex", 9), *vocab = kv_find(&v->header, "vocab", 5);
+    uint8_t bytes[256];
+    size_t nb = 0;
+    if (hex) {
+        for (size_t i = 0; i + 1 < hex->vlen && nb < sizeof bytes; i += 2) {
+            unsigned x;
+            if (sscanf(hex->val + i, "%2x", &x) == 1) bytes[nb++] = (uint8_t)x;
+        }
+    } else if (vocab) {
+        nb = vocab->vlen < sizeof bytes ? vocab->vlen : sizeof bytes;
+        memcpy(bytes, vocab->val, nb);
+    }
+    if ((hex || vocab) && write_u8_dataset(file, "vocab", bytes, nb,
+                                           "The char tokenizer's vocabulary: token i is the byte "
+                                           "vocab[i] (a multi-byte UTF-8 character spans several "
+                                           "tokens).") != 0)
         goto fail;
     const char *df = kv_get(&v->header, "data_files");
     if (df && write_data_files(file, df, err) != 0) return -1;

@@ -406,7 +406,7 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     char err[ABL_ERR_MAX];
     const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->runs[0].cfg, err) : NULL;
     if (d && d->tokenizer == TOK_CHAR)
-        env_info_add(&e, "vocab", (const char *)d->chars, (size_t)d->vocab_size);
+        env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
     const char *kv[2 * ENV_INFO_MAX];
     int n = env_info_pairs(&e, kv);

@@ -74,10 +74,10 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken (1-based)") \
     X(S, layer, EF_INT, 0, NULL, "layer", "block index (0-based)") \
     X(S, zero_frac, EF_DOUBLE, 0, NULL, "fraction", "MLP hidden activation after the nonlinearity (GLU: the gated product): share of exact zeros") \
-    X(S, max, EF_DOUBLE, 0, NULL, "1", "... its maximum") \
-    X(S, min, EF_DOUBLE, 0, NULL, "1", "... its minimum") \
-    X(S, mean, EF_DOUBLE, 0, NULL, "1", "... its mean") \
-    X(S, rms, EF_DOUBLE, 0, NULL, "1", "... its root mean square") \
+    X(S, max, EF_DOUBLE, 0, NULL, "1", "maximum of that activation") \
+    X(S, min, EF_DOUBLE, 0, NULL, "1", "minimum of that activation") \
+    X(S, mean, EF_DOUBLE, 0, NULL, "1", "mean of that activation") \
+    X(S, rms, EF_DOUBLE, 0, NULL, "1", "root mean square of that activation") \
     X(S, resid_rms, EF_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
     X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
     X(S, n_head, EF_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
