@@ -200,10 +200,15 @@ static int read_kv(View *v, const JournalRecord *rec, KvList *into, int is_heade
     return 0;
 }
 
-static int pass1(View *v, JournalReader *r, char *err) {
+static int pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
     JournalRecord rec;
     int rc;
     while ((rc = journal_reader_next(r, &rec)) == 1) {
+        /* records past the limit are still being appended: a later build shows them */
+        if (rec.offset + JOURNAL_RECORD_OVERHEAD + rec.len > limit) {
+            v->st.journal_bytes = rec.offset;
+            return 0;
+        }
         v->st.records++;
         RunState *rs = NULL;
         if (rec.type == JREC_PLAN || rec.type == JREC_RUN_BEGIN || rec.type == JREC_EVENTS ||
@@ -1126,6 +1131,11 @@ static int write_weights(View *v, JournalReader *r, const char *journal_path, hi
 
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]) {
+    return h5view_build_upto(journal_path, out_path, UINT64_MAX, stats, err);
+}
+
+int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t limit,
+                      H5ViewStats *stats, char err[ABL_ERR_MAX]) {
     double t0 = clock_seconds();
     View v;
     memset(&v, 0, sizeof v);
@@ -1144,7 +1154,7 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
 
     int rc = -1;
     hid_t file = -1, fapl = -1, fcpl = -1;
-    if (pass1(&v, r, err) != 0) goto done;
+    if (pass1(&v, r, limit, err) != 0) goto done;
 
     fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);

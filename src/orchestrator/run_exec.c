@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../worker/clock.h"
 #include "event_codec.h"
 #include "fsutil.h"
 #include "journal.h"
 
-#define BATCH_BYTES (64u << 10)
+#define BATCH_BYTES   (64u << 10)
+#define BATCH_SECONDS 1.0
 
 typedef struct {
     uint8_t *p;
@@ -38,12 +40,14 @@ static int bytes_add(Bytes *b, const void *src, size_t n) {
 }
 
 /* The sink of a run on a worker: packs events into a batch sent when it fills, at every
- * evaluation and sample, and at the end; keeps the history for checkpoints. */
+ * evaluation and sample, at least every BATCH_SECONDS (so the live view sees a run's
+ * progress) and at the end; keeps the history for checkpoints. */
 typedef struct {
     EventSink base;
     const RunAssignment *a;
     const RunOutput *out;
     Bytes batch, history;
+    double sent_at; /* clock_seconds() of the last send */
     int failed;
 } BatchSink;
 
@@ -51,6 +55,7 @@ static void batch_flush(BatchSink *s) {
     if (s->batch.len == 0) return;
     if (s->out->send_events(s->out->ctx, s->a, s->batch.p, s->batch.len) != 0) s->failed = 1;
     s->batch.len = 0;
+    s->sent_at = clock_seconds();
 }
 
 static void batch_emit(EventSink *self, const Event *ev) {
@@ -62,7 +67,9 @@ static void batch_emit(EventSink *self, const Event *ev) {
         s->failed = 1;
         return;
     }
-    if (s->batch.len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE) batch_flush(s);
+    if (s->batch.len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE ||
+        clock_seconds() - s->sent_at >= BATCH_SECONDS)
+        batch_flush(s);
 }
 
 int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n) {
@@ -146,7 +153,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     char err[ABL_ERR_MAX] = "";
     memset(end, 0, sizeof *end);
     *ckpt_step = 0;
-    BatchSink sink = {.base = {batch_emit}, .a = a, .out = out};
+    BatchSink sink = {.base = {batch_emit}, .a = a, .out = out, .sent_at = clock_seconds()};
     Trainer t;
     int have_trainer = 0;
     RunStatus st = RUN_FAILED;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../worker/blas_env.h"
+#include "../worker/clock.h"
 #include "env_info.h"
 #include "event_codec.h"
 #include "h5view.h"
@@ -25,6 +26,7 @@
 #include "run_id.h"
 #include "sweep_progress.h"
 #include "sweep_signals.h"
+#include "view_updater.h"
 
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {
@@ -50,14 +52,9 @@ typedef struct {
     char journal_path[ABL_PATH_MAX];
     Progress progress;
     double last_view, view_seconds;
+    ViewUpdater *vu; /* builds OUT.h5 on its own thread */
     int io_failed;
 } Sweep;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int exists(const char *p) {
     struct stat st;
@@ -163,19 +160,28 @@ static int reconcile(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
     return 0;
 }
 
+/* Called often (after events, when idle): every view_seconds it hands the flushed journal
+ * to the view thread, which shows running runs too; rank 0 never waits for a periodic view.
+ * force: now, and wait for it (the first and the final view). */
 static void rebuild_view(Sweep *s, int force) {
-    double t = now_s();
-    if (!force && t - s->last_view < s->view_seconds) return;
-    char err[ABL_ERR_MAX];
-    if (journal_flush(s->j) != 0 || h5view_build(s->journal_path, s->o->out_path, err) != 0) {
+    double t = clock_seconds();
+    if (!force && (t - s->last_view < s->view_seconds || view_updater_busy(s->vu))) return;
+    char err[ABL_ERR_MAX] = "";
+    s->last_view = t;
+    int rc = journal_flush(s->j);
+    if (rc == 0) {
+        view_updater_request(s->vu, journal_size(s->j));
+        /* keep views to at most ~10% of the time: their thread shares the machine with runs */
+        double took = view_updater_last_seconds(s->vu);
+        if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
+        if (!force) return;
+        rc = view_updater_wait(s->vu, err);
+    }
+    if (rc != 0) {
         fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path,
                 journal_error(s->j)[0] ? journal_error(s->j) : err);
         if (force) s->io_failed = 1; /* the final view must exist; a periodic one may wait */
     }
-    double took = now_s() - t;
-    s->last_view = now_s();
-    /* keep rebuilds to at most ~10% of the time, however large the file grows */
-    if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
 }
 
 static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
@@ -235,6 +241,7 @@ typedef struct {
 
 static int local_send(void *ctx, const RunAssignment *a, const uint8_t *p, size_t n) {
     record_events(((LocalCtx *)ctx)->s, a->run, a->attempt, p, n);
+    rebuild_view(((LocalCtx *)ctx)->s, 0);
     return 0;
 }
 
@@ -288,6 +295,7 @@ static void run_mpi(Sweep *s, int nranks) {
         busy[r] = -2;
     for (;;) {
         if (sweep_signal_term()) break;
+        rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping) {
             stopping = 1;
             for (int r = 1; r < nranks; r++)
@@ -458,6 +466,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         rc = 2;
         goto stop_workers;
     }
+    if (!(s.vu = view_updater_start(s.journal_path, o->out_path, err))) {
+        fprintf(stderr, "ablate run: %s\n", err);
+        goto stop_workers;
+    }
     write_header(&s, nranks, hostnames ? hostnames : "");
     s.queue = malloc(sizeof(int) * (size_t)(s.n + 1));
     int done_before = 0;
@@ -524,6 +536,7 @@ stop_workers:
     }
     if (s.j) journal_close(s.j);
 out:
+    view_updater_stop(s.vu);
     free(hostnames);
     free(s.queue);
     free(s.runs);
