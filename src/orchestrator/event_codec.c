@@ -116,75 +116,48 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
     return p;
 }
 
-size_t event_packed_size(const Event *ev) {
-    if (!kind_ok(ev)) return 0;
-    const EventSchema *s = &event_schema[ev->kind];
-    const char *body = event_cbody(ev);
-    size_t total = 1;
-    for (int k = 0; k < s->n_fields; k++) {
-        const EventField *f = &s->fields[k];
-        switch (f->type) {
-        case EF_LONG: {
-            long x;
-            memcpy(&x, body + f->offset, sizeof x);
-            total += uv_len(zigzag(x));
-            break;
-        }
-        case EF_INT:
-            total += uv_len(zigzag(get_int_at(body, f->offset)));
-            break;
-        case EF_DOUBLE:
-            total += 8;
-            break;
-        case EF_BOOL:
-        case EF_ENUM:
-            total += 1;
-            break;
-        case EF_STR:
-        case EF_TEXT: {
-            size_t n;
-            event_field_text(body, f, &n);
-            total += uv_len(n) + n;
-            break;
-        }
-        case EF_HEADS:
-            total += 8 * (size_t)heads_count(body, f);
-            break;
-        }
+/* Bytes of one field: as packed for this body, or the most it can take (body NULL). */
+static size_t field_size(const EventField *f, const char *body) {
+    switch (f->type) {
+    case EF_LONG: {
+        long x;
+        if (!body) return 10;
+        memcpy(&x, body + f->offset, sizeof x);
+        return uv_len(zigzag(x));
     }
+    case EF_INT:
+        return body ? uv_len(zigzag(get_int_at(body, f->offset))) : 5;
+    case EF_DOUBLE:
+        return 8;
+    case EF_BOOL:
+    case EF_ENUM:
+        return 1;
+    case EF_STR:
+    case EF_TEXT: {
+        size_t n = f->n - 1;
+        if (body) event_field_text(body, f, &n);
+        return uv_len(n) + n;
+    }
+    case EF_HEADS:
+        return 8 * (body ? (size_t)heads_count(body, f) : f->n);
+    }
+    return 0;
+}
+
+static size_t kind_size(EventKind kind, const char *body) {
+    const EventSchema *s = &event_schema[kind];
+    size_t total = 1;
+    for (int k = 0; k < s->n_fields; k++)
+        total += field_size(&s->fields[k], body);
     return total;
 }
 
+size_t event_packed_size(const Event *ev) {
+    return kind_ok(ev) ? kind_size(ev->kind, event_cbody(ev)) : 0;
+}
+
 size_t event_packed_max(EventKind kind) {
-    if ((unsigned)kind >= EV_KIND_COUNT) return 0;
-    const EventSchema *s = &event_schema[kind];
-    size_t total = 1;
-    for (int k = 0; k < s->n_fields; k++) {
-        const EventField *f = &s->fields[k];
-        switch (f->type) {
-        case EF_LONG:
-            total += 10;
-            break;
-        case EF_INT:
-            total += 5;
-            break;
-        case EF_DOUBLE:
-            total += 8;
-            break;
-        case EF_BOOL:
-        case EF_ENUM:
-            total += 1;
-            break;
-        case EF_STR:
-        case EF_TEXT:
-            total += uv_len(f->n - 1) + f->n - 1;
-            break;
-        case EF_HEADS:
-            total += 8 * f->n;
-            break;
-        }
-    }
-    return total;
+    return (unsigned)kind < EV_KIND_COUNT ? kind_size(kind, NULL) : 0;
 }
 
 size_t event_pack(const Event *ev, uint8_t *buf, size_t cap) {

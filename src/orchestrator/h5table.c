@@ -288,14 +288,21 @@ int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n) {
     return 0;
 }
 
+/* A contiguous dataset without timestamps (builds of one journal are byte-identical). */
+static hid_t create_plain(hid_t loc, const char *name, hid_t type, hid_t space) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    return d;
+}
+
 int write_string_dataset(hid_t file, const char *name, const char *value, const char *description) {
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_obj_track_times(dcpl, 0);
-    hid_t d = H5Dcreate2(file, name, t, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t d = create_plain(file, name, t, s);
     Buf b = {0};
     utf8_sanitize(&b, value ? value : "", value ? strlen(value) : 0);
     const char *v = b.p ? b.p : "";
@@ -304,7 +311,6 @@ int write_string_dataset(hid_t file, const char *name, const char *value, const 
                  ? 0
                  : -1;
     if (d >= 0) H5Dclose(d);
-    H5Pclose(dcpl);
     H5Sclose(s);
     H5Tclose(t);
     buf_free(&b);
@@ -320,16 +326,13 @@ int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
                      const char *description) {
     hsize_t dims = n;
     hid_t s = H5Screate_simple(1, &dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_obj_track_times(dcpl, 0);
-    hid_t d = H5Dcreate2(loc, name, H5T_STD_U8LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t d = create_plain(loc, name, H5T_STD_U8LE, s);
     int rc = (d >= 0 &&
               (n == 0 || H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) &&
               attr_str(d, "description", description) == 0)
                  ? 0
                  : -1;
     if (d >= 0) H5Dclose(d);
-    H5Pclose(dcpl);
     H5Sclose(s);
     return rc;
 }

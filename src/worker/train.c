@@ -116,6 +116,17 @@ static void emit_acts(Trainer *t, EventSink *sink) {
     }
 }
 
+static void emit_step(const Trainer *t, EventSink *sink, double loss, double lr, double grad_norm) {
+    Event ev = {.kind = EV_STEP};
+    ev.u.step = (StepEvent){.step = t->step,
+                            .tokens = t->tokens,
+                            .loss = loss,
+                            .lr = lr,
+                            .grad_norm = grad_norm,
+                            .time = t->train_seconds};
+    sink_emit(sink, &ev);
+}
+
 static int budget_left(const Trainer *t) {
     const TrainConfig *tc = &t->cfg.train;
     if (tc->seconds > 0) return t->train_seconds < tc->seconds;
@@ -232,27 +243,13 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
         t->step = next;
         t->tokens += tokens_per_step;
         if (!isfinite(loss)) {
-            Event ev = {.kind = EV_STEP};
-            ev.u.step = (StepEvent){.step = t->step,
-                                    .tokens = t->tokens,
-                                    .loss = loss,
-                                    .lr = lr,
-                                    .grad_norm = grad_norm,
-                                    .time = t->train_seconds};
-            sink_emit(sink, &ev);
+            emit_step(t, sink, loss, lr, grad_norm);
             status = RUN_DIVERGED;
             break;
         }
         int last = !budget_left(t);
         if (t->step % tc->log_every == 0 || last) {
-            Event ev = {.kind = EV_STEP};
-            ev.u.step = (StepEvent){.step = t->step,
-                                    .tokens = t->tokens,
-                                    .loss = loss,
-                                    .lr = lr,
-                                    .grad_norm = grad_norm,
-                                    .time = t->train_seconds};
-            sink_emit(sink, &ev);
+            emit_step(t, sink, loss, lr, grad_norm);
         }
         if (stats) emit_acts(t, sink);
         if ((tc->eval_every > 0 && t->step % tc->eval_every == 0) || last) emit_eval(t, sink);
