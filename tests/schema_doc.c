@@ -30,27 +30,34 @@ int main(int argc, char **argv) {
     h5view_schema_markdown(&gen);
     if (argc < 3) {
         fputs(gen.p, stdout);
+        buf_free(&gen);
         return 0;
     }
     char *md = slurp(argv[2]);
     char *a = md ? strstr(md, "<!-- schema:begin") : NULL;
     char *e = a ? strstr(a, END) : NULL;
+    int rc = 1;
     if (!e) {
         fprintf(stderr, "%s: no schema markers\n", argv[2]);
-        return 1;
+        goto out;
     }
     int same = (size_t)(e - a) == gen.len && !memcmp(a, gen.p, gen.len);
     if (!strcmp(argv[1], "--check")) {
         if (!same)
             fprintf(stderr, "%s: the schema tables are out of date: run schema_doc --write %s\n",
                     argv[2], argv[2]);
-        return same ? 0 : 1;
+        rc = same ? 0 : 1;
+        goto out;
     }
     FILE *f = fopen(argv[2], "wb");
-    if (!f) return 1;
-    fwrite(md, 1, (size_t)(a - md), f);
-    fputs(gen.p, f);
-    fputs(e, f);
-    fclose(f);
-    return 0;
+    if (f) {
+        fwrite(md, 1, (size_t)(a - md), f);
+        fputs(gen.p, f);
+        fputs(e, f);
+        rc = fclose(f) == 0 ? 0 : 1;
+    }
+out:
+    free(md);
+    buf_free(&gen);
+    return rc;
 }
