@@ -11,6 +11,10 @@ char *openblas_get_config(void);
 void openblas_set_num_threads(int);
 int openblas_get_num_threads(void);
 
+int blas_threads(void) {
+    return openblas_get_num_threads();
+}
+
 const char *blas_core(void) {
     return openblas_get_corename();
 }

@@ -6,6 +6,8 @@
 /* The kernel family OpenBLAS is using ("SkylakeX", "Haswell", ...). */
 const char *blas_core(void);
 const char *blas_config(void);
+/* Threads OpenBLAS runs its kernels on. */
+int blas_threads(void);
 /* The best core the CPU supports by its feature flags, or NULL when OpenBLAS' own
  * detection is fine. */
 const char *blas_best_core(void);
