@@ -142,9 +142,9 @@ static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint
         for (int d = 0; d < t->ndim; d++)
             fprintf(f, "%s%d", d ? ", " : "", t->shape[d]);
         fprintf(f,
-                "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": %d, "
+                "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": \"%s\", "
                 "\"per_layer\": %d}",
-                t->offset, t->size, t->decay, (int)t->init, t->per_layer);
+                t->offset, t->size, t->decay, init_kind_names[t->init], t->per_layer);
         first = 0;
     }
     fprintf(f, "\n  ]\n}\n");

@@ -92,6 +92,8 @@ struct GptActs {
 
 /* ------------------------------------------------------------------ tensor table */
 
+const char *const init_kind_names[4] = {"normal", "residual", "ones", "zeros"};
+
 static void tensor(TensorInfo *t, const char *name, size_t *off, int present, int per_layer, int L,
                    int d0, int d1, int decay, InitKind init) {
     t->name = name;

@@ -80,6 +80,7 @@ typedef struct {
 } ModelView;
 
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS } InitKind;
+extern const char *const init_kind_names[4]; /* indexed by InitKind: "normal", "residual", ... */
 
 typedef struct {
     const char *name;

@@ -219,7 +219,7 @@ def same_value(requested, got):
     return math.isclose(float(requested), float(got), rel_tol=1e-12)
 
 
-def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
+def compare_grads(ref, loss_r, grads_c, slice_of, fails, what):
     """Backward of the reference loss, per-tensor comparison with the C gradients.
     Returns (worst error, its tensor)."""
     loss_r.backward()
@@ -236,7 +236,7 @@ def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
             worst, worst_key = e, key
         if not e <= TOL_GRAD:
             idx = np.unravel_index(d.argmax(), d.shape)
-            fails.append(f"{what}grad {key} ({got[gpt_ref.TENSOR_KEYS.index(key)]['name']}): rel "
+            fails.append(f"{what}grad {key}: rel "
                          f"error {e:.3g} (max|d| {d.max():.3g}, max|g_ref| {np.abs(gr).max():.3g}, "
                          f"|g_c|/|g_ref| {np.linalg.norm(gc) / max(np.linalg.norm(gr), 1e-300):.4g}; "
                          f"worst at {tuple(int(i) for i in idx)}: C {gc[idx]:.6g} ref {gr[idx]:.6g})")
@@ -312,28 +312,28 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
 
     # 2. the tensor table
     expected = gpt_ref.expected_tensors(cfg)
-    got = {t["id"]: t for t in man["tensors"]}
-    exp_ids = [e[0] for e in expected]
-    if sorted(got) != exp_ids:
-        missing = [gpt_ref.TENSOR_KEYS[i] for i in exp_ids if i not in got]
-        extra = [gpt_ref.TENSOR_KEYS[i] for i in got if i not in exp_ids]
+    got = {t["name"]: t for t in man["tensors"]}
+    exp_keys = [e[0] for e in expected]
+    if sorted(got) != sorted(exp_keys):
+        missing = [key for key in exp_keys if key not in got]
+        extra = [key for key in got if key not in exp_keys]
         fails.append(f"tensor table: missing {missing}, unexpected {extra}")
-    n_exp = sum(int(np.prod(e[2])) for e in expected)
+    n_exp = sum(int(np.prod(e[1])) for e in expected)
     if man["n_params"] != n_exp or man["model_param_count"] != n_exp:
         fails.append(f"n_params {man['n_params']} / model_param_count {man['model_param_count']}"
                      f" != reference count {n_exp}")
     spans = []
-    for tid, key, shape, decay, init in expected:
-        t = got.get(tid)
+    for key, shape, decay, init in expected:
+        t = got.get(key)
         if t is None:
             continue
         if tuple(t["shape"]) != tuple(shape) or t["size"] != int(np.prod(shape)):
-            fails.append(f"{key} ({t['name']}): shape {t['shape']} size {t['size']}, "
+            fails.append(f"{key}: shape {t['shape']} size {t['size']}, "
                          f"expected {list(shape)}")
         if t["decay"] != decay:
-            fails.append(f"{key} ({t['name']}): decay {t['decay']}, expected {decay}")
+            fails.append(f"{key}: decay {t['decay']}, expected {decay}")
         if t["init"] != init:
-            fails.append(f"{key} ({t['name']}): init kind {t['init']}, expected {init}")
+            fails.append(f"{key}: init kind {t['init']}, expected {init}")
         spans.append((t["offset"], t["offset"] + t["size"], key))
     spans.sort()
     for (a0, a1, ka), (b0, b1, kb) in zip(spans, spans[1:]):
@@ -357,12 +357,12 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
         loss_c = float(f.read())
 
     def slice_of(buf, key):
-        t = got[gpt_ref.TENSOR_KEYS.index(key)]
+        t = got[key]
         return buf[t["offset"]: t["offset"] + t["size"]].astype(np.float64).reshape(t["shape"])
 
     # 3. initialization
     L = cfg["n_layer"]
-    for tid, key, shape, decay, init in expected:
+    for key, shape, decay, init in expected:
         v = slice_of(p0, key)
         if init == gpt_ref.INIT_ONES and not np.all(v == 1):
             fails.append(f"init: {key} not all ones")
@@ -393,7 +393,7 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     row["loss"] = abs(loss_c - loss_r.item()) / abs(loss_r.item())
     if not row["loss"] <= TOL_LOSS:
         fails.append(f"loss: C {loss_c:.8g} ref {loss_r.item():.8g} rel error {row['loss']:.3g}")
-    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, got, fails, "")
+    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, fails, "")
     with open(os.path.join(outdir, "stats.json")) as f:
         row["stats"] = compare_stats(cfg, trace, ref, json.load(f), fails)
 
@@ -422,7 +422,7 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
             if not e <= TOL_LOSS:
                 fails.append(f"step {step} loss: C {losses_c[step - 1]:.8g} ref {loss_r.item():.8g}")
             row["loss"] = max(row["loss"], e)
-            e, k = compare_grads(ref, loss_r, g_step, slice_of, got, fails, f"step {step} ")
+            e, k = compare_grads(ref, loss_r, g_step, slice_of, fails, f"step {step} ")
             if e > row["grad"]:
                 row["grad"], row["grad_key"] = e, k
         for key, p in ref_opt.P.items():
