@@ -1,6 +1,9 @@
 /* Same seed, same bits: short trainings of configs that together take every value of every
- * model knob (checked against the knob table), compared step by step, bit for bit, with
- * values recorded from an earlier build (tests/golden/train_bits.txt).
+ * model knob, compared step by step, bit for bit, with values recorded from an earlier build
+ * (tests/golden/train_bits.txt). Besides the hand-picked combinations below, every other
+ * value of every enum and bool model knob of the knob table gets a config of its own (the
+ * base with that one assignment), so a new knob or value is trained without touching this
+ * file; a config the recorded build did not have is reported, not compared.
  *
  * What a refactor of src/model/ must not change is the arithmetic of training: every step's
  * loss and gradient norm, and the activation statistics, are compared as hex floats. They
@@ -47,7 +50,8 @@ typedef struct {
     const char *sets[10];
 } Config;
 
-/* Base: vocab 37, context 16, d_model 16, 2 heads, 2 layers, init_std 0.1. */
+/* Hand-picked combinations. Base: vocab 37, context 16, d_model 16, 2 heads, 2 layers, init_std
+ * 0.1. */
 static const Config configs[] = {
     {"micro-defaults", 0, {NULL}},
     {"gelu-post-rope-tied",
@@ -110,23 +114,31 @@ bad:
     return -1;
 }
 
-/* Every value of every enum and bool model knob appears in some config. */
-static void check_coverage(void) {
+/* The generated configs: the base plus one knob = value, for every value of every enum and
+ * bool model knob other than the base's own. */
+#define MAX_GENERATED 256
+static char gen_text[MAX_GENERATED][96];
+static Config generated[MAX_GENERATED];
+
+static int generate_configs(void) {
+    RunConfig base;
+    Config none = {"base", 0, {NULL}};
+    if (resolve(&none, &base) != 0) return 0;
+    int n = 0;
     for (int k = 0; k < knob_count; k++) {
         const Knob *kn = &knob_table[k];
         if (strncmp(kn->name, "model.", 6) != 0) continue;
-        int n = kn->type == KNOB_ENUM ? kn->n_choices : kn->type == KNOB_BOOL ? 2 : 0;
-        for (int v = 0; v < n; v++) {
-            int seen = 0;
-            for (int i = 0; i < N_CONFIGS && !seen; i++) {
-                RunConfig rc;
-                if (resolve(&configs[i], &rc) == 0)
-                    seen = *(const int *)((const char *)&rc + kn->offset) == v;
-            }
-            CHECK_MSG(seen, "no config has %s = %s", kn->name,
-                      kn->type == KNOB_ENUM ? kn->choices[v] : (v ? "true" : "false"));
+        int values = kn->type == KNOB_ENUM ? kn->n_choices : kn->type == KNOB_BOOL ? 2 : 0;
+        for (int v = 0; v < values && n < MAX_GENERATED; v++) {
+            if (*(const int *)((const char *)&base + kn->offset) == v) continue;
+            snprintf(gen_text[n], sizeof gen_text[n], "%s=%s", kn->name,
+                     kn->type == KNOB_ENUM ? kn->choices[v] : (v ? "true" : "false"));
+            generated[n] = (Config){gen_text[n] + 6, 0, {gen_text[n], NULL}};
+            n++;
         }
     }
+    CHECK_MSG(n < MAX_GENERATED, "more than %d generated configs", MAX_GENERATED);
+    return n;
 }
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -256,31 +268,47 @@ static char *find_section(const char *path, const char *env) {
     return sec.text;
 }
 
-/* Reports the first line that differs, per config. */
-static void compare(const char *want, const char *got) {
-    int reported[N_CONFIGS] = {0}, lines = 0;
-    const char *w = want, *g = got;
-    while (*w || *g) {
-        const char *we = strchr(w, '\n'), *ge = strchr(g, '\n');
-        size_t wl = we ? (size_t)(we - w) : strlen(w), gl = ge ? (size_t)(ge - g) : strlen(g);
-        lines++;
-        if (wl != gl || memcmp(w, g, wl) != 0) {
-            int c = 0;
-            for (int i = 0; i < N_CONFIGS; i++)
-                if (strncmp(g, configs[i].name, strlen(configs[i].name)) == 0 &&
-                    g[strlen(configs[i].name)] == ' ')
-                    c = i;
-            if (!reported[c]) {
-                reported[c] = 1;
-                CHECK_MSG(0,
-                          "bits differ from the recorded build:\n  recorded %.*s\n  now      %.*s",
-                          (int)wl, w, (int)gl, g);
-            }
+/* The lines of one config in a block of lines: [*begin, *end), by the leading "name ". */
+static void config_lines(const char *text, const char *name, const char **begin, const char **end) {
+    size_t n = strlen(name);
+    *begin = *end = NULL;
+    for (const char *l = text; *l;) {
+        const char *e = strchr(l, '\n');
+        e = e ? e + 1 : l + strlen(l);
+        if (strncmp(l, name, n) == 0 && l[n] == ' ') {
+            if (!*begin) *begin = l;
+            *end = e;
+        } else if (*begin) {
+            break;
         }
-        w += wl + (we != NULL);
-        g += gl + (ge != NULL);
+        l = e;
     }
-    fprintf(stderr, "  compared %d lines\n", lines);
+}
+
+/* Compares one config's lines with the recorded ones; reports the first difference. */
+static void compare(const char *want, const char *got, const char *name, int *compared,
+                    int *unrecorded) {
+    const char *wb, *we, *gb, *ge;
+    config_lines(want, name, &wb, &we);
+    config_lines(got, name, &gb, &ge);
+    if (!wb) {
+        fprintf(stderr, "  %s: not in the recorded build's values (a new config), not compared\n",
+                name);
+        (*unrecorded)++;
+        return;
+    }
+    (*compared)++;
+    while (wb < we || gb < ge) {
+        const char *wn = wb < we ? strchr(wb, '\n') : we, *gn = gb < ge ? strchr(gb, '\n') : ge;
+        size_t wl = (size_t)(wn - wb), gl = (size_t)(gn - gb);
+        if (wl != gl || memcmp(wb, gb, wl) != 0) {
+            CHECK_MSG(0, "bits differ from the recorded build:\n  recorded %.*s\n  now      %.*s",
+                      (int)wl, wb, (int)gl, gb);
+            return;
+        }
+        wb = wn < we ? wn + 1 : we;
+        gb = gn < ge ? gn + 1 : ge;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -292,13 +320,15 @@ int main(int argc, char **argv) {
         else
             path = argv[i];
     }
-    check_coverage();
+    int n_gen = generate_configs();
     char env[1024];
     fingerprint(env, sizeof env);
     Buf got = {0};
     put(&got, "%s", "");
     for (int i = 0; i < N_CONFIGS; i++)
         train(&configs[i], &got);
+    for (int i = 0; i < n_gen; i++)
+        train(&generated[i], &got);
     if (record) {
         if (find_section(path, env)) {
             fprintf(stderr, "%s already holds a section for [env %s]; remove it first\n", path,
@@ -323,7 +353,13 @@ int main(int argc, char **argv) {
         free(got.text);
         return SKIP;
     }
-    compare(want, got.text);
+    int compared = 0, unrecorded = 0;
+    for (int i = 0; i < N_CONFIGS; i++)
+        compare(want, got.text, configs[i].name, &compared, &unrecorded);
+    for (int i = 0; i < n_gen; i++)
+        compare(want, got.text, generated[i].name, &compared, &unrecorded);
+    fprintf(stderr, "  %d configs compared bit for bit, %d new\n", compared, unrecorded);
+    CHECK_MSG(compared > 0, "no config of the recorded build was compared");
     free(want);
     free(got.text);
     return test_finish("test_train_bits");
