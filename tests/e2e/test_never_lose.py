@@ -501,6 +501,18 @@ def test_blas_threads():
             if env:
                 var = "OPENBLAS_NUM_THREADS" if "OPENBLAS_NUM_THREADS" in env else "OMP_NUM_THREADS"
                 assert var in se, se
+        # --blas-threads asks explicitly (no warning) and wins over the environment; the same
+        # count gives the same bits
+        ends = []
+        for args, env in ((["--blas-threads", "2"], {"OMP_NUM_THREADS": "1"}),
+                          ([], {"OMP_NUM_THREADS": "2"})):
+            rc, so, se = C.run(["train", spec, "--set", "train.steps=30", "--json"] + args,
+                               env=env, expect_rc=0, tag="train-k")
+            evs = [json.loads(ln) for ln in so.splitlines()]
+            assert [e for e in evs if e["event"] == "start"][0]["blas_threads"] == 2
+            assert ("warning" in se) == (not args), se
+            ends.append([e for e in evs if e["event"] == "end"][0]["final_val_loss"])
+        assert ends[0] == ends[1], ends
         out = os.path.join(tmp, "t.h5")
         rc, _, se = C.run(["run", spec, "-o", out, "--set", "train.steps=3"],
                           env={"OMP_NUM_THREADS": "2"}, expect_rc=0, tag="run")
