@@ -12,7 +12,8 @@ skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
      start resumes them from their checkpoints; identical values again;
   c. the same as (a) for a job submitted with --no-requeue: it ends at once with ablate's
      exit 3 (FAILED), not 0 after holding its CPUs; its log says why;
-  d. the srun script runs a sweep to completion (exit 0), its log by default in OUT.h5.log.
+  d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
+     default OUT.h5.log.
 There is no sacct: the job's state and exit code come from scontrol while the record lasts
 and from the job's own log."""
 import os
@@ -244,15 +245,13 @@ def case_no_requeue(S):
 
 
 def case_srun(S):
+    """(a) with the srun script: its USR1 comes before srun's job step exists."""
     job = S.submit("d", script=SRUN_SCRIPT, log=False)
     try:
-        info = job.wait_end()
-        text = job.text()
-        assert job.final_status() == 0 and "(srun)" in text, "d: no srun run to the end " \
-            "in %s:\n%s" % (job.log, text[-4000:])
-        assert info is None or info["JobState"] == "COMPLETED", info
-        C.assert_same(S.ref, C.View(job.out), "reference", "d (srun)",
-                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        usr1_after_start(job)
+        check_requeued_complete(job, S.ref, job.out, "d (srun, USR1 at 0.3 s)")
+        stopped_by_usr1(job, "d")
+        assert "(srun)" in job.text(), "d: not run by srun:\n%s" % job.text()[-4000:]
     finally:
         job.cancel()
 
