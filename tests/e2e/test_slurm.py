@@ -171,8 +171,8 @@ class Sweep:
     def __init__(self, d):
         self.d = d
         self.spec = C.write(os.path.join(d, "t.yaml"),
-                            C.micro_spec(C.corpus_path(), steps=1000, seeds=(1, 2),
-                                         variants=VARIANTS, eval_every=250, stats_every=250))
+                            C.micro_spec(C.corpus_path(), steps=600, seeds=(1, 2),
+                                         variants=VARIANTS, eval_every=150, stats_every=150))
         C.run(["run", self.spec, "-o", os.path.join(d, "ref.h5")], expect_rc=0,
               tag="reference")
         self.ref = C.View(os.path.join(d, "ref.h5"))
@@ -212,6 +212,7 @@ def case_usr1_mid_run(S):
     job = S.submit("b", ablate_opts=["--checkpoint-every", "1"])
     try:
         wait_log(job, lambda s: len(C.reported_finished(s)) >= 1, "first run done")
+        time.sleep(0.3)  # into the run that replaced it
         job.usr1()
         v = check_requeued_complete(job, S.ref, job.out, "b (USR1 mid-run)")
         stopped_by_usr1(job, "b")
