@@ -204,7 +204,7 @@ def baseline_map(sw, name=None):
             k = _knob_of_axis(sw, a)
             v = _spec_base_value(sw.spec, k) if k else None
             if v is None:
-                return {}, ("no baseline: the spec's base does not write a value for grid axis "
+                return {}, ("the spec's base does not write a value for grid axis "
                             "`%s` (pass --baseline, e.g. --baseline %s=%s)"
                             % (a, a, cfg[a].iloc[0]))
             want[a] = _canon(v)
@@ -212,9 +212,9 @@ def baseline_map(sw, name=None):
         if len(hit) == 1:
             return single(hit["config"].iloc[0], "the base configuration `%s` (the spec's base "
                           "values of the grid axes)" % hit["config"].iloc[0])
-        return {}, ("no baseline: the base configuration (%s) is not in the grid (pass "
+        return {}, ("the base configuration (%s) is not in the grid (pass "
                     "--baseline)" % ", ".join("%s=%s" % kv for kv in want.items()))
-    return {}, "no baseline: the sweep has no `baseline` variant and no grid (pass --baseline)"
+    return {}, "the sweep has no `baseline` variant and no grid (pass --baseline)"
 
 
 # ---------------------------------------------------------------- contrasts
@@ -233,7 +233,12 @@ def contrasts(sw, bmap, values=None, col="final_val_loss", alpha=S.ALPHA):
     df = valid_runs(sw) if values is None else values
     rows = []
     for config, base in bmap.items():
-        res = S.contrast(_by_seed(df, base, col), _by_seed(df, config, col))
+        a, b = _by_seed(df, base, col), _by_seed(df, config, col)
+        a = {s: v for s, v in a.items() if np.isfinite(v)}
+        b = {s: v for s, v in b.items() if np.isfinite(v)}
+        if not a or not b:  # nothing to compare (no valid run on one side)
+            continue
+        res = S.contrast(a, b)
         rows.append(dict(config=config, baseline=base, **res))
     cols = ["config", "baseline", "method", "n", "na", "nb", "diff", "lo", "hi", "t", "df",
             "p", "p_holm", "verdict", "mdd", "seeds_needed"]

@@ -4,8 +4,6 @@ report). Curves are the mean over seeds of one configuration with a band spannin
 seeds (min to max); they use every run that is not failed or diverged, so a running sweep
 shows its progress so far."""
 
-import math
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -58,8 +56,8 @@ def _zoom(ax, curves, frac=0.1):
     mean after the first `frac` of the x range."""
     lows, highs = [], []
     for xs, m, lo in curves:
-        if not len(xs):
-            continue
+        if len(xs) < 6:  # too few evaluations to leave the start out
+            return
         cut = xs.min() + frac * (xs.max() - xs.min())
         late = m[xs >= cut]
         if len(late):
@@ -242,5 +240,3 @@ def budget(table, t_star, path):
     return _save(fig, path)
 
 
-def finite(x):
-    return x is not None and not (isinstance(x, float) and math.isnan(x))

@@ -240,12 +240,9 @@ class Report:
     def against_baseline(self):
         sw = self.sw
         self.w("## Against the baseline", "")
-        try:
-            bmap, why = A.baseline_map(sw, self.baseline)
-        except A.BaselineError:
-            raise
+        bmap, why = A.baseline_map(sw, self.baseline)
         self.bmap = bmap
-        self.w("Baseline: %s." % why, "")
+        self.w("%s: %s." % ("Baseline" if bmap else "No baseline", why), "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
         if len(con):
@@ -287,8 +284,8 @@ class Report:
         self.w(md_table(["configuration", "n", "tokens processed", "95% CI", "train s",
                          "final val loss", "val loss at equal tokens", "95% CI"],
                         [[r["config"], r["n"], fint(r["tokens_mean"]),
-                          "[%s, %s]" % (fint(r["tokens_lo"]), fint(r["tokens_hi"]))
-                          if not _nan(r["tokens_lo"]) else "—",
+                          "—" if _nan(r["tokens_lo"]) else
+                          "[%.0f, %.0f]" % (r["tokens_lo"], r["tokens_hi"]),
                           fnum(r["train_seconds_mean"], 1), fnum(r["final_val_loss"]),
                           fnum(r["val_loss_at_tokens"]),
                           fci(r["val_loss_at_tokens_lo"], r["val_loss_at_tokens_hi"])]
@@ -346,7 +343,10 @@ class Report:
                 mark = " — **degenerate**" if bool(r["degenerate"]) else ""
                 self.w("%s: distinct %.2f, longest run %d%s" % (label, r["distinct_ratio"],
                                                                r["longest_run"], mark), "")
-                self.w(fence(r["text"]))
+                text = r["text"]
+                if not text.strip():  # a loop of newlines or spaces: show the characters
+                    text = text.encode("unicode_escape").decode("ascii")
+                self.w(fence(text))
         cols = ["name", "config", "seed", "kind", "temperature", "n_tokens", "distinct_ratio",
                 "longest_run", "top_token_frac", "degenerate", "tokens_per_s", "text"]
         self.csv(s[[c for c in cols if c in s]], "samples.csv")
