@@ -70,6 +70,8 @@ def _zoom(ax, curves, frac=0.1):
 
 
 def _save(fig, path):
+    if fig._suptitle is not None:  # above the panels' own titles
+        fig._suptitle.set_y(1.0 + 0.25 / fig.get_figheight())
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -222,7 +224,7 @@ def budget(table, t_star, path):
     """Fixed-time sweeps: tokens processed and the loss at equal tokens per configuration."""
     if table is None or not len(table):
         return None
-    fig, axs = plt.subplots(1, 2, figsize=(12, 0.35 * len(table) + 1.8))
+    fig, axs = plt.subplots(1, 2, figsize=(12, 0.35 * len(table) + 1.8), sharey=True)
     labels = list(table["config"])
     _hbar(axs[0], labels, table["tokens_mean"].to_numpy(), table["tokens_lo"].to_numpy(),
           table["tokens_hi"].to_numpy(), "tab:purple")
@@ -232,8 +234,7 @@ def budget(table, t_star, path):
     err = np.vstack([np.nan_to_num(m - table["val_loss_at_tokens_lo"].to_numpy()),
                      np.nan_to_num(table["val_loss_at_tokens_hi"].to_numpy() - m)])
     axs[1].errorbar(m, y, xerr=err, fmt="o", color="tab:orange", capsize=3)
-    axs[1].set_yticks(y)
-    axs[1].set_yticklabels(labels, fontsize=8)
+    axs[1].tick_params(axis="y", labelleft=False)
     axs[1].grid(axis="x", alpha=0.3)
     axs[1].set_xlabel("validation loss at %s tokens (mean, 95%% CI)" % format(int(t_star), ","))
     fig.suptitle("Budget: more tokens, or better per token?")
