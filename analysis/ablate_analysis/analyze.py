@@ -62,8 +62,10 @@ def per_config(sw):
     samp = sw.samples
     greedy = samp[(samp["kind"] == "greedy") & samp["run"].isin(valid["index"])]
     rows = []
+    empty = valid.iloc[:0]
+    valid_by = {c: g for c, g in valid.groupby("config", sort=False)}
     for config, g in runs.groupby("config", sort=False):
-        v = valid[valid["config"] == config]
+        v = valid_by.get(config, empty)
         loss = S.mean_ci(v["final_val_loss"])
         acc = S.mean_ci(v["final_val_acc"])
         tps = S.mean_ci(v["tokens_per_s"])
@@ -147,7 +149,13 @@ def _spec_base_value(spec, knob):
     return None
 
 
-def _knob_of_axis(sw, label):
+def label_of(column):
+    """The run-name label of a grid-axis column (`axis.lr` -> `lr`)."""
+    return column[5:] if column.startswith("axis.") else column
+
+
+def _knob_of_axis(sw, column):
+    label = label_of(column)
     if label in sw.knobs:
         return label
     cands = [k for k in sw.knobs if k.endswith("." + label)]
@@ -187,8 +195,9 @@ def baseline_map(sw, name=None):
         if name in variants:
             return by_variant(name, "the `%s` variant at the same grid point (--baseline)" % name)
         parts = dict(p.partition("=")[::2] for p in name.split("/") if "=" in p)
-        if parts and all(k in axes for k in parts):
-            hit = cfg[np.logical_and.reduce([cfg[k] == v for k, v in parts.items()])]
+        cols = sw.axis_columns
+        if parts and all(k in cols for k in parts):
+            hit = cfg[np.logical_and.reduce([cfg[cols[k]] == v for k, v in parts.items()])]
             if len(hit) == 1:
                 return single(hit["config"].iloc[0], "`%s` (--baseline %s)"
                               % (hit["config"].iloc[0], name))
@@ -206,7 +215,7 @@ def baseline_map(sw, name=None):
             if v is None:
                 return {}, ("the spec's base does not write a value for grid axis "
                             "`%s` (pass --baseline, e.g. --baseline %s=%s)"
-                            % (a, a, cfg[a].iloc[0]))
+                            % (label_of(a), label_of(a), cfg[a].iloc[0]))
             want[a] = _canon(v)
         hit = cfg[np.logical_and.reduce([cfg[a].map(_canon) == want[a] for a in axes])]
         if len(hit) == 1:
@@ -294,7 +303,7 @@ def marginals(sw, col="final_val_loss"):
                 df = q.sum() ** 2 / np.sum(q * q / (g["n"].to_numpy() - 1))
                 h = S.st.t.ppf(0.5 + S.LEVEL / 2, df) * se
                 lo, hi = mean - h, mean + h
-            rows.append(dict(axis=a, value=value, configs=k, runs=int(g["n"].sum()),
+            rows.append(dict(axis=label_of(a), value=value, configs=k, runs=int(g["n"].sum()),
                              mean=mean, lo=lo, hi=hi))
     return pd.DataFrame(rows)
 

@@ -40,12 +40,45 @@ def _bands(df, x, y, by=("config",)):
     return out.reset_index().sort_values(list(by) + ["step"])
 
 
-def _legend(fig, handles, labels):
+def _draw_curves(ax, b, order, colors, marker=None):
+    """Draws each configuration's mean curve of bands b (from _bands), with its seed band
+    when there are at most MAX_LEGEND configurations; beyond that, thin lines only, in one
+    LineCollection (hundreds of bands are unreadable and slow to draw). Returns
+    ({config: line handle}, [(x, mean, lo)] for _zoom)."""
+    from matplotlib.collections import LineCollection
+    groups = {c: g for c, g in b.groupby("config", sort=False)}
+    many = len(order) > MAX_LEGEND
+    handles, curves, segs, segc = {}, [], [], []
+    for c in order:
+        g = groups.get(c)
+        if g is None:
+            continue
+        g = g[np.isfinite(g["x"].to_numpy(float))]
+        if not len(g):
+            continue
+        x, m = g["x"].to_numpy(float), g["mean"].to_numpy(float)
+        curves.append((x, m, g["lo"].to_numpy(float)))
+        if many:
+            segs.append(np.column_stack([x, m]))
+            segc.append(colors[c])
+            continue
+        (handles[c],) = ax.plot(x, m, color=colors[c], lw=1.3, marker=marker, ms=3)
+        if (g["n"] > 1).any():
+            ax.fill_between(x, g["lo"], g["hi"], color=colors[c], alpha=0.18, lw=0)
+    if segs:
+        ax.add_collection(LineCollection(segs, colors=segc, linewidths=0.6, alpha=0.7))
+        ax.autoscale_view()
+    return handles, curves
+
+
+def _legend(fig, handles, labels, n_configs=0):
+    if n_configs > MAX_LEGEND:
+        fig.text(1.0, 0.5, "%d configurations:\nno legend, no seed bands" % n_configs,
+                 ha="left", va="center", fontsize=9)
+        return
     if not handles:
         return
     if len(labels) > MAX_LEGEND:
-        fig.text(0.99, 0.5, "%d configurations\n(legend omitted)" % len(labels), ha="right",
-                 va="center", fontsize=8)
         return
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
                frameon=False)
@@ -89,25 +122,15 @@ def val_loss(sw, order, path):
     for ax, (x, xl) in zip(axs, [("step", "optimizer step"), ("tokens", "training tokens"),
                                  ("time", "training time (s)")]):
         b = _bands(ev, x, "val_loss")
-        curves = []
-        for c in order:
-            g = b[b["config"] == c]
-            g = g[np.isfinite(g["x"])]
-            if not len(g):
-                continue
-            (h,) = ax.plot(g["x"], g["mean"], color=colors[c], lw=1.4)
-            if (g["n"] > 1).any():
-                ax.fill_between(g["x"], g["lo"], g["hi"], color=colors[c], alpha=0.18, lw=0)
-            curves.append((g["x"].to_numpy(), g["mean"].to_numpy(), g["lo"].to_numpy()))
-            if x == "step":
-                handles.append(h)
-                labels.append(c)
+        h, curves = _draw_curves(ax, b, order, colors)
+        if x == "step":
+            handles, labels = list(h.values()), list(h)
         _zoom(ax, curves)
         ax.set_xlabel(xl)
         ax.grid(alpha=0.3)
     axs[0].set_ylabel("validation loss (nats/token)")
     fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds")
-    _legend(fig, handles, labels)
+    _legend(fig, handles, labels, len(order))
     return _save(fig, path)
 
 
@@ -126,21 +149,14 @@ def _per_layer_panels(sw, df, rows, order, path, title):
                                                            3.0 * len(rows)),
                             squeeze=False, sharex=True)
     handles, labels = [], []
+    by_layer = {layer: g for layer, g in df.groupby("layer") if layer in layers}
     for i, (col, yl) in enumerate(rows):
         for j, layer in enumerate(layers):
             ax = axs[i][j]
-            b = _bands(df[df["layer"] == layer], "step", col)
-            for c in order:
-                g = b[b["config"] == c]
-                if not len(g):
-                    continue
-                (h,) = ax.plot(g["x"], g["mean"], color=colors[c], lw=1.3, marker=".", ms=3)
-                if (g["n"] > 1).any():
-                    ax.fill_between(g["x"], g["lo"], g["hi"], color=colors[c], alpha=0.18,
-                                    lw=0)
-                if i == 0 and j == 0:
-                    handles.append(h)
-                    labels.append(c)
+            b = _bands(by_layer[layer], "step", col)
+            h, _ = _draw_curves(ax, b, order, colors, marker=".")
+            if i == 0 and j == 0:
+                handles, labels = list(h.values()), list(h)
             if i == 0:
                 ax.set_title("layer %d" % layer)
             if j == 0:
@@ -149,7 +165,7 @@ def _per_layer_panels(sw, df, rows, order, path, title):
                 ax.set_xlabel("optimizer step")
             ax.grid(alpha=0.3)
     fig.suptitle(title)
-    _legend(fig, handles, labels)
+    _legend(fig, handles, labels, len(order))
     return _save(fig, path)
 
 

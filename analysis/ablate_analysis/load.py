@@ -33,6 +33,11 @@ RUN_KEYS = ["name", "seed", "status", "config", "group", "variant"]
 UNFINISHED = ("pending", "running", "interrupted")
 KNOB_RE = re.compile(r"^(model|train|data|stats|sample|config)\.|^save_weights$")
 SEED_RE = re.compile(r"^seed(\d+)$")
+# The fixed (non-knob) columns of schema 1's /runs.
+V1_RUN_COLUMNS = ("index", "id", "name", "seed", "status", "params", "flops_per_token",
+                  "kv_bytes_per_token", "steps", "tokens", "train_seconds", "tokens_per_s",
+                  "final_val_loss", "final_val_acc", "rank", "host", "attempts",
+                  "resumed_from_step", "last_checkpoint_step", "message", "blas_core")
 
 
 class SweepFileError(Exception):
@@ -48,7 +53,9 @@ class Sweep:
     steps, evals, acts, attn, samples
              the metric tables, each row with the identity columns of its run
     attrs    root attributes (str/int); spec: the spec text; path
-    axes     grid-axis labels as they appear in run names (e.g. ["n_head", "activation"])
+    axes     the grid-axis columns: the labels of run names (e.g. ["n_head", "activation"]),
+             as `axis.<label>` when the label is also a table's column (`axis.lr`);
+             axis_columns maps each label to its column
     knobs    the knob columns of /runs (e.g. "model.n_head")
     schema_version, status (the sweep's status attribute), partial (True while any run
     is pending, running or interrupted, or the sweep itself is running)
@@ -213,17 +220,26 @@ def _assemble(path, attrs, spec, runs, plan_text, raw):
         runs["group"] = runs["group"].astype(str)
     else:
         runs["group"] = _derive_groups(runs, knobs, plan_text)
-    # Grid axes, in name order (every run of a plan has the same axis labels).
-    axes = []
+    # Grid axes, in name order (every run of a plan has the same axis labels). A label
+    # that is already a column name somewhere (`lr` is a /steps column, `tokens` a /runs
+    # column) is stored as `axis.<label>` so that no data is shadowed.
+    labels = []
     for _, ax, _ in parsed:
         for k, _ in ax:
-            if k not in axes:
-                axes.append(k)
-    for k in axes:
-        if k in runs.columns and k not in knobs:  # schema 2 axis column
-            runs[k] = runs[k].astype(str)
+            if k not in labels:
+                labels.append(k)
+    taken = set(V1_RUN_COLUMNS) | set(knobs) | set(RUN_KEYS) | {"run", "index"}
+    for t, df in raw.items():
+        taken |= set(df.columns)
+    axis_columns = {}
+    for k in labels:
+        col = k if k not in taken else "axis." + k
+        axis_columns[k] = col
+        if k in runs.columns and k not in taken and runs[k].dtype == object:  # schema 2
+            runs[col] = runs[k].astype(str)
         else:
-            runs[k] = [dict(ax).get(k, "") for _, ax, _ in parsed]
+            runs[col] = [dict(ax).get(k, "") for _, ax, _ in parsed]
+    axes = list(axis_columns.values())
     keys = runs.set_index("index")[RUN_KEYS + axes]
     tables = {}
     for t, df in raw.items():
@@ -231,7 +247,9 @@ def _assemble(path, attrs, spec, runs, plan_text, raw):
                                                                    for c in RUN_KEYS + axes})
         tables[t] = df
     tables["evals"] = _eval_positions(tables["evals"], tables["steps"])
-    return Sweep(path, attrs, spec, runs, tables, axes, knobs)
+    sw = Sweep(path, attrs, spec, runs, tables, axes, knobs)
+    sw.axis_columns = axis_columns
+    return sw
 
 
 def _eval_positions(evals, steps):
