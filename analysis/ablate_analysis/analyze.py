@@ -223,7 +223,9 @@ def baseline_map(sw, name=None):
                           "values of the grid axes)" % hit["config"].iloc[0])
         return {}, ("the base configuration (%s) is not in the grid (pass "
                     "--baseline)" % ", ".join("%s=%s" % kv for kv in want.items()))
-    return {}, "the sweep has no `baseline` variant and no grid (pass --baseline)"
+    if len(variants) > 1:
+        return {}, "the sweep has no `baseline` variant (pass --baseline)"
+    return {}, "the sweep has a single configuration"
 
 
 # ---------------------------------------------------------------- contrasts

@@ -197,9 +197,15 @@ def test_baseline_option():
 
 def test_one_seed_no_baseline():
     path = make("one", W.one_seed_sweep)
+    sw = aa.load(path)
+    assert list(sw.runs["config"]) == ["relu2/lr=2e-2", "gelu/lr=2e-2"], sw.runs["config"]
+    assert sw.axes == ["axis.lr"] and sw.axis_columns == {"lr": "axis.lr"}, sw.axes
+    assert (sw.steps["axis.lr"] == "2e-2").all() and sw.steps["lr"].dtype.kind == "f"
+    assert sw.steps["lr"].max() == 2e-2, "the /steps lr column was shadowed"
     d, md = run_report(path, "one")
     assert "One seed per configuration: no standard deviations, intervals or tests" in md
-    assert "No baseline: the sweep has no `baseline` variant" in md and "No forest plot" in md
+    assert "No baseline: the sweep has no `baseline` variant (pass --baseline)" in md, md
+    assert "No forest plot" in md
     assert not os.path.exists(os.path.join(d, "forest.png"))
     configs = pd.read_csv(os.path.join(d, "configs.csv"))
     assert (configs["n"] == 1).all() and configs["val_loss_lo"].isna().all()

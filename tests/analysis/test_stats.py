@@ -93,7 +93,10 @@ def power_by_integration(delta, se, df, alpha):
     def f(v):
         s = tc * math.sqrt(v / df)
         return (st.norm.sf(s - nc) + st.norm.cdf(-s - nc)) * st.chi2.pdf(v, df)
-    return integrate.quad(f, 0, np.inf, limit=200)[0]
+    # the chi-square's mass lies within df +- 40 sd (sd = sqrt(2 df)); bounded limits keep
+    # quad from missing the narrow peak of a large df
+    w = 40 * math.sqrt(2 * df)
+    return integrate.quad(f, max(0.0, df - w), df + w + 100, limit=400, points=[df])[0]
 
 
 def test_power_and_sample_sizes():
