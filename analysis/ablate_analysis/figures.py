@@ -73,15 +73,17 @@ def _draw_curves(ax, b, order, colors, marker=None):
 
 def _legend(fig, handles, labels, n_configs=0):
     if n_configs > MAX_LEGEND:
-        fig.text(1.0, 0.5, "%d configurations:\nno legend, no seed bands" % n_configs,
+        right = max(ax.get_position().x1 for ax in fig.axes)
+        fig.text(right + 0.01, 0.5, "%d configurations:\nno legend, no seed bands" % n_configs,
                  ha="left", va="center", fontsize=9)
         return
     if not handles:
         return
     if len(labels) > MAX_LEGEND:
         return
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-               frameon=False)
+    right = max(ax.get_position().x1 for ax in fig.axes)  # next to the panels
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(right + 0.01, 0.5),
+               fontsize=8, frameon=False)
 
 
 def _zoom(ax, curves, frac=0.1):
@@ -103,8 +105,9 @@ def _zoom(ax, curves, frac=0.1):
 
 
 def _save(fig, path):
-    if fig._suptitle is not None:  # above the panels' own titles
-        fig._suptitle.set_y(1.0 + 0.25 / fig.get_figheight())
+    if fig._suptitle is not None:  # just above the panels' own titles
+        fig._suptitle.set_y(0.99)
+        fig._suptitle.set_va("bottom")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

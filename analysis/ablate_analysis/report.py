@@ -182,7 +182,7 @@ class Report:
                                               " ± " + fnum(r["val_loss_sd"]))
             n = "%d" % r["n"] + ("" if r["n"] == r["planned"] else " of %d" % r["planned"])
             rows.append([r["config"], n, loss, fci(r["val_loss_lo"], r["val_loss_hi"]),
-                         fnum(r["val_acc_mean"]), fint(r["params"]), fsig(r["flops_per_token"]),
+                         fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["flops_per_token"]),
                          fint(r["kv_bytes_per_token"]), fint(r["tokens_per_s_mean"]),
                          fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_max"], 3),
                          fnum(r["attn_entropy"], 3),
