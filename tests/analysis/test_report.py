@@ -114,6 +114,59 @@ def test_loader():
     assert np.isfinite(sw.evals["time"]).all() and (sw.evals["time"] > 0).all()
 
 
+def as_schema2(src, dst):
+    """A copy of a schema 1 file with what schema 2 adds, as issue 9 describes it: /runs
+    `variant`, `group` (here deliberately not the derived hash), `overrides` and text as
+    variable-length UTF-8 strings; /evals `tokens` and `time` (here marked by an offset)."""
+    import shutil
+    shutil.copy(src, dst)
+    vstr = h5py.string_dtype("utf-8")
+    with h5py.File(dst, "r+") as f:
+        r = f["runs"][()]
+        names = [x.decode() for x in r["name"]]
+        fields = [(n, vstr if r.dtype[n].kind == "S" else r.dtype[n]) for n in r.dtype.names]
+        fields += [("variant", vstr), ("group", vstr), ("overrides", vstr)]
+        new = np.empty(len(r), dtype=fields)
+        for n in r.dtype.names:
+            new[n] = [x.decode() for x in r[n]] if r.dtype[n].kind == "S" else r[n]
+        new["variant"] = [n.split("/")[0] for n in names]
+        new["group"] = ["g-" + n.split("/")[0] for n in names]
+        new["overrides"] = ""
+        del f["runs"]
+        f["runs"] = new
+        e = f["evals"][()]
+        fields = list(e.dtype.descr) + [("tokens", "<i8"), ("time", "<f8")]
+        ne = np.empty(len(e), dtype=fields)
+        for n in e.dtype.names:
+            ne[n] = e[n]
+        ne["tokens"] = e["step"] * 1000 + 7
+        ne["time"] = e["step"] + 0.5
+        del f["evals"]
+        f["evals"] = ne
+        f.attrs["ablate_schema_version"] = 2
+    return dst
+
+
+def test_loader_schema2():
+    path = make("variants", W.variants_sweep)
+    v2 = as_schema2(path, os.path.join(FILES["dir"], "v2.h5"))
+    sw = aa.load(v2)
+    assert sw.schema_version == 2
+    assert set(sw.runs["group"]) == {"g-baseline", "g-gelu", "g-ctx8", "g-explode", "g-huge"}
+    assert all(isinstance(x, str) for x in sw.runs["status"]) and \
+        (sw.runs["status"] == "done").sum() == 9
+    assert (sw.acts["group"].str.startswith("g-")).all()
+    assert (sw.evals["tokens"] == sw.evals["step"] * 1000 + 7).all(), "v2 eval tokens unused"
+    assert (sw.evals["time"] == sw.evals["step"] + 0.5).all(), "v2 eval time unused"
+    d, md = run_report(v2, "v2")
+    con = pd.read_csv(os.path.join(d, "contrasts.csv"))
+    assert sorted(con["config"]) == ["ctx8", "gelu"], con
+    with h5py.File(v2, "r+") as f:
+        f.attrs["ablate_schema_version"] = 3
+    rc, err = W.report(v2, os.path.join(FILES["dir"], "rep-v3"))
+    assert rc == 2 and "schema version 3" in err and err.count("\n") == 1, err
+
+
 def test_variants_report():
     path = make("variants", W.variants_sweep)
     d, md = run_report(path, "variants", cli=True)
@@ -270,12 +323,20 @@ def test_stopped_sweep():
 
 
 def main():
+    """All tests in one temp dir (removed when they pass, kept when one fails)."""
     with C.workdir("analysis") as d:
         FILES["dir"] = d
-        C.main([("loader", test_loader), ("variants_report", test_variants_report),
-                ("baseline_option", test_baseline_option),
-                ("one_seed_no_baseline", test_one_seed_no_baseline),
-                ("grid_fixed_time", test_grid_fixed_time), ("stopped_sweep", test_stopped_sweep)])
+        try:
+            C.main([("loader", test_loader), ("loader_schema2", test_loader_schema2),
+                    ("variants_report", test_variants_report),
+                    ("baseline_option", test_baseline_option),
+                    ("one_seed_no_baseline", test_one_seed_no_baseline),
+                    ("grid_fixed_time", test_grid_fixed_time),
+                    ("stopped_sweep", test_stopped_sweep)])
+        except SystemExit as e:
+            if e.code:
+                raise
+    sys.exit(0)
 
 
 if __name__ == "__main__":
