@@ -5,7 +5,8 @@ Makes the file once with the ablate binary (200 configurations = 4 head counts x
 activations x 10 learning rates, x 5 seeds; micro GPT, 12 steps each, evaluations and
 activation statistics every 4 steps, so every table has rows for every run), then times
 the report as a user runs it (a fresh /usr/bin/python3 process, imports included), REPS
-times, and prints wall and CPU seconds with PASS/FAIL. Exits 0 either way; 1 if something
+times, and prints CPU and wall seconds with PASS/FAIL on the CPU time (the report is
+single-threaded: on an idle core wall time = CPU time). Exits 0 either way; 1 if something
 failed to run.
 
   bench/analysis_report_speed.py [--dir DIR] [--reps 3] [--ablate build/ablate]
@@ -86,10 +87,13 @@ def main():
         print("rep %d: %.1f s wall, %.1f s CPU" % (i + 1, wall, cpu))
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    med = statistics.median(walls)
-    print("ablate-report on 1,000 runs: median %.1f s wall (%.1f s CPU), load average %s: "
-          "%s (target < %.0f s)" % (med, statistics.median(cpus), load,
-                                    "PASS" if med < TARGET_S else "FAIL", TARGET_S))
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    # The report runs on one thread, so on an idle core its wall time is its CPU time; on a
+    # shared machine the wall time measures the other processes, so the target is judged
+    # on CPU time (both are printed, with the load average).
+    print("ablate-report on 1,000 runs: median %.1f s CPU, %.1f s wall at load average %s: "
+          "%s (target < %.0f s)" % (cpu, wall, load, "PASS" if cpu < TARGET_S else "FAIL",
+                                    TARGET_S))
     return 0
 
 
