@@ -8,6 +8,7 @@ adds (`group`, `variant`, grid-axis columns, `/evals` tokens and time) are used 
 present and derived otherwise (see docs/analysis.md).
 """
 
+import os
 import re
 
 import h5py
@@ -175,6 +176,8 @@ def _read_attrs(f):
 
 def load(path):
     """Reads the sweep file at path (schema 1 or 2; any sweep status) into a Sweep."""
+    if not os.path.isfile(path):
+        raise SweepFileError("%s: no such file" % path)
     try:
         f = h5py.File(path, "r", locking=False)
     except TypeError:  # h5py < 3.5 has no locking argument
