@@ -229,6 +229,7 @@ def forest(contrasts, path, what="final validation loss"):
             ax.plot([r["lo"], r["hi"]], [yi, yi], color=col, lw=2)
         ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
     ax.axvline(0, color="black", lw=0.8)
+    ax.set_ylim(-0.6, len(c) - 0.4)
     ax.set_yticks(y)
     ax.set_yticklabels(["%s − %s" % (r["config"], r["baseline"]) for _, r in c.iterrows()],
                        fontsize=8)
