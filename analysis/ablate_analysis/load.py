@@ -116,7 +116,11 @@ def _frame(arr):
     df = pd.DataFrame({name: arr[name] for name in arr.dtype.names})
     for name in arr.dtype.names:
         kind = arr.dtype[name].kind
-        if kind == "S":
+        enum = h5py.check_enum_dtype(arr.dtype[name])
+        if enum and kind in "iu":  # an enum of names (booleans come back as bool)
+            names = {v: k for k, v in enum.items()}
+            df[name] = [names.get(int(v), str(v)) for v in arr[name]]
+        elif kind == "S":
             df[name] = np.char.decode(arr[name], "utf-8", "replace").astype(object)
         elif kind == "O":
             df[name] = [_text(v) for v in arr[name]]

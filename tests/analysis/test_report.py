@@ -116,19 +116,25 @@ def test_loader():
 
 def as_schema2(src, dst):
     """A copy of a schema 1 file with what schema 2 adds, as issue 9 describes it: /runs
-    `variant`, `group` (here deliberately not the derived hash), `overrides` and text as
-    variable-length UTF-8 strings; /evals `tokens` and `time` (here marked by an offset)."""
+    `variant`, `group` (here deliberately not the derived hash), `overrides`, text as
+    variable-length UTF-8 strings and the status as an enum; /evals `tokens` and `time` (here marked by an offset)."""
     import shutil
     shutil.copy(src, dst)
     vstr = h5py.string_dtype("utf-8")
     with h5py.File(dst, "r+") as f:
         r = f["runs"][()]
         names = [x.decode() for x in r["name"]]
-        fields = [(n, vstr if r.dtype[n].kind == "S" else r.dtype[n]) for n in r.dtype.names]
+        codes = {"pending": 0, "running": 1, "interrupted": 2, "done": 3, "diverged": 4,
+                 "failed": 5}
+        fields = [(n, h5py.enum_dtype(codes, basetype="i1") if n == "status" else
+                   vstr if r.dtype[n].kind == "S" else r.dtype[n]) for n in r.dtype.names]
         fields += [("variant", vstr), ("group", vstr), ("overrides", vstr)]
         new = np.empty(len(r), dtype=fields)
         for n in r.dtype.names:
-            new[n] = [x.decode() for x in r[n]] if r.dtype[n].kind == "S" else r[n]
+            if n == "status":
+                new[n] = [codes[x.decode()] for x in r[n]]
+            else:
+                new[n] = [x.decode() for x in r[n]] if r.dtype[n].kind == "S" else r[n]
         new["variant"] = [n.split("/")[0] for n in names]
         new["group"] = ["g-" + n.split("/")[0] for n in names]
         new["overrides"] = ""
