@@ -248,8 +248,9 @@ class Report:
         if len(con):
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
-        else:
-            self.w("No contrasts.", "")
+        elif bmap:
+            self.w("No contrasts yet: no configuration and its baseline both have finished "
+                   "runs.", "")
         self.csv(con, "contrasts.csv")
 
     def grids(self):
