@@ -12,19 +12,22 @@ import numpy as np  # noqa: E402
 
 from .analyze import EXCLUDED  # noqa: E402
 
-MAX_LEGEND = 24
+MAX_LEGEND = 30
 MAX_LAYER_PANELS = 8
 
 
-def _colors(n):
-    if n <= 10:
+LINESTYLES = ["-", "--", ":"]
+
+
+def _styles(order):
+    """{config: (color, linestyle)}: the ten tab10 colours, then again dashed and dotted
+    (distinct at a glance up to 30 configurations); beyond, a viridis ramp."""
+    n = len(order)
+    if n <= 10 * len(LINESTYLES):
         cmap = plt.get_cmap("tab10")
-        return [cmap(i) for i in range(n)]
-    if n <= 20:
-        cmap = plt.get_cmap("tab20")
-        return [cmap(i) for i in range(n)]
+        return {c: (cmap(i % 10), LINESTYLES[i // 10]) for i, c in enumerate(order)}
     cmap = plt.get_cmap("viridis")
-    return [cmap(i / max(1, n - 1)) for i in range(n)]
+    return {c: (cmap(i / max(1, n - 1)), "-") for i, c in enumerate(order)}
 
 
 def _curve_rows(sw, df):
@@ -41,7 +44,8 @@ def _bands(df, x, y, by=("config",)):
 
 
 def _draw_curves(ax, b, order, colors, marker=None):
-    """Draws each configuration's mean curve of bands b (from _bands), with its seed band
+    """Draws each configuration's mean curve of bands b (from _bands) in its style
+    (colors: from _styles), with its seed band
     when there are at most MAX_LEGEND configurations; beyond that, thin lines only, in one
     LineCollection (hundreds of bands are unreadable and slow to draw). Returns
     ({config: line handle}, [(x, mean, lo)] for _zoom)."""
@@ -60,11 +64,12 @@ def _draw_curves(ax, b, order, colors, marker=None):
         curves.append((x, m, g["lo"].to_numpy(float)))
         if many:
             segs.append(np.column_stack([x, m]))
-            segc.append(colors[c])
+            segc.append(colors[c][0])
             continue
-        (handles[c],) = ax.plot(x, m, color=colors[c], lw=1.3, marker=marker, ms=3)
+        (handles[c],) = ax.plot(x, m, color=colors[c][0], ls=colors[c][1], lw=1.3,
+                                marker=marker, ms=3)
         if (g["n"] > 1).any():
-            ax.fill_between(x, g["lo"], g["hi"], color=colors[c], alpha=0.18, lw=0)
+            ax.fill_between(x, g["lo"], g["hi"], color=colors[c][0], alpha=0.15, lw=0)
     if segs:
         ax.add_collection(LineCollection(segs, colors=segc, linewidths=0.6, alpha=0.7))
         ax.autoscale_view()
@@ -119,7 +124,7 @@ def val_loss(sw, order, path):
     ev = ev[np.isfinite(ev["val_loss"].astype(float))]
     if not len(ev):
         return None
-    colors = dict(zip(order, _colors(len(order))))
+    colors = _styles(order)
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
     handles, labels = [], []
     for ax, (x, xl) in zip(axs, [("step", "optimizer step"), ("tokens", "training tokens"),
@@ -147,7 +152,7 @@ def _per_layer_panels(sw, df, rows, order, path, title):
     if len(layers) > MAX_LAYER_PANELS:
         pick = np.linspace(0, len(layers) - 1, MAX_LAYER_PANELS).round().astype(int)
         layers = [layers[i] for i in sorted(set(pick))]
-    colors = dict(zip(order, _colors(len(order))))
+    colors = _styles(order)
     fig, axs = plt.subplots(len(rows), len(layers), figsize=(3.6 * len(layers) + 1,
                                                            3.0 * len(rows)),
                             squeeze=False, sharex=True)
