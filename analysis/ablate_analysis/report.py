@@ -209,8 +209,10 @@ class Report:
             else:
                 how = "Welch, %d vs %d" % (r["nb"], r["na"])
             need = r["seeds_needed"]
-            need = "—" if _nan(need) else (">%d" % S.MAX_SEEDS if need == math.inf
-                                          else "≈ %d" % need)
+            if need == math.inf:
+                need = "> %s" % format(S.MAX_SEEDS, ",")
+            else:
+                need = "—" if _nan(need) else "≈ %d" % need
             rows.append([r["config"], r["baseline"], how, fsigned(r["diff"]),
                          fci(r["lo"], r["hi"]), fp(r["p"]), fp(r["p_holm"]),
                          "**%s**" % r["verdict"] if r["verdict"] in ("better", "worse")

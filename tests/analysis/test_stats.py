@@ -150,8 +150,24 @@ def test_verdict():
     assert S.verdict(0.1, float("nan"), "1") == "not resolved with 1 seed"
 
 
+def test_report_cells():
+    """The contrast table prints an unreachable seed count as "> 100,000", an unknown one
+    as "—" and a p below 1e-4 in exponent form."""
+    import pandas as pd
+    from ablate_analysis.report import Report
+    row = dict(config="c", baseline="b", method="paired", n=5, na=5, nb=5, diff=-1e-6,
+               lo=-0.01, hi=0.01, p=0.99, p_holm=0.99, verdict="not resolved with 5 seeds",
+               mdd=0.02)
+    con = pd.DataFrame([dict(row, seeds_needed=math.inf), dict(row, seeds_needed=math.nan),
+                        dict(row, seeds_needed=7, p=3e-5)])
+    lines = Report.__new__(Report)._contrast_table(con).splitlines()[2:]
+    assert lines[0].endswith("| > 100,000 |") and lines[1].endswith("| — |"), lines
+    assert lines[2].endswith("| ≈ 7 |") and "| 3.0e-05 |" in lines[2], lines
+
+
 if __name__ == "__main__":
     C.main([("mean_ci", test_mean_ci), ("paired_and_welch", test_paired_and_welch),
             ("contrast_chooses", test_contrast_chooses), ("holm", test_holm),
             ("power_and_sample_sizes", test_power_and_sample_sizes),
-            ("power_by_simulation", test_power_by_simulation), ("verdict", test_verdict)])
+            ("power_by_simulation", test_power_by_simulation), ("verdict", test_verdict),
+            ("report_cells", test_report_cells)])
