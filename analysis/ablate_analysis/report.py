@@ -333,8 +333,11 @@ class Report:
                % ("`%s`" % prompt.encode("unicode_escape").decode() if prompt else "empty"),
                "")
         valid = A.valid_runs(sw)
-        for config, g in valid.sort_values("seed").groupby("config", sort=False):
-            run = g.iloc[0]
+        lowest = {c: g.iloc[0] for c, g in valid.sort_values("seed").groupby("config")}
+        for config in sw.runs["config"].drop_duplicates():  # plan order
+            if config not in lowest:
+                continue
+            run = lowest[config]
             rs = s[s["run"] == run["index"]]
             if not len(rs):
                 continue
