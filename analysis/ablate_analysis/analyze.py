@@ -1,0 +1,374 @@
+"""The report's tables, computed from a loaded Sweep: per configuration (seeds pooled),
+per layer, contrasts against the baseline, grid marginals and budgets.
+
+Which runs count: a run enters the statistics when its status is `done` and its final
+validation loss is finite ("valid"). Failed and diverged runs are listed and left out;
+pending, running and interrupted runs are counted (the sweep is partial) and left out.
+"""
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import stats as S
+
+EXCLUDED = ("failed", "diverged")
+
+
+class BaselineError(ValueError):
+    pass
+
+
+def valid_runs(sw):
+    r = sw.runs
+    return r[(r["status"] == "done") & np.isfinite(r["final_val_loss"].astype(float))]
+
+
+def _last_step_rows(df):
+    """Rows of each run's last recorded step (acts/attn at the end of training)."""
+    if not len(df):
+        return df
+    last = df.groupby("run")["step"].transform("max")
+    return df[df["step"] == last]
+
+
+def _num_key(v):
+    try:
+        return (0, float(v), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+
+
+def _first_valid(series, bad=-1):
+    for v in series:
+        if v is not None and np.isfinite(v) and v != bad:
+            return v
+    return math.nan
+
+
+# ---------------------------------------------------------------- per configuration
+
+def per_config(sw):
+    """One row per configuration in plan order."""
+    runs = sw.runs
+    valid = valid_runs(sw)
+    acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
+    attn = _last_step_rows(sw.attn[sw.attn["run"].isin(valid["index"])])
+    # per run: mean over layers (acts) and over layers and heads (attn)
+    act_run = acts.groupby("run")[["zero_frac", "max"]].mean() if len(acts) else None
+    ent_run = attn.groupby("run")["entropy"].mean() if len(attn) else None
+    samp = sw.samples
+    greedy = samp[(samp["kind"] == "greedy") & samp["run"].isin(valid["index"])]
+    rows = []
+    empty = valid.iloc[:0]
+    valid_by = {c: g for c, g in valid.groupby("config", sort=False)}
+    for config, g in runs.groupby("config", sort=False):
+        v = valid_by.get(config, empty)
+        loss = S.mean_ci(v["final_val_loss"])
+        acc = S.mean_ci(v["final_val_acc"])
+        tps = S.mean_ci(v["tokens_per_s"])
+        idx = v["index"].to_numpy()
+        zf = mx = ent = math.nan
+        if act_run is not None:
+            a = act_run.reindex(idx).dropna()
+            if len(a):
+                zf, mx = float(a["zero_frac"].mean()), float(a["max"].mean())
+        if ent_run is not None:
+            e = ent_run.reindex(idx).dropna()
+            if len(e):
+                ent = float(e.mean())
+        gs = greedy[greedy["run"].isin(idx)]
+        counts = g["status"].value_counts()
+        rows.append(dict(
+            config=config, group=g["group"].iloc[0], variant=g["variant"].iloc[0],
+            **{a: g[a].iloc[0] for a in sw.axes},
+            planned=len(g), done=int(counts.get("done", 0)),
+            excluded=int(sum(counts.get(s, 0) for s in EXCLUDED)),
+            unfinished=int(len(g) - counts.get("done", 0)
+                           - sum(counts.get(s, 0) for s in EXCLUDED)),
+            n=loss["n"], seeds=" ".join(str(s) for s in sorted(v["seed"])),
+            val_loss_mean=loss["mean"], val_loss_sd=loss["sd"], val_loss_lo=loss["lo"],
+            val_loss_hi=loss["hi"], val_acc_mean=acc["mean"], val_acc_lo=acc["lo"],
+            val_acc_hi=acc["hi"],
+            params=_first_valid(g["params"]), flops_per_token=_first_valid(g["flops_per_token"]),
+            kv_bytes_per_token=_first_valid(g["kv_bytes_per_token"]),
+            tokens_per_s_mean=tps["mean"], tokens_per_s_lo=tps["lo"], tokens_per_s_hi=tps["hi"],
+            tokens_mean=float(v["tokens"].mean()) if len(v) else math.nan,
+            train_seconds_mean=float(v["train_seconds"].mean()) if len(v) else math.nan,
+            mlp_zero_frac=zf, mlp_max=mx, attn_entropy=ent,
+            degenerate_greedy=int(gs["degenerate"].astype(bool).sum()), greedy_samples=len(gs)))
+    return pd.DataFrame(rows)
+
+
+def per_layer(sw):
+    """MLP zero fraction and max activation and attention entropy (mean over heads) at the
+    last recorded step, per configuration and layer, averaged over the valid runs."""
+    valid = valid_runs(sw)
+    acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
+    attn = _last_step_rows(sw.attn[sw.attn["run"].isin(valid["index"])])
+    cols = ["config", "layer", "n", "mlp_zero_frac", "mlp_max", "attn_entropy"]
+    if not len(acts):
+        return pd.DataFrame(columns=cols)
+    a = acts.groupby(["config", "layer"], sort=False).agg(
+        n=("run", "nunique"), mlp_zero_frac=("zero_frac", "mean"), mlp_max=("max", "mean"))
+    if len(attn):
+        e = attn.groupby(["run", "config", "layer"])["entropy"].mean().reset_index()
+        a = a.join(e.groupby(["config", "layer"])["entropy"].mean().rename("attn_entropy"))
+    else:
+        a["attn_entropy"] = math.nan
+    return a.reset_index()[cols]
+
+
+# ---------------------------------------------------------------- baseline
+
+def _canon(v):
+    try:
+        return repr(float(v))
+    except (TypeError, ValueError):
+        return str(v).strip().strip("'\"")
+
+
+def _spec_base_value(spec, knob):
+    """The value the spec's base writes for knob (dotted `model.n_head: 4`, or the section
+    form `model: {n_head: 4}` / block `n_head: 4`), or None. A reading of the common
+    spellings, not a YAML parser: grid lists (`[...]` or a block list) are not values."""
+    section, _, short = knob.rpartition(".")
+    pats = [r"(?<![\w.])%s\s*:\s*([^\s,{}\[\]#]+|\"[^\"]*\"|'[^']*')" % re.escape(knob)]
+    if section:
+        pats.append(r"(?<![\w.])%s\s*:\s*([^\s,{}\[\]#]+|\"[^\"]*\"|'[^']*')"
+                    % re.escape(short))
+    for pat in pats:
+        for m in re.finditer(pat, spec):
+            line_start = spec.rfind("\n", 0, m.start()) + 1
+            line = spec[line_start:m.start()]
+            if line.lstrip().startswith("#"):
+                continue
+            return m.group(1)
+    return None
+
+
+def label_of(column):
+    """The run-name label of a grid-axis column (`axis.lr` -> `lr`)."""
+    return column[5:] if column.startswith("axis.") else column
+
+
+def _knob_of_axis(sw, column):
+    label = label_of(column)
+    if label in sw.knobs:
+        return label
+    cands = [k for k in sw.knobs if k.endswith("." + label)]
+    return cands[0] if len(cands) == 1 else None
+
+
+def baseline_map(sw, name=None):
+    """{config: its baseline config} for every contrasted configuration, and a sentence
+    saying how the baseline was chosen (or why there is none: then the map is empty).
+
+    --baseline NAME: a configuration's label (`baseline`, `n_head=4/activation=gelu`), a
+    variant name (each configuration is compared with that variant at the same grid point),
+    or `key=value` parts that single out one configuration. Without NAME: the `baseline`
+    variant (at the same grid point); for grids without variants, the configuration whose
+    axis values are the ones the spec's base writes."""
+    cfg = sw.configs()
+    labels = list(cfg["config"])
+    variants = [v for v in cfg["variant"].unique() if v]
+    axes = sw.axes
+
+    def by_variant(var, why):
+        base = cfg[cfg["variant"] == var]
+        key = {tuple(r[a] for a in axes): r["config"] for _, r in base.iterrows()}
+        m = {}
+        for _, r in cfg.iterrows():
+            b = key.get(tuple(r[a] for a in axes))
+            if r["variant"] != var and b is not None:
+                m[r["config"]] = b
+        return m, why
+
+    def single(b, why):
+        return {c: b for c in labels if c != b}, why
+
+    if name is not None:
+        if name in labels:
+            return single(name, "`%s` (--baseline)" % name)
+        if name in variants:
+            return by_variant(name, "the `%s` variant at the same grid point (--baseline)" % name)
+        parts = dict(p.partition("=")[::2] for p in name.split("/") if "=" in p)
+        cols = sw.axis_columns
+        if parts and all(k in cols for k in parts):
+            hit = cfg[np.logical_and.reduce([cfg[cols[k]] == v for k, v in parts.items()])]
+            if len(hit) == 1:
+                return single(hit["config"].iloc[0], "`%s` (--baseline %s)"
+                              % (hit["config"].iloc[0], name))
+        raise BaselineError("--baseline %s matches no single configuration (configurations: %s%s)"
+                            % (name, ", ".join(labels[:12]), ", ..." if len(labels) > 12 else ""))
+    if "baseline" in variants and len(variants) > 1:
+        if axes:
+            return by_variant("baseline", "the `baseline` variant at the same grid point")
+        return single("baseline", "the `baseline` variant")
+    if axes and not (len(variants) > 1):
+        want = {}
+        for a in axes:
+            k = _knob_of_axis(sw, a)
+            v = _spec_base_value(sw.spec, k) if k else None
+            if v is None:
+                return {}, ("the spec's base does not write a value for grid axis "
+                            "`%s` (pass --baseline, e.g. --baseline %s=%s)"
+                            % (label_of(a), label_of(a), cfg[a].iloc[0]))
+            want[a] = _canon(v)
+        hit = cfg[np.logical_and.reduce([cfg[a].map(_canon) == want[a] for a in axes])]
+        if len(hit) == 1:
+            return single(hit["config"].iloc[0], "the base configuration `%s` (the spec's base "
+                          "values of the grid axes)" % hit["config"].iloc[0])
+        return {}, ("the base configuration (%s) is not in the grid (pass "
+                    "--baseline)" % ", ".join("%s=%s" % kv for kv in want.items()))
+    if len(variants) > 1:
+        return {}, "the sweep has no `baseline` variant (pass --baseline)"
+    return {}, "the sweep has a single configuration"
+
+
+# ---------------------------------------------------------------- contrasts
+
+def _by_seed(df, config, col):
+    g = df[df["config"] == config]
+    return dict(zip(g["seed"], g[col].astype(float)))
+
+
+def contrasts(sw, bmap, values=None, col="final_val_loss", alpha=S.ALPHA):
+    """One row per configuration with a baseline: b - a of `col` over seeds (paired where
+    seeds match, else Welch), its t interval, p, Holm-adjusted p over the family, the
+    verdict, the smallest difference the current n resolves (80% power) and the seeds the
+    observed difference needs. Power figures use the family's strictest Holm level
+    alpha / m, so a difference of that size is resolved whatever its rank."""
+    df = valid_runs(sw) if values is None else values
+    rows = []
+    for config, base in bmap.items():
+        a, b = _by_seed(df, base, col), _by_seed(df, config, col)
+        a = {s: v for s, v in a.items() if np.isfinite(v)}
+        b = {s: v for s, v in b.items() if np.isfinite(v)}
+        if not a or not b:  # nothing to compare (no valid run on one side)
+            continue
+        res = S.contrast(a, b)
+        rows.append(dict(config=config, baseline=base, **res))
+    cols = ["config", "baseline", "method", "n", "na", "nb", "diff", "lo", "hi", "t", "df",
+            "p", "p_holm", "verdict", "mdd", "seeds_needed"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame(rows)
+    out["p_holm"] = S.holm(out["p"])
+    m = max(1, int(np.isfinite(out["p"]).sum()))
+    level = alpha / m
+    verdicts, mdd, need = [], [], []
+    for _, r in out.iterrows():
+        n_label = str(r["n"]) if r["method"] == "paired" or r["na"] == r["nb"] else \
+            "%d+%d" % (r["nb"], r["na"])
+        verdicts.append(S.verdict(r["diff"], r["p_holm"], n_label, alpha))
+        res = r.to_dict()
+        mdd.append(S.min_detectable(res, level))
+        k = S.seeds_needed(res, alpha=level)
+        need.append(math.nan if k is None else k)
+    out["verdict"] = verdicts
+    out["mdd"] = mdd
+    out["seeds_needed"] = need
+    out["alpha_power"] = level
+    return out[cols + ["sd_diff", "sd_a", "sd_b", "alpha_power"]]
+
+
+# ---------------------------------------------------------------- grids
+
+def marginals(sw, col="final_val_loss"):
+    """For each grid axis (and the variant, when a grid has variants), each value's mean
+    over the configurations that have it, with equal weight per configuration, and its
+    t interval: var = sum(s_c^2 / n_c) / k^2 with Welch-Satterthwaite df (the other axes
+    are held as fixed effects; seeds are the noise)."""
+    valid = valid_runs(sw)
+    dims = list(sw.axes)
+    if dims and sw.runs["variant"].nunique() > 1:
+        dims = ["variant"] + dims
+    rows = []
+    if not dims or not len(valid):
+        return pd.DataFrame(columns=["axis", "value", "configs", "runs", "mean", "lo", "hi"])
+    per = valid.groupby("config", sort=False).agg(
+        mean=(col, "mean"), var=(col, lambda x: np.var(x, ddof=1) if len(x) > 1 else np.nan),
+        n=(col, "size"))
+    per = per.join(sw.configs().set_index("config")[dims])
+    for a in dims:
+        for value in sorted(per[a].unique(), key=_num_key):
+            g = per[per[a] == value]
+            k = len(g)
+            mean = float(g["mean"].mean())
+            q = (g["var"] / g["n"]).to_numpy()
+            lo = hi = math.nan
+            if k and np.all(np.isfinite(q)) and q.sum() > 0:
+                se = math.sqrt(q.sum()) / k
+                df = q.sum() ** 2 / np.sum(q * q / (g["n"].to_numpy() - 1))
+                h = S.st.t.ppf(0.5 + S.LEVEL / 2, df) * se
+                lo, hi = mean - h, mean + h
+            rows.append(dict(axis=label_of(a), value=value, configs=k, runs=int(g["n"].sum()),
+                             mean=mean, lo=lo, hi=hi))
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- budgets
+
+def is_fixed_time(sw):
+    return "train.seconds" in sw.runs and bool((sw.runs["train.seconds"].astype(float) > 0).any())
+
+
+def loss_at_tokens(sw, tokens):
+    """Each valid run's validation loss at `tokens` training tokens, linearly interpolated
+    between its evaluations (NaN when the run's evaluations do not reach that far)."""
+    valid = valid_runs(sw)
+    ev = sw.evals[sw.evals["run"].isin(valid["index"])]
+    out = {}
+    for r, g in ev.groupby("run"):
+        g = g.sort_values("tokens")
+        x, y = g["tokens"].to_numpy(float), g["val_loss"].to_numpy(float)
+        ok = np.isfinite(x) & np.isfinite(y)
+        out[r] = float(np.interp(tokens, x[ok], y[ok], left=np.nan, right=np.nan)) \
+            if ok.any() else math.nan
+    v = valid[["index", "config", "seed"]].copy()
+    v["val_loss_at_tokens"] = v["index"].map(out).astype(float)
+    return v
+
+
+def budgets(sw):
+    """(table, equal_tokens, values): tokens processed per configuration (mean and t
+    interval over seeds) and the validation loss at equal tokens, at the largest token
+    count every valid run evaluated at or beyond (its last evaluation), interpolated."""
+    valid = valid_runs(sw)
+    ev = sw.evals[sw.evals["run"].isin(valid["index"])]
+    if not len(ev):
+        return pd.DataFrame(), math.nan, None
+    t_star = float(ev.groupby("run")["tokens"].max().min())
+    vals = loss_at_tokens(sw, t_star)
+    rows = []
+    for config, g in valid.groupby("config", sort=False):
+        tok = S.mean_ci(g["tokens"])
+        sec = S.mean_ci(g["train_seconds"])
+        at = S.mean_ci(vals[vals["config"] == config]["val_loss_at_tokens"])
+        fin = S.mean_ci(g["final_val_loss"])
+        rows.append(dict(config=config, n=tok["n"], tokens_mean=tok["mean"], tokens_lo=tok["lo"],
+                         tokens_hi=tok["hi"], train_seconds_mean=sec["mean"],
+                         final_val_loss=fin["mean"], equal_tokens=t_star,
+                         val_loss_at_tokens=at["mean"], val_loss_at_tokens_lo=at["lo"],
+                         val_loss_at_tokens_hi=at["hi"]))
+    return pd.DataFrame(rows), t_star, vals
+
+
+# ---------------------------------------------------------------- overview
+
+def overview(sw):
+    r = sw.runs
+    status = r["status"].value_counts().reindex(
+        ["done", "running", "pending", "interrupted", "diverged", "failed"]).dropna()
+    extra = r["status"].value_counts().drop(status.index, errors="ignore")
+    status = pd.concat([status, extra]).astype(int)
+    tokens = r["tokens"].clip(lower=0).astype(float)
+    flops = (r["flops_per_token"].astype(float).where(r["flops_per_token"] > 0, 0) * tokens)
+    compute = dict(train_seconds=float(r["train_seconds"].clip(lower=0).fillna(0).sum()),
+                   tokens=float(tokens.sum()), flops=float(flops.sum()),
+                   steps=float(r["steps"].clip(lower=0).sum()))
+    bad = r[r["status"].isin(EXCLUDED)][["name", "status", "steps", "message"]]
+    return status, compute, bad

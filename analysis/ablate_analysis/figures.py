@@ -1,0 +1,268 @@
+"""The report's figures (matplotlib, Agg backend, PNG). Each function draws one figure
+into a file and returns its path, or None when there is nothing to draw (said in the
+report). Curves are the mean over seeds of one configuration with a band spanning the
+seeds (min to max); they use every run that is not failed or diverged, so a running sweep
+shows its progress so far."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .analyze import EXCLUDED  # noqa: E402
+
+MAX_LEGEND = 30
+MAX_LAYER_PANELS = 8
+
+
+LINESTYLES = ["-", "--", ":"]
+
+
+def _styles(order):
+    """{config: (color, linestyle)}: the ten tab10 colours, then again dashed and dotted
+    (distinct at a glance up to 30 configurations); beyond, a viridis ramp."""
+    n = len(order)
+    if n <= 10 * len(LINESTYLES):
+        cmap = plt.get_cmap("tab10")
+        return {c: (cmap(i % 10), LINESTYLES[i // 10]) for i, c in enumerate(order)}
+    cmap = plt.get_cmap("viridis")
+    return {c: (cmap(i / max(1, n - 1)), "-") for i, c in enumerate(order)}
+
+
+def _curve_rows(sw, df):
+    bad = sw.runs[sw.runs["status"].isin(EXCLUDED)]["index"]
+    return df[~df["run"].isin(bad)]
+
+
+def _bands(df, x, y, by=("config",)):
+    """Per (by..., step): mean x, and mean/min/max of y over seeds."""
+    g = df.groupby(list(by) + ["step"], sort=False)
+    out = g.agg(x=(x, "mean"), mean=(y, "mean"), lo=(y, "min"), hi=(y, "max"),
+                n=(y, "size"))
+    return out.reset_index().sort_values(list(by) + ["step"])
+
+
+def _draw_curves(ax, b, order, colors, marker=None):
+    """Draws each configuration's mean curve of bands b (from _bands) in its style
+    (colors: from _styles), with its seed band
+    when there are at most MAX_LEGEND configurations; beyond that, thin lines only, in one
+    LineCollection (hundreds of bands are unreadable and slow to draw). Returns
+    ({config: line handle}, [(x, mean, lo)] for _zoom)."""
+    from matplotlib.collections import LineCollection
+    groups = {c: g for c, g in b.groupby("config", sort=False)}
+    many = len(order) > MAX_LEGEND
+    handles, curves, segs, segc = {}, [], [], []
+    for c in order:
+        g = groups.get(c)
+        if g is None:
+            continue
+        g = g[np.isfinite(g["x"].to_numpy(float))]
+        if not len(g):
+            continue
+        x, m = g["x"].to_numpy(float), g["mean"].to_numpy(float)
+        curves.append((x, m, g["lo"].to_numpy(float)))
+        if many:
+            segs.append(np.column_stack([x, m]))
+            segc.append(colors[c][0])
+            continue
+        (handles[c],) = ax.plot(x, m, color=colors[c][0], ls=colors[c][1], lw=1.3,
+                                marker=marker, ms=3)
+        if (g["n"] > 1).any():
+            ax.fill_between(x, g["lo"], g["hi"], color=colors[c][0], alpha=0.15, lw=0)
+    if segs:
+        ax.add_collection(LineCollection(segs, colors=segc, linewidths=0.6, alpha=0.7))
+        ax.autoscale_view()
+    return handles, curves
+
+
+def _legend(fig, handles, labels, n_configs=0):
+    if n_configs > MAX_LEGEND:
+        right = max(ax.get_position().x1 for ax in fig.axes)
+        fig.text(right + 0.01, 0.5, "%d configurations:\nno legend, no seed bands" % n_configs,
+                 ha="left", va="center", fontsize=9)
+        return
+    if not handles:
+        return
+    if len(labels) > MAX_LEGEND:
+        return
+    right = max(ax.get_position().x1 for ax in fig.axes)  # next to the panels
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(right + 0.01, 0.5),
+               fontsize=8, frameon=False)
+
+
+def _zoom(ax, curves, frac=0.1):
+    """y range that shows the end of training: from the lowest band value to the highest
+    mean after the first `frac` of the x range."""
+    lows, highs = [], []
+    for xs, m, lo in curves:
+        if len(xs) < 6:  # too few evaluations to leave the start out
+            return
+        cut = xs.min() + frac * (xs.max() - xs.min())
+        late = m[xs >= cut]
+        if len(late):
+            highs.append(np.nanmax(late))
+        lows.append(np.nanmin(lo))
+    lows, highs = [v for v in lows if np.isfinite(v)], [v for v in highs if np.isfinite(v)]
+    if lows and highs and max(highs) > min(lows):
+        pad = 0.05 * (max(highs) - min(lows))
+        ax.set_ylim(min(lows) - pad, max(highs) + pad)
+
+
+def _save(fig, path):
+    if fig._suptitle is not None:  # just above the panels' own titles
+        fig._suptitle.set_y(0.99)
+        fig._suptitle.set_va("bottom")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def val_loss(sw, order, path):
+    """Validation loss against step, tokens and training time."""
+    ev = _curve_rows(sw, sw.evals)
+    ev = ev[np.isfinite(ev["val_loss"].astype(float))]
+    if not len(ev):
+        return None
+    colors = _styles(order)
+    fig, axs = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    handles, labels = [], []
+    for ax, (x, xl) in zip(axs, [("step", "optimizer step"), ("tokens", "training tokens"),
+                                 ("time", "training time (s)")]):
+        b = _bands(ev, x, "val_loss")
+        h, curves = _draw_curves(ax, b, order, colors)
+        if x == "step":
+            handles, labels = list(h.values()), list(h)
+        _zoom(ax, curves)
+        ax.set_xlabel(xl)
+        ax.grid(alpha=0.3)
+    axs[0].set_ylabel("validation loss (nats/token)")
+    fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds")
+    _legend(fig, handles, labels, len(order))
+    return _save(fig, path)
+
+
+def _per_layer_panels(sw, df, rows, order, path, title):
+    """rows: [(column, y label)]; one column of panels per layer (at most
+    MAX_LAYER_PANELS, evenly chosen), lines per configuration against step."""
+    df = _curve_rows(sw, df)
+    if not len(df):
+        return None
+    layers = sorted(df["layer"].unique())
+    if len(layers) > MAX_LAYER_PANELS:
+        pick = np.linspace(0, len(layers) - 1, MAX_LAYER_PANELS).round().astype(int)
+        layers = [layers[i] for i in sorted(set(pick))]
+    colors = _styles(order)
+    fig, axs = plt.subplots(len(rows), len(layers), figsize=(3.6 * len(layers) + 1,
+                                                           3.0 * len(rows)),
+                            squeeze=False, sharex=True)
+    handles, labels = [], []
+    by_layer = {layer: g for layer, g in df.groupby("layer") if layer in layers}
+    for i, (col, yl) in enumerate(rows):
+        for j, layer in enumerate(layers):
+            ax = axs[i][j]
+            b = _bands(by_layer[layer], "step", col)
+            h, _ = _draw_curves(ax, b, order, colors, marker=".")
+            if i == 0 and j == 0:
+                handles, labels = list(h.values()), list(h)
+            if i == 0:
+                ax.set_title("layer %d" % layer)
+            if j == 0:
+                ax.set_ylabel(yl)
+            if i == len(rows) - 1:
+                ax.set_xlabel("optimizer step")
+            ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    _legend(fig, handles, labels, len(order))
+    return _save(fig, path)
+
+
+def activations(sw, order, path):
+    """MLP zero fraction and max activation per layer over training."""
+    return _per_layer_panels(sw, sw.acts, [("zero_frac", "MLP zero fraction"),
+                                          ("max", "MLP max activation")], order, path,
+                             "MLP hidden activations per layer: mean over seeds, band = "
+                             "min..max")
+
+
+def attention_entropy(sw, order, path):
+    """Attention entropy per layer (mean over heads) over training."""
+    if not len(sw.attn):
+        return None
+    a = sw.attn.groupby(["run", "config", "step", "layer"], sort=False)["entropy"].mean()
+    return _per_layer_panels(sw, a.reset_index(), [("entropy", "attention entropy (nats)")],
+                             order, path, "Attention entropy per layer (mean over heads): "
+                             "mean over seeds, band = min..max")
+
+
+def _hbar(ax, labels, mean, lo, hi, color):
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, mean, color=color, alpha=0.8)
+    err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
+    ax.errorbar(mean, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def throughput(configs, path):
+    """Training tokens/s per configuration (mean, 95% CI)."""
+    c = configs[np.isfinite(configs["tokens_per_s_mean"])]
+    if not len(c):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(c) + 1.5))
+    _hbar(ax, list(c["config"]), c["tokens_per_s_mean"].to_numpy(),
+          c["tokens_per_s_lo"].to_numpy(), c["tokens_per_s_hi"].to_numpy(), "tab:blue")
+    ax.set_xlabel("training tokens/s (mean over seeds, 95% CI)")
+    ax.set_title("Throughput")
+    return _save(fig, path)
+
+
+VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red"}
+
+
+def forest(contrasts, path, what="final validation loss"):
+    """Each contrast's difference with its 95% CI, coloured by verdict."""
+    c = contrasts[np.isfinite(contrasts["diff"].astype(float))]
+    if not len(c):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(c) + 1.6))
+    y = np.arange(len(c))[::-1]
+    for yi, (_, r) in zip(y, c.iterrows()):
+        col = VERDICT_COLORS.get(r["verdict"], "tab:gray")
+        if np.isfinite(r["lo"]):
+            ax.plot([r["lo"], r["hi"]], [yi, yi], color=col, lw=2)
+        ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_ylim(-0.6, len(c) - 0.4)
+    ax.set_yticks(y)
+    ax.set_yticklabels(["%s − %s" % (r["config"], r["baseline"]) for _, r in c.iterrows()],
+                       fontsize=8)
+    ax.set_xlabel("difference in %s (95%% CI); < 0 = lower loss than the baseline" % what)
+    ax.set_title("Contrasts against the baseline (green better, red worse, grey not "
+                 "resolved; Holm-corrected)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def budget(table, t_star, path):
+    """Fixed-time sweeps: tokens processed and the loss at equal tokens per configuration."""
+    if table is None or not len(table):
+        return None
+    fig, axs = plt.subplots(1, 2, figsize=(12, 0.35 * len(table) + 1.8), sharey=True)
+    labels = list(table["config"])
+    _hbar(axs[0], labels, table["tokens_mean"].to_numpy(), table["tokens_lo"].to_numpy(),
+          table["tokens_hi"].to_numpy(), "tab:purple")
+    axs[0].set_xlabel("training tokens processed (mean, 95% CI)")
+    y = np.arange(len(table))[::-1]
+    m = table["val_loss_at_tokens"].to_numpy()
+    err = np.vstack([np.nan_to_num(m - table["val_loss_at_tokens_lo"].to_numpy()),
+                     np.nan_to_num(table["val_loss_at_tokens_hi"].to_numpy() - m)])
+    axs[1].errorbar(m, y, xerr=err, fmt="o", color="tab:orange", capsize=3)
+    axs[1].tick_params(axis="y", labelleft=False)
+    axs[1].grid(axis="x", alpha=0.3)
+    axs[1].set_xlabel("validation loss at %s tokens (mean, 95%% CI)" % format(int(t_star), ","))
+    fig.suptitle("Budget: more tokens, or better per token?")
+    return _save(fig, path)
+
+

@@ -1,0 +1,408 @@
+"""ablate-report: a sweep file to DIR/report.md, the figures as PNG and every table as CSV.
+
+    analysis/ablate-report OUT.h5 -o DIR [--baseline NAME]
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from . import analyze as A
+from . import figures as F
+from . import stats as S
+from .load import SweepFileError, load
+
+KNOWN_ATTRS = ["status", "start_time", "end_time", "sessions", "ranks", "hostnames",
+               "ablate_version", "git_rev", "compiler", "c_flags", "mpi_version",
+               "hdf5_version", "openblas_version", "blas_core", "ablate_schema_version",
+               "view_built_by"]
+
+
+# ---------------------------------------------------------------- formatting
+
+def _nan(x):
+    return x is None or (isinstance(x, (float, np.floating)) and not np.isfinite(x))
+
+
+def fnum(x, d=4):
+    return "—" if _nan(x) else "%.*f" % (d, x)
+
+
+def fint(x):
+    return "—" if _nan(x) or x < 0 else format(int(round(x)), ",")
+
+
+def fsig(x, d=3):
+    if _nan(x):
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6 or abs(x) < 1e-3:
+        return "%.*e" % (d - 1, x)
+    return "%.*g" % (d, x)
+
+
+def fp(p):
+    if _nan(p):
+        return "—"
+    return "%.4f" % p if p >= 1e-4 else "%.1e" % p
+
+
+def fci(lo, hi, d=4):
+    return "—" if _nan(lo) or _nan(hi) else "[%.*f, %.*f]" % (d, lo, d, hi)
+
+
+def fsigned(x, d=4):
+    return "—" if _nan(x) else "%+.*f" % (d, x)
+
+
+def cell(v):
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers, rows, align=None):
+    if not rows:
+        return "_(none)_\n"
+    align = align or ["---"] * len(headers)
+    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
+           "|" + "|".join(align) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(cell(v) for v in r) + " |")
+    return "\n".join(out) + "\n"
+
+
+def fence(text):
+    """A fenced block whose fence is longer than any run of backticks in text."""
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    f = "`" * max(3, longest + 1)
+    return "%s\n%s\n%s\n" % (f, text.rstrip("\n"), f)
+
+
+# ---------------------------------------------------------------- the report
+
+class Report:
+    def __init__(self, sw, outdir, baseline=None):
+        self.sw = sw
+        self.dir = outdir
+        self.baseline = baseline
+        self.md = []
+        self.files = []
+
+    def w(self, *lines):
+        self.md.extend(lines)
+
+    def csv(self, df, name):
+        path = os.path.join(self.dir, name)
+        df.to_csv(path, index=False)
+        self.files.append(name)
+        return name
+
+    def fig(self, path, alt):
+        if path:
+            name = os.path.basename(path)
+            self.files.append(name)
+            self.w("![%s](%s)" % (alt, name), "")
+        return path
+
+    # -------------------------------------------------------- sections
+
+    def overview(self):
+        sw = self.sw
+        status, compute, bad = A.overview(sw)
+        desc = sw.description
+        self.w("# Sweep report: %s" % (desc or os.path.basename(sw.path)), "")
+        if sw.partial:
+            done = int(status.get("done", 0))
+            self.w("> **Partial:** the sweep is `%s`; %d of %d runs are done. Statistics use "
+                   "the finished runs only and will change." % (sw.status, done, len(sw.runs)),
+                   "")
+        self.w("## Overview", "")
+        self.w("File `%s` (schema version %d), sweep status **%s**, %d runs in %d "
+               "configurations." % (os.path.basename(sw.path), sw.schema_version, sw.status,
+                                    len(sw.runs), sw.runs["config"].nunique()), "")
+        if desc:
+            self.w("Description: %s" % desc, "")
+        self.w("### Provenance", "")
+        attrs = dict(sw.attrs)
+        keys = [k for k in KNOWN_ATTRS if k in attrs] + sorted(k for k in attrs
+                                                                if k not in KNOWN_ATTRS)
+        prov = pd.DataFrame({"attribute": keys, "value": [attrs[k] for k in keys]})
+        self.w(md_table(["attribute", "value"], [[k, "`%s`" % v if v != "" else "—"]
+                                                 for k, v in zip(prov["attribute"],
+                                                                 prov["value"])]))
+        self.csv(prov, "provenance.csv")
+        self.w("### Runs by status", "")
+        st = status.rename_axis("status").reset_index(name="runs")
+        self.w(md_table(["status", "runs"], st.values.tolist()))
+        self.csv(st, "status.csv")
+        self.w("### Compute spent", "")
+        self.w(md_table(["training time (s, summed over runs)", "optimizer steps",
+                         "training tokens", "training FLOPs"],
+                        [[fnum(compute["train_seconds"], 1), fint(compute["steps"]),
+                          fint(compute["tokens"]), fsig(compute["flops"])]]))
+        self.w("### Failed and diverged runs", "")
+        if len(bad):
+            self.w("Left out of every statistic below.", "")
+            self.w(md_table(["run", "status", "steps", "message"],
+                            [[r["name"], r["status"], fint(r["steps"]), r["message"] or "—"]
+                             for _, r in bad.iterrows()]))
+        else:
+            self.w("None.", "")
+        self.csv(bad, "failures.csv")
+        runs_cols = ["index", "name", "config", "group", "variant"] + sw.axes + [
+            "seed", "status", "params", "steps", "tokens", "train_seconds", "tokens_per_s",
+            "final_val_loss", "final_val_acc", "host", "message"]
+        self.csv(sw.runs[[c for c in runs_cols if c in sw.runs]], "runs.csv")
+
+    def per_config(self):
+        sw = self.sw
+        c = A.per_config(sw)
+        self.configs = c
+        self.w("## Per configuration", "")
+        self.w("Seeds pooled; a run counts when it is `done` with a finite final validation "
+               "loss. Loss: final validation loss (nats/token), mean ± sd over seeds and the "
+               "95% t interval of the mean. MLP and attention columns: last recorded step, "
+               "mean over layers (and heads) and seeds.", "")
+        if len(c) and (c["n"] <= 1).all():
+            self.w("**One seed per configuration: no standard deviations, intervals or "
+                   "tests** (run more seeds to resolve differences).", "")
+        elif len(c) and (c["n"] <= 1).any():
+            self.w("Configurations with one valid run have no interval.", "")
+        rows = []
+        for _, r in c.iterrows():
+            loss = fnum(r["val_loss_mean"]) + ("" if _nan(r["val_loss_sd"]) else
+                                              " ± " + fnum(r["val_loss_sd"]))
+            n = "%d" % r["n"] + ("" if r["n"] == r["planned"] else " of %d" % r["planned"])
+            rows.append([r["config"], n, loss, fci(r["val_loss_lo"], r["val_loss_hi"]),
+                         fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["flops_per_token"]),
+                         fint(r["kv_bytes_per_token"]), fint(r["tokens_per_s_mean"]),
+                         fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_max"], 3),
+                         fnum(r["attn_entropy"], 3),
+                         "%d of %d" % (r["degenerate_greedy"], r["greedy_samples"])])
+        self.w(md_table(["configuration", "n", "val loss", "95% CI", "val acc", "params",
+                         "FLOPs/token", "KV B/token", "tokens/s", "MLP zero frac", "MLP max",
+                         "attn entropy", "degenerate greedy"], rows,
+                        ["---"] + ["--:"] * 12))
+        self.csv(c, "configs.csv")
+        layers = A.per_layer(sw)
+        self.w("### Per layer (last recorded step)", "")
+        self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP max",
+                         "attn entropy"],
+                        [[r["config"], int(r["layer"]), int(r["n"]), fnum(r["mlp_zero_frac"], 3),
+                          fnum(r["mlp_max"], 3), fnum(r["attn_entropy"], 3)]
+                         for _, r in layers.iterrows()]))
+        self.csv(layers, "layers.csv")
+
+    def _contrast_table(self, con):
+        rows = []
+        for _, r in con.iterrows():
+            if r["method"] == "paired":
+                how = "paired, %d seeds" % r["n"]
+            else:
+                how = "Welch, %d vs %d" % (r["nb"], r["na"])
+            need = r["seeds_needed"]
+            if need == math.inf:
+                need = "> %s" % format(S.MAX_SEEDS, ",")
+            else:
+                need = "—" if _nan(need) else "≈ %d" % need
+            rows.append([r["config"], r["baseline"], how, fsigned(r["diff"]),
+                         fci(r["lo"], r["hi"]), fp(r["p"]), fp(r["p_holm"]),
+                         "**%s**" % r["verdict"] if r["verdict"] in ("better", "worse")
+                         else r["verdict"], fnum(r["mdd"]), need])
+        return md_table(["configuration", "baseline", "test", "difference", "95% CI", "p",
+                         "p (Holm)", "verdict", "smallest resolvable (80% power)",
+                         "seeds for the observed difference"], rows,
+                        ["---", "---", "---"] + ["--:"] * 4 + ["---", "--:", "--:"])
+
+    def _contrast_notes(self, con):
+        if not len(con):
+            return
+        lvl = con["alpha_power"].iloc[0]
+        k = (con["verdict"] == "better").sum(), (con["verdict"] == "worse").sum()
+        self.w("%d better, %d worse, %d not resolved (family of %d contrasts, Holm-corrected "
+               "at 0.05)." % (k[0], k[1], len(con) - sum(k), len(con)), "")
+        self.w("Difference = configuration − baseline (negative: lower loss than the "
+               "baseline). Paired by seed over the seeds both have (at least two), Welch "
+               "(Welch–Satterthwaite df) otherwise; the 95%% CI is per contrast, the verdict "
+               "uses the Holm-adjusted p. *Smallest resolvable*: the true difference this "
+               "design (its seeds and observed spread) detects with 80%% power; *seeds for "
+               "the observed difference*: about how many seeds per configuration would detect "
+               "a true difference of the observed size with 80%% power. Both at level %s "
+               "(0.05 / %d, the family's strictest Holm step), on the noncentral t."
+               % (fsig(lvl), len(con)), "")
+
+    def against_baseline(self):
+        sw = self.sw
+        self.w("## Against the baseline", "")
+        bmap, why = A.baseline_map(sw, self.baseline)
+        self.bmap = bmap
+        self.w("%s: %s." % ("Baseline" if bmap else "No baseline", why), "")
+        con = A.contrasts(sw, bmap)
+        self.contrasts = con
+        if len(con):
+            self._contrast_notes(con)
+            self.w(self._contrast_table(con))
+        elif bmap:
+            self.w("No contrasts yet: no configuration and its baseline both have finished "
+                   "runs.", "")
+        self.csv(con, "contrasts.csv")
+
+    def grids(self):
+        sw = self.sw
+        if not sw.axes:
+            return
+        m = A.marginals(sw)
+        self.w("## Grid marginals", "")
+        self.w("Final validation loss for each value of each axis, averaged over the other "
+               "axes with equal weight per configuration; 95% t interval from the seeds "
+               "(Welch–Satterthwaite df).", "")
+        self.w(md_table(["axis", "value", "configurations", "runs", "mean val loss", "95% CI"],
+                        [[r["axis"], r["value"], r["configs"], r["runs"], fnum(r["mean"]),
+                          fci(r["lo"], r["hi"])] for _, r in m.iterrows()]))
+        self.csv(m, "marginals.csv")
+
+    def budgets(self):
+        sw = self.sw
+        fixed_time = A.is_fixed_time(sw)
+        table, t_star, vals = A.budgets(sw)
+        self.budget_table, self.t_star = table, t_star
+        if not fixed_time:
+            return
+        self.w("## Budgets", "")
+        self.w("A fixed-time sweep: each run trained for its `train.seconds`, so faster "
+               "configurations saw more tokens. The loss at equal tokens (%s tokens, the most "
+               "every valid run reached; linearly interpolated between evaluations) tells "
+               "*more tokens* apart from *better per token*." % fint(t_star), "")
+        if not len(table):
+            self.w("No finished runs yet.", "")
+            return
+        self.w(md_table(["configuration", "n", "tokens processed", "95% CI", "train s",
+                         "final val loss", "val loss at equal tokens", "95% CI"],
+                        [[r["config"], r["n"], fint(r["tokens_mean"]),
+                          "—" if _nan(r["tokens_lo"]) else
+                          "[%.0f, %.0f]" % (r["tokens_lo"], r["tokens_hi"]),
+                          fnum(r["train_seconds_mean"], 1), fnum(r["final_val_loss"]),
+                          fnum(r["val_loss_at_tokens"]),
+                          fci(r["val_loss_at_tokens_lo"], r["val_loss_at_tokens_hi"])]
+                         for _, r in table.iterrows()]))
+        self.csv(table, "budgets.csv")
+        if self.bmap and vals is not None:
+            con = A.contrasts(sw, self.bmap, values=vals, col="val_loss_at_tokens")
+            self.w("### Against the baseline at equal tokens", "")
+            self._contrast_notes(con)
+            self.w(self._contrast_table(con))
+            self.csv(con, "contrasts_equal_tokens.csv")
+
+    def figures(self):
+        sw, d = self.sw, self.dir
+        order = list(sw.runs["config"].drop_duplicates())
+        self.w("## Figures", "")
+        self.fig(F.val_loss(sw, order, os.path.join(d, "val_loss.png")),
+                 "validation loss against step, tokens and time")
+        self.fig(F.activations(sw, order, os.path.join(d, "mlp_activations.png")),
+                 "MLP zero fraction and max activation per layer")
+        self.fig(F.attention_entropy(sw, order, os.path.join(d, "attention_entropy.png")),
+                 "attention entropy per layer")
+        self.fig(F.throughput(self.configs, os.path.join(d, "throughput.png")), "throughput")
+        if not self.fig(F.forest(self.contrasts, os.path.join(d, "forest.png")),
+                        "contrasts against the baseline"):
+            self.w("No forest plot: no contrasts.", "")
+        if A.is_fixed_time(sw):
+            self.fig(F.budget(self.budget_table, self.t_star, os.path.join(d, "budget.png")),
+                     "tokens processed and loss at equal tokens")
+
+    def samples(self):
+        sw = self.sw
+        s = sw.samples
+        self.w("## Samples", "")
+        if not len(s):
+            self.w("No samples yet.", "")
+            return
+        prompt = sw.runs["sample.prompt"].iloc[0] if "sample.prompt" in sw.runs else ""
+        self.w("Each configuration's samples from its lowest-seed finished run (prompt %s); "
+               "_degenerate_: the most frequent token is at least half the sample, or one "
+               "token repeats for max(16, n/4) positions. All samples are in samples.csv."
+               % ("`%s`" % prompt.encode("unicode_escape").decode() if prompt else "empty"),
+               "")
+        valid = A.valid_runs(sw)
+        lowest = {c: g.iloc[0] for c, g in valid.sort_values("seed").groupby("config")}
+        for config in sw.runs["config"].drop_duplicates():  # plan order
+            if config not in lowest:
+                continue
+            run = lowest[config]
+            rs = s[s["run"] == run["index"]]
+            if not len(rs):
+                continue
+            deg = self.configs.set_index("config").loc[config]
+            self.w("### %s (seed %d; degenerate greedy in %d of %d seeds)"
+                   % (config, run["seed"], deg["degenerate_greedy"], deg["greedy_samples"]), "")
+            for _, r in rs.iterrows():
+                label = r["kind"] + ("" if r["kind"] == "greedy" else " (T=%g)" % r["temperature"])
+                mark = " — **degenerate**" if bool(r["degenerate"]) else ""
+                self.w("%s: distinct %.2f, longest run %d%s" % (label, r["distinct_ratio"],
+                                                               r["longest_run"], mark), "")
+                text = r["text"]
+                if not text.strip():  # a loop of newlines or spaces: show the characters
+                    text = text.encode("unicode_escape").decode("ascii")
+                self.w(fence(text))
+        cols = ["name", "config", "seed", "kind", "temperature", "n_tokens", "distinct_ratio",
+                "longest_run", "top_token_frac", "degenerate", "tokens_per_s", "text"]
+        self.csv(s[[c for c in cols if c in s]], "samples.csv")
+
+    def write(self):
+        os.makedirs(self.dir, exist_ok=True)
+        self.overview()
+        self.per_config()
+        self.against_baseline()
+        self.grids()
+        self.budgets()
+        self.figures()
+        self.samples()
+        self.w("## Files", "")
+        self.w("Tables as CSV: " + ", ".join("`%s`" % f for f in self.files
+                                              if f.endswith(".csv")) + ".", "")
+        path = os.path.join(self.dir, "report.md")
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(self.md).rstrip("\n") + "\n")
+        os.replace(path + ".tmp", path)
+        return path
+
+
+def write_report(sw, outdir, baseline=None):
+    """Writes outdir/report.md, the PNG figures and the CSV tables for a loaded Sweep;
+    returns the report's path. Raises analyze.BaselineError for a --baseline that matches
+    nothing (before anything is written)."""
+    A.baseline_map(sw, baseline)  # fail early on a bad --baseline
+    return Report(sw, outdir, baseline).write()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog="ablate-report",
+        description="Writes DIR/report.md, figures (PNG) and tables (CSV) for a sweep file.")
+    ap.add_argument("file", metavar="OUT.h5")
+    ap.add_argument("-o", "--output", metavar="DIR", required=True)
+    ap.add_argument("--baseline", metavar="NAME",
+                    help="configuration (e.g. baseline, n_head=4) or variant to compare with")
+    a = ap.parse_args(argv)
+    t0 = time.monotonic()
+    try:
+        sw = load(a.file)
+        path = write_report(sw, a.output, a.baseline)
+    except (SweepFileError, A.BaselineError) as e:
+        print("ablate-report: %s" % e, file=sys.stderr)
+        return 2
+    except OSError as e:
+        print("ablate-report: %s" % e, file=sys.stderr)
+        return 1
+    print("ablate-report: %s (%d runs, %.1f s)" % (path, len(sw.runs), time.monotonic() - t0),
+          file=sys.stderr)
+    return 0
