@@ -18,6 +18,7 @@ static const Command commands[] = {
     {"plan", cmd_plan, "list every run a spec plans, with ids, sizes and cost, without training"},
     {"run", cmd_run, "run a whole sweep (under mpirun/srun) into one HDF5 file"},
     {"inspect", cmd_inspect, "list the runs of a results file and their status"},
+    {"tokenize", cmd_tokenize, "encode a text file into GPT-2 tokens (.bin), or --decode one"},
 };
 
 static void usage(FILE *f) {
