@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The reference: the npm package gpt-3-encoder's Encoder.js (GPT-2's encoder.py ported to
-// JavaScript), run unmodified on a file's text; prints the token ids, one per line.
-//   node reference_encode.js PACKAGE_DIR IN.txt [--lossy] [--whole]
+// JavaScript), run unmodified on texts; prints each file's token ids on one line.
+//   node reference_encode.js PACKAGE_DIR [--lossy] [--whole] IN.txt...
 // Its exported encode() appends each piece's ids with Array.concat, which makes it quadratic
 // in the number of tokens (minutes for 1 MB). By default this script runs the same loop over
 // the package's own pattern (pat), byte alphabet (byte_encoder), merging (bpe) and ids
@@ -19,13 +19,13 @@ const fs = require('fs');
 const path = require('path');
 const vm = require('vm');
 
-const [pkg, input, ...flags] = process.argv.slice(2);
-if (!pkg || !input || flags.some(f => f !== '--lossy' && f !== '--whole')) {
-  console.error('usage: reference_encode.js PACKAGE_DIR IN.txt [--lossy] [--whole]');
+const [pkg, ...args] = process.argv.slice(2);
+const inputs = args.filter(a => !a.startsWith('--')), flags = args.filter(a => a.startsWith('--'));
+if (!pkg || !inputs.length || flags.some(f => f !== '--lossy' && f !== '--whole')) {
+  console.error('usage: reference_encode.js PACKAGE_DIR [--lossy] [--whole] IN.txt...');
   process.exit(2);
 }
 const stock = flags.includes('--lossy'), whole = flags.includes('--whole');
-const bytes = fs.readFileSync(input);
 
 // UTF-8 decoding with Python's surrogateescape: an invalid byte becomes U+DC00 + byte.
 function decodeEscaped(buf) {
@@ -80,10 +80,14 @@ const linear = vm.runInContext(`(text) => {
   }
   return ids
 }`, context);
-const text = stock ? bytes.toString('utf8') : decodeEscaped(bytes);
-const t0 = process.hrtime.bigint();
-const ids = whole ? sandbox.module.exports.encode(text) : linear(text);
-const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-if (ids.some(x => x === undefined)) throw new Error('Encoder.js produced an undefined id');
-fs.writeSync(1, ids.join('\n') + (ids.length ? '\n' : ''));
-console.error(`reference_encode: ${input}: ${bytes.length} bytes -> ${ids.length} tokens in ${seconds.toFixed(3)} s`);
+for (const input of inputs) {
+  const bytes = fs.readFileSync(input);
+  const text = stock ? bytes.toString('utf8') : decodeEscaped(bytes);
+  const t0 = process.hrtime.bigint();
+  const ids = whole ? sandbox.module.exports.encode(text) : linear(text);
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  if (ids.some(x => x === undefined)) throw new Error('Encoder.js produced an undefined id');
+  fs.writeSync(1, ids.join(' ') + '\n');
+  console.error(`reference_encode: ${input}: ${bytes.length} bytes -> ${ids.length} tokens in ` +
+                `${seconds.toFixed(3)} s`);
+}
