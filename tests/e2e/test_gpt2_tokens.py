@@ -40,7 +40,9 @@ HARD_CASES = {
     "contractions": "I'm sure you're right; he's here, she'd go, we'll see, they've won, "
                     "don't, can't, it's 'tis o'clock. I'M SURE YOU'RE RIGHT, HE'S, SHE'D, "
                     "WE'LL, THEY'VE, DON'T 'S 'T 'RE 'VE 'M 'LL 'D 's 't 're 've 'm 'll 'd "
-                    "'x ''s ' s rock'n'roll Jones' '\n",
+                    "'x ''s ' s rock'n'roll Jones' '\n'Sup x'Smith x'Twas x'Mister x'Dora x'Really "
+                    "x'Very x'Llama x'sup x'treat x'really x'verily x'mmm x'llama x'dora x'S'S "
+                    "\n",
     "digits": "1 12 123 1234 12345 3.14159 1,000,000 2024-06-01 0x1F 007 ½ ² ³ Ⅻ ٣٤٥ ४२ "
               "a1b2c3 1st 2nd  42  \n",
     "spaces": "a b  c   d    e     f\n\n\nline\n \n  \n   x\r\n\r\ny \t z\t\ttab\t\n"
