@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from common import BIN, SOURCE_DIR, corpus_path, log, main, run, workdir, write
+from common import BIN, SOURCE_DIR, corpus_path, log, main, plan_json, run, workdir, write
 
 VOCAB = os.environ.get("ABLATE_GPT2_VOCAB") or os.path.join(SOURCE_DIR, "data", "gpt2")
 PACKAGE = os.path.join(VOCAB, "package")
@@ -273,7 +273,27 @@ def test_train_and_cache():
         assert (again.astype(np.int64) == ref).all(), "the damaged cache was not rewritten"
 
 
+def test_book_specs():
+    """Study A's specs run on the text corpus with tokenizer gpt2 when no corpus is given,
+    and the book preset has 13,673,984 parameters at 1, 4 and 8 heads."""
+    with workdir("gpt2-book") as d:
+        env = dict(ENV, ABLATE_DATA=corpus_path(d), ABLATE_CACHE_DIR=os.path.join(d, "cache"))
+        env.pop("ABLATE_BOOK_DATA", None)
+        for name, runs in (("book-heads-tokens", 15), ("book-heads-time", 15),
+                           ("book-activations", 20)):
+            plan = plan_json(os.path.join(SOURCE_DIR, "sweeps", name + ".yaml"), env=env)
+            assert len(plan) == runs, (name, len(plan))
+            for r in plan:
+                assert r["config"]["data.tokenizer"] == "gpt2", r["config"]
+                assert r["config"]["data.path"] == env["ABLATE_DATA"], r["config"]
+                assert r["params"] == 13673984, (name, r["name"], r["params"])
+            heads = sorted({r["config"]["model.n_head"] for r in plan})
+            log("   %s: %d runs, 13,673,984 parameters each, heads %s" % (name, runs, heads))
+            if name != "book-activations":
+                assert heads == [1, 4, 8], heads
+
+
 if __name__ == "__main__":
     main([("corpus", test_corpus), ("hard_cases", test_hard_cases),
           ("invalid_utf8", test_invalid_utf8), ("vocabulary_errors", test_vocabulary_errors),
-          ("train_and_cache", test_train_and_cache)])
+          ("train_and_cache", test_train_and_cache), ("book_specs", test_book_specs)])
