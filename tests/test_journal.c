@@ -86,6 +86,9 @@ static void fill_events(Event *ev) {
     s->longest_run = 17;
     s->top_token_frac = 0.75;
     s->degenerate = 1;
+    s->n_ids = ABL_SAMPLE_IDS; /* the largest sample: every id at its widest */
+    for (int i = 0; i < ABL_SAMPLE_IDS; i++)
+        s->ids[i] = i % 2 ? INT32_MAX - i : INT32_MIN + i;
     ev[5].kind = EV_END;
     EndEvent *e = &ev[5].u.end;
     e->status = RUN_DIVERGED;
@@ -135,7 +138,9 @@ static int events_equal(const Event *a, const Event *b) {
                same_double(x->tokens_per_s, y->tokens_per_s) &&
                same_double(x->distinct_ratio, y->distinct_ratio) &&
                x->longest_run == y->longest_run &&
-               same_double(x->top_token_frac, y->top_token_frac) && x->degenerate == y->degenerate;
+               same_double(x->top_token_frac, y->top_token_frac) &&
+               x->degenerate == y->degenerate && x->n_ids == y->n_ids &&
+               !memcmp(x->ids, y->ids, sizeof(int32_t) * (size_t)x->n_ids);
     }
     case EV_END: {
         const EndEvent *x = &a->u.end, *y = &b->u.end;

@@ -74,7 +74,8 @@ static size_t worst_case(EventKind k) {
     case EV_ACT:
         return 1 + 10 + 5 + 7 * 8 + 5 + ABL_MAX_HEADS * 8;
     case EV_SAMPLE:
-        return 1 + 1 + 8 + 5 + 2 + (ABL_SAMPLE_MAX - 1) + 8 + 8 + 5 + 8 + 1;
+        return 1 + 1 + 8 + 5 + 2 + (ABL_SAMPLE_MAX - 1) + 8 + 8 + 5 + 8 + 1 + 5 +
+               5 * ABL_SAMPLE_IDS;
     case EV_END:
         return 1 + 1 + 10 + 10 + 32 + 2 + 255;
     default:
@@ -138,6 +139,10 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
         p = put_iv(p, e->longest_run);
         p = put_f64(p, e->top_token_frac);
         *p++ = (uint8_t)(e->degenerate != 0);
+        int ni = e->n_ids < 0 ? 0 : (e->n_ids > ABL_SAMPLE_IDS ? ABL_SAMPLE_IDS : e->n_ids);
+        p = put_iv(p, ni);
+        for (int i = 0; i < ni; i++)
+            p = put_iv(p, e->ids[i]);
         break;
     }
     case EV_END: {
@@ -175,8 +180,12 @@ size_t event_packed_size(const Event *ev) {
     }
     case EV_SAMPLE: {
         const SampleEvent *e = &ev->u.sample;
+        int ni = e->n_ids < 0 ? 0 : (e->n_ids > ABL_SAMPLE_IDS ? ABL_SAMPLE_IDS : e->n_ids);
+        size_t ids = iv_len(ni);
+        for (int i = 0; i < ni; i++)
+            ids += iv_len(e->ids[i]);
         return 1 + 1 + 8 + iv_len(e->n_tokens) + str_len(e->text, sizeof e->text - 1) + 16 +
-               iv_len(e->longest_run) + 8 + 1;
+               iv_len(e->longest_run) + 8 + 1 + ids;
     }
     case EV_END: {
         const EndEvent *e = &ev->u.end;
@@ -338,6 +347,10 @@ int event_unpack(const uint8_t *buf, size_t n, Event *ev, size_t *used) {
         e->longest_run = get_int(&r);
         e->top_token_frac = get_f64(&r);
         e->degenerate = get_u8(&r);
+        e->n_ids = get_int(&r);
+        if (r.bad || e->n_ids < 0 || e->n_ids > ABL_SAMPLE_IDS) return -1;
+        for (int i = 0; i < e->n_ids; i++)
+            e->ids[i] = get_int(&r);
         break;
     }
     case EV_END: {

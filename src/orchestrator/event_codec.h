@@ -17,8 +17,9 @@
 
 #include "../worker/events.h"
 
-/* No single packed event is longer than this (a sample with 4095 bytes of text). */
-#define EVENT_PACK_MAX 4352
+/* No single packed event is longer than this (a sample with 4095 bytes of text and
+ * ABL_SAMPLE_IDS token ids). */
+#define EVENT_PACK_MAX (4352 + 5 + 5 * ABL_SAMPLE_IDS)
 
 /* Packs ev into buf; returns the bytes written, 0 if cap is too small (buf then holds
  * garbage up to cap) or ev is not a valid kind. */

@@ -629,6 +629,7 @@ enum {
     P_LONGEST,
     P_TOP,
     P_DEGEN,
+    P_IDS,
     P_NCOL
 };
 static const Col samples_cols[] = {
@@ -642,6 +643,7 @@ static const Col samples_cols[] = {
     {"longest_run", C_I32, 0, "tokens"},
     {"top_token_frac", C_F64, 0, "fraction"},
     {"degenerate", C_BOOL, 0, NULL},
+    {"ids", C_VSTR, 0, NULL}, /* the token ids, space-separated: "464 3290 ..." */
 };
 
 static const char *const sample_kinds[SAMPLE_KIND_COUNT] = {"greedy", "temperature"};
@@ -728,6 +730,14 @@ static int emit_event(Tables *tb, RunState *rs, int32_t run, const Event *ev, ch
         set_f64(t, row, P_DISTINCT, e->distinct_ratio);
         set_i32(t, row, P_LONGEST, e->longest_run);
         set_f64(t, row, P_TOP, e->top_token_frac);
+        char ids[ABL_SAMPLE_IDS * 12 + 1];
+        size_t n = 0;
+        for (int i = 0; i < e->n_ids && i < ABL_SAMPLE_IDS; i++)
+            n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%ld", i ? " " : "", (long)e->ids[i]);
+        if (set_vstr(t, row, P_IDS, ids, n) != 0) {
+            snprintf(err, ABL_ERR_MAX, "out of memory");
+            return -1;
+        }
         set_bool(t, row, P_DEGEN, e->degenerate);
         return 0;
     }

@@ -9,6 +9,7 @@
 
 #define ABL_MAX_HEADS  MODEL_MAX_HEADS
 #define ABL_SAMPLE_MAX 4096
+#define ABL_SAMPLE_IDS 1024 /* token ids kept per sample (the first ones) */
 
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;
 typedef enum { RUN_DONE, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED, RUN_STATUS_COUNT } RunStatus;
@@ -60,6 +61,9 @@ typedef struct {
     int longest_run;           /* longest run of one repeated token */
     double top_token_frac;     /* share of the most frequent token */
     int degenerate;
+    /* the generated token ids (text is them decoded): the first min(n_tokens, ABL_SAMPLE_IDS) */
+    int n_ids;
+    int32_t ids[ABL_SAMPLE_IDS];
 } SampleEvent;
 
 typedef struct {

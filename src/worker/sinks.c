@@ -75,6 +75,10 @@ void json_print_event(FILE *f, const Event *ev) {
         num(f, "tokens", s->n_tokens);
         fputs(",\"text\":", f);
         json_print_string(f, s->text);
+        fputs(",\"ids\":[", f);
+        for (int i = 0; i < s->n_ids; i++)
+            fprintf(f, "%s%ld", i ? "," : "", (long)s->ids[i]);
+        fputc(']', f);
         num(f, "tokens_per_s", s->tokens_per_s);
         num(f, "distinct_ratio", s->distinct_ratio);
         num(f, "longest_run", s->longest_run);

@@ -179,6 +179,8 @@ static void emit_samples(Trainer *t, EventSink *sink) {
         s->n_tokens = sc->tokens;
         s->tokens_per_s = dt > 0 ? sc->tokens / dt : 0.0;
         dataset_decode(t->data, out, sc->tokens, s->text, sizeof s->text);
+        s->n_ids = sc->tokens < ABL_SAMPLE_IDS ? sc->tokens : ABL_SAMPLE_IDS;
+        memcpy(s->ids, out, sizeof(int32_t) * (size_t)s->n_ids);
         sample_measure(out, sc->tokens, s);
         sink_emit(sink, &ev);
     }

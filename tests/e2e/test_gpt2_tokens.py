@@ -259,9 +259,11 @@ def test_train_and_cache():
         start = next(e for e in events if e["event"] == "start")
         assert start["config"]["model.vocab_size"] == 50257, start["config"]
         samples = [e for e in events if e["event"] == "sample"]
-        assert len(samples) == 2 and all("<" not in s["text"] for s in samples), samples
-        assert all(s["text"] for s in samples), samples
-        log("   sample: %r" % samples[0]["text"][:60])
+        assert len(samples) == 2
+        for s in samples:  # the ids are kept, and the text is them decoded
+            assert len(s["ids"]) == 12 and all(0 <= i < 50257 for i in s["ids"]), s
+            assert s["text"] == text_of(s["ids"], d), (s["text"], s["ids"])
+        log("   sample: %r %s" % (samples[0]["text"][:60], samples[0]["ids"][:6]))
         # the next start reads the cache (its mtime stays), a damaged cache file is rewritten
         mtime = os.stat(files[0]).st_mtime_ns
         run(["train", spec], env=env, expect_rc=0, tag="cached")
@@ -271,6 +273,25 @@ def test_train_and_cache():
         run(["train", spec], env=env, expect_rc=0, tag="damaged")
         again = np.frombuffer(open(files[0], "rb").read()[1024:], dtype="<u2")
         assert (again.astype(np.int64) == ref).all(), "the damaged cache was not rewritten"
+        # a sweep: the HDF5 file's samples hold the decoded text and the ids
+        out = os.path.join(d, "out.h5")
+        run(["run", spec, "-o", out], ranks=2, env=env, expect_rc=0, tag="sweep")
+        import h5py
+        with h5py.File(out, "r") as f:
+            rows = f["samples"][:]
+        assert len(rows) == 2, rows
+        for r in rows:
+            ids = [int(x) for x in r["ids"].decode().split()]
+            assert len(ids) == 12 and r["text"].decode() == text_of(ids, d), r
+
+
+def text_of(ids, d):
+    """ids decoded by `ablate tokenize --decode`, shown as GPT-2's decoder shows them."""
+    path = os.path.join(d, "ids.bin")
+    with open(path, "wb") as f:
+        f.write(np.array([20240520, 1, len(ids)] + [0] * 253, dtype="<i4").tobytes())
+        f.write(np.array(ids, dtype="<u2").tobytes())
+    return decoded(path, path + ".txt").decode("utf-8", errors="replace")
 
 
 def test_book_specs():
