@@ -633,6 +633,13 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
+static int g_writer_lock = -1;
+
+static void release_writer_lock(void) {
+    if (g_writer_lock >= 0) close(g_writer_lock);
+    g_writer_lock = -1;
+}
+
 static int make_fixture(const char *dir, int complete, char *journal, char *out, size_t n) {
     char err[ABL_ERR_MAX];
     snprintf(out, n, "%s/out.h5", dir);
@@ -641,7 +648,12 @@ static int make_fixture(const char *dir, int complete, char *journal, char *out,
         return -1;
     }
     if (write_fixture(journal, complete) != 0) return -1;
-    if (h5view_build(journal, out, err) != 0) {
+    /* an unfinished sweep is "running" only while a process holds its journal's lock, as
+     * the sweep's rank 0 does; without it the view says it stopped. The lock stays in
+     * g_writer_lock until the caller lets the "sweep" go. */
+    if (!complete && g_writer_lock < 0) g_writer_lock = journal_lock_existing(journal, err);
+    int rc = h5view_build(journal, out, err);
+    if (rc != 0) {
         fprintf(stderr, "h5view_build: %s\n", err);
         return -1;
     }
@@ -654,10 +666,30 @@ static void test_fixture(const char *dir) {
     mkdir(sub, 0777);
     CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
     char tmp[800];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     CHECK(access(tmp, F_OK) != 0);
     check_fixture_file(out, 0);
     test_inspect(dir, out);
+
+    /* The same journal once no process holds its lock (the sweep was killed): `ablate view`
+     * shows the sweep stopped and its run in progress interrupted, not running forever. */
+    char stopped[800], copy[800];
+    snprintf(stopped, sizeof stopped, "%s/stopped.h5", sub);
+    snprintf(copy, sizeof copy, "%s/stopped.journal", sub); /* a copy nobody holds */
+    struct stat jst;
+    CHECK(stat(journal, &jst) == 0 &&
+          journal_save_range(journal, 0, (uint64_t)jst.st_size, copy, err) == 0);
+    CHECK(h5view_build(copy, stopped, err) == 0);
+    hid_t sv = H5Fopen(stopped, H5F_ACC_RDONLY, H5P_DEFAULT);
+    char st_attr[64] = "";
+    str_attr(sv, "status", st_attr, sizeof st_attr);
+    CHECK_MSG(!strcmp(st_attr, "stopped"), "status %s after the writer left", st_attr);
+    long long jb = 0;
+    hid_t ja = H5Aopen(sv, "journal_bytes", H5P_DEFAULT);
+    CHECK(ja >= 0 && H5Aread(ja, H5T_NATIVE_LLONG, &jb) >= 0);
+    CHECK(jb == (long long)jst.st_size);
+    H5Aclose(ja);
+    H5Fclose(sv);
 
     /* Deterministic: the same journal gives the same bytes. A reader that has the old
      * file open keeps reading it while the view is replaced. */
@@ -763,8 +795,9 @@ static void test_fixture(const char *dir) {
     H5Fclose(sf);
     write_header(j); /* resume: a new session */
     journal_append_begin(j, 0, 2, 1, "node-a", 9);
+    journal_flush(j);
+    CHECK(h5view_build(ij, io, err) == 0); /* j holds the lock: the sweep is alive */
     journal_close(j);
-    CHECK(h5view_build(ij, io, err) == 0);
     sf = H5Fopen(io, H5F_ACC_RDONLY, H5P_DEFAULT);
     sd = H5Dopen2(sf, "runs", H5P_DEFAULT);
     CHECK(H5Dread(sd, smt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rstatus) >= 0 &&
@@ -774,6 +807,7 @@ static void test_fixture(const char *dir) {
     H5Fclose(sf);
     H5Tclose(smt);
     H5Tclose(s16);
+    release_writer_lock();
 
     /* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
     snprintf(tmp, sizeof tmp, "%s/none/journal", dir);
@@ -956,7 +990,9 @@ static void test_long(const char *dir) {
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--fixture")) {
         char journal[700], out[700];
-        return make_fixture(argv[2], 0, journal, out, sizeof journal) == 0 ? 0 : 1;
+        int rc = make_fixture(argv[2], 0, journal, out, sizeof journal);
+        release_writer_lock();
+        return rc == 0 ? 0 : 1;
     }
     if (argc == 5 && !strcmp(argv[1], "--bench")) {
         H5ViewStats st;

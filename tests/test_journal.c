@@ -466,7 +466,7 @@ static void test_torn_tail(void) {
             continue;
         }
         int ok = scan.dropped_bytes == (uint64_t)(cut - last) && scan.records == N_RECORDS - 1 &&
-                 scan.later_records == 0 && file_size(cut_path) == last;
+                 scan.damaged_regions == 0 && file_size(cut_path) == last;
         ok &= journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0;
         ok &= journal_close(j) == 0;
         ok &= count_records(cut_path, &valid_end, &torn) == N_RECORDS && torn == 0;
@@ -507,18 +507,36 @@ static void test_corruption(void) {
     long n;
     uint8_t *full = read_file(path, &n);
     if (!full) return;
-    /* Each byte of a middle record flipped in turn (magic, type, run, length, payload, CRC). */
+    /* Each byte of a middle record flipped in turn (magic, type, run, length, payload, CRC):
+     * the reader skips exactly that record, resynchronises on the next one and reports the
+     * gap; every later record is kept. */
     int k = 3;
     long beg = (long)exp[k].offset, end = (long)exp[k + 1].offset;
-    int missed = 0;
+    int missed = 0, lost = 0;
     for (long b = beg; b < end; b += (b < beg + 20 || b > end - 6) ? 1 : 37) {
         full[b] ^= 0x10;
         write_file(cpath, full, n);
         full[b] ^= 0x10;
-        if (count_records(cpath, NULL, NULL) != k) missed++;
+        char e2[ABL_ERR_MAX];
+        JournalReader *r = journal_reader_open(cpath, e2);
+        JournalRecord rec;
+        int got = 0, seen_k = 0;
+        uint64_t gap = 0;
+        while (r && journal_reader_next(r, &rec) == 1) {
+            got++;
+            seen_k |= rec.offset == (uint64_t)beg;
+            if (rec.offset == (uint64_t)end) gap = rec.gap_before;
+        }
+        if (seen_k) missed++;
+        if (got != N_RECORDS - 1 || gap != (uint64_t)(end - beg) ||
+            journal_reader_damaged_regions(r) != 1 || journal_reader_torn_bytes(r) != 0)
+            lost++;
+        journal_reader_close(r);
     }
     CHECK_MSG(missed == 0, "%d corruptions not detected", missed);
-    /* Corruption in the middle: open_append reports later valid records, saves the tail. */
+    CHECK_MSG(lost == 0, "%d corruptions lost later records or misreported the gap", lost);
+    /* Corruption in the middle: open_append keeps every byte (readers step over the damage)
+     * and reports it; appends go after the last record. */
     full[beg + 20] ^= 1;
     write_file(cpath, full, n);
     full[beg + 20] ^= 1;
@@ -526,20 +544,30 @@ static void test_corruption(void) {
     Journal *j = journal_open_append(cpath, &scan, err);
     CHECK_MSG(j != NULL, "%s", err);
     if (j) {
-        CHECK(scan.records == (uint64_t)k && scan.valid_bytes == (uint64_t)beg);
-        CHECK(scan.dropped_bytes == (uint64_t)(n - beg));
-        CHECK_MSG(scan.later_records == (uint64_t)(N_RECORDS - k - 1), "later %llu",
-                  (unsigned long long)scan.later_records);
-        CHECK(scan.saved_tail[0] && file_size(scan.saved_tail) == n - beg);
-        CHECK(file_size(cpath) == beg);
+        CHECK(scan.records == (uint64_t)(N_RECORDS - 1) && scan.valid_bytes == (uint64_t)n);
+        CHECK(scan.dropped_bytes == 0 && scan.damaged_regions == 1);
+        CHECK(scan.damaged_bytes == (uint64_t)(end - beg));
+        CHECK(file_size(cpath) == n);
+        CHECK(journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0);
         journal_close(j);
+        CHECK(count_records(cpath, NULL, NULL) == N_RECORDS);
     }
+    /* Damage spanning a record boundary (end of record k, start of k+1): both are lost,
+     * the rest kept. */
+    long mid = (long)exp[k + 1].offset;
+    full[mid - 2] ^= 0x55;
+    full[mid + 6] ^= 0x55;
+    write_file(cpath, full, n);
+    full[mid - 2] ^= 0x55;
+    full[mid + 6] ^= 0x55;
+    CHECK(count_records(cpath, NULL, NULL) == N_RECORDS - 2);
     /* Corruption of the last record's CRC: a plain torn tail. */
     full[n - 1] ^= 0xff;
     unlink(cpath);
     write_file(cpath, full, n);
     j = journal_open_append(cpath, &scan, err);
-    CHECK(j && scan.records == N_RECORDS - 1 && scan.later_records == 0 && !scan.saved_tail[0]);
+    CHECK(j && scan.records == N_RECORDS - 1 && scan.damaged_regions == 0);
+    CHECK(scan.dropped_bytes == (uint64_t)(n - (long)exp[N_RECORDS - 1].offset));
     if (j) journal_close(j);
     free(full);
     /* Not a journal at all. */

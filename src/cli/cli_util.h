@@ -4,8 +4,17 @@
 
 #include <stdio.h>
 
-/* Strict decimal parse of a non-negative integer. */
-int cli_parse_u64(const char *s, unsigned long long *out);
+/* The kinds of numeric option values. */
+typedef enum {
+    CLI_UINT,    /* decimal digits, 0 to 2^64-1 (out: unsigned long long) */
+    CLI_SECONDS, /* a finite decimal number > 0 (out: double) */
+    CLI_BYTES    /* a number > 0 with an optional K, M, G or T suffix (powers of 1024, an
+                    optional "iB" or "B" after it) (out: double) */
+} CliNumber;
+
+/* The one parser of numeric command-line values: the whole text must be a number of that
+ * kind. On error prints "ablate CMD: OPT expects ..., got 'TEXT'" on stderr and returns -1. */
+int cli_number(const char *cmd, const char *opt, const char *text, CliNumber kind, void *out);
 /* The knob table with defaults and help, for --help. */
 void cli_print_knobs(FILE *f);
 

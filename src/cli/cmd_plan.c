@@ -1,8 +1,9 @@
-/* ablate plan SPEC.yaml [--set key=value ...] [--json] */
+/* ablate plan SPEC.yaml [--set key=value ...] [--json] [--max-run-memory SIZE] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/plan_cost.h"
@@ -11,10 +12,13 @@
 #include "worker/knobs.h"
 
 static void plan_usage(FILE *f) {
-    fprintf(f, "usage: ablate plan SPEC.yaml [--set key=value ...] [--json]\n\n"
-               "Validates the spec and lists every planned run (name, id, seed, overrides,\n"
-               "parameters, FLOPs/token, training tokens and estimated cost) with totals,\n"
-               "without training. --json prints one object per run on stdout.\n");
+    fprintf(
+        f, "usage: ablate plan SPEC.yaml [--set key=value ...] [--json] [--max-run-memory SIZE]\n\n"
+           "Validates the spec and lists every planned run (name, id, seed, overrides,\n"
+           "parameters, FLOPs/token, training tokens, estimated cost and the memory it\n"
+           "needs) with totals, without training. --json prints one object per run on\n"
+           "stdout. A run needing more memory than --max-run-memory (default 80%% of\n"
+           "physical memory) is refused, as 'ablate run' and 'ablate train' refuse it.\n");
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -28,6 +32,11 @@ int cmd_plan(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_sets < 256) {
             sets[n_sets++] = argv[++i];
+        } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
+            double max_mem;
+            if (cli_number("plan", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
+                return 2;
+            plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "ablate plan: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -49,16 +58,17 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
-    double total_flops = 0, total_tokens = 0;
+    double total_flops = 0, total_tokens = 0, max_memory = 0;
     if (!json)
-        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s  %s\n", "#", "name", "id", "seed",
-               "params", "FLOPs/tok", "tokens", "PFLOP", "overrides");
+        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s %10s  %s\n", "#", "name", "id", "seed",
+               "params", "FLOPs/tok", "tokens", "PFLOP", "memory", "overrides");
     static char cfgjson[16384];
     for (int i = 0; i < plan.n_runs; i++) {
         const PlannedRun *r = &plan.runs[i];
         const RunCost *c = &cost[i].c;
         total_flops += c->flops;
         total_tokens += (double)c->tokens;
+        if (c->memory > max_memory) max_memory = c->memory;
         if (json) {
             knob_config_json(&cost[i].cfg, cfgjson, sizeof cfgjson);
             printf("{\"index\":%d,\"name\":", r->index);
@@ -67,21 +77,27 @@ int cmd_plan(int argc, char **argv) {
                    (unsigned long long)r->seed);
             json_print_string(stdout, r->overrides);
             printf(",\"params\":%ld,\"flops_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,"
-                   "\"tokens\":%ld,\"flops\":%.6g,\"config\":%s}\n",
+                   "\"tokens\":%ld,\"flops\":%.6g,\"memory_bytes\":%.0f,\"config\":%s}\n",
                    c->params, c->flops_per_token, c->kv_bytes_per_token, c->tokens, c->flops,
-                   cfgjson);
+                   c->memory, cfgjson);
         } else {
-            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g  %s\n", r->index, r->name,
+            char mem[32];
+            plan_cost_format_bytes(c->memory, mem, sizeof mem);
+            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g %10s  %s\n", r->index, r->name,
                    r->id, (unsigned long long)r->seed, c->params, c->flops_per_token, c->tokens,
-                   c->flops / 1e15, r->overrides[0] ? r->overrides : "(base)");
+                   c->flops / 1e15, mem, r->overrides[0] ? r->overrides : "(base)");
         }
     }
-    if (!json)
+    if (!json) {
+        char mem[32], lim[32], why[160];
+        plan_cost_format_bytes(max_memory, mem, sizeof mem);
+        plan_cost_format_bytes(plan_cost_memory_limit(why, sizeof why), lim, sizeof lim);
         printf("\n%d runs (%d excluded by grid.exclude), %.4g training tokens, %.4g PFLOP in all"
                "\n(~%.2g core-hours at 50 GFLOP/s per core; time budgets counted by their "
-               "seconds)\n",
+               "seconds)\nthe largest run needs about %s of memory; the limit per run is %s (%s)\n",
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
-               plan_cost_core_hours(cost, plan.n_runs, 50e9));
+               plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
+    }
     rc = 0;
 out:
     free(cost);

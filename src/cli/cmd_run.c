@@ -3,33 +3,67 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli_util.h"
 #include "commands.h"
+#include "orchestrator/plan_cost.h"
 #include "orchestrator/sweep.h"
+#include "orchestrator/sweep_signals.h"
 
 static void run_usage(FILE *f) {
     fprintf(
         f,
         "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
-        "                                 [--set key=value ...] [--view-interval S]\n\n"
+        "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n"
+        "           [--max-run-memory SIZE]\n\n"
         "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
         "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
         "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
-        "  -o OUT.h5          the results file (required)\n"
-        "  --resume           continue the sweep recorded in OUT.h5.d (a plan that only adds\n"
-        "                     runs is accepted); starts fresh when there is nothing to resume\n"
-        "  --force            overwrite an existing OUT.h5 and its journal\n"
-        "  --set key=value    override a base knob (repeatable)\n"
-        "  --view-interval S  rebuild OUT.h5 at most every S seconds while running (30)\n\n"
-        "Signals: SIGUSR1 checkpoints the runs in progress and exits 0 (resume later);\n"
-        "SIGTERM stops at once (finished runs are kept).\n"
-        "Exit status: 0 all runs finished (done or diverged) or checkpointed on SIGUSR1,\n"
-        "1 a run failed or I/O failed, 2 invalid spec or usage.\n");
+        "  -o OUT.h5              the results file (required)\n"
+        "  --resume               continue the sweep recorded in OUT.h5.d (a plan that only\n"
+        "                         adds runs is accepted); starts fresh when there is nothing\n"
+        "                         to resume\n"
+        "  --force                overwrite an existing OUT.h5 and its journal (refused while\n"
+        "                         another sweep is writing them)\n"
+        "  --set key=value        override a base knob (repeatable)\n"
+        "  --view-interval S      rebuild OUT.h5 at most every S seconds while running (30)\n"
+        "  --checkpoint-every S   checkpoint each run every S seconds of its training, so that\n"
+        "                         kill -9, a node failure or scancel loses at most that much\n"
+        "                         (%.0f; 0 = only on SIGUSR1)\n"
+        "  --max-run-memory SIZE  refuse, before anything is written, a run that needs more\n"
+        "                         memory than SIZE (e.g. 16G; default 80%% of physical memory)\n\n"
+        "Signals: SIGUSR1 to rank 0 (or mpirun) checkpoints the runs in progress and stops;\n"
+        "SIGUSR1 to one worker checkpoints its run, which goes back to the queue; SIGTERM\n"
+        "stops at once (finished runs are kept). With ABLATE_READY_FILE set, rank 0 creates\n"
+        "that file once every rank can take SIGUSR1 (launchers forward it only then).\n"
+        "Exit status: 0 every run ended done or diverged; 1 a run failed (or OUT.h5 could\n"
+        "not be written at the end); 2 invalid spec or usage, nothing trained; 3 stopped\n"
+        "early and resumable (SIGUSR1, SIGTERM, a full disk): run again with --resume.\n",
+        SWEEP_DEFAULT_CHECKPOINT_EVERY);
+}
+
+/* ABLATE_READY_FILE: created once every rank has its signal handlers (after MPI_Init and
+ * a barrier). A launcher forwards SIGUSR1 only after that: Open MPI's own start (orted's
+ * fork before the exec of a rank) has a window in which a forwarded signal kills the rank,
+ * and no code of ablate's runs there (slurm/ablate-sweep.sbatch waits for this file). */
+static void announce_ready(int rank) {
+    const char *path = getenv("ABLATE_READY_FILE");
+    if (!path || !path[0]) return;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0)
+        fprintf(stderr, "ablate: warning: cannot write ABLATE_READY_FILE %s\n", path);
 }
 
 int cmd_run(int argc, char **argv) {
+    /* before anything else, MPI_Init included: a SIGUSR1 that arrives while MPI starts
+     * (a preemption right after the job began) must not kill the rank */
+    sweep_signals_install();
     SweepOptions o;
     memset(&o, 0, sizeof o);
+    o.checkpoint_every = SWEEP_DEFAULT_CHECKPOINT_EVERY;
     const char *sets[256];
     int bad = 0;
     for (int i = 1; i < argc; i++) {
@@ -45,7 +79,17 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
             sets[o.n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--view-interval") && i + 1 < argc) {
-            o.view_interval = atof(argv[++i]);
+            bad |= cli_number("run", "--view-interval", argv[++i], CLI_SECONDS, &o.view_interval);
+        } else if (!strcmp(argv[i], "--checkpoint-every") && i + 1 < argc) {
+            if (!strcmp(argv[++i], "0")) /* only on SIGUSR1 */
+                o.checkpoint_every = 0;
+            else
+                bad |= cli_number("run", "--checkpoint-every", argv[i], CLI_SECONDS,
+                                  &o.checkpoint_every);
+        } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
+            double max_mem = 0;
+            bad |= cli_number("run", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem);
+            plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] != '-' && !o.spec_path) {
             o.spec_path = argv[i];
         } else {
@@ -59,6 +103,12 @@ int cmd_run(int argc, char **argv) {
                 !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
         bad = 1;
     }
+    size_t out_len = o.out_path ? strlen(o.out_path) : 1;
+    if (!bad && (out_len == 0 || o.out_path[out_len - 1] == '/')) {
+        /* "" would write ./.d/ and "dir/" dir/.d/: the results file needs a name */
+        fprintf(stderr, "ablate run: -o needs a file name for the results, got '%s'\n", o.out_path);
+        bad = 1;
+    }
     MPI_Init(&argc, &argv);
     int rank, nranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -66,13 +116,14 @@ int cmd_run(int argc, char **argv) {
     if (bad) {
         if (rank == 0) run_usage(stderr);
         MPI_Finalize();
-        return 2;
+        return SWEEP_EXIT_USAGE;
     }
-    sweep_install_signals(rank);
+    sweep_signals_for_rank(rank);
+    announce_ready(rank);
     int rc = rank == 0 ? sweep_rank0(&o, nranks) : sweep_worker(rank);
-    if (rc == 143) { /* SIGTERM: no collective shutdown, leave now */
+    if (rank == 0 && sweep_signal_term()) { /* no collective shutdown: leave now */
         fflush(NULL);
-        _Exit(143);
+        _Exit(rc);
     }
     MPI_Finalize();
     return rc;

@@ -1,5 +1,5 @@
-/* ablate train SPEC.yaml [--set key=value ...] [--seed N] [--json] */
-#include <errno.h>
+/* ablate train SPEC.yaml [--run NAME|ID] [--set key=value ...] [--seed N] [--json]
+ *                        [--max-run-memory SIZE] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,26 +7,45 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan.h"
+#include "orchestrator/plan_cost.h"
 #include "worker/blas_env.h"
 #include "worker/sinks.h"
 #include "worker/train.h"
 
 static void train_usage(FILE *f) {
-    fprintf(f, "usage: ablate train SPEC.yaml [--set key=value ...] [--seed N] [--json]\n\n"
-               "Trains the spec's base run (grid, variants and seeds are ignored) and reports\n"
-               "progress on stderr; --json prints one JSON object per event on stdout instead.\n\n"
-               "  --set key=value  override a knob (repeatable), e.g. --set model.n_head=8\n"
-               "  --seed N         run seed (default: the spec's first seed)\n"
-               "  --json           JSON Lines on stdout: start, step, eval, act, sample, end\n\n"
-               "Knobs (defaults shown; see docs/spec.md):\n");
+    fprintf(f,
+            "usage: ablate train SPEC.yaml [--run NAME|ID] [--set key=value ...] [--seed N]\n"
+            "                              [--json] [--max-run-memory SIZE]\n\n"
+            "Trains one run alone and reports progress on stderr; --json prints one JSON object\n"
+            "per event on stdout instead. Without --run it trains the spec's base (grid,\n"
+            "variants and seeds are ignored); with --run, the planned run of that name or id\n"
+            "(see 'ablate plan'), with the same values it gets in 'ablate run'.\n\n"
+            "  --run NAME|ID          a run of the spec's plan, by name or id\n"
+            "  --set key=value        override a base knob (repeatable), e.g. --set "
+            "model.n_head=8;\n"
+            "                         with --run, as 'ablate run --set' does\n"
+            "  --seed N               run seed (default: the spec's first seed; not with --run)\n"
+            "  --json                 JSON Lines on stdout: start, step, eval, act, sample, end\n"
+            "  --max-run-memory SIZE  refuse a run that needs more memory than SIZE (e.g. 16G;\n"
+            "                         default 80%% of physical memory, see docs/spec.md)\n\n"
+            "Knobs (defaults shown; see docs/spec.md):\n");
     cli_print_knobs(f);
 }
 
+/* The run --run names: an id, else a name; -1 if the plan has none. */
+static int find_run(const Plan *p, const char *sel) {
+    int i = plan_find_id(p, sel);
+    for (int k = 0; i < 0 && k < p->n_runs; k++)
+        if (!strcmp(p->runs[k].name, sel)) i = k;
+    return i;
+}
+
 int cmd_train(int argc, char **argv) {
-    const char *spec_path = NULL;
+    const char *spec_path = NULL, *run_sel = NULL;
     const char *sets[256];
     int n_sets = 0, json = 0, have_seed = 0;
     unsigned long long seed = 0;
+    double max_mem = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             train_usage(stdout);
@@ -37,13 +56,14 @@ int cmd_train(int argc, char **argv) {
             sets[n_sets++] = argv[++i];
         } else if (strncmp(argv[i], "--set=", 6) == 0 && n_sets < 256) {
             sets[n_sets++] = argv[i] + 6;
+        } else if (strcmp(argv[i], "--run") == 0 && i + 1 < argc) {
+            run_sel = argv[++i];
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
-            if (cli_parse_u64(argv[++i], &seed) != 0) {
-                fprintf(stderr, "ablate train: --seed expects a non-negative integer, got '%s'\n",
-                        argv[i]);
-                return 2;
-            }
+            if (cli_number("train", "--seed", argv[++i], CLI_UINT, &seed) != 0) return 2;
             have_seed = 1;
+        } else if (strcmp(argv[i], "--max-run-memory") == 0 && i + 1 < argc) {
+            if (cli_number("train", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
+                return 2;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "ablate train: unknown or incomplete option '%s' (see --help)\n",
                     argv[i]);
@@ -59,28 +79,56 @@ int cmd_train(int argc, char **argv) {
         train_usage(stderr);
         return 2;
     }
-    char err[ABL_ERR_MAX];
-    Spec spec;
-    Plan plan = {0};
-    /* planning validates every run with the line and column that made it invalid */
-    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        spec_free(&spec);
+    if (run_sel && have_seed) {
+        fprintf(stderr, "ablate train: --seed does not combine with --run (a planned run has its "
+                        "own seed; pick the run of that seed)\n");
         return 2;
     }
+    plan_cost_set_memory_limit(max_mem);
+    char err[ABL_ERR_MAX];
+    Spec spec, base_only;
+    Plan plan = {0};
+    PlanCost *cost = NULL;
+    int rc = 2, r = 0;
+    if (spec_load(&spec, spec_path, sets, n_sets, err) != 0) goto fail;
+    /* Without --run only the base is planned: a grid or variant that the overrides make
+     * redundant or invalid is no concern of this command. Planning validates the run, its
+     * data, prompt and memory, pointing at the line and column at fault. */
+    uint64_t one_seed = have_seed ? seed : spec.seeds[0];
+    base_only = spec;
+    base_only.n_axes = base_only.n_variants = base_only.n_excludes = 0;
+    base_only.axes = NULL;
+    base_only.variants = NULL;
+    base_only.excludes = NULL;
+    base_only.n_seeds = 1;
+    base_only.seeds = &one_seed;
+    if (plan_build(run_sel ? &spec : &base_only, &plan, err) != 0 ||
+        !(cost = plan_cost_compute(&plan, err)))
+        goto fail;
+    if (run_sel && (r = find_run(&plan, run_sel)) < 0) {
+        snprintf(err, sizeof err,
+                 "ablate train: %s plans no run named or with id '%s' ('ablate plan %s' lists "
+                 "them)",
+                 spec_path, run_sel, spec_path);
+        goto fail;
+    }
+    /* what a sweep hands its worker: the resolved config and the run's seed */
+    RunConfig cfg = cost[r].cfg;
+    seed = plan.runs[r].seed;
+    if (run_sel) fprintf(stderr, "ablate: run %s (id %s)\n", plan.runs[r].name, plan.runs[r].id);
+    free(cost);
     plan_free(&plan);
-    if (!have_seed) seed = spec.n_seeds > 0 ? spec.seeds[0] : 0;
-    RunConfig cfg = spec.base;
     spec_free(&spec);
 
     blas_set_threads();
+    blas_warn_threads("ablate train");
     Dataset data;
     if (dataset_load(&data, &cfg.data, cfg.model.context, err) != 0) {
         fprintf(stderr, "ablate train: %s\n", err);
         return 2;
     }
     Trainer t;
-    if (trainer_init(&t, &cfg, seed, &data, err) != 0) {
+    if (trainer_init(&t, &cfg, (uint64_t)seed, &data, err) != 0) {
         fprintf(stderr, "ablate train: %s\n", err);
         dataset_free(&data);
         return 2;
@@ -94,4 +142,10 @@ int cmd_train(int argc, char **argv) {
     trainer_free(&t);
     dataset_free(&data);
     return st == RUN_DONE ? 0 : 1;
+fail:
+    fprintf(stderr, "%s\n", err);
+    free(cost);
+    plan_free(&plan);
+    spec_free(&spec);
+    return rc;
 }

@@ -7,6 +7,7 @@ int cmd_train(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_view(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -5,6 +5,8 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "commands.h"
+#include "orchestrator/h5view.h"
+#include "orchestrator/sweep_signals.h"
 #include "worker/blas_env.h"
 
 typedef struct {
@@ -18,6 +20,7 @@ static const Command commands[] = {
     {"plan", cmd_plan, "list every run a spec plans, with ids, sizes and cost, without training"},
     {"run", cmd_run, "run a whole sweep (under mpirun/srun) into one HDF5 file"},
     {"inspect", cmd_inspect, "list the runs of a results file and their status"},
+    {"view", cmd_view, "rebuild a results file from its journal, without training"},
     {"tokenize", cmd_tokenize, "encode a text file into GPT-2 tokens (.bin), or --decode one"},
 };
 
@@ -30,7 +33,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_best_core(argv);
+    h5view_process_init();
+    if (argc < 2 || strcmp(argv[1], "run") != 0) sweep_signals_unblock();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);

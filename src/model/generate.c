@@ -15,17 +15,31 @@ static const float *param(const GPT *m, TensorId id, int l) {
     return m->params + t->offset + (t->per_layer ? (size_t)l * per : 0);
 }
 
-int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]) {
-    const ModelConfig *c = &m->cfg;
-    size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, Tc = (size_t)c->context;
-    size_t KV = (size_t)model_kv_heads(c), hd = (size_t)model_head_dim(c);
-    size_t H = (size_t)c->n_head, FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
-    size_t QKV = (H + 2 * KV) * hd, V = (size_t)c->vocab_size;
-    size_t sizes[] = {
+#define KV_BUFFERS 15
+
+/* Floats of each buffer of the cache, in the order kvcache_alloc lays them out (doubles, so
+ * the planner can size any configuration). */
+static void kv_sizes(const ModelConfig *c, double sizes[KV_BUFFERS]) {
+    double C = c->d_model, L = c->n_layer, Tc = c->context, KV = model_kv_heads(c);
+    double hd = model_head_dim(c), H = c->n_head, FF = model_d_ff(c);
+    double UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd, V = c->vocab_size;
+    const double s[KV_BUFFERS] = {
         L * KV * Tc * hd, L * KV * Tc * hd, C, C, C, QKV, H * hd, Tc, C, C, UP, FF, C, V, C};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    memcpy(sizes, s, sizeof s);
+}
+
+double kvcache_bytes(const ModelConfig *c) {
+    double sizes[KV_BUFFERS], total = 0;
+    kv_sizes(c, sizes);
+    for (int i = 0; i < KV_BUFFERS; i++)
         total += sizes[i];
+    return total * sizeof(float);
+}
+
+int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]) {
+    double sizes[KV_BUFFERS];
+    kv_sizes(&m->cfg, sizes);
+    size_t total = (size_t)(kvcache_bytes(&m->cfg) / sizeof(float));
     memset(kc, 0, sizeof *kc);
     kc->m = m;
     kc->buf = calloc(total, sizeof(float));
@@ -36,10 +50,11 @@ int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]) {
     float **ptrs[] = {&kc->k,   &kc->v, &kc->x,   &kc->xn,     &kc->x2,
                       &kc->qkv, &kc->q, &kc->att, &kc->atty,   &kc->ao,
                       &kc->fch, &kc->h, &kc->mo,  &kc->logits, &kc->tmp};
+    _Static_assert(sizeof ptrs / sizeof ptrs[0] == KV_BUFFERS, "one pointer per buffer");
     float *p = kc->buf;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    for (int i = 0; i < KV_BUFFERS; i++) {
         *ptrs[i] = p;
-        p += sizes[i];
+        p += (size_t)sizes[i];
     }
     return 0;
 }

@@ -17,6 +17,8 @@ typedef struct {
     int len;       /* cached positions */
 } KVCache;
 
+/* Bytes kvcache_alloc takes for a model of this config. */
+double kvcache_bytes(const ModelConfig *c);
 int kvcache_alloc(KVCache *kc, const GPT *m, char err[ABL_ERR_MAX]);
 void kvcache_free(KVCache *kc);
 

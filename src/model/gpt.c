@@ -1,5 +1,6 @@
 #include "gpt.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,40 +159,31 @@ static int fwd_matrices(const ModelConfig *c, FwdMatrix f[5]) {
 
 typedef struct {
     float **ptr;
-    size_t n;
+    double n; /* floats; a double so that an absurd size is measured rather than wrapped */
 } Req;
 
-int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX]) {
-    memset(m, 0, sizeof *m);
-    if (model_config_validate(c, err) != 0) return -1;
-    if (T > c->context) {
-        snprintf(err, ABL_ERR_MAX, "sequence length %d exceeds model.context %d", T, c->context);
-        return -1;
-    }
-    m->cfg = *c;
-    m->B = B;
-    m->T = T;
-    m->n_params = gpt_tensor_table(c, m->tensors);
+#define GPT_MAX_REQ 64
 
-    size_t C = (size_t)c->d_model, L = (size_t)c->n_layer, V = (size_t)c->vocab_size;
-    size_t H = (size_t)c->n_head, KV = (size_t)model_kv_heads(c), hd = (size_t)model_head_dim(c);
-    size_t FF = (size_t)model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
-    size_t BT = (size_t)B * (size_t)T;
-    size_t lanes = (size_t)attn_groups(B * (int)H) * ATTN_LANES; /* pairs, padded */
+/* The activation buffers for batches up to (B, T), in buffer order: fills req (pointing into
+ * a, whose transposed-copy offsets wt_at it sets) and returns how many. One table serves
+ * gpt_alloc and gpt_alloc_bytes. */
+static int act_layout(const ModelConfig *c, int B, int T, GptActs *a, Req req[GPT_MAX_REQ]) {
+    double C = c->d_model, L = c->n_layer, V = c->vocab_size, H = c->n_head;
+    double KV = model_kv_heads(c), hd = model_head_dim(c), FF = model_d_ff(c);
+    double UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
+    double BT = (double)B * T, Td = T;
+    double lanes = ceil((double)B * H / ATTN_LANES) * ATTN_LANES; /* pairs, padded */
     int in_place = activation_in_place(c->activation);
-    GptActs *a = calloc(1, sizeof *a);
-    if (!a) goto oom;
-    m->a = a;
     FwdMatrix fm[5];
-    size_t wt_total = 0;
+    double wt_total = 0;
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
     for (int i = 0, n = fwd_matrices(c, fm); i < n; i++)
-        if (gemm_unpacked(0, (int)BT, fm[i].out, fm[i].in)) {
-            a->wt_at[fm[i].id] = wt_total;
-            wt_total += (size_t)fm[i].layers * fm[i].out * fm[i].in;
+        if (gemm_unpacked(0, BT < INT_MAX ? (int)BT : INT_MAX, fm[i].out, fm[i].in)) {
+            a->wt_at[fm[i].id] = (size_t)wt_total;
+            wt_total += (double)fm[i].layers * fm[i].out * fm[i].in;
         }
-    Req req[] = {
+    const Req table[] = {
         {&a->encoded, BT * C},
         {&a->in_mean, BT},
         {&a->in_rstd, BT},
@@ -204,10 +196,10 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->q_rstd, L * BT * H},
         {&a->k_mean, L * BT * KV},
         {&a->k_rstd, L * BT * KV},
-        {&a->q, L * lanes * T * hd},
-        {&a->k, L * lanes * T * hd},
-        {&a->v, L * lanes * T * hd},
-        {&a->att, L * lanes * T * T},
+        {&a->q, L * lanes * Td * hd},
+        {&a->k, L * lanes * Td * hd},
+        {&a->v, L * lanes * Td * hd},
+        {&a->att, L * lanes * Td * Td},
         {&a->atty, L * BT * C},
         {&a->ao, L * BT * C},
         {&a->aon, L * BT * C},
@@ -235,21 +227,68 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
         {&a->d_up, in_place ? 0 : BT * UP},
         {&a->d_ff, BT * FF},
         {&a->d_qkv, BT * QKV},
-        {&a->d_q, lanes * T * hd},
-        {&a->d_k, lanes * T * hd},
-        {&a->d_v, lanes * T * hd},
-        {&a->y, lanes * T * hd},
-        {&a->d_y, lanes * T * hd},
-        {&a->attn_scratch, ATTN_LANES * (size_t)T},
+        {&a->d_q, lanes * Td * hd},
+        {&a->d_k, lanes * Td * hd},
+        {&a->d_v, lanes * Td * hd},
+        {&a->y, lanes * Td * hd},
+        {&a->d_y, lanes * Td * hd},
+        {&a->attn_scratch, ATTN_LANES * Td},
         {&a->qk_scratch, (H + KV) * hd},
-        {&a->rope_cos, (size_t)T * (hd / 2)},
-        {&a->rope_sin, (size_t)T * (hd / 2)},
+        {&a->rope_cos, Td * floor(hd / 2)},
+        {&a->rope_sin, Td * floor(hd / 2)},
         {&a->wt, wt_total},
     };
-    size_t nreq = sizeof req / sizeof req[0], total = 0;
-    for (size_t i = 0; i < nreq; i++)
-        total += (req[i].n + 15) & ~(size_t)15; /* 64-byte aligned */
-    total += 2 * BT; /* token copies, stored as int32 in the float buffer's tail */
+    int n = (int)(sizeof table / sizeof table[0]);
+    _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
+    memcpy(req, table, sizeof table);
+    return n;
+}
+
+/* Floats of one buffer, rounded up so the next starts 64-byte aligned. */
+static double aligned_floats(double n) {
+    return ceil(n / 16) * 16;
+}
+
+/* All activation floats: the buffers, then the (B, T) token copies as int32 in the tail. */
+static double act_total(const Req *req, int nreq, int B, int T) {
+    double total = 2.0 * B * T;
+    for (int i = 0; i < nreq; i++)
+        total += aligned_floats(req[i].n);
+    return total;
+}
+
+double gpt_alloc_bytes(const ModelConfig *c, int B, int T) {
+    GptActs a;
+    Req req[GPT_MAX_REQ];
+    double acts = act_total(req, act_layout(c, B, T, &a, req), B, T);
+    return sizeof(float) * (2.0 * (double)model_param_count(c) + acts);
+}
+
+int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX]) {
+    memset(m, 0, sizeof *m);
+    if (model_config_validate(c, err) != 0) return -1;
+    if (T > c->context) {
+        snprintf(err, ABL_ERR_MAX, "sequence length %d exceeds model.context %d", T, c->context);
+        return -1;
+    }
+    m->cfg = *c;
+    m->B = B;
+    m->T = T;
+    m->n_params = gpt_tensor_table(c, m->tensors);
+    size_t BT = (size_t)B * (size_t)T, L = (size_t)c->n_layer, hd = (size_t)model_head_dim(c);
+    GptActs *a = calloc(1, sizeof *a);
+    if (!a) goto oom;
+    m->a = a;
+    Req req[GPT_MAX_REQ];
+    int nreq = act_layout(c, B, T, a, req);
+    double total_d = act_total(req, nreq, B, T);
+    if (!(total_d < 0x1p50)) { /* beyond any machine (4 PiB); every size below is exact */
+        snprintf(err, ABL_ERR_MAX, "the activations for batch %d x context %d need %.3g GiB", B, T,
+                 total_d * sizeof(float) / 0x1p30);
+        gpt_free(m);
+        return -1;
+    }
+    size_t total = (size_t)total_d;
     m->n_acts = total;
     m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
     m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
@@ -259,9 +298,9 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     memset(m->grads, 0, m->n_params * sizeof(float));
     memset(m->acts, 0, total * sizeof(float));
     float *p = m->acts;
-    for (size_t i = 0; i < nreq; i++) {
+    for (int i = 0; i < nreq; i++) {
         *req[i].ptr = p;
-        p += (req[i].n + 15) & ~(size_t)15;
+        p += (size_t)aligned_floats(req[i].n);
     }
     a->tokens = (int32_t *)p;
     a->targets = (int32_t *)(p + BT);

@@ -96,6 +96,9 @@ typedef struct {
 /* Allocates parameters, gradients and activations for batches up to (B, T). */
 int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX]);
 void gpt_free(GPT *m);
+/* Bytes gpt_alloc takes for (B, T): parameters, gradients and activations (a double, so an
+ * absurd configuration is measured, never wrapped). */
+double gpt_alloc_bytes(const ModelConfig *c, int B, int T);
 /* Deterministic initialization: N(0, init_std) matrices and embeddings, residual output
  * projections N(0, init_std / sqrt(2 n_layer)), gains 1, biases and shifts 0. Tensor i
  * draws from stream (RNG_STREAM_INIT, i) so the values do not depend on other tensors. */

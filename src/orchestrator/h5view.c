@@ -39,6 +39,8 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
     return 0;
 }
 
+/* One line: what failed, and why. HDF5's own text for a failed write embeds a ctime()
+ * with its newline and a dump of the call; when it names an errno, strerror says it. */
 static void h5err(char *err, const char *fmt, ...) {
     char what[300], h5[200] = "";
     va_list ap;
@@ -46,10 +48,23 @@ static void h5err(char *err, const char *fmt, ...) {
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, h5);
-    if (h5[0])
+    const char *e = strstr(h5, "errno = ");
+    int code = e ? atoi(e + 8) : 0;
+    if (code > 0)
+        snprintf(err, ABL_ERR_MAX, "%s: %s", what, strerror(code));
+    else if (h5[0])
         snprintf(err, ABL_ERR_MAX, "%s: HDF5: %s", what, h5);
     else
         snprintf(err, ABL_ERR_MAX, "%s", what);
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+void h5view_process_init(void) {
+    /* A file whose close failed (a full disk) stays in HDF5's tables, and the library's
+     * atexit handler then crashes closing it again (HDF5 1.10, exit 139). ablate closes
+     * every file it opens itself, so it needs no cleanup at exit. */
+    H5dont_atexit();
 }
 
 /* ---------------- tables: a chunked, compressed, extendible 1-D dataset ---------------- */
@@ -406,6 +421,7 @@ typedef struct {
     uint32_t session, sweep_end_session;
     size_t name_w, host_w;
     H5ViewStats st;
+    int writer_gone; /* no process holds the journal's lock: nothing is running */
 } View;
 
 static RunState *run_get(View *v, uint32_t index) {
@@ -586,7 +602,8 @@ static int run_status(const View *v, const RunState *rs, const JournalEnd *end) 
         }
     }
     if (!rs->begun && rs->n_ev == 0 && rs->attempt == 0) return ST_PENDING;
-    if (rs->begin_session < v->session || sweep_complete(v)) return ST_INTERRUPTED;
+    if (rs->begin_session < v->session || sweep_complete(v) || v->writer_gone)
+        return ST_INTERRUPTED;
     return ST_RUNNING;
 }
 
@@ -1139,7 +1156,9 @@ static int write_root(View *v, hid_t file, char *err) {
     if (attr_i32(file, "ranks", ranks ? atoi(ranks) : 0) != 0) goto fail;
     const char *end_time = sweep_complete(v) ? kv_get(&v->end, "end_time") : NULL;
     if (attr_str(file, "end_time", end_time) != 0) goto fail;
-    const char *status = "running";
+    /* a sweep that left without a SWEEP_END (kill -9, a node failure) is "stopped" once no
+     * process holds its journal */
+    const char *status = v->writer_gone ? "stopped" : "running";
     if (sweep_complete(v)) {
         const char *s = kv_get(&v->end, "status");
         status = s && s[0] ? s : "complete";
@@ -1147,6 +1166,15 @@ static int write_root(View *v, hid_t file, char *err) {
     if (attr_str(file, "status", status) != 0) goto fail;
     if (attr_i32(file, "sessions", (int)v->session) != 0) goto fail;
     if (attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
+    /* how much of the journal this view shows: `ablate inspect` compares it with the
+     * journal to say when the view is older */
+    long long jb = (long long)v->st.journal_bytes;
+    hid_t sp = H5Screate(H5S_SCALAR), a = -1;
+    if (sp >= 0) a = H5Acreate2(file, "journal_bytes", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = a < 0 || H5Awrite(a, H5T_NATIVE_LLONG, &jb) < 0;
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+    if (bad) goto fail;
     /* Any other header keys, as string attributes (first appearance order). */
     for (int i = 0; i < v->header.n; i++) {
         const char *k = v->header.v[i].key;
@@ -1259,13 +1287,18 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
     clock_gettime(CLOCK_MONOTONIC, &t0);
     View v;
     memset(&v, 0, sizeof v);
-    char tmp[ABL_PATH_MAX + 8], dir[ABL_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out_path) >= (int)sizeof tmp - 4) {
+    char tmp[ABL_PATH_MAX + 32], dir[ABL_PATH_MAX];
+    /* per process: `ablate view` may rebuild while the sweep does */
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid()) >= (int)sizeof tmp - 4) {
         snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path);
         return -1;
     }
     JournalReader *r = journal_reader_open(journal_path, err);
     if (!r) return -1;
+    char lerr[ABL_ERR_MAX];
+    int lock = journal_lock_existing(journal_path, lerr);
+    v.writer_gone = lock >= 0;
+    if (lock >= 0) close(lock);
 
     H5E_auto2_t old_func;
     void *old_data;
@@ -1317,7 +1350,13 @@ done:
     if (file >= 0) H5Fclose(file);
     if (fapl >= 0) H5Pclose(fapl);
     if (fcpl >= 0) H5Pclose(fcpl);
-    if (rc != 0) unlink(tmp);
+    if (rc != 0) {
+        /* emptied before the unlink: a file HDF5 failed to close keeps its descriptor, and
+         * its blocks would stay allocated on the full disk until the process exits */
+        if (truncate(tmp, 0) != 0) { /* nothing more to free */
+        }
+        unlink(tmp);
+    }
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
     journal_reader_close(r);

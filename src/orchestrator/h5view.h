@@ -35,6 +35,9 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]);
 
+/* Call once at process start, before any HDF5 call (see h5view.c). */
+void h5view_process_init(void);
+
 /* Names used in the status column of /runs. */
 extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */
 

@@ -310,6 +310,21 @@ static hid_t runrow_type(hid_t ftype) {
     return mt;
 }
 
+/* The view records how many journal bytes it shows; more in the journal now means the view
+ * is older (a sweep between rebuilds, or one that stopped abnormally). */
+static void stale_note(hid_t file, const char *path, FILE *out) {
+    long long shown;
+    char journal[4096];
+    struct stat st;
+    snprintf(journal, sizeof journal, "%s.d/journal", path);
+    if (read_int_attr(file, "journal_bytes", &shown) != 0 || stat(journal, &st) != 0) return;
+    if ((long long)st.st_size > shown)
+        fprintf(out,
+                "note: %s is older than its journal (%lld of %lld bytes shown); "
+                "`ablate view %s` rebuilds it now\n",
+                path, shown, (long long)st.st_size, path);
+}
+
 static void fmt_num(char *buf, size_t n, double v, const char *fmt) {
     if (isnan(v))
         snprintf(buf, n, "-");
@@ -400,6 +415,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
     if (start[0]) fprintf(out, ", started %s", start);
     if (end[0]) fprintf(out, ", ended %s", end);
     fputc('\n', out);
+    stale_note(file, path, out);
     return 0;
 }
 

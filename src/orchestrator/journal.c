@@ -41,6 +41,8 @@ const char *journal_type_name(int type) {
         return "checkpoint";
     case JREC_SWEEP_END:
         return "sweep_end";
+    case JREC_DAMAGE:
+        return "damage";
     default:
         return "unknown";
     }
@@ -352,7 +354,8 @@ struct JournalReader {
     uint64_t buf_off;     /* file offset of buf[0] */
     int eof, done;
     uint64_t valid_end, torn;
-    uint8_t *rbuf; /* read_at buffer */
+    uint64_t damaged_bytes, damaged_regions; /* skipped between valid records */
+    uint8_t *rbuf;                           /* read_at buffer */
     size_t rcap;
     char err[ABL_ERR_MAX];
 };
@@ -428,37 +431,101 @@ static long long check_record(const uint8_t *p, size_t n) {
     return (long long)total;
 }
 
-static void reader_stop(JournalReader *r) {
-    r->done = 1;
-    r->valid_end = r->buf_off + r->beg;
-    struct stat st;
-    uint64_t size = fstat(r->fd, &st) == 0 ? (uint64_t)st.st_size : r->buf_off + r->end;
-    r->torn = size > r->valid_end ? size - r->valid_end : 0;
-}
-
-int journal_reader_next(JournalReader *r, JournalRecord *rec) {
-    if (r->done) return 0;
+/* At r->beg: 1 and the record's length in *total if a valid record starts there; 0 if none
+ * does (EOF inside a claimed record counts as none); -1 on a read error. */
+static int record_at_beg(JournalReader *r, long long *total) {
     size_t want = JOURNAL_HEADER_BYTES;
     for (;;) {
         int f = reader_fill(r, want);
         if (f < 0) return -1;
         long long c = check_record(r->buf + r->beg, r->end - r->beg);
-        if (c > 0) {
-            const uint8_t *p = r->buf + r->beg;
-            rec->offset = r->buf_off + r->beg;
-            rec->type = p[4];
-            rec->run = get32(p + 5);
-            rec->len = get32(p + 9);
-            rec->payload = p + JOURNAL_HEADER_BYTES;
-            r->beg += (size_t)c;
-            return 1;
-        }
-        if (c == 0 || f == 0) { /* invalid record, or EOF inside one: torn tail */
-            reader_stop(r);
-            return 0;
-        }
+        if (c > 0) return *total = c, 1;
+        if (c == 0 || f == 0) return 0;
         want = (size_t)(-c);
     }
+}
+
+static uint8_t *find_magic(uint8_t *p, size_t n) {
+    for (uint8_t *end = p + n; n >= 4; n = (size_t)(end - p)) {
+        uint8_t *a = memchr(p, MAGIC[0], n - 3);
+        if (!a) return NULL;
+        if (memcmp(a, MAGIC, 4) == 0) return a;
+        p = a + 1;
+    }
+    return NULL;
+}
+
+/* r->beg is at bytes that are not a valid record. Resynchronises on the next offset where a
+ * record's magic and CRC hold: 1 (r->beg there), 0 if none follows (a torn tail), -1. A
+ * damaged length field can claim up to 64 MiB, so a candidate is only believed when its
+ * CRC holds, never because it reached the end of the file. */
+static int reader_resync(JournalReader *r) {
+    r->beg++;
+    for (;;) {
+        int f = reader_fill(r, 4);
+        if (f < 0) return -1;
+        if (f == 0) return 0;
+        uint8_t *m = find_magic(r->buf + r->beg, r->end - r->beg);
+        if (!m) {
+            r->beg = r->end - 3; /* a magic may straddle the window's end */
+            continue;
+        }
+        r->beg = (size_t)(m - r->buf);
+        long long total;
+        int ok = record_at_beg(r, &total);
+        if (ok != 0) return ok;
+        r->beg++;
+    }
+}
+
+int journal_reader_next(JournalReader *r, JournalRecord *rec) {
+    if (r->done) return 0;
+    long long total;
+    int ok = record_at_beg(r, &total);
+    if (ok < 0) return -1;
+    uint64_t gap = 0;
+    if (ok == 0) {
+        uint64_t bad = r->buf_off + r->beg;
+        int more = reader_fill(r, 1);
+        if (more < 0) return -1;
+        if (more == 0) { /* a clean end */
+            r->valid_end = bad;
+            r->torn = 0;
+            r->done = 1;
+            return 0;
+        }
+        ok = reader_resync(r);
+        if (ok < 0) return -1;
+        if (ok == 0) { /* nothing valid after it: a torn tail */
+            r->valid_end = bad;
+            r->done = 1;
+            struct stat st;
+            uint64_t size = fstat(r->fd, &st) == 0 ? (uint64_t)st.st_size : bad;
+            r->torn = size > bad ? size - bad : 0;
+            return 0;
+        }
+        gap = r->buf_off + r->beg - bad;
+        r->damaged_bytes += gap;
+        r->damaged_regions++;
+        record_at_beg(r, &total);
+    }
+    const uint8_t *p = r->buf + r->beg;
+    rec->offset = r->buf_off + r->beg;
+    rec->gap_before = gap;
+    rec->type = p[4];
+    rec->run = get32(p + 5);
+    rec->len = get32(p + 9);
+    rec->payload = p + JOURNAL_HEADER_BYTES;
+    r->beg += (size_t)total;
+    r->valid_end = r->buf_off + r->beg;
+    return 1;
+}
+
+uint64_t journal_reader_damaged_bytes(const JournalReader *r) {
+    return r->damaged_bytes;
+}
+uint64_t journal_reader_damaged_regions(const JournalReader *r) {
+    return r->damaged_regions;
 }
 
 uint64_t journal_reader_valid_end(const JournalReader *r) {
@@ -531,6 +598,18 @@ int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec
     return 0;
 }
 
+int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t len, uint8_t *type,
+                                  uint32_t *run) {
+    uint8_t head[JOURNAL_HEADER_BYTES];
+    if (len < JOURNAL_RECORD_OVERHEAD || pread_all(r->fd, head, sizeof head, offset) != 0) return 0;
+    if (memcmp(head, MAGIC, 4) != 0 || head[4] < JREC_HEADER || head[4] > JREC_DAMAGE ||
+        JOURNAL_RECORD_OVERHEAD + (uint64_t)get32(head + 9) != len)
+        return 0;
+    *type = head[4];
+    *run = get32(head + 5);
+    return 1;
+}
+
 void journal_reader_close(JournalReader *r) {
     if (!r) return;
     close(r->fd);
@@ -541,47 +620,42 @@ void journal_reader_close(JournalReader *r) {
 
 /* ---------------- open for append: scan + truncate ---------------- */
 
-/* Looks for CRC-valid records after a bad one (corruption rather than a torn tail). */
-static uint64_t count_later_records(int fd, uint64_t from, uint64_t size) {
-    uint64_t n = size - from;
-    if (n > ((uint64_t)256 << 20)) n = (uint64_t)256 << 20; /* enough to tell */
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) return 0;
-    uint64_t count = 0;
-    if (pread_all(fd, buf, n, from) == 0) {
-        size_t i = 1;
-        while (i + JOURNAL_RECORD_OVERHEAD <= n) {
-            uint8_t *m = memchr(buf + i, 'A', n - i);
-            if (!m) break;
-            i = (size_t)(m - buf);
-            long long c = check_record(buf + i, n - i);
-            if (c > 0) {
-                count++;
-                i += (size_t)c;
-            } else {
-                i++;
-            }
-        }
+int journal_save_range(const char *path, uint64_t from, uint64_t len, const char *dst,
+                       char err[ABL_ERR_MAX]) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, "cannot open journal %s", path, errno);
+        return -1;
     }
-    free(buf);
-    return count;
-}
-
-static int save_tail(int fd, uint64_t from, uint64_t size, const char *dst) {
     int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (out < 0) return -1;
     uint8_t *buf = malloc(1 << 20);
-    int rc = buf ? 0 : -1;
-    for (uint64_t off = from; rc == 0 && off < size;) {
-        size_t n = size - off > (1 << 20) ? (1 << 20) : (size_t)(size - off);
+    int rc = out >= 0 && buf ? 0 : -1;
+    for (uint64_t off = from; rc == 0 && off < from + len;) {
+        size_t n = from + len - off > (1 << 20) ? (1 << 20) : (size_t)(from + len - off);
         if (pread_all(fd, buf, n, off) != 0 || write_all(out, buf, n) != 0) rc = -1;
         off += n;
     }
-    free(buf);
     if (rc == 0 && fsync(out) != 0) rc = -1;
-    if (close(out) != 0) rc = -1;
+    if (out >= 0 && close(out) != 0) rc = -1;
     if (rc == 0) rc = fs_fsync_dir_of(dst);
+    if (rc != 0) seterr(err, "cannot save damaged journal bytes to %s", dst, errno);
+    free(buf);
+    close(fd);
     return rc;
+}
+
+int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return -2;
+        seterr(err, "cannot open journal %s", path, errno);
+        return -1;
+    }
+    if (lock_fd(fd, path, err) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_ERR_MAX]) {
@@ -617,6 +691,8 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
         return NULL;
     }
     scan->valid_bytes = journal_reader_valid_end(r);
+    scan->damaged_bytes = journal_reader_damaged_bytes(r);
+    scan->damaged_regions = journal_reader_damaged_regions(r);
     journal_reader_close(r);
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -625,19 +701,10 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
         return NULL;
     }
     uint64_t size = (uint64_t)st.st_size;
+    /* Damage between valid records stays where it is (readers step over it); only a tail
+     * with no valid record after it is cut, so appends follow the last whole record. */
     if (size > scan->valid_bytes) {
         scan->dropped_bytes = size - scan->valid_bytes;
-        scan->later_records = count_later_records(fd, scan->valid_bytes, size);
-        if (scan->later_records) {
-            snprintf(scan->saved_tail, sizeof scan->saved_tail, "%s.corrupt-%llu", path,
-                     (unsigned long long)scan->valid_bytes);
-            if (save_tail(fd, scan->valid_bytes, size, scan->saved_tail) != 0) {
-                seterr(err, "cannot save the corrupt part of the journal to %s", scan->saved_tail,
-                       errno);
-                close(fd);
-                return NULL;
-            }
-        }
         if (ftruncate(fd, (off_t)scan->valid_bytes) != 0 || fsync(fd) != 0) {
             seterr(err, "cannot truncate the torn tail of journal %s", path, errno);
             close(fd);
@@ -816,6 +883,14 @@ int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_
     return append_buf(j, JREC_CHECKPOINT, run, &b);
 }
 
+int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path) {
+    Buf b = {0};
+    buf_u64(&b, offset);
+    buf_u64(&b, length);
+    buf_str(&b, saved_path, strnlen(saved_path, ABL_PATH_MAX - 1));
+    return append_buf(j, JREC_DAMAGE, JOURNAL_NO_RUN, &b);
+}
+
 /* ---------------- payload decoding ---------------- */
 
 typedef struct {
@@ -927,6 +1002,15 @@ int journal_decode_checkpoint(const JournalRecord *rec, JournalCheckpoint *ck) {
     ck->attempt = cur_u32(&c);
     ck->step = (int64_t)cur_u64(&c);
     cur_str(&c, ck->path, sizeof ck->path);
+    return c.bad || c.p != c.end ? -1 : 0;
+}
+
+int journal_decode_damage(const JournalRecord *rec, JournalDamage *d) {
+    Cur c = {rec->payload, rec->payload + rec->len, 0};
+    if (rec->type != JREC_DAMAGE) return -1;
+    d->offset = cur_u64(&c);
+    d->length = cur_u64(&c);
+    cur_str(&c, d->saved_path, sizeof d->saved_path);
     return c.bad || c.p != c.end ? -1 : 0;
 }
 

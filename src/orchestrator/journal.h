@@ -8,9 +8,11 @@
  *          9   u32      payload length n (at most JOURNAL_MAX_PAYLOAD)
  *         13   n bytes  payload
  *       13+n   u32      CRC-32C (Castagnoli) of bytes [4, 13+n): type, run, length, payload
- * A record is JOURNAL_RECORD_OVERHEAD (17) + n bytes. The file is records back to back; a
- * reader stops at the first record that is incomplete or fails its magic/length/CRC check
- * (a torn tail), and journal_open_append truncates that tail before appending.
+ * A record is JOURNAL_RECORD_OVERHEAD (17) + n bytes. The file is records back to back.
+ * Bytes that are not a valid record (bad magic, length or CRC) are damage: a reader
+ * resynchronises on the next offset where a whole record's CRC holds and reports the gap
+ * (JournalRecord.gap_before); damage with no valid record after it is a torn tail, where
+ * reading ends and which journal_open_append truncates before appending.
  *
  * Payloads (u32/i32/u64/i64 fixed width LE; "str" = u32 length + bytes, no NUL):
  *   HEADER      key/value block: repeated (str key, str value). Known keys: spec,
@@ -25,6 +27,9 @@
  *   RUN_END     u32 attempt, i32 rank, str host, one packed EV_END event
  *   CHECKPOINT  u32 attempt, i64 step, str path (may be empty)
  *   SWEEP_END   key/value block; keys: end_time, optionally status
+ *   DAMAGE      u64 offset, u64 length, str saved_path: damaged bytes found between valid
+ *               records at a resume, reported, saved, and the runs they may have held
+ *               invalidated (a RUN_BEGIN/RUN_END pair each); later resumes skip it silently
  * Readers ignore record types they do not know. */
 #ifndef ABLATE_ORCH_JOURNAL_H
 #define ABLATE_ORCH_JOURNAL_H
@@ -52,6 +57,7 @@ typedef enum {
     JREC_RUN_END = 5,
     JREC_CHECKPOINT = 6,
     JREC_SWEEP_END = 7,
+    JREC_DAMAGE = 8,
 } JournalRecordType;
 
 /* "header", "plan", ...; "unknown" for other values. */
@@ -70,21 +76,27 @@ typedef struct Journal Journal;
 
 typedef struct {
     uint64_t valid_bytes;   /* bytes kept: whole valid records */
-    uint64_t dropped_bytes; /* torn or corrupt tail removed by journal_open_append */
+    uint64_t dropped_bytes; /* torn tail removed by journal_open_append */
     uint64_t records;       /* valid records kept */
-    /* CRC-valid records found after the first bad one: corruption in the middle rather than
-     * a torn tail. The dropped bytes are then first copied to saved_tail. */
-    uint64_t later_records;
-    char saved_tail[ABL_PATH_MAX];
+    /* damage between valid records, left in place (resume.c reports and handles it) */
+    uint64_t damaged_bytes, damaged_regions;
 } JournalScan;
 
 /* Creates a new journal (fails if path exists), takes an exclusive lock on it and fsyncs
  * the directory. NULL with a message on failure. */
 Journal *journal_create(const char *path, char err[ABL_ERR_MAX]);
 /* Opens an existing journal for appending: scans every record, validates CRCs, truncates
- * a torn/corrupt tail (reported in *scan, which may be NULL) and fsyncs. Fails if another
- * process holds the journal's lock. */
+ * a torn tail (reported in *scan, which may be NULL) and fsyncs. Fails if another process
+ * holds the journal's lock. */
 Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_ERR_MAX]);
+/* Takes the lock of an existing journal without opening it for writing (--force must not
+ * delete a journal another sweep is writing): the fd holding the lock, -2 if there is no
+ * journal, -1 with a message if it is locked or cannot be opened. */
+int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]);
+/* Copies bytes [from, from+len) of a journal to dst, durably. */
+int journal_save_range(const char *path, uint64_t from, uint64_t len, const char *dst,
+                       char err[ABL_ERR_MAX]);
+
 /* Appends one record (buffered in user space; written when the 1 MiB buffer fills or on
  * flush/sync). The two-part form writes payload a then b as one record. 0 or -1. */
 int journal_append(Journal *j, int type, uint32_t run, const void *payload, size_t len);
@@ -118,13 +130,15 @@ int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank,
                        const EndEvent *end);
 int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
                               const char *path);
+int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path);
 
 /* ---------------- reading ---------------- */
 
 typedef struct JournalReader JournalReader;
 
 typedef struct {
-    uint64_t offset; /* file offset of the record's magic */
+    uint64_t offset;     /* file offset of the record's magic */
+    uint64_t gap_before; /* damaged bytes skipped just before it (0 normally) */
     uint8_t type;
     uint32_t run;
     uint32_t len;
@@ -138,9 +152,16 @@ int journal_reader_next(JournalReader *r, JournalRecord *rec);
 /* After next returned 0: offset just past the last valid record, and the bytes after it. */
 uint64_t journal_reader_valid_end(const JournalReader *r);
 uint64_t journal_reader_torn_bytes(const JournalReader *r);
+/* Damage stepped over so far (between valid records). */
+uint64_t journal_reader_damaged_bytes(const JournalReader *r);
+uint64_t journal_reader_damaged_regions(const JournalReader *r);
 /* Re-reads (pread) and re-validates the record at offset; 0 or -1. Independent of next(). */
 int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec);
 const char *journal_reader_error(const JournalReader *r);
+/* Damage of len bytes at offset that is exactly one record whose header survived (only its
+ * payload or CRC was hit): 1 with its type and run, else 0. */
+int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t len, uint8_t *type,
+                                  uint32_t *run);
 void journal_reader_close(JournalReader *r);
 
 /* ---------------- payload decoding ---------------- */
@@ -183,7 +204,13 @@ typedef struct {
     char path[ABL_PATH_MAX];
 } JournalCheckpoint;
 
+typedef struct {
+    uint64_t offset, length;
+    char saved_path[ABL_PATH_MAX];
+} JournalDamage;
+
 /* Each returns 0, or -1 if the payload is malformed. */
+int journal_decode_damage(const JournalRecord *rec, JournalDamage *d);
 int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan);
 int journal_decode_begin(const JournalRecord *rec, JournalBegin *b);
 int journal_decode_end(const JournalRecord *rec, JournalEnd *e);

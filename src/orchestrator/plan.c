@@ -1,5 +1,7 @@
 #include "plan.h"
 
+#include "journal.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -7,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
 /* ---- ids ---- */
 
@@ -282,6 +286,8 @@ static int check_data(const Spec *s, const Layer *l, const RunConfig *c, const c
         why = strerror(errno);
     else if (S_ISDIR(st.st_mode))
         why = "it is a directory";
+    else if (!S_ISREG(st.st_mode)) /* a FIFO or device would block or never end */
+        why = "it is not a regular file";
     if (!why) {
         snprintf(ok_path, ABL_PATH_MAX, "%s", c->data.path);
         return 0;
@@ -297,45 +303,89 @@ static int check_data(const Spec *s, const Layer *l, const RunConfig *c, const c
 }
 
 static int run_cmp(const void *a, const void *b) {
-    const uint64_t *x = a, *y = b; /* {hash, index} pairs */
+    const uint64_t *x = a, *y = b; /* {key, index} pairs */
     if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
     return x[1] < y[1] ? -1 : (x[1] > y[1]);
 }
 
-static int check_duplicates(const Spec *s, const Plan *p, char err[ABL_ERR_MAX]) {
-    if (p->n_runs < 2) return 0;
+/* The first pair of runs (a < b, smallest b) with the same id (by_name 0) or name (1), by
+ * sorting {key, index} pairs: O(n log n) for the largest plans. Returns 0, 1 found, -1 OOM. */
+static int first_duplicate(const Plan *p, int by_name, int *a, int *b) {
     uint64_t *pairs = malloc(2 * sizeof *pairs * (size_t)p->n_runs);
-    if (!pairs) return spec_fail(err, fallback_mark(s), "out of memory");
+    if (!pairs) return -1;
     for (int i = 0; i < p->n_runs; i++) {
-        pairs[2 * i] = strtoull(p->runs[i].id, NULL, 16);
+        const char *name = p->runs[i].name;
+        pairs[2 * i] = by_name ? fnv1a(0xcbf29ce484222325ULL, name, strlen(name))
+                               : strtoull(p->runs[i].id, NULL, 16);
         pairs[2 * i + 1] = (uint64_t)i;
     }
     qsort(pairs, (size_t)p->n_runs, 2 * sizeof *pairs, run_cmp);
-    int a = -1, b = -1;
-    for (int i = 1; i < p->n_runs; i++)
-        if (pairs[2 * i] == pairs[2 * i - 2] && (b < 0 || (int)pairs[2 * i + 1] < b))
-            a = (int)pairs[2 * i - 1], b = (int)pairs[2 * i + 1];
-    free(pairs);
-    if (b < 0) return 0;
-    const PlannedRun *ra = &p->runs[a], *rb = &p->runs[b];
-    SpecMark m = s->seeds_mark.line ? s->seeds_mark : fallback_mark(s);
-    if (ra->variant != rb->variant && rb->variant >= 0) {
-        m = s->variants[rb->variant].mark;
-    } else {
-        for (int x = 0; x < s->n_axes; x++)
-            if (ra->point[x] != rb->point[x]) {
-                m = s->axes[x].cells[rb->point[x] * s->axes[x].n_keys].mark;
-                break;
-            }
+    *a = *b = -1;
+    for (int i = 1, g = 0; i < p->n_runs; i++) { /* g: start of the group of equal keys */
+        if (pairs[2 * i] != pairs[2 * g]) {
+            g = i;
+            continue;
+        }
+        int y = (int)pairs[2 * i + 1];
+        for (int j = g; j < i; j++) { /* names: equal hashes may still differ */
+            int x = (int)pairs[2 * j + 1];
+            if (by_name && strcmp(p->runs[x].name, p->runs[y].name)) continue;
+            if (*b < 0 || y < *b) *a = x, *b = y;
+            break;
+        }
     }
-    return spec_fail(err, m,
-                     "runs '%s' and '%s' have the same configuration and seed (id %s); "
-                     "remove one of them",
-                     ra->name, rb->name, ra->id);
+    free(pairs);
+    return *b >= 0;
+}
+
+/* Where two runs that should differ part: the variant, else the first axis value. */
+static SpecMark parting_mark(const Spec *s, const PlannedRun *ra, const PlannedRun *rb) {
+    SpecMark m = s->seeds_mark.line ? s->seeds_mark : fallback_mark(s);
+    if (ra->variant != rb->variant && rb->variant >= 0) return s->variants[rb->variant].mark;
+    for (int x = 0; x < s->n_axes; x++)
+        if (ra->point[x] != rb->point[x])
+            return s->axes[x].cells[rb->point[x] * s->axes[x].n_keys].mark;
+    return m;
+}
+
+static int check_duplicates(const Spec *s, const Plan *p, char err[ABL_ERR_MAX]) {
+    if (p->n_runs < 2) return 0;
+    int a, b;
+    for (int by_name = 0; by_name < 2; by_name++) {
+        int found = first_duplicate(p, by_name, &a, &b);
+        if (found < 0) return spec_fail(err, fallback_mark(s), "out of memory");
+        if (!found) continue;
+        const PlannedRun *ra = &p->runs[a], *rb = &p->runs[b];
+        if (!by_name)
+            return spec_fail(err, parting_mark(s, ra, rb),
+                             "runs '%s' and '%s' have the same configuration and seed (id %s); "
+                             "remove one of them",
+                             ra->name, rb->name, ra->id);
+        return spec_fail(err, parting_mark(s, ra, rb),
+                         "two runs would be named '%s' (ids %s and %s): a name writes '/' and "
+                         "spaces in values as '_'; make the values differ otherwise",
+                         ra->name, ra->id, rb->id);
+    }
+    return 0;
+}
+
+/* A run name longer than PLAN_NAME_MAX: blamed on its longest grid value (else the variant). */
+static int name_too_long(const Spec *s, const Layer *l, int variant, const char *name,
+                         char err[ABL_ERR_MAX]) {
+    SpecMark m = variant >= 0 ? s->variants[variant].mark : fallback_mark(s);
+    size_t longest = 0;
+    for (int i = 0; i < l->n; i++) {
+        int on_axis = variant < 0 || i >= s->variants[variant].n_assign;
+        if (on_axis && strlen(l->a[i]->text) > longest)
+            longest = strlen(l->a[i]->text), m = l->a[i]->mark;
+    }
+    return spec_fail(err, m, "run name '%.60s...' is %zu bytes, more than %d: shorten this value",
+                     name, strlen(name), PLAN_NAME_MAX);
 }
 
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     memset(p, 0, sizeof *p);
+    p->spec = s;
     err[0] = '\0';
     int n_var = s->n_variants > 0 ? s->n_variants : 1;
     double total = (double)n_var * s->n_seeds;
@@ -426,6 +476,11 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
                     goto out;
                 }
                 snprintf(r->name, nlen, "%sseed%llu", prefix, (unsigned long long)r->seed);
+                if (strlen(r->name) > PLAN_NAME_MAX) {
+                    name_too_long(s, &l, variant, r->name, err);
+                    free(prefix);
+                    goto out;
+                }
                 if (s->n_axes > 0) memcpy(r->point, point, (size_t)s->n_axes * sizeof *point);
             }
             free(prefix);
@@ -455,6 +510,23 @@ void plan_free(Plan *p) {
     }
     free(p->runs);
     memset(p, 0, sizeof *p);
+}
+
+SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *from_run) {
+    const Spec *s = p->spec;
+    if (from_run) *from_run = 1;
+    for (int a = s->n_axes - 1; a >= 0; a--) /* the planner's order: variant, then axes */
+        for (int j = s->axes[a].n_keys - 1; j >= 0; j--) {
+            const SpecAssign *c = &s->axes[a].cells[r->point[a] * s->axes[a].n_keys + j];
+            if (c->knob == k) return c->mark;
+        }
+    if (r->variant >= 0)
+        for (int i = s->variants[r->variant].n_assign - 1; i >= 0; i--)
+            if (s->variants[r->variant].assign[i].knob == k)
+                return s->variants[r->variant].assign[i].mark;
+    if (from_run) *from_run = 0;
+    Layer none = {NULL, 0, 0};
+    return source_of(s, &none, k);
 }
 
 int plan_find_id(const Plan *p, const char *id) {

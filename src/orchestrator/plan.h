@@ -10,6 +10,7 @@
 #include "spec.h"
 
 #define PLAN_MAX_RUNS 100000
+#define PLAN_NAME_MAX 255 /* bytes of a run name (the journal keeps names up to this) */
 
 typedef struct {
     int index;   /* position in the plan, 0-based */
@@ -26,15 +27,21 @@ typedef struct {
 typedef struct {
     int n_runs;
     PlannedRun *runs;
-    int n_excluded; /* (variant, grid point) combinations dropped by grid.exclude */
+    int n_excluded;   /* (variant, grid point) combinations dropped by grid.exclude */
+    const Spec *spec; /* the spec it was built from (which must outlive it) */
 } Plan;
 
 /* Builds the plan; -1 with a one-line "FILE:LINE:COL: message" on error (p left empty).
  * Checks: every run validates (run_config_validate; vocab_size 0 counts as 256 for char and
- * byte data, data.vocab_size or 50257 for tokens), every data.path is readable, no two runs
- * share an id, and the plan is not empty. */
+ * byte data, data.vocab_size or 50257 for tokens), every data.path is a readable regular
+ * file, no two runs share an id or a name, names fit PLAN_NAME_MAX, and the plan is not
+ * empty. */
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]);
 void plan_free(Plan *p);
+/* Where run r got its value of knob k: the grid value or variant entry that set it, else
+ * the base key (or the base/data section for a default). *from_run (if asked) is 1 when a
+ * grid value or variant entry set it. */
+SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *from_run);
 /* Index of the run with this id, or -1. */
 int plan_find_id(const Plan *p, const char *id);
 

@@ -1,7 +1,12 @@
 /* Sizes and cost of planned runs, with the vocabulary the data gives: what `ablate plan`
- * prints and how the scheduler orders work (most expensive first). */
+ * prints and how the scheduler orders work (most expensive first). Computing them reads
+ * every run's data, so this is also where the checks that need the data happen: the file
+ * tokenizes, model.vocab_size covers it, sample.prompt encodes, and the run fits the memory
+ * limit. Each failure is one "FILE:LINE:COL: message" line at the spec entry responsible. */
 #ifndef ABLATE_ORCHESTRATOR_PLAN_COST_H
 #define ABLATE_ORCHESTRATOR_PLAN_COST_H
+
+#include <stddef.h>
 
 #include "plan.h"
 
@@ -11,6 +16,7 @@ typedef struct {
     long tokens;    /* training tokens (0 for a time budget) */
     double flops;   /* flops_per_token * tokens */
     double seconds; /* a time budget's seconds, else 0 */
+    double memory;  /* bytes the run takes while training (trainer_memory_bytes) */
 } RunCost;
 
 typedef struct {
@@ -18,9 +24,18 @@ typedef struct {
     RunCost c;
 } PlanCost;
 
-/* One entry per run; NULL with a message when a run's data cannot be read. */
+/* One entry per run; NULL with a located message when a run's data cannot be read, does not
+ * fit its vocabulary or prompt, or the run needs more memory than the limit. */
 PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]);
 /* Estimated core-hours at a sustained FLOP rate per core. */
 double plan_cost_core_hours(const PlanCost *c, int n, double flops_per_s);
+
+/* The memory limit per run (bytes): set by --max-run-memory; 0 restores the default, 80% of
+ * the machine's physical memory or of the cgroup (container, SLURM job) limit if lower.
+ * plan_cost_memory_limit returns it and, if asked, says where it comes from. */
+void plan_cost_set_memory_limit(double bytes);
+double plan_cost_memory_limit(char *why, size_t n);
+/* "512 B", "3.2 KiB", "1.50 GiB": bytes for people. */
+void plan_cost_format_bytes(double bytes, char *buf, size_t n);
 
 #endif

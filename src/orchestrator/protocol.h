@@ -2,6 +2,8 @@
  *   worker -> 0  TAG_READY   hostname (once, at start)
  *   0 -> worker  TAG_ASSIGN  RunAssignment (raw struct: every rank runs the same binary)
  *   worker -> 0  TAG_EVENTS  u32 run, u32 attempt, packed events
+ *   worker -> 0  TAG_CKPT    WorkerCheckpoint: a checkpoint file is durable, after every
+ *                            event before it (MPI keeps one sender's messages in order)
  *   worker -> 0  TAG_END     WorkerEnd header, then one packed EV_END event
  *   0 -> worker  TAG_STOP    i32 mode: STOP_EXIT (leave the loop) or STOP_CHECKPOINT
  *                            (checkpoint the run in progress, report, then wait) */
@@ -10,15 +12,24 @@
 
 #include <stdint.h>
 
-enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP };
+#include "../worker/run_config.h"
+
+enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT };
 enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1 };
 
 typedef struct {
     uint32_t run, attempt;
     int32_t status; /* RunStatus */
     int32_t rank;
-    int64_t ckpt_step; /* > 0 when the run stopped at a checkpoint */
+    int64_t ckpt_step; /* RunResult.ckpt_step */
+    int32_t io_errno;  /* RunResult.io_errno */
     char host[64];
 } WorkerEnd;
+
+typedef struct {
+    uint32_t run, attempt;
+    int64_t step;
+    char path[ABL_PATH_MAX];
+} WorkerCheckpoint;
 
 #endif

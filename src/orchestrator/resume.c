@@ -1,17 +1,76 @@
 #include "resume.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+int refs_push(EventRecordRefs *v, uint32_t attempt, uint64_t offset) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 16;
+        EventRecordRef *p = realloc(v->refs, cap * sizeof *p);
+        if (!p) return -1;
+        v->refs = p;
+        v->cap = cap;
+    }
+    v->refs[v->n++] = (EventRecordRef){attempt, offset};
+    return 0;
+}
+
+void refs_free(EventRecordRefs *v) {
+    free(v->refs);
+    memset(v, 0, sizeof *v);
+}
+
 static int grow(ResumeState *st, uint32_t index) {
     if (index < (uint32_t)st->n_runs) return 0;
-    ResumeRun *r = realloc(st->runs, sizeof *r * ((size_t)index + 1));
-    if (!r) return -1;
-    memset(r + st->n_runs, 0, sizeof *r * ((size_t)index + 1 - (size_t)st->n_runs));
-    st->runs = r;
+    if (index >= (uint32_t)st->cap) { /* doubling: one plan record per run stays linear */
+        size_t cap = st->cap ? 2 * (size_t)st->cap : 64;
+        while (cap <= index)
+            cap *= 2;
+        if (cap > INT_MAX) return -1;
+        ResumeRun *r = realloc(st->runs, sizeof *r * cap);
+        if (!r) return -1;
+        st->runs = r;
+        st->cap = (int)cap;
+    }
+    memset(st->runs + st->n_runs, 0, sizeof *st->runs * ((size_t)index + 1 - (size_t)st->n_runs));
     st->n_runs = (int)index + 1;
     return 0;
+}
+
+/* Records a damaged region met while reading, with the runs it may have held. */
+static int note_damage(ResumeState *st, JournalReader *r, uint64_t offset, uint64_t len) {
+    ResumeDamage *d = realloc(st->damage, sizeof *d * (size_t)(st->n_damage + 1));
+    if (!d) return -1;
+    st->damage = d;
+    d += st->n_damage++;
+    memset(d, 0, sizeof *d);
+    d->offset = offset;
+    d->length = len;
+    uint8_t type;
+    uint32_t run;
+    if (journal_reader_damaged_header(r, offset, len, &type, &run)) {
+        d->record_type = type;
+        if (type == JREC_PLAN || type == JREC_HEADER || type == JREC_SWEEP_END ||
+            type == JREC_DAMAGE || run >= (uint32_t)st->n_runs)
+            return 0; /* no run's results: a lost PLAN is planned again (sweep.c) */
+        if (!(d->runs = malloc(sizeof *d->runs))) return -1;
+        d->runs[d->n_runs++] = (int)run;
+        return 0;
+    }
+    /* unknown: every run in progress here (begun, not ended) */
+    if (!(d->runs = malloc(sizeof *d->runs * ((size_t)st->n_runs + 1)))) return -1;
+    for (int i = 0; i < st->n_runs; i++)
+        if (st->runs[i].attempt > 0 && !st->runs[i].finished && st->runs[i].id[0])
+            d->runs[d->n_runs++] = i;
+    return 0;
+}
+
+static void add_run(ResumeDamage *d, int run) {
+    for (int k = 0; k < d->n_runs; k++)
+        if (d->runs[k] == run) return;
+    d->runs[d->n_runs++] = run;
 }
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]) {
@@ -20,7 +79,24 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
     if (!r) return -1;
     JournalRecord rec;
     int rc;
+    uint64_t *handled = NULL; /* offsets named by DAMAGE records */
+    int n_handled = 0;
     while ((rc = journal_reader_next(r, &rec)) == 1) {
+        if (rec.gap_before && note_damage(st, r, rec.offset - rec.gap_before, rec.gap_before)) {
+            rc = -2;
+            break;
+        }
+        if (rec.type == JREC_DAMAGE) {
+            JournalDamage dm;
+            uint64_t *h = realloc(handled, sizeof *h * (size_t)(n_handled + 1));
+            if (!h) {
+                rc = -2;
+                break;
+            }
+            handled = h;
+            if (journal_decode_damage(&rec, &dm) == 0) handled[n_handled++] = dm.offset;
+            continue;
+        }
         if (rec.type == JREC_PLAN) {
             JournalPlan p;
             if (journal_decode_plan(&rec, &p) != 0 || grow(st, p.index) != 0) continue;
@@ -37,11 +113,13 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (journal_decode_begin(&rec, &b) != 0 || b.attempt < run->attempt) continue;
             run->attempt = b.attempt;
             run->finished = 0;
+            run->orphan = 0;
             /* a resumed attempt keeps its checkpoint until it writes a newer one */
-            if (b.resumed_from_step == 0) run->ckpt_step = 0, run->ckpt_path[0] = '\0';
+            if (b.resumed_from_step == 0) run->ckpt_step = 0, run->ckpt_attempt = 0;
         } else if (rec.type == JREC_RUN_END) {
             JournalEnd e;
             if (journal_decode_end(&rec, &e) != 0 || e.attempt < run->attempt) continue;
+            if (e.attempt > run->attempt) run->orphan = 1;
             run->attempt = e.attempt;
             run->finished = e.end.status != RUN_INTERRUPTED;
             run->status = e.end.status;
@@ -49,10 +127,49 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             JournalCheckpoint c;
             if (journal_decode_checkpoint(&rec, &c) != 0 || c.attempt < run->attempt) continue;
             run->ckpt_step = c.step;
-            snprintf(run->ckpt_path, sizeof run->ckpt_path, "%s", c.path);
+            run->ckpt_attempt = c.attempt;
+        } else if (rec.type == JREC_EVENTS && rec.len >= 4) {
+            uint32_t attempt = (uint32_t)rec.payload[0] | (uint32_t)rec.payload[1] << 8 |
+                               (uint32_t)rec.payload[2] << 16 | (uint32_t)rec.payload[3] << 24;
+            if (attempt > run->attempt) run->orphan = 1;
+            if (refs_push(&run->events, attempt, rec.offset) != 0) {
+                rc = -2;
+                break;
+            }
         }
     }
     st->torn_bytes = journal_reader_torn_bytes(r);
+    if (rc == -2) {
+        snprintf(err, ABL_ERR_MAX, "%s: out of memory", journal_path);
+        free(handled);
+        journal_reader_close(r);
+        resume_free(st);
+        return -1;
+    }
+    /* damage an earlier resume handled is history; the rest marks its runs for a re-run */
+    int kept = 0;
+    for (int i = 0; i < st->n_damage; i++) {
+        ResumeDamage *d = &st->damage[i];
+        int done = 0;
+        for (int k = 0; k < n_handled && !done; k++)
+            done = handled[k] == d->offset;
+        if (done) {
+            free(d->runs);
+            continue;
+        }
+        if (!d->record_type)
+            for (int k = 0; k < st->n_runs; k++)
+                if (st->runs[k].orphan) add_run(d, k);
+        for (int k = 0; k < d->n_runs; k++) {
+            ResumeRun *run = &st->runs[d->runs[k]];
+            run->finished = 0;
+            run->ckpt_step = 0;
+            run->ckpt_attempt = 0;
+        }
+        st->damage[kept++] = *d;
+    }
+    st->n_damage = kept;
+    free(handled);
     if (rc < 0) {
         snprintf(err, ABL_ERR_MAX, "%s: %s", journal_path, journal_reader_error(r));
         journal_reader_close(r);
@@ -64,6 +181,68 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
 }
 
 void resume_free(ResumeState *st) {
+    for (int i = 0; i < st->n_runs; i++)
+        refs_free(&st->runs[i].events);
+    for (int i = 0; i < st->n_damage; i++)
+        free(st->damage[i].runs);
+    free(st->damage);
     free(st->runs);
     memset(st, 0, sizeof *st);
+}
+
+static uint64_t id_hash(const char *id) {
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 0x100000001b3ULL;
+    return h;
+}
+
+int resume_match(const ResumeState *st, const Plan *p, ResumeMatch *m) {
+    memset(m, 0, sizeof *m);
+    m->missing = -1;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)p->n_runs)
+        cap *= 2;
+    int *slot = malloc(cap * sizeof *slot); /* plan index + 1; 0 = empty */
+    char *known = calloc((size_t)p->n_runs + 1, 1);
+    m->plan_of = malloc(((size_t)st->n_runs + 1) * sizeof *m->plan_of);
+    m->fresh = malloc(((size_t)p->n_runs + 1) * sizeof *m->fresh);
+    if (!slot || !known || !m->plan_of || !m->fresh) {
+        free(slot);
+        free(known);
+        resume_match_free(m);
+        return -1;
+    }
+    memset(slot, 0, cap * sizeof *slot);
+    for (int i = 0; i < p->n_runs; i++) { /* plan ids are distinct (plan_build checks) */
+        size_t h = (size_t)id_hash(p->runs[i].id) & (cap - 1);
+        while (slot[h])
+            h = (h + 1) & (cap - 1);
+        slot[h] = i + 1;
+    }
+    for (int k = 0; k < st->n_runs; k++) {
+        const char *id = st->runs[k].id;
+        m->plan_of[k] = -1;
+        if (!id[0]) continue; /* an index whose plan record was lost */
+        for (size_t h = (size_t)id_hash(id) & (cap - 1); slot[h]; h = (h + 1) & (cap - 1)) {
+            m->id_compares++;
+            if (!strcmp(p->runs[slot[h] - 1].id, id)) {
+                m->plan_of[k] = slot[h] - 1;
+                known[slot[h] - 1] = 1;
+                break;
+            }
+        }
+        if (m->plan_of[k] < 0 && m->missing < 0) m->missing = k;
+    }
+    for (int i = 0; i < p->n_runs; i++)
+        if (!known[i]) m->fresh[m->n_fresh++] = i;
+    free(slot);
+    free(known);
+    return 0;
+}
+
+void resume_match_free(ResumeMatch *m) {
+    free(m->plan_of);
+    free(m->fresh);
+    memset(m, 0, sizeof *m);
 }

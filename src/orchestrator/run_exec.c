@@ -17,58 +17,40 @@
 
 #define BATCH_BYTES (64u << 10)
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-} Bytes;
-
-static int bytes_add(Bytes *b, const void *src, size_t n) {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-/* The sink of a run on a worker: packs events into a batch sent when it fills, at every
- * evaluation and sample, and at the end; keeps the history for checkpoints. */
+/* The sink of a run: packs events into a batch sent when it fills, at every evaluation and
+ * sample, before a checkpoint and at the end. Memory stays at one batch however long the
+ * run: its history lives in the journal, not here. */
 typedef struct {
     EventSink base;
     const RunAssignment *a;
     const RunOutput *out;
-    Bytes batch, history;
+    uint8_t batch[BATCH_BYTES + EVENT_PACK_MAX];
+    size_t len;
     int failed;
 } BatchSink;
 
 static void batch_flush(BatchSink *s) {
-    if (s->batch.len == 0) return;
-    if (s->out->send_events(s->out->ctx, s->a, s->batch.p, s->batch.len) != 0) s->failed = 1;
-    s->batch.len = 0;
+    if (s->len == 0) return;
+    if (s->out->send_events(s->out->ctx, s->a, s->batch, s->len) != 0) s->failed = 1;
+    s->len = 0;
 }
 
 static void batch_emit(EventSink *self, const Event *ev) {
     BatchSink *s = (BatchSink *)self;
     if (ev->kind == EV_END) return; /* travels in the run's end message */
-    uint8_t buf[EVENT_PACK_MAX];
-    size_t n = event_pack(ev, buf, sizeof buf);
-    if (n == 0 || bytes_add(&s->batch, buf, n) != 0 || bytes_add(&s->history, buf, n) != 0) {
+    size_t n = event_pack(ev, s->batch + s->len, EVENT_PACK_MAX);
+    if (n == 0) {
         s->failed = 1;
         return;
     }
-    if (s->batch.len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE) batch_flush(s);
+    s->len += n;
+    if (s->len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE) batch_flush(s);
 }
 
-int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n) {
+int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf, size_t n) {
     char dir[ABL_PATH_MAX];
     if (journal_dir_for(out_path, dir, sizeof dir) != 0) return -1;
-    return snprintf(buf, n, "%s/ckpt/%s.ckpt", dir, id) < (int)n ? 0 : -1;
+    return snprintf(buf, n, "%s/ckpt/%s-%lld.ckpt", dir, id, (long long)step) < (int)n ? 0 : -1;
 }
 
 int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) {
@@ -77,41 +59,153 @@ int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) 
     return snprintf(buf, n, "%s/weights/%s.f32", dir, id) < (int)n ? 0 : -1;
 }
 
-typedef struct {
-    BatchSink *sink;
-    const RunAssignment *a;
-    int64_t *ckpt_step;
-    const Trainer *t;
-} SaveCtx;
-
-/* Writes a file durably: write(ctx) into path.tmp, fsync, rename, fsync the directory. */
+/* Writes a file durably: write(ctx) into path.tmp, fsync, rename, fsync the directory.
+ * 0, or the errno of what failed (the tmp file is removed). */
 static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx),
                          const void *ctx) {
     char tmp[ABL_PATH_MAX + 8], dir[ABL_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     mkdir(dirname(dir), 0777);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
+    FILE *f = fopen(tmp, "w+b"); /* +: a checkpoint reads its bytes back for the CRC */
+    if (!f) return errno ? errno : EIO;
+    errno = 0;
     int bad = write(f, ctx) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0 || fs_fsync_dir_of(path) != 0) return -1;
+    int e = errno;
+    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
+    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
+    if (!bad && fs_fsync_dir_of(path) != 0) bad = 1, e = errno;
+    if (bad) unlink(tmp);
+    return bad ? (e ? e : EIO) : 0;
+}
+
+/* ---------------------------------------------------------------- checkpoint files */
+
+/* A checkpoint: trainer_save's bytes, then this trailer. The CRC covers every byte before
+ * the trailer, so a flipped bit or a truncated copy is caught before anything is loaded. */
+#define CKPT_TRAILER_MAGIC "ABLCKSUM"
+typedef struct {
+    char magic[8];
+    uint64_t data_bytes;
+    uint32_t crc, reserved;
+} CkptTrailer;
+
+/* CRC-32C of the first n bytes of f (from its start). */
+static int crc_of_file(FILE *f, uint64_t n, uint32_t *crc) {
+    static uint8_t buf[1 << 16];
+    *crc = 0;
+    if (fseeko(f, 0, SEEK_SET) != 0) return -1;
+    while (n) {
+        size_t want = n > sizeof buf ? sizeof buf : (size_t)n;
+        if (fread(buf, 1, want, f) != want) return -1;
+        *crc = journal_crc32c(*crc, buf, want);
+        n -= want;
+    }
     return 0;
 }
 
 static int write_checkpoint(FILE *f, const void *ctx) {
-    const SaveCtx *sc = ctx;
-    uint64_t n = sc->sink->history.len;
-    if (trainer_save(sc->t, f) != 0 || fwrite(&n, sizeof n, 1, f) != 1) return -1;
-    return n && fwrite(sc->sink->history.p, 1, n, f) != n ? -1 : 0;
+    const Trainer *t = ctx;
+    if (trainer_save(t, f) != 0 || fflush(f) != 0) return -1;
+    off_t n = ftello(f);
+    CkptTrailer tr;
+    memset(&tr, 0, sizeof tr);
+    memcpy(tr.magic, CKPT_TRAILER_MAGIC, 8);
+    tr.data_bytes = (uint64_t)n;
+    /* read back what reached the file: the checksum then vouches for the bytes written */
+    if (n < 0 || crc_of_file(f, (uint64_t)n, &tr.crc) != 0) return -1;
+    if (fseeko(f, 0, SEEK_END) != 0) return -1;
+    return fwrite(&tr, sizeof tr, 1, f) == 1 ? 0 : -1;
 }
 
+int run_ckpt_verify(const char *path, char err[ABL_ERR_MAX]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, ABL_ERR_MAX, "cannot open checkpoint %s: %s", path, strerror(errno));
+        return -1;
+    }
+    CkptTrailer tr;
+    uint32_t crc = 0;
+    int rc = -1;
+    off_t size = fseeko(f, 0, SEEK_END) == 0 ? ftello(f) : -1;
+    if (size < (off_t)sizeof tr || fseeko(f, size - (off_t)sizeof tr, SEEK_SET) != 0 ||
+        fread(&tr, sizeof tr, 1, f) != 1 || memcmp(tr.magic, CKPT_TRAILER_MAGIC, 8) != 0 ||
+        tr.data_bytes != (uint64_t)size - sizeof tr)
+        snprintf(err, ABL_ERR_MAX, "checkpoint %s is truncated or not an ablate checkpoint", path);
+    else if (crc_of_file(f, tr.data_bytes, &crc) != 0)
+        snprintf(err, ABL_ERR_MAX, "cannot read checkpoint %s: %s", path, strerror(errno));
+    else if (crc != tr.crc)
+        snprintf(err, ABL_ERR_MAX, "checkpoint %s fails its checksum (damaged)", path);
+    else
+        rc = 0;
+    fclose(f);
+    return rc;
+}
+
+static int load_checkpoint(Trainer *t, const RunAssignment *a, char err[ABL_ERR_MAX]) {
+    if (run_ckpt_verify(a->ckpt_path, err) != 0) return -1;
+    FILE *f = fopen(a->ckpt_path, "rb");
+    if (!f) {
+        snprintf(err, ABL_ERR_MAX, "cannot open checkpoint %s: %s", a->ckpt_path, strerror(errno));
+        return -1;
+    }
+    char why[ABL_ERR_MAX] = "";
+    int rc = trainer_load(t, f, why);
+    fclose(f);
+    if (rc == 0 && t->step != a->resume_step) {
+        snprintf(why, sizeof why, "it is at step %ld, the journal expects %lld", t->step,
+                 (long long)a->resume_step);
+        rc = -1;
+    }
+    if (rc != 0) snprintf(err, ABL_ERR_MAX, "checkpoint %s: %s", a->ckpt_path, why);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+typedef struct {
+    BatchSink *sink;
+    const RunAssignment *a;
+    RunResult *res;
+    double next_save; /* monotonic seconds of the next periodic checkpoint */
+} RunCtx;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The sweep's poll, plus the periodic checkpoint clock. */
+static TrainPoll run_poll(void *ctx) {
+    RunCtx *rc = ctx;
+    TrainPoll p = rc->sink->out->poll(rc->sink->out->ctx);
+    if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && mono_s() >= rc->next_save) p = TRAIN_SAVE;
+    return p;
+}
+
+/* Every event before the checkpoint goes out first, then the file, then the notice: the
+ * journal then holds the run's history up to the checkpoint before it names the file. */
 static int save_checkpoint(void *ctx, const Trainer *t) {
-    SaveCtx *sc = ctx;
-    batch_flush(sc->sink);
-    sc->t = t;
-    if (write_durably(sc->a->ckpt_path, write_checkpoint, sc) != 0) return -1;
-    *sc->ckpt_step = t->step;
+    RunCtx *rc = ctx;
+    const RunAssignment *a = rc->a;
+    rc->next_save = mono_s() + a->ckpt_every;
+    batch_flush(rc->sink);
+    if (rc->sink->failed) return -1;
+    char path[ABL_PATH_MAX];
+    if (run_ckpt_path(a->out_path, a->id, t->step, path, sizeof path) != 0) return -1;
+    int e = write_durably(path, write_checkpoint, t);
+    if (e) {
+        fprintf(stderr, "ablate: warning: run %s: could not write checkpoint %s: %s\n", a->id, path,
+                strerror(e));
+        rc->res->io_errno = e;
+        return -1;
+    }
+    if (rc->sink->out->checkpointed(rc->sink->out->ctx, a, t->step, path) != 0) {
+        rc->sink->failed = 1;
+        return -1;
+    }
+    rc->res->ckpt_step = t->step;
     return 0;
 }
 
@@ -122,57 +216,52 @@ static int write_weights(FILE *f, const void *ctx) {
     return fwrite(g->params, sizeof(float), g->n_params, f) == g->n_params ? 0 : -1;
 }
 
-static int load_checkpoint(Trainer *t, BatchSink *s, const char *path, char err[ABL_ERR_MAX]) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, ABL_ERR_MAX, "cannot open checkpoint %s: %s", path, strerror(errno));
-        return -1;
-    }
-    uint64_t n = 0;
-    int rc = trainer_load(t, f, err);
-    if (rc == 0 && fread(&n, sizeof n, 1, f) != 1) rc = -1;
-    if (rc == 0 && n > 0) {
-        uint8_t *p = malloc(n);
-        if (!p || fread(p, 1, n, f) != n || bytes_add(&s->history, p, n) != 0) rc = -1;
-        free(p);
-    }
-    fclose(f);
-    if (rc != 0 && !err[0]) snprintf(err, ABL_ERR_MAX, "checkpoint %s is truncated", path);
-    return rc;
-}
-
-RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, EndEvent *end,
-                      int64_t *ckpt_step) {
+RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out,
+                      RunResult *res) {
     char err[ABL_ERR_MAX] = "";
-    memset(end, 0, sizeof *end);
-    *ckpt_step = 0;
-    BatchSink sink = {.base = {batch_emit}, .a = a, .out = out};
+    memset(res, 0, sizeof *res);
+    EndEvent *end = &res->end;
+    BatchSink *sink = calloc(1, sizeof *sink);
     Trainer t;
     int have_trainer = 0;
     RunStatus st = RUN_FAILED;
+    if (!sink) {
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
+    *sink = (BatchSink){.base = {batch_emit}, .a = a, .out = out};
     const Dataset *d = vocab_dataset(vc, &a->cfg, err);
     if (!d || trainer_init(&t, &a->cfg, a->seed, d, err) != 0) goto fail;
     have_trainer = 1;
-    if (a->resume_step > 0) {
-        if (load_checkpoint(&t, &sink, a->ckpt_path, err) != 0) goto fail;
-        /* replay what the run reported before its checkpoint into this attempt */
-        if (sink.history.len && out->send_events(out->ctx, a, sink.history.p, sink.history.len))
-            sink.failed = 1;
+    if (a->resume_step > 0 && load_checkpoint(&t, a, err) != 0) {
+        /* rank 0 verified the file before it copied the run's history into this attempt,
+         * so this is rare (a file replaced since); the attempt ends without training and
+         * rank 0 starts the run again from step 0 */
+        fprintf(stderr, "ablate: warning: %s; run %s will restart from step 0\n", err, a->id);
+        res->ckpt_step = -1;
+        end->status = RUN_INTERRUPTED;
+        snprintf(end->message, sizeof end->message, "%s", err);
+        st = RUN_INTERRUPTED;
+        goto done;
     }
-    SaveCtx sc = {&sink, a, ckpt_step, NULL};
-    TrainControl ctl = {out->poll, out->ctx, save_checkpoint, &sc};
-    st = trainer_run(&t, &sink.base, &ctl, end);
-    batch_flush(&sink);
-    if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0] &&
-        write_durably(a->weights_path, write_weights, &t.gpt) != 0) {
-        st = RUN_FAILED;
-        end->status = RUN_FAILED;
-        snprintf(end->message, sizeof end->message, "could not write the weights to %s: %s",
-                 a->weights_path, strerror(errno));
+    RunCtx rc = {sink, a, res, mono_s() + a->ckpt_every};
+    TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
+    st = trainer_run(&t, &sink->base, &ctl, end);
+    batch_flush(sink);
+    if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0]) {
+        int e = write_durably(a->weights_path, write_weights, &t.gpt);
+        if (e) {
+            st = RUN_INTERRUPTED;
+            end->status = RUN_INTERRUPTED;
+            res->io_errno = e;
+            snprintf(end->message, sizeof end->message, "could not write the weights to %s: %s",
+                     a->weights_path, strerror(e));
+        }
     }
-    if (sink.failed && st == RUN_DONE) {
-        st = RUN_FAILED;
-        end->status = RUN_FAILED;
+    if (sink->failed && st != RUN_FAILED) {
+        st = RUN_INTERRUPTED;
+        end->status = RUN_INTERRUPTED;
+        res->io_errno = res->io_errno ? res->io_errno : EIO;
         snprintf(end->message, sizeof end->message, "could not deliver the run's events");
     }
     goto done;
@@ -182,7 +271,6 @@ fail:
     snprintf(end->message, sizeof end->message, "%s", err);
 done:
     if (have_trainer) trainer_free(&t);
-    free(sink.batch.p);
-    free(sink.history.p);
+    free(sink);
     return st;
 }

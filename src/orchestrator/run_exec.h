@@ -1,8 +1,10 @@
 /* Executing one planned run wherever it lands (a worker rank, or rank 0 when it runs
- * alone): load its data, train, stream packed events in batches, checkpoint on request,
- * and continue from a checkpoint. A checkpoint holds the trainer state (trainer_save) and
- * every event the run emitted so far, which a resumed attempt replays first: the view keeps
- * only each run's last attempt, so the replay makes it whole. */
+ * alone): load its data, train, stream packed events in batches, checkpoint on request or
+ * every ckpt_every seconds, and continue from a checkpoint.
+ *
+ * A checkpoint file holds the trainer state only (trainer_save) and a CRC-32C trailer. The
+ * events the run emitted before it are in the journal already: rank 0 copies them into the
+ * resumed attempt (sweep.c), so a checkpoint's size does not grow with the run's history. */
 #ifndef ABLATE_ORCHESTRATOR_RUN_EXEC_H
 #define ABLATE_ORCHESTRATOR_RUN_EXEC_H
 
@@ -18,25 +20,41 @@ typedef struct {
     uint64_t seed;
     char id[17];
     RunConfig cfg;
-    char ckpt_path[ABL_PATH_MAX];    /* where this run's checkpoint lives */
+    char out_path[ABL_PATH_MAX];     /* OUT.h5: checkpoints go to OUT.h5.d/ckpt/ */
+    char ckpt_path[ABL_PATH_MAX];    /* the checkpoint to continue from (resume_step > 0) */
     int64_t resume_step;             /* > 0: continue from the checkpoint at ckpt_path */
+    double ckpt_every;               /* seconds between periodic checkpoints; 0: none */
     char weights_path[ABL_PATH_MAX]; /* final weights go here when cfg.save_weights */
 } RunAssignment;
 
 typedef struct {
     /* A batch of packed events (event_codec.h) of the current attempt. */
     int (*send_events)(void *ctx, const RunAssignment *a, const uint8_t *packed, size_t len);
+    /* A checkpoint at step was written durably to path, after every event before it was
+     * sent. 0, or -1 if it could not be recorded (the run then stops). */
+    int (*checkpointed)(void *ctx, const RunAssignment *a, int64_t step, const char *path);
     TrainPoll (*poll)(void *ctx);
     void *ctx;
 } RunOutput;
 
-/* Runs the assignment to its end (or a checkpoint/abort request). Fills *end (status
- * failed with a message when the run cannot start) and, after a checkpoint, *ckpt_step. */
-RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, EndEvent *end,
-                      int64_t *ckpt_step);
+typedef struct {
+    EndEvent end;      /* interrupted: stopped at ckpt_step (0: without a checkpoint) */
+    int64_t ckpt_step; /* the last checkpoint this attempt wrote; -1: the one it was to
+                        * continue from could not be loaded (start the run afresh) */
+    int io_errno;      /* > 0: a file write failed (checkpoint, weights); the run is
+                        * interrupted, not failed, and the sweep should stop resumably */
+} RunResult;
 
-/* OUT.h5.d/ckpt/<id>.ckpt */
-int run_ckpt_path(const char *out_path, const char *id, char *buf, size_t n);
+/* Runs the assignment to its end (or a checkpoint/abort request). res->end has status
+ * failed with a message when the run cannot start. A checkpoint that cannot be read (bad
+ * checksum, truncated, another run's) is reported on stderr with its path and the run
+ * starts from step 0: a bad checkpoint never fails a run. */
+RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, RunResult *res);
+
+/* OUT.h5.d/ckpt/<id>-<step>.ckpt */
+int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf, size_t n);
+/* Checks a checkpoint file's trailer and CRC-32C; 0, or -1 with a message naming it. */
+int run_ckpt_verify(const char *path, char err[ABL_ERR_MAX]);
 /* OUT.h5.d/weights/<id>.f32: the final parameters, written durably before the run is
  * reported finished; the view copies them into OUT.h5. A WeightsHeader, then n_params
  * float32 in tensor-table order (gpt.h). */

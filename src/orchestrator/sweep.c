@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -33,8 +34,14 @@ typedef struct {
     int finished;
     RunStatus status;
     uint32_t attempt;
-    int64_t ckpt_step;
+    int64_t ckpt_step;      /* the last journaled checkpoint (0: none) */
+    uint32_t ckpt_attempt;  /* the attempt that wrote it */
+    int dead;               /* a journal index whose PLAN record was lost (see resume) */
+    EventRecordRefs events; /* EVENTS records, while the run may still need its history */
 } SweepRun;
+
+/* Why the sweep stops before every run ended. */
+typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
 
 typedef struct {
     const SweepOptions *o;
@@ -49,7 +56,9 @@ typedef struct {
     char journal_path[ABL_PATH_MAX];
     Progress progress;
     double last_view, view_seconds;
-    int io_failed;
+    StopReason stop;
+    int view_failed;
+    JournalReader *history; /* reads earlier attempts' events back for resumed runs */
 } Sweep;
 
 static double now_s(void) {
@@ -63,7 +72,8 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights). */
+/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights). The caller holds
+ * the journal's lock, so no sweep is writing there. */
 static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
     char dir[ABL_PATH_MAX], path[ABL_PATH_MAX * 2];
     journal_dir_for(out, dir, sizeof dir);
@@ -82,8 +92,14 @@ static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
         closedir(d);
         rmdir(path);
     }
-    snprintf(path, sizeof path, "%s/journal", dir);
-    unlink(path);
+    DIR *d = opendir(dir); /* the journal and anything saved beside it */
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.' || (e->d_name[1] && strcmp(e->d_name, "..") != 0)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    if (d) closedir(d);
     if (exists(dir) && rmdir(dir) != 0) {
         snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
         return -1;
@@ -106,37 +122,186 @@ static int cmp_queue(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Maps the new plan onto the journal: old runs keep their indices, new ones are appended.
- * A plan that drops or changes a journaled run is refused. */
-static int reconcile(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
-    int n_new = 0;
-    int *fresh = calloc((size_t)s->plan.n_runs + 1, sizeof *fresh);
-    if (!fresh) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    for (int i = 0; i < rs->n_runs; i++) {
-        if (!rs->runs[i].id[0]) continue;
-        if (plan_find_id(&s->plan, rs->runs[i].id) < 0) {
-            snprintf(err, ABL_ERR_MAX,
-                     "%s: cannot resume: the spec no longer plans run '%s' (id %s); resuming with "
-                     "a changed spec may only add runs (more seeds, new variants). Use a new "
-                     "output file, or --force to start over",
-                     s->o->spec_path, rs->runs[i].name, rs->runs[i].id);
-            free(fresh);
-            return -1;
+/* ------------------------------------------------------------------ stopping */
+
+/* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
+ * asked to checkpoint, and the exit status says "stopped, resumable". One line, once. */
+static void stop_io(Sweep *s, const char *what) {
+    if (s->stop == STOP_IO) return;
+    s->stop = STOP_IO;
+    fprintf(stderr,
+            "\nablate: %s; stopping the sweep (finished runs are safe; after freeing space, "
+            "continue with --resume)\n",
+            what && what[0] ? what : "I/O error");
+}
+
+static void stop_journal(Sweep *s) {
+    stop_io(s, journal_error(s->j));
+}
+
+static int stopping(const Sweep *s) {
+    return s->stop != STOP_NONE;
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+static void ckpt_file(const Sweep *s, const SweepRun *r, int64_t step, char *path, size_t n) {
+    run_ckpt_path(s->o->out_path, r->pr->id, step, path, n);
+}
+
+/* Removes every checkpoint file of a run except keep_step's (keep_step 0: all of them):
+ * superseded ones once a newer one is journaled, all once the run has ended. A book-sized
+ * checkpoint is ~160 MB. */
+static void remove_checkpoints(const Sweep *s, const SweepRun *r, int64_t keep_step) {
+    char dir[ABL_PATH_MAX], prefix[32], keep[64] = "";
+    journal_dir_for(s->o->out_path, dir, sizeof dir);
+    strncat(dir, "/ckpt", sizeof dir - strlen(dir) - 1);
+    snprintf(prefix, sizeof prefix, "%s-", r->pr->id);
+    if (keep_step > 0) snprintf(keep, sizeof keep, "%s-%lld.ckpt", r->pr->id, (long long)keep_step);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && strcmp(e->d_name, keep) != 0) {
+            char f[ABL_PATH_MAX + 300];
+            snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+            unlink(f);
+        }
+    closedir(d);
+}
+
+static void drop_checkpoint(Sweep *s, SweepRun *r) {
+    r->ckpt_step = 0;
+    r->ckpt_attempt = 0;
+    remove_checkpoints(s, r, 0);
+}
+
+/* A checkpoint is durable on disk: journal it (synced, so a resume finds it), then let the
+ * previous one go. */
+static void record_checkpoint(Sweep *s, uint32_t run, uint32_t attempt, int64_t step,
+                              const char *path) {
+    if (run >= (uint32_t)s->n || s->stop == STOP_IO) return;
+    SweepRun *r = &s->runs[run];
+    if (attempt != r->attempt) return;
+    if (journal_append_checkpoint(s->j, run, attempt, step, path) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return;
+    }
+    r->ckpt_step = step;
+    r->ckpt_attempt = attempt;
+    remove_checkpoints(s, r, step);
+}
+
+/* The step an event belongs to, for copying a run's history up to a checkpoint: the start
+ * event comes before step 1; samples and the end come after training. */
+static long event_step(const Event *ev) {
+    switch (ev->kind) {
+    case EV_START:
+        return 0;
+    case EV_STEP:
+        return ev->u.step.step;
+    case EV_EVAL:
+        return ev->u.eval.step;
+    case EV_ACT:
+        return ev->u.act.step;
+    default:
+        return LONG_MAX;
+    }
+}
+
+/* A run continues from its checkpoint at step S in a new attempt: the events the
+ * checkpoint's attempt emitted up to S are copied from the journal into the new attempt
+ * (the view keeps each run's last attempt), streamed in batches of at most 64 KiB, so a
+ * history of any length needs no more memory than one record. */
+static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, int64_t upto) {
+    enum { BATCH = 64 << 10 };
+    char err[ABL_ERR_MAX];
+    if (journal_flush(s->j) != 0) return stop_journal(s), -1;
+    if (!s->history && !(s->history = journal_reader_open(s->journal_path, err))) {
+        stop_io(s, err);
+        return -1;
+    }
+    uint8_t *batch = malloc(BATCH + EVENT_PACK_MAX);
+    EventRecordRefs mine = {0};
+    size_t len = 0;
+    int rc = batch ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < r->events.n; i++) {
+        if (r->events.refs[i].attempt != r->ckpt_attempt) continue;
+        JournalRecord rec;
+        uint32_t att;
+        const uint8_t *p;
+        size_t n;
+        if (journal_reader_read_at(s->history, r->events.refs[i].offset, &rec) != 0 ||
+            journal_decode_events(&rec, &att, &p, &n) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t off = 0; off < n && rc == 0;) {
+            Event ev;
+            size_t used;
+            if (event_unpack(p + off, n - off, &ev, &used) != 0) break; /* view skips it too */
+            if (event_step(&ev) <= upto) {
+                memcpy(batch + len, p + off, used);
+                len += used;
+            }
+            off += used;
+            if (len >= BATCH || (off >= n && i + 1 == r->events.n)) {
+                if (len && (refs_push(&mine, attempt, journal_size(s->j)) != 0 ||
+                            journal_append_events(s->j, run, attempt, batch, len) != 0))
+                    rc = -2;
+                len = 0;
+            }
         }
     }
-    s->n = rs->n_runs;
-    for (int i = 0; i < s->plan.n_runs; i++) {
-        int known = 0;
-        for (int k = 0; k < rs->n_runs && !known; k++)
-            known = strcmp(rs->runs[k].id, s->plan.runs[i].id) == 0;
-        if (!known) fresh[n_new++] = i;
+    if (rc == 0 && len &&
+        (refs_push(&mine, attempt, journal_size(s->j)) != 0 ||
+         journal_append_events(s->j, run, attempt, batch, len) != 0))
+        rc = -2;
+    free(batch);
+    if (rc == -1) {
+        fprintf(stderr, "ablate: cannot read run %s's history back from %s: %s\n", r->pr->name,
+                s->journal_path, journal_reader_error(s->history));
+        refs_free(&mine);
+        return -1;
     }
+    if (rc == -2) {
+        refs_free(&mine);
+        stop_journal(s);
+        return -1;
+    }
+    refs_free(&r->events);
+    r->events = mine;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ reconcile */
+
+/* Maps the new plan onto the journal: old runs keep their indices, new ones are appended.
+ * A plan that drops or changes a journaled run is refused. */
+static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
+    ResumeMatch m;
+    if (resume_match(rs, &s->plan, &m) != 0) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    if (m.missing >= 0) {
+        snprintf(err, ABL_ERR_MAX,
+                 "%s: cannot resume: the spec no longer plans run '%s' (id %s); resuming with "
+                 "a changed spec may only add runs (more seeds, new variants). Use a new "
+                 "output file, or --force to start over",
+                 s->o->spec_path, rs->runs[m.missing].name, rs->runs[m.missing].id);
+        resume_match_free(&m);
+        return -1;
+    }
+    s->n = rs->n_runs;
+    int n_new = m.n_fresh;
     s->runs = calloc((size_t)(s->n + n_new) + 1, sizeof *s->runs);
-    if (!s->runs) return free(fresh), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    if (!s->runs) return resume_match_free(&m), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int k = 0; k < rs->n_runs; k++) {
-        int p = plan_find_id(&s->plan, rs->runs[k].id);
-        if (p < 0) continue;
+        int p = m.plan_of[k];
         SweepRun *r = &s->runs[k];
+        if (p < 0) { /* its PLAN record was lost: the run is planned again as a new index */
+            r->dead = 1;
+            r->finished = 1;
+            continue;
+        }
         r->pr = &s->plan.runs[p];
         r->cfg = s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
@@ -144,9 +309,14 @@ static int reconcile(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->status = rs->runs[k].status;
         r->attempt = rs->runs[k].attempt;
         r->ckpt_step = rs->runs[k].ckpt_step;
+        r->ckpt_attempt = rs->runs[k].ckpt_attempt;
+        if (!r->finished) { /* its history may be copied into the next attempt */
+            r->events = rs->runs[k].events;
+            memset(&rs->runs[k].events, 0, sizeof rs->runs[k].events);
+        }
     }
     for (int i = 0; i < n_new; i++) {
-        int p = fresh[i];
+        int p = m.fresh[i];
         SweepRun *r = &s->runs[s->n + i];
         r->pr = &s->plan.runs[p];
         r->cfg = s->cost[p].cfg;
@@ -155,28 +325,40 @@ static int reconcile(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
          * id stays the hash of the config as planned */
         if (journal_append_plan(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
                                 &r->cfg) != 0)
-            s->io_failed = 1;
+            stop_journal(s);
     }
     s->n += n_new;
-    free(fresh);
+    resume_match_free(&m);
     return 0;
 }
 
+/* ------------------------------------------------------------------ the view */
+
+/* A view that cannot be written (a full disk) is a warning: the journal holds everything,
+ * and `ablate view OUT.h5` or the next rebuild writes it. */
 static void rebuild_view(Sweep *s, int force) {
     double t = now_s();
     if (!force && t - s->last_view < s->view_seconds) return;
-    char err[ABL_ERR_MAX];
-    if (journal_flush(s->j) != 0 || h5view_build(s->journal_path, s->o->out_path, err) != 0) {
-        fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path,
-                journal_error(s->j)[0] ? journal_error(s->j) : err);
-        if (force) s->io_failed = 1; /* the final view must exist; a periodic one may wait */
+    char err[ABL_ERR_MAX] = "";
+    if (journal_flush(s->j) != 0) {
+        stop_journal(s);
+        return;
     }
+    s->view_failed = h5view_build(s->journal_path, s->o->out_path, err) != 0;
+    if (s->view_failed)
+        fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
     double took = now_s() - t;
     s->last_view = now_s();
-    /* keep rebuilds to at most ~10% of the time, however large the file grows */
+    /* keep rebuilds to at most ~10% of the time, however large the file grows; after a
+     * failure (a full disk) wait longer before the next try */
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
+    if (s->view_failed && s->view_seconds < 600) s->view_seconds *= 2;
 }
 
+/* ------------------------------------------------------------------ runs */
+
+/* The next attempt of a run: from its checkpoint when the file is intact (rank 0 checks
+ * it before copying the history the checkpoint stands on), else from step 0. */
 static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     SweepRun *r = &s->runs[idx];
     memset(a, 0, sizeof *a);
@@ -185,78 +367,117 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
     a->cfg = r->cfg;
-    run_ckpt_path(s->o->out_path, r->pr->id, a->ckpt_path, sizeof a->ckpt_path);
+    a->ckpt_every = s->o->checkpoint_every;
+    snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
     run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
-    a->resume_step = r->ckpt_step > 0 && exists(a->ckpt_path) ? r->ckpt_step : 0;
+    if (r->ckpt_step > 0) {
+        char err[ABL_ERR_MAX];
+        ckpt_file(s, r, r->ckpt_step, a->ckpt_path, sizeof a->ckpt_path);
+        if (run_ckpt_verify(a->ckpt_path, err) == 0) {
+            a->resume_step = r->ckpt_step;
+        } else {
+            fprintf(stderr, "ablate: %s; run %s restarts from its start\n", err, r->pr->name);
+            drop_checkpoint(s, r);
+            a->ckpt_path[0] = '\0';
+        }
+    }
 }
 
-static void record_begin(Sweep *s, const RunAssignment *a, int rank, const char *host) {
-    if (journal_append_begin(s->j, a->run, a->attempt, rank, host, a->resume_step) != 0)
-        s->io_failed = 1;
+/* Journals the attempt's start, and for a resumed one the history it continues. 0, or -1
+ * when the journal failed (the sweep is stopping; nothing was handed out). */
+static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *host) {
+    SweepRun *r = &s->runs[a->run];
+    if (journal_append_begin(s->j, a->run, a->attempt, rank, host, a->resume_step) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    if (a->resume_step > 0 ? copy_history(s, r, a->run, a->attempt, a->resume_step) != 0
+                           : (refs_free(&r->events), 0))
+        return -1;
+    /* written (not synced): after a kill -9 the journal, and `ablate view`, show the run as
+     * begun and interrupted rather than pending */
+    if (journal_flush(s->j) != 0) return stop_journal(s), -1;
     progress_run_started(&s->progress);
+    return 0;
 }
 
 static void record_events(Sweep *s, uint32_t run, uint32_t attempt, const uint8_t *p, size_t n) {
-    if (journal_append_events(s->j, run, attempt, p, n) != 0) s->io_failed = 1;
+    if (s->stop == STOP_IO || run >= (uint32_t)s->n) return;
+    SweepRun *r = &s->runs[run];
+    uint64_t off = journal_size(s->j);
+    if (journal_append_events(s->j, run, attempt, p, n) != 0) {
+        stop_journal(s);
+        return;
+    }
+    if (attempt == r->attempt && refs_push(&r->events, attempt, off) != 0)
+        stop_io(s, "out of memory");
 }
 
-/* A run's end: finished runs are synced before they are reported done. */
+/* A run's end. A finished run is reported done only once its RUN_END is synced: after a
+ * failed write nothing is announced and the run stays unfinished for --resume. */
 static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const char *host,
-                       const EndEvent *end, int64_t ckpt_step) {
+                       const RunResult *res) {
     SweepRun *r = &s->runs[run];
+    const EndEvent *end = &res->end;
+    int durable = s->stop != STOP_IO &&
+                  journal_append_end(s->j, run, attempt, rank, host, end) == 0 &&
+                  journal_sync(s->j) == 0;
+    if (!durable && s->stop != STOP_IO) stop_journal(s);
     if (end->status == RUN_INTERRUPTED) {
-        if (ckpt_step > 0) {
-            char path[ABL_PATH_MAX];
-            run_ckpt_path(s->o->out_path, r->pr->id, path, sizeof path);
-            if (journal_append_checkpoint(s->j, run, attempt, ckpt_step, path) != 0)
-                s->io_failed = 1;
-            r->ckpt_step = ckpt_step;
-        }
-        /* an interrupted end marks the attempt over (the view shows "interrupted") */
-        if (journal_append_end(s->j, run, attempt, rank, host, end) != 0 || journal_sync(s->j) != 0)
-            s->io_failed = 1;
+        if (res->ckpt_step < 0) drop_checkpoint(s, r);
+        if (res->io_errno > 0) stop_io(s, end->message);
+        progress_run_stopped(&s->progress);
+        /* a worker that got its own SIGUSR1, or could not use its checkpoint: the run goes
+         * back to the queue (from its checkpoint) while the sweep goes on */
+        if (!stopping(s) && durable) s->queue[--s->next] = (int)run;
+        return;
+    }
+    if (!durable) {
         progress_run_stopped(&s->progress);
         return;
     }
-    if (journal_append_end(s->j, run, attempt, rank, host, end) != 0 || journal_sync(s->j) != 0)
-        s->io_failed = 1;
     r->finished = 1;
     r->status = end->status;
+    refs_free(&r->events);
+    drop_checkpoint(s, r);
     progress_run_finished(&s->progress, r->pr->name, end, r->cost);
     rebuild_view(s, 0);
 }
 
 /* ------------------------------------------------------------------ one rank */
 
-typedef struct {
-    Sweep *s;
-} LocalCtx;
-
 static int local_send(void *ctx, const RunAssignment *a, const uint8_t *p, size_t n) {
-    record_events(((LocalCtx *)ctx)->s, a->run, a->attempt, p, n);
-    return 0;
+    Sweep *s = ctx;
+    record_events(s, a->run, a->attempt, p, n);
+    return s->stop == STOP_IO ? -1 : 0;
+}
+
+static int local_checkpointed(void *ctx, const RunAssignment *a, int64_t step, const char *path) {
+    Sweep *s = ctx;
+    record_checkpoint(s, a->run, a->attempt, step, path);
+    return s->stop == STOP_IO ? -1 : 0;
 }
 
 static TrainPoll local_poll(void *ctx) {
-    (void)ctx;
+    Sweep *s = ctx;
     if (sweep_signal_term()) return TRAIN_ABORT;
-    if (sweep_signal_usr1()) return TRAIN_CHECKPOINT;
-    return TRAIN_CONTINUE;
+    if (sweep_signal_usr1()) s->stop = STOP_SIGNAL;
+    return stopping(s) ? TRAIN_CHECKPOINT : TRAIN_CONTINUE;
 }
 
 static void run_local(Sweep *s, const char *host) {
     VocabCache *vc = vocab_cache_new();
-    LocalCtx lc = {s};
-    RunOutput out = {local_send, local_poll, &lc};
-    while (s->next < s->n_queue && !sweep_signal_usr1() && !sweep_signal_term()) {
+    RunOutput out = {local_send, local_checkpointed, local_poll, s};
+    for (;;) {
+        if (sweep_signal_usr1() && !stopping(s)) s->stop = STOP_SIGNAL;
+        if (stopping(s) || sweep_signal_term() || s->next >= s->n_queue) break;
         RunAssignment a;
         prepare_assignment(s, s->queue[s->next++], &a);
-        record_begin(s, &a, 0, host);
-        EndEvent end;
-        int64_t ckpt = 0;
-        run_execute(&a, vc, &out, &end, &ckpt);
-        if (end.status == RUN_INTERRUPTED && sweep_signal_term()) break;
-        record_end(s, a.run, a.attempt, 0, host, &end, ckpt);
+        if (record_begin(s, &a, 0, host) != 0) break;
+        RunResult res;
+        run_execute(&a, vc, &out, &res);
+        if (res.end.status == RUN_INTERRUPTED && sweep_signal_term()) break;
+        record_end(s, a.run, a.attempt, 0, host, &res);
     }
     vocab_cache_free(vc);
 }
@@ -267,11 +488,11 @@ static void send_stop(int rank, int32_t mode) {
     MPI_Send(&mode, 1, MPI_INT32_T, rank, TAG_STOP, MPI_COMM_WORLD);
 }
 
-/* Hands the next queued run to an idle worker; returns 1. */
+/* Hands the next queued run to an idle worker; returns 1 if it did. */
 static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
     RunAssignment a;
     prepare_assignment(s, s->queue[s->next++], &a);
-    record_begin(s, &a, rank, host);
+    if (record_begin(s, &a, rank, host) != 0) return 0;
     MPI_Send(&a, (int)sizeof a, MPI_BYTE, rank, TAG_ASSIGN, MPI_COMM_WORLD);
     busy[rank] = (int)a.run;
     return 1;
@@ -281,25 +502,28 @@ static void run_mpi(Sweep *s, int nranks) {
     int *busy = malloc(sizeof(int) * (size_t)nranks); /* run index, -1 idle, -2 not ready */
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
-    int cap = 0, n_busy = 0, stopping = 0;
+    int cap = 0, n_busy = 0, asked = 0;
     long idle_ns = 0; /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
     for (;;) {
         if (sweep_signal_term()) break;
-        if (sweep_signal_usr1() && !stopping) {
-            stopping = 1;
-            for (int r = 1; r < nranks; r++)
-                if (busy[r] >= 0) send_stop(r, STOP_CHECKPOINT);
+        if (sweep_signal_usr1() && !stopping(s)) {
+            s->stop = STOP_SIGNAL;
             fprintf(stderr, "\nablate: SIGUSR1: checkpointing %d run(s) in progress\n", n_busy);
         }
-        for (int r = 1; r < nranks && !stopping; r++)
+        if (stopping(s) && !asked) { /* ask once; a worker between runs has nothing to save */
+            asked = 1;
+            for (int r = 1; r < nranks; r++)
+                if (busy[r] >= 0) send_stop(r, STOP_CHECKPOINT);
+        }
+        for (int r = 1; r < nranks && !stopping(s); r++)
             if (busy[r] == -1 && s->next < s->n_queue) n_busy += assign_next(s, r, hosts[r], busy);
-        if (n_busy == 0 && (stopping || s->next >= s->n_queue)) {
+        if (n_busy == 0 && (stopping(s) || s->next >= s->n_queue)) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
                 ready &= busy[r] != -2;
-            if (ready || stopping) break;
+            if (ready || stopping(s)) break;
         }
         int flag = 0;
         MPI_Status st;
@@ -327,9 +551,15 @@ static void run_mpi(Sweep *s, int nranks) {
             memcpy(&run, buf, 4);
             memcpy(&attempt, buf + 4, 4);
             record_events(s, run, attempt, buf + 8, (size_t)n - 8);
+        } else if (st.MPI_TAG == TAG_CKPT && n == (int)sizeof(WorkerCheckpoint)) {
+            WorkerCheckpoint c;
+            memcpy(&c, buf, sizeof c);
+            c.path[sizeof c.path - 1] = '\0';
+            record_checkpoint(s, c.run, c.attempt, c.step, c.path);
         } else if (st.MPI_TAG == TAG_END && n >= (int)sizeof(WorkerEnd)) {
             WorkerEnd we;
             memcpy(&we, buf, sizeof we);
+            RunResult res = {.ckpt_step = we.ckpt_step, .io_errno = we.io_errno};
             Event ev;
             size_t used;
             if (event_unpack(buf + sizeof we, (size_t)n - sizeof we, &ev, &used) != 0 ||
@@ -338,13 +568,15 @@ static void run_mpi(Sweep *s, int nranks) {
                 ev.u.end.status = RUN_FAILED;
                 snprintf(ev.u.end.message, sizeof ev.u.end.message, "malformed end message");
             }
+            res.end = ev.u.end;
             we.host[sizeof we.host - 1] = '\0';
             busy[src] = -1;
             n_busy--;
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
-            if (!stopping && !sweep_signal_usr1() && s->next < s->n_queue)
+            if (!stopping(s) && !sweep_signal_usr1() && s->next < s->n_queue)
                 n_busy += assign_next(s, src, hosts[src], busy);
-            record_end(s, we.run, we.attempt, we.rank, we.host, &ev.u.end, we.ckpt_step);
+            if (we.run < (uint32_t)s->n) record_end(s, we.run, we.attempt, we.rank, we.host, &res);
+            /* a run requeued by record_end goes to the first idle worker next time round */
         }
     }
     if (!sweep_signal_term())
@@ -356,6 +588,52 @@ static void run_mpi(Sweep *s, int nranks) {
 }
 
 /* ------------------------------------------------------------------ setup */
+
+/* What a resume found damaged in the journal, said once: where, what was lost, which runs
+ * will re-run, where the bytes were saved. The affected runs get an interrupted attempt
+ * (so that a later resume re-runs them too) and a DAMAGE record marks the region handled. */
+static int handle_damage(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
+    for (int i = 0; i < rs->n_damage; i++) {
+        ResumeDamage *d = &rs->damage[i];
+        char saved[ABL_PATH_MAX + 64], runs[1024] = "";
+        snprintf(saved, sizeof saved, "%s.damaged-%llu", s->journal_path,
+                 (unsigned long long)d->offset);
+        if (journal_save_range(s->journal_path, d->offset, d->length, saved, err) != 0) return -1;
+        for (int k = 0; k < d->n_runs; k++) {
+            ResumeRun *rr = &rs->runs[d->runs[k]];
+            size_t l = strlen(runs);
+            if (l < sizeof runs - 80)
+                snprintf(runs + l, sizeof runs - l, "%s%s", k ? ", " : "", rr->name);
+            else if (l < sizeof runs - 4)
+                strcat(runs, ", …");
+            EndEvent end;
+            memset(&end, 0, sizeof end);
+            end.status = RUN_INTERRUPTED;
+            end.final_val_loss = end.final_val_acc = NAN;
+            snprintf(end.message, sizeof end.message,
+                     "journal damage at bytes %llu-%llu: records lost, the run re-runs",
+                     (unsigned long long)d->offset, (unsigned long long)(d->offset + d->length));
+            rr->attempt++;
+            if (journal_append_begin(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", 0) != 0 ||
+                journal_append_end(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", &end) != 0)
+                goto io;
+        }
+        if (journal_append_damage(s->j, d->offset, d->length, saved) != 0 || journal_sync(s->j))
+            goto io;
+        const char *what = d->record_type ? journal_type_name(d->record_type) : "unknown";
+        fprintf(stderr,
+                "ablate: journal %s: %llu damaged bytes at offset %llu (%s record%s) skipped; "
+                "later records kept; saved to %s; %s%s\n",
+                s->journal_path, (unsigned long long)d->length, (unsigned long long)d->offset, what,
+                d->record_type ? "" : "s", saved,
+                d->n_runs ? "runs that will re-run: " : "no run needs to re-run",
+                d->n_runs ? runs : "");
+    }
+    return 0;
+io:
+    snprintf(err, ABL_ERR_MAX, "%s", journal_error(s->j));
+    return -1;
+}
 
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     const SweepOptions *o = s->o;
@@ -378,19 +656,33 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                  s->journal_path);
         return -1;
     }
-    if (o->force && !o->resume && remove_outputs(o->out_path, err) != 0) return -1;
     memset(rs, 0, sizeof *rs);
+    if (o->force && !o->resume) {
+        /* take the lock before deleting anything: a sweep writing there keeps its files */
+        int lock = journal_lock_existing(s->journal_path, err);
+        if (lock == -1) {
+            snprintf(err + strlen(err), ABL_ERR_MAX - strlen(err),
+                     "; --force refused: stop that sweep first");
+            return -1;
+        }
+        int rc = remove_outputs(o->out_path, err);
+        if (rc == 0 && journal_ensure_dir(o->out_path, err) == 0)
+            s->j = journal_create(s->journal_path, err);
+        if (lock >= 0) close(lock); /* after the new journal holds its own lock */
+        return s->j ? 0 : -1;
+    }
     if (o->resume && have_journal) {
         JournalScan scan;
-        if (resume_read(s->journal_path, rs, err) != 0) return -1;
-        s->j = journal_open_append(s->journal_path, &scan, err);
-        if (s->j && scan.dropped_bytes)
+        s->j = journal_open_append(s->journal_path, &scan, err); /* locks it first */
+        if (!s->j) return -1;
+        if (scan.dropped_bytes)
             fprintf(stderr, "ablate: dropped a torn journal tail of %llu bytes\n",
                     (unsigned long long)scan.dropped_bytes);
-    } else {
-        if (journal_ensure_dir(o->out_path, err) != 0) return -1;
-        s->j = journal_create(s->journal_path, err);
+        if (resume_read(s->journal_path, rs, err) != 0) return -1;
+        return handle_damage(s, rs, err);
     }
+    if (journal_ensure_dir(o->out_path, err) != 0) return -1;
+    s->j = journal_create(s->journal_path, err);
     return s->j ? 0 : -1;
 }
 
@@ -408,7 +700,7 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     vocab_cache_free(vc);
     const char *kv[2 * ENV_INFO_MAX];
     int n = env_info_pairs(&e, kv);
-    if (journal_append_header(s->j, kv, n) != 0) s->io_failed = 1;
+    if (journal_append_header(s->j, kv, n) != 0) stop_journal(s);
     env_info_free(&e);
 }
 
@@ -433,6 +725,48 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     return out;
 }
 
+/* The exit status (sweep.h) and the last line of the log. */
+static int finish(Sweep *s) {
+    int failed = 0, finished = 0, n = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->runs[i].dead) continue;
+        n++;
+        finished += s->runs[i].finished;
+        failed += s->runs[i].finished && s->runs[i].status == RUN_FAILED;
+    }
+    if (s->stop != STOP_IO) {
+        char t[64];
+        env_info_now(t, sizeof t);
+        const char *kv[] = {"end_time", t, "status",
+                            finished < n ? "stopped"
+                                         : (failed ? "complete_with_failures" : "complete")};
+        if (journal_append_sweep_end(s->j, kv, 2) != 0 || journal_sync(s->j) != 0) stop_journal(s);
+    }
+    if (s->stop != STOP_IO) {
+        rebuild_view(s, 1);
+    } else { /* what the journal holds on disk, if there is room for it */
+        char err[ABL_ERR_MAX];
+        if (h5view_build(s->journal_path, s->o->out_path, err) != 0)
+            fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
+    }
+    if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
+    s->j = NULL;
+    if (finished < n || s->stop != STOP_NONE) {
+        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with --resume\n",
+                finished, n);
+        return SWEEP_EXIT_STOPPED;
+    }
+    if (s->view_failed) {
+        fprintf(stderr,
+                "ablate: all %d runs finished (%d failed), but %s could not be written; "
+                "`ablate view %s` writes it from the journal\n",
+                n, failed, s->o->out_path, s->o->out_path);
+        return SWEEP_EXIT_FAILED;
+    }
+    fprintf(stderr, "ablate: all %d runs finished (%d failed) -> %s\n", n, failed, s->o->out_path);
+    return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
+}
+
 int sweep_rank0(const SweepOptions *o, int nranks) {
     Sweep s;
     memset(&s, 0, sizeof s);
@@ -440,25 +774,26 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     s.view_seconds = o->view_interval > 0 ? o->view_interval : 30.0;
     char err[ABL_ERR_MAX];
     ResumeState rs = {0};
-    int rc = 2;
+    int rc = SWEEP_EXIT_USAGE;
     char *hostnames = sweep_gather_hostnames(0, nranks);
     blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
+    blas_warn_threads("ablate run");
     /* Validate everything before any file is touched. */
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s.spec, &s.plan, err) != 0 || !(s.cost = plan_cost_compute(&s.plan, err))) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
-    rc = 1;
     if (open_journal(&s, &rs, err) != 0 || reconcile(&s, &rs, err) != 0) {
         fprintf(stderr, "ablate run: %s\n", err);
-        rc = 2;
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
     s.queue = malloc(sizeof(int) * (size_t)(s.n + 1));
-    int done_before = 0;
+    int done_before = 0, n_live = 0;
     for (int i = 0; i < s.n; i++) {
+        if (s.runs[i].dead) continue;
+        n_live++;
         if (s.runs[i].finished)
             done_before++;
         else
@@ -466,15 +801,15 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     g_sort = &s;
     qsort(s.queue, (size_t)s.n_queue, sizeof(int), cmp_queue);
-    if (journal_sync(s.j) != 0) s.io_failed = 1;
-    rebuild_view(&s, 1);
+    if (journal_sync(s.j) != 0) stop_journal(&s);
+    if (!stopping(&s)) rebuild_view(&s, 1);
     fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run on %d %s -> %s\n",
-            s.n, done_before, s.n_queue, nranks > 1 ? nranks - 1 : 1,
+            n_live, done_before, s.n_queue, nranks > 1 ? nranks - 1 : 1,
             nranks > 1 ? "worker rank(s)" : "process", o->out_path);
     double total_cost = 0;
     for (int i = 0; i < s.n_queue; i++)
         total_cost += s.runs[s.queue[i]].cost;
-    progress_init(&s.progress, s.n, done_before, total_cost);
+    progress_init(&s.progress, n_live, done_before, total_cost);
 
     if (nranks > 1)
         run_mpi(&s, nranks);
@@ -486,32 +821,12 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         journal_sync(s.j); /* finished runs are already durable; flush what else there is */
         fprintf(stderr, "ablate: SIGTERM: stopped; continue with --resume\n");
         journal_close(s.j);
-        rc = 143;
+        s.j = NULL;
+        rc = SWEEP_EXIT_STOPPED;
+        s.stop = STOP_SIGNAL;
         goto out;
     }
-    int failed = 0, finished = 0;
-    for (int i = 0; i < s.n; i++) {
-        finished += s.runs[i].finished;
-        failed += s.runs[i].finished && s.runs[i].status == RUN_FAILED;
-    }
-    /* complete, or stopped (SIGUSR1) with runs left for --resume */
-    char t[64];
-    env_info_now(t, sizeof t);
-    const char *kv[] = {"end_time", t, "status",
-                        finished < s.n ? "stopped"
-                                       : (failed ? "complete_with_failures" : "complete")};
-    if (journal_append_sweep_end(s.j, kv, 2) != 0) s.io_failed = 1;
-    if (journal_sync(s.j) != 0) s.io_failed = 1;
-    rebuild_view(&s, 1);
-    if (journal_close(s.j) != 0) s.io_failed = 1;
-    s.j = NULL;
-    if (finished < s.n)
-        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with --resume\n",
-                finished, s.n);
-    else
-        fprintf(stderr, "ablate: all %d runs finished (%d failed) -> %s\n", s.n, failed,
-                o->out_path);
-    rc = s.io_failed || failed ? 1 : 0;
+    rc = finish(&s);
     goto out;
 stop_workers:
     for (int r = 1; r < nranks; r++) {
@@ -521,6 +836,9 @@ stop_workers:
     }
     if (s.j) journal_close(s.j);
 out:
+    if (s.history) journal_reader_close(s.history);
+    for (int i = 0; i < s.n; i++)
+        refs_free(&s.runs[i].events);
     free(hostnames);
     free(s.queue);
     free(s.runs);

@@ -10,11 +10,22 @@ typedef struct {
     const char *const *sets;
     int n_sets;
     int resume, force;
-    double view_interval; /* seconds between view rebuilds while running */
+    double view_interval;    /* seconds between view rebuilds while running */
+    double checkpoint_every; /* seconds between periodic checkpoints of each run; 0: none */
 } SweepOptions;
 
-/* Exit status: 0 every run finished (done or diverged) or the sweep checkpointed on
- * SIGUSR1; 1 some run failed or I/O failed; 2 invalid spec or usage; 143 SIGTERM. */
+/* Exit statuses of `ablate run` (also what slurm/ablate-sweep.sbatch acts on). */
+enum {
+    SWEEP_EXIT_OK = 0,      /* every run ended done or diverged */
+    SWEEP_EXIT_FAILED = 1,  /* some run failed, or the file could not be written at the end */
+    SWEEP_EXIT_USAGE = 2,   /* invalid spec or usage, or the output could not be opened:
+                             * nothing was trained */
+    SWEEP_EXIT_STOPPED = 3, /* stopped early and resumable: SIGUSR1, SIGTERM, a full disk or
+                             * another journal write error; --resume continues it */
+};
+#define SWEEP_DEFAULT_CHECKPOINT_EVERY 600.0
+
+/* The exit status above. After SIGTERM the caller must leave without MPI_Finalize. */
 int sweep_rank0(const SweepOptions *o, int nranks);
 /* The worker loop of ranks > 0; returns when rank 0 says stop. */
 int sweep_worker(int rank);
@@ -22,9 +33,5 @@ int sweep_worker(int rank);
 /* Collective: every rank calls it once at start; rank 0 gets the distinct hostnames,
  * comma-separated (malloc'd), the others NULL. */
 char *sweep_gather_hostnames(int rank, int nranks);
-
-/* Installs the SIGUSR1 (checkpoint and stop) handler, and on rank 0 the SIGTERM (sync the
- * journal, stop now) handler. */
-void sweep_install_signals(int rank);
 
 #endif

@@ -3,8 +3,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include "sweep.h"
-
 static volatile sig_atomic_t got_usr1, got_term;
 
 static void on_signal(int sig) {
@@ -14,15 +12,41 @@ static void on_signal(int sig) {
         got_term = 1;
 }
 
-void sweep_install_signals(int rank) {
+static void set_handler(int sig, void (*fn)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = fn;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    /* Workers keep SIGTERM's default (die at once): they hold nothing finished. Rank 0
-     * catches it to sync the journal before leaving. */
-    if (rank == 0) sigaction(SIGTERM, &sa, NULL);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+}
+
+void sweep_signals_install(void) {
+    set_handler(SIGUSR1, on_signal);
+    set_handler(SIGTERM, on_signal);
+    sweep_signals_unblock(); /* what arrived while main() held them is delivered now */
+}
+
+void sweep_signals_block(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+void sweep_signals_unblock(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+void sweep_signals_for_rank(int rank) {
+    if (rank == 0) return;
+    set_handler(SIGTERM, SIG_DFL);
+    if (got_term) raise(SIGTERM); /* it came during MPI_Init: do what the default would */
 }
 
 int sweep_signal_usr1(void) {
@@ -30,4 +54,9 @@ int sweep_signal_usr1(void) {
 }
 int sweep_signal_term(void) {
     return got_term;
+}
+int sweep_signal_take_usr1(void) {
+    if (!got_usr1) return 0;
+    got_usr1 = 0;
+    return 1;
 }

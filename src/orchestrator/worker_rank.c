@@ -1,5 +1,6 @@
 /* The worker side of `ablate run`: announce, then train whatever rank 0 assigns. */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,11 +34,24 @@ static int worker_send_events(void *ctx, const RunAssignment *a, const uint8_t *
                : -1;
 }
 
-/* Between steps: our own SIGUSR1, or rank 0 asking us to checkpoint (it sends STOP only
- * with STOP_CHECKPOINT while a run is in progress). Workers keep SIGTERM's default. */
+static int worker_checkpointed(void *ctx, const RunAssignment *a, int64_t step, const char *path) {
+    (void)ctx;
+    WorkerCheckpoint c;
+    memset(&c, 0, sizeof c);
+    c.run = a->run;
+    c.attempt = a->attempt;
+    c.step = step;
+    snprintf(c.path, sizeof c.path, "%s", path);
+    return MPI_Send(&c, (int)sizeof c, MPI_BYTE, 0, TAG_CKPT, MPI_COMM_WORLD) == MPI_SUCCESS ? 0
+                                                                                             : -1;
+}
+
+/* Between steps: our own SIGUSR1 (taken, so it stops only the run in hand: rank 0 requeues
+ * it from its checkpoint), or rank 0 asking us to checkpoint (it sends STOP only with
+ * STOP_CHECKPOINT while a run is in progress). Workers keep SIGTERM's default. */
 static TrainPoll worker_poll(void *ctx) {
     (void)ctx;
-    if (sweep_signal_usr1()) return TRAIN_CHECKPOINT;
+    if (sweep_signal_take_usr1()) return TRAIN_CHECKPOINT;
     int flag = 0;
     MPI_Iprobe(0, TAG_STOP, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     if (flag) {
@@ -58,7 +72,7 @@ int sweep_worker(int rank) {
     MPI_Send(host, (int)strlen(host) + 1, MPI_CHAR, 0, TAG_READY, MPI_COMM_WORLD);
     VocabCache *vc = vocab_cache_new();
     WorkerCtx w = {NULL, 0};
-    RunOutput out = {worker_send_events, worker_poll, &w};
+    RunOutput out = {worker_send_events, worker_checkpointed, worker_poll, &w};
     for (;;) {
         MPI_Status st;
         MPI_Probe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
@@ -70,14 +84,15 @@ int sweep_worker(int rank) {
         }
         RunAssignment a;
         MPI_Recv(&a, (int)sizeof a, MPI_BYTE, 0, TAG_ASSIGN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        EndEvent end;
-        int64_t ckpt_step = 0;
-        RunStatus rs = run_execute(&a, vc, &out, &end, &ckpt_step);
-        WorkerEnd we = {a.run, a.attempt, (int32_t)rs, rank, ckpt_step, {0}};
+        /* a SIGUSR1 that came while this worker held no run concerned no run */
+        sweep_signal_take_usr1();
+        RunResult res;
+        RunStatus rs = run_execute(&a, vc, &out, &res);
+        WorkerEnd we = {a.run, a.attempt, (int32_t)rs, rank, res.ckpt_step, res.io_errno, {0}};
         memcpy(we.host, host, sizeof we.host);
         uint8_t msg[sizeof we + EVENT_PACK_MAX];
         Event ev = {.kind = EV_END};
-        ev.u.end = end;
+        ev.u.end = res.end;
         size_t n = event_pack(&ev, msg + sizeof we, EVENT_PACK_MAX);
         memcpy(msg, &we, sizeof we);
         MPI_Send(msg, (int)(sizeof we + n), MPI_BYTE, 0, TAG_END, MPI_COMM_WORLD);

@@ -257,6 +257,9 @@ int ydoc_parse(const char *text, size_t len, const char *file, YNode **root,
         snprintf(err, ABL_ERR_MAX, "%s:1:1: cannot initialize the YAML parser", file);
         return -1;
     }
+    /* A UTF-8 byte order mark (editors on Windows write one) is not part of the document;
+     * libyaml only half-supports it (a column shift, or a syntax error after a comment). */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) text += 3, len -= 3;
     yaml_parser_set_input_string(&c.parser, (const unsigned char *)text, len);
     yaml_parser_set_encoding(&c.parser, YAML_UTF8_ENCODING);
     YNode *doc = NULL;

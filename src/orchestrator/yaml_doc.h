@@ -23,7 +23,7 @@ typedef struct YNode {
 
 /* Parses text (len bytes) into *root. file only names the source in errors, which are one
  * line "FILE:LINE:COL: message" (YAML syntax errors carry libyaml's problem and mark).
- * An empty document is an error. Returns 0 or -1. */
+ * A leading UTF-8 byte order mark is skipped. An empty document is an error. Returns 0 or -1. */
 int ydoc_parse(const char *text, size_t len, const char *file, YNode **root, char err[ABL_ERR_MAX]);
 void ydoc_free(YNode *n);
 

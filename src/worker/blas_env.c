@@ -9,6 +9,7 @@
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
 
 const char *blas_core(void) {
     return openblas_get_corename();
@@ -54,6 +55,27 @@ void blas_ensure_best_core(char **argv) {
             best, blas_core());
 }
 
+const char *blas_thread_env(void) {
+    /* OpenBLAS's own order of precedence */
+    static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                       "OMP_NUM_THREADS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && v[0]) return vars[i];
+    }
+    return NULL;
+}
+
 void blas_set_threads(void) {
-    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS")) openblas_set_num_threads(1);
+    if (!blas_thread_env()) openblas_set_num_threads(1);
+}
+
+void blas_warn_threads(const char *who) {
+    const char *var = blas_thread_env();
+    if (!var) return;
+    fprintf(stderr,
+            "%s: warning: %s=%s: OpenBLAS uses %d thread(s) per run instead of ablate's 1; "
+            "results are then bit-identical only to runs with the same thread count (unset it "
+            "to keep the default)\n",
+            who, var, getenv(var), openblas_get_num_threads());
 }

@@ -14,7 +14,14 @@ const char *blas_best_core(void);
  * loaded). Never overrides a value the user set. Call first thing in main(). */
 void blas_ensure_best_core(char **argv);
 /* One BLAS thread per process: sweeps get their parallelism from MPI ranks, and results
- * stay bit-identical whatever the machine's core count. OPENBLAS_NUM_THREADS overrides. */
+ * stay bit-identical whatever the machine's core count. OPENBLAS_NUM_THREADS,
+ * GOTO_NUM_THREADS or OMP_NUM_THREADS in the environment override it (OpenBLAS reads them
+ * when it loads); blas_warn_threads says so. */
 void blas_set_threads(void);
+/* The variable that sets OpenBLAS's thread count (NULL: ablate's one thread holds). */
+const char *blas_thread_env(void);
+/* Prints one warning when the environment changes the thread count: results are then
+ * identical only between runs with that same count (docs/architecture.md, Determinism). */
+void blas_warn_threads(const char *who);
 
 #endif

@@ -1,5 +1,6 @@
 #include "run_config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,17 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("train.min_lr must be in [0, train.lr] (got %g)", t->min_lr);
     if (!(t->grad_clip >= 0)) ABL_FAIL("train.grad_clip must be >= 0 (0 disables clipping)");
     if (t->batch_size < 1) ABL_FAIL("train.batch_size must be positive (got %d)", t->batch_size);
+    /* token counts are int64 (the run's tokens, the plan's totals): a budget whose tokens
+     * would not fit is refused rather than wrapped to a negative or zero budget */
+    long per_step = (long)t->batch_size * m.context;
+    if (t->steps > LONG_MAX / per_step)
+        ABL_FAIL("train.steps %ld x train.batch_size %d x model.context %d is more than 2^63-1 "
+                 "training tokens",
+                 t->steps, t->batch_size, m.context);
+    if (t->tokens > 0 && run_config_total_steps(c) > LONG_MAX / per_step)
+        ABL_FAIL("train.tokens %ld, rounded up to whole steps of train.batch_size %d x "
+                 "model.context %d tokens, is more than 2^63-1",
+                 t->tokens, t->batch_size, m.context);
     if (t->eval_every < 0) ABL_FAIL("train.eval_every must be >= 0");
     if (t->eval_tokens < 1) ABL_FAIL("train.eval_tokens must be positive");
     if (t->log_every < 1) ABL_FAIL("train.log_every must be positive");
@@ -82,7 +94,8 @@ long run_config_total_steps(const RunConfig *c) {
     if (t->steps > 0) return t->steps;
     if (t->tokens > 0) {
         long per_step = (long)t->batch_size * c->model.context;
-        return (t->tokens + per_step - 1) / per_step;
+        if (per_step < 1) return -1;
+        return t->tokens / per_step + (t->tokens % per_step != 0); /* ceil, without overflow */
     }
     return -1;
 }

@@ -58,6 +58,19 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     return 0;
 }
 
+double trainer_memory_bytes(const RunConfig *cfg, long data_tokens) {
+    const ModelConfig *mc = &cfg->model;
+    int B = cfg->train.batch_size, T = mc->context;
+    double bytes = gpt_alloc_bytes(mc, B, T) + /* params, grads, activations */
+                   2.0 * (double)model_param_count(mc) * sizeof(float) + /* AdamW m, v */
+                   2.0 * B * T * sizeof(int32_t) +                       /* the batch */
+                   (double)data_tokens * sizeof(int32_t);                /* the token stream */
+    if (cfg->sample.tokens > 0) /* the KV cache, while the model is still allocated */
+        bytes += kvcache_bytes(mc) + 2.0 * cfg->sample.tokens * sizeof(int32_t) +
+                 (double)mc->vocab_size * sizeof(float);
+    return bytes;
+}
+
 void trainer_free(Trainer *t) {
     gpt_free(&t->gpt);
     free(t->m);
@@ -211,13 +224,16 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     RunStatus status = RUN_DONE;
     while (budget_left(t)) {
         TrainPoll poll = ctl && ctl->poll ? ctl->poll(ctl->poll_ctx) : TRAIN_CONTINUE;
-        if (poll != TRAIN_CONTINUE) {
-            if (poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) != 0) {
-                fill_end(t, RUN_FAILED, end);
-                snprintf(end->message, sizeof end->message, "could not write the checkpoint");
-                return RUN_FAILED;
-            }
+        if (poll == TRAIN_SAVE && ctl->save) ctl->save(ctl->save_ctx, t);
+        if (poll == TRAIN_CHECKPOINT || poll == TRAIN_ABORT) {
+            int saved = poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) == 0;
             fill_end(t, RUN_INTERRUPTED, end);
+            /* not saving is no failure: the run continues from its last checkpoint (or
+             * from its start) when the sweep resumes */
+            if (poll == TRAIN_CHECKPOINT && !saved)
+                snprintf(end->message, sizeof end->message,
+                         "stopped at step %ld without a checkpoint (it could not be written)",
+                         t->step);
             return RUN_INTERRUPTED;
         }
         /* statistics on scheduled steps; with stats.every 0, on the last step of a step or

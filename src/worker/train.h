@@ -26,10 +26,12 @@ typedef struct {
     long eval_step;
 } Trainer;
 
-typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_ABORT } TrainPoll;
+/* CHECKPOINT: save, then stop (interrupted). SAVE: save and go on (periodic checkpoints;
+ * a failed save is the callback's to report, training continues). ABORT: stop now. */
+typedef enum { TRAIN_CONTINUE, TRAIN_CHECKPOINT, TRAIN_SAVE, TRAIN_ABORT } TrainPoll;
 
 typedef struct {
-    /* Asked between steps: go on, checkpoint (save, then stop) or stop at once. */
+    /* Asked between steps: go on, save and go on, checkpoint (save, then stop) or stop. */
     TrainPoll (*poll)(void *poll_ctx);
     void *poll_ctx;
     int (*save)(void *save_ctx, const Trainer *t);
@@ -39,6 +41,10 @@ typedef struct {
 int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset *d,
                  char err[ABL_ERR_MAX]);
 void trainer_free(Trainer *t);
+/* The memory a run of this config (model.vocab_size resolved) takes while it trains and
+ * samples, in bytes: model, gradients, activations, optimizer state, batch, KV cache and a
+ * token stream of data_tokens. The planner refuses runs above its limit with it. */
+double trainer_memory_bytes(const RunConfig *cfg, long data_tokens);
 
 /* Trains to the budget (or until ctl->poll says stop), then evaluates and samples. Emits start
  * (unless resuming), step, eval, act, sample and end events. Returns the status; the end

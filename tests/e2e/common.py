@@ -71,6 +71,19 @@ def log(*a):
     print(*a, flush=True)
 
 
+def workdir_persistent(name):
+    """A temp dir that lives until the test process exits (shared references)."""
+    import atexit
+    d = tempfile.mkdtemp(prefix="ablate-e2e-%s-" % name)
+    if not os.environ.get("ABLATE_E2E_KEEP"):
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+class Skip(Exception):
+    """Raised by a test that cannot run here (e.g. needs root); main() reports it."""
+
+
 @contextlib.contextmanager
 def workdir(name):
     """A fresh temp dir; removed on success unless ABLATE_E2E_KEEP is set, kept on failure."""
@@ -350,13 +363,13 @@ def crc32c(data, crc=0):
 
 
 JREC = {1: "header", 2: "plan", 3: "run_begin", 4: "events", 5: "run_end", 6: "checkpoint",
-        7: "sweep_end"}
+        7: "sweep_end", 8: "damage"}
 RUN_STATUS = ["done", "diverged", "failed", "interrupted"]
 
 
-def journal_records(path):
+def journal_records(path, offsets=False):
     """(records, torn_bytes): the valid records (type, run, payload) up to the first
-    incomplete or corrupt one."""
+    incomplete or corrupt one; with offsets, (type, run, payload, offset, total bytes)."""
     with open(path, "rb") as f:
         data = f.read()
     recs, off = [], 0
@@ -369,7 +382,8 @@ def journal_records(path):
         (crc,) = struct.unpack_from("<I", data, off + 13 + n)
         if crc32c(data[off + 4:off + 13 + n]) != crc:
             break
-        recs.append((typ, run, data[off + 13:off + 13 + n]))
+        rec = (typ, run, data[off + 13:off + 13 + n])
+        recs.append(rec + (off, 17 + n) if offsets else rec)
         off += 17 + n
     return recs, len(data) - off
 
@@ -584,22 +598,30 @@ def plan_json(spec, sets=(), env=None):
 
 # ---------------------------------------------------------------- test driver
 
+SKIP_RC = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
+
+
 def main(tests):
-    """Runs each (name, fn) in order, printing PASS/FAIL and times; exit 1 if any failed."""
-    failed = []
+    """Runs each (name, fn) in order, printing PASS/FAIL/SKIP and times; exit 1 if any
+    failed, 77 if every one was skipped."""
+    failed, skipped = [], []
     t_all = time.monotonic()
     for name, fn in tests:
         t0 = time.monotonic()
         log("== %s" % name)
         try:
             fn()
+        except Skip as e:
+            skipped.append(name)
+            log("SKIP %s: %s" % (name, e))
         except Exception:
             failed.append(name)
             log(traceback.format_exc().rstrip())
             log("FAIL %s (%.1f s)" % (name, time.monotonic() - t0))
         else:
             log("PASS %s (%.1f s)" % (name, time.monotonic() - t0))
-    log("%d/%d passed in %.1f s%s" % (len(tests) - len(failed), len(tests),
-                                       time.monotonic() - t_all,
-                                       (": failed " + ", ".join(failed)) if failed else ""))
-    sys.exit(1 if failed else 0)
+    log("%d/%d passed in %.1f s%s%s" % (len(tests) - len(failed) - len(skipped), len(tests),
+                                         time.monotonic() - t_all,
+                                         (": failed " + ", ".join(failed)) if failed else "",
+                                         ("; skipped " + ", ".join(skipped)) if skipped else ""))
+    sys.exit(1 if failed else SKIP_RC if len(skipped) == len(tests) else 0)

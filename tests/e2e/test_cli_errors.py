@@ -9,11 +9,18 @@
   - --resume with a spec that only adds seeds appends the new runs, keeps the old ones
     (not re-run, identical), and ends with every run once, equal to a fresh sweep;
   - `ablate plan --json` lists every run with name/id/seed/params/flops_per_token/config;
-  - the --help of every command exits 0.
+  - the --help of every command exits 0;
+  - `ablate train SPEC --run NAME|ID` trains one planned run alone with exactly the values
+    the sweep recorded for it, and `train --set` of a knob a variant sets trains the base;
+  - limits are refused before anything is written, each at its FILE:LINE:COL: a run above
+    the memory limit, a model.vocab_size below the data's, a prompt outside the vocabulary,
+    a FIFO as data.path (it hung plan); numeric options parse strictly; -o "" is refused.
 """
 import hashlib
+import json
 import os
 import re
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -281,9 +288,126 @@ def test_help():
             assert os.listdir(tmp) == [], "ablate %s created %s" % (" ".join(args), os.listdir(tmp))
 
 
+def train_events(args):
+    rc, so, err = C.run(["train"] + args + ["--json"], tag="train")
+    assert rc == 0, "ablate train %s: exit %s\n%s" % (" ".join(args), rc, err)
+    return [json.loads(l) for l in so.splitlines() if l.strip()]
+
+
+def g9(x):
+    """A value as `ablate train --json` prints it (%.9g): equal text means equal values to
+    the precision the JSON carries (float32 values exactly)."""
+    return "%.9g" % x
+
+
+def test_train_run():
+    with C.workdir("cli-train-run") as tmp:
+        corpus = C.corpus_path(tmp)
+        spec = C.write(os.path.join(tmp, "s.yaml"), C.micro_spec(
+            corpus, steps=30, seeds=(0, 1), eval_every=10, stats_every=10,
+            variants="  baseline: {}\n  gelu: {model.activation: gelu}\n"))
+        # --set of a knob a variant sets: trains the base with it (was "same configuration")
+        ev = train_events([spec, "--set", "model.activation=gelu", "--set", "train.steps=3"])
+        assert ev[0]["event"] == "start" and ev[0]["config"]["model.activation"] == "gelu", ev[0]
+        assert ev[-1]["event"] == "end" and ev[-1]["status"] == "done", ev[-1]
+        out = os.path.join(tmp, "out.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0)
+        v = C.View(out)
+        plan = {p["name"]: p for p in C.plan_json(spec)}
+        for sel, name in (("gelu/seed1", "gelu/seed1"), (plan["baseline/seed1"]["id"],
+                                                          "baseline/seed1")):
+            rid = plan[name]["id"]
+            ev = train_events([spec, "--run", sel])
+            by = {}
+            for e in ev:
+                by.setdefault(e["event"], []).append(e)
+            assert by["start"][0]["config"] == plan[name]["config"], "config of %s differs" % sel
+            steps = {k[1]: r for k, r in v.tables["steps"].items() if k[0] == rid}
+            assert sorted(steps) == [e["step"] for e in by["step"]], "steps of %s" % sel
+            for e in by["step"]:
+                r = steps[e["step"]]
+                for col in ("loss", "lr", "grad_norm"):
+                    assert g9(e[col]) == g9(r[col]), "%s step %d %s: train %r, sweep %r" % (
+                        sel, e["step"], col, e[col], r[col])
+            evals = {k[1]: r for k, r in v.tables["evals"].items() if k[0] == rid}
+            assert sorted(evals) == [e["step"] for e in by["eval"]], "evals of %s" % sel
+            for e in by["eval"]:
+                assert g9(e["val_loss"]) == g9(evals[e["step"]]["val_loss"]), (sel, e)
+            texts = {k[1]: r["text"] for k, r in v.tables["samples"].items() if k[0] == rid}
+            for e in by["sample"]:
+                assert texts.get(e["kind"]) == e["text"], "sample %s of %s differs" % (e["kind"],
+                                                                                       sel)
+            assert g9(by["end"][0]["final_val_loss"]) == g9(v.runs[rid]["final_val_loss"])
+        for args, what in ((["--run", "nosuch/seed0"], "no run"),
+                           (["--run", "gelu/seed1", "--seed", "3"], "--seed")):
+            rc, so, err = C.run(["train", spec] + args)
+            assert rc == 2 and what in err, "train %s: exit %s\n%s" % (args, rc, err)
+
+
+def test_limits():
+    with C.workdir("cli-limits") as tmp:
+        corpus = C.corpus_path(tmp)
+        base = C.micro_spec(corpus, steps=10, seeds=(0,))
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        binf = os.path.join(tmp, "t.bin")
+        with open(binf, "wb") as f:
+            f.write(struct.pack("<256i", *([20240520, 1, 3000] + [0] * 253)))
+            f.write(struct.pack("<3000H", *[(i * 7) % 1000 for i in range(3000)]))
+        cases = [
+            # (what, spec text, (line snippet, token) of the error, words)
+            ("memory (batch 1e8)", base.replace("batch_size: 8", "batch_size: 100000000"),
+             ("batch_size: 1", "100000000"), "TiB of memory"),
+            ("model.vocab_size below the data's",
+             base.replace('tokenizer: char', 'tokenizer: tokens, vocab_size: 500')
+                 .replace(corpus, binf).replace('prompt: "ROMEO:"', 'prompt: "1 2"')
+                 .replace("preset: micro", "preset: micro\n  model: {vocab_size: 600}"),
+             ("vocab_size: 500", "500"), "out of range"),
+            ("prompt outside the vocabulary", base.replace("ROMEO:", "ROMEO{"),
+             ("prompt:", '"ROMEO{'), "not in the corpus vocabulary"),
+            ("FIFO as data.path", base.replace(corpus, fifo), ("data:", '"'), "not a regular file"),
+        ]
+        for i, (what, text, (snippet, token), words) in enumerate(cases):
+            spec = C.write(os.path.join(tmp, "l%d.yaml" % i), text)
+            line, col = position(text, snippet, token)
+            for cmd in (["plan", spec], ["train", spec],
+                        ["run", spec, "-o", os.path.join(tmp, "o%d.h5" % i)]):
+                rc, so, err = C.run(cmd, timeout=30)
+                assert rc == 2, "%s, %s: exit %s, expected 2\n%s" % (what, cmd[0], rc, err)
+                f, l, c, m = one_error_line(err, "%s (%s)" % (what, cmd[0]), None)
+                assert (f, l, c) == (spec, line, col) and words in m, \
+                    "%s (%s): %s:%d:%d: %s; expected %s:%d:%d ...%s..." % (
+                        what, cmd[0], f, l, c, m, spec, line, col, words)
+            out = os.path.join(tmp, "o%d.h5" % i)
+            for p in (out, out + ".d"):
+                assert not os.path.exists(p), "%s: run created %s" % (what, p)
+        # numeric options parse strictly; -o needs a file name; nothing is written
+        spec = C.write(os.path.join(tmp, "ok.yaml"), base)
+        work = os.path.join(tmp, "cwd")
+        os.mkdir(work)
+        for args in (["run", spec, "-o", "v.h5", "--view-interval", "banana"],
+                     ["run", spec, "-o", "v.h5", "--view-interval", "10s"],
+                     ["run", spec, "-o", "v.h5", "--view-interval", "nan"],
+                     ["run", spec, "-o", "v.h5", "--max-run-memory", "lots"],
+                     ["run", spec, "-o", ""], ["run", spec, "-o", "sub/"],
+                     ["train", spec, "--seed", "1x"], ["train", spec, "--seed", "-1"],
+                     ["plan", spec, "--max-run-memory", "0"]):
+            rc, so, err = C.run(args, cwd=work)
+            assert rc == 2, "ablate %s: exit %s, expected 2\n%s" % (args, rc, err)
+            assert os.listdir(work) == [], "ablate %s wrote %s" % (args, os.listdir(work))
+        # a limit that is given is the limit
+        rc, so, err = C.run(["plan", spec, "--max-run-memory", "1M"])
+        assert rc == 2 and "(--max-run-memory)" in err, "plan under a 1 MiB limit: %s\n%s" % (
+            rc, err)
+        rc, so, err = C.run(["plan", spec, "--max-run-memory", "2G"])
+        assert rc == 0 and "limit per run is 2.00 GiB" in so, so
+
+
 if __name__ == "__main__":
     C.main([("invalid_spec", test_invalid_spec),
             ("existing_output_and_force", test_existing_output_and_force),
             ("resume_changed_spec", test_resume_changed_spec),
             ("plan_json", test_plan_json),
-            ("help", test_help)])
+            ("help", test_help),
+            ("train_run", test_train_run),
+            ("limits", test_limits)])

@@ -9,7 +9,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
 
-# d_model 65536 x 2 layers: ~1e11 parameters, an allocation no machine grants
+# d_model 65536 x 2 layers: ~1e11 parameters, an allocation no machine grants. The planner
+# refuses it under the default memory limit, so the sweep raises the limit (NO_LIMIT) to
+# reach the allocation failure inside a run.
+NO_LIMIT = ["--max-run-memory", "1000000T"]
 VARIANTS = ("  baseline: {}\n"
             "  explode: {train.lr: 1.0e+30, train.grad_clip: 0, train.warmup_steps: 0}\n"
             "  huge: {model.d_model: 65536, model.n_head: 64}\n")
@@ -22,7 +25,8 @@ def test_failures():
                        C.micro_spec(corpus, steps=40, seeds=(1,), variants=VARIANTS))
         out = os.path.join(d, "f.h5")
         for ranks in (None, 3):
-            rc, so, se = C.run(["run", spec, "-o", out, "--force"], ranks=ranks, tag="run")
+            rc, so, se = C.run(["run", spec, "-o", out, "--force"] + NO_LIMIT, ranks=ranks,
+                               tag="run")
             assert rc == 1, "exit %s, expected 1 (a run failed)\n%s" % (rc, se[-3000:])
             v = C.View(out)
             by_name = {r["name"]: r for r in v.runs.values()}
@@ -35,7 +39,7 @@ def test_failures():
             assert "cannot allocate" in huge["message"], huge["message"]
             assert "huge/seed1 FAILED" in se and "explode/seed1 diverged" in se, se[-2000:]
         # --resume retries only the failed run
-        rc, so, se = C.run(["run", spec, "-o", out, "--resume"], tag="resume")
+        rc, so, se = C.run(["run", spec, "-o", out, "--resume"] + NO_LIMIT, tag="resume")
         assert rc == 1, rc
         assert "(2 already finished), 1 to run" in se, se[-2000:]
         v2 = C.View(out)

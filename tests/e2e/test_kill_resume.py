@@ -7,7 +7,7 @@ Rounds: each round starts a fresh output and loops `ablate run ... --resume` (mp
 or in-process), SIGKILLing it after a random delay, until one resume completes. The kill
 target varies: the whole MPI job at once, rank 0 only, one worker only, mpirun only (its
 orphaned ranks are killed right after), or the in-process ablate; some trials stop with
-SIGUSR1 instead (a clean checkpoint stop, exit 0), so later kills also hit runs resumed
+SIGUSR1 instead (a clean checkpoint stop, exit 3: stopped, resumable), so later kills also hit runs resumed
 from a checkpoint. After every kill (once no process of the job is left):
   - every run the progress lines on stderr reported finished ("[k/n] NAME done: ...") is
     finished in the journal (OUT.h5.d/journal, read directly): done means durable;
@@ -160,8 +160,9 @@ def one_round(rnd, tmp, spec, ref, rng, kills_wanted, t_ref, violations):
         if killed:
             kills += 1
             continue
-        if rc != 0:
-            raise AssertionError("%s: exit %s\n%s" % (label, rc, err[-3000:]))
+        want_rc = 3 if usr1_sent and len(fin) < N_RUNS else 0
+        if rc != want_rc:
+            raise AssertionError("%s: exit %s, expected %d\n%s" % (label, rc, want_rc, err[-3000:]))
         if usr1_sent and len(fin) < N_RUNS:
             if trial > 40:
                 raise AssertionError("round %d: no end after %d trials" % (rnd, trial))
