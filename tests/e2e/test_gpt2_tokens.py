@@ -312,6 +312,10 @@ def test_book_specs():
             log("   %s: %d runs, 13,673,984 parameters each, heads %s" % (name, runs, heads))
             if name != "book-activations":
                 assert heads == [1, 4, 8], heads
+        # data.vocab_size belongs to the tokens tokenizer; gpt2's vocabulary is fixed
+        rc, _, err = run(["plan", os.path.join(SOURCE_DIR, "sweeps", "book-heads-tokens.yaml"),
+                          "--set", "data.vocab_size=1000"], env=env, tag="vocab_size")
+        assert rc == 2 and "data.vocab_size" in err and "50257" in err, (rc, err)
 
 
 if __name__ == "__main__":
