@@ -1,9 +1,11 @@
 /* refdump OUTDIR B T SEED [--gemm-small-limit=MNK] [key=value ...]
+ * refdump --knobs
  *
  * Dumps everything tests/reference/check_reference.py needs to compare the C GPT against the
  * independent PyTorch reference (tests/reference/gpt_ref.py):
- *   manifest.json  the model config (read back from the struct, not from the arguments), B, T,
- *                  n_params and the tensor table (id, name, shape, offset, size, decay, init)
+ *   manifest.json  the model config (every model knob of the knob table, read back from the
+ *                  struct, not from the arguments), B, T, n_params and the tensor table (id,
+ *                  name, shape, offset, size, decay, init)
  *   params0.bin    the initialized parameter buffer (float32)
  *   x.bin, y.bin   a (B, T) batch of token ids (int32)
  *   logits.bin     (B, T, V) logits of gpt_forward(x, NULL)
@@ -20,7 +22,9 @@
  * Keys are RunConfig knobs (model.n_head=2); model.vocab_size is required. model.context
  * defaults to T when not given. --gemm-small-limit sets gemm_set_small_limit (src/model/gemm.h)
  * so that small products run in pieces, as the studies' sizes do on AVX-512 OpenBLAS; the
- * manifest records the limit in effect. */
+ * manifest records the limit in effect.
+ * --knobs prints the model knobs of the knob table (name, type, default, enum choices) as JSON:
+ * check_reference.py's coverage list is made from it. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,8 +67,53 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uint64_t seed,
-                           int argc, char **argv) {
+static int is_model_knob(const Knob *k) {
+    return strncmp(k->name, "model.", 6) == 0;
+}
+
+/* A knob's value as JSON: enums as their name, booleans as 0/1, numbers as numbers. */
+static void write_value(FILE *f, const RunConfig *rc, const Knob *k) {
+    char v[64];
+    knob_format(rc, k, v, sizeof v);
+    if (k->type == KNOB_ENUM || k->type == KNOB_STRING)
+        fprintf(f, "\"%s\"", v);
+    else if (k->type == KNOB_BOOL)
+        fprintf(f, "%d", strcmp(v, "true") == 0);
+    else
+        fprintf(f, "%s", v);
+}
+
+/* --knobs: every model knob of src/worker/knobs.c with its type, choices and default, for
+ * check_reference.py's coverage list (so a new knob or value fails it until a configuration
+ * covers it). */
+static int write_knobs(void) {
+    static const char *const types[] = {"int", "long", "double", "bool", "enum", "string"};
+    RunConfig rc;
+    run_config_default(&rc);
+    printf("[\n");
+    int first = 1;
+    for (int i = 0; i < knob_count; i++) {
+        const Knob *k = &knob_table[i];
+        if (!is_model_knob(k)) continue;
+        printf("%s  {\"name\": \"%s\", \"type\": \"%s\", \"default\": ", first ? "" : ",\n",
+               k->name + 6, types[k->type]);
+        write_value(stdout, &rc, k);
+        if (k->type == KNOB_ENUM) {
+            printf(", \"choices\": [");
+            for (int j = 0; j < k->n_choices; j++)
+                printf("%s\"%s\"", j ? ", " : "", k->choices[j]);
+            printf("]");
+        }
+        printf("}");
+        first = 0;
+    }
+    printf("\n]\n");
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint64_t seed, int argc,
+                           char **argv) {
+    const ModelConfig *c = &rc->model;
     FILE *f = open_out("manifest.json", "w");
     fprintf(f, "{\n  \"B\": %d, \"T\": %d, \"seed\": %llu, \"n_params\": %zu,\n", B, T,
             (unsigned long long)seed, m->n_params);
@@ -75,22 +124,12 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
         fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
     fprintf(f, "],\n");
     fprintf(f, "  \"model\": {\n");
-    fprintf(f, "    \"vocab_size\": %d, \"context\": %d, \"d_model\": %d, \"n_layer\": %d,\n",
-            c->vocab_size, c->context, c->d_model, c->n_layer);
-    fprintf(f, "    \"n_head\": %d, \"n_kv_head\": %d, \"mlp_ratio\": %.17g,\n", c->n_head,
-            c->n_kv_head, c->mlp_ratio);
-    fprintf(f, "    \"activation\": \"%s\", \"norm\": \"%s\", \"norm_type\": \"%s\",\n",
-            activation_names[c->activation], norm_names[c->norm], norm_type_names[c->norm_type]);
-    fprintf(
-        f,
-        "    \"norm_affine\": %d, \"norm_eps\": %.17g, \"input_norm\": %d, \"final_norm\": %d,\n",
-        c->norm_affine, c->norm_eps, c->input_norm, c->final_norm);
-    fprintf(f, "    \"qk_norm\": %d, \"position\": \"%s\", \"rope_base\": %.17g,\n", c->qk_norm,
-            position_names[c->position], c->rope_base);
-    fprintf(f,
-            "    \"qkv_bias\": %d, \"out_bias\": %d, \"mlp_bias\": %d, \"tie_embeddings\": %d,\n",
-            c->qkv_bias, c->out_bias, c->mlp_bias, c->tie_embeddings);
-    fprintf(f, "    \"init_std\": %.17g,\n", c->init_std);
+    for (int i = 0; i < knob_count; i++)
+        if (is_model_knob(&knob_table[i])) {
+            fprintf(f, "    \"%s\": ", knob_table[i].name + 6);
+            write_value(f, rc, &knob_table[i]);
+            fprintf(f, ",\n");
+        }
     fprintf(f, "    \"head_dim\": %d, \"kv_heads\": %d, \"d_ff\": %d, \"is_glu\": %d\n",
             model_head_dim(c), model_kv_heads(c), model_d_ff(c), model_is_glu(c));
     fprintf(f, "  },\n  \"tensors\": [\n");
@@ -103,9 +142,9 @@ static void write_manifest(const ModelConfig *c, const GPT *m, int B, int T, uin
         for (int d = 0; d < t->ndim; d++)
             fprintf(f, "%s%d", d ? ", " : "", t->shape[d]);
         fprintf(f,
-                "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": %d, "
+                "], \"offset\": %zu, \"size\": %zu, \"decay\": %d, \"init\": \"%s\", "
                 "\"per_layer\": %d}",
-                t->offset, t->size, t->decay, (int)t->init, t->per_layer);
+                t->offset, t->size, t->decay, init_kind_names[t->init], t->per_layer);
         first = 0;
     }
     fprintf(f, "\n  ]\n}\n");
@@ -136,6 +175,7 @@ static void write_stats(const GPT *m) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--knobs") == 0) return write_knobs();
     if (argc < 5) {
         fprintf(stderr, "usage: refdump OUTDIR B T SEED [key=value ...]\n");
         return 2;
@@ -180,7 +220,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     gpt_init_weights(&m, seed);
-    write_manifest(&c, &m, B, T, seed, argc - 5, argv + 5);
+    write_manifest(&rc, &m, B, T, seed, argc - 5, argv + 5);
     write_bin("params0.bin", m.params, sizeof(float), m.n_params);
 
     size_t n = (size_t)B * T;

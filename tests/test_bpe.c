@@ -29,11 +29,9 @@ static void test_sha256(void) {
         {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
     };
+    char hex[65];
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        uint8_t d[SHA256_BYTES];
-        char hex[2 * SHA256_BYTES + 1];
-        sha256(v[i].in, strlen(v[i].in), d);
-        sha256_hex(d, hex);
+        sha256_buf_hex(v[i].in, strlen(v[i].in), hex);
         CHECK_MSG(strcmp(hex, v[i].hex) == 0, "sha256(\"%s\") = %s", v[i].in, hex);
     }
     /* a million 'a's, fed in uneven pieces */
@@ -46,10 +44,7 @@ static void test_sha256(void) {
         sha256_update(&s, chunk, (size_t)n);
         done += n;
     }
-    uint8_t d[SHA256_BYTES];
-    char hex[2 * SHA256_BYTES + 1];
-    sha256_final(&s, d);
-    sha256_hex(d, hex);
+    sha256_hex(&s, hex);
     CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
 }
 
@@ -79,10 +74,10 @@ static void test_utf8(void) {
     }
     char out[16];
     /* one U+FFFD per maximal subpart, as Python's errors="replace" and TextDecoder do */
-    CHECK(utf8_sanitize((const unsigned char *)"a\xe2\x82z\xff", 5, out, sizeof out) == 8);
+    CHECK(utf8_replace_copy((const unsigned char *)"a\xe2\x82z\xff", 5, out, sizeof out) == 8);
     CHECK(strcmp(out, "a\xef\xbf\xbdz\xef\xbf\xbd") == 0);
     /* never cut inside a character */
-    CHECK(utf8_sanitize((const unsigned char *)"ab\xe2\x82\xac", 5, out, 5) == 2);
+    CHECK(utf8_replace_copy((const unsigned char *)"ab\xe2\x82\xac", 5, out, 5) == 2);
 }
 
 static void write_text(const char *path, const char *text) {

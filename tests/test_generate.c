@@ -1,7 +1,8 @@
-/* Generation with the KV cache (src/model/generate.c, a one-token forward written apart from
- * gpt.c) against the full forward: the logits at every position agree for configs covering
- * every model knob; after a context shift the cache equals a fresh forward over the tokens it
- * kept; and generate()'s greedy tokens equal argmax of full forwards over the same windows. */
+/* Generation with the KV cache (src/model/generate.c: gpt.c's forward, one position at a time,
+ * with attention reading earlier keys and values from the cache) against the full forward: the
+ * logits at every position agree for configs covering every model knob; after a context shift the
+ * cache equals a fresh forward over the tokens it kept; and generate()'s greedy tokens equal argmax
+ * of full forwards over the same windows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

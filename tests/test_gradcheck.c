@@ -36,6 +36,7 @@
 #include "model/config.h"
 #include "model/gpt.h"
 #include "test_util.h"
+#include "worker/knobs.h"
 
 #define B          2
 #define T          4
@@ -47,39 +48,68 @@
 #define KINK_AGREE 0.25
 #define PER_TENSOR 8
 
+/* A config: knob assignments over the base (src/worker/knobs.c names, as in a spec). Each
+ * states every knob the backward's paths depend on, so the list reads as a table. */
 typedef struct {
     const char *name;
-    Activation act;
-    NormPlacement norm;
-    NormType norm_type;
-    int affine, input_norm, final_norm, qk_norm;
-    Position pos;
-    int n_head, n_kv_head, n_layer;
-    int qkv_bias, out_bias, mlp_bias, tie;
-    double mlp_ratio;
+    const char *sets[17];
 } Case;
 
 static const Case cases[] = {
-    /* name                act            norm       type             aff in fin qk pos          H
-       kv L  qb ob mb tie ratio */
-    {"gelu-pre-rms-learned", ACT_GELU, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_LEARNED, 2, 0, 2, 1,
-     1, 1, 0, 2.0},
-    {"gelu_tanh-post-ln-rope-qk-mqa-tied", ACT_GELU_TANH, NORM_POST, NORMTYPE_LAYER, 1, 0, 1, 1,
-     POS_ROPE, 2, 1, 2, 1, 0, 0, 1, 2.0},
-    {"swiglu-peri-rms-rope-qk", ACT_SWIGLU, NORM_PERI, NORMTYPE_RMS, 1, 1, 0, 1, POS_ROPE, 2, 0, 2,
-     0, 1, 1, 0, 1.5},
-    {"geglu-peri-ln-gqa2-learned-qk", ACT_GEGLU, NORM_PERI, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED,
-     4, 2, 1, 1, 1, 1, 1, 2.0},
-    {"tanh-none-posnone", ACT_TANH, NORM_NONE, NORMTYPE_RMS, 0, 1, 1, 0, POS_NONE, 2, 0, 2, 1, 1, 1,
-     0, 2.0},
-    {"silu-pre-ln-noaffine-rope", ACT_SILU, NORM_PRE, NORMTYPE_LAYER, 0, 1, 1, 1, POS_ROPE, 2, 1, 2,
-     0, 0, 1, 0, 2.5},
-    {"relu-post-rms-learned", ACT_RELU, NORM_POST, NORMTYPE_RMS, 1, 0, 0, 0, POS_LEARNED, 2, 0, 2,
-     1, 1, 1, 1, 2.0},
-    {"relu2-pre-rms-rope", ACT_RELU2, NORM_PRE, NORMTYPE_RMS, 1, 1, 1, 0, POS_ROPE, 2, 1, 1, 0, 1,
-     0, 0, 2.0},
-    {"reglu-none-ln-final", ACT_REGLU, NORM_NONE, NORMTYPE_LAYER, 1, 1, 1, 1, POS_LEARNED, 2, 0, 2,
-     1, 0, 1, 1, 2.0},
+    {"gelu-pre-rms-learned",
+     {"model.activation=gelu", "model.norm=pre", "model.norm_type=rmsnorm",
+      "model.norm_affine=true", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=false", "model.position=learned", "model.n_head=2", "model.n_kv_head=0",
+      "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=true", "model.mlp_bias=true",
+      "model.tie_embeddings=false", "model.mlp_ratio=2.0", NULL}},
+    {"gelu_tanh-post-ln-rope-qk-mqa-tied",
+     {"model.activation=gelu_tanh", "model.norm=post", "model.norm_type=layernorm",
+      "model.norm_affine=true", "model.input_norm=false", "model.final_norm=true",
+      "model.qk_norm=true", "model.position=rope", "model.n_head=2", "model.n_kv_head=1",
+      "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=false", "model.mlp_bias=false",
+      "model.tie_embeddings=true", "model.mlp_ratio=2.0", NULL}},
+    {"swiglu-peri-rms-rope-qk",
+     {"model.activation=swiglu", "model.norm=peri", "model.norm_type=rmsnorm",
+      "model.norm_affine=true", "model.input_norm=true", "model.final_norm=false",
+      "model.qk_norm=true", "model.position=rope", "model.n_head=2", "model.n_kv_head=0",
+      "model.n_layer=2", "model.qkv_bias=false", "model.out_bias=true", "model.mlp_bias=true",
+      "model.tie_embeddings=false", "model.mlp_ratio=1.5", NULL}},
+    {"geglu-peri-ln-gqa2-learned-qk",
+     {"model.activation=geglu", "model.norm=peri", "model.norm_type=layernorm",
+      "model.norm_affine=true", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=true", "model.position=learned", "model.n_head=4", "model.n_kv_head=2",
+      "model.n_layer=1", "model.qkv_bias=true", "model.out_bias=true", "model.mlp_bias=true",
+      "model.tie_embeddings=true", "model.mlp_ratio=2.0", NULL}},
+    {"tanh-none-posnone",
+     {"model.activation=tanh", "model.norm=none", "model.norm_type=rmsnorm",
+      "model.norm_affine=false", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=false", "model.position=none", "model.n_head=2", "model.n_kv_head=0",
+      "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=true", "model.mlp_bias=true",
+      "model.tie_embeddings=false", "model.mlp_ratio=2.0", NULL}},
+    {"silu-pre-ln-noaffine-rope",
+     {"model.activation=silu", "model.norm=pre", "model.norm_type=layernorm",
+      "model.norm_affine=false", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=true", "model.position=rope", "model.n_head=2", "model.n_kv_head=1",
+      "model.n_layer=2", "model.qkv_bias=false", "model.out_bias=false", "model.mlp_bias=true",
+      "model.tie_embeddings=false", "model.mlp_ratio=2.5", NULL}},
+    {"relu-post-rms-learned",
+     {"model.activation=relu", "model.norm=post", "model.norm_type=rmsnorm",
+      "model.norm_affine=true", "model.input_norm=false", "model.final_norm=false",
+      "model.qk_norm=false", "model.position=learned", "model.n_head=2", "model.n_kv_head=0",
+      "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=true", "model.mlp_bias=true",
+      "model.tie_embeddings=true", "model.mlp_ratio=2.0", NULL}},
+    {"relu2-pre-rms-rope",
+     {"model.activation=relu2", "model.norm=pre", "model.norm_type=rmsnorm",
+      "model.norm_affine=true", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=false", "model.position=rope", "model.n_head=2", "model.n_kv_head=1",
+      "model.n_layer=1", "model.qkv_bias=false", "model.out_bias=true", "model.mlp_bias=false",
+      "model.tie_embeddings=false", "model.mlp_ratio=2.0", NULL}},
+    {"reglu-none-ln-final",
+     {"model.activation=reglu", "model.norm=none", "model.norm_type=layernorm",
+      "model.norm_affine=true", "model.input_norm=true", "model.final_norm=true",
+      "model.qk_norm=true", "model.position=learned", "model.n_head=2", "model.n_kv_head=0",
+      "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=false", "model.mlp_bias=true",
+      "model.tie_embeddings=true", "model.mlp_ratio=2.0", NULL}},
 };
 
 static uint64_t lcg_state;
@@ -163,29 +193,24 @@ static void set_target(void *ctx, float s) {
 }
 
 static void run_case(const Case *cs) {
-    ModelConfig c;
-    model_config_default(&c);
-    c.vocab_size = V;
-    c.context = 6; /* > T: learned positions use the first T rows */
-    c.d_model = 8;
-    c.n_layer = cs->n_layer;
-    c.n_head = cs->n_head;
-    c.n_kv_head = cs->n_kv_head;
-    c.mlp_ratio = cs->mlp_ratio;
-    c.activation = cs->act;
-    c.norm = cs->norm;
-    c.norm_type = cs->norm_type;
-    c.norm_affine = cs->affine;
-    c.input_norm = cs->input_norm;
-    c.final_norm = cs->final_norm;
-    c.qk_norm = cs->qk_norm;
-    c.position = cs->pos;
-    c.qkv_bias = cs->qkv_bias;
-    c.out_bias = cs->out_bias;
-    c.mlp_bias = cs->mlp_bias;
-    c.tie_embeddings = cs->tie;
-    c.init_std = 0.35; /* large enough for O(0.01-0.1) gradients well above the fd noise */
+    RunConfig rc;
+    run_config_default(&rc);
     char err[ABL_ERR_MAX];
+    static const char *const base_sets[] = {"model.vocab_size=11", "model.d_model=8",
+                                            /* > T: learned positions use the first T rows */
+                                            "model.context=6",
+                                            /* large enough for O(0.01-0.1) gradients well above the
+                                               fd noise */
+                                            "model.init_std=0.35", NULL};
+    for (const char *const *a = base_sets; *a; a++)
+        CHECK_MSG(knob_assign(&rc, *a, err) == 0, "%s: %s", *a, err);
+    for (const char *const *a = cs->sets; *a; a++)
+        if (knob_assign(&rc, *a, err) != 0) {
+            CHECK_MSG(0, "%s: %s: %s", cs->name, *a, err);
+            return;
+        }
+    const ModelConfig c = rc.model;
+    int kinks = kinked(c.activation);
     if (model_config_validate(&c, err) != 0) {
         CHECK_MSG(0, "%s: invalid config: %s", cs->name, err);
         return;
@@ -305,7 +330,7 @@ static void run_case(const Case *cs) {
             Target tg = {p, saved + t->offset, NULL, pick[j], t->size};
             snprintf(cur_what, sizeof cur_what, "%s %s[%zu]", cs->name, t->name, pick[j]);
             double fd;
-            int r = fd_check(set_target, &tg, &m, g[pick[j]], EPS, kinked(cs->act), &fd);
+            int r = fd_check(set_target, &tg, &m, g[pick[j]], EPS, kinks, &fd);
             if (r < 0) {
                 skipped++;
                 continue;
@@ -326,7 +351,7 @@ static void run_case(const Case *cs) {
         Target tg = {p, saved + t->offset, dir, 0, t->size};
         snprintf(cur_what, sizeof cur_what, "%s %s along a random direction", cs->name, t->name);
         double fd;
-        int r = fd_check(set_target, &tg, &m, dot, DIR_EPS, kinked(cs->act), &fd);
+        int r = fd_check(set_target, &tg, &m, dot, DIR_EPS, kinks, &fd);
         if (r < 0) {
             skipped++;
         } else {

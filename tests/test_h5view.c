@@ -94,7 +94,8 @@ static void emit_step(Stream *s, int run, long step, int attempt, int with_acts)
     stream_emit(s, &e);
     if (step % 10 == 0) {
         Event v = {.kind = EV_EVAL};
-        v.u.eval = (EvalEvent){step, f_loss(run, step, attempt) + 0.125, step / 100.0};
+        v.u.eval = (EvalEvent){step, f_loss(run, step, attempt) + 0.125, step / 100.0, step * 64,
+                               f_time(step)};
         stream_emit(s, &v);
     }
     if (with_acts && step % 25 == 0) {
@@ -279,7 +280,7 @@ typedef struct {
 typedef struct {
     int32_t index;
     char id[17];
-    char name[32];
+    char *name; /* schema 2: text columns are variable-length UTF-8 */
     uint64_t seed;
     char status[12];
     int32_t n_head;
@@ -290,11 +291,11 @@ typedef struct {
     int64_t steps;
     double final_val_loss;
     int32_t rank;
-    char host[16];
+    char *host;
     int32_t attempts;
     int64_t resumed_from_step, last_checkpoint_step;
-    char message[64];
-    char blas_core[32];
+    char *message;
+    char *blas_core;
 } RunRow;
 
 static hid_t strt(size_t n) {
@@ -344,7 +345,7 @@ static void check_fixture_file(const char *out, int complete) {
     if (f < 0) return;
     int version = 0, ranks = 0;
     hid_t a = H5Aopen(f, "ablate_schema_version", H5P_DEFAULT);
-    CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_INT, &version) >= 0 && version == 1);
+    CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_INT, &version) >= 0 && version == 2);
     H5Aclose(a);
     a = H5Aopen(f, "ranks", H5P_DEFAULT);
     CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_INT, &ranks) >= 0 && ranks == 3);
@@ -373,7 +374,7 @@ static void check_fixture_file(const char *out, int complete) {
     if (spec) H5free_memory(spec);
     H5Dclose(d);
     H5Tclose(vt);
-    CHECK(dset_rows(f, "plan_text") == N_RUNS);
+    CHECK(H5Lexists(f, "plan_text", H5P_DEFAULT) == 0); /* schema 2: the columns say it */
 
     /* /runs */
     RunRow rows[N_RUNS];
@@ -383,7 +384,10 @@ static void check_fixture_file(const char *out, int complete) {
           tb = bool_type();
     H5Tinsert(mt, "index", HOFFSET(RunRow, index), H5T_NATIVE_INT32);
     H5Tinsert(mt, "id", HOFFSET(RunRow, id), t17);
-    H5Tinsert(mt, "name", HOFFSET(RunRow, name), t32);
+    hid_t tv = H5Tcopy(H5T_C_S1);
+    H5Tset_size(tv, H5T_VARIABLE);
+    H5Tset_cset(tv, H5T_CSET_UTF8);
+    H5Tinsert(mt, "name", HOFFSET(RunRow, name), tv);
     H5Tinsert(mt, "seed", HOFFSET(RunRow, seed), H5T_NATIVE_UINT64);
     H5Tinsert(mt, "status", HOFFSET(RunRow, status), t12);
     H5Tinsert(mt, "model.n_head", HOFFSET(RunRow, n_head), H5T_NATIVE_INT32);
@@ -394,17 +398,18 @@ static void check_fixture_file(const char *out, int complete) {
     H5Tinsert(mt, "steps", HOFFSET(RunRow, steps), H5T_NATIVE_INT64);
     H5Tinsert(mt, "final_val_loss", HOFFSET(RunRow, final_val_loss), H5T_NATIVE_DOUBLE);
     H5Tinsert(mt, "rank", HOFFSET(RunRow, rank), H5T_NATIVE_INT32);
-    H5Tinsert(mt, "host", HOFFSET(RunRow, host), t16);
+    H5Tinsert(mt, "host", HOFFSET(RunRow, host), tv);
     H5Tinsert(mt, "attempts", HOFFSET(RunRow, attempts), H5T_NATIVE_INT32);
     H5Tinsert(mt, "resumed_from_step", HOFFSET(RunRow, resumed_from_step), H5T_NATIVE_INT64);
     H5Tinsert(mt, "last_checkpoint_step", HOFFSET(RunRow, last_checkpoint_step), H5T_NATIVE_INT64);
-    H5Tinsert(mt, "message", HOFFSET(RunRow, message), t64);
-    H5Tinsert(mt, "blas_core", HOFFSET(RunRow, blas_core), t32);
+    H5Tinsert(mt, "message", HOFFSET(RunRow, message), tv);
+    H5Tinsert(mt, "blas_core", HOFFSET(RunRow, blas_core), tv);
     CHECK(dset_rows(f, "runs") == N_RUNS);
     d = H5Dopen2(f, "runs", H5P_DEFAULT);
     CHECK(d >= 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
     H5Dclose(d);
     H5Tclose(mt);
+    H5Tclose(tv);
     H5Tclose(t17);
     H5Tclose(t32);
     H5Tclose(t12);
@@ -436,6 +441,12 @@ static void check_fixture_file(const char *out, int complete) {
     CHECK(isnan(rows[3].final_val_loss) && rows[3].steps == 0 && rows[3].rank == -1 &&
           rows[3].host[0] == 0);
     CHECK(isnan(rows[4].final_val_loss) && !strcmp(rows[4].message, "loss is NaN at step 3"));
+    for (int r = 0; r < N_RUNS; r++) {
+        free(rows[r].name);
+        free(rows[r].host);
+        free(rows[r].message);
+        free(rows[r].blas_core);
+    }
 
     /* /steps: grouped by run in plan order; run 1 holds its second attempt only. */
     long long n = dset_rows(f, "steps");
@@ -890,7 +901,7 @@ static int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, in
                 values += 6;
                 if (s % 100 == 0) {
                     Event v = {.kind = EV_EVAL};
-                    v.u.eval = (EvalEvent){s, 1.0, 0.5};
+                    v.u.eval = (EvalEvent){s, 1.0, 0.5, s * 64, 0.5};
                     stream_emit(&lane[l], &v);
                     events++;
                     values += 3;

@@ -230,11 +230,15 @@ static void test_base_sections(void) {
 }
 
 /* FNV-1a 64 over "name=value\n" for every knob, then "seed=N\n" (docs/spec.md). */
+/* Id scheme 2 (run_id.h): only the knobs that differ from their defaults, then the seed. */
 static void reference_id(const RunConfig *c, uint64_t seed, char id[17]) {
     uint64_t h = 0xcbf29ce484222325ULL;
     char line[2048];
+    RunConfig def;
+    run_config_default(&def);
     for (int i = 0; i <= knob_count; i++) {
         if (i < knob_count) {
+            if (knob_equal(c, &def, &knob_table[i])) continue;
             char val[1100];
             knob_format(c, &knob_table[i], val, sizeof val);
             snprintf(line, sizeof line, "%s=%s\n", knob_table[i].name, val);

@@ -10,13 +10,14 @@
 #include "orchestrator/plan_cost.h"
 #include "orchestrator/sweep.h"
 #include "orchestrator/sweep_signals.h"
+#include "worker/blas_env.h"
 
 static void run_usage(FILE *f) {
     fprintf(
         f,
         "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
         "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n"
-        "           [--max-run-memory SIZE]\n\n"
+        "           [--max-run-memory SIZE] [--blas-threads K]\n\n"
         "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
         "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
         "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
@@ -32,7 +33,9 @@ static void run_usage(FILE *f) {
         "                         kill -9, a node failure or scancel loses at most that much\n"
         "                         (%.0f; 0 = only on SIGUSR1)\n"
         "  --max-run-memory SIZE  refuse, before anything is written, a run that needs more\n"
-        "                         memory than SIZE (e.g. 16G; default 80%% of physical memory)\n\n"
+        "                         memory than SIZE (e.g. 16G; default 80%% of physical memory)\n"
+        "  --blas-threads K       OpenBLAS threads per run (1; e.g. SLURM's --cpus-per-task).\n"
+        "                         Results are bit-identical only between runs with the same K\n\n"
         "Signals: SIGUSR1 to rank 0 (or mpirun) checkpoints the runs in progress and stops;\n"
         "SIGUSR1 to one worker checkpoints its run, which goes back to the queue; SIGTERM\n"
         "stops at once (finished runs are kept). With ABLATE_READY_FILE set, rank 0 creates\n"
@@ -86,6 +89,14 @@ int cmd_run(int argc, char **argv) {
             else
                 bad |= cli_number("run", "--checkpoint-every", argv[i], CLI_SECONDS,
                                   &o.checkpoint_every);
+        } else if (!strcmp(argv[i], "--blas-threads") && i + 1 < argc) {
+            unsigned long long k = 0;
+            if (cli_number("run", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
+                k > 1024) {
+                fprintf(stderr, "ablate run: --blas-threads takes 1 to 1024\n");
+                bad = 1;
+            }
+            blas_request_threads((int)k);
         } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
             double max_mem = 0;
             bad |= cli_number("run", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem);

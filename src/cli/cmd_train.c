@@ -15,7 +15,7 @@
 static void train_usage(FILE *f) {
     fprintf(f,
             "usage: ablate train SPEC.yaml [--run NAME|ID] [--set key=value ...] [--seed N]\n"
-            "                              [--json] [--max-run-memory SIZE]\n\n"
+            "                              [--json] [--max-run-memory SIZE] [--blas-threads K]\n\n"
             "Trains one run alone and reports progress on stderr; --json prints one JSON object\n"
             "per event on stdout instead. Without --run it trains the spec's base (grid,\n"
             "variants and seeds are ignored); with --run, the planned run of that name or id\n"
@@ -27,7 +27,9 @@ static void train_usage(FILE *f) {
             "  --seed N               run seed (default: the spec's first seed; not with --run)\n"
             "  --json                 JSON Lines on stdout: start, step, eval, act, sample, end\n"
             "  --max-run-memory SIZE  refuse a run that needs more memory than SIZE (e.g. 16G;\n"
-            "                         default 80%% of physical memory, see docs/spec.md)\n\n"
+            "                         default 80%% of physical memory, see docs/spec.md)\n"
+            "  --blas-threads K       OpenBLAS threads (1); results are bit-identical only\n"
+            "                         between runs with the same K\n\n"
             "Knobs (defaults shown; see docs/spec.md):\n");
     cli_print_knobs(f);
 }
@@ -61,6 +63,14 @@ int cmd_train(int argc, char **argv) {
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             if (cli_number("train", "--seed", argv[++i], CLI_UINT, &seed) != 0) return 2;
             have_seed = 1;
+        } else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc) {
+            unsigned long long k = 0;
+            if (cli_number("train", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
+                k > 1024) {
+                fprintf(stderr, "ablate train: --blas-threads takes 1 to 1024\n");
+                return 2;
+            }
+            blas_request_threads((int)k);
         } else if (strcmp(argv[i], "--max-run-memory") == 0 && i + 1 < argc) {
             if (cli_number("train", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
                 return 2;

@@ -5,7 +5,7 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "commands.h"
-#include "orchestrator/h5view.h"
+#include "orchestrator/h5table.h"
 #include "orchestrator/sweep_signals.h"
 #include "worker/blas_env.h"
 
@@ -35,7 +35,7 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_best_core(argv);
-    h5view_process_init();
+    h5_process_init();
     if (argc < 2 || strcmp(argv[1], "run") != 0) sweep_signals_unblock();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "layers.h"
 #include "transpose.h"
 
 /* One value of each of ATTN_LANES pairs (a GCC/Clang vector type): arithmetic on it is
@@ -229,5 +230,28 @@ void attention_entropy(double *entropy, const float *att, int pairs, int H, int 
                 if (x > 0.0) e -= x * log(x);
             }
         entropy[p % H] += e;
+    }
+}
+
+void attention_cached(float *y, const float *q, const float *K, const float *V, int H, int KV,
+                      int cap, int n, int hd, float *scores) {
+    int group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < H; h++) {
+        const float *qh = q + (size_t)h * hd;
+        const float *Kg = K + (size_t)(h / group) * cap * hd;
+        const float *Vg = V + (size_t)(h / group) * cap * hd;
+        for (int s = 0; s < n; s++) {
+            float dot = 0.0f;
+            for (int i = 0; i < hd; i++)
+                dot += qh[i] * Kg[(size_t)s * hd + i];
+            scores[s] = dot * scale;
+        }
+        softmax_row(scores, n);
+        float *out = y + (size_t)h * hd;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int s = 0; s < n; s++)
+            for (int i = 0; i < hd; i++)
+                out[i] += scores[s] * Vg[(size_t)s * hd + i];
     }
 }

@@ -48,6 +48,12 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
                         const float *q, const float *k, const float *v, int G, int T, int hd,
                         float *scratch);
 
+/* One query row against cached keys and values (generation): for each query head h, y[h] =
+ * softmax(q[h] . K[g][s] / sqrt(hd) over s < n) V[g] with g = h / (H / KV). q: (H, hd) rows,
+ * K, V: (KV, cap, hd), y: (H, hd), scores: n floats of scratch. */
+void attention_cached(float *y, const float *q, const float *K, const float *V, int H, int KV,
+                      int cap, int n, int hd, float *scores);
+
 /* Adds to entropy[p % H], for every pair p < pairs, the entropy (nats) of each of its
  * attention rows: summed over query positions and over the batch. */
 void attention_entropy(double *entropy, const float *att, int pairs, int H, int T);

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "gpt.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,25 +130,8 @@ static size_t layer_matmul_params(const ModelConfig *c) {
 }
 
 size_t model_param_count(const ModelConfig *c) {
-    size_t C = (size_t)c->d_model, V = (size_t)c->vocab_size, L = (size_t)c->n_layer;
-    size_t hd = (size_t)model_head_dim(c), ff = (size_t)model_d_ff(c);
-    size_t up = model_is_glu(c) ? 2 * ff : ff;
-    size_t norm_size = c->norm_affine ? (c->norm_type == NORMTYPE_LAYER ? 2 * C : C) : 0;
-    size_t qk_norm_size =
-        c->qk_norm && c->norm_affine ? 2 * (c->norm_type == NORMTYPE_LAYER ? 2 * hd : hd) : 0;
-    size_t norms_per_layer = c->norm == NORM_NONE ? 0 : (c->norm == NORM_PERI ? 4 : 2);
-
-    size_t n = V * C;
-    if (c->position == POS_LEARNED) n += (size_t)c->context * C;
-    if (c->input_norm) n += norm_size;
-    size_t layer = layer_matmul_params(c) + norms_per_layer * norm_size + qk_norm_size;
-    if (c->qkv_bias) layer += (size_t)(c->n_head + 2 * model_kv_heads(c)) * hd;
-    if (c->out_bias) layer += C;
-    if (c->mlp_bias) layer += up + C;
-    n += L * layer;
-    if (c->final_norm) n += norm_size;
-    if (!c->tie_embeddings) n += V * C;
-    return n;
+    TensorInfo t[T_COUNT]; /* the tensor table is the one description of the parameters */
+    return gpt_tensor_table(c, t);
 }
 
 double model_flops_per_token(const ModelConfig *c) {

@@ -10,10 +10,8 @@
 
 typedef struct {
     const GPT *m;
-    float *buf;   /* one allocation behind everything below */
-    float *k, *v; /* (L, KV, context, hd) */
-    float *x, *xn, *x2, *qkv, *q, *att, *atty, *ao, *fch, *h, *mo, *logits, *tmp;
-    float stat[4]; /* mean/rstd scratch */
+    float *k, *v;  /* (L, KV, context, hd): keys and values of positions [0, len) */
+    GptActs *acts; /* one position's activations: the forward is gpt.c's */
     int len;       /* cached positions */
 } KVCache;
 

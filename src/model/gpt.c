@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +13,35 @@
 #include "rng.h"
 #include "transpose.h"
 
-/* Every activation, pointers into GPT.acts. Per-layer buffers are arrays of n_layer
- * slices. Shapes use B, T of the capacity; a smaller batch uses a prefix. */
+/* The sizes every part of the model uses, derived from the config once. */
 typedef struct {
-    float *v; /* base of this layer's slice */
-} Slice;
+    int V, C, L, H, KV, hd, QKV, FF, UP;
+    int group; /* query heads per key/value head */
+} Dims;
 
-typedef struct GptActs {
+static Dims dims_of(const ModelConfig *c) {
+    Dims d = {.V = c->vocab_size, .C = c->d_model, .L = c->n_layer, .H = c->n_head};
+    d.KV = model_kv_heads(c);
+    d.hd = model_head_dim(c);
+    d.QKV = (d.H + 2 * d.KV) * d.hd;
+    d.FF = model_d_ff(c);
+    d.UP = model_is_glu(c) ? 2 * d.FF : d.FF;
+    d.group = d.H / d.KV;
+    return d;
+}
+
+/* Every activation of a pass, pointers into one allocation. Per-layer buffers hold n_layer
+ * slices sized for the capacity (B, T); a smaller batch uses a prefix of each slice. Each
+ * buffer holds one quantity, named by what it is. */
+struct GptActs {
+    Dims d;
+    int B, T;                  /* capacity */
+    int relu_in_place;         /* activation_in_place: fch holds the activation, no fch_act */
+    float *buf;                /* the allocation */
     int32_t *tokens, *targets; /* (B,T) copies of the batch */
     float *encoded;            /* (B,T,C) wte[x] + wpe[t] */
     float *in_mean, *in_rstd;  /* (B,T) */
-    float *resid;              /* (L+1, B,T,C): resid[0] block 0 input, resid[l+1] output */
+    float *resid;              /* (L+1, B,T,C): resid[l] block l's input, resid[l+1] its output */
     /* per layer, (L, ...) */
     float *n1_out, *n1_mean, *n1_rstd;        /* (B,T,C), (B,T), (B,T) */
     float *qkv;                               /* (B,T,QKV) projection output */
@@ -44,26 +63,38 @@ typedef struct GptActs {
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
-    /* backward scratch */
-    float *d_resid, *d_a, *d_b, *d_c; /* (B,T,C) */
-    float *d_up;                      /* (B,T,UP); empty when activation_in_place (d_ff is used) */
-    float *d_ff;                      /* (B,T,FF) */
-    float *d_qkv;                     /* (B,T,QKV) */
-    float *d_q, *d_k, *d_v;           /* one layer of q, k, v */
-    float *y, *d_y;                   /* lane layout (T,hd): attention output, its gradient */
-    float *attn_scratch;              /* (T) lanes */
-    float *rope_cos, *rope_sin;       /* (T, hd/2) RoPE angles of every position */
-    float *qk_scratch;                /* (H + KV) * hd: one token's q and k gradients */
+    /* forward scratch, one layer at a time */
+    float *qk;     /* (B,T,QKV) q and k heads after the per-head norm and RoPE (v rows unused) */
+    float *y;      /* lane layout (T,hd): attention output */
+    float *scores; /* (context) one query's attention scores against the KV cache */
+    float *rope_cos, *rope_sin; /* (context, hd/2) RoPE angles of every position */
+    /* backward scratch (training only), one gradient each */
+    float *d_resid;         /* (B,T,C) dL/d the residual stream where the backward has reached */
+    float *d_sub_in;        /* (B,T,C) dL/d a sublayer's input (the norm output, or x) */
+    float *d_sub_out;       /* (B,T,C) dL/d a sublayer's output (post, peri: the norm's input) */
+    float *d_atty;          /* (B,T,C) dL/d the concatenated heads */
+    float *d_final;         /* (B,T,C) dL/d the final norm's output */
+    float *d_embed;         /* (B,T,C) dL/d encoded, through the input norm */
+    float *d_h;             /* (B,T,FF) dL/d the MLP hidden (after the activation) */
+    float *d_fch;           /* (B,T,UP) dL/d its pre-activation; empty when activation_in_place,
+                               where the ReLU's backward turns d_h into it in place */
+    float *d_qkv;           /* (B,T,QKV) */
+    float *d_q, *d_k, *d_v; /* lane layout, one layer */
+    float *d_y;             /* lane layout (T,hd) */
+    float *d_qk_row;        /* (H + KV) hd: one token's q and k gradients before the norm */
+    float *attn_scratch;    /* (T) lanes */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
-     * refreshed by every forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
+     * refreshed by every gpt_forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
     float *wt;
     size_t wt_at[T_COUNT];
-} GptActs;
+};
 
 #define NO_WT ((size_t)-1)
 
 /* ------------------------------------------------------------------ tensor table */
+
+const char *const init_kind_names[4] = {"normal", "residual", "ones", "zeros"};
 
 static void tensor(TensorInfo *t, const char *name, size_t *off, int present, int per_layer, int L,
                    int d0, int d1, int decay, InitKind init) {
@@ -82,9 +113,8 @@ static void tensor(TensorInfo *t, const char *name, size_t *off, int present, in
 }
 
 size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
-    int V = c->vocab_size, C = c->d_model, L = c->n_layer, hd = model_head_dim(c);
-    int QKV = (c->n_head + 2 * model_kv_heads(c)) * hd, FF = model_d_ff(c);
-    int UP = model_is_glu(c) ? 2 * FF : FF;
+    Dims d = dims_of(c);
+    int V = d.V, C = d.C, L = d.L, hd = d.hd, QKV = d.QKV, FF = d.FF, UP = d.UP;
     int aff = c->norm_affine, ln = c->norm_type == NORMTYPE_LAYER;
     int blk = c->norm != NORM_NONE, peri = c->norm == NORM_PERI, qkn = c->qk_norm && aff;
     size_t o = 0;
@@ -132,6 +162,13 @@ static float *tp(const GPT *m, float *buf, TensorId id, int l) {
     return buf + t->offset + (t->per_layer ? (size_t)l * layer_size(m, id) : 0);
 }
 
+/* Layer l's transposed copy of a forward weight matrix, or NULL when none is kept. */
+static float *wt(const GPT *m, TensorId id, int l) {
+    const GptActs *a = m->a;
+    if (a->wt_at[id] == NO_WT) return NULL;
+    return a->wt + a->wt_at[id] + (size_t)l * layer_size(m, id);
+}
+
 /* The lm_head's matrix: wte when tied. */
 static TensorId lm_head_id(const ModelConfig *c) {
     return c->tie_embeddings ? T_WTE : T_LM_HEAD;
@@ -147,38 +184,42 @@ typedef struct {
 } FwdMatrix;
 
 static int fwd_matrices(const ModelConfig *c, FwdMatrix f[5]) {
-    int C = c->d_model, L = c->n_layer, hd = model_head_dim(c), FF = model_d_ff(c);
-    int QKV = (c->n_head + 2 * model_kv_heads(c)) * hd, UP = model_is_glu(c) ? 2 * FF : FF;
-    f[0] = (FwdMatrix){T_QKV_W, QKV, C, L};
-    f[1] = (FwdMatrix){T_ATTN_PROJ_W, C, C, L};
-    f[2] = (FwdMatrix){T_FC_W, UP, C, L};
-    f[3] = (FwdMatrix){T_FC_PROJ_W, C, FF, L};
-    f[4] = (FwdMatrix){lm_head_id(c), c->vocab_size, C, 1};
+    Dims d = dims_of(c);
+    f[0] = (FwdMatrix){T_QKV_W, d.QKV, d.C, d.L};
+    f[1] = (FwdMatrix){T_ATTN_PROJ_W, d.C, d.C, d.L};
+    f[2] = (FwdMatrix){T_FC_W, d.UP, d.C, d.L};
+    f[3] = (FwdMatrix){T_FC_PROJ_W, d.C, d.FF, d.L};
+    f[4] = (FwdMatrix){lm_head_id(c), d.V, d.C, 1};
     return 5;
 }
 
 typedef struct {
     float **ptr;
-    double n; /* floats; a double so that an absurd size is measured rather than wrapped */
+    double n; /* floats; a double so that an absurd size (the planner's) is measured, not wrapped */
 } Req;
 
 #define GPT_MAX_REQ 64
 
-/* The activation buffers for batches up to (B, T), in buffer order: fills req (pointing into
- * a, whose transposed-copy offsets wt_at it sets) and returns how many. One table serves
- * gpt_alloc and gpt_alloc_bytes. */
-static int act_layout(const ModelConfig *c, int B, int T, GptActs *a, Req req[GPT_MAX_REQ]) {
-    double C = c->d_model, L = c->n_layer, V = c->vocab_size, H = c->n_head;
-    double KV = model_kv_heads(c), hd = model_head_dim(c), FF = model_d_ff(c);
-    double UP = model_is_glu(c) ? 2 * FF : FF, QKV = (H + 2 * KV) * hd;
-    double BT = (double)B * T, Td = T;
-    double lanes = ceil((double)B * H / ATTN_LANES) * ATTN_LANES; /* pairs, padded */
-    int in_place = activation_in_place(c->activation);
-    FwdMatrix fm[5];
+/* The activation buffers of a pass over (B, T), in buffer order: fills req (pointing into
+ * a, whose dims and transposed-copy offsets it sets) and returns how many. One table serves
+ * gpt_acts_alloc and gpt_acts_bytes, so the planner's memory estimate is the allocation. */
+static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs *a,
+                      Req req[GPT_MAX_REQ]) {
+    Dims d = a->d = dims_of(c);
+    a->B = B;
+    a->T = T;
+    double C = d.C, L = d.L, V = d.V, H = d.H, KV = d.KV;
+    double hd = d.hd, FF = d.FF, UP = d.UP, QKV = d.QKV;
+    double BT = (double)B * T, ctx = c->context, Td = T;
+    /* attention over the pass's own rows: (batch, head) pairs in lanes, padded (training) */
+    double lanes = training ? ceil((double)B * H / ATTN_LANES) * ATTN_LANES : 0;
+    double BTb = training ? BT : 0; /* backward scratch */
+    int in_place = a->relu_in_place = activation_in_place(c->activation);
     double wt_total = 0;
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
-    for (int i = 0, n = fwd_matrices(c, fm); i < n; i++)
+    FwdMatrix fm[5];
+    for (int i = 0, n = fwd_matrices(c, fm); training && i < n; i++)
         if (gemm_unpacked(0, BT < INT_MAX ? (int)BT : INT_MAX, fm[i].out, fm[i].in)) {
             a->wt_at[fm[i].id] = (size_t)wt_total;
             wt_total += (double)fm[i].layers * fm[i].out * fm[i].in;
@@ -220,28 +261,31 @@ static int act_layout(const ModelConfig *c, int B, int T, GptActs *a, Req req[GP
         {&a->fn_mean, BT},
         {&a->fn_rstd, BT},
         {&a->logits, BT * V},
-        {&a->d_resid, BT * C},
-        {&a->d_a, BT * C},
-        {&a->d_b, BT * C},
-        {&a->d_c, BT * C},
-        {&a->d_up, in_place ? 0 : BT * UP},
-        {&a->d_ff, BT * FF},
-        {&a->d_qkv, BT * QKV},
+        {&a->qk, BT * QKV},
+        {&a->y, lanes * Td * hd},
+        {&a->scores, training ? 0 : ctx},
+        {&a->rope_cos, c->position == POS_ROPE ? ctx * floor(hd / 2) : 0},
+        {&a->rope_sin, c->position == POS_ROPE ? ctx * floor(hd / 2) : 0},
+        {&a->d_resid, BTb * C},
+        {&a->d_sub_in, BTb * C},
+        {&a->d_sub_out, BTb * C},
+        {&a->d_atty, BTb * C},
+        {&a->d_final, c->final_norm ? BTb * C : 0},
+        {&a->d_embed, c->input_norm ? BTb * C : 0},
+        {&a->d_h, BTb * FF},
+        {&a->d_fch, in_place ? 0 : BTb * UP},
+        {&a->d_qkv, BTb * QKV},
         {&a->d_q, lanes * Td * hd},
         {&a->d_k, lanes * Td * hd},
         {&a->d_v, lanes * Td * hd},
-        {&a->y, lanes * Td * hd},
         {&a->d_y, lanes * Td * hd},
-        {&a->attn_scratch, ATTN_LANES * Td},
-        {&a->qk_scratch, (H + KV) * hd},
-        {&a->rope_cos, Td * floor(hd / 2)},
-        {&a->rope_sin, Td * floor(hd / 2)},
+        {&a->d_qk_row, training ? (H + KV) * hd : 0},
+        {&a->attn_scratch, training ? ATTN_LANES * Td : 0},
         {&a->wt, wt_total},
     };
-    int n = (int)(sizeof table / sizeof table[0]);
     _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
     memcpy(req, table, sizeof table);
-    return n;
+    return (int)(sizeof table / sizeof table[0]);
 }
 
 /* Floats of one buffer, rounded up so the next starts 64-byte aligned. */
@@ -250,18 +294,79 @@ static double aligned_floats(double n) {
 }
 
 /* All activation floats: the buffers, then the (B, T) token copies as int32 in the tail. */
-static double act_total(const Req *req, int nreq, int B, int T) {
+static double act_floats(const Req *req, int nreq, int B, int T) {
     double total = 2.0 * B * T;
     for (int i = 0; i < nreq; i++)
         total += aligned_floats(req[i].n);
     return total;
 }
 
-double gpt_alloc_bytes(const ModelConfig *c, int B, int T) {
+double gpt_acts_bytes(const ModelConfig *c, int B, int T, int training) {
     GptActs a;
     Req req[GPT_MAX_REQ];
-    double acts = act_total(req, act_layout(c, B, T, &a, req), B, T);
-    return sizeof(float) * (2.0 * (double)model_param_count(c) + acts);
+    return sizeof(float) * act_floats(req, act_layout(c, B, T, training, &a, req), B, T);
+}
+
+double gpt_alloc_bytes(const ModelConfig *c, int B, int T) {
+    /* parameters and gradients, then a training pass's activations */
+    return sizeof(float) * 2.0 * (double)model_param_count(c) + gpt_acts_bytes(c, B, T, 1);
+}
+
+GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training) {
+    GptActs *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    Req req[GPT_MAX_REQ];
+    int nreq = act_layout(c, B, T, training, a, req);
+    double total = act_floats(req, nreq, B, T);
+    if (total * sizeof(float) > (double)(SIZE_MAX / 2) ||
+        !(a->buf = aligned_alloc(64, (((size_t)total * sizeof(float)) + 63) & ~(size_t)63))) {
+        free(a);
+        return NULL;
+    }
+    memset(a->buf, 0, (size_t)total * sizeof(float));
+    float *p = a->buf;
+    for (int i = 0; i < nreq; i++) {
+        *req[i].ptr = p;
+        p += (size_t)aligned_floats(req[i].n);
+    }
+    size_t BT = (size_t)B * (size_t)T, hd = (size_t)a->d.hd;
+    a->tokens = (int32_t *)p;
+    a->targets = (int32_t *)(p + BT);
+    if (c->position == POS_ROPE)
+        for (int t = 0; t < c->context; t++)
+            rope_angles(a->rope_cos + (size_t)t * (hd / 2), a->rope_sin + (size_t)t * (hd / 2), t,
+                        (int)hd, c->rope_base);
+    return a;
+}
+
+void gpt_acts_free(GptActs *a) {
+    if (a) free(a->buf);
+    free(a);
+}
+
+/* The views of every tensor: built once, after the parameters, gradients and copies exist. */
+static void build_views(GPT *m) {
+#define GPT_VIEW(id, field)                                                                        \
+    v->w.field = tp(m, m->params, id, l);                                                          \
+    v->g.field = tp(m, m->grads, id, l);                                                           \
+    v->wt.field = wt(m, id, l);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        LayerView *v = &m->layers[l];
+        GPT_LAYER_TENSORS(GPT_VIEW)
+    }
+    {
+        ModelView *v = &m->view;
+        int l = 0;
+        GPT_EMBED_TENSORS(GPT_VIEW)
+        GPT_HEAD_TENSORS(GPT_VIEW)
+        if (m->cfg.tie_embeddings) { /* the lm_head is wte; wte alone is only looked up */
+            v->w.lm_head = v->w.wte;
+            v->g.lm_head = v->g.wte;
+            v->wt.lm_head = v->wt.wte;
+            v->wt.wte = NULL;
+        }
+    }
+#undef GPT_VIEW
 }
 
 int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX]) {
@@ -275,55 +380,31 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     m->B = B;
     m->T = T;
     m->n_params = gpt_tensor_table(c, m->tensors);
-    size_t BT = (size_t)B * (size_t)T, L = (size_t)c->n_layer, hd = (size_t)model_head_dim(c);
-    GptActs *a = calloc(1, sizeof *a);
-    if (!a) goto oom;
-    m->a = a;
-    Req req[GPT_MAX_REQ];
-    int nreq = act_layout(c, B, T, a, req);
-    double total_d = act_total(req, nreq, B, T);
-    if (!(total_d < 0x1p50)) { /* beyond any machine (4 PiB); every size below is exact */
-        snprintf(err, ABL_ERR_MAX, "the activations for batch %d x context %d need %.3g GiB", B, T,
-                 total_d * sizeof(float) / 0x1p30);
+    size_t bytes = ((m->n_params * sizeof(float)) + 63) & ~(size_t)63;
+    m->params = aligned_alloc(64, bytes);
+    m->grads = aligned_alloc(64, bytes);
+    m->a = gpt_acts_alloc(c, B, T, 1);
+    m->stats = calloc((size_t)c->n_layer, sizeof *m->stats);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->params || !m->grads || !m->a || !m->stats || !m->layers) {
+        snprintf(err, ABL_ERR_MAX,
+                 "cannot allocate the model: %zu parameters (%.1f MiB) and the activations of a "
+                 "batch of %d x %d",
+                 m->n_params, (double)(4 * m->n_params) * sizeof(float) / 1048576.0, B, T);
         gpt_free(m);
         return -1;
     }
-    size_t total = (size_t)total_d;
-    m->n_acts = total;
-    m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
-    m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
-    m->acts = aligned_alloc(64, ((total * sizeof(float)) + 63) & ~(size_t)63);
-    m->stats = calloc(L, sizeof *m->stats);
-    if (!m->params || !m->grads || !m->acts || !m->stats) goto oom;
     memset(m->grads, 0, m->n_params * sizeof(float));
-    memset(m->acts, 0, total * sizeof(float));
-    float *p = m->acts;
-    for (int i = 0; i < nreq; i++) {
-        *req[i].ptr = p;
-        p += (size_t)aligned_floats(req[i].n);
-    }
-    a->tokens = (int32_t *)p;
-    a->targets = (int32_t *)(p + BT);
-    if (c->position == POS_ROPE)
-        for (int t = 0; t < T; t++)
-            rope_angles(a->rope_cos + (size_t)t * (hd / 2), a->rope_sin + (size_t)t * (hd / 2), t,
-                        (int)hd, c->rope_base);
+    build_views(m);
     return 0;
-oom:
-    snprintf(err, ABL_ERR_MAX,
-             "cannot allocate the model: %zu parameters and %zu activation floats (%.1f MiB)",
-             m->n_params, m->n_acts,
-             (double)(4 * m->n_params + m->n_acts) * sizeof(float) / 1048576.0);
-    gpt_free(m);
-    return -1;
 }
 
 void gpt_free(GPT *m) {
     free(m->params);
     free(m->grads);
-    free(m->acts);
+    gpt_acts_free(m->a);
     free(m->stats);
-    free(m->a);
+    free(m->layers);
     memset(m, 0, sizeof *m);
 }
 
@@ -358,15 +439,6 @@ float *gpt_logits(GPT *m) {
     return m->a->logits;
 }
 
-/* ------------------------------------------------------------------ helpers */
-
-/* Layer l's transposed copy of a forward weight matrix, or NULL when none is kept. */
-static float *wt(const GPT *m, TensorId id, int l) {
-    const GptActs *a = m->a;
-    if (a->wt_at[id] == NO_WT) return NULL;
-    return a->wt + a->wt_at[id] + (size_t)l * layer_size(m, id);
-}
-
 /* The transposed copies follow the weights: every forward may follow an update. */
 static void refresh_transposed(GPT *m) {
     FwdMatrix fm[5];
@@ -377,20 +449,84 @@ static void refresh_transposed(GPT *m) {
     }
 }
 
-#define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
+/* ------------------------------------------------------------------ a pass */
 
-/* A norm site: which parameters and which saved statistics. */
-static void site_norm_forward(const GPT *m, TensorId w, TensorId b, int l, float *out, float *mean,
-                              float *rstd, const float *inp, int N) {
-    norm_forward(m->cfg.norm_type, out, mean, rstd, inp, tp(m, m->params, w, l),
-                 tp(m, m->params, b, l), N, m->cfg.d_model, (float)m->cfg.norm_eps);
+/* One pass through the model: B sequences of T rows at positions pos0 .. pos0 + T - 1.
+ * Training attends over the pass's own rows (causally); generation passes one row that
+ * attends to the keys and values of earlier positions in k, v, and adds its own. That is
+ * the only difference between them. */
+typedef struct {
+    const GPT *m;
+    GptActs *a;
+    int B, T, pos0;
+    float *k, *v;      /* generation: (L, KV, context, hd) cache; NULL in training */
+    LayerStats *stats; /* [n_layer] to collect into, or NULL */
+} Pass;
+
+/* Layer l's slice of every per-layer activation (llm.c's layer prologue). */
+typedef struct {
+    float *in, *out; /* the residual stream into and out of the block */
+    float *n1, *n1_mean, *n1_rstd, *qkv, *q_mean, *q_rstd, *k_mean, *k_rstd;
+    float *q, *k, *v, *att; /* lane layout */
+    float *atty, *ao, *aon, *aon_mean, *aon_rstd, *sum1;
+    float *n2, *n2_mean, *n2_rstd, *fch, *h, *mo, *mon, *mon_mean, *mon_rstd, *sum2;
+} LayerActs;
+
+static LayerActs layer_acts(const GptActs *a, int l) {
+    const Dims *d = &a->d;
+    size_t bt = (size_t)a->B * a->T, btc = bt * (size_t)d->C, L = (size_t)l;
+    size_t lanes = (size_t)attn_groups(a->B * d->H) * ATTN_LANES;
+    size_t lt = lanes * a->T * d->hd, at = lanes * a->T * a->T;
+    float *fch = a->fch + L * bt * d->UP;
+    return (LayerActs){
+        .in = a->resid + L * btc,
+        .out = a->resid + (L + 1) * btc,
+        .n1 = a->n1_out + L * btc,
+        .n1_mean = a->n1_mean + L * bt,
+        .n1_rstd = a->n1_rstd + L * bt,
+        .qkv = a->qkv + L * bt * d->QKV,
+        .q_mean = a->q_mean + L * bt * d->H,
+        .q_rstd = a->q_rstd + L * bt * d->H,
+        .k_mean = a->k_mean + L * bt * d->KV,
+        .k_rstd = a->k_rstd + L * bt * d->KV,
+        .q = a->q + L * lt,
+        .k = a->k + L * lt,
+        .v = a->v + L * lt,
+        .att = a->att + L * at,
+        .atty = a->atty + L * btc,
+        .ao = a->ao + L * btc,
+        .aon = a->aon + L * btc,
+        .aon_mean = a->aon_mean + L * bt,
+        .aon_rstd = a->aon_rstd + L * bt,
+        .sum1 = a->sum1 + L * btc,
+        .n2 = a->n2_out + L * btc,
+        .n2_mean = a->n2_mean + L * bt,
+        .n2_rstd = a->n2_rstd + L * bt,
+        .fch = fch,
+        .h = a->relu_in_place ? fch : a->fch_act + L * bt * d->FF,
+        .mo = a->mo + L * btc,
+        .mon = a->mon + L * btc,
+        .mon_mean = a->mon_mean + L * bt,
+        .mon_rstd = a->mon_rstd + L * bt,
+        .sum2 = a->sum2 + L * btc,
+    };
 }
 
-static void site_norm_backward(GPT *m, TensorId w, TensorId b, int l, float *dinp,
-                               const float *dout, const float *inp, const float *mean,
-                               const float *rstd, int N) {
-    norm_backward(m->cfg.norm_type, dinp, tp(m, m->grads, w, l), tp(m, m->grads, b, l), dout, inp,
-                  mean, rstd, tp(m, m->params, w, l), N, m->cfg.d_model);
+/* The forward's matrix products use the transposed copies gpt_forward refreshes; generation
+ * may follow an update without a gpt_forward, so it multiplies by the weights themselves. */
+static const float *fwd_wt(const Pass *p, const float *copy) {
+    return p->k ? NULL : copy;
+}
+
+static void norm_fwd(const ModelConfig *c, float *out, float *mean, float *rstd, const float *inp,
+                     const float *w, const float *b, int N) {
+    norm_forward(c->norm_type, out, mean, rstd, inp, w, b, N, c->d_model, (float)c->norm_eps);
+}
+/* dinp += d/dinp of a norm site with parameters w (gradients dw, db). */
+static void norm_bwd(const ModelConfig *c, float *dinp, const float *dout, const float *inp,
+                     const float *mean, const float *rstd, const float *w, float *dw, float *db,
+                     int N) {
+    norm_backward(c->norm_type, dinp, dw, db, dout, inp, mean, rstd, w, N, c->d_model);
 }
 
 static void add(float *out, const float *a, const float *b, size_t n) {
@@ -404,144 +540,135 @@ static void accumulate(float *out, const float *a, size_t n) {
 
 /* ------------------------------------------------------------------ attention */
 
-/* Lane-layout tensors of one layer (attention.h), sized for the capacity batch. */
-static size_t lane_tile(const GPT *m) {
-    const ModelConfig *c = &m->cfg;
-    return (size_t)attn_groups(m->B * c->n_head) * ATTN_LANES * m->T * model_head_dim(c);
-}
-/* ... and of one layer's attention probabilities, (T,T) per pair. */
-static size_t att_tile(const GPT *m) {
-    return (size_t)attn_groups(m->B * m->cfg.n_head) * ATTN_LANES * m->T * m->T;
+/* The q and k heads of the pass's rows through the optional per-head norm and RoPE, into
+ * a->qk. Returns the rows attention reads q and k from: qkv itself when neither applies. */
+static const float *qk_forward(const Pass *p, const LayerView *L, const LayerActs *s) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    if (!c->qk_norm && c->position != POS_ROPE) return s->qkv;
+    int H = d->H, KV = d->KV, hd = d->hd;
+    float eps = (float)c->norm_eps;
+    size_t nqk = (size_t)(H + KV) * hd;
+    for (size_t bt = 0; bt < (size_t)p->B * p->T; bt++) {
+        size_t pos = (size_t)p->pos0 + bt % (size_t)p->T;
+        const float *x = s->qkv + bt * d->QKV;
+        float *y = a->qk + bt * d->QKV;
+        if (c->qk_norm) { /* the H q heads, then the KV k heads: rows of hd */
+            norm_forward(c->norm_type, y, s->q_mean + bt * H, s->q_rstd + bt * H, x, L->w.q_norm_w,
+                         L->w.q_norm_b, H, hd, eps);
+            norm_forward(c->norm_type, y + (size_t)H * hd, s->k_mean + bt * KV, s->k_rstd + bt * KV,
+                         x + (size_t)H * hd, L->w.k_norm_w, L->w.k_norm_b, KV, hd, eps);
+        } else {
+            memcpy(y, x, nqk * sizeof(float));
+        }
+        if (c->position == POS_ROPE)
+            for (int h = 0; h < H + KV; h++)
+                rope_rotate(y + (size_t)h * hd, hd, a->rope_cos + pos * (hd / 2),
+                            a->rope_sin + pos * (hd / 2), 0);
+    }
+    return a->qk;
 }
 
-/* qkv (B,T,QKV) -> q, k, v in lane layout (attention.h), through the optional per-head norm
- * and RoPE. Transformed q and k heads go through d_qkv, free during forward. */
-static void qkv_split_forward(GPT *m, int l, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
-    int group = H / KV;
-    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
-    const float *qkv = LAYER(a->qkv, l, BTc * QKV), *qk = qkv;
-    float *q = LAYER(a->q, l, lt), *k = LAYER(a->k, l, lt), *v = LAYER(a->v, l, lt);
-    if (c->qk_norm || c->position == POS_ROPE) {
-        float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
-        float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
-        const float *qw = tp(m, m->params, T_Q_NORM_W, l), *qb = tp(m, m->params, T_Q_NORM_B, l);
-        const float *kw = tp(m, m->params, T_K_NORM_W, l), *kb = tp(m, m->params, T_K_NORM_B, l);
-        float eps = (float)c->norm_eps, *out = a->d_qkv;
-        size_t nqk = (size_t)(H + KV) * hd;
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            int t = (int)(bt % (size_t)T);
-            const float *x = qkv + bt * QKV;
-            float *y = out + bt * QKV;
-            if (c->qk_norm) { /* the H q heads, then the KV k heads: rows of hd */
-                norm_forward(c->norm_type, y, q_mean + bt * H, q_rstd + bt * H, x, qw, qb, H, hd,
-                             eps);
-                norm_forward(c->norm_type, y + (size_t)H * hd, k_mean + bt * KV, k_rstd + bt * KV,
-                             x + (size_t)H * hd, kw, kb, KV, hd, eps);
-            } else {
-                memcpy(y, x, nqk * sizeof(float));
-            }
-            if (c->position == POS_ROPE)
-                for (int h = 0; h < H + KV; h++)
-                    rope_rotate(y + (size_t)h * hd, hd, a->rope_cos + (size_t)t * (hd / 2),
-                                a->rope_sin + (size_t)t * (hd / 2), 0);
-        }
-        qk = out;
+/* atty = causal attention over the pass's own rows: q and k from qk, v from qkv. */
+static void attend_rows(const Pass *p, const LayerActs *s, const float *qk, int l) {
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    int B = p->B, T = p->T, H = d->H, hd = d->hd;
+    attn_to_lanes(s->q, qk, B, T, H, hd, (size_t)d->QKV, 1);
+    attn_to_lanes(s->k, qk + (size_t)H * hd, B, T, H, hd, (size_t)d->QKV, d->group);
+    attn_to_lanes(s->v, s->qkv + (size_t)(H + d->KV) * hd, B, T, H, hd, (size_t)d->QKV, d->group);
+    attention_forward(a->y, s->att, s->q, s->k, s->v, attn_groups(B * H), T, hd);
+    if (p->stats) {
+        double entropy[MODEL_MAX_HEADS] = {0};
+        attention_entropy(entropy, s->att, B * H, H, T);
+        for (int h = 0; h < H; h++)
+            p->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
     }
-    attn_to_lanes(q, qk, B, T, H, hd, (size_t)QKV, 1);
-    attn_to_lanes(k, qk + (size_t)H * hd, B, T, H, hd, (size_t)QKV, group);
-    attn_to_lanes(v, qkv + (size_t)(H + KV) * hd, B, T, H, hd, (size_t)QKV, group);
+    attn_from_lanes(s->atty, a->y, B, T, H, hd, (size_t)d->C, 1);
+}
+
+/* atty = attention of the pass's one row to the cached positions and itself: its k and v
+ * go into the cache at position pos0 first. */
+static void attend_cache(const Pass *p, const LayerActs *s, const float *qk, int l) {
+    const Dims *d = &p->a->d;
+    int H = d->H, KV = d->KV, hd = d->hd, ctx = p->m->cfg.context, pos = p->pos0;
+    size_t layer = (size_t)l * KV * ctx * hd;
+    float *K = p->k + layer, *V = p->v + layer;
+    for (int g = 0; g < KV; g++) {
+        memcpy(K + ((size_t)g * ctx + pos) * hd, qk + (size_t)(H + g) * hd,
+               (size_t)hd * sizeof(float));
+        memcpy(V + ((size_t)g * ctx + pos) * hd, s->qkv + (size_t)(H + KV + g) * hd,
+               (size_t)hd * sizeof(float));
+    }
+    attention_cached(s->atty, qk, K, V, H, KV, ctx, pos + 1, hd, p->a->scores);
+}
+
+/* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
+static void attn_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                         const float *x, float *y) {
+    const Dims *d = &p->a->d;
+    int N = p->B * p->T, C = d->C;
+    matmul_forward(s->qkv, x, L->w.qkv_w, fwd_wt(p, L->wt.qkv_w), L->w.qkv_b, N, C, d->QKV);
+    const float *qk = qk_forward(p, L, s);
+    if (p->k)
+        attend_cache(p, s, qk, l);
+    else
+        attend_rows(p, s, qk, l);
+    matmul_forward(y, s->atty, L->w.attn_proj_w, fwd_wt(p, L->wt.attn_proj_w), L->w.attn_proj_b, N,
+                   C, C);
 }
 
 /* d_q, d_k, d_v (lanes) -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
-static void qkv_split_backward(GPT *m, int l, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int H = c->n_head, KV = model_kv_heads(c), hd = model_head_dim(c), QKV = (H + 2 * KV) * hd;
-    int group = H / KV;
+static void qk_backward(const Pass *p, const LayerView *L, const LayerActs *s) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    int B = p->B, T = p->T, H = d->H, KV = d->KV, hd = d->hd, QKV = d->QKV;
     attn_from_lanes(a->d_qkv, a->d_q, B, T, H, hd, (size_t)QKV, 1);
-    attn_from_lanes(a->d_qkv + (size_t)H * hd, a->d_k, B, T, H, hd, (size_t)QKV, group);
-    attn_from_lanes(a->d_qkv + (size_t)(H + KV) * hd, a->d_v, B, T, H, hd, (size_t)QKV, group);
+    attn_from_lanes(a->d_qkv + (size_t)H * hd, a->d_k, B, T, H, hd, (size_t)QKV, d->group);
+    attn_from_lanes(a->d_qkv + (size_t)(H + KV) * hd, a->d_v, B, T, H, hd, (size_t)QKV, d->group);
     if (!c->qk_norm && c->position != POS_ROPE) return;
-    size_t BTc = (size_t)m->B * m->T;
-    const float *qkv = LAYER(a->qkv, l, BTc * QKV);
-    const float *q_mean = LAYER(a->q_mean, l, BTc * H), *q_rstd = LAYER(a->q_rstd, l, BTc * H);
-    const float *k_mean = LAYER(a->k_mean, l, BTc * KV), *k_rstd = LAYER(a->k_rstd, l, BTc * KV);
-    const float *qw = tp(m, m->params, T_Q_NORM_W, l), *kw = tp(m, m->params, T_K_NORM_W, l);
-    float *dqw = tp(m, m->grads, T_Q_NORM_W, l), *dqb = tp(m, m->grads, T_Q_NORM_B, l);
-    float *dkw = tp(m, m->grads, T_K_NORM_W, l), *dkb = tp(m, m->grads, T_K_NORM_B, l);
-    float *tmp = a->qk_scratch; /* (H + KV) * hd */
     for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-        int t = (int)(bt % (size_t)T);
-        float *d = a->d_qkv + bt * QKV;
+        size_t pos = (size_t)p->pos0 + bt % (size_t)T;
+        float *dq = a->d_qkv + bt * QKV;
         if (c->position == POS_ROPE)
             for (int h = 0; h < H + KV; h++)
-                rope_rotate(d + (size_t)h * hd, hd, a->rope_cos + (size_t)t * (hd / 2),
-                            a->rope_sin + (size_t)t * (hd / 2), 1);
+                rope_rotate(dq + (size_t)h * hd, hd, a->rope_cos + pos * (hd / 2),
+                            a->rope_sin + pos * (hd / 2), 1);
         if (!c->qk_norm) continue;
         /* through the norms and their affine (gain w, shift b), H q rows then KV k rows of hd */
         size_t nqk = (size_t)(H + KV) * hd;
-        memcpy(tmp, d, nqk * sizeof(float));
-        memset(d, 0, nqk * sizeof(float));
-        const float *x = qkv + bt * QKV;
-        norm_backward(c->norm_type, d, dqw, dqb, tmp, x, q_mean + bt * H, q_rstd + bt * H, qw, H,
-                      hd);
-        norm_backward(c->norm_type, d + (size_t)H * hd, dkw, dkb, tmp + (size_t)H * hd,
-                      x + (size_t)H * hd, k_mean + bt * KV, k_rstd + bt * KV, kw, KV, hd);
+        float *dn = a->d_qk_row; /* d of the norms' output */
+        memcpy(dn, dq, nqk * sizeof(float));
+        memset(dq, 0, nqk * sizeof(float));
+        const float *x = s->qkv + bt * QKV;
+        norm_backward(c->norm_type, dq, L->g.q_norm_w, L->g.q_norm_b, dn, x, s->q_mean + bt * H,
+                      s->q_rstd + bt * H, L->w.q_norm_w, H, hd);
+        norm_backward(c->norm_type, dq + (size_t)H * hd, L->g.k_norm_w, L->g.k_norm_b,
+                      dn + (size_t)H * hd, x + (size_t)H * hd, s->k_mean + bt * KV,
+                      s->k_rstd + bt * KV, L->w.k_norm_w, KV, hd);
     }
 }
 
-/* ------------------------------------------------------------------ sublayers */
-
-/* y (B,T,C) = attention sublayer of x; keeps everything backward needs. */
-static void attn_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int N = B * T, C = c->d_model, H = c->n_head, hd = model_head_dim(c);
-    int QKV = (H + 2 * model_kv_heads(c)) * hd;
-    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
-    float *att = LAYER(a->att, l, att_tile(m)), *atty = LAYER(a->atty, l, BTc * C);
-    matmul_forward(LAYER(a->qkv, l, BTc * QKV), x, tp(m, m->params, T_QKV_W, l), wt(m, T_QKV_W, l),
-                   tp(m, m->params, T_QKV_B, l), N, C, QKV);
-    qkv_split_forward(m, l, B, T);
-    attention_forward(a->y, att, LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
-                      attn_groups(B * H), T, hd);
-    if (m->collect_stats) {
-        double entropy[MODEL_MAX_HEADS] = {0};
-        attention_entropy(entropy, att, B * H, H, T);
-        for (int h = 0; h < H; h++)
-            m->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
-    }
-    attn_from_lanes(atty, a->y, B, T, H, hd, (size_t)C, 1);
-    matmul_forward(y, atty, tp(m, m->params, T_ATTN_PROJ_W, l), wt(m, T_ATTN_PROJ_W, l),
-                   tp(m, m->params, T_ATTN_PROJ_B, l), N, C, C);
+/* dx = beta dx + d/dx of the attention sublayer given dy. */
+static void attn_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
+                          const float *dy, float *dx, float beta) {
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    int B = p->B, T = p->T, N = B * T, C = d->C, H = d->H, hd = d->hd;
+    matmul_backward(a->d_atty, 0.0f, L->g.attn_proj_w, L->g.attn_proj_b, dy, 1.0f, s->atty,
+                    L->w.attn_proj_w, N, C, C);
+    attn_to_lanes(a->d_y, a->d_atty, B, T, H, hd, (size_t)C, 1);
+    attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, s->att, s->q, s->k, s->v, attn_groups(B * H),
+                       T, hd, a->attn_scratch);
+    qk_backward(p, L, s);
+    matmul_backward(dx, beta, L->g.qkv_w, L->g.qkv_b, a->d_qkv, 1.0f, x, L->w.qkv_w, N, C, d->QKV);
 }
 
-/* dx = (accumulate ? dx : 0) + d/dx of the attention sublayer given dy. */
-static void attn_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
-                                   float beta, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int N = B * T, C = c->d_model, H = c->n_head, hd = model_head_dim(c);
-    int QKV = (H + 2 * model_kv_heads(c)) * hd;
-    size_t BTc = (size_t)m->B * m->T, lt = lane_tile(m);
-    /* d_c = d atty */
-    matmul_backward(a->d_c, 0.0f, tp(m, m->grads, T_ATTN_PROJ_W, l),
-                    tp(m, m->grads, T_ATTN_PROJ_B, l), dy, 1.0f, LAYER(a->atty, l, BTc * C),
-                    tp(m, m->params, T_ATTN_PROJ_W, l), N, C, C);
-    attn_to_lanes(a->d_y, a->d_c, B, T, H, hd, (size_t)C, 1);
-    attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, LAYER(a->att, l, att_tile(m)),
-                       LAYER(a->q, l, lt), LAYER(a->k, l, lt), LAYER(a->v, l, lt),
-                       attn_groups(B * H), T, hd, a->attn_scratch);
-    qkv_split_backward(m, l, B, T);
-    matmul_backward(dx, beta, tp(m, m->grads, T_QKV_W, l), tp(m, m->grads, T_QKV_B, l), a->d_qkv,
-                    1.0f, x, tp(m, m->params, T_QKV_W, l), N, C, QKV);
-}
+/* ------------------------------------------------------------------ MLP */
 
-static void mlp_stats(GPT *m, int l, const float *h, size_t n) {
-    LayerStats *st = &m->stats[l];
+static void mlp_stats(LayerStats *st, const float *h, size_t n) {
     double zeros = 0, sum = 0, sq = 0;
     float mx = -INFINITY, mn = INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -559,253 +686,251 @@ static void mlp_stats(GPT *m, int l, const float *h, size_t n) {
     st->min = mn;
 }
 
-static void mlp_sublayer_forward(GPT *m, int l, const float *x, float *y, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
-    size_t BTc = (size_t)m->B * m->T;
-    int in_place = activation_in_place(c->activation);
-    float *fch = LAYER(a->fch, l, BTc * UP), *h = in_place ? fch : LAYER(a->fch_act, l, BTc * FF);
-    matmul_forward(fch, x, tp(m, m->params, T_FC_W, l), wt(m, T_FC_W, l),
-                   tp(m, m->params, T_FC_B, l), N, C, UP);
-    if (in_place)
-        relu_forward_inplace(h, (size_t)N * FF);
+static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                        const float *x, float *y) {
+    const ModelConfig *c = &p->m->cfg;
+    const Dims *d = &p->a->d;
+    int N = p->B * p->T, C = d->C, FF = d->FF;
+    matmul_forward(s->fch, x, L->w.fc_w, fwd_wt(p, L->wt.fc_w), L->w.fc_b, N, C, d->UP);
+    if (p->a->relu_in_place)
+        relu_forward_inplace(s->h, (size_t)N * FF);
     else
-        activation_forward(c->activation, h, fch, N, FF);
-    if (m->collect_stats) mlp_stats(m, l, h, (size_t)N * FF);
-    matmul_forward(y, h, tp(m, m->params, T_FC_PROJ_W, l), wt(m, T_FC_PROJ_W, l),
-                   tp(m, m->params, T_FC_PROJ_B, l), N, FF, C);
+        activation_forward(c->activation, s->h, s->fch, N, FF);
+    if (p->stats) mlp_stats(&p->stats[l], s->h, (size_t)N * FF);
+    matmul_forward(y, s->h, L->w.fc_proj_w, fwd_wt(p, L->wt.fc_proj_w), L->w.fc_proj_b, N, FF, C);
 }
 
-static void mlp_sublayer_backward(GPT *m, int l, const float *x, const float *dy, float *dx,
-                                  float beta, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    int N = B * T, C = c->d_model, FF = model_d_ff(c), UP = model_is_glu(c) ? 2 * FF : FF;
-    size_t BTc = (size_t)m->B * m->T;
-    int in_place = activation_in_place(c->activation);
-    const float *fch = LAYER(a->fch, l, BTc * UP);
-    const float *h = in_place ? fch : LAYER(a->fch_act, l, BTc * FF);
-    float *d_up = in_place ? a->d_ff : a->d_up;
-    matmul_backward(a->d_ff, 0.0f, tp(m, m->grads, T_FC_PROJ_W, l), tp(m, m->grads, T_FC_PROJ_B, l),
-                    dy, 1.0f, h, tp(m, m->params, T_FC_PROJ_W, l), N, FF, C);
-    if (in_place)
-        relu_backward_inplace(d_up, h, (size_t)N * FF);
-    else
-        activation_backward(c->activation, d_up, a->d_ff, fch, N, FF);
-    matmul_backward(dx, beta, tp(m, m->grads, T_FC_W, l), tp(m, m->grads, T_FC_B, l), d_up, 1.0f, x,
-                    tp(m, m->params, T_FC_W, l), N, C, UP);
+/* dx = beta dx + d/dx of the MLP sublayer given dy. */
+static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
+                         const float *dy, float *dx, float beta) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    int N = p->B * p->T, C = d->C, FF = d->FF;
+    matmul_backward(a->d_h, 0.0f, L->g.fc_proj_w, L->g.fc_proj_b, dy, 1.0f, s->h, L->w.fc_proj_w, N,
+                    FF, C);
+    float *d_fch = a->d_fch;
+    if (a->relu_in_place) {
+        relu_backward_inplace(a->d_h, s->h, (size_t)N * FF);
+        d_fch = a->d_h;
+    } else {
+        activation_backward(c->activation, d_fch, a->d_h, s->fch, N, FF);
+    }
+    matmul_backward(dx, beta, L->g.fc_w, L->g.fc_b, d_fch, 1.0f, x, L->w.fc_w, N, C, d->UP);
 }
 
-/* ------------------------------------------------------------------ blocks */
+/* ------------------------------------------------------------------ the block */
 
-static void block_forward(GPT *m, int l, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    size_t BTc = (size_t)m->B * m->T, C = (size_t)c->d_model, n = (size_t)B * T * C;
-    int N = B * T;
-    const float *x = LAYER(a->resid, l, BTc * C);
-    float *out = LAYER(a->resid, l + 1, BTc * C);
-    float *n1 = LAYER(a->n1_out, l, BTc * C), *n1m = LAYER(a->n1_mean, l, BTc),
-          *n1r = LAYER(a->n1_rstd, l, BTc);
-    float *n2 = LAYER(a->n2_out, l, BTc * C), *n2m = LAYER(a->n2_mean, l, BTc),
-          *n2r = LAYER(a->n2_rstd, l, BTc);
-    float *ao = LAYER(a->ao, l, BTc * C), *mo = LAYER(a->mo, l, BTc * C);
-    float *sum1 = LAYER(a->sum1, l, BTc * C), *sum2 = LAYER(a->sum2, l, BTc * C);
+/* Block l: s.in -> s.out, as the placement says (gpt.h). */
+static void block_forward(const Pass *p, int l) {
+    const ModelConfig *c = &p->m->cfg;
+    const LayerView *L = &p->m->layers[l];
+    LayerActs s = layer_acts(p->a, l);
+    int N = p->B * p->T;
+    size_t n = (size_t)N * c->d_model;
     switch (c->norm) {
     case NORM_PRE:
-        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, x, N);
-        attn_sublayer_forward(m, l, n1, ao, B, T);
-        add(sum1, x, ao, n);
-        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, n2, n2m, n2r, sum1, N);
-        mlp_sublayer_forward(m, l, n2, mo, B, T);
-        add(out, sum1, mo, n);
+        norm_fwd(c, s.n1, s.n1_mean, s.n1_rstd, s.in, L->w.attn_norm_w, L->w.attn_norm_b, N);
+        attn_forward(p, L, &s, l, s.n1, s.ao);
+        add(s.sum1, s.in, s.ao, n);
+        norm_fwd(c, s.n2, s.n2_mean, s.n2_rstd, s.sum1, L->w.mlp_norm_w, L->w.mlp_norm_b, N);
+        mlp_forward(p, L, &s, l, s.n2, s.mo);
+        add(s.out, s.sum1, s.mo, n);
         break;
     case NORM_POST:
-        attn_sublayer_forward(m, l, x, ao, B, T);
-        add(sum1, x, ao, n);
-        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, sum1, N);
-        mlp_sublayer_forward(m, l, n1, mo, B, T);
-        add(sum2, n1, mo, n);
-        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, out, n2m, n2r, sum2, N);
+        attn_forward(p, L, &s, l, s.in, s.ao);
+        add(s.sum1, s.in, s.ao, n);
+        norm_fwd(c, s.n1, s.n1_mean, s.n1_rstd, s.sum1, L->w.attn_norm_w, L->w.attn_norm_b, N);
+        mlp_forward(p, L, &s, l, s.n1, s.mo);
+        add(s.sum2, s.n1, s.mo, n);
+        norm_fwd(c, s.out, s.n2_mean, s.n2_rstd, s.sum2, L->w.mlp_norm_w, L->w.mlp_norm_b, N);
         break;
-    case NORM_PERI: {
-        float *aon = LAYER(a->aon, l, BTc * C), *mon = LAYER(a->mon, l, BTc * C);
-        site_norm_forward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, n1, n1m, n1r, x, N);
-        attn_sublayer_forward(m, l, n1, ao, B, T);
-        site_norm_forward(m, T_ATTN_ONORM_W, T_ATTN_ONORM_B, l, aon, LAYER(a->aon_mean, l, BTc),
-                          LAYER(a->aon_rstd, l, BTc), ao, N);
-        add(sum1, x, aon, n);
-        site_norm_forward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, n2, n2m, n2r, sum1, N);
-        mlp_sublayer_forward(m, l, n2, mo, B, T);
-        site_norm_forward(m, T_MLP_ONORM_W, T_MLP_ONORM_B, l, mon, LAYER(a->mon_mean, l, BTc),
-                          LAYER(a->mon_rstd, l, BTc), mo, N);
-        add(out, sum1, mon, n);
+    case NORM_PERI:
+        norm_fwd(c, s.n1, s.n1_mean, s.n1_rstd, s.in, L->w.attn_norm_w, L->w.attn_norm_b, N);
+        attn_forward(p, L, &s, l, s.n1, s.ao);
+        norm_fwd(c, s.aon, s.aon_mean, s.aon_rstd, s.ao, L->w.attn_onorm_w, L->w.attn_onorm_b, N);
+        add(s.sum1, s.in, s.aon, n);
+        norm_fwd(c, s.n2, s.n2_mean, s.n2_rstd, s.sum1, L->w.mlp_norm_w, L->w.mlp_norm_b, N);
+        mlp_forward(p, L, &s, l, s.n2, s.mo);
+        norm_fwd(c, s.mon, s.mon_mean, s.mon_rstd, s.mo, L->w.mlp_onorm_w, L->w.mlp_onorm_b, N);
+        add(s.out, s.sum1, s.mon, n);
         break;
-    }
     case NORM_NONE:
     default:
-        attn_sublayer_forward(m, l, x, ao, B, T);
-        add(sum1, x, ao, n);
-        mlp_sublayer_forward(m, l, sum1, mo, B, T);
-        add(out, sum1, mo, n);
+        attn_forward(p, L, &s, l, s.in, s.ao);
+        add(s.sum1, s.in, s.ao, n);
+        mlp_forward(p, L, &s, l, s.sum1, s.mo);
+        add(s.out, s.sum1, s.mo, n);
         break;
     }
-    if (m->collect_stats) {
+    if (p->stats) {
         double sq = 0;
         for (size_t i = 0; i < n; i++)
-            sq += (double)out[i] * out[i];
-        m->stats[l].resid_rms = sqrt(sq / (double)n);
+            sq += (double)s.out[i] * s.out[i];
+        p->stats[l].resid_rms = sqrt(sq / (double)n);
     }
 }
 
 /* On entry d_resid holds dL/d(block output); on exit dL/d(block input). */
-static void block_backward(GPT *m, int l, int B, int T) {
-    const ModelConfig *c = &m->cfg;
-    GptActs *a = m->a;
-    size_t BTc = (size_t)m->B * m->T, C = (size_t)c->d_model, n = (size_t)B * T * C;
-    int N = B * T;
-    const float *x = LAYER(a->resid, l, BTc * C);
-    const float *n1 = LAYER(a->n1_out, l, BTc * C), *n1m = LAYER(a->n1_mean, l, BTc),
-                *n1r = LAYER(a->n1_rstd, l, BTc);
-    const float *n2 = LAYER(a->n2_out, l, BTc * C), *n2m = LAYER(a->n2_mean, l, BTc),
-                *n2r = LAYER(a->n2_rstd, l, BTc);
-    const float *ao = LAYER(a->ao, l, BTc * C), *mo = LAYER(a->mo, l, BTc * C);
-    const float *sum1 = LAYER(a->sum1, l, BTc * C), *sum2 = LAYER(a->sum2, l, BTc * C);
-    float *dr = a->d_resid, *da = a->d_a, *db = a->d_b;
+static void block_backward(const Pass *p, int l) {
+    const ModelConfig *c = &p->m->cfg;
+    const LayerView *L = &p->m->layers[l];
+    GptActs *a = p->a;
+    LayerActs s = layer_acts(a, l);
+    int N = p->B * p->T;
+    size_t n = (size_t)N * c->d_model;
+    float *dr = a->d_resid, *din = a->d_sub_in, *dout = a->d_sub_out;
     switch (c->norm) {
     case NORM_PRE:
         /* out = sum1 + mlp(n2(sum1)): dr is d sum1's direct path */
-        mlp_sublayer_backward(m, l, n2, dr, da, 0.0f, B, T);
-        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, dr, da, sum1, n2m, n2r, N);
+        mlp_backward(p, L, &s, s.n2, dr, din, 0.0f);
+        norm_bwd(c, dr, din, s.sum1, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
+                 L->g.mlp_norm_b, N);
         /* sum1 = x + attn(n1(x)) */
-        attn_sublayer_backward(m, l, n1, dr, da, 0.0f, B, T);
-        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, da, x, n1m, n1r, N);
+        attn_backward(p, L, &s, s.n1, dr, din, 0.0f);
+        norm_bwd(c, dr, din, s.in, s.n1_mean, s.n1_rstd, L->w.attn_norm_w, L->g.attn_norm_w,
+                 L->g.attn_norm_b, N);
         break;
     case NORM_POST:
         /* out = n2(sum2), sum2 = n1 + mlp(n1), n1 = norm(sum1), sum1 = x + attn(x) */
-        memset(da, 0, n * sizeof(float));
-        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, da, dr, sum2, n2m, n2r, N);
-        memcpy(db, da, n * sizeof(float)); /* db = d n1 (direct path) */
-        mlp_sublayer_backward(m, l, n1, da, db, 1.0f, B, T);
+        memset(dout, 0, n * sizeof(float));
+        norm_bwd(c, dout, dr, s.sum2, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
+                 L->g.mlp_norm_b, N);
+        memcpy(din, dout, n * sizeof(float)); /* d n1: the direct path, then the MLP's */
+        mlp_backward(p, L, &s, s.n1, dout, din, 1.0f);
         memset(dr, 0, n * sizeof(float));
-        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, db, sum1, n1m, n1r, N);
+        norm_bwd(c, dr, din, s.sum1, s.n1_mean, s.n1_rstd, L->w.attn_norm_w, L->g.attn_norm_w,
+                 L->g.attn_norm_b, N);
         /* dr = d sum1 = d x (direct) + attn backward */
-        attn_sublayer_backward(m, l, x, dr, da, 0.0f, B, T);
-        accumulate(dr, da, n);
+        attn_backward(p, L, &s, s.in, dr, din, 0.0f);
+        accumulate(dr, din, n);
         break;
-    case NORM_PERI: {
-        const float *aon_m = LAYER(a->aon_mean, l, BTc), *aon_r = LAYER(a->aon_rstd, l, BTc);
-        const float *mon_m = LAYER(a->mon_mean, l, BTc), *mon_r = LAYER(a->mon_rstd, l, BTc);
+    case NORM_PERI:
         /* out = sum1 + n2o(mlp(n2(sum1))) */
-        memset(db, 0, n * sizeof(float));
-        site_norm_backward(m, T_MLP_ONORM_W, T_MLP_ONORM_B, l, db, dr, mo, mon_m, mon_r, N);
-        mlp_sublayer_backward(m, l, n2, db, da, 0.0f, B, T);
-        site_norm_backward(m, T_MLP_NORM_W, T_MLP_NORM_B, l, dr, da, sum1, n2m, n2r, N);
+        memset(dout, 0, n * sizeof(float));
+        norm_bwd(c, dout, dr, s.mo, s.mon_mean, s.mon_rstd, L->w.mlp_onorm_w, L->g.mlp_onorm_w,
+                 L->g.mlp_onorm_b, N);
+        mlp_backward(p, L, &s, s.n2, dout, din, 0.0f);
+        norm_bwd(c, dr, din, s.sum1, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
+                 L->g.mlp_norm_b, N);
         /* sum1 = x + n1o(attn(n1(x))) */
-        memset(db, 0, n * sizeof(float));
-        site_norm_backward(m, T_ATTN_ONORM_W, T_ATTN_ONORM_B, l, db, dr, ao, aon_m, aon_r, N);
-        attn_sublayer_backward(m, l, n1, db, da, 0.0f, B, T);
-        site_norm_backward(m, T_ATTN_NORM_W, T_ATTN_NORM_B, l, dr, da, x, n1m, n1r, N);
+        memset(dout, 0, n * sizeof(float));
+        norm_bwd(c, dout, dr, s.ao, s.aon_mean, s.aon_rstd, L->w.attn_onorm_w, L->g.attn_onorm_w,
+                 L->g.attn_onorm_b, N);
+        attn_backward(p, L, &s, s.n1, dout, din, 0.0f);
+        norm_bwd(c, dr, din, s.in, s.n1_mean, s.n1_rstd, L->w.attn_norm_w, L->g.attn_norm_w,
+                 L->g.attn_norm_b, N);
         break;
-    }
     case NORM_NONE:
     default:
-        mlp_sublayer_backward(m, l, sum1, dr, dr, 1.0f, B, T);
-        attn_sublayer_backward(m, l, x, dr, dr, 1.0f, B, T);
+        mlp_backward(p, L, &s, s.sum1, dr, dr, 1.0f);
+        attn_backward(p, L, &s, s.in, dr, dr, 1.0f);
         break;
     }
 }
 
 /* ------------------------------------------------------------------ the model */
 
+/* tokens (B,T) -> logits (B,T,V) in p->a: embedding, input norm, the blocks, final norm,
+ * lm_head. The one forward of training and generation. */
+static const float *forward_pass(const Pass *p, const int32_t *tokens) {
+    const ModelConfig *c = &p->m->cfg;
+    const ModelView *M = &p->m->view;
+    GptActs *a = p->a;
+    int B = p->B, T = p->T, C = c->d_model, N = B * T;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = a->encoded + ((size_t)b * T + t) * C;
+            const float *e = M->w.wte + (size_t)tokens[b * T + t] * C;
+            const float *pe = M->w.wpe ? M->w.wpe + (size_t)(p->pos0 + t) * C : NULL;
+            if (pe) /* learned positions; otherwise the token embedding alone */
+                for (int i = 0; i < C; i++)
+                    o[i] = e[i] + pe[i];
+            else
+                memcpy(o, e, (size_t)C * sizeof(float));
+        }
+    if (c->input_norm)
+        norm_fwd(c, a->resid, a->in_mean, a->in_rstd, a->encoded, M->w.in_norm_w, M->w.in_norm_b,
+                 N);
+    else
+        memcpy(a->resid, a->encoded, (size_t)N * C * sizeof(float));
+
+    for (int l = 0; l < c->n_layer; l++)
+        block_forward(p, l);
+
+    const float *last = layer_acts(a, c->n_layer - 1).out;
+    if (c->final_norm) {
+        norm_fwd(c, a->fn_out, a->fn_mean, a->fn_rstd, last, M->w.final_norm_w, M->w.final_norm_b,
+                 N);
+        last = a->fn_out;
+    }
+    matmul_forward(a->logits, last, M->w.lm_head, fwd_wt(p, M->wt.lm_head), NULL, N, C,
+                   c->vocab_size);
+    return a->logits;
+}
+
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     const ModelConfig *c = &m->cfg;
     GptActs *a = m->a;
-    int C = c->d_model, V = c->vocab_size, N = B * T;
-    size_t BTc = (size_t)m->B * m->T;
+    int N = B * T;
     m->cur_B = B;
     m->cur_T = T;
     memcpy(a->tokens, x, (size_t)N * sizeof(int32_t));
     if (y) memcpy(a->targets, y, (size_t)N * sizeof(int32_t));
     if (m->collect_stats) memset(m->stats, 0, (size_t)c->n_layer * sizeof *m->stats);
     refresh_transposed(m);
-
-    const float *wte = m->params + m->tensors[T_WTE].offset;
-    const float *wpe = tp(m, m->params, T_WPE, 0);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *o = a->encoded + ((size_t)b * T + t) * C;
-            const float *e = wte + (size_t)x[b * T + t] * C;
-            if (wpe) /* learned positions; otherwise the token embedding alone */
-                for (int i = 0; i < C; i++)
-                    o[i] = e[i] + wpe[(size_t)t * C + i];
-            else
-                memcpy(o, e, (size_t)C * sizeof(float));
-        }
-    if (c->input_norm)
-        site_norm_forward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->resid, a->in_mean, a->in_rstd,
-                          a->encoded, N);
-    else
-        memcpy(a->resid, a->encoded, (size_t)N * C * sizeof(float));
-
-    for (int l = 0; l < c->n_layer; l++)
-        block_forward(m, l, B, T);
-
-    const float *last = LAYER(a->resid, c->n_layer, BTc * C);
-    if (c->final_norm) {
-        site_norm_forward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->fn_out, a->fn_mean, a->fn_rstd,
-                          last, N);
-        last = a->fn_out;
-    }
-    TensorId lm = lm_head_id(c);
-    matmul_forward(a->logits, last, tp(m, m->params, lm, 0), wt(m, lm, 0), NULL, N, C, V);
+    Pass p = {.m = m, .a = a, .B = B, .T = T, .stats = m->collect_stats ? m->stats : NULL};
+    forward_pass(&p, x);
     m->loss = 0.0f;
     m->correct = 0;
-    if (y) m->loss = softmax_xent_forward(a->logits, y, N, V, &m->correct);
+    if (y) m->loss = softmax_xent_forward(a->logits, y, N, c->vocab_size, &m->correct);
     return m->loss;
+}
+
+const float *gpt_forward_cached(const GPT *m, GptActs *a, float *k, float *v, int pos,
+                                int32_t token) {
+    Pass p = {.m = m, .a = a, .B = 1, .T = 1, .pos0 = pos, .k = k, .v = v};
+    return forward_pass(&p, &token);
 }
 
 void gpt_backward(GPT *m) {
     const ModelConfig *c = &m->cfg;
+    const ModelView *M = &m->view;
     GptActs *a = m->a;
     int B = m->cur_B, T = m->cur_T, C = c->d_model, V = c->vocab_size, N = B * T;
-    size_t BTc = (size_t)m->B * m->T;
+    Pass p = {.m = m, .a = a, .B = B, .T = T};
 
     softmax_xent_backward(a->logits, a->targets, N, V);
-    float *dwte = m->grads + m->tensors[T_WTE].offset;
-    const float *lm = tp(m, m->params, lm_head_id(c), 0);
-    float *dlm = tp(m, m->grads, lm_head_id(c), 0);
-    const float *last = c->final_norm ? a->fn_out : LAYER(a->resid, c->n_layer, BTc * C);
+    const float *blocks_out = layer_acts(a, c->n_layer - 1).out;
+    const float *last = c->final_norm ? a->fn_out : blocks_out;
     /* d logits = (probs - onehot) / N, the 1/N applied by the GEMMs */
-    matmul_backward(c->final_norm ? a->d_a : a->d_resid, 0.0f, dlm, NULL, a->logits,
-                    1.0f / (float)N, last, lm, N, C, V);
+    matmul_backward(c->final_norm ? a->d_final : a->d_resid, 0.0f, M->g.lm_head, NULL, a->logits,
+                    1.0f / (float)N, last, M->w.lm_head, N, C, V);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
-        site_norm_backward(m, T_FINAL_NORM_W, T_FINAL_NORM_B, 0, a->d_resid, a->d_a,
-                           LAYER(a->resid, c->n_layer, BTc * C), a->fn_mean, a->fn_rstd, N);
+        norm_bwd(c, a->d_resid, a->d_final, blocks_out, a->fn_mean, a->fn_rstd, M->w.final_norm_w,
+                 M->g.final_norm_w, M->g.final_norm_b, N);
     }
 
     for (int l = c->n_layer - 1; l >= 0; l--)
-        block_backward(m, l, B, T);
+        block_backward(&p, l);
 
     const float *denc = a->d_resid;
     if (c->input_norm) {
-        memset(a->d_a, 0, (size_t)N * C * sizeof(float));
-        site_norm_backward(m, T_IN_NORM_W, T_IN_NORM_B, 0, a->d_a, a->d_resid, a->encoded,
-                           a->in_mean, a->in_rstd, N);
-        denc = a->d_a;
+        memset(a->d_embed, 0, (size_t)N * C * sizeof(float));
+        norm_bwd(c, a->d_embed, a->d_resid, a->encoded, a->in_mean, a->in_rstd, M->w.in_norm_w,
+                 M->g.in_norm_w, M->g.in_norm_b, N);
+        denc = a->d_embed;
     }
-    float *dwpe = tp(m, m->grads, T_WPE, 0);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = denc + ((size_t)b * T + t) * C;
-            float *e = dwte + (size_t)a->tokens[b * T + t] * C;
+            float *e = M->g.wte + (size_t)a->tokens[b * T + t] * C;
             for (int i = 0; i < C; i++)
                 e[i] += d[i];
-            if (dwpe)
+            if (M->g.wpe)
                 for (int i = 0; i < C; i++)
-                    dwpe[(size_t)t * C + i] += d[i];
+                    M->g.wpe[(size_t)t * C + i] += d[i];
         }
 }
 

@@ -20,40 +20,67 @@
 
 #include "config.h"
 
-/* Every parameter tensor, in buffer order. Per-layer tensors are stacked with a leading
- * n_layer dimension (llm.c style); a tensor absent under the config has size 0. */
+/* Every parameter tensor, in buffer order, as X(TensorId, field of the views below): the
+ * embedding end, the per-layer tensors, the head end. Per-layer tensors are stacked with a
+ * leading n_layer dimension (llm.c style); a tensor absent under the config has size 0 and
+ * a NULL view. Shapes and presence: gpt_tensor_table. */
+#define GPT_EMBED_TENSORS(X)                                                                       \
+    X(T_WTE, wte)             /* (V, C) */                                                         \
+    X(T_WPE, wpe)             /* (T, C) learned positions */                                       \
+    X(T_IN_NORM_W, in_norm_w) /* (C) */                                                            \
+    X(T_IN_NORM_B, in_norm_b) /* (C) layernorm shift */
+#define GPT_LAYER_TENSORS(X)                                                                       \
+    X(T_ATTN_NORM_W, attn_norm_w)   /* (L, C) */                                                   \
+    X(T_ATTN_NORM_B, attn_norm_b)   /* (L, C) */                                                   \
+    X(T_QKV_W, qkv_w)               /* (L, (H + 2 KV) hd, C): q rows, then k, then v */            \
+    X(T_QKV_B, qkv_b)               /* (L, (H + 2 KV) hd) */                                       \
+    X(T_Q_NORM_W, q_norm_w)         /* (L, hd) */                                                  \
+    X(T_Q_NORM_B, q_norm_b)         /* (L, hd) */                                                  \
+    X(T_K_NORM_W, k_norm_w)         /* (L, hd) */                                                  \
+    X(T_K_NORM_B, k_norm_b)         /* (L, hd) */                                                  \
+    X(T_ATTN_PROJ_W, attn_proj_w)   /* (L, C, C) */                                                \
+    X(T_ATTN_PROJ_B, attn_proj_b)   /* (L, C) */                                                   \
+    X(T_ATTN_ONORM_W, attn_onorm_w) /* (L, C) peri: norm of the attention output */                \
+    X(T_ATTN_ONORM_B, attn_onorm_b) /* (L, C) */                                                   \
+    X(T_MLP_NORM_W, mlp_norm_w)     /* (L, C) */                                                   \
+    X(T_MLP_NORM_B, mlp_norm_b)     /* (L, C) */                                                   \
+    X(T_FC_W, fc_w)                 /* (L, UP, C), UP = ff or 2 ff (GLU) */                        \
+    X(T_FC_B, fc_b)                 /* (L, UP) */                                                  \
+    X(T_FC_PROJ_W, fc_proj_w)       /* (L, C, ff) */                                               \
+    X(T_FC_PROJ_B, fc_proj_b)       /* (L, C) */                                                   \
+    X(T_MLP_ONORM_W, mlp_onorm_w)   /* (L, C) peri */                                              \
+    X(T_MLP_ONORM_B, mlp_onorm_b)   /* (L, C) */
+#define GPT_HEAD_TENSORS(X)                                                                        \
+    X(T_FINAL_NORM_W, final_norm_w) /* (C) */                                                      \
+    X(T_FINAL_NORM_B, final_norm_b) /* (C) */                                                      \
+    X(T_LM_HEAD, lm_head)           /* (V, C), absent when tied to wte */
+
+#define GPT_TENSOR_ID(id, field) id,
 typedef enum {
-    T_WTE,          /* (V, C) */
-    T_WPE,          /* (T, C) learned positions */
-    T_IN_NORM_W,    /* (C) */
-    T_IN_NORM_B,    /* (C) layernorm shift */
-    T_ATTN_NORM_W,  /* (L, C) */
-    T_ATTN_NORM_B,  /* (L, C) */
-    T_QKV_W,        /* (L, (H + 2 KV) hd, C): q rows, then k, then v */
-    T_QKV_B,        /* (L, (H + 2 KV) hd) */
-    T_Q_NORM_W,     /* (L, hd) */
-    T_Q_NORM_B,     /* (L, hd) */
-    T_K_NORM_W,     /* (L, hd) */
-    T_K_NORM_B,     /* (L, hd) */
-    T_ATTN_PROJ_W,  /* (L, C, C) */
-    T_ATTN_PROJ_B,  /* (L, C) */
-    T_ATTN_ONORM_W, /* (L, C) peri: norm of the attention output */
-    T_ATTN_ONORM_B, /* (L, C) */
-    T_MLP_NORM_W,   /* (L, C) */
-    T_MLP_NORM_B,   /* (L, C) */
-    T_FC_W,         /* (L, UP, C), UP = ff or 2 ff (GLU) */
-    T_FC_B,         /* (L, UP) */
-    T_FC_PROJ_W,    /* (L, C, ff) */
-    T_FC_PROJ_B,    /* (L, C) */
-    T_MLP_ONORM_W,  /* (L, C) peri */
-    T_MLP_ONORM_B,  /* (L, C) */
-    T_FINAL_NORM_W, /* (C) */
-    T_FINAL_NORM_B, /* (C) */
-    T_LM_HEAD,      /* (V, C), absent when tied to wte */
-    T_COUNT
+    GPT_EMBED_TENSORS(GPT_TENSOR_ID) GPT_LAYER_TENSORS(GPT_TENSOR_ID)
+        GPT_HEAD_TENSORS(GPT_TENSOR_ID) T_COUNT
 } TensorId;
 
+/* Views: one pointer per tensor, into the parameters, the gradients, or the transposed
+ * copies the forward multiplies by (src/model/gemm.h; NULL for a matrix without one and for
+ * every vector). Built once by gpt_alloc, so the code reads `L->w.fc_w`, not a table lookup. */
+#define GPT_TENSOR_FIELD(id, field) float *field;
+typedef struct {
+    GPT_LAYER_TENSORS(GPT_TENSOR_FIELD)
+} LayerTensors;
+typedef struct {
+    GPT_EMBED_TENSORS(GPT_TENSOR_FIELD)
+    GPT_HEAD_TENSORS(GPT_TENSOR_FIELD)
+} ModelTensors;
+typedef struct {
+    LayerTensors w, g, wt; /* one layer's slices: weights, gradients, transposed copies */
+} LayerView;
+typedef struct {
+    ModelTensors w, g, wt; /* lm_head points at wte (and its gradient) when tied */
+} ModelView;
+
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS } InitKind;
+extern const char *const init_kind_names[4]; /* indexed by InitKind: "normal", "residual", ... */
 
 typedef struct {
     const char *name;
@@ -82,10 +109,9 @@ typedef struct {
     TensorInfo tensors[T_COUNT];
     size_t n_params;
     float *params, *grads;
-    float *acts; /* one buffer behind every activation below */
-    size_t n_acts;
-    /* Activations (see gpt.c for shapes); set by gpt_alloc. */
-    struct GptActs *a;
+    ModelView view;    /* the tensors outside the blocks */
+    LayerView *layers; /* [n_layer] */
+    struct GptActs *a; /* activations and backward scratch for batches up to (B, T) */
     int collect_stats;
     LayerStats *stats; /* [n_layer] */
     float loss;
@@ -113,6 +139,21 @@ void gpt_backward(GPT *m);
 void gpt_zero_grad(GPT *m);
 /* (B, T, V) logits / probabilities / dlogits of the last forward or backward. */
 float *gpt_logits(GPT *m);
+
+/* Activation buffers for passes of up to (B, T) rows. gpt_alloc makes the model's own, with
+ * every layer's activations and the backward's scratch; generation makes one of (1, 1)
+ * without either (each layer's row is consumed by the next). */
+typedef struct GptActs GptActs;
+GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training);
+void gpt_acts_free(GptActs *a);
+/* Bytes gpt_acts_alloc takes (from the same buffer table). */
+double gpt_acts_bytes(const ModelConfig *c, int B, int T, int training);
+
+/* One token at position pos < context through the model: the blocks of gpt_forward, except
+ * that attention reads the keys and values of positions [0, pos) from k, v ((L, KV, context,
+ * hd) each) and stores the token's own there. Returns its (V) logits (inside a). */
+const float *gpt_forward_cached(const GPT *m, GptActs *a, float *k, float *v, int pos,
+                                int32_t token);
 
 /* L2 norm of all gradients, and of the gradients of one layer's tensors. */
 double gpt_grad_norm(const GPT *m);

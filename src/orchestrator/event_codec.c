@@ -2,13 +2,17 @@
 
 #include <string.h>
 
+#include "../worker/event_schema.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define CODEC_LE 1
 #else
 #define CODEC_LE 0
 #endif
 
-/* ---- writing: the caller guarantees room (worst case per kind is checked up front) ---- */
+#define TAG_FULL 0x80u
+
+/* ---- writing: the caller guarantees room ---- */
 
 static inline uint8_t *put_u64v(uint8_t *p, uint64_t v) {
     while (v >= 0x80) {
@@ -19,8 +23,8 @@ static inline uint8_t *put_u64v(uint8_t *p, uint64_t v) {
     return p;
 }
 
-static inline uint8_t *put_iv(uint8_t *p, int64_t v) {
-    return put_u64v(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+static inline uint64_t zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
 static inline uint8_t *put_f64(uint8_t *p, double d) {
@@ -35,13 +39,6 @@ static inline uint8_t *put_f64(uint8_t *p, double d) {
     return p + 8;
 }
 
-static inline uint8_t *put_str(uint8_t *p, const char *s, size_t max) {
-    size_t n = strnlen(s, max);
-    p = put_u64v(p, n);
-    memcpy(p, s, n);
-    return p + n;
-}
-
 static inline size_t uv_len(uint64_t v) {
     size_t n = 1;
     while (v >= 0x80) {
@@ -50,157 +47,122 @@ static inline size_t uv_len(uint64_t v) {
     }
     return n;
 }
-static inline size_t iv_len(int64_t v) {
-    return uv_len(((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
-static inline size_t str_len(const char *s, size_t max) {
-    size_t n = strnlen(s, max);
-    return uv_len(n) + n;
+
+static int get_int_at(const char *body, size_t off) {
+    int v;
+    memcpy(&v, body + off, sizeof v);
+    return v;
 }
 
-static int clamp_heads(int n) {
-    return n < 0 ? 0 : (n > ABL_MAX_HEADS ? ABL_MAX_HEADS : n);
+/* Entries of an EF_HEADS field: its count field (the one before it), clamped. */
+static int heads_count(const char *body, const EventField *f) {
+    int n = get_int_at(body, f[-1].offset);
+    return n < 0 ? 0 : (n > (int)f->n ? (int)f->n : n);
 }
 
-/* Worst case bytes for a kind, so the hot path needs no per-field checks. */
-static size_t worst_case(EventKind k) {
-    switch (k) {
-    case EV_START:
-        return 1 + 10 + 16 + 1 + 31;
-    case EV_STEP:
-        return 1 + 10 + 10 + 32;
-    case EV_EVAL:
-        return 1 + 10 + 16;
-    case EV_ACT:
-        return 1 + 10 + 5 + 7 * 8 + 5 + ABL_MAX_HEADS * 8;
-    case EV_SAMPLE:
-        return 1 + 1 + 8 + 5 + 2 + (ABL_SAMPLE_MAX - 1) + 8 + 8 + 5 + 8 + 1 + 5 +
-               5 * ABL_SAMPLE_IDS;
-    case EV_END:
-        return 1 + 1 + 10 + 10 + 32 + 2 + 255;
-    default:
-        return 0;
-    }
+static int kind_ok(const Event *ev) {
+    return (unsigned)ev->kind < EV_KIND_COUNT;
 }
 
 static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
-    *p++ = (uint8_t)ev->kind;
-    switch (ev->kind) {
-    case EV_START: {
-        const StartEvent *e = &ev->u.start;
-        p = put_iv(p, e->params);
-        p = put_f64(p, e->flops_per_token);
-        p = put_f64(p, e->kv_bytes_per_token);
-        p = put_str(p, e->blas_core, sizeof e->blas_core - 1);
-        break;
-    }
-    case EV_STEP: {
-        const StepEvent *e = &ev->u.step;
-        p = put_iv(p, e->step);
-        p = put_iv(p, e->tokens);
-        p = put_f64(p, e->loss);
-        p = put_f64(p, e->lr);
-        p = put_f64(p, e->grad_norm);
-        p = put_f64(p, e->time);
-        break;
-    }
-    case EV_EVAL: {
-        const EvalEvent *e = &ev->u.eval;
-        p = put_iv(p, e->step);
-        p = put_f64(p, e->val_loss);
-        p = put_f64(p, e->val_acc);
-        break;
-    }
-    case EV_ACT: {
-        const ActEvent *e = &ev->u.act;
-        p = put_iv(p, e->step);
-        p = put_iv(p, e->layer);
-        p = put_f64(p, e->zero_frac);
-        p = put_f64(p, e->max);
-        p = put_f64(p, e->min);
-        p = put_f64(p, e->mean);
-        p = put_f64(p, e->rms);
-        p = put_f64(p, e->resid_rms);
-        p = put_f64(p, e->grad_norm);
-        int nh = clamp_heads(e->n_head);
-        p = put_iv(p, nh);
-        for (int h = 0; h < nh; h++)
-            p = put_f64(p, e->attn_entropy[h]);
-        break;
-    }
-    case EV_SAMPLE: {
-        const SampleEvent *e = &ev->u.sample;
-        *p++ = (uint8_t)e->kind;
-        p = put_f64(p, e->temperature);
-        p = put_iv(p, e->n_tokens);
-        p = put_str(p, e->text, sizeof e->text - 1);
-        p = put_f64(p, e->tokens_per_s);
-        p = put_f64(p, e->distinct_ratio);
-        p = put_iv(p, e->longest_run);
-        p = put_f64(p, e->top_token_frac);
-        *p++ = (uint8_t)(e->degenerate != 0);
-        int ni = e->n_ids < 0 ? 0 : (e->n_ids > ABL_SAMPLE_IDS ? ABL_SAMPLE_IDS : e->n_ids);
-        p = put_iv(p, ni);
-        for (int i = 0; i < ni; i++)
-            p = put_iv(p, e->ids[i]);
-        break;
-    }
-    case EV_END: {
-        const EndEvent *e = &ev->u.end;
-        *p++ = (uint8_t)e->status;
-        p = put_iv(p, e->steps);
-        p = put_iv(p, e->tokens);
-        p = put_f64(p, e->train_seconds);
-        p = put_f64(p, e->tokens_per_s);
-        p = put_f64(p, e->final_val_loss);
-        p = put_f64(p, e->final_val_acc);
-        p = put_str(p, e->message, sizeof e->message - 1);
-        break;
-    }
-    default:
-        break;
+    const EventSchema *s = &event_schema[ev->kind];
+    const char *body = event_cbody(ev);
+    *p++ = (uint8_t)(ev->kind | TAG_FULL);
+    for (int k = 0; k < s->n_fields; k++) {
+        const EventField *f = &s->fields[k];
+        const char *v = body + f->offset;
+        switch (f->type) {
+        case EF_LONG: {
+            long x;
+            memcpy(&x, v, sizeof x);
+            p = put_u64v(p, zigzag(x));
+            break;
+        }
+        case EF_INT:
+            p = put_u64v(p, zigzag(get_int_at(body, f->offset)));
+            break;
+        case EF_DOUBLE: {
+            double d;
+            memcpy(&d, v, sizeof d);
+            p = put_f64(p, d);
+            break;
+        }
+        case EF_BOOL:
+            *p++ = (uint8_t)(get_int_at(body, f->offset) != 0);
+            break;
+        case EF_ENUM:
+            *p++ = (uint8_t)get_int_at(body, f->offset);
+            break;
+        case EF_STR:
+        case EF_TEXT: {
+            size_t n;
+            const char *t = event_field_text(body, f, &n);
+            p = put_u64v(p, n);
+            memcpy(p, t, n);
+            p += n;
+            break;
+        }
+        case EF_HEADS: {
+            int n = heads_count(body, f);
+            for (int h = 0; h < n; h++) {
+                double d;
+                memcpy(&d, v + (size_t)h * sizeof d, sizeof d);
+                p = put_f64(p, d);
+            }
+            break;
+        }
+        }
     }
     return p;
 }
 
+/* Bytes of one field: as packed for this body, or the most it can take (body NULL). */
+static size_t field_size(const EventField *f, const char *body) {
+    switch (f->type) {
+    case EF_LONG: {
+        long x;
+        if (!body) return 10;
+        memcpy(&x, body + f->offset, sizeof x);
+        return uv_len(zigzag(x));
+    }
+    case EF_INT:
+        return body ? uv_len(zigzag(get_int_at(body, f->offset))) : 5;
+    case EF_DOUBLE:
+        return 8;
+    case EF_BOOL:
+    case EF_ENUM:
+        return 1;
+    case EF_STR:
+    case EF_TEXT: {
+        size_t n = f->n - 1;
+        if (body) event_field_text(body, f, &n);
+        return uv_len(n) + n;
+    }
+    case EF_HEADS:
+        return 8 * (body ? (size_t)heads_count(body, f) : f->n);
+    }
+    return 0;
+}
+
+static size_t kind_size(EventKind kind, const char *body) {
+    const EventSchema *s = &event_schema[kind];
+    size_t total = 1;
+    for (int k = 0; k < s->n_fields; k++)
+        total += field_size(&s->fields[k], body);
+    return total;
+}
+
 size_t event_packed_size(const Event *ev) {
-    switch (ev->kind) {
-    case EV_START: {
-        const StartEvent *e = &ev->u.start;
-        return 1 + iv_len(e->params) + 16 + str_len(e->blas_core, sizeof e->blas_core - 1);
-    }
-    case EV_STEP:
-        return 1 + iv_len(ev->u.step.step) + iv_len(ev->u.step.tokens) + 32;
-    case EV_EVAL:
-        return 1 + iv_len(ev->u.eval.step) + 16;
-    case EV_ACT: {
-        int nh = clamp_heads(ev->u.act.n_head);
-        return 1 + iv_len(ev->u.act.step) + iv_len(ev->u.act.layer) + 56 + iv_len(nh) +
-               8 * (size_t)nh;
-    }
-    case EV_SAMPLE: {
-        const SampleEvent *e = &ev->u.sample;
-        int ni = e->n_ids < 0 ? 0 : (e->n_ids > ABL_SAMPLE_IDS ? ABL_SAMPLE_IDS : e->n_ids);
-        size_t ids = iv_len(ni);
-        for (int i = 0; i < ni; i++)
-            ids += iv_len(e->ids[i]);
-        return 1 + 1 + 8 + iv_len(e->n_tokens) + str_len(e->text, sizeof e->text - 1) + 16 +
-               iv_len(e->longest_run) + 8 + 1 + ids;
-    }
-    case EV_END: {
-        const EndEvent *e = &ev->u.end;
-        return 1 + 1 + iv_len(e->steps) + iv_len(e->tokens) + 32 +
-               str_len(e->message, sizeof e->message - 1);
-    }
-    default:
-        return 0;
-    }
+    return kind_ok(ev) ? kind_size(ev->kind, event_cbody(ev)) : 0;
+}
+
+size_t event_packed_max(EventKind kind) {
+    return (unsigned)kind < EV_KIND_COUNT ? kind_size(kind, NULL) : 0;
 }
 
 size_t event_pack(const Event *ev, uint8_t *buf, size_t cap) {
-    size_t worst = worst_case(ev->kind);
-    if (worst == 0) return 0;
-    if (cap >= worst) return (size_t)(pack_unchecked(ev, buf) - buf);
+    if (!kind_ok(ev)) return 0;
+    if (cap >= EVENT_PACK_MAX) return (size_t)(pack_unchecked(ev, buf) - buf);
     size_t need = event_packed_size(ev);
     if (need > cap) return 0;
     uint8_t tmp[EVENT_PACK_MAX];
@@ -236,15 +198,6 @@ static inline int64_t get_iv(Rd *r) {
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
-static inline int get_int(Rd *r) {
-    int64_t v = get_iv(r);
-    if (v < -2147483647 - 1 || v > 2147483647) {
-        r->bad = 1;
-        return 0;
-    }
-    return (int)v;
-}
-
 static inline double get_f64(Rd *r) {
     if (r->end - r->p < 8) {
         r->bad = 1;
@@ -273,104 +226,72 @@ static inline uint8_t get_u8(Rd *r) {
     return *r->p++;
 }
 
-static void get_str(Rd *r, char *dst, size_t cap) {
-    uint64_t n = get_u64v(r);
-    if (r->bad || n >= cap || n > (uint64_t)(r->end - r->p)) {
-        r->bad = 1;
-        dst[0] = 0;
-        return;
+static int read_field(Rd *r, char *body, const EventField *f) {
+    char *v = body + f->offset;
+    switch (f->type) {
+    case EF_LONG: {
+        long x = (long)get_iv(r);
+        memcpy(v, &x, sizeof x);
+        return 0;
     }
-    memcpy(dst, r->p, (size_t)n);
-    dst[n] = 0;
-    r->p += n;
+    case EF_INT: {
+        int64_t x = get_iv(r);
+        if (x < -2147483647 - 1 || x > 2147483647) return -1;
+        int i = (int)x;
+        memcpy(v, &i, sizeof i);
+        return 0;
+    }
+    case EF_DOUBLE: {
+        double d = get_f64(r);
+        memcpy(v, &d, sizeof d);
+        return 0;
+    }
+    case EF_BOOL:
+    case EF_ENUM: {
+        int i = get_u8(r);
+        if (f->type == EF_ENUM && (size_t)i >= f->n) return -1;
+        memcpy(v, &i, sizeof i);
+        return 0;
+    }
+    case EF_STR:
+    case EF_TEXT: {
+        uint64_t n = get_u64v(r);
+        if (r->bad || n >= f->n || n > (uint64_t)(r->end - r->p)) return -1;
+        memcpy(v, r->p, (size_t)n);
+        v[n] = 0;
+        r->p += n;
+        if (f->type == EF_TEXT) {
+            int len = (int)n;
+            memcpy(body + f->len_offset, &len, sizeof len);
+        }
+        return 0;
+    }
+    case EF_HEADS: {
+        int n = get_int_at(body, f[-1].offset);
+        if (n < 0 || n > (int)f->n) return -1;
+        for (int h = 0; h < n; h++) {
+            double d = get_f64(r);
+            memcpy(v + (size_t)h * sizeof d, &d, sizeof d);
+        }
+        return 0;
+    }
+    }
+    return -1;
 }
 
 int event_unpack(const uint8_t *buf, size_t n, Event *ev, size_t *used) {
     Rd r = {buf, buf + n, 0};
-    uint8_t kind = get_u8(&r);
+    uint8_t tag = get_u8(&r);
+    uint8_t kind = tag & (uint8_t)~TAG_FULL;
     if (r.bad || kind >= EV_KIND_COUNT) return -1;
     ev->kind = (EventKind)kind;
-    switch (ev->kind) {
-    case EV_START: {
-        StartEvent *e = &ev->u.start;
-        e->params = (long)get_iv(&r);
-        e->flops_per_token = get_f64(&r);
-        e->kv_bytes_per_token = get_f64(&r);
-        get_str(&r, e->blas_core, sizeof e->blas_core);
-        e->config = NULL;
-        break;
-    }
-    case EV_STEP: {
-        StepEvent *e = &ev->u.step;
-        e->step = (long)get_iv(&r);
-        e->tokens = (long)get_iv(&r);
-        e->loss = get_f64(&r);
-        e->lr = get_f64(&r);
-        e->grad_norm = get_f64(&r);
-        e->time = get_f64(&r);
-        break;
-    }
-    case EV_EVAL: {
-        EvalEvent *e = &ev->u.eval;
-        e->step = (long)get_iv(&r);
-        e->val_loss = get_f64(&r);
-        e->val_acc = get_f64(&r);
-        break;
-    }
-    case EV_ACT: {
-        ActEvent *e = &ev->u.act;
-        e->step = (long)get_iv(&r);
-        e->layer = get_int(&r);
-        e->zero_frac = get_f64(&r);
-        e->max = get_f64(&r);
-        e->min = get_f64(&r);
-        e->mean = get_f64(&r);
-        e->rms = get_f64(&r);
-        e->resid_rms = get_f64(&r);
-        e->grad_norm = get_f64(&r);
-        e->n_head = get_int(&r);
-        if (r.bad || e->n_head < 0 || e->n_head > ABL_MAX_HEADS) return -1;
-        for (int h = 0; h < e->n_head; h++)
-            e->attn_entropy[h] = get_f64(&r);
-        break;
-    }
-    case EV_SAMPLE: {
-        SampleEvent *e = &ev->u.sample;
-        uint8_t k = get_u8(&r);
-        if (k >= SAMPLE_KIND_COUNT) return -1;
-        e->kind = (SampleKind)k;
-        e->temperature = get_f64(&r);
-        e->n_tokens = get_int(&r);
-        get_str(&r, e->text, sizeof e->text);
-        e->tokens_per_s = get_f64(&r);
-        e->distinct_ratio = get_f64(&r);
-        e->longest_run = get_int(&r);
-        e->top_token_frac = get_f64(&r);
-        e->degenerate = get_u8(&r);
-        e->n_ids = get_int(&r);
-        if (r.bad || e->n_ids < 0 || e->n_ids > ABL_SAMPLE_IDS) return -1;
-        for (int i = 0; i < e->n_ids; i++)
-            e->ids[i] = get_int(&r);
-        break;
-    }
-    case EV_END: {
-        EndEvent *e = &ev->u.end;
-        uint8_t s = get_u8(&r);
-        if (s >= RUN_STATUS_COUNT) return -1;
-        e->status = (RunStatus)s;
-        e->steps = (long)get_iv(&r);
-        e->tokens = (long)get_iv(&r);
-        e->train_seconds = get_f64(&r);
-        e->tokens_per_s = get_f64(&r);
-        e->final_val_loss = get_f64(&r);
-        e->final_val_acc = get_f64(&r);
-        get_str(&r, e->message, sizeof e->message);
-        break;
-    }
-    default:
-        return -1;
-    }
-    if (r.bad) return -1;
+    const EventSchema *s = &event_schema[kind];
+    int nf = (tag & TAG_FULL) ? s->n_fields : s->v1_fields;
+    char *body = event_body(ev);
+    for (int k = 0; k < nf; k++)
+        if (read_field(&r, body, &s->fields[k]) != 0 || r.bad) return -1;
+    if (nf < s->n_fields) event_fields_default(body, ev->kind, nf);
+    if (ev->kind == EV_START) ev->u.start.config = NULL;
     if (used) *used = (size_t)(r.p - buf);
     return 0;
 }

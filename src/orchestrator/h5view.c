@@ -1,22 +1,27 @@
+/* The sweep view (h5view.h): pass 1 indexes the journal per run, pass 2 streams each run's
+ * events into the metric tables, then /runs, the root attributes and /weights. Tables are
+ * written with the generic writer of h5table.h; the metric tables' columns come from the
+ * event field tables (src/worker/event_schema.h). Layout: docs/hdf5-schema.md. */
 #include "h5view.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../model/gpt.h"
+#include "../worker/clock.h"
+#include "../worker/event_schema.h"
 #include "../worker/knobs.h"
 #include "event_codec.h"
 #include "fsutil.h"
+#include "h5table.h"
 #include "journal.h"
 #include "run_exec.h"
+#include "run_id.h"
 
 #ifndef ABLATE_VERSION
 #define ABLATE_VERSION "unknown"
@@ -26,318 +31,9 @@ const char *const h5view_status_names[6] = {"pending", "running",  "interrupted"
                                             "done",    "diverged", "failed"};
 enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
 
-#define TABLE_MAX_ROWS  65536
-#define TABLE_MAX_BYTES (8u << 20)
-#define CHUNK_MAX_BYTES (1u << 20)
-#define STATUS_LEN      12
-#define MAX_RUN_INDEX   (1u << 24)
-
-/* ---------------- errors ---------------- */
-
-static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
-    if (n == 0) snprintf(data, 200, "%s (%s)", e->desc ? e->desc : "?", e->func_name);
-    return 0;
-}
-
-/* One line: what failed, and why. HDF5's own text for a failed write embeds a ctime()
- * with its newline and a dump of the call; when it names an errno, strerror says it. */
-static void h5err(char *err, const char *fmt, ...) {
-    char what[300], h5[200] = "";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, h5);
-    const char *e = strstr(h5, "errno = ");
-    int code = e ? atoi(e + 8) : 0;
-    if (code > 0)
-        snprintf(err, ABL_ERR_MAX, "%s: %s", what, strerror(code));
-    else if (h5[0])
-        snprintf(err, ABL_ERR_MAX, "%s: HDF5: %s", what, h5);
-    else
-        snprintf(err, ABL_ERR_MAX, "%s", what);
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-}
-
-void h5view_process_init(void) {
-    /* A file whose close failed (a full disk) stays in HDF5's tables, and the library's
-     * atexit handler then crashes closing it again (HDF5 1.10, exit 139). ablate closes
-     * every file it opens itself, so it needs no cleanup at exit. */
-    H5dont_atexit();
-}
-
-/* ---------------- tables: a chunked, compressed, extendible 1-D dataset ---------------- */
-
-typedef enum { C_I32, C_I64, C_U64, C_F64, C_BOOL, C_STR, C_VSTR } ColType;
-
-typedef struct {
-    const char *name;
-    ColType type;
-    size_t len; /* C_STR: bytes including the NUL */
-    const char *units;
-} Col;
-
-typedef struct {
-    hid_t dset, type;
-    int ncol, compound;
-    size_t *off;
-    ColType *types;
-    size_t row_size;
-    uint8_t *buf;
-    size_t nbuf, cap, vbytes;
-    hsize_t nrows;
-} Table;
-
-static size_t col_size(const Col *c) {
-    switch (c->type) {
-    case C_I32:
-        return 4;
-    case C_I64:
-    case C_U64:
-    case C_F64:
-        return 8;
-    case C_BOOL:
-        return 1;
-    case C_STR:
-        return c->len;
-    case C_VSTR:
-        return sizeof(char *);
-    }
-    return 0;
-}
-
-static hid_t col_h5type(const Col *c) {
-    hid_t t = -1;
-    switch (c->type) {
-    case C_I32:
-        return H5Tcopy(H5T_NATIVE_INT32);
-    case C_I64:
-        return H5Tcopy(H5T_NATIVE_INT64);
-    case C_U64:
-        return H5Tcopy(H5T_NATIVE_UINT64);
-    case C_F64:
-        return H5Tcopy(H5T_NATIVE_DOUBLE);
-    case C_BOOL: { /* h5py reads this enum as numpy bool */
-        t = H5Tenum_create(H5T_NATIVE_INT8);
-        int8_t f = 0, tr = 1;
-        H5Tenum_insert(t, "FALSE", &f);
-        H5Tenum_insert(t, "TRUE", &tr);
-        return t;
-    }
-    case C_STR:
-        t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, c->len);
-        H5Tset_strpad(t, H5T_STR_NULLTERM);
-        /* Tagged ASCII (the bytes are kept as given): C readers with a plain H5T_C_S1
-         * memory type can read it; HDF5 does not convert between ASCII and UTF-8 tags. */
-        H5Tset_cset(t, H5T_CSET_ASCII);
-        return t;
-    case C_VSTR:
-        t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, H5T_VARIABLE);
-        H5Tset_cset(t, H5T_CSET_UTF8);
-        return t;
-    }
-    return -1;
-}
-
-static int attr_str(hid_t loc, const char *name, const char *value) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
-    const char *v = value ? value : "";
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, &v);
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(s);
-    H5Tclose(t);
-    return rc < 0 ? -1 : 0;
-}
-
-static int attr_i32(hid_t loc, const char *name, int value) {
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, &value);
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(s);
-    return rc < 0 ? -1 : 0;
-}
-
-static hid_t make_dcpl(hsize_t chunk) {
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 1, &chunk);
-    H5Pset_shuffle(dcpl);
-    H5Pset_deflate(dcpl, 4);
-    H5Pset_obj_track_times(dcpl, 0);
-    return dcpl;
-}
-
-/* compound = 0: a single-column dataset of that column's type. */
-static int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol,
-                        int compound, const char *description, char *err) {
-    memset(t, 0, sizeof *t);
-    t->dset = t->type = -1;
-    t->ncol = ncol;
-    t->compound = compound;
-    t->off = calloc((size_t)ncol, sizeof *t->off);
-    t->types = calloc((size_t)ncol, sizeof *t->types);
-    if (!t->off || !t->types) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        return -1;
-    }
-    for (int i = 0; i < ncol; i++) {
-        t->off[i] = t->row_size;
-        t->types[i] = cols[i].type;
-        t->row_size += col_size(&cols[i]);
-    }
-    if (compound) {
-        t->type = H5Tcreate(H5T_COMPOUND, t->row_size);
-        for (int i = 0; i < ncol && t->type >= 0; i++) {
-            hid_t ct = col_h5type(&cols[i]);
-            if (ct < 0 || H5Tinsert(t->type, cols[i].name, t->off[i], ct) < 0) {
-                if (ct >= 0) H5Tclose(ct);
-                h5err(err, "cannot build the type of /%s (column %s)", name, cols[i].name);
-                return -1;
-            }
-            H5Tclose(ct);
-        }
-    } else {
-        t->type = col_h5type(&cols[0]);
-    }
-    if (t->type < 0) {
-        h5err(err, "cannot build the type of /%s", name);
-        return -1;
-    }
-    /* Power-of-two chunks of at most 1 MiB; the row buffer holds whole chunks. */
-    hsize_t chunk = 64;
-    while (chunk * 2 * t->row_size <= CHUNK_MAX_BYTES && chunk * 2 <= TABLE_MAX_ROWS)
-        chunk *= 2;
-    size_t cap = chunk;
-    while (cap * 2 * t->row_size <= TABLE_MAX_BYTES && cap * 2 <= TABLE_MAX_ROWS)
-        cap *= 2;
-    t->cap = cap;
-    t->buf = malloc(cap * t->row_size);
-    if (!t->buf) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        return -1;
-    }
-    hsize_t dims = 0, maxdims = H5S_UNLIMITED;
-    hid_t space = H5Screate_simple(1, &dims, &maxdims);
-    hid_t dcpl = make_dcpl(chunk);
-    t->dset = H5Dcreate2(loc, name, t->type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Pclose(dcpl);
-    H5Sclose(space);
-    if (t->dset < 0) {
-        h5err(err, "cannot create dataset /%s", name);
-        return -1;
-    }
-    if (attr_str(t->dset, "description", description) != 0) {
-        h5err(err, "cannot write attributes of /%s", name);
-        return -1;
-    }
-    for (int i = 0; i < ncol; i++) {
-        if (!cols[i].units) continue;
-        char an[128];
-        snprintf(an, sizeof an, "units.%s", cols[i].name);
-        if (attr_str(t->dset, an, cols[i].units) != 0) {
-            h5err(err, "cannot write attributes of /%s", name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void table_free_vstr(Table *t) {
-    for (int c = 0; c < t->ncol; c++) {
-        if (t->types[c] != C_VSTR) continue;
-        for (size_t r = 0; r < t->nbuf; r++) {
-            char *s;
-            memcpy(&s, t->buf + r * t->row_size + t->off[c], sizeof s);
-            free(s);
-        }
-    }
-    t->vbytes = 0;
-}
-
-static int table_flush(Table *t, char *err) {
-    if (t->nbuf == 0) return 0;
-    hsize_t start = t->nrows, count = t->nbuf, total = t->nrows + t->nbuf;
-    int rc = -1;
-    hid_t fspace = -1, mspace = -1;
-    if (H5Dset_extent(t->dset, &total) < 0) goto done;
-    fspace = H5Dget_space(t->dset);
-    if (fspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0)
-        goto done;
-    mspace = H5Screate_simple(1, &count, NULL);
-    if (mspace < 0 || H5Dwrite(t->dset, t->type, mspace, fspace, H5P_DEFAULT, t->buf) < 0)
-        goto done;
-    rc = 0;
-done:
-    if (rc != 0) h5err(err, "cannot write rows");
-    if (mspace >= 0) H5Sclose(mspace);
-    if (fspace >= 0) H5Sclose(fspace);
-    table_free_vstr(t);
-    t->nrows = total;
-    t->nbuf = 0;
-    return rc;
-}
-
-/* The next (zeroed) row; NULL if a flush failed. */
-static uint8_t *table_row(Table *t, char *err) {
-    if ((t->nbuf == t->cap || t->vbytes > TABLE_MAX_BYTES) && table_flush(t, err) != 0) return NULL;
-    uint8_t *row = t->buf + t->row_size * t->nbuf++;
-    memset(row, 0, t->row_size); /* fixed strings rely on zero padding */
-    return row;
-}
-
-/* Flushes (unless discard) and releases everything. */
-static int table_close(Table *t, int discard, char *err) {
-    int rc = 0;
-    if (!discard && t->dset >= 0 && t->buf)
-        rc = table_flush(t, err);
-    else
-        table_free_vstr(t);
-    if (t->dset >= 0) H5Dclose(t->dset);
-    if (t->type >= 0) H5Tclose(t->type);
-    free(t->buf);
-    free(t->off);
-    free(t->types);
-    memset(t, 0, sizeof *t);
-    t->dset = t->type = -1;
-    return rc;
-}
-
-static inline void set_i32(Table *t, uint8_t *row, int c, int32_t v) {
-    memcpy(row + t->off[c], &v, 4);
-}
-static inline void set_i64(Table *t, uint8_t *row, int c, int64_t v) {
-    memcpy(row + t->off[c], &v, 8);
-}
-static inline void set_u64(Table *t, uint8_t *row, int c, uint64_t v) {
-    memcpy(row + t->off[c], &v, 8);
-}
-static inline void set_f64(Table *t, uint8_t *row, int c, double v) {
-    memcpy(row + t->off[c], &v, 8);
-}
-static inline void set_bool(Table *t, uint8_t *row, int c, int v) {
-    row[t->off[c]] = v != 0;
-}
-/* Fixed string: truncated to the column width (rows are zeroed, so NUL-terminated). */
-static inline void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width) {
-    size_t n = strnlen(s, width - 1);
-    memcpy(row + t->off[c], s, n);
-}
-static inline int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (!d) return -1;
-    memcpy(d, s, n);
-    d[n] = 0;
-    memcpy(row + t->off[c], &d, sizeof d);
-    t->vbytes += n + 1;
-    return 0;
-}
+#define STATUS_LEN    12
+#define MAX_RUN_INDEX (1u << 24)
+#define MAX_AXES      64
 
 /* ---------------- pass 1 state ---------------- */
 
@@ -406,11 +102,10 @@ typedef struct {
     int64_t resumed_from_step, ckpt_step;
     uint8_t planned, begun, has_end, has_start, has_step;
     /* from the events (pass 2) */
-    long params;
-    double flops, kv;
-    char blas[32];
+    StartEvent start;
     long last_step, last_tokens;
     double last_time;
+    long tokens_per_step; /* from the plan's config: fills /evals tokens of 0.1.0 journals */
 } RunState;
 
 typedef struct {
@@ -419,10 +114,44 @@ typedef struct {
     uint32_t cap;
     KvList header, end;
     uint32_t session, sweep_end_session;
-    size_t name_w, host_w;
+    char *axes[MAX_AXES]; /* grid axis labels as run names write them, first-seen order */
+    int n_axes;
     H5ViewStats st;
     int writer_gone; /* no process holds the journal's lock: nothing is running */
 } View;
+
+/* One "label=value" segment of a run name per grid axis: "variant/n_head=4/act=gelu/seed1".
+ * Calls fn for each (the variant segment, without '=', gets label NULL). */
+typedef int (*NameFn)(void *ctx, const char *label, size_t llen, const char *val, size_t vlen);
+static int parse_name(const char *name, NameFn fn, void *ctx) {
+    const char *p = name;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        if (!slash) break; /* the last segment is the seed */
+        const char *eq = memchr(p, '=', (size_t)(slash - p));
+        int rc = eq ? fn(ctx, p, (size_t)(eq - p), eq + 1, (size_t)(slash - eq - 1))
+                    : (p == name ? fn(ctx, NULL, 0, p, (size_t)(slash - p)) : 0);
+        if (rc) return rc;
+        p = slash + 1;
+    }
+    return 0;
+}
+
+static int add_axis(void *ctx, const char *label, size_t llen, const char *val, size_t vlen) {
+    View *v = ctx;
+    (void)val, (void)vlen;
+    if (!label) return 0;
+    for (int i = 0; i < v->n_axes; i++)
+        if (strlen(v->axes[i]) == llen && !memcmp(v->axes[i], label, llen)) return 0;
+    if (v->n_axes == MAX_AXES) return 0;
+    if (!(v->axes[v->n_axes] = strndup(label, llen))) return -1;
+    v->n_axes++;
+    return 0;
+}
+
+static int collect_axes(View *v, const char *name) {
+    return parse_name(name, add_axis, v);
+}
 
 static RunState *run_get(View *v, uint32_t index) {
     if (index >= MAX_RUN_INDEX) return NULL;
@@ -472,10 +201,15 @@ static int read_kv(View *v, const JournalRecord *rec, KvList *into, int is_heade
     return 0;
 }
 
-static int pass1(View *v, JournalReader *r, char *err) {
+static int pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
     JournalRecord rec;
     int rc;
     while ((rc = journal_reader_next(r, &rec)) == 1) {
+        /* records past the limit are still being appended: a later build shows them */
+        if (rec.offset + JOURNAL_RECORD_OVERHEAD + rec.len > limit) {
+            v->st.journal_bytes = rec.offset;
+            return 0;
+        }
         v->st.records++;
         RunState *rs = NULL;
         if (rec.type == JREC_PLAN || rec.type == JREC_RUN_BEGIN || rec.type == JREC_EVENTS ||
@@ -508,8 +242,7 @@ static int pass1(View *v, JournalReader *r, char *err) {
             }
             rs->planned = 1;
             rs->plan_off = rec.offset;
-            size_t nl = strlen(p.name);
-            if (nl > v->name_w) v->name_w = nl;
+            if (collect_axes(v, p.name) != 0) goto oom;
             break;
         }
         case JREC_RUN_BEGIN: {
@@ -524,8 +257,6 @@ static int pass1(View *v, JournalReader *r, char *err) {
             rs->begin_session = v->session;
             rs->begin_off = rec.offset;
             rs->resumed_from_step = b.resumed_from_step;
-            size_t hl = strlen(b.host);
-            if (hl > v->host_w) v->host_w = hl;
             break;
         }
         case JREC_EVENTS: {
@@ -554,8 +285,6 @@ static int pass1(View *v, JournalReader *r, char *err) {
                 if (e.attempt > rs->attempt) start_attempt(rs, e.attempt);
                 rs->has_end = 1;
                 rs->end_off = rec.offset;
-                size_t hl = strlen(e.host);
-                if (hl > v->host_w) v->host_w = hl;
             }
             break;
         }
@@ -607,390 +336,576 @@ static int run_status(const View *v, const RunState *rs, const JournalEnd *end) 
     return ST_RUNNING;
 }
 
-/* ---------------- pass 2: metric tables ---------------- */
+/* ---------------- pass 2: metric tables, generated from the event schema ---------------- */
 
-enum { S_RUN, S_STEP, S_TOKENS, S_LOSS, S_LR, S_GRAD, S_TIME, S_NCOL };
-static const Col steps_cols[] = {
-    {"run", C_I32, 0, NULL},          {"step", C_I64, 0, "steps"}, {"tokens", C_I64, 0, "tokens"},
-    {"loss", C_F64, 0, "nats/token"}, {"lr", C_F64, 0, "1"},       {"grad_norm", C_F64, 0, "1"},
-    {"time", C_F64, 0, "s"},
-};
-enum { E_RUN, E_STEP, E_LOSS, E_ACC, E_NCOL };
-static const Col evals_cols[] = {
-    {"run", C_I32, 0, NULL},
-    {"step", C_I64, 0, "steps"},
-    {"val_loss", C_F64, 0, "nats/token"},
-    {"val_acc", C_F64, 0, "fraction"},
-};
-enum { A_RUN, A_STEP, A_LAYER, A_ZERO, A_MAX, A_MIN, A_MEAN, A_RMS, A_RESID, A_GRAD, A_NCOL };
-static const Col acts_cols[] = {
-    {"run", C_I32, 0, NULL},      {"step", C_I64, 0, "steps"},
-    {"layer", C_I32, 0, NULL},    {"zero_frac", C_F64, 0, "fraction"},
-    {"max", C_F64, 0, "1"},       {"min", C_F64, 0, "1"},
-    {"mean", C_F64, 0, "1"},      {"rms", C_F64, 0, "1"},
-    {"resid_rms", C_F64, 0, "1"}, {"grad_norm", C_F64, 0, "1"},
-};
-enum { T_RUN, T_STEP, T_LAYER, T_HEAD, T_ENT, T_NCOL };
-static const Col attn_cols[] = {
-    {"run", C_I32, 0, NULL},  {"step", C_I64, 0, "steps"},   {"layer", C_I32, 0, NULL},
-    {"head", C_I32, 0, NULL}, {"entropy", C_F64, 0, "nats"},
-};
-enum {
-    P_RUN,
-    P_KIND,
-    P_TEMP,
-    P_NTOK,
-    P_TEXT,
-    P_TPS,
-    P_DISTINCT,
-    P_LONGEST,
-    P_TOP,
-    P_DEGEN,
-    P_IDS,
-    P_NCOL
-};
-static const Col samples_cols[] = {
-    {"run", C_I32, 0, NULL},
-    {"kind", C_STR, 12, NULL},
-    {"temperature", C_F64, 0, "1"},
-    {"n_tokens", C_I32, 0, "tokens"},
-    {"text", C_VSTR, 0, NULL},
-    {"tokens_per_s", C_F64, 0, "tokens/s"},
-    {"distinct_ratio", C_F64, 0, "fraction"},
-    {"longest_run", C_I32, 0, "tokens"},
-    {"top_token_frac", C_F64, 0, "fraction"},
-    {"degenerate", C_BOOL, 0, NULL},
-    {"ids", C_VSTR, 0, NULL}, /* the token ids, space-separated: "464 3290 ..." */
-};
-
-static const char *const sample_kinds[SAMPLE_KIND_COUNT] = {"greedy", "temperature"};
+#define METRIC_MAX_COLS 24
 
 typedef struct {
-    Table steps, evals, acts, attn, samples;
-} Tables;
+    EventKind kind;
+    const char *name, *desc;
+    const char *child, *child_value, *child_desc; /* the table of an EF_HEADS field */
+    Table t, c;
+    Col cols[METRIC_MAX_COLS], ccols[8];
+    int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
+    int ncol, nccol, heads, ckeys[6], nckeys;
+} Metric;
 
-static int emit_event(Tables *tb, RunState *rs, int32_t run, const Event *ev, char *err) {
-    uint8_t *row;
-    switch (ev->kind) {
-    case EV_START:
-        rs->has_start = 1;
-        rs->params = ev->u.start.params;
-        rs->flops = ev->u.start.flops_per_token;
-        rs->kv = ev->u.start.kv_bytes_per_token;
-        snprintf(rs->blas, sizeof rs->blas, "%s", ev->u.start.blas_core);
-        return 0;
-    case EV_STEP: {
-        const StepEvent *e = &ev->u.step;
-        Table *t = &tb->steps;
-        if (!(row = table_row(t, err))) return -1;
-        set_i32(t, row, S_RUN, run);
-        set_i64(t, row, S_STEP, e->step);
-        set_i64(t, row, S_TOKENS, e->tokens);
-        set_f64(t, row, S_LOSS, e->loss);
-        set_f64(t, row, S_LR, e->lr);
-        set_f64(t, row, S_GRAD, e->grad_norm);
-        set_f64(t, row, S_TIME, e->time);
-        rs->has_step = 1;
-        rs->last_step = e->step;
-        rs->last_tokens = e->tokens;
-        rs->last_time = e->time;
-        return 0;
-    }
-    case EV_EVAL: {
-        const EvalEvent *e = &ev->u.eval;
-        Table *t = &tb->evals;
-        if (!(row = table_row(t, err))) return -1;
-        set_i32(t, row, E_RUN, run);
-        set_i64(t, row, E_STEP, e->step);
-        set_f64(t, row, E_LOSS, e->val_loss);
-        set_f64(t, row, E_ACC, e->val_acc);
-        return 0;
-    }
-    case EV_ACT: {
-        const ActEvent *e = &ev->u.act;
-        Table *t = &tb->acts;
-        if (!(row = table_row(t, err))) return -1;
-        set_i32(t, row, A_RUN, run);
-        set_i64(t, row, A_STEP, e->step);
-        set_i32(t, row, A_LAYER, e->layer);
-        set_f64(t, row, A_ZERO, e->zero_frac);
-        set_f64(t, row, A_MAX, e->max);
-        set_f64(t, row, A_MIN, e->min);
-        set_f64(t, row, A_MEAN, e->mean);
-        set_f64(t, row, A_RMS, e->rms);
-        set_f64(t, row, A_RESID, e->resid_rms);
-        set_f64(t, row, A_GRAD, e->grad_norm);
-        t = &tb->attn;
-        for (int h = 0; h < e->n_head; h++) {
-            if (!(row = table_row(t, err))) return -1;
-            set_i32(t, row, T_RUN, run);
-            set_i64(t, row, T_STEP, e->step);
-            set_i32(t, row, T_LAYER, e->layer);
-            set_i32(t, row, T_HEAD, h);
-            set_f64(t, row, T_ENT, e->attn_entropy[h]);
-        }
-        return 0;
-    }
-    case EV_SAMPLE: {
-        const SampleEvent *e = &ev->u.sample;
-        Table *t = &tb->samples;
-        if (!(row = table_row(t, err))) return -1;
-        set_i32(t, row, P_RUN, run);
-        set_str(t, row, P_KIND, e->kind < SAMPLE_KIND_COUNT ? sample_kinds[e->kind] : "?", 12);
-        set_f64(t, row, P_TEMP, e->temperature);
-        set_i32(t, row, P_NTOK, e->n_tokens);
-        if (set_vstr(t, row, P_TEXT, e->text, strlen(e->text)) != 0) {
-            snprintf(err, ABL_ERR_MAX, "out of memory");
-            return -1;
-        }
-        set_f64(t, row, P_TPS, e->tokens_per_s);
-        set_f64(t, row, P_DISTINCT, e->distinct_ratio);
-        set_i32(t, row, P_LONGEST, e->longest_run);
-        set_f64(t, row, P_TOP, e->top_token_frac);
-        char ids[ABL_SAMPLE_IDS * 12 + 1];
-        size_t n = 0;
-        for (int i = 0; i < e->n_ids && i < ABL_SAMPLE_IDS; i++)
-            n += (size_t)snprintf(ids + n, sizeof ids - n, "%s%ld", i ? " " : "", (long)e->ids[i]);
-        if (set_vstr(t, row, P_IDS, ids, n) != 0) {
-            snprintf(err, ABL_ERR_MAX, "out of memory");
-            return -1;
-        }
-        set_bool(t, row, P_DEGEN, e->degenerate);
-        return 0;
-    }
+static const Metric metric_defs[] = {
+    {.kind = EV_STEP,
+     .name = "steps",
+     .desc = "One row per logged optimizer step of each run's last attempt."},
+    {.kind = EV_EVAL, .name = "evals", .desc = "One row per validation evaluation."},
+    {.kind = EV_ACT,
+     .name = "acts",
+     .desc = "Activation statistics, one row per (run, step, layer).",
+     .child = "attn",
+     .child_value = "entropy",
+     .child_desc = "Attention entropy, one row per (run, step, layer, head), recorded with "
+                   "each /acts row."},
+    {.kind = EV_SAMPLE,
+     .name = "samples",
+     .desc = "Generated samples and their degeneracy statistics."},
+};
+#define N_METRICS ((int)(sizeof metric_defs / sizeof metric_defs[0]))
+
+static const char *const run_doc = "plan index of the run (row of /runs)";
+
+/* The HDF5 column of a field: numbers as themselves, enums as fixed strings, text as
+ * variable-length UTF-8. */
+static Col field_col(const EventField *f) {
+    Col c = {f->name, C_F64, 0, f->units, f->desc};
+    switch (f->type) {
+    case EF_LONG:
+        c.type = C_I64;
+        break;
+    case EF_INT:
+        c.type = C_I32;
+        break;
+    case EF_BOOL:
+        c.type = C_BOOL;
+        break;
+    case EF_ENUM:
+        c.type = C_STR;
+        c.len = 2;
+        for (size_t i = 0; i < f->n; i++)
+            if (strlen(f->names[i]) + 1 > c.len) c.len = strlen(f->names[i]) + 1;
+        break;
+    case EF_STR:
+    case EF_TEXT:
+        c.type = C_VSTR;
+        break;
     default:
-        return 0; /* EV_END: the RUN_END record is authoritative */
+        break;
+    }
+    return c;
+}
+
+/* The count field of an EF_HEADS is its table's row count, not a column. */
+static int is_heads_count(const EventSchema *s, int k) {
+    return k + 1 < s->n_fields && s->fields[k + 1].type == EF_HEADS;
+}
+
+static void metric_columns(Metric *m) {
+    const EventSchema *s = &event_schema[m->kind];
+    m->cols[0] = (Col){"run", C_I32, 0, NULL, run_doc};
+    m->field[0] = -1;
+    m->ncol = 1;
+    m->heads = -1;
+    for (int k = 0; k < s->n_fields && m->ncol < METRIC_MAX_COLS; k++) {
+        const EventField *f = &s->fields[k];
+        if (f->type == EF_HEADS) {
+            m->heads = k;
+            continue;
+        }
+        if (is_heads_count(s, k)) continue;
+        m->field[m->ncol] = k;
+        m->cols[m->ncol++] = field_col(f);
+    }
+    if (m->heads < 0) return;
+    /* child rows: run, the parent's integer keys (step, layer), head, the value */
+    m->ccols[0] = m->cols[0];
+    m->nccol = 1;
+    m->nckeys = 0;
+    for (int k = 0; k < m->heads && m->nckeys < 6; k++) {
+        const EventField *f = &s->fields[k];
+        if ((f->type != EF_LONG && f->type != EF_INT) || is_heads_count(s, k)) continue;
+        m->ckeys[m->nckeys++] = k;
+        m->ccols[m->nccol++] = field_col(f);
+    }
+    m->ccols[m->nccol++] = (Col){"head", C_I32, 0, NULL, "attention head (0-based)"};
+    m->ccols[m->nccol++] =
+        (Col){m->child_value, C_F64, 0, s->fields[m->heads].units, s->fields[m->heads].desc};
+}
+
+static int put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
+                     const EventField *f) {
+    double x = event_field_number(body, f);
+    switch (f->type) {
+    case EF_LONG:
+        set_i64(t, row, c, (int64_t)x);
+        return 0;
+    case EF_INT:
+        set_i32(t, row, c, (int32_t)x);
+        return 0;
+    case EF_BOOL:
+        set_bool(t, row, c, x != 0);
+        return 0;
+    case EF_ENUM: {
+        int v = (int)x;
+        set_str(t, row, c, v >= 0 && (size_t)v < f->n ? f->names[v] : "?", col->len);
+        return 0;
+    }
+    case EF_STR:
+    case EF_TEXT: {
+        size_t n;
+        const char *s = event_field_text(body, f, &n);
+        return set_vstr(t, row, c, s, n);
+    }
+    case EF_DOUBLE:
+        set_f64(t, row, c, x);
+        return 0;
+    default:
+        return 0;
     }
 }
 
+static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
+    const EventSchema *s = &event_schema[m->kind];
+    const void *body = event_cbody(ev);
+    uint8_t *row = table_row(&m->t, err);
+    if (!row) return -1;
+    set_i32(&m->t, row, 0, run);
+    for (int c = 1; c < m->ncol; c++)
+        if (put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
+    if (m->heads < 0) return 0;
+    const EventField *hf = &s->fields[m->heads];
+    int n = (int)event_field_number(body, hf - 1);
+    const double *v = (const double *)(const void *)((const char *)body + hf->offset);
+    for (int h = 0; h < n && h < (int)hf->n; h++) {
+        if (!(row = table_row(&m->c, err))) return -1;
+        set_i32(&m->c, row, 0, run);
+        for (int k = 0; k < m->nckeys; k++)
+            put_field(&m->c, row, 1 + k, &m->ccols[1 + k], body, &s->fields[m->ckeys[k]]);
+        set_i32(&m->c, row, 1 + m->nckeys, h);
+        set_f64(&m->c, row, 2 + m->nckeys, v[h]);
+    }
+    return 0;
+oom:
+    snprintf(err, ABL_ERR_MAX, "out of memory");
+    return -1;
+}
+
+/* What the view keeps of a run from its events; metric rows for the rest. */
+static int view_event(Metric *ms, RunState *rs, int32_t run, Event *ev, char *err) {
+    switch (ev->kind) {
+    case EV_START:
+        rs->has_start = 1;
+        rs->start = ev->u.start;
+        rs->start.config = NULL;
+        return 0;
+    case EV_STEP:
+        rs->has_step = 1;
+        rs->last_step = ev->u.step.step;
+        rs->last_tokens = ev->u.step.tokens;
+        rs->last_time = ev->u.step.time;
+        break;
+    case EV_EVAL: /* 0.1.0 journals: the tokens of that step, from the config */
+        if (ev->u.eval.tokens < 0 && rs->tokens_per_step > 0)
+            ev->u.eval.tokens = ev->u.eval.step * rs->tokens_per_step;
+        break;
+    case EV_END:
+        return 0; /* the RUN_END record is authoritative */
+    default:
+        break;
+    }
+    for (int i = 0; i < N_METRICS; i++)
+        if (ms[i].kind == ev->kind) return metric_row(&ms[i], run, ev, err);
+    return 0;
+}
+
+static int metrics_create(Metric *ms, hid_t file, char *err) {
+    for (int i = 0; i < N_METRICS; i++) {
+        ms[i] = metric_defs[i];
+        table_init(&ms[i].t);
+        table_init(&ms[i].c);
+    }
+    for (int i = 0; i < N_METRICS; i++) {
+        Metric *m = &ms[i];
+        metric_columns(m);
+        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0) return -1;
+        if (m->heads >= 0 &&
+            table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The plan's tokens per step (batch_size x context), for 0.1.0 evals. */
+static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
+    JournalRecord rec;
+    JournalPlan p;
+    RunConfig c;
+    char e[ABL_ERR_MAX];
+    if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 || journal_decode_plan(&rec, &p) != 0 ||
+        journal_plan_config(&p, &c, e) != 0)
+        return 0;
+    return (long)c.train.batch_size * c.model.context;
+}
+
+/* Streams the run's EVENTS records (last attempt) into the tables. */
+static int run_events(View *v, Metric *ms, JournalReader *r, uint32_t i, Event *ev, char *err) {
+    RunState *rs = &v->runs[i];
+    rs->tokens_per_step = plan_tokens_per_step(r, rs);
+    for (uint32_t k = 0; k < rs->n_ev; k++) {
+        JournalRecord rec;
+        uint32_t attempt;
+        const uint8_t *p;
+        size_t n;
+        if (journal_reader_read_at(r, rs->ev[k], &rec) != 0) {
+            snprintf(err, ABL_ERR_MAX, "%s", journal_reader_error(r));
+            return -1;
+        }
+        if (journal_decode_events(&rec, &attempt, &p, &n) != 0) {
+            v->st.skipped++;
+            continue;
+        }
+        while (n > 0) {
+            size_t used;
+            if (event_unpack(p, n, ev, &used) != 0) {
+                v->st.skipped++;
+                break;
+            }
+            v->st.events++;
+            if (view_event(ms, rs, (int32_t)i, ev, err) != 0) return -1;
+            p += used;
+            n -= used;
+        }
+    }
+    return 0;
+}
+
 static int pass2(View *v, JournalReader *r, hid_t file, char *err) {
-    Tables tb;
-    memset(&tb, 0, sizeof tb);
-    Table *all[] = {&tb.steps, &tb.evals, &tb.acts, &tb.attn, &tb.samples};
-    for (int i = 0; i < 5; i++)
-        all[i]->dset = all[i]->type = -1;
+    Metric ms[N_METRICS];
     int rc = -1;
     Event *ev = malloc(sizeof *ev);
     if (!ev) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
-    if (table_create(&tb.steps, file, "steps", steps_cols, S_NCOL, 1,
-                     "One row per logged optimizer step of each run's last attempt, grouped "
-                     "by run in plan order. run = plan index (row of /runs).",
-                     err) != 0 ||
-        table_create(&tb.evals, file, "evals", evals_cols, E_NCOL, 1,
-                     "One row per validation evaluation.", err) != 0 ||
-        table_create(&tb.acts, file, "acts", acts_cols, A_NCOL, 1,
-                     "Activation statistics per layer: MLP hidden activation after the "
-                     "nonlinearity (zero_frac, max, min, mean, rms), residual stream rms after "
-                     "the block, gradient norm of the layer's parameters.",
-                     err) != 0 ||
-        table_create(&tb.attn, file, "attn", attn_cols, T_NCOL, 1,
-                     "Attention entropy per layer and head (nats, mean over query positions), "
-                     "recorded with each /acts row.",
-                     err) != 0 ||
-        table_create(&tb.samples, file, "samples", samples_cols, P_NCOL, 1,
-                     "Generated samples and their degeneracy statistics.", err) != 0)
-        goto done;
+    if (metrics_create(ms, file, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) {
             v->st.skipped += rs->n_ev;
             continue;
         }
-        for (uint32_t k = 0; k < rs->n_ev; k++) {
-            JournalRecord rec;
-            uint32_t attempt;
-            const uint8_t *p;
-            size_t n;
-            if (journal_reader_read_at(r, rs->ev[k], &rec) != 0) {
-                snprintf(err, ABL_ERR_MAX, "%s", journal_reader_error(r));
-                goto done;
-            }
-            if (journal_decode_events(&rec, &attempt, &p, &n) != 0) {
-                v->st.skipped++;
-                continue;
-            }
-            while (n > 0) {
-                size_t used;
-                if (event_unpack(p, n, ev, &used) != 0) {
-                    v->st.skipped++;
-                    break;
-                }
-                v->st.events++;
-                if (emit_event(&tb, rs, (int32_t)i, ev, err) != 0) goto done;
-                p += used;
-                n -= used;
-            }
-        }
+        if (run_events(v, ms, r, i, ev, err) != 0) goto done;
         free(rs->ev);
         rs->ev = NULL;
     }
     rc = 0;
 done:
     free(ev);
-    v->st.steps = (long long)(tb.steps.nrows + tb.steps.nbuf);
-    v->st.evals = (long long)(tb.evals.nrows + tb.evals.nbuf);
-    v->st.acts = (long long)(tb.acts.nrows + tb.acts.nbuf);
-    v->st.attn = (long long)(tb.attn.nrows + tb.attn.nbuf);
-    v->st.samples = (long long)(tb.samples.nrows + tb.samples.nbuf);
-    for (int i = 0; i < 5; i++) {
+    long long *counts[] = {&v->st.steps, &v->st.evals, &v->st.acts, &v->st.samples};
+    for (int i = 0; i < N_METRICS; i++) {
+        *counts[i] = table_rows(&ms[i].t);
+        if (ms[i].heads >= 0) v->st.attn = table_rows(&ms[i].c);
         char e2[ABL_ERR_MAX];
-        if (table_close(all[i], rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+        if (table_close(&ms[i].t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+        if (table_close(&ms[i].c, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
     return rc;
 }
 
-/* ---------------- the runs table and /plan_text ---------------- */
+/* ---------------- /runs ---------------- */
 
-enum {
-    R_INDEX,
-    R_ID,
-    R_NAME,
-    R_SEED,
-    R_STATUS,
-    R_NFIXED /* then the knobs, then the tail */
+#define COL_NAME_MAX 160
+
+/* The columns of /runs: fixed, one per grid axis, one per knob, the start event's fields,
+ * the end event's fields (but status), then where and how often the run ran. */
+typedef struct {
+    Col *cols;
+    char (*names)[COL_NAME_MAX];
+    int ncol;
+    int axis0, knob0, start0, end0, tail0;
+    int start_field[32], end_field[32], n_start, n_end;
+} RunsLayout;
+
+enum { R_INDEX, R_ID, R_NAME, R_SEED, R_STATUS, R_VARIANT, R_GROUP, R_OVERRIDES, R_NFIXED };
+enum { R_RANK, R_HOST, R_ATTEMPTS, R_RESUMED, R_CKPT, R_NTAIL };
+
+static const Col fixed_cols[R_NFIXED] = {
+    {"index", C_I32, 0, NULL, "plan index (= run in the metric tables)"},
+    {"id", C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
+    {"name", C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
+    {"seed", C_U64, 0, NULL, "the run's seed"},
+    {"status", C_STR, STATUS_LEN, NULL, "pending, running, interrupted, done, diverged or failed"},
+    {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
+    {"group", C_STR, 17, NULL,
+     "hash of the configuration without the seed: seeds of one "
+     "configuration share it"},
+    {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
 };
-enum {
-    R_PARAMS,
-    R_FLOPS,
-    R_KV,
-    R_STEPS,
-    R_TOKENS,
-    R_SECONDS,
-    R_TPS,
-    R_VLOSS,
-    R_VACC,
-    R_RANK,
-    R_HOST,
-    R_ATTEMPTS,
-    R_RESUMED,
-    R_CKPT,
-    R_MESSAGE,
-    R_BLAS,
-    R_NTAIL
+static const Col tail_cols[R_NTAIL] = {
+    {"rank", C_I32, 0, NULL, "MPI rank of the last attempt (-1 if never started)"},
+    {"host", C_VSTR, 0, NULL, "host of the last attempt"},
+    {"attempts", C_I32, 0, NULL, "attempts begun"},
+    {"resumed_from_step", C_I64, 0, "steps",
+     "the last attempt resumed from this checkpoint (0 = fresh)"},
+    {"last_checkpoint_step", C_I64, 0, "steps", "latest checkpoint (0 if none)"},
 };
 
-static const char *const tail_names[R_NTAIL] = {"params",
-                                                "flops_per_token",
-                                                "kv_bytes_per_token",
-                                                "steps",
-                                                "tokens",
-                                                "train_seconds",
-                                                "tokens_per_s",
-                                                "final_val_loss",
-                                                "final_val_acc",
-                                                "rank",
-                                                "host",
-                                                "attempts",
-                                                "resumed_from_step",
-                                                "last_checkpoint_step",
-                                                "message",
-                                                "blas_core"};
-
-static int name_taken(const char *name) {
-    static const char *const fixed[] = {"index", "id", "name", "seed", "status"};
-    for (int i = 0; i < 5; i++)
-        if (strcmp(name, fixed[i]) == 0) return 1;
-    for (int i = 0; i < R_NTAIL; i++)
-        if (strcmp(name, tail_names[i]) == 0) return 1;
+static int layout_has(const RunsLayout *L, int upto, const char *name) {
+    for (int i = 0; i < upto; i++)
+        if (!strcmp(L->cols[i].name, name)) return 1;
     return 0;
 }
 
+/* Adds a column, renamed prefix.name if the name is taken. */
+static void layout_add(RunsLayout *L, Col c, const char *prefix) {
+    int i = L->ncol++;
+    if (layout_has(L, i, c.name) && prefix) {
+        snprintf(L->names[i], COL_NAME_MAX, "%s.%s", prefix, c.name);
+        c.name = L->names[i];
+    }
+    L->cols[i] = c;
+}
+
+static Col knob_col(const Knob *kn) {
+    Col c = {kn->name, C_F64, 0, knob_units(kn), kn->help};
+    switch (kn->type) {
+    case KNOB_INT:
+        c.type = C_I32;
+        break;
+    case KNOB_LONG:
+        c.type = C_I64;
+        break;
+    case KNOB_DOUBLE:
+        break;
+    case KNOB_BOOL:
+        c.type = C_BOOL;
+        break;
+    case KNOB_ENUM:
+        c.type = C_STR;
+        c.len = 2;
+        for (int i = 0; i < kn->n_choices; i++)
+            if (strlen(kn->choices[i]) + 1 > c.len) c.len = strlen(kn->choices[i]) + 1;
+        break;
+    case KNOB_STRING:
+        c.type = C_VSTR;
+        break;
+    }
+    return c;
+}
+
+static int runs_layout(const View *v, RunsLayout *L) {
+    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
+    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL;
+    memset(L, 0, sizeof *L);
+    L->cols = calloc((size_t)max, sizeof *L->cols);
+    L->names = calloc((size_t)max, sizeof *L->names);
+    if (!L->cols || !L->names) return -1;
+    for (int i = 0; i < R_NFIXED; i++)
+        layout_add(L, fixed_cols[i], NULL);
+    L->axis0 = L->ncol;
+    for (int a = 0; a < v->n_axes; a++)
+        layout_add(L, (Col){v->axes[a], C_VSTR, 0, NULL, "grid axis value, as in the run name"},
+                   "axis");
+    L->knob0 = L->ncol;
+    for (int k = 0; k < knob_count; k++)
+        layout_add(L, knob_col(&knob_table[k]), "config");
+    L->start0 = L->ncol;
+    for (int k = 0; k < ss->n_fields && L->n_start < 32; k++) {
+        L->start_field[L->n_start++] = k;
+        layout_add(L, field_col(&ss->fields[k]), "start");
+    }
+    L->end0 = L->ncol;
+    for (int k = 0; k < es->n_fields && L->n_end < 32; k++) {
+        if (!strcmp(es->fields[k].name, "status")) continue; /* the view's own status column */
+        L->end_field[L->n_end++] = k;
+        layout_add(L, field_col(&es->fields[k]), "end");
+    }
+    L->tail0 = L->ncol;
+    for (int i = 0; i < R_NTAIL; i++)
+        layout_add(L, tail_cols[i], "run");
+    return 0;
+}
+
+static void layout_free(RunsLayout *L) {
+    free(L->cols);
+    free(L->names);
+}
+
+typedef struct {
+    Table *t;
+    uint8_t *row;
+    const RunsLayout *L;
+    const View *v;
+    int bad;
+} AxisCtx;
+
+static int put_axis(void *ctx, const char *label, size_t llen, const char *val, size_t vlen) {
+    AxisCtx *a = ctx;
+    if (!label) {
+        a->bad |= set_vstr(a->t, a->row, R_VARIANT, val, vlen);
+        return 0;
+    }
+    for (int i = 0; i < a->v->n_axes; i++)
+        if (strlen(a->v->axes[i]) == llen && !memcmp(a->v->axes[i], label, llen))
+            a->bad |= set_vstr(a->t, a->row, a->L->axis0 + i, val, vlen);
+    return 0;
+}
+
+static int put_knobs(Table *t, uint8_t *row, int c0, const RunConfig *cfg) {
+    for (int k = 0; k < knob_count; k++) {
+        const Knob *kn = &knob_table[k];
+        const char *f = (const char *)cfg + kn->offset;
+        int c = c0 + k, iv;
+        long lv;
+        double dv;
+        switch (kn->type) {
+        case KNOB_INT:
+        case KNOB_BOOL:
+            memcpy(&iv, f, sizeof iv);
+            if (kn->type == KNOB_INT)
+                set_i32(t, row, c, iv);
+            else
+                set_bool(t, row, c, iv);
+            break;
+        case KNOB_LONG:
+            memcpy(&lv, f, sizeof lv);
+            set_i64(t, row, c, lv);
+            break;
+        case KNOB_DOUBLE:
+            memcpy(&dv, f, sizeof dv);
+            set_f64(t, row, c, dv);
+            break;
+        case KNOB_ENUM:
+            memcpy(&iv, f, sizeof iv);
+            set_str(t, row, c, iv >= 0 && iv < kn->n_choices ? kn->choices[iv] : "?", 64);
+            break;
+        case KNOB_STRING:
+            if (set_vstr(t, row, c, f, strlen(f)) != 0) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
+ * message when the config cannot be read back. */
+static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32_t i,
+                    const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
+    char cerr[ABL_ERR_MAX], group[17] = "";
+    if (journal_plan_config(plan, cfg, cerr) != 0) {
+        v->st.skipped++;
+        snprintf(message, mn, "config: %.240s", cerr);
+    } else {
+        run_id_format(run_id_hash(cfg, NULL), group);
+    }
+    set_i32(t, row, R_INDEX, (int32_t)i);
+    set_str(t, row, R_ID, plan->id, 17);
+    set_u64(t, row, R_SEED, plan->seed);
+    set_str(t, row, R_GROUP, group, 17);
+    AxisCtx a = {t, row, L, v, 0};
+    a.bad |= set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
+    a.bad |= set_vstr(t, row, R_VARIANT, "", 0);
+    a.bad |= set_vstr(t, row, R_OVERRIDES, plan->overrides ? plan->overrides : "",
+                      plan->overrides ? plan->overrides_len : 0);
+    for (int k = 0; k < v->n_axes; k++)
+        a.bad |= set_vstr(t, row, L->axis0 + k, "", 0);
+    parse_name(plan->name, put_axis, &a);
+    return a.bad || put_knobs(t, row, L->knob0, cfg) != 0 ? -1 : 0;
+}
+
+/* The results part of a row: status, the start and end events' fields, where it ran. */
+static int put_results(View *v, const RunsLayout *L, JournalReader *r, Table *t, uint8_t *row,
+                       RunState *rs, JournalEnd *end, const char *message) {
+    JournalRecord rec;
+    int have_end = 0;
+    int32_t rank = -1;
+    char host[JOURNAL_HOST_MAX] = "";
+    if (rs->has_end) {
+        if (journal_reader_read_at(r, rs->end_off, &rec) == 0 &&
+            journal_decode_end(&rec, end) == 0) {
+            have_end = 1;
+            rank = end->rank;
+            snprintf(host, sizeof host, "%s", end->host);
+        } else {
+            v->st.skipped++;
+            rs->has_end = 0;
+        }
+    }
+    if (!have_end && rs->begun) {
+        JournalBegin b;
+        if (journal_reader_read_at(r, rs->begin_off, &rec) == 0 &&
+            journal_decode_begin(&rec, &b) == 0) {
+            rank = b.rank;
+            snprintf(host, sizeof host, "%s", b.host);
+        }
+    }
+    if (!have_end) { /* progress so far, from the streamed step events */
+        EndEvent *e = &end->end;
+        event_fields_default(e, EV_END, 0);
+        e->steps = rs->has_step ? rs->last_step : 0;
+        e->tokens = rs->has_step ? rs->last_tokens : 0;
+        e->train_seconds = rs->has_step ? rs->last_time : NAN;
+        e->tokens_per_s =
+            rs->has_step && rs->last_time > 0 ? (double)rs->last_tokens / rs->last_time : NAN;
+    }
+    if (message[0]) snprintf(end->end.message, sizeof end->end.message, "%s", message);
+    int st = run_status(v, rs, end);
+    if (st == ST_DONE) v->st.runs_done++;
+    v->st.runs++;
+    set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
+    if (!rs->has_start) event_fields_default(&rs->start, EV_START, 0);
+    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
+    int bad = 0;
+    for (int k = 0; k < L->n_start; k++)
+        bad |= put_field(t, row, L->start0 + k, &L->cols[L->start0 + k], &rs->start,
+                         &ss->fields[L->start_field[k]]);
+    for (int k = 0; k < L->n_end; k++)
+        bad |= put_field(t, row, L->end0 + k, &L->cols[L->end0 + k], &end->end,
+                         &es->fields[L->end_field[k]]);
+    set_i32(t, row, L->tail0 + R_RANK, rank);
+    bad |= set_vstr(t, row, L->tail0 + R_HOST, host, strlen(host));
+    set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
+    set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
+    set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
+    return bad ? -1 : 0;
+}
+
+static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
+    Buf b = {0};
+    for (int a = 0; a < v->n_axes; a++) {
+        buf_adds(&b, L->cols[L->axis0 + a].name);
+        buf_addc(&b, '\n');
+    }
+    int rc = b.oom ? -1 : attr_str(dset, "axes", b.p ? b.p : "");
+    buf_free(&b);
+    return rc;
+}
+
 static int write_runs(View *v, JournalReader *r, hid_t file, char *err) {
-    int nk = knob_count;
-    int ncol = R_NFIXED + nk + R_NTAIL;
-    Col *cols = calloc((size_t)ncol, sizeof *cols);
-    char(*knames)[128] = calloc((size_t)(nk ? nk : 1), sizeof *knames);
+    RunsLayout L;
     RunConfig *cfg = malloc(sizeof *cfg);
     JournalEnd *end = malloc(sizeof *end);
     JournalPlan *plan = malloc(sizeof *plan);
-    Table runs, text;
-    memset(&runs, 0, sizeof runs);
-    memset(&text, 0, sizeof text);
-    runs.dset = runs.type = text.dset = text.type = -1;
+    Table runs;
+    table_init(&runs);
     int rc = -1;
-    if (!cols || !knames || !cfg || !end || !plan) {
+    if (runs_layout(v, &L) != 0 || !cfg || !end || !plan) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         goto done;
     }
-    size_t name_w = v->name_w + 1, host_w = v->host_w + 1;
-    if (name_w < 2) name_w = 2;
-    if (host_w < 2) host_w = 2;
-    cols[R_INDEX] = (Col){"index", C_I32, 0, NULL};
-    cols[R_ID] = (Col){"id", C_STR, 17, NULL};
-    cols[R_NAME] = (Col){"name", C_STR, name_w, NULL};
-    cols[R_SEED] = (Col){"seed", C_U64, 0, NULL};
-    cols[R_STATUS] = (Col){"status", C_STR, STATUS_LEN, NULL};
-    for (int k = 0; k < nk; k++) {
-        const Knob *kn = &knob_table[k];
-        Col *c = &cols[R_NFIXED + k];
-        if (name_taken(kn->name))
-            snprintf(knames[k], sizeof knames[k], "config.%s", kn->name);
-        else
-            snprintf(knames[k], sizeof knames[k], "%s", kn->name);
-        c->name = knames[k];
-        switch (kn->type) {
-        case KNOB_INT:
-            c->type = C_I32;
-            break;
-        case KNOB_LONG:
-            c->type = C_I64;
-            break;
-        case KNOB_DOUBLE:
-            c->type = C_F64;
-            break;
-        case KNOB_BOOL:
-            c->type = C_BOOL;
-            break;
-        case KNOB_ENUM: {
-            size_t w = 2;
-            for (int i = 0; i < kn->n_choices; i++)
-                if (strlen(kn->choices[i]) + 1 > w) w = strlen(kn->choices[i]) + 1;
-            c->type = C_STR;
-            c->len = w;
-            break;
-        }
-        case KNOB_STRING:
-            c->type = C_STR;
-            c->len = kn->size > 1 ? kn->size : 2;
-            break;
-        }
-    }
-    Col *tc = cols + R_NFIXED + nk;
-    tc[R_PARAMS] = (Col){tail_names[R_PARAMS], C_I64, 0, "parameters"};
-    tc[R_FLOPS] = (Col){tail_names[R_FLOPS], C_F64, 0, "FLOP/token"};
-    tc[R_KV] = (Col){tail_names[R_KV], C_F64, 0, "bytes/token"};
-    tc[R_STEPS] = (Col){tail_names[R_STEPS], C_I64, 0, "steps"};
-    tc[R_TOKENS] = (Col){tail_names[R_TOKENS], C_I64, 0, "tokens"};
-    tc[R_SECONDS] = (Col){tail_names[R_SECONDS], C_F64, 0, "s"};
-    tc[R_TPS] = (Col){tail_names[R_TPS], C_F64, 0, "tokens/s"};
-    tc[R_VLOSS] = (Col){tail_names[R_VLOSS], C_F64, 0, "nats/token"};
-    tc[R_VACC] = (Col){tail_names[R_VACC], C_F64, 0, "fraction"};
-    tc[R_RANK] = (Col){tail_names[R_RANK], C_I32, 0, NULL};
-    tc[R_HOST] = (Col){tail_names[R_HOST], C_STR, host_w, NULL};
-    tc[R_ATTEMPTS] = (Col){tail_names[R_ATTEMPTS], C_I32, 0, NULL};
-    tc[R_RESUMED] = (Col){tail_names[R_RESUMED], C_I64, 0, "steps"};
-    tc[R_CKPT] = (Col){tail_names[R_CKPT], C_I64, 0, "steps"};
-    tc[R_MESSAGE] = (Col){tail_names[R_MESSAGE], C_STR, 256, NULL};
-    tc[R_BLAS] = (Col){tail_names[R_BLAS], C_STR, 32, NULL};
-
-    if (table_create(&runs, file, "runs", cols, ncol, 1,
+    if (table_create(&runs, file, "runs", L.cols, L.ncol, 1,
                      "One row per planned run, in plan order (row i = plan index i = the run "
-                     "column of the metric tables). Config knobs are columns named by the knob. "
-                     "Unknown numbers are NaN (floats) or -1 (params, rank).",
-                     err) != 0)
+                     "column of the metric tables): identity, grid axes (attribute axes), "
+                     "config knobs named by the knob, the start and end events' fields. "
+                     "Unknown numbers are NaN (floats) or -1 (integers).",
+                     err) != 0 ||
+        runs_axes_attr(v, &L, runs.dset) != 0)
         goto done;
-    Col tcol = {"plan_text", C_VSTR, 0, NULL};
-    if (table_create(&text, file, "plan_text", &tcol, 1, 0,
-                     "Per run (plan order): the canonical config text, one knob=value line per "
-                     "knob in knob-table order (\\ \\n \\r escaped), as in the journal's PLAN "
-                     "record.",
-                     err) != 0)
-        goto done;
-
-    const int T0 = R_NFIXED + nk;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) continue;
@@ -1002,150 +917,83 @@ static int write_runs(View *v, JournalReader *r, hid_t file, char *err) {
             goto done;
         }
         uint8_t *row = table_row(&runs, err);
-        uint8_t *trow = table_row(&text, err);
-        if (!row || !trow) goto done;
-        if (set_vstr(&text, trow, 0, plan->config_text, plan->config_len) != 0) {
+        if (!row) goto done;
+        char message[256] = "";
+        if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
+            put_results(v, &L, r, &runs, row, rs, end, message) != 0) {
             snprintf(err, ABL_ERR_MAX, "out of memory");
             goto done;
         }
-        char message[256] = "";
-        char cerr[ABL_ERR_MAX];
-        if (journal_plan_config(plan, cfg, cerr) != 0) {
-            v->st.skipped++;
-            snprintf(message, sizeof message, "config: %.240s", cerr);
-        }
-        set_i32(&runs, row, R_INDEX, (int32_t)i);
-        set_str(&runs, row, R_ID, plan->id, 17);
-        set_str(&runs, row, R_NAME, plan->name, name_w);
-        set_u64(&runs, row, R_SEED, plan->seed);
-        for (int k = 0; k < nk; k++) {
-            const Knob *kn = &knob_table[k];
-            const char *field = (const char *)cfg + kn->offset;
-            int c = R_NFIXED + k, iv;
-            long lv;
-            double dv;
-            switch (kn->type) {
-            case KNOB_INT:
-                memcpy(&iv, field, sizeof iv);
-                set_i32(&runs, row, c, iv);
-                break;
-            case KNOB_BOOL:
-                memcpy(&iv, field, sizeof iv);
-                set_bool(&runs, row, c, iv);
-                break;
-            case KNOB_LONG:
-                memcpy(&lv, field, sizeof lv);
-                set_i64(&runs, row, c, lv);
-                break;
-            case KNOB_DOUBLE:
-                memcpy(&dv, field, sizeof dv);
-                set_f64(&runs, row, c, dv);
-                break;
-            case KNOB_ENUM:
-                memcpy(&iv, field, sizeof iv);
-                set_str(&runs, row, c, iv >= 0 && iv < kn->n_choices ? kn->choices[iv] : "?",
-                        cols[c].len);
-                break;
-            case KNOB_STRING:
-                set_str(&runs, row, c, field, cols[c].len);
-                break;
-            }
-        }
-        /* Result columns: RUN_END if any, else progress from the streamed step events. */
-        int have_end = 0;
-        int32_t rank = -1;
-        char host[JOURNAL_HOST_MAX] = "";
-        if (rs->has_end) {
-            if (journal_reader_read_at(r, rs->end_off, &rec) == 0 &&
-                journal_decode_end(&rec, end) == 0) {
-                have_end = 1;
-                rank = end->rank;
-                snprintf(host, sizeof host, "%s", end->host);
-            } else {
-                v->st.skipped++;
-                rs->has_end = 0;
-            }
-        }
-        if (!have_end && rs->begun) {
-            JournalBegin b;
-            if (journal_reader_read_at(r, rs->begin_off, &rec) == 0 &&
-                journal_decode_begin(&rec, &b) == 0) {
-                rank = b.rank;
-                snprintf(host, sizeof host, "%s", b.host);
-            }
-        }
-        int st = run_status(v, rs, end);
-        if (st == ST_DONE) v->st.runs_done++;
-        v->st.runs++;
-        set_str(&runs, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
-        set_i64(&runs, row, T0 + R_PARAMS, rs->has_start ? rs->params : -1);
-        set_f64(&runs, row, T0 + R_FLOPS, rs->has_start ? rs->flops : NAN);
-        set_f64(&runs, row, T0 + R_KV, rs->has_start ? rs->kv : NAN);
-        if (have_end) {
-            set_i64(&runs, row, T0 + R_STEPS, end->end.steps);
-            set_i64(&runs, row, T0 + R_TOKENS, end->end.tokens);
-            set_f64(&runs, row, T0 + R_SECONDS, end->end.train_seconds);
-            set_f64(&runs, row, T0 + R_TPS, end->end.tokens_per_s);
-            set_f64(&runs, row, T0 + R_VLOSS, end->end.final_val_loss);
-            set_f64(&runs, row, T0 + R_VACC, end->end.final_val_acc);
-            if (!message[0]) snprintf(message, sizeof message, "%s", end->end.message);
-        } else {
-            set_i64(&runs, row, T0 + R_STEPS, rs->has_step ? rs->last_step : 0);
-            set_i64(&runs, row, T0 + R_TOKENS, rs->has_step ? rs->last_tokens : 0);
-            set_f64(&runs, row, T0 + R_SECONDS, rs->has_step ? rs->last_time : NAN);
-            set_f64(&runs, row, T0 + R_TPS,
-                    rs->has_step && rs->last_time > 0 ? (double)rs->last_tokens / rs->last_time
-                                                      : NAN);
-            set_f64(&runs, row, T0 + R_VLOSS, NAN);
-            set_f64(&runs, row, T0 + R_VACC, NAN);
-        }
-        set_i32(&runs, row, T0 + R_RANK, rank);
-        set_str(&runs, row, T0 + R_HOST, host, host_w);
-        set_i32(&runs, row, T0 + R_ATTEMPTS, (int32_t)rs->attempts);
-        set_i64(&runs, row, T0 + R_RESUMED, rs->resumed_from_step);
-        set_i64(&runs, row, T0 + R_CKPT, rs->ckpt_step);
-        set_str(&runs, row, T0 + R_MESSAGE, message, 256);
-        set_str(&runs, row, T0 + R_BLAS, rs->has_start ? rs->blas : "", 32);
     }
     rc = 0;
 done:;
     char e2[ABL_ERR_MAX];
     if (table_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-    if (table_close(&text, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-    free(cols);
-    free(knames);
+    layout_free(&L);
     free(cfg);
     free(end);
     free(plan);
     return rc;
 }
 
-/* ---------------- root attributes, /spec, /vocab ---------------- */
-
-static int write_string_dataset(hid_t file, const char *name, const char *value,
-                                const char *description) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_obj_track_times(dcpl, 0);
-    hid_t d = H5Dcreate2(file, name, t, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    const char *v = value ? value : "";
-    int rc = (d >= 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0 &&
-              attr_str(d, "description", description) == 0)
-                 ? 0
-                 : -1;
-    if (d >= 0) H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(s);
-    H5Tclose(t);
-    return rc;
-}
+/* ---------------- root attributes, /spec, /vocab, /data_files ---------------- */
 
 static const char *const known_attrs[] = {
-    "ablate_version", "git_rev",          "compiler",  "c_flags",   "mpi_version",
-    "hdf5_version",   "openblas_version", "blas_core", "hostnames", "start_time"};
+    "ablate_version",   "git_rev",   "compiler",  "c_flags",    "mpi_version",  "hdf5_version",
+    "openblas_version", "blas_core", "hostnames", "start_time", "command_line", "sets",
+    "id_scheme"};
+
+/* Header keys that are datasets or computed attributes, not copied as attributes. */
+static int not_an_attr(const char *k) {
+    static const char *const skip[] = {"spec",          "spec_expanded",
+                                       "vocab",         "vocab_hex",
+                                       "data_files",    "ranks",
+                                       "end_time",      "status",
+                                       "sessions",      "ablate_schema_version",
+                                       "view_built_by", ""};
+    for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
+        if (!strcmp(k, skip[i])) return 1;
+    for (size_t i = 0; i < sizeof known_attrs / sizeof *known_attrs; i++)
+        if (!strcmp(k, known_attrs[i])) return 1;
+    return 0;
+}
+
+/* /data_files from the header's "sha256<TAB>bytes<TAB>path" lines. */
+static int write_data_files(hid_t file, const char *text, char *err) {
+    static const Col cols[] = {
+        {"path", C_VSTR, 0, NULL, "data.path as the spec resolved it"},
+        {"bytes", C_I64, 0, "bytes", "file size (-1 if unreadable)"},
+        {"sha256", C_STR, 65, NULL,
+         "SHA-256 of the file, hex ('unreadable' if it could not be read)"},
+    };
+    Table t;
+    table_init(&t);
+    int rc = table_create(&t, file, "data_files", cols, 3, 1,
+                          "The data files of the sweep (one row per distinct data.path), as "
+                          "hashed when the (latest) session started.",
+                          err);
+    for (const char *p = text; rc == 0 && p && *p;) {
+        const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
+        const char *t1 = memchr(p, '\t', (size_t)(end - p));
+        const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(end - t1 - 1)) : NULL;
+        if (t2) {
+            uint8_t *row = table_row(&t, err);
+            char hex[65];
+            snprintf(hex, sizeof hex, "%.*s", (int)(t1 - p), p);
+            if (!row)
+                rc = -1;
+            else {
+                set_str(&t, row, 2, hex, 65);
+                set_i64(&t, row, 1, strtoll(t1 + 1, NULL, 10));
+                if (set_vstr(&t, row, 0, t2 + 1, (size_t)(end - t2 - 1)) != 0) rc = -1;
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    char e2[ABL_ERR_MAX];
+    if (table_close(&t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    return rc;
+}
 
 static int write_root(View *v, hid_t file, char *err) {
     const int nknown = (int)(sizeof known_attrs / sizeof *known_attrs);
@@ -1175,31 +1023,44 @@ static int write_root(View *v, hid_t file, char *err) {
     if (a >= 0) H5Aclose(a);
     if (sp >= 0) H5Sclose(sp);
     if (bad) goto fail;
-    /* Any other header keys, as string attributes (first appearance order). */
-    for (int i = 0; i < v->header.n; i++) {
-        const char *k = v->header.v[i].key;
-        int skip = !strcmp(k, "spec") || !strcmp(k, "vocab") || !strcmp(k, "ranks") ||
-                   !strcmp(k, "end_time") || !strcmp(k, "status") || !strcmp(k, "sessions") ||
-                   !strcmp(k, "ablate_schema_version") || !strcmp(k, "view_built_by") || !k[0];
-        for (int j = 0; j < nknown && !skip; j++)
-            skip = !strcmp(k, known_attrs[j]);
-        if (!skip && attr_str(file, k, v->header.v[i].val) != 0) goto fail;
-    }
+    /* Any other header keys (slurm_*, ...), as string attributes (first appearance order). */
+    for (int i = 0; i < v->header.n; i++)
+        if (!not_an_attr(v->header.v[i].key) &&
+            attr_str(file, v->header.v[i].key, v->header.v[i].val) != 0)
+            goto fail;
     if (write_string_dataset(file, "spec", kv_get(&v->header, "spec"),
                              "The sweep spec (YAML) as given.") != 0)
         goto fail;
-    const char *vocab = kv_get(&v->header, "vocab");
-    if (vocab && write_string_dataset(file, "vocab", vocab,
-                                      "The character vocabulary: token i is the i-th "
-                                      "character (UTF-8) of this string.") != 0)
+    const char *x = kv_get(&v->header, "spec_expanded");
+    if (x && write_string_dataset(file, "spec_expanded", x,
+                                  "The sweep spec with ${VAR} references resolved, as the "
+                                  "(latest) session read it.") != 0)
         goto fail;
+    /* vocab_hex since 0.2 (a raw "vocab" value lost everything after a NUL byte) */
+    Kv *hex = kv_find(&v->header, "vocab_hex", 9), *vocab = kv_find(&v->header, "vocab", 5);
+    uint8_t bytes[256];
+    size_t nb = 0;
+    if (hex) {
+        for (size_t i = 0; i + 1 < hex->vlen && nb < sizeof bytes; i += 2) {
+            unsigned x;
+            if (sscanf(hex->val + i, "%2x", &x) == 1) bytes[nb++] = (uint8_t)x;
+        }
+    } else if (vocab) {
+        nb = vocab->vlen < sizeof bytes ? vocab->vlen : sizeof bytes;
+        memcpy(bytes, vocab->val, nb);
+    }
+    if ((hex || vocab) && write_u8_dataset(file, "vocab", bytes, nb,
+                                           "The char tokenizer's vocabulary: token i is the byte "
+                                           "vocab[i] (a multi-byte UTF-8 character spans several "
+                                           "tokens).") != 0)
+        goto fail;
+    const char *df = kv_get(&v->header, "data_files");
+    if (df && write_data_files(file, df, err) != 0) return -1;
     return 0;
 fail:
     h5err(err, "cannot write the root attributes");
     return -1;
 }
-
-/* ---------------- the build ---------------- */
 
 /* ---------------- /weights (save_weights) ---------------- */
 
@@ -1283,8 +1144,12 @@ static int write_weights(View *v, JournalReader *r, const char *journal_path, hi
 
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    return h5view_build_upto(journal_path, out_path, UINT64_MAX, stats, err);
+}
+
+int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t limit,
+                      H5ViewStats *stats, char err[ABL_ERR_MAX]) {
+    double t0 = clock_seconds();
     View v;
     memset(&v, 0, sizeof v);
     char tmp[ABL_PATH_MAX + 32], dir[ABL_PATH_MAX];
@@ -1307,7 +1172,7 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
 
     int rc = -1;
     hid_t file = -1, fapl = -1, fcpl = -1;
-    if (pass1(&v, r, err) != 0) goto done;
+    if (pass1(&v, r, limit, err) != 0) goto done;
 
     fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
@@ -1365,12 +1230,72 @@ done:
     free(v.runs);
     kv_free(&v.header);
     kv_free(&v.end);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    v.st.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    for (int a = 0; a < v.n_axes; a++)
+        free(v.axes[a]);
+    v.st.seconds = clock_seconds() - t0;
     if (stats) *stats = v.st;
     return rc;
 }
 
 int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ERR_MAX]) {
     return h5view_build_stats(journal_path, out_path, NULL, err);
+}
+
+/* ---------------- the docs' schema tables ---------------- */
+
+static const char *col_type_name(const Col *c, char *buf, size_t n) {
+    switch (c->type) {
+    case C_I32:
+        return "int32";
+    case C_I64:
+        return "int64";
+    case C_U64:
+        return "uint64";
+    case C_F64:
+        return "float64";
+    case C_BOOL:
+        return "bool";
+    case C_STR:
+        snprintf(buf, n, "S%zu", c->len);
+        return buf;
+    case C_VSTR:
+        return "str (UTF-8)";
+    }
+    return "?";
+}
+
+static void md_rows(Buf *b, const Col *cols, int n) {
+    char t[32];
+    for (int i = 0; i < n; i++)
+        buf_printf(b, "| `%s` | %s | %s | %s |\n", cols[i].name,
+                   col_type_name(&cols[i], t, sizeof t), cols[i].units ? cols[i].units : "",
+                   cols[i].doc ? cols[i].doc : "");
+}
+
+void h5view_schema_markdown(Buf *b) {
+    static const char head[] = "| column | type | units | meaning |\n|---|---|---|---|\n";
+    for (int i = 0; i < N_METRICS; i++) {
+        Metric m = metric_defs[i];
+        metric_columns(&m);
+        buf_printf(b, "#### `/%s`\n%s\n\n%s", m.name, m.desc, head);
+        md_rows(b, m.cols, m.ncol);
+        if (m.heads >= 0) {
+            buf_printf(b, "\n#### `/%s`\n%s\n\n%s", m.child, m.child_desc, head);
+            md_rows(b, m.ccols, m.nccol);
+        }
+        buf_addc(b, '\n');
+    }
+    View v;
+    memset(&v, 0, sizeof v);
+    RunsLayout L;
+    if (runs_layout(&v, &L) != 0) return;
+    buf_printf(b,
+               "#### `/runs`\nFixed columns, then one str column per grid axis (listed in the "
+               "attribute `axes`), then one column per knob (below), then:\n\n%s",
+               head);
+    md_rows(b, L.cols, R_NFIXED);
+    md_rows(b, L.cols + L.start0, L.ncol - L.start0);
+    buf_printf(b, "\nKnob columns (named by the knob; `units.<knob>` attributes):\n\n%s", head);
+    md_rows(b, L.cols + L.knob0, L.start0 - L.knob0);
+    layout_free(&L);
 }

@@ -13,9 +13,12 @@
 #ifndef ABLATE_ORCH_H5VIEW_H
 #define ABLATE_ORCH_H5VIEW_H
 
-#include "../model/config.h"
+#include <stdint.h>
 
-#define ABLATE_SCHEMA_VERSION 1
+#include "../model/config.h"
+#include "../worker/buf.h"
+
+#define ABLATE_SCHEMA_VERSION 2
 
 typedef struct {
     long runs;                                   /* planned runs (rows of /runs) */
@@ -35,8 +38,14 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewStats *stats,
                        char err[ABL_ERR_MAX]);
 
-/* Call once at process start, before any HDF5 call (see h5view.c). */
-void h5view_process_init(void);
+/* The column tables of docs/hdf5-schema.md (metric tables and /runs), generated from the
+ * same declarations the writer uses; tests/schema_doc.c checks the docs against them. */
+void h5view_schema_markdown(Buf *b);
+
+/* The same over the records that end within the first `limit` bytes of the journal (what
+ * a writer has flushed so far, while it keeps appending). */
+int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t limit,
+                      H5ViewStats *stats, char err[ABL_ERR_MAX]);
 
 /* Names used in the status column of /runs. */
 extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../worker/json.h"
 #include "h5view.h"
 
 #define BLOCK_ROWS 4096
@@ -66,40 +67,16 @@ static int read_int_attr(hid_t obj, const char *name, long long *v) {
 
 /* ---------------- JSON ---------------- */
 
+/* The shared JSON writer (src/worker/json.h): fixed strings end at their first NUL. */
 static void json_str(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n && s[i]; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-        } else if (c == '\n') {
-            fputs("\\n", f);
-        } else if (c == '\t') {
-            fputs("\\t", f);
-        } else if (c == '\r') {
-            fputs("\\r", f);
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-        } else {
-            fputc(c, f);
-        }
-    }
-    fputc('"', f);
+    Buf b = {0};
+    json_string(&b, s, strnlen(s, n));
+    if (b.len) fwrite(b.p, 1, b.len, f);
+    buf_free(&b);
 }
 
-/* Shortest text that reads back as the same double; NaN/inf -> null. */
 static void json_num(FILE *f, double d) {
-    if (!isfinite(d)) {
-        fputs("null", f);
-        return;
-    }
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d) break;
-    }
-    fputs(buf, f);
+    json_print_number(f, d);
 }
 
 typedef enum { J_INT, J_UINT, J_FLOAT, J_STR, J_VSTR, J_ENUM, J_OTHER } JKind;
@@ -262,6 +239,7 @@ typedef struct {
     int32_t index;
     char id[17];
     char name[128];
+    char *vname; /* schema 2: name is a variable-length string */
     uint64_t seed;
     char status[16];
     int64_t steps;
@@ -269,6 +247,12 @@ typedef struct {
     int64_t params;
     double tokens_per_s;
 } RunRow;
+
+static hid_t vstr_type(void) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    return t;
+}
 
 static hid_t str_type(size_t n) {
     hid_t t = H5Tcopy(H5T_C_S1);
@@ -288,6 +272,7 @@ static hid_t runrow_type(hid_t ftype) {
         {"index", offsetof(RunRow, index), H5T_NATIVE_INT32, 0},
         {"id", offsetof(RunRow, id), str_type(17), 1},
         {"name", offsetof(RunRow, name), str_type(128), 1},
+        {"name", offsetof(RunRow, vname), vstr_type(), 1},
         {"seed", offsetof(RunRow, seed), H5T_NATIVE_UINT64, 0},
         {"status", offsetof(RunRow, status), str_type(16), 1},
         {"steps", offsetof(RunRow, steps), H5T_NATIVE_INT64, 0},
@@ -300,6 +285,14 @@ static hid_t runrow_type(hid_t ftype) {
         int idx = H5Tget_member_index(ftype, m[i].name);
         if (idx >= 0) {
             hid_t ft = H5Tget_member_type(ftype, (unsigned)idx);
+            /* a fixed or a variable-length string in the file: the matching memory type */
+            int vl_file = H5Tget_class(ft) == H5T_STRING && H5Tis_variable_str(ft) > 0;
+            int vl_mem = H5Tget_class(m[i].t) == H5T_STRING && H5Tis_variable_str(m[i].t) > 0;
+            if (H5Tget_class(ft) == H5T_STRING && vl_file != vl_mem) {
+                H5Tclose(ft);
+                if (m[i].own) H5Tclose(m[i].t);
+                continue;
+            }
             /* HDF5 converts strings only between the same character set tags. */
             if (m[i].own && H5Tget_class(ft) == H5T_STRING) H5Tset_cset(m[i].t, H5Tget_cset(ft));
             H5Tclose(ft);
@@ -352,6 +345,11 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
         snprintf(err, 256, "cannot read /runs");
         return -1;
     }
+    for (hsize_t i = 0; i < nrows; i++)
+        if (rows[i].vname) {
+            snprintf(rows[i].name, sizeof rows[i].name, "%s", rows[i].vname);
+            H5free_memory(rows[i].vname);
+        }
     H5Tclose(mt);
 
     enum { NC = 9 };
@@ -500,6 +498,11 @@ int inspect_main(int argc, char **argv) {
                 path, version, ABLATE_SCHEMA_VERSION);
         goto done;
     }
+    if (version < ABLATE_SCHEMA_VERSION)
+        fprintf(stderr,
+                "ablate inspect: note: %s has schema version %lld (ablate 0.1.0); `ablate run "
+                "SPEC -o %s --resume` with its journal (%s.d) rewrites it as version %d\n",
+                path, version, path, path, ABLATE_SCHEMA_VERSION);
     if (H5Lexists(file, "runs", H5P_DEFAULT) <= 0 ||
         (dset = H5Dopen2(file, "runs", H5P_DEFAULT)) < 0) {
         fprintf(stderr, "ablate inspect: %s has no /runs table\n", path);

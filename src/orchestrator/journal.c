@@ -343,6 +343,9 @@ const char *journal_error(const Journal *j) {
 uint64_t journal_size(const Journal *j) {
     return j->on_disk + j->len;
 }
+uint64_t journal_written_size(const Journal *j) {
+    return j->on_disk;
+}
 
 /* ---------------- reader ---------------- */
 
@@ -716,53 +719,29 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
 
 /* ---------------- payload building ---------------- */
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    int bad;
-} Buf;
-
-static void buf_reserve(Buf *b, size_t more) {
-    if (b->bad || b->len + more <= b->cap) return;
-    size_t nc = b->cap ? b->cap : 256;
-    while (nc < b->len + more)
-        nc *= 2;
-    uint8_t *np = realloc(b->p, nc);
-    if (!np) {
-        b->bad = 1;
-        return;
-    }
-    b->p = np;
-    b->cap = nc;
-}
-static void buf_bytes(Buf *b, const void *d, size_t n) {
-    buf_reserve(b, n);
-    if (b->bad) return;
-    if (n) memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
+/* Payloads are built in the shared Buf (src/worker/buf.h). */
 static void buf_u32(Buf *b, uint32_t v) {
     uint8_t t[4];
     put32(t, v);
-    buf_bytes(b, t, 4);
+    buf_add(b, t, 4);
 }
 static void buf_u64(Buf *b, uint64_t v) {
     uint8_t t[8];
     put64(t, v);
-    buf_bytes(b, t, 8);
+    buf_add(b, t, 8);
 }
 static void buf_str(Buf *b, const char *s, size_t n) {
     if (n > 0xFFFFFFFFu) {
-        b->bad = 1;
+        b->oom = 1;
         return;
     }
     buf_u32(b, (uint32_t)n);
-    buf_bytes(b, s, n);
+    buf_add(b, s, n);
 }
 
 static int append_buf(Journal *j, int type, uint32_t run, Buf *b) {
     int rc;
-    if (b->bad) {
+    if (b->oom) {
         seterr(j->err, "%s: out of memory building a record", j->path, 0);
         rc = -1;
     } else {
@@ -822,6 +801,11 @@ int journal_config_text(const RunConfig *c, char *buf, size_t n) {
 
 int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
                         uint64_t seed, const RunConfig *config) {
+    return journal_append_plan2(j, index, id16, name, seed, config, NULL);
+}
+
+int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
+                         uint64_t seed, const RunConfig *config, const char *overrides) {
     size_t cap = 64 * 1024;
     char *text = malloc(cap);
     int tl = text ? journal_config_text(config, text, cap) : -1;
@@ -834,10 +818,11 @@ int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char
     char id[16];
     memset(id, '0', sizeof id);
     memcpy(id, id16, strnlen(id16, 16));
-    buf_bytes(&b, id, 16);
+    buf_add(&b, id, 16);
     buf_u64(&b, seed);
     buf_str(&b, name, strnlen(name, JOURNAL_NAME_MAX - 1));
     buf_str(&b, text, (size_t)tl);
+    if (overrides) buf_str(&b, overrides, strlen(overrides));
     free(text);
     return append_buf(j, JREC_PLAN, index, &b);
 }
@@ -870,7 +855,7 @@ int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank,
     ev.u.end = *end;
     uint8_t packed[EVENT_PACK_MAX];
     size_t n = event_pack(&ev, packed, sizeof packed);
-    buf_bytes(&b, packed, n);
+    buf_add(&b, packed, n);
     return append_buf(j, JREC_RUN_END, run, &b);
 }
 
@@ -967,6 +952,9 @@ int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan) {
     plan->seed = cur_u64(&c);
     cur_str(&c, plan->name, sizeof plan->name);
     plan->config_text = cur_strref(&c, &plan->config_len);
+    plan->overrides = NULL;
+    plan->overrides_len = 0;
+    if (!c.bad && c.p != c.end) plan->overrides = cur_strref(&c, &plan->overrides_len);
     return c.bad || c.p != c.end ? -1 : 0;
 }
 

@@ -21,7 +21,8 @@
  *               vocab. One HEADER per session (the first run and every resume).
  *   PLAN        char id[16] (hex, no NUL), u64 seed, str name, str config text: one line
  *               "knob=value\n" per knob in knob_table order, value as knob_format writes it
- *               with '\\', '\n', '\r' escaped as \\ \n \r.
+ *               with '\\', '\n', '\r' escaped as \\ \n \r; then (since 0.2) str
+ *               overrides: what the variant and grid set, as `ablate plan` prints it.
  *   RUN_BEGIN   u32 attempt (1-based), i32 rank, i64 resumed_from_step (0 = fresh), str host
  *   EVENTS      u32 attempt, then packed events (event_codec.h) back to back
  *   RUN_END     u32 attempt, i32 rank, str host, one packed EV_END event
@@ -115,12 +116,19 @@ int journal_close(Journal *j);
 const char *journal_error(const Journal *j);
 /* Logical size: bytes on disk plus bytes buffered. */
 uint64_t journal_size(const Journal *j);
+/* Bytes of whole records in the file (what a reader sees; after a failed write, the part
+ * that was written). */
+uint64_t journal_written_size(const Journal *j);
 
 /* Typed appends (payload layouts above). kv is n_pairs (key, value) pairs. */
 int journal_append_header(Journal *j, const char *const *kv, int n_pairs);
 int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs);
 int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
                         uint64_t seed, const RunConfig *config);
+/* The same with the run's overrides ("model.norm=post model.n_head=4", as ablate plan
+ * prints them); NULL omits them. */
+int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
+                         uint64_t seed, const RunConfig *config, const char *overrides);
 int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
                          int64_t resumed_from_step);
 /* packed: events packed with event_pack, back to back (a worker's batch as received). */
@@ -182,6 +190,8 @@ typedef struct {
     char name[JOURNAL_NAME_MAX];
     const char *config_text; /* escaped "knob=value\n" lines; points into the payload */
     size_t config_len;
+    const char *overrides; /* what the variant and grid set (NULL in 0.1.0 journals) */
+    size_t overrides_len;
 } JournalPlan;
 
 typedef struct {

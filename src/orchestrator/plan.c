@@ -10,37 +10,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "run_id.h"
+
 _Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
 /* ---- ids ---- */
 
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 uint64_t plan_run_hash(const RunConfig *c, uint64_t seed) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    char val[ABL_PATH_MAX + 64];
-    for (int i = 0; i < knob_count; i++) {
-        const Knob *k = &knob_table[i];
-        h = fnv1a(h, k->name, strlen(k->name));
-        h = fnv1a(h, "=", 1);
-        int n = knob_format(c, k, val, sizeof val);
-        if (n < 0) n = 0;
-        if ((size_t)n >= sizeof val) n = (int)sizeof val - 1;
-        h = fnv1a(h, val, (size_t)n);
-        h = fnv1a(h, "\n", 1);
-    }
-    int n = snprintf(val, sizeof val, "seed=%llu\n", (unsigned long long)seed);
-    return fnv1a(h, val, (size_t)n);
+    return run_id_hash(c, &seed);
 }
 
 void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]) {
-    snprintf(id, 17, "%016llx", (unsigned long long)plan_run_hash(c, seed));
+    run_id_format(plan_run_hash(c, seed), id);
 }
 
 /* ---- resolving and validating one run ---- */

@@ -45,8 +45,8 @@ SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *fro
 /* Index of the run with this id, or -1. */
 int plan_find_id(const Plan *p, const char *id);
 
-/* The stable run id: FNV-1a 64 over "name=value\n" for every knob in knob_table order
- * (values from knob_format) followed by "seed=N\n", printed as %016llx. */
+/* The stable run id (run_id.h, scheme 2): a hash of the knobs that differ from their
+ * defaults and the seed, printed as %016llx. */
 uint64_t plan_run_hash(const RunConfig *c, uint64_t seed);
 void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]);
 

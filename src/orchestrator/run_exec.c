@@ -11,21 +11,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../worker/clock.h"
 #include "event_codec.h"
 #include "fsutil.h"
 #include "journal.h"
 
-#define BATCH_BYTES (64u << 10)
+#define BATCH_BYTES   (64u << 10)
+#define BATCH_SECONDS 1.0
 
 /* The sink of a run: packs events into a batch sent when it fills, at every evaluation and
- * sample, before a checkpoint and at the end. Memory stays at one batch however long the
- * run: its history lives in the journal, not here. */
+ * sample, at least every BATCH_SECONDS (so the live view sees a run's progress), before a
+ * checkpoint and at the end. Memory stays at one batch however long the run: its history
+ * lives in the journal, not here. */
 typedef struct {
     EventSink base;
     const RunAssignment *a;
     const RunOutput *out;
     uint8_t batch[BATCH_BYTES + EVENT_PACK_MAX];
     size_t len;
+    double sent_at; /* clock_seconds() of the last send */
     int failed;
 } BatchSink;
 
@@ -33,6 +37,7 @@ static void batch_flush(BatchSink *s) {
     if (s->len == 0) return;
     if (s->out->send_events(s->out->ctx, s->a, s->batch, s->len) != 0) s->failed = 1;
     s->len = 0;
+    s->sent_at = clock_seconds();
 }
 
 static void batch_emit(EventSink *self, const Event *ev) {
@@ -44,7 +49,9 @@ static void batch_emit(EventSink *self, const Event *ev) {
         return;
     }
     s->len += n;
-    if (s->len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE) batch_flush(s);
+    if (s->len >= BATCH_BYTES || ev->kind == EV_EVAL || ev->kind == EV_SAMPLE ||
+        clock_seconds() - s->sent_at >= BATCH_SECONDS)
+        batch_flush(s);
 }
 
 int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf, size_t n) {
@@ -170,17 +177,12 @@ typedef struct {
     double next_save; /* monotonic seconds of the next periodic checkpoint */
 } RunCtx;
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The sweep's poll, plus the periodic checkpoint clock. */
 static TrainPoll run_poll(void *ctx) {
     RunCtx *rc = ctx;
     TrainPoll p = rc->sink->out->poll(rc->sink->out->ctx);
-    if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && mono_s() >= rc->next_save) p = TRAIN_SAVE;
+    if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && clock_seconds() >= rc->next_save)
+        p = TRAIN_SAVE;
     return p;
 }
 
@@ -189,7 +191,7 @@ static TrainPoll run_poll(void *ctx) {
 static int save_checkpoint(void *ctx, const Trainer *t) {
     RunCtx *rc = ctx;
     const RunAssignment *a = rc->a;
-    rc->next_save = mono_s() + a->ckpt_every;
+    rc->next_save = clock_seconds() + a->ckpt_every;
     batch_flush(rc->sink);
     if (rc->sink->failed) return -1;
     char path[ABL_PATH_MAX];
@@ -229,7 +231,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    *sink = (BatchSink){.base = {batch_emit}, .a = a, .out = out};
+    *sink = (BatchSink){.base = {batch_emit}, .a = a, .out = out, .sent_at = clock_seconds()};
     const Dataset *d = vocab_dataset(vc, &a->cfg, err);
     if (!d || trainer_init(&t, &a->cfg, a->seed, d, err) != 0) goto fail;
     have_trainer = 1;
@@ -244,7 +246,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         st = RUN_INTERRUPTED;
         goto done;
     }
-    RunCtx rc = {sink, a, res, mono_s() + a->ckpt_every};
+    RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every};
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
     batch_flush(sink);

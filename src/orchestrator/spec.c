@@ -44,30 +44,7 @@ void spec_resolve_budgets(RunConfig *c, const int set[3]) {
 
 /* ---- ${VAR} expansion ---- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} Buf;
-
-static void buf_add(Buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
+/* Expanded text is built in the shared Buf (src/worker/buf.h). */
 
 static int expand_into(Buf *b, const char *s, size_t len, int depth, char err[ABL_ERR_MAX]) {
     if (depth > 16) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../worker/blas_env.h"
+#include "../worker/clock.h"
 #include "env_info.h"
 #include "event_codec.h"
 #include "h5view.h"
@@ -23,8 +24,10 @@
 #include "protocol.h"
 #include "resume.h"
 #include "run_exec.h"
+#include "run_id.h"
 #include "sweep_progress.h"
 #include "sweep_signals.h"
+#include "view_updater.h"
 
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {
@@ -59,13 +62,8 @@ typedef struct {
     StopReason stop;
     int view_failed;
     JournalReader *history; /* reads earlier attempts' events back for resumed runs */
+    ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
 } Sweep;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int exists(const char *p) {
     struct stat st;
@@ -323,8 +321,8 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
-        if (journal_append_plan(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
-                                &r->cfg) != 0)
+        if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
+                                 &r->cfg, r->pr->overrides) != 0)
             stop_journal(s);
     }
     s->n += n_new;
@@ -334,25 +332,28 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
 
 /* ------------------------------------------------------------------ the view */
 
-/* A view that cannot be written (a full disk) is a warning: the journal holds everything,
- * and `ablate view OUT.h5` or the next rebuild writes it. */
+/* Called often (after events, when idle): every view_seconds it hands the flushed journal
+ * to the view thread, which shows running runs too; rank 0 never waits for a periodic view.
+ * force: now, and wait for it (the first and the final view). A view that cannot be
+ * written (a full disk) is a warning: the journal holds everything, and the next build or
+ * `ablate view OUT.h5` writes it. */
 static void rebuild_view(Sweep *s, int force) {
-    double t = now_s();
-    if (!force && t - s->last_view < s->view_seconds) return;
+    double t = clock_seconds();
+    if (!force && (t - s->last_view < s->view_seconds || view_updater_busy(s->vu))) return;
     char err[ABL_ERR_MAX] = "";
+    s->last_view = t;
     if (journal_flush(s->j) != 0) {
         stop_journal(s);
         return;
     }
-    s->view_failed = h5view_build(s->journal_path, s->o->out_path, err) != 0;
+    view_updater_request(s->vu, journal_size(s->j));
+    /* keep views to at most ~10% of the time: their thread shares the machine with runs */
+    double took = view_updater_last_seconds(s->vu);
+    if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
+    if (!force) return;
+    s->view_failed = view_updater_wait(s->vu, err) != 0;
     if (s->view_failed)
         fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
-    double took = now_s() - t;
-    s->last_view = now_s();
-    /* keep rebuilds to at most ~10% of the time, however large the file grows; after a
-     * failure (a full disk) wait longer before the next try */
-    if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
-    if (s->view_failed && s->view_seconds < 600) s->view_seconds *= 2;
 }
 
 /* ------------------------------------------------------------------ runs */
@@ -449,6 +450,7 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
 static int local_send(void *ctx, const RunAssignment *a, const uint8_t *p, size_t n) {
     Sweep *s = ctx;
     record_events(s, a->run, a->attempt, p, n);
+    rebuild_view(s, 0);
     return s->stop == STOP_IO ? -1 : 0;
 }
 
@@ -508,6 +510,7 @@ static void run_mpi(Sweep *s, int nranks) {
         busy[r] = -2;
     for (;;) {
         if (sweep_signal_term()) break;
+        rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
             fprintf(stderr, "\nablate: SIGUSR1: checkpointing %d run(s) in progress\n", n_busy);
@@ -691,12 +694,13 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     env_info_collect(&e, nranks, hostnames);
     env_info_add(&e, "spec", s->spec.text, s->spec.text_len);
     env_info_add(&e, "journal_version", JOURNAL_FORMAT_VERSION, 1);
+    env_info_add_sweep(&e, s->spec.text, s->o->sets, s->o->n_sets, &s->plan);
     /* the char vocabulary of the first run's data, so samples can be decoded */
     VocabCache *vc = vocab_cache_new();
     char err[ABL_ERR_MAX];
     const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->runs[0].cfg, err) : NULL;
     if (d && d->tokenizer == TOK_CHAR)
-        env_info_add(&e, "vocab", (const char *)d->chars, (size_t)d->vocab_size);
+        env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
     const char *kv[2 * ENV_INFO_MAX];
     int n = env_info_pairs(&e, kv);
@@ -746,7 +750,8 @@ static int finish(Sweep *s) {
         rebuild_view(s, 1);
     } else { /* what the journal holds on disk, if there is room for it */
         char err[ABL_ERR_MAX];
-        if (h5view_build(s->journal_path, s->o->out_path, err) != 0)
+        view_updater_request(s->vu, journal_written_size(s->j));
+        if (view_updater_wait(s->vu, err) != 0)
             fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
     }
     if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
@@ -784,7 +789,13 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
-    if (open_journal(&s, &rs, err) != 0 || reconcile(&s, &rs, err) != 0) {
+    if (open_journal(&s, &rs, err) != 0 ||
+        (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
+        reconcile(&s, &rs, err) != 0) {
+        fprintf(stderr, "ablate run: %s\n", err);
+        goto stop_workers;
+    }
+    if (!(s.vu = view_updater_start(s.journal_path, o->out_path, err))) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
@@ -839,6 +850,7 @@ out:
     if (s.history) journal_reader_close(s.history);
     for (int i = 0; i < s.n; i++)
         refs_free(&s.runs[i].events);
+    view_updater_stop(s.vu);
     free(hostnames);
     free(s.queue);
     free(s.runs);

@@ -3,27 +3,22 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../worker/clock.h"
 
 void progress_init(Progress *p, int total, int finished_before, double cost_to_run) {
     memset(p, 0, sizeof *p);
     p->total = total;
     p->finished = finished_before;
-    p->start = now_s();
+    p->start = clock_seconds();
     p->cost_left = cost_to_run;
     p->best = INFINITY;
     p->tty = isatty(STDERR_FILENO);
 }
 
 static void format_eta(const Progress *p, char *buf, size_t n) {
-    double elapsed = now_s() - p->start;
+    double elapsed = clock_seconds() - p->start;
     if (p->cost_done <= 0 || elapsed <= 0) {
         snprintf(buf, n, "ETA --");
         return;

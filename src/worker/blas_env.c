@@ -11,6 +11,10 @@ char *openblas_get_config(void);
 void openblas_set_num_threads(int);
 int openblas_get_num_threads(void);
 
+int blas_threads(void) {
+    return openblas_get_num_threads();
+}
+
 const char *blas_core(void) {
     return openblas_get_corename();
 }
@@ -66,16 +70,25 @@ const char *blas_thread_env(void) {
     return NULL;
 }
 
+static int requested_threads; /* --blas-threads; 0: the default rule */
+
+void blas_request_threads(int k) {
+    requested_threads = k > 0 ? k : 0;
+}
+
 void blas_set_threads(void) {
-    if (!blas_thread_env()) openblas_set_num_threads(1);
+    if (requested_threads > 0)
+        openblas_set_num_threads(requested_threads);
+    else if (!blas_thread_env())
+        openblas_set_num_threads(1);
 }
 
 void blas_warn_threads(const char *who) {
     const char *var = blas_thread_env();
-    if (!var) return;
+    if (!var || requested_threads > 0) return; /* an explicit --blas-threads needs no warning */
     fprintf(stderr,
             "%s: warning: %s=%s: OpenBLAS uses %d thread(s) per run instead of ablate's 1; "
             "results are then bit-identical only to runs with the same thread count (unset it "
-            "to keep the default)\n",
+            "to keep the default, or ask with --blas-threads)\n",
             who, var, getenv(var), openblas_get_num_threads());
 }

@@ -6,6 +6,8 @@
 /* The kernel family OpenBLAS is using ("SkylakeX", "Haswell", ...). */
 const char *blas_core(void);
 const char *blas_config(void);
+/* Threads OpenBLAS runs its kernels on. */
+int blas_threads(void);
 /* The best core the CPU supports by its feature flags, or NULL when OpenBLAS' own
  * detection is fine. */
 const char *blas_best_core(void);
@@ -18,6 +20,9 @@ void blas_ensure_best_core(char **argv);
  * GOTO_NUM_THREADS or OMP_NUM_THREADS in the environment override it (OpenBLAS reads them
  * when it loads); blas_warn_threads says so. */
 void blas_set_threads(void);
+/* --blas-threads K: K threads per run, over the environment and the default (call before
+ * blas_set_threads). Runs are bit-identical only to runs with the same K. */
+void blas_request_threads(int k);
 /* The variable that sets OpenBLAS's thread count (NULL: ablate's one thread holds). */
 const char *blas_thread_env(void);
 /* Prints one warning when the environment changes the thread count: results are then

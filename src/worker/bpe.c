@@ -37,7 +37,7 @@ struct Bpe {
     int32_t byte_id[256]; /* the single-byte tokens */
     Merge *merges;
     uint32_t merge_mask;
-    uint8_t digest[SHA256_BYTES];
+    char digest[65]; /* hex */
     /* the piece cache: piece bytes -> ids */
     CacheSlot *cache;
     uint32_t cache_mask, cache_used;
@@ -488,10 +488,10 @@ Bpe *bpe_load(const char *dir, char err[ABL_ERR_MAX]) {
     if (load_encoder(b, &re, alpha) != 0 || build_token_index(b, enc_path, err) != 0 ||
         load_merges(b, &rm, alpha) != 0)
         goto done;
-    uint8_t both[2 * SHA256_BYTES];
-    sha256(enc, (size_t)enc_len, both);
-    sha256(mer, (size_t)mer_len, both + SHA256_BYTES);
-    sha256(both, sizeof both, b->digest);
+    char both[2 * 64 + 1];
+    sha256_buf_hex(enc, (size_t)enc_len, both);
+    sha256_buf_hex(mer, (size_t)mer_len, both + 64);
+    sha256_buf_hex(both, 2 * 64, b->digest);
     b->cache_mask = (1u << 14) - 1;
     b->cache = calloc((size_t)b->cache_mask + 1, sizeof(CacheSlot));
     if (!b->cache) {
@@ -526,7 +526,7 @@ int bpe_vocab_size(const Bpe *b) {
     return b->n_tokens;
 }
 
-const uint8_t *bpe_vocab_digest(const Bpe *b) {
+const char *bpe_vocab_digest(const Bpe *b) {
     return b->digest;
 }
 

@@ -35,8 +35,8 @@ Bpe *bpe_load(const char *dir, char err[ABL_ERR_MAX]);
 void bpe_free(Bpe *b);
 
 int bpe_vocab_size(const Bpe *b);
-/* SHA-256 over both vocabulary files: half of the token cache's key. */
-const uint8_t *bpe_vocab_digest(const Bpe *b);
+/* SHA-256 (hex) over both vocabulary files' digests: half of the token cache's key. */
+const char *bpe_vocab_digest(const Bpe *b);
 
 /* Encodes len bytes of text; *ids is malloc'd (the caller frees it). Returns the number of
  * ids, or -1 when out of memory. Pieces seen before come from an in-memory cache. */

@@ -316,7 +316,7 @@ int dataset_decode(const Dataset *d, const int32_t *ids, int n, char *out, int c
             memcpy(bytes + len, t, (size_t)l);
             len += (size_t)l;
         }
-        size_t w = utf8_sanitize(bytes, len, out, (size_t)cap);
+        size_t w = utf8_replace_copy(bytes, len, out, (size_t)cap);
         free(bytes);
         return (int)w;
     }

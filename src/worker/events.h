@@ -1,5 +1,18 @@
 /* What a run reports: a stream of typed events through a small sink interface. The JSON
- * Lines printer, the MPI batcher and the HDF5 writer are all sinks. */
+ * Lines printer, the MPI batcher and the HDF5 writer are all sinks.
+ *
+ * Each kind's fields are declared once, below, as X-macro lists: name, type, size, enum
+ * names, units and description. The lists generate the structs here and the field tables
+ * (event_schema.h) from which the binary codec, the JSON printer, the HDF5 columns and the
+ * schema tables of docs/hdf5-schema.md are all derived. To add a field: append one line at
+ * the END of its kind's list (the journal keeps older events readable: the codec marks
+ * events that carry fields beyond the version-1 prefix, see event_codec.h).
+ *
+ * X(S, name, type, n, names, units, description)
+ *   type: EF_LONG (long), EF_INT (int), EF_DOUBLE, EF_BOOL (int 0/1), EF_ENUM (int index
+ *   into names), EF_STR (char[n], NUL-terminated), EF_TEXT (char[n] bytes plus an int
+ *   name_len: may hold NUL and bytes that are not UTF-8), EF_HEADS (double[n], one per
+ *   attention head; its count is the EF_INT field just before it). */
 #ifndef ABLATE_WORKER_EVENTS_H
 #define ABLATE_WORKER_EVENTS_H
 
@@ -9,69 +22,149 @@
 
 #define ABL_MAX_HEADS  MODEL_MAX_HEADS
 #define ABL_SAMPLE_MAX 4096
-#define ABL_SAMPLE_IDS 1024 /* token ids kept per sample (the first ones) */
+#define ABL_SAMPLE_IDS 4096 /* bytes of a sample's ids as text ("464 3290 ...") */
 
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;
 typedef enum { RUN_DONE, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED, RUN_STATUS_COUNT } RunStatus;
+typedef enum { SAMPLE_GREEDY, SAMPLE_TEMPERATURE, SAMPLE_KIND_COUNT } SampleKind;
+typedef enum {
+    EF_LONG,
+    EF_INT,
+    EF_DOUBLE,
+    EF_BOOL,
+    EF_ENUM,
+    EF_STR,
+    EF_TEXT,
+    EF_HEADS
+} EventFieldType;
 
 extern const char *const event_kind_names[EV_KIND_COUNT];
 extern const char *const run_status_names[RUN_STATUS_COUNT];
-
-typedef struct {
-    long params;
-    double flops_per_token;
-    double kv_bytes_per_token;
-    char blas_core[32];
-    const RunConfig *config;
-} StartEvent;
-
-typedef struct {
-    long step; /* 1-based: the number of optimizer steps taken */
-    long tokens;
-    double loss, lr, grad_norm;
-    double time; /* training seconds so far */
-} StepEvent;
-
-typedef struct {
-    long step;
-    double val_loss, val_acc;
-} EvalEvent;
-
-typedef struct {
-    long step;
-    int layer;
-    /* MLP hidden activation after the nonlinearity (GLU: the gated product). */
-    double zero_frac, max, min, mean, rms;
-    double resid_rms; /* residual stream after the block */
-    double grad_norm; /* of the layer's parameters */
-    int n_head;
-    double attn_entropy[ABL_MAX_HEADS]; /* nats, mean over query positions */
-} ActEvent;
-
-typedef enum { SAMPLE_GREEDY, SAMPLE_TEMPERATURE, SAMPLE_KIND_COUNT } SampleKind;
 extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
 
-typedef struct {
-    SampleKind kind;
-    double temperature;
-    int n_tokens;
-    char text[ABL_SAMPLE_MAX]; /* decoded, NUL-terminated (truncated if longer) */
-    double tokens_per_s;       /* generation speed with the KV cache */
-    double distinct_ratio;     /* distinct tokens / tokens */
-    int longest_run;           /* longest run of one repeated token */
-    double top_token_frac;     /* share of the most frequent token */
-    int degenerate;
-    /* the generated token ids (text is them decoded): the first min(n_tokens, ABL_SAMPLE_IDS) */
-    int n_ids;
-    int32_t ids[ABL_SAMPLE_IDS];
-} SampleEvent;
+#define EV_UTC_MAX 32 /* "2024-05-01T12:00:00.123Z" */
+
+/* clang-format off */
+#define EVENT_START_FIELDS(X, S) \
+    X(S, params, EF_LONG, 0, NULL, "parameters", "trainable parameters") \
+    X(S, flops_per_token, EF_DOUBLE, 0, NULL, "FLOP/token", "training FLOPs per token (docs/metrics.md)") \
+    X(S, kv_bytes_per_token, EF_DOUBLE, 0, NULL, "bytes/token", "KV-cache bytes per generated token") \
+    X(S, blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type the run used") \
+    X(S, blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads the run used") \
+    X(S, start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when the run started (ISO 8601)")
+#define EVENT_START_V1 4
+
+#define EVENT_STEP_FIELDS(X, S) \
+    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken (1-based: 1 after the first update)") \
+    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed so far") \
+    X(S, loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of this step's batch") \
+    X(S, lr, EF_DOUBLE, 0, NULL, "1", "learning rate of this step") \
+    X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "global gradient norm before clipping") \
+    X(S, time, EF_DOUBLE, 0, NULL, "s", "training seconds so far")
+#define EVENT_STEP_V1 6
+
+#define EVENT_EVAL_FIELDS(X, S) \
+    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken when evaluated (1-based)") \
+    X(S, val_loss, EF_DOUBLE, 0, NULL, "nats/token", "validation loss") \
+    X(S, val_acc, EF_DOUBLE, 0, NULL, "fraction", "validation next-token accuracy") \
+    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed at that step") \
+    X(S, time, EF_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)")
+#define EVENT_EVAL_V1 3
+
+#define EVENT_ACT_FIELDS(X, S) \
+    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken (1-based)") \
+    X(S, layer, EF_INT, 0, NULL, "layer", "block index (0-based)") \
+    X(S, zero_frac, EF_DOUBLE, 0, NULL, "fraction", "MLP hidden activation after the nonlinearity (GLU: the gated product): share of exact zeros") \
+    X(S, max, EF_DOUBLE, 0, NULL, "1", "maximum of that activation") \
+    X(S, min, EF_DOUBLE, 0, NULL, "1", "minimum of that activation") \
+    X(S, mean, EF_DOUBLE, 0, NULL, "1", "mean of that activation") \
+    X(S, rms, EF_DOUBLE, 0, NULL, "1", "root mean square of that activation") \
+    X(S, resid_rms, EF_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
+    X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
+    X(S, n_head, EF_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
+    X(S, attn_entropy, EF_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions")
+#define EVENT_ACT_V1 11
+
+#define EVENT_SAMPLE_FIELDS(X, S) \
+    X(S, kind, EF_ENUM, SAMPLE_KIND_COUNT, sample_kind_names, NULL, "greedy or temperature") \
+    X(S, temperature, EF_DOUBLE, 0, NULL, "1", "sampling temperature (0 = greedy)") \
+    X(S, n_tokens, EF_INT, 0, NULL, "tokens", "tokens generated") \
+    X(S, text, EF_TEXT, ABL_SAMPLE_MAX, NULL, NULL, "the decoded sample (prompt excluded)") \
+    X(S, tokens_per_s, EF_DOUBLE, 0, NULL, "tokens/s", "generation speed with the KV cache") \
+    X(S, distinct_ratio, EF_DOUBLE, 0, NULL, "fraction", "distinct tokens / tokens") \
+    X(S, longest_run, EF_INT, 0, NULL, "tokens", "longest run of one repeated token") \
+    X(S, top_token_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the most frequent token") \
+    X(S, degenerate, EF_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)") \
+    X(S, ids, EF_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)")
+#define EVENT_SAMPLE_V1 9
+
+#define EVENT_END_FIELDS(X, S) \
+    X(S, status, EF_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed or interrupted") \
+    X(S, steps, EF_LONG, 0, NULL, "steps", "optimizer steps taken") \
+    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed") \
+    X(S, train_seconds, EF_DOUBLE, 0, NULL, "s", "training time (evaluation and sampling excluded)") \
+    X(S, tokens_per_s, EF_DOUBLE, 0, NULL, "tokens/s", "training throughput") \
+    X(S, final_val_loss, EF_DOUBLE, 0, NULL, "nats/token", "validation loss at the end") \
+    X(S, final_val_acc, EF_DOUBLE, 0, NULL, "fraction", "validation accuracy at the end") \
+    X(S, message, EF_STR, 256, NULL, NULL, "why a run failed or diverged") \
+    X(S, attempt_start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt started (ISO 8601)") \
+    X(S, end_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt ended (ISO 8601)") \
+    X(S, peak_rss, EF_LONG, 0, NULL, "bytes", "peak resident memory of the process during the attempt (-1 unknown)") \
+    X(S, slurm_job_id, EF_STR, 32, NULL, NULL, "SLURM_JOB_ID of the attempt (empty outside SLURM)") \
+    X(S, slurm_array_task_id, EF_STR, 16, NULL, NULL, "SLURM_ARRAY_TASK_ID") \
+    X(S, slurm_restart_count, EF_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
+    X(S, slurm_partition, EF_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
+    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST")
+#define EVENT_END_V1 8
+/* clang-format on */
+
+/* Struct members from the lists. */
+#define EF_CTYPE_EF_LONG   long
+#define EF_CTYPE_EF_INT    int
+#define EF_CTYPE_EF_DOUBLE double
+#define EF_CTYPE_EF_BOOL   int
+#define EF_CTYPE_EF_ENUM   int
+#define EF_CTYPE_EF_STR    char
+#define EF_CTYPE_EF_TEXT   char
+#define EF_CTYPE_EF_HEADS  double
+#define EF_DIM_EF_LONG(n)
+#define EF_DIM_EF_INT(n)
+#define EF_DIM_EF_DOUBLE(n)
+#define EF_DIM_EF_BOOL(n)
+#define EF_DIM_EF_ENUM(n)
+#define EF_DIM_EF_STR(n)   [n]
+#define EF_DIM_EF_TEXT(n)  [n]
+#define EF_DIM_EF_HEADS(n) [n]
+#define EF_EXTRA_EF_LONG(name)
+#define EF_EXTRA_EF_INT(name)
+#define EF_EXTRA_EF_DOUBLE(name)
+#define EF_EXTRA_EF_BOOL(name)
+#define EF_EXTRA_EF_ENUM(name)
+#define EF_EXTRA_EF_STR(name)
+#define EF_EXTRA_EF_TEXT(name) int name##_len; /* bytes of text used */
+#define EF_EXTRA_EF_HEADS(name)
+#define EF_MEMBER(S, name, type, n, names, units, desc)                                            \
+    EF_CTYPE_##type name EF_DIM_##type(n);                                                         \
+    EF_EXTRA_##type(name)
 
 typedef struct {
-    RunStatus status;
-    long steps, tokens;
-    double train_seconds, tokens_per_s;
-    double final_val_loss, final_val_acc;
-    char message[256];
+    EVENT_START_FIELDS(EF_MEMBER, _)
+    const RunConfig *config; /* not packed: the journal's PLAN record holds the config */
+} StartEvent;
+typedef struct {
+    EVENT_STEP_FIELDS(EF_MEMBER, _)
+} StepEvent;
+typedef struct {
+    EVENT_EVAL_FIELDS(EF_MEMBER, _)
+} EvalEvent;
+typedef struct {
+    EVENT_ACT_FIELDS(EF_MEMBER, _)
+} ActEvent;
+typedef struct {
+    EVENT_SAMPLE_FIELDS(EF_MEMBER, _)
+} SampleEvent;
+typedef struct {
+    EVENT_END_FIELDS(EF_MEMBER, _)
 } EndEvent;
 
 typedef struct {

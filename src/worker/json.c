@@ -1,53 +1,76 @@
 #include "json.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-size_t json_escape(const char *s, char *out, size_t n) {
-    size_t o = 0;
-    if (n == 0) return 0;
-    for (; *s && o + 7 < n; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            out[o++] = '\\', out[o++] = (char)ch;
-        else if (ch == '\n')
-            out[o++] = '\\', out[o++] = 'n';
-        else if (ch == '\t')
-            out[o++] = '\\', out[o++] = 't';
-        else if (ch == '\r')
-            out[o++] = '\\', out[o++] = 'r';
-        else if (ch < 0x20 || ch == 0x7f)
-            o += (size_t)snprintf(out + o, n - o, "\\u%04x", ch);
-        else
-            out[o++] = (char)ch;
+#include "utf8.h"
+
+void json_string(Buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    buf_addc(b, '"');
+    size_t run = 0; /* start of the pending stretch that needs no escape */
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = utf8_seq(s + i, n - i);
+        if (k > 1 || (k == 1 && c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)) {
+            i += k;
+            continue;
+        }
+        buf_add(b, s + run, i - run);
+        char esc[8];
+        if (c == '"' || c == '\\')
+            esc[0] = '\\', esc[1] = (char)c, esc[2] = 0;
+        else if (c == '\n')
+            memcpy(esc, "\\n", 3);
+        else if (c == '\t')
+            memcpy(esc, "\\t", 3);
+        else if (c == '\r')
+            memcpy(esc, "\\r", 3);
+        else { /* control character (k == 1) or a byte outside valid UTF-8 (k == 0) */
+            memcpy(esc, k ? "\\u00" : "\\udc", 4);
+            esc[4] = hex[c >> 4], esc[5] = hex[c & 15], esc[6] = 0;
+        }
+        buf_adds(b, esc);
+        run = ++i;
     }
-    out[o] = '\0';
-    return o;
+    buf_add(b, s + run, n - run);
+    buf_addc(b, '"');
+}
+
+int json_format_double(char *buf, size_t n, double v) {
+    for (int prec = 1; prec <= 17; prec++) {
+        int len = snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return len;
+    }
+    return snprintf(buf, n, "%.17g", v);
+}
+
+void json_number(Buf *b, double v) {
+    char t[40];
+    if (!isfinite(v))
+        buf_adds(b, "null");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        buf_printf(b, "%.0f", v);
+    else {
+        json_format_double(t, sizeof t, v);
+        buf_adds(b, t);
+    }
+}
+
+static void put(FILE *f, Buf *b) {
+    if (b->len) fwrite(b->p, 1, b->len, f);
+    buf_free(b);
 }
 
 void json_print_string(FILE *f, const char *s) {
-    char buf[256];
-    fputc('"', f);
-    /* escape in pieces so long strings need no big buffer */
-    while (*s) {
-        char chunk[32];
-        size_t k = 0;
-        while (s[k] && k < sizeof chunk - 1)
-            k++;
-        for (size_t i = 0; i < k; i++)
-            chunk[i] = s[i];
-        chunk[k] = '\0';
-        json_escape(chunk, buf, sizeof buf);
-        fputs(buf, f);
-        s += k;
-    }
-    fputc('"', f);
+    Buf b = {0};
+    json_string(&b, s, strlen(s));
+    put(f, &b);
 }
 
 void json_print_number(FILE *f, double v) {
-    if (!isfinite(v))
-        fputs("null", f);
-    else if (v == floor(v) && fabs(v) < 1e15)
-        fprintf(f, "%.0f", v);
-    else
-        fprintf(f, "%.9g", v);
+    Buf b = {0};
+    json_number(&b, v);
+    put(f, &b);
 }

@@ -1,15 +1,26 @@
-/* The little JSON writing ablate needs: escaped strings and finite-or-null numbers. */
+/* The one JSON writer of ablate (events, configs, plans, inspect). Strings are escaped so
+ * the output is always valid UTF-8 whatever the bytes: valid UTF-8 passes through, control
+ * characters and NUL become \u00XX, and each byte that is not part of valid UTF-8 becomes
+ * \udcXX (XX = the byte), Python's "surrogateescape" convention: a reader recovers the
+ * exact bytes with s.encode("utf-8", "surrogateescape"). Numbers are printed with the
+ * fewest digits that read back to the same double (so nothing is lost), non-finite as null. */
 #ifndef ABLATE_WORKER_JSON_H
 #define ABLATE_WORKER_JSON_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-/* Writes s as a JSON string body (no quotes) into out; returns length. */
-size_t json_escape(const char *s, char *out, size_t n);
-/* Prints "s" with quotes and escapes. */
+#include "buf.h"
+
+/* Appends s[0..n) as a quoted JSON string. */
+void json_string(Buf *b, const char *s, size_t n);
+/* Appends a number (integers below 1e15 without exponent), or null. */
+void json_number(Buf *b, double v);
+/* The shortest "%.*g" text of v that strtod reads back as v; returns its length. */
+int json_format_double(char *buf, size_t n, double v);
+
+/* The same, written to a FILE. */
 void json_print_string(FILE *f, const char *s);
-/* Prints a number with full precision, or null when it is not finite. */
 void json_print_number(FILE *f, double v);
 
 #endif

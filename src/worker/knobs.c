@@ -244,12 +244,7 @@ int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n) {
         return snprintf(buf, n, "%s", (const char *)f);
     case KNOB_DOUBLE: {
         /* shortest text that reads back to the same double, so ids are stable */
-        double v = *(const double *)f;
-        for (int prec = 1; prec <= 17; prec++) {
-            int len = snprintf(buf, n, "%.*g", prec, v);
-            if (strtod(buf, NULL) == v) return len;
-        }
-        return snprintf(buf, n, "%.17g", v);
+        return json_format_double(buf, n, *(const double *)f);
     }
     }
     return 0;
@@ -262,18 +257,65 @@ int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k) {
     return strcmp(x, y) == 0;
 }
 
-int knob_config_json(const RunConfig *c, char *buf, size_t n) {
-    size_t o = 0;
-    char val[ABL_PATH_MAX + 8], esc[2 * ABL_PATH_MAX + 64];
-    o += (size_t)snprintf(buf + o, n - o, "{");
-    for (int i = 0; i < knob_count && o < n; i++) {
+void knob_config_json_buf(const RunConfig *c, Buf *b) {
+    char val[ABL_PATH_MAX + 8];
+    buf_addc(b, '{');
+    for (int i = 0; i < knob_count; i++) {
         const Knob *k = &knob_table[i];
-        knob_format(c, k, val, sizeof val);
-        int quoted = k->type == KNOB_ENUM || k->type == KNOB_STRING;
-        if (quoted) json_escape(val, esc, sizeof esc);
-        o += (size_t)snprintf(buf + o, n - o, "%s\"%s\":%s%s%s", i ? "," : "", k->name,
-                              quoted ? "\"" : "", quoted ? esc : val, quoted ? "\"" : "");
+        int n = knob_format(c, k, val, sizeof val);
+        if (n < 0) n = 0;
+        if ((size_t)n >= sizeof val) n = (int)sizeof val - 1;
+        buf_printf(b, "%s\"%s\":", i ? "," : "", k->name);
+        if (k->type == KNOB_ENUM || k->type == KNOB_STRING)
+            json_string(b, val, (size_t)n);
+        else
+            buf_add(b, val, (size_t)n);
     }
-    if (o < n) o += (size_t)snprintf(buf + o, n - o, "}");
-    return (int)o;
+    buf_addc(b, '}');
+}
+
+int knob_config_json(const RunConfig *c, char *buf, size_t n) {
+    Buf b = {0};
+    knob_config_json_buf(c, &b);
+    int len = snprintf(buf, n, "%s", b.p ? b.p : "");
+    buf_free(&b);
+    return len;
+}
+
+/* Units of the knobs that have one; every other knob is a count, a choice or text. Kept
+ * beside the table so a new knob with a unit is one more line here. */
+static const char *const knob_unit_table[][2] = {
+    {"model.vocab_size", "tokens"},
+    {"model.context", "tokens"},
+    {"model.d_model", "features"},
+    {"model.mlp_ratio", "1"},
+    {"model.norm_eps", "1"},
+    {"model.rope_base", "1"},
+    {"model.init_std", "1"},
+    {"train.lr", "1"},
+    {"train.beta1", "1"},
+    {"train.beta2", "1"},
+    {"train.eps", "1"},
+    {"train.weight_decay", "1"},
+    {"train.warmup_steps", "steps"},
+    {"train.min_lr", "1"},
+    {"train.grad_clip", "1"},
+    {"train.batch_size", "sequences"},
+    {"train.steps", "steps"},
+    {"train.tokens", "tokens"},
+    {"train.seconds", "s"},
+    {"train.eval_every", "steps"},
+    {"train.eval_tokens", "tokens"},
+    {"train.log_every", "steps"},
+    {"data.val_fraction", "fraction"},
+    {"data.vocab_size", "tokens"},
+    {"stats.every", "steps"},
+    {"sample.tokens", "tokens"},
+    {"sample.temperature", "1"},
+};
+
+const char *knob_units(const Knob *k) {
+    for (size_t i = 0; i < sizeof knob_unit_table / sizeof knob_unit_table[0]; i++)
+        if (!strcmp(knob_unit_table[i][0], k->name)) return knob_unit_table[i][1];
+    return NULL;
 }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "run_config.h"
 
 typedef enum { KNOB_INT, KNOB_LONG, KNOB_DOUBLE, KNOB_BOOL, KNOB_ENUM, KNOB_STRING } KnobType;
@@ -34,9 +35,14 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
 int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]);
 /* Canonical text of a knob's value (shortest round-trip for doubles); returns length. */
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n);
+/* The unit of a knob's value ("tokens", "steps", "s", "1" for dimensionless numbers), or
+ * NULL for knobs without one (enums, booleans, strings, counts of things). */
+const char *knob_units(const Knob *k);
 /* Does a knob hold the same value in two configs? */
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k);
 /* Writes the whole resolved config as one JSON object {"model.context":16,...}. */
+void knob_config_json_buf(const RunConfig *c, Buf *b);
+/* The same into buf[0..n) (cut short if it does not fit); returns the length. */
 int knob_config_json(const RunConfig *c, char *buf, size_t n);
 
 #endif

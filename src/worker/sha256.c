@@ -1,5 +1,6 @@
 #include "sha256.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -12,7 +13,7 @@ static const uint32_t K[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-static uint32_t rotr(uint32_t x, int n) {
+static inline uint32_t ror(uint32_t x, int n) {
     return (x >> n) | (x << (32 - n));
 }
 
@@ -20,34 +21,20 @@ static void compress(uint32_t h[8], const uint8_t *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
         uint32_t t1 =
-            k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
+            k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
     }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-    h[5] += f;
-    h[6] += g;
-    h[7] += k;
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
 void sha256_init(Sha256 *s) {
@@ -61,46 +48,52 @@ void sha256_init(Sha256 *s) {
 void sha256_update(Sha256 *s, const void *data, size_t n) {
     const uint8_t *p = data;
     s->bytes += n;
-    if (s->fill) {
-        size_t take = 64 - s->fill < n ? 64 - s->fill : n;
-        memcpy(s->block + s->fill, p, take);
-        s->fill += take;
-        p += take;
-        n -= take;
-        if (s->fill < 64) return;
-        compress(s->h, s->block);
-        s->fill = 0;
+    while (n > 0) {
+        if (s->fill == 0 && n >= 64) {
+            compress(s->h, p);
+            p += 64, n -= 64;
+            continue;
+        }
+        size_t k = 64 - s->fill < n ? 64 - s->fill : n;
+        memcpy(s->block + s->fill, p, k);
+        s->fill += k, p += k, n -= k;
+        if (s->fill == 64) compress(s->h, s->block), s->fill = 0;
     }
-    for (; n >= 64; p += 64, n -= 64)
-        compress(s->h, p);
-    memcpy(s->block, p, n);
-    s->fill = n;
 }
 
-void sha256_final(Sha256 *s, uint8_t out[SHA256_BYTES]) {
+void sha256_hex(Sha256 *s, char out[65]) {
     uint64_t bits = s->bytes * 8;
     uint8_t pad[72] = {0x80};
-    size_t npad = (s->fill < 56 ? 56 : 120) - s->fill;
+    size_t padn = (s->fill < 56 ? 56 : 120) - s->fill;
     for (int i = 0; i < 8; i++)
-        pad[npad + i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(s, pad, npad + 8);
+        pad[padn + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    uint64_t keep = s->bytes;
+    sha256_update(s, pad, padn + 8);
+    s->bytes = keep;
     for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++)
-            out[4 * i + j] = (uint8_t)(s->h[i] >> (24 - 8 * j));
+        snprintf(out + 8 * i, 9, "%08x", s->h[i]);
 }
 
-void sha256(const void *data, size_t n, uint8_t out[SHA256_BYTES]) {
+int sha256_file(const char *path, char out[65], long long *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    Sha256 s;
+    sha256_init(&s);
+    static uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&s, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return -1;
+    if (size) *size = (long long)s.bytes;
+    sha256_hex(&s, out);
+    return 0;
+}
+
+void sha256_buf_hex(const void *data, size_t n, char out[65]) {
     Sha256 s;
     sha256_init(&s);
     sha256_update(&s, data, n);
-    sha256_final(&s, out);
-}
-
-void sha256_hex(const uint8_t digest[SHA256_BYTES], char hex[2 * SHA256_BYTES + 1]) {
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_BYTES; i++) {
-        hex[2 * i] = digits[digest[i] >> 4];
-        hex[2 * i + 1] = digits[digest[i] & 15];
-    }
-    hex[2 * SHA256_BYTES] = '\0';
+    sha256_hex(&s, out);
 }

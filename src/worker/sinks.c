@@ -1,110 +1,63 @@
 #include "sinks.h"
 
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
+#include "event_schema.h"
 #include "json.h"
 #include "knobs.h"
 
-const char *const event_kind_names[EV_KIND_COUNT] = {"start", "step",   "eval",
-                                                     "act",   "sample", "end"};
-const char *const run_status_names[RUN_STATUS_COUNT] = {"done", "diverged", "failed",
-                                                        "interrupted"};
-const char *const sample_kind_names[SAMPLE_KIND_COUNT] = {"greedy", "temperature"};
-
-static void num(FILE *f, const char *key, double v) {
-    fprintf(f, ",\"%s\":", key);
-    json_print_number(f, v);
+void event_json(Buf *b, const Event *ev) {
+    const EventSchema *s = &event_schema[ev->kind];
+    const char *body = event_cbody(ev);
+    buf_printf(b, "{\"event\":\"%s\"", s->name);
+    for (int k = 0; k < s->n_fields; k++) {
+        const EventField *f = &s->fields[k];
+        buf_printf(b, ",\"%s\":", f->name);
+        switch (f->type) {
+        case EF_BOOL:
+            buf_adds(b, event_field_number(body, f) != 0 ? "true" : "false");
+            break;
+        case EF_ENUM: {
+            int v = (int)event_field_number(body, f);
+            buf_printf(b, "\"%s\"", v >= 0 && (size_t)v < f->n ? f->names[v] : "?");
+            break;
+        }
+        case EF_STR:
+        case EF_TEXT: {
+            size_t n;
+            const char *t = event_field_text(body, f, &n);
+            json_string(b, t, n);
+            break;
+        }
+        case EF_HEADS: {
+            int n = (int)event_field_number(body, f - 1);
+            const double *v = (const double *)(const void *)(body + f->offset);
+            buf_addc(b, '[');
+            for (int h = 0; h < n && h < (int)f->n; h++) {
+                if (h) buf_addc(b, ',');
+                json_number(b, v[h]);
+            }
+            buf_addc(b, ']');
+            break;
+        }
+        default:
+            json_number(b, event_field_number(body, f));
+            break;
+        }
+    }
+    if (ev->kind == EV_START && ev->u.start.config) {
+        buf_adds(b, ",\"config\":");
+        knob_config_json_buf(ev->u.start.config, b);
+    }
+    buf_addc(b, '}');
 }
 
 void json_print_event(FILE *f, const Event *ev) {
-    fprintf(f, "{\"event\":\"%s\"", event_kind_names[ev->kind]);
-    switch (ev->kind) {
-    case EV_START: {
-        const StartEvent *s = &ev->u.start;
-        num(f, "params", (double)s->params);
-        num(f, "flops_per_token", s->flops_per_token);
-        num(f, "kv_bytes_per_token", s->kv_bytes_per_token);
-        fputs(",\"blas_core\":", f);
-        json_print_string(f, s->blas_core);
-        if (s->config) {
-            static char buf[16384];
-            knob_config_json(s->config, buf, sizeof buf);
-            fprintf(f, ",\"config\":%s", buf);
-        }
-        break;
-    }
-    case EV_STEP: {
-        const StepEvent *s = &ev->u.step;
-        num(f, "step", (double)s->step);
-        num(f, "tokens", (double)s->tokens);
-        num(f, "loss", s->loss);
-        num(f, "lr", s->lr);
-        num(f, "grad_norm", s->grad_norm);
-        num(f, "time", s->time);
-        break;
-    }
-    case EV_EVAL:
-        num(f, "step", (double)ev->u.eval.step);
-        num(f, "val_loss", ev->u.eval.val_loss);
-        num(f, "val_acc", ev->u.eval.val_acc);
-        break;
-    case EV_ACT: {
-        const ActEvent *a = &ev->u.act;
-        num(f, "step", (double)a->step);
-        num(f, "layer", a->layer);
-        num(f, "zero_frac", a->zero_frac);
-        num(f, "max", a->max);
-        num(f, "min", a->min);
-        num(f, "mean", a->mean);
-        num(f, "rms", a->rms);
-        num(f, "resid_rms", a->resid_rms);
-        num(f, "grad_norm", a->grad_norm);
-        fputs(",\"attn_entropy\":[", f);
-        for (int h = 0; h < a->n_head; h++) {
-            if (h) fputc(',', f);
-            json_print_number(f, a->attn_entropy[h]);
-        }
-        fputc(']', f);
-        break;
-    }
-    case EV_SAMPLE: {
-        const SampleEvent *s = &ev->u.sample;
-        fprintf(f, ",\"kind\":\"%s\"", sample_kind_names[s->kind]);
-        num(f, "temperature", s->temperature);
-        num(f, "tokens", s->n_tokens);
-        fputs(",\"text\":", f);
-        json_print_string(f, s->text);
-        fputs(",\"ids\":[", f);
-        for (int i = 0; i < s->n_ids; i++)
-            fprintf(f, "%s%ld", i ? "," : "", (long)s->ids[i]);
-        fputc(']', f);
-        num(f, "tokens_per_s", s->tokens_per_s);
-        num(f, "distinct_ratio", s->distinct_ratio);
-        num(f, "longest_run", s->longest_run);
-        num(f, "top_token_frac", s->top_token_frac);
-        fprintf(f, ",\"degenerate\":%s", s->degenerate ? "true" : "false");
-        break;
-    }
-    case EV_END: {
-        const EndEvent *e = &ev->u.end;
-        fprintf(f, ",\"status\":\"%s\"", run_status_names[e->status]);
-        num(f, "steps", (double)e->steps);
-        num(f, "tokens", (double)e->tokens);
-        num(f, "train_seconds", e->train_seconds);
-        num(f, "tokens_per_s", e->tokens_per_s);
-        num(f, "final_val_loss", e->final_val_loss);
-        num(f, "final_val_acc", e->final_val_acc);
-        if (e->message[0]) {
-            fputs(",\"message\":", f);
-            json_print_string(f, e->message);
-        }
-        break;
-    }
-    default:
-        break;
-    }
-    fputc('}', f);
+    Buf b = {0};
+    event_json(&b, ev);
+    if (b.len) fwrite(b.p, 1, b.len, f);
+    buf_free(&b);
 }
 
 static void json_emit(EventSink *self, const Event *ev) {
@@ -119,12 +72,6 @@ void json_sink_init(JsonSink *s, FILE *out) {
     s->out = out;
 }
 
-static double wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void progress_emit(EventSink *self, const Event *ev) {
     ProgressSink *s = (ProgressSink *)self;
     FILE *f = s->out;
@@ -136,7 +83,7 @@ static void progress_emit(EventSink *self, const Event *ev) {
         break;
     case EV_STEP: {
         const StepEvent *st = &ev->u.step;
-        double t = wall();
+        double t = clock_seconds();
         if (t - s->last_print < 1.0 && st->step != s->total_steps) break;
         s->last_print = t;
         if (s->total_steps > 0)

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "buf.h"
 #include "events.h"
 
 typedef struct {
@@ -13,7 +14,10 @@ typedef struct {
 
 /* One JSON object per event and line; flushed per line so pipes see progress. */
 void json_sink_init(JsonSink *s, FILE *out);
-/* Prints one event as a JSON object (no newline). */
+/* One event as a JSON object (no newline): {"event":"step", field: value, ...} with every
+ * field of the kind in declaration order (events.h), the start event adding "config". */
+void event_json(Buf *b, const Event *ev);
+/* The same, printed. */
 void json_print_event(FILE *f, const Event *ev);
 
 typedef struct {

@@ -55,16 +55,12 @@ static int read_cached(const char *path, int vocab, int32_t **ids, long *n) {
 
 long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text, size_t len,
                         int32_t **ids, char err[ABL_ERR_MAX]) {
-    char dir[2048], path[2304], lock_path[2320], hex[2 * SHA256_BYTES + 1],
-        vhex[2 * SHA256_BYTES + 1];
-    uint8_t digest[SHA256_BYTES];
+    char dir[2048], path[2304], lock_path[2320], hex[65];
     long n = -1;
-    sha256(text, len, digest);
-    sha256_hex(digest, hex);
-    sha256_hex(bpe_vocab_digest(b), vhex);
-    vhex[16] = '\0'; /* 64 bits of the vocabulary's digest tell vocabularies apart */
+    sha256_buf_hex(text, len, hex);
     token_cache_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/gpt2-%s-%s.bin", dir, hex, vhex);
+    /* 64 bits of the vocabulary's digest tell vocabularies apart */
+    snprintf(path, sizeof path, "%s/gpt2-%s-%.16s.bin", dir, hex, bpe_vocab_digest(b));
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
     int vocab = bpe_vocab_size(b);
     if (!dir[0] || make_dirs(dir) != 0) {

@@ -3,18 +3,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../model/adamw.h"
 #include "../model/generate.h"
 #include "blas_env.h"
+#include "clock.h"
+#include "provenance.h"
 #include "sample_metrics.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void trainer_start_event(const RunConfig *cfg, StartEvent *ev) {
     memset(ev, 0, sizeof *ev);
@@ -22,6 +17,8 @@ void trainer_start_event(const RunConfig *cfg, StartEvent *ev) {
     ev->flops_per_token = model_flops_per_token(&cfg->model);
     ev->kv_bytes_per_token = model_kv_bytes_per_token(&cfg->model);
     snprintf(ev->blas_core, sizeof ev->blas_core, "%s", blas_core());
+    ev->blas_threads = blas_threads();
+    clock_utc_now(ev->start_utc, sizeof ev->start_utc);
     ev->config = cfg;
 }
 
@@ -102,7 +99,11 @@ static void emit_eval(Trainer *t, EventSink *sink) {
     trainer_evaluate(t, &t->val_loss, &t->val_acc);
     t->eval_step = t->step;
     Event ev = {.kind = EV_EVAL};
-    ev.u.eval = (EvalEvent){.step = t->step, .val_loss = t->val_loss, .val_acc = t->val_acc};
+    ev.u.eval = (EvalEvent){.step = t->step,
+                            .val_loss = t->val_loss,
+                            .val_acc = t->val_acc,
+                            .tokens = t->tokens,
+                            .time = t->train_seconds};
     sink_emit(sink, &ev);
 }
 
@@ -126,6 +127,17 @@ static void emit_acts(Trainer *t, EventSink *sink) {
             a->attn_entropy[h] = s->attn_entropy[h];
         sink_emit(sink, &ev);
     }
+}
+
+static void emit_step(const Trainer *t, EventSink *sink, double loss, double lr, double grad_norm) {
+    Event ev = {.kind = EV_STEP};
+    ev.u.step = (StepEvent){.step = t->step,
+                            .tokens = t->tokens,
+                            .loss = loss,
+                            .lr = lr,
+                            .grad_norm = grad_norm,
+                            .time = t->train_seconds};
+    sink_emit(sink, &ev);
 }
 
 static int budget_left(const Trainer *t) {
@@ -166,6 +178,20 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     return loss;
 }
 
+/* Token ids as text, "464 3290 ...": as many as fit in cap (NUL included). */
+static int format_ids(const int32_t *ids, int n, char *out, size_t cap) {
+    size_t w = 0;
+    for (int i = 0; i < n; i++) {
+        char one[16];
+        int k = snprintf(one, sizeof one, "%s%ld", i ? " " : "", (long)ids[i]);
+        if (w + (size_t)k + 1 > cap) break;
+        memcpy(out + w, one, (size_t)k);
+        w += (size_t)k;
+    }
+    out[w] = '\0';
+    return (int)w;
+}
+
 static void emit_samples(Trainer *t, EventSink *sink) {
     const SampleConfig *sc = &t->cfg.sample;
     if (sc->tokens <= 0) return;
@@ -182,18 +208,17 @@ static void emit_samples(Trainer *t, EventSink *sink) {
     }
     for (int k = 0; k < SAMPLE_KIND_COUNT; k++) {
         double temp = k == SAMPLE_GREEDY ? 0.0 : sc->temperature;
-        double t0 = now_seconds();
+        double t0 = clock_seconds();
         generate(&kc, prompt, np, sc->tokens, temp, t->seed, out);
-        double dt = now_seconds() - t0;
+        double dt = clock_seconds() - t0;
         Event ev = {.kind = EV_SAMPLE};
         SampleEvent *s = &ev.u.sample;
         s->kind = (SampleKind)k;
         s->temperature = temp;
         s->n_tokens = sc->tokens;
         s->tokens_per_s = dt > 0 ? sc->tokens / dt : 0.0;
-        dataset_decode(t->data, out, sc->tokens, s->text, sizeof s->text);
-        s->n_ids = sc->tokens < ABL_SAMPLE_IDS ? sc->tokens : ABL_SAMPLE_IDS;
-        memcpy(s->ids, out, sizeof(int32_t) * (size_t)s->n_ids);
+        s->text_len = dataset_decode(t->data, out, sc->tokens, s->text, sizeof s->text);
+        s->ids_len = format_ids(out, sc->tokens, s->ids, sizeof s->ids);
         sample_measure(out, sc->tokens, s);
         sink_emit(sink, &ev);
     }
@@ -210,12 +235,14 @@ static void fill_end(const Trainer *t, RunStatus status, EndEvent *end) {
     end->tokens_per_s = t->train_seconds > 0 ? (double)t->tokens / t->train_seconds : 0.0;
     end->final_val_loss = t->val_loss;
     end->final_val_acc = t->val_acc;
+    provenance_fill_end(end, t->attempt_start_utc);
 }
 
 RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end) {
     const TrainConfig *tc = &t->cfg.train;
     const int every_stats = t->cfg.stats.every;
     long tokens_per_step = (long)tc->batch_size * t->cfg.model.context;
+    provenance_attempt_begin(t->attempt_start_utc, sizeof t->attempt_start_utc);
     if (t->step == 0) {
         Event ev = {.kind = EV_START};
         trainer_start_event(&t->cfg, &ev.u.start);
@@ -241,23 +268,19 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
         long next = t->step + 1;
         int stats = every_stats > 0 ? next % every_stats == 0
                                     : (t->total_steps > 0 && next == t->total_steps);
-        double grad_norm = NAN, lr = 0.0, t0 = now_seconds();
+        double grad_norm = NAN, lr = 0.0, t0 = clock_seconds();
         float loss = train_step(t, stats, &grad_norm, &lr);
-        t->train_seconds += now_seconds() - t0;
+        t->train_seconds += clock_seconds() - t0;
         t->step = next;
         t->tokens += tokens_per_step;
         if (!isfinite(loss)) {
-            Event ev = {.kind = EV_STEP};
-            ev.u.step = (StepEvent){t->step, t->tokens, loss, lr, grad_norm, t->train_seconds};
-            sink_emit(sink, &ev);
+            emit_step(t, sink, loss, lr, grad_norm);
             status = RUN_DIVERGED;
             break;
         }
         int last = !budget_left(t);
         if (t->step % tc->log_every == 0 || last) {
-            Event ev = {.kind = EV_STEP};
-            ev.u.step = (StepEvent){t->step, t->tokens, loss, lr, grad_norm, t->train_seconds};
-            sink_emit(sink, &ev);
+            emit_step(t, sink, loss, lr, grad_norm);
         }
         if (stats) emit_acts(t, sink);
         if ((tc->eval_every > 0 && t->step % tc->eval_every == 0) || last) emit_eval(t, sink);

@@ -24,6 +24,7 @@ typedef struct {
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     long eval_step;
+    char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
 } Trainer;
 
 /* CHECKPOINT: save, then stop (interrupted). SAVE: save and go on (periodic checkpoints;

@@ -422,7 +422,7 @@ def journal_state(path):
         elif typ == 5:
             attempt, _rank = struct.unpack_from("<Ii", p, 0)
             _host, o = _str(p, 8)
-            kind, status = p[o], p[o + 1]
+            kind, status = p[o] & 0x7F, p[o + 1]  # tag bit 0x80: all fields (event_codec.h)
             if RUN_STATUS[status] != "interrupted" if status < len(RUN_STATUS) else True:
                 r["ends"] += 1
             if attempt < r["attempt"] or kind != 5:
@@ -446,7 +446,11 @@ def journal_path(out):
 TABLES = ("steps", "evals", "acts", "attn", "samples")
 TABLE_KEYS = {"steps": ("step",), "evals": ("step",), "acts": ("step", "layer"),
               "attn": ("step", "layer", "head"), "samples": ("kind",)}
-TIMING = {"steps": {"time"}, "samples": {"tokens_per_s"}, "runs": {"train_seconds", "tokens_per_s"}}
+# Columns that depend on when and where a run ran, not on what it computed.
+TIMING = {"steps": {"time"}, "evals": {"time"}, "samples": {"tokens_per_s"},
+          "runs": {"train_seconds", "tokens_per_s", "start_utc", "attempt_start_utc", "end_utc",
+                   "peak_rss", "blas_threads", "slurm_job_id", "slurm_array_task_id",
+                   "slurm_restart_count", "slurm_partition", "slurm_nodelist"}}
 # /runs columns that legitimately differ between equivalent sweeps.
 RUNS_PLACEMENT = {"rank", "host"}
 RUNS_HISTORY = {"index", "attempts", "resumed_from_step", "last_checkpoint_step"}

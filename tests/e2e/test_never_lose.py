@@ -30,6 +30,8 @@ the release before the fix (b7ba083) and passes now.
   view_after_kill after kill -9, `ablate view` shows the sweep stopped and its runs in
                  progress interrupted, and `ablate inspect` says when the view is older than
                  the journal (was: "running" and pending forever).
+  blas_threads   OMP_NUM_THREADS / OPENBLAS_NUM_THREADS change the BLAS thread count: a
+                 warning, and the count in --json and /runs (was: silent, not recorded).
 The long-history case (one run with more than 64 MiB of events across a checkpoint) is
 tests/e2e/test_long_history.py.
 """
@@ -480,9 +482,50 @@ def test_view_after_kill():
         C.assert_same(ref, C.View(out), "reference", "resumed", ignore_cols=IGNORE)
 
 
+# ---------------------------------------------------------------- BLAS threads
+
+def test_blas_threads():
+    """OMP_NUM_THREADS in the environment switched off the one-BLAS-thread rule silently
+    (final losses moved by 1.5e-3): it is warned about, and every run records its count."""
+    import json
+    with C.workdir("blas-threads") as tmp:
+        spec, _, _ = spec_and_ref(tmp)
+        for env, want in ((None, 1), ({"OMP_NUM_THREADS": "2"}, 2),
+                          ({"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "1"}, 2)):
+            rc, so, se = C.run(["train", spec, "--set", "train.steps=3", "--json"], env=env,
+                               expect_rc=0, tag="train")
+            start = [json.loads(ln) for ln in so.splitlines() if '"start"' in ln][0]
+            assert start["blas_threads"] == want, (env, start["blas_threads"])
+            warned = "warning" in se and "thread" in se
+            assert warned == (env is not None), (env, se)
+            if env:
+                var = "OPENBLAS_NUM_THREADS" if "OPENBLAS_NUM_THREADS" in env else "OMP_NUM_THREADS"
+                assert var in se, se
+        # --blas-threads asks explicitly (no warning) and wins over the environment; the same
+        # count gives the same bits
+        ends = []
+        for args, env in ((["--blas-threads", "2"], {"OMP_NUM_THREADS": "1"}),
+                          ([], {"OMP_NUM_THREADS": "2"})):
+            rc, so, se = C.run(["train", spec, "--set", "train.steps=30", "--json"] + args,
+                               env=env, expect_rc=0, tag="train-k")
+            evs = [json.loads(ln) for ln in so.splitlines()]
+            assert [e for e in evs if e["event"] == "start"][0]["blas_threads"] == 2
+            assert ("warning" in se) == (not args), se
+            ends.append([e for e in evs if e["event"] == "end"][0]["final_val_loss"])
+        assert ends[0] == ends[1], ends
+        out = os.path.join(tmp, "t.h5")
+        rc, _, se = C.run(["run", spec, "-o", out, "--set", "train.steps=3"],
+                          env={"OMP_NUM_THREADS": "2"}, expect_rc=0, tag="run")
+        assert "OMP_NUM_THREADS=2" in se, se[-1500:]
+        import h5py
+        with h5py.File(out, "r") as f:  # C.View leaves provenance columns out
+            got = set(int(x) for x in f["runs"]["blas_threads"])
+        assert got == {2}, got
+
+
 if __name__ == "__main__":
     C.main([("disk_full", test_disk_full), ("view_full", test_view_full),
             ("force_locked", test_force_locked), ("damaged_byte", test_damaged_byte),
             ("bad_checkpoint", test_bad_checkpoint), ("periodic", test_periodic),
             ("usr1_early", test_usr1_early), ("usr1_worker", test_usr1_worker),
-            ("view_after_kill", test_view_after_kill)])
+            ("view_after_kill", test_view_after_kill), ("blas_threads", test_blas_threads)])

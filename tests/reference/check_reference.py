@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares the C GPT (through tests/refdump) with the independent PyTorch reference
 (gpt_ref.py) on a list of small configurations that together cover every value of every
-model knob. See README.md in this directory for what is compared and why the tolerances are
+model knob of the C knob table (read through `refdump --knobs`). See README.md in this directory for what is compared and why the tolerances are
 what they are.
 
 usage: check_reference.py PATH/TO/refdump [-k SUBSTRING] [-v] [--keep DIR]
@@ -140,37 +140,60 @@ def gemm_pieces(limit, M, N, K):
     return -(-M // piece)
 
 
-def coverage_problems(configs):
-    """Every value of every knob must appear in at least one config (defaults filled in)."""
-    defaults = dict(activation="relu", norm="pre", norm_type="rmsnorm", norm_affine=0,
-                    input_norm=1, final_norm=0, qk_norm=0, position="learned", qkv_bias=0,
-                    out_bias=0, mlp_bias=0, tie_embeddings=0, n_kv_head=0)
+def model_knobs(refdump):
+    """The model knobs of the C knob table (src/worker/knobs.c), from `refdump --knobs`:
+    [{name, type, default, choices (enums)}]."""
+    p = subprocess.run([refdump, "--knobs"], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError(f"refdump --knobs failed ({p.returncode}): {p.stderr}")
+    return json.loads(p.stdout)
+
+
+def coverage_problems(configs, knobs):
+    """Every value of every enum and bool model knob of the knob table, and a value other than
+    the default of every numeric one, appears in some config (refdump's defaults filled in),
+    so a knob or value added to the table fails here until a config covers it. Then the
+    combinations the table cannot state: placement x norm type x affine, GQA and MQA, qk_norm
+    with two positions, a RoPE base other than the default, a non-integer mlp_ratio."""
+    defaults = {k["name"]: k["default"] for k in knobs}
     seen = {}
     combos = set()
-    for _, _, _, k in configs:
-        full = dict(defaults)
-        full.update(k)
+    for _, _, T, k in configs:
+        full = dict(defaults, context=T)  # refdump's context is T unless given
+        full.update({key: v for key, v in k.items() if key != GEMM_LIMIT})
         for key, val in full.items():
-            seen.setdefault(key, set()).add(val)
-        combos.add((full["norm"], full["norm_type"], full["norm_affine"]))
+            seen.setdefault(key, []).append(int(val) if isinstance(val, bool) else val)
+        combos.add((full["norm"], full["norm_type"], int(full["norm_affine"])))
         if full["qk_norm"]:
-            seen.setdefault("qk_norm+position", set()).add(full["position"])
-        if full["position"] == "rope" and full.get("rope_base", 10000) != 10000:
-            seen.setdefault("rope_base!=default", set()).add(1)
-        if float(full.get("mlp_ratio", 4)) != int(float(full.get("mlp_ratio", 4))):
-            seen.setdefault("mlp_ratio non-integer", set()).add(1)
-    need = {
-        "activation": set(gpt_ref.ACTIVATIONS), "norm": set(gpt_ref.NORMS),
-        "norm_type": set(gpt_ref.NORM_TYPES), "position": set(gpt_ref.POSITIONS),
-        "norm_affine": {0, 1}, "input_norm": {0, 1}, "final_norm": {0, 1}, "qk_norm": {0, 1},
-        "qkv_bias": {0, 1}, "out_bias": {0, 1}, "mlp_bias": {0, 1}, "tie_embeddings": {0, 1},
-        "n_kv_head": {0, 1, 2}, "qk_norm+position": {"rope", "learned"},
-        "rope_base!=default": {1}, "mlp_ratio non-integer": {1},
-    }
-    problems = [f"{key}: {sorted(map(str, v - seen.get(key, set())))} not covered"
-                for key, v in need.items() if v - seen.get(key, set())]
-    for n in gpt_ref.NORMS:
-        for t in gpt_ref.NORM_TYPES:
+            seen.setdefault("qk_norm+position", []).append(full["position"])
+        if full["position"] == "rope" and not same_value(full["rope_base"], defaults["rope_base"]):
+            seen.setdefault("rope_base!=default with rope", []).append(1)
+        if float(full["mlp_ratio"]) != int(float(full["mlp_ratio"])):
+            seen.setdefault("mlp_ratio non-integer", []).append(1)
+    problems = []
+    for kn in knobs:
+        name, got = kn["name"], seen.get(kn["name"], [])
+        if kn["type"] in ("enum", "bool"):
+            need = kn["choices"] if kn["type"] == "enum" else [0, 1]
+            missing = [v for v in need if v not in got]
+            if missing:
+                problems.append(f"model.{name}: {missing} not covered")
+        elif all(same_value(v, kn["default"]) for v in got):
+            problems.append(f"model.{name}: no config sets a value other than the default "
+                            f"{kn['default']}")
+    need = {"n_kv_head": [0, 1, 2], "qk_norm+position": ["rope", "learned"],
+            "rope_base!=default with rope": [1], "mlp_ratio non-integer": [1]}
+    for key, values in need.items():
+        missing = [v for v in values if v not in seen.get(key, [])]
+        if missing:
+            problems.append(f"{key}: {missing} not covered")
+    for kn in knobs:
+        if kn["name"] == "norm":
+            placements = kn["choices"]
+        if kn["name"] == "norm_type":
+            types = kn["choices"]
+    for n in placements:
+        for t in types:
             for a in (0, 1):
                 if (n, t, a) not in combos:
                     problems.append(f"norm={n} norm_type={t} norm_affine={a} not covered")
@@ -196,7 +219,7 @@ def same_value(requested, got):
     return math.isclose(float(requested), float(got), rel_tol=1e-12)
 
 
-def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
+def compare_grads(ref, loss_r, grads_c, slice_of, fails, what):
     """Backward of the reference loss, per-tensor comparison with the C gradients.
     Returns (worst error, its tensor)."""
     loss_r.backward()
@@ -213,7 +236,7 @@ def compare_grads(ref, loss_r, grads_c, slice_of, got, fails, what):
             worst, worst_key = e, key
         if not e <= TOL_GRAD:
             idx = np.unravel_index(d.argmax(), d.shape)
-            fails.append(f"{what}grad {key} ({got[gpt_ref.TENSOR_KEYS.index(key)]['name']}): rel "
+            fails.append(f"{what}grad {key}: rel "
                          f"error {e:.3g} (max|d| {d.max():.3g}, max|g_ref| {np.abs(gr).max():.3g}, "
                          f"|g_c|/|g_ref| {np.linalg.norm(gc) / max(np.linalg.norm(gr), 1e-300):.4g}; "
                          f"worst at {tuple(int(i) for i in idx)}: C {gc[idx]:.6g} ref {gr[idx]:.6g})")
@@ -289,28 +312,28 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
 
     # 2. the tensor table
     expected = gpt_ref.expected_tensors(cfg)
-    got = {t["id"]: t for t in man["tensors"]}
-    exp_ids = [e[0] for e in expected]
-    if sorted(got) != exp_ids:
-        missing = [gpt_ref.TENSOR_KEYS[i] for i in exp_ids if i not in got]
-        extra = [gpt_ref.TENSOR_KEYS[i] for i in got if i not in exp_ids]
+    got = {t["name"]: t for t in man["tensors"]}
+    exp_keys = [e[0] for e in expected]
+    if sorted(got) != sorted(exp_keys):
+        missing = [key for key in exp_keys if key not in got]
+        extra = [key for key in got if key not in exp_keys]
         fails.append(f"tensor table: missing {missing}, unexpected {extra}")
-    n_exp = sum(int(np.prod(e[2])) for e in expected)
+    n_exp = sum(int(np.prod(e[1])) for e in expected)
     if man["n_params"] != n_exp or man["model_param_count"] != n_exp:
         fails.append(f"n_params {man['n_params']} / model_param_count {man['model_param_count']}"
                      f" != reference count {n_exp}")
     spans = []
-    for tid, key, shape, decay, init in expected:
-        t = got.get(tid)
+    for key, shape, decay, init in expected:
+        t = got.get(key)
         if t is None:
             continue
         if tuple(t["shape"]) != tuple(shape) or t["size"] != int(np.prod(shape)):
-            fails.append(f"{key} ({t['name']}): shape {t['shape']} size {t['size']}, "
+            fails.append(f"{key}: shape {t['shape']} size {t['size']}, "
                          f"expected {list(shape)}")
         if t["decay"] != decay:
-            fails.append(f"{key} ({t['name']}): decay {t['decay']}, expected {decay}")
+            fails.append(f"{key}: decay {t['decay']}, expected {decay}")
         if t["init"] != init:
-            fails.append(f"{key} ({t['name']}): init kind {t['init']}, expected {init}")
+            fails.append(f"{key}: init kind {t['init']}, expected {init}")
         spans.append((t["offset"], t["offset"] + t["size"], key))
     spans.sort()
     for (a0, a1, ka), (b0, b1, kb) in zip(spans, spans[1:]):
@@ -334,12 +357,12 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
         loss_c = float(f.read())
 
     def slice_of(buf, key):
-        t = got[gpt_ref.TENSOR_KEYS.index(key)]
+        t = got[key]
         return buf[t["offset"]: t["offset"] + t["size"]].astype(np.float64).reshape(t["shape"])
 
     # 3. initialization
     L = cfg["n_layer"]
-    for tid, key, shape, decay, init in expected:
+    for key, shape, decay, init in expected:
         v = slice_of(p0, key)
         if init == gpt_ref.INIT_ONES and not np.all(v == 1):
             fails.append(f"init: {key} not all ones")
@@ -370,7 +393,7 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     row["loss"] = abs(loss_c - loss_r.item()) / abs(loss_r.item())
     if not row["loss"] <= TOL_LOSS:
         fails.append(f"loss: C {loss_c:.8g} ref {loss_r.item():.8g} rel error {row['loss']:.3g}")
-    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, got, fails, "")
+    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, fails, "")
     with open(os.path.join(outdir, "stats.json")) as f:
         row["stats"] = compare_stats(cfg, trace, ref, json.load(f), fails)
 
@@ -399,7 +422,7 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
             if not e <= TOL_LOSS:
                 fails.append(f"step {step} loss: C {losses_c[step - 1]:.8g} ref {loss_r.item():.8g}")
             row["loss"] = max(row["loss"], e)
-            e, k = compare_grads(ref, loss_r, g_step, slice_of, got, fails, f"step {step} ")
+            e, k = compare_grads(ref, loss_r, g_step, slice_of, fails, f"step {step} ")
             if e > row["grad"]:
                 row["grad"], row["grad_key"] = e, k
         for key, p in ref_opt.P.items():
@@ -430,7 +453,7 @@ def main():
     a = ap.parse_args()
 
     configs = cfgs()
-    problems = coverage_problems(configs)
+    problems = coverage_problems(configs, model_knobs(a.refdump))
     if problems:
         print("configuration list does not cover every knob value:\n  " + "\n  ".join(problems))
         return 1

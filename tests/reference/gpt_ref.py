@@ -13,21 +13,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-# TensorId order of src/model/gpt.h; the index is the C enum value.
-TENSOR_KEYS = [
-    "wte", "wpe", "in_norm.w", "in_norm.b",
-    "attn_norm.w", "attn_norm.b", "qkv.w", "qkv.b",
-    "q_norm.w", "q_norm.b", "k_norm.w", "k_norm.b",
-    "attn_proj.w", "attn_proj.b", "attn_onorm.w", "attn_onorm.b",
-    "mlp_norm.w", "mlp_norm.b", "fc.w", "fc.b", "fc_proj.w", "fc_proj.b",
-    "mlp_onorm.w", "mlp_onorm.b", "final_norm.w", "final_norm.b", "lm_head",
-]
-
+# Tensors are named as in the C tensor table (gpt_tensor_table's names, which refdump's
+# manifest carries); the C buffer order and enum values are not mirrored here.
 # Tensors without the leading n_layer dimension; every other key is per layer.
-GLOBAL_KEYS = {"wte", "wpe", "in_norm.w", "in_norm.b", "final_norm.w", "final_norm.b", "lm_head"}
+GLOBAL_KEYS = {"wte", "wpe", "in_norm.w", "in_norm.b", "final_norm.w", "final_norm.b",
+               "lm_head.w"}
 
-# InitKind of gpt.h
-INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS = 0, 1, 2, 3
+# InitKind of gpt.h, by the names refdump writes
+INIT_NORMAL, INIT_RESIDUAL, INIT_ONES, INIT_ZEROS = "normal", "residual", "ones", "zeros"
 
 ACTIVATIONS = ["relu", "gelu", "gelu_tanh", "relu2", "tanh", "silu", "swiglu", "geglu", "reglu"]
 GLU = {"swiglu", "geglu", "reglu"}
@@ -50,7 +43,7 @@ def head_dim(cfg):
 
 
 def expected_tensors(cfg):
-    """[(enum id, key, shape, decay, init)] of the tensors present under cfg, in buffer order."""
+    """[(key, shape, decay, init)] of the tensors present under cfg."""
     V, C, L = cfg["vocab_size"], cfg["d_model"], cfg["n_layer"]
     H, KV, hd, ff = cfg["n_head"], kv_heads(cfg), head_dim(cfg), d_ff(cfg)
     up = 2 * ff if cfg["activation"] in GLU else ff
@@ -88,14 +81,10 @@ def expected_tensors(cfg):
         "mlp_onorm.b": (peri and aff and ln, (L, C), 0, INIT_ZEROS),
         "final_norm.w": (cfg["final_norm"] and aff, (C,), 0, INIT_ONES),
         "final_norm.b": (cfg["final_norm"] and aff and ln, (C,), 0, INIT_ZEROS),
-        "lm_head": (not cfg["tie_embeddings"], (V, C), 1, INIT_NORMAL),
+        "lm_head.w": (not cfg["tie_embeddings"], (V, C), 1, INIT_NORMAL),
     }
-    out = []
-    for i, key in enumerate(TENSOR_KEYS):
-        present, shape, decay, init = spec[key]
-        if present:
-            out.append((i, key, shape, decay, init))
-    return out
+    return [(key, shape, decay, init) for key, (present, shape, decay, init) in spec.items()
+            if present]
 
 
 def normalize(x, w, b, cfg):
@@ -147,7 +136,7 @@ class RefGPT:
     def __init__(self, cfg):
         self.cfg = cfg
         self.tensors = expected_tensors(cfg)
-        self.P = {key: torch.zeros(shape, requires_grad=True) for _, key, shape, _, _ in self.tensors}
+        self.P = {key: torch.zeros(shape, requires_grad=True) for key, shape, _, _ in self.tensors}
         # set to a dict to record, per layer, the attention probabilities ("att", (B,H,T,T)),
         # the MLP hidden after the nonlinearity ("h") and the block output ("resid")
         self.trace = None
@@ -163,7 +152,7 @@ class RefGPT:
                 p.copy_(flat_by_key[key])
 
     def parameters(self, decay=None):
-        return [self.P[key] for _, key, _, d, _ in self.tensors if decay is None or d == decay]
+        return [self.P[key] for key, _, d, _ in self.tensors if decay is None or d == decay]
 
     def _layer(self, key, l):
         p = self.P.get(key)
@@ -233,7 +222,7 @@ class RefGPT:
             self._record("resid", x)
         if cfg["final_norm"]:
             x = self.norm(x, "final_norm")
-        head = self.P["wte"] if cfg["tie_embeddings"] else self.P["lm_head"]
+        head = self.P["wte"] if cfg["tie_embeddings"] else self.P["lm_head.w"]
         logits = x @ head.T
         loss = None
         if targets is not None:

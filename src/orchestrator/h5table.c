@@ -1,0 +1,353 @@
+#include "h5table.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../worker/utf8.h"
+
+#define TABLE_MAX_ROWS  65536
+#define TABLE_MAX_BYTES (8u << 20)
+#define CHUNK_MAX_BYTES (1u << 20)
+
+/* ---------------- errors ---------------- */
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    if (n == 0) snprintf(data, 200, "%s (%s)", e->desc ? e->desc : "?", e->func_name);
+    return 0;
+}
+
+/* One line: what failed, and why. HDF5's own text for a failed write embeds a ctime()
+ * with its newline and a dump of the call; when it names an errno, strerror says it. */
+void h5err(char *err, const char *fmt, ...) {
+    char what[300], h5[200] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, h5);
+    const char *e = strstr(h5, "errno = ");
+    int code = e ? atoi(e + 8) : 0;
+    if (code > 0)
+        snprintf(err, ABL_ERR_MAX, "%s: %s", what, strerror(code));
+    else if (h5[0])
+        snprintf(err, ABL_ERR_MAX, "%s: HDF5: %s", what, h5);
+    else
+        snprintf(err, ABL_ERR_MAX, "%s", what);
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+void h5_process_init(void) {
+    /* A file whose close failed (a full disk) stays in HDF5's tables, and the library's
+     * atexit handler then crashes closing it again (HDF5 1.10, exit 139). ablate closes
+     * every file it opens itself, so it needs no cleanup at exit. */
+    H5dont_atexit();
+}
+
+/* ---------------- tables: a chunked, compressed, extendible 1-D dataset ---------------- */
+
+static size_t col_size(const Col *c) {
+    switch (c->type) {
+    case C_I32:
+        return 4;
+    case C_I64:
+    case C_U64:
+    case C_F64:
+        return 8;
+    case C_BOOL:
+        return 1;
+    case C_STR:
+        return c->len;
+    case C_VSTR:
+        return sizeof(char *);
+    }
+    return 0;
+}
+
+static hid_t col_h5type(const Col *c) {
+    hid_t t = -1;
+    switch (c->type) {
+    case C_I32:
+        return H5Tcopy(H5T_NATIVE_INT32);
+    case C_I64:
+        return H5Tcopy(H5T_NATIVE_INT64);
+    case C_U64:
+        return H5Tcopy(H5T_NATIVE_UINT64);
+    case C_F64:
+        return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case C_BOOL: { /* h5py reads this enum as numpy bool */
+        t = H5Tenum_create(H5T_NATIVE_INT8);
+        int8_t f = 0, tr = 1;
+        H5Tenum_insert(t, "FALSE", &f);
+        H5Tenum_insert(t, "TRUE", &tr);
+        return t;
+    }
+    case C_STR:
+        t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, c->len);
+        H5Tset_strpad(t, H5T_STR_NULLTERM);
+        /* Tagged ASCII (the bytes are kept as given): C readers with a plain H5T_C_S1
+         * memory type can read it; HDF5 does not convert between ASCII and UTF-8 tags. */
+        H5Tset_cset(t, H5T_CSET_ASCII);
+        return t;
+    case C_VSTR:
+        t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, H5T_VARIABLE);
+        H5Tset_cset(t, H5T_CSET_UTF8);
+        return t;
+    }
+    return -1;
+}
+
+int attr_str(hid_t loc, const char *name, const char *value) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    Buf b = {0};
+    utf8_sanitize(&b, value ? value : "", value ? strlen(value) : 0);
+    const char *v = b.p ? b.p : "";
+    herr_t rc = a < 0 || b.oom ? -1 : H5Awrite(a, t, &v);
+    buf_free(&b);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+    return rc < 0 ? -1 : 0;
+}
+
+int attr_i32(hid_t loc, const char *name, int value) {
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, &value);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(s);
+    return rc < 0 ? -1 : 0;
+}
+
+static hid_t make_dcpl(hsize_t chunk) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    H5Pset_shuffle(dcpl);
+    H5Pset_deflate(dcpl, 4);
+    H5Pset_obj_track_times(dcpl, 0);
+    return dcpl;
+}
+
+int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
+                 const char *description, char *err) {
+    memset(t, 0, sizeof *t);
+    t->dset = t->type = -1;
+    t->ncol = ncol;
+    t->compound = compound;
+    t->off = calloc((size_t)ncol, sizeof *t->off);
+    t->types = calloc((size_t)ncol, sizeof *t->types);
+    if (!t->off || !t->types) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < ncol; i++) {
+        t->off[i] = t->row_size;
+        t->types[i] = cols[i].type;
+        t->row_size += col_size(&cols[i]);
+    }
+    if (compound) {
+        t->type = H5Tcreate(H5T_COMPOUND, t->row_size);
+        for (int i = 0; i < ncol && t->type >= 0; i++) {
+            hid_t ct = col_h5type(&cols[i]);
+            if (ct < 0 || H5Tinsert(t->type, cols[i].name, t->off[i], ct) < 0) {
+                if (ct >= 0) H5Tclose(ct);
+                h5err(err, "cannot build the type of /%s (column %s)", name, cols[i].name);
+                return -1;
+            }
+            H5Tclose(ct);
+        }
+    } else {
+        t->type = col_h5type(&cols[0]);
+    }
+    if (t->type < 0) {
+        h5err(err, "cannot build the type of /%s", name);
+        return -1;
+    }
+    /* Power-of-two chunks of at most 1 MiB; the row buffer holds whole chunks. */
+    hsize_t chunk = 64;
+    while (chunk * 2 * t->row_size <= CHUNK_MAX_BYTES && chunk * 2 <= TABLE_MAX_ROWS)
+        chunk *= 2;
+    size_t cap = chunk;
+    while (cap * 2 * t->row_size <= TABLE_MAX_BYTES && cap * 2 <= TABLE_MAX_ROWS)
+        cap *= 2;
+    t->cap = cap;
+    t->buf = malloc(cap * t->row_size);
+    if (!t->buf) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    hsize_t dims = 0, maxdims = H5S_UNLIMITED;
+    hid_t space = H5Screate_simple(1, &dims, &maxdims);
+    hid_t dcpl = make_dcpl(chunk);
+    t->dset = H5Dcreate2(loc, name, t->type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (t->dset < 0) {
+        h5err(err, "cannot create dataset /%s", name);
+        return -1;
+    }
+    if (attr_str(t->dset, "description", description) != 0) {
+        h5err(err, "cannot write attributes of /%s", name);
+        return -1;
+    }
+    for (int i = 0; i < ncol; i++) {
+        char an[160];
+        snprintf(an, sizeof an, "units.%s", cols[i].name);
+        int bad = cols[i].units && attr_str(t->dset, an, cols[i].units) != 0;
+        snprintf(an, sizeof an, "doc.%s", cols[i].name);
+        bad |= cols[i].doc && attr_str(t->dset, an, cols[i].doc) != 0;
+        if (bad) {
+            h5err(err, "cannot write attributes of /%s", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void table_free_vstr(Table *t) {
+    for (int c = 0; c < t->ncol; c++) {
+        if (t->types[c] != C_VSTR) continue;
+        for (size_t r = 0; r < t->nbuf; r++) {
+            char *s;
+            memcpy(&s, t->buf + r * t->row_size + t->off[c], sizeof s);
+            free(s);
+        }
+    }
+    t->vbytes = 0;
+}
+
+static int table_flush(Table *t, char *err) {
+    if (t->nbuf == 0) return 0;
+    hsize_t start = t->nrows, count = t->nbuf, total = t->nrows + t->nbuf;
+    int rc = -1;
+    hid_t fspace = -1, mspace = -1;
+    if (H5Dset_extent(t->dset, &total) < 0) goto done;
+    fspace = H5Dget_space(t->dset);
+    if (fspace < 0 || H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0)
+        goto done;
+    mspace = H5Screate_simple(1, &count, NULL);
+    if (mspace < 0 || H5Dwrite(t->dset, t->type, mspace, fspace, H5P_DEFAULT, t->buf) < 0)
+        goto done;
+    rc = 0;
+done:
+    if (rc != 0) h5err(err, "cannot write rows");
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    table_free_vstr(t);
+    t->nrows = total;
+    t->nbuf = 0;
+    return rc;
+}
+
+uint8_t *table_row(Table *t, char *err) {
+    if ((t->nbuf == t->cap || t->vbytes > TABLE_MAX_BYTES) && table_flush(t, err) != 0) return NULL;
+    uint8_t *row = t->buf + t->row_size * t->nbuf++;
+    memset(row, 0, t->row_size); /* fixed strings rely on zero padding */
+    return row;
+}
+
+int table_close(Table *t, int discard, char *err) {
+    int rc = 0;
+    if (!discard && t->dset >= 0 && t->buf)
+        rc = table_flush(t, err);
+    else
+        table_free_vstr(t);
+    if (t->dset >= 0) H5Dclose(t->dset);
+    if (t->type >= 0) H5Tclose(t->type);
+    free(t->buf);
+    free(t->off);
+    free(t->types);
+    memset(t, 0, sizeof *t);
+    t->dset = t->type = -1;
+    return rc;
+}
+
+void set_i32(Table *t, uint8_t *row, int c, int32_t v) {
+    memcpy(row + t->off[c], &v, 4);
+}
+void set_i64(Table *t, uint8_t *row, int c, int64_t v) {
+    memcpy(row + t->off[c], &v, 8);
+}
+void set_u64(Table *t, uint8_t *row, int c, uint64_t v) {
+    memcpy(row + t->off[c], &v, 8);
+}
+void set_f64(Table *t, uint8_t *row, int c, double v) {
+    memcpy(row + t->off[c], &v, 8);
+}
+void set_bool(Table *t, uint8_t *row, int c, int v) {
+    row[t->off[c]] = v != 0;
+}
+/* Fixed string: truncated to the column width (rows are zeroed, so NUL-terminated). */
+void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width) {
+    size_t n = strnlen(s, width - 1);
+    memcpy(row + t->off[c], s, n);
+}
+int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n) {
+    Buf b = {0};
+    utf8_sanitize(&b, s, n);
+    if (!b.p) buf_add(&b, "", 0);
+    if (b.oom) {
+        buf_free(&b);
+        return -1;
+    }
+    memcpy(row + t->off[c], &b.p, sizeof b.p); /* the table frees it after the flush */
+    t->vbytes += b.len + 1;
+    return 0;
+}
+
+/* A contiguous dataset without timestamps (builds of one journal are byte-identical). */
+static hid_t create_plain(hid_t loc, const char *name, hid_t type, hid_t space) {
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    return d;
+}
+
+int write_string_dataset(hid_t file, const char *name, const char *value, const char *description) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t d = create_plain(file, name, t, s);
+    Buf b = {0};
+    utf8_sanitize(&b, value ? value : "", value ? strlen(value) : 0);
+    const char *v = b.p ? b.p : "";
+    int rc = (d >= 0 && !b.oom && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0 &&
+              attr_str(d, "description", description) == 0)
+                 ? 0
+                 : -1;
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(s);
+    H5Tclose(t);
+    buf_free(&b);
+    return rc;
+}
+
+void table_init(Table *t) {
+    memset(t, 0, sizeof *t);
+    t->dset = t->type = -1;
+}
+
+int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
+                     const char *description) {
+    hsize_t dims = n;
+    hid_t s = H5Screate_simple(1, &dims, NULL);
+    hid_t d = create_plain(loc, name, H5T_STD_U8LE, s);
+    int rc = (d >= 0 &&
+              (n == 0 || H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) &&
+              attr_str(d, "description", description) == 0)
+                 ? 0
+                 : -1;
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(s);
+    return rc;
+}

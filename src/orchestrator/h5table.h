@@ -1,0 +1,73 @@
+/* A generic writer of HDF5 tables: 1-D compound (or single-column) datasets, chunked,
+ * shuffle+gzip(4), extendible, filled row by row through a bounded buffer (at most 64K
+ * rows and 8 MiB per table before a flush); plus the attribute and scalar-dataset helpers
+ * the sweep view needs. Knows nothing about sweeps (the view is h5view.c). */
+#ifndef ABLATE_ORCH_H5TABLE_H
+#define ABLATE_ORCH_H5TABLE_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/config.h"
+
+typedef enum { C_I32, C_I64, C_U64, C_F64, C_BOOL, C_STR, C_VSTR } ColType;
+
+typedef struct {
+    const char *name;
+    ColType type;
+    size_t len;        /* C_STR: bytes including the NUL */
+    const char *units; /* attribute units.<name>; NULL: none */
+    const char *doc;   /* attribute doc.<name>; NULL: none */
+} Col;
+
+typedef struct {
+    hid_t dset, type;
+    int ncol, compound;
+    size_t *off;
+    ColType *types;
+    size_t row_size;
+    uint8_t *buf;
+    size_t nbuf, cap, vbytes;
+    hsize_t nrows;
+} Table;
+
+/* "what: HDF5: the innermost HDF5 error" into err. */
+void h5err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Call once at process start, before any HDF5 call (see h5table.c). */
+void h5_process_init(void);
+
+/* A table that owns nothing yet (so table_close on it is safe). */
+void table_init(Table *t);
+/* compound = 0: a single-column dataset of that column's type. 0 or -1 with err. */
+int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
+                 const char *description, char *err);
+/* The next (zeroed) row; NULL if a flush failed. */
+uint8_t *table_row(Table *t, char *err);
+/* Flushes (unless discard) and releases everything; 0 or -1. */
+int table_close(Table *t, int discard, char *err);
+/* Rows written or buffered. */
+static inline long long table_rows(const Table *t) {
+    return (long long)(t->nrows + t->nbuf);
+}
+
+void set_i32(Table *t, uint8_t *row, int c, int32_t v);
+void set_i64(Table *t, uint8_t *row, int c, int64_t v);
+void set_u64(Table *t, uint8_t *row, int c, uint64_t v);
+void set_f64(Table *t, uint8_t *row, int c, double v);
+void set_bool(Table *t, uint8_t *row, int c, int v);
+/* Fixed string, cut to the column width (width - 1 bytes). */
+void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width);
+/* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize). 0 or -1 (memory). */
+int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n);
+
+/* Attributes (strings are variable-length UTF-8, made valid). 0 or -1. */
+int attr_str(hid_t loc, const char *name, const char *value);
+int attr_i32(hid_t loc, const char *name, int value);
+/* A scalar variable-length UTF-8 string dataset with a description. */
+int write_string_dataset(hid_t loc, const char *name, const char *value, const char *description);
+/* A 1-D uint8 dataset with a description. */
+int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
+                     const char *description);
+
+#endif

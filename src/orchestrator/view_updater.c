@@ -1,0 +1,122 @@
+#include "view_updater.h"
+
+#include "../worker/run_config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ViewUpdater {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char journal[ABL_PATH_MAX], out[ABL_PATH_MAX];
+    uint64_t want, built; /* journal bytes asked for / covered by the last build */
+    int requested, building, stopping, failed;
+    char err[ABL_ERR_MAX];
+    H5ViewStats last;
+};
+
+static void *run(void *arg) {
+    ViewUpdater *u = arg;
+    pthread_mutex_lock(&u->mu);
+    for (;;) {
+        while (!u->requested && !u->stopping)
+            pthread_cond_wait(&u->cv, &u->mu);
+        if (!u->requested && u->stopping) break;
+        uint64_t upto = u->want;
+        u->requested = 0;
+        u->building = 1;
+        pthread_mutex_unlock(&u->mu);
+        H5ViewStats st;
+        char err[ABL_ERR_MAX] = "";
+        int rc = h5view_build_upto(u->journal, u->out, upto, &st, err);
+        pthread_mutex_lock(&u->mu);
+        u->building = 0;
+        u->last = st;
+        /* one line when views start failing (a full disk), not one per try */
+        if (rc != 0 && !u->failed)
+            fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", u->out, err);
+        u->failed = rc != 0; /* the latest build decides: it covers all the earlier ones */
+        if (rc != 0)
+            snprintf(u->err, sizeof u->err, "%s", err);
+        else
+            u->built = upto;
+        pthread_cond_broadcast(&u->cv);
+    }
+    pthread_mutex_unlock(&u->mu);
+    return NULL;
+}
+
+ViewUpdater *view_updater_start(const char *journal_path, const char *out_path,
+                                char err[ABL_ERR_MAX]) {
+    ViewUpdater *u = calloc(1, sizeof *u);
+    if (!u) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return NULL;
+    }
+    snprintf(u->journal, sizeof u->journal, "%s", journal_path);
+    snprintf(u->out, sizeof u->out, "%s", out_path);
+    pthread_mutex_init(&u->mu, NULL);
+    pthread_cond_init(&u->cv, NULL);
+    if (pthread_create(&u->thread, NULL, run, u) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot start the view thread");
+        pthread_mutex_destroy(&u->mu);
+        pthread_cond_destroy(&u->cv);
+        free(u);
+        return NULL;
+    }
+    return u;
+}
+
+void view_updater_request(ViewUpdater *u, uint64_t flushed) {
+    pthread_mutex_lock(&u->mu);
+    if (flushed > u->want || !u->requested) u->want = flushed;
+    u->requested = 1;
+    pthread_cond_broadcast(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
+int view_updater_busy(ViewUpdater *u) {
+    pthread_mutex_lock(&u->mu);
+    int b = u->building || u->requested;
+    pthread_mutex_unlock(&u->mu);
+    return b;
+}
+
+int view_updater_wait(ViewUpdater *u, char err[ABL_ERR_MAX]) {
+    pthread_mutex_lock(&u->mu);
+    while (u->building || u->requested)
+        pthread_cond_wait(&u->cv, &u->mu);
+    int rc = u->failed ? -1 : 0;
+    if (u->failed) snprintf(err, ABL_ERR_MAX, "%s", u->err);
+    u->failed = 0;
+    pthread_mutex_unlock(&u->mu);
+    return rc;
+}
+
+double view_updater_last_seconds(ViewUpdater *u) {
+    pthread_mutex_lock(&u->mu);
+    double s = u->last.seconds;
+    pthread_mutex_unlock(&u->mu);
+    return s;
+}
+
+void view_updater_last_stats(ViewUpdater *u, H5ViewStats *st) {
+    pthread_mutex_lock(&u->mu);
+    *st = u->last;
+    pthread_mutex_unlock(&u->mu);
+}
+
+void view_updater_stop(ViewUpdater *u) {
+    if (!u) return;
+    pthread_mutex_lock(&u->mu);
+    u->stopping = 1;
+    pthread_cond_broadcast(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+    pthread_join(u->thread, NULL);
+    pthread_mutex_destroy(&u->mu);
+    pthread_cond_destroy(&u->cv);
+    free(u);
+}

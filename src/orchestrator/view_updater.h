@@ -1,0 +1,33 @@
+/* Keeps OUT.h5 current while a sweep runs, without stalling rank 0: views are built by a
+ * background thread from the journal's flushed prefix (h5view_build_upto), so rank 0 goes
+ * on receiving and journaling events while a build runs. Requests made during a build are
+ * merged into one follow-up build of everything flushed by then.
+ *
+ * All HDF5 calls of the sweep happen on this thread (the library need not be built
+ * thread-safe): rank 0 builds its views only through view_updater_request/_sync. */
+#ifndef ABLATE_ORCH_VIEW_UPDATER_H
+#define ABLATE_ORCH_VIEW_UPDATER_H
+
+#include <stdint.h>
+
+#include "h5view.h"
+
+typedef struct ViewUpdater ViewUpdater;
+
+/* Starts the thread; NULL with a message if it cannot. */
+ViewUpdater *view_updater_start(const char *journal_path, const char *out_path,
+                                char err[ABL_ERR_MAX]);
+/* Asks for a view of the journal's first `flushed` bytes; returns at once. */
+void view_updater_request(ViewUpdater *u, uint64_t flushed);
+/* Is a build running or waiting? */
+int view_updater_busy(ViewUpdater *u);
+/* Waits until every requested build is done. 0, or -1 with the last build's error (the
+ * error is reported once). */
+int view_updater_wait(ViewUpdater *u, char err[ABL_ERR_MAX]);
+/* Seconds the last finished build took (0 before the first), and its statistics. */
+double view_updater_last_seconds(ViewUpdater *u);
+void view_updater_last_stats(ViewUpdater *u, H5ViewStats *st);
+/* Waits for the builds, stops the thread and frees u (NULL is fine). */
+void view_updater_stop(ViewUpdater *u);
+
+#endif

@@ -1,0 +1,271 @@
+"""slurm/ablate-sweep.sbatch and slurm/ablate-sweep-srun.sbatch on a real SLURM.
+
+Needs a SLURM: the single-node slurm-local cluster when its start.sh is found
+($ABLATE_SLURM_LOCAL, else ../shared/slurm-local next to the source tree; CI has it and
+this test starts it), else whatever sbatch/sinfo reach (the work dir must then be on a
+filesystem the nodes share: set TMPDIR). With neither it exits 77, which CTest reports as
+skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
+  a. USR1 to the batch shell 0.3 s after the job started (`scancel -b -s USR1`, which is
+     what a preemption does): the job is requeued, not FAILED; the next start resumes and
+     the sweep completes with values identical to an uninterrupted sweep;
+  b. USR1 while runs are in progress: they are checkpointed, the job requeues, the next
+     start resumes them from their checkpoints; identical values again;
+  c. the same as (a) for a job submitted with --no-requeue: it ends at once with ablate's
+     exit 3 (FAILED), not 0 after holding its CPUs; its log says why;
+  d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
+     default OUT.h5.log.
+There is no sacct: the job's state and exit code come from scontrol while the record lasts
+and from the job's own log."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+SKIP = 77
+RANKS = 3
+VARIANTS = "  baseline: {}\n  gelu: {model.activation: gelu}\n"
+SCRIPT = os.path.join(C.SOURCE_DIR, "slurm", "ablate-sweep.sbatch")
+SRUN_SCRIPT = os.path.join(C.SOURCE_DIR, "slurm", "ablate-sweep-srun.sbatch")
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+         "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+END_RE = re.compile(r"^ablate job end \S+ status (\d+)", re.M)
+
+
+def slurm_up():
+    """Starts slurm-local when found; else checks that a SLURM answers; else exits 77."""
+    local = os.environ.get("ABLATE_SLURM_LOCAL") or os.path.join(
+        C.SOURCE_DIR, "..", "shared", "slurm-local")
+    start = os.path.join(local, "start.sh")
+    if os.path.isfile(start):
+        r = subprocess.run(["bash", start], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise SystemExit("slurm-local did not start (exit %d):\n%s%s"
+                             % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+        return
+    if not shutil.which("sbatch") or subprocess.run(
+            ["sinfo"], capture_output=True).returncode != 0:
+        C.log("SKIP: no SLURM here (no sbatch/sinfo and no slurm-local start.sh at %s)" % local)
+        sys.exit(SKIP)
+
+
+def job_info(jid):
+    """scontrol's fields of the job, or None once its record is gone."""
+    r = subprocess.run(["scontrol", "show", "job", "-o", jid], capture_output=True, text=True)
+    if r.returncode != 0 or "JobState=" not in r.stdout:
+        return None
+    d = {}
+    for tok in r.stdout.split():
+        k, _, v = tok.partition("=")
+        d.setdefault(k, v)
+    return d
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+class SlurmJob:
+    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=()):
+        self.out = out
+        self.log = log or out + ".log"
+        cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", "5"] + list(opts)
+        if log:
+            cmd += ["-o", log]
+        cmd += [script, spec, out] + list(ablate_opts)
+        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
+                           env=dict(C.ENV, ABLATE_BIN=C.BIN))
+        assert r.returncode == 0, "sbatch failed: %s\n%s" % (" ".join(cmd), r.stderr)
+        self.id = r.stdout.strip().split(";")[0]
+        self.restarts = 0
+        self.info = None
+        C.log("  job %s: %s" % (self.id, " ".join(cmd[1:])))
+
+    def text(self):
+        return read(self.log)
+
+    def wait_running(self, timeout=60):
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            i = job_info(self.id)
+            if i and i["JobState"] == "RUNNING":
+                return time.monotonic()
+            assert i is None or i["JobState"] not in FINAL, "job ended before running: %s" % i
+            time.sleep(0.02)
+        raise AssertionError("job %s not running after %d s" % (self.id, timeout))
+
+    def usr1(self):
+        subprocess.run(["scancel", "-b", "-s", "USR1", self.id], check=True)
+
+    def wait_end(self, timeout=240):
+        """Waits for a final state (a requeued job is eligible again after about 10 s;
+        hurrying it with StartTime=now makes the start fail: "Job credential revoked").
+        Returns the last scontrol fields seen."""
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            i = job_info(self.id)
+            if i is None:
+                break
+            self.info = i
+            self.restarts = max(self.restarts, int(i.get("Restarts", "0")))
+            if i["JobState"] in FINAL:
+                break
+            time.sleep(0.2)
+        else:
+            self.cancel()
+            raise AssertionError("job %s did not end in %d s; log:\n%s"
+                                 % (self.id, timeout, self.text()[-3000:]))
+        # the batch shell's last line is written before the state changes
+        ends = END_RE.findall(self.text())
+        C.log("  job %s: %s, exit %s, %d restart(s); log ends: %s" % (
+            self.id, self.info and self.info["JobState"], self.info and self.info["ExitCode"],
+            self.restarts, ends))
+        return self.info
+
+    def final_status(self):
+        ends = END_RE.findall(self.text())
+        return int(ends[-1]) if ends else None
+
+    def cancel(self):
+        subprocess.run(["scancel", self.id], capture_output=True)
+
+
+def wait_log(job, pred, what, timeout=120):
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if pred(job.text()):
+            return
+        i = job_info(job.id)
+        assert i is None or i["JobState"] not in FINAL, "job ended before %s:\n%s" % (
+            what, job.text()[-3000:])
+        time.sleep(0.05)
+    raise AssertionError("no %s after %d s:\n%s" % (what, timeout, job.text()[-3000:]))
+
+
+def check_requeued_complete(job, ref, out, label):
+    info = job.wait_end()
+    text = job.text()
+    assert job.restarts >= 1 and "restart 1" in text, "%s: job %s was not requeued:\n%s" % (
+        label, job.id, text[-4000:])
+    assert info is None or info["JobState"] == "COMPLETED", "%s: job ended %s\n%s" % (
+        label, info, text[-4000:])
+    assert job.final_status() == 0, "%s: last start ended %s\n%s" % (
+        label, job.final_status(), text[-4000:])
+    v = C.View(out)
+    C.assert_complete(v, len(ref.order), label)
+    C.assert_same(ref, v, "reference", label, ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+    return v
+
+
+class Sweep:
+    """The work dir, the spec and the uninterrupted reference every case compares with."""
+
+    def __init__(self, d):
+        self.d = d
+        self.spec = C.write(os.path.join(d, "t.yaml"),
+                            C.micro_spec(C.corpus_path(), steps=600, seeds=(1, 2),
+                                         variants=VARIANTS, eval_every=150, stats_every=150))
+        C.run(["run", self.spec, "-o", os.path.join(d, "ref.h5")], expect_rc=0,
+              tag="reference")
+        self.ref = C.View(os.path.join(d, "ref.h5"))
+
+    def submit(self, case, script=SCRIPT, log=True, **kw):
+        """A job writing OUT.h5 `case`.h5 (log `case`.log, or OUT.h5.log when log=False)."""
+        return SlurmJob(self.d, script, self.spec, os.path.join(self.d, case + ".h5"),
+                        log=os.path.join(self.d, case + ".log") if log else None, **kw)
+
+
+def usr1_after_start(job, delay=0.3):
+    t = job.wait_running()
+    time.sleep(max(0.0, t + delay - time.monotonic()))
+    job.usr1()
+    return time.monotonic()
+
+
+def stopped_by_usr1(job, label):
+    """The first start's ablate got the USR1 (it was neither lost nor fatal)."""
+    text = job.text()
+    assert "SIGUSR1: checkpointing" in text and "stopped with" in text, (
+        "%s: the USR1 never reached ablate (lost, or it killed a process):\n%s"
+        % (label, text[-4000:]))
+
+
+def case_usr1_at_start(S):
+    job = S.submit("a")
+    try:
+        usr1_after_start(job)
+        check_requeued_complete(job, S.ref, job.out, "a (USR1 at 0.3 s)")
+        stopped_by_usr1(job, "a")
+    finally:
+        job.cancel()
+
+
+def case_usr1_mid_run(S):
+    job = S.submit("b", ablate_opts=["--checkpoint-every", "1"])
+    try:
+        wait_log(job, lambda s: len(C.reported_finished(s)) >= 1, "first run done")
+        time.sleep(0.3)  # into the run that replaced it
+        job.usr1()
+        v = check_requeued_complete(job, S.ref, job.out, "b (USR1 mid-run)")
+        stopped_by_usr1(job, "b")
+        m = re.search(r"SIGUSR1: checkpointing (\d+) run", job.text())
+        assert m and int(m.group(1)) >= 1, "b: no run checkpointed:\n%s" % job.text()
+        resumed = [r["name"] for r in v.runs.values() if r["resumed_from_step"] > 0]
+        assert resumed, "b: no run resumed from a checkpoint: %s" % v.runs
+        C.log("  b: resumed from a checkpoint: %s" % resumed)
+    finally:
+        job.cancel()
+
+
+def case_no_requeue(S):
+    """Exit 3 at once (FAILED, visible), not COMPLETED 0 after holding the CPUs 30 s."""
+    job = S.submit("c", opts=["--no-requeue"])
+    try:
+        t0 = usr1_after_start(job)
+        info = job.wait_end(timeout=90)
+        took = time.monotonic() - t0
+        text = job.text()
+        assert job.final_status() == 3, "c: job ended with %s, expected 3\n%s" % (
+            job.final_status(), text[-4000:])
+        assert info is None or (info["JobState"] == "FAILED"
+                                and info["ExitCode"].startswith("3:")), "c: %s" % info
+        assert "requeue was refused" in text, text[-4000:]
+        assert job.restarts == 0, "c: requeued %d time(s)" % job.restarts
+        assert took < 25, "c: took %.1f s after the USR1 to end" % took
+        C.log("  c: ended %.1f s after the USR1" % took)
+    finally:
+        job.cancel()
+
+
+def case_srun(S):
+    """(a) with the srun script: its USR1 comes before srun's job step exists."""
+    job = S.submit("d", script=SRUN_SCRIPT, log=False)
+    try:
+        usr1_after_start(job)
+        check_requeued_complete(job, S.ref, job.out, "d (srun, USR1 at 0.3 s)")
+        stopped_by_usr1(job, "d")
+        assert "(srun)" in job.text(), "d: not run by srun:\n%s" % job.text()[-4000:]
+    finally:
+        job.cancel()
+
+
+if __name__ == "__main__":
+    slurm_up()
+    with C.workdir("slurm") as d:
+        S = Sweep(d)
+        try:
+            C.main([("usr1_at_start", lambda: case_usr1_at_start(S)),
+                    ("usr1_mid_run", lambda: case_usr1_mid_run(S)),
+                    ("no_requeue", lambda: case_no_requeue(S)),
+                    ("srun", lambda: case_srun(S))])
+        except SystemExit as e:
+            if e.code:
+                raise  # keeps the work dir

@@ -1,0 +1,174 @@
+/* The event schema (src/worker/events.h) and what is generated from it: the codec's size
+ * bounds and version-1 compatibility (the journal of tests/fixtures/v1 decodes, its evals
+ * reading time as unknown), the JSON writer's escaping (always valid UTF-8, lossless
+ * through surrogateescape, full double precision), and UTF-8 repair. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/event_codec.h"
+#include "orchestrator/journal.h"
+#include "orchestrator/run_id.h"
+#include "test_util.h"
+#include "worker/event_schema.h"
+#include "worker/json.h"
+#include "worker/sinks.h"
+#include "worker/utf8.h"
+
+#ifndef ABLATE_FIXTURES_DIR
+#define ABLATE_FIXTURES_DIR "tests/fixtures"
+#endif
+
+static void test_bounds(void) {
+    for (int k = 0; k < EV_KIND_COUNT; k++) {
+        CHECK_MSG(event_packed_max((EventKind)k) <= EVENT_PACK_MAX, "%s packs to up to %zu bytes",
+                  event_schema[k].name, event_packed_max((EventKind)k));
+        CHECK(event_schema[k].v1_fields <= event_schema[k].n_fields);
+        CHECK(!strcmp(event_schema[k].name, event_kind_names[k]));
+    }
+}
+
+/* Every event of the version-1 journal decodes; evals get tokens -1 and time NaN. */
+static void test_v1_journal(void) {
+    char err[ABL_ERR_MAX];
+    JournalReader *r = journal_reader_open(ABLATE_FIXTURES_DIR "/v1/journal", err);
+    CHECK_MSG(r != NULL, "%s", err);
+    if (!r) return;
+    JournalRecord rec;
+    int counts[EV_KIND_COUNT] = {0}, bad = 0, ends = 0;
+    while (journal_reader_next(r, &rec) == 1) {
+        if (rec.type == JREC_RUN_END) {
+            JournalEnd e;
+            CHECK(journal_decode_end(&rec, &e) == 0);
+            CHECK(e.end.status == RUN_DONE && e.end.steps == 6 && e.end.peak_rss == -1);
+            ends++;
+        }
+        if (rec.type != JREC_EVENTS) continue;
+        uint32_t attempt;
+        const uint8_t *p;
+        size_t n;
+        CHECK(journal_decode_events(&rec, &attempt, &p, &n) == 0);
+        while (n > 0) {
+            Event ev;
+            size_t used;
+            if (event_unpack(p, n, &ev, &used) != 0) {
+                bad++;
+                break;
+            }
+            counts[ev.kind]++;
+            if (ev.kind == EV_EVAL) CHECK(ev.u.eval.tokens == -1 && isnan(ev.u.eval.time));
+            if (ev.kind == EV_START) CHECK(ev.u.start.start_utc[0] == 0);
+            if (ev.kind == EV_SAMPLE) CHECK(ev.u.sample.text_len == (int)strlen(ev.u.sample.text));
+            p += used;
+            n -= used;
+        }
+    }
+    journal_reader_close(r);
+    CHECK(bad == 0);
+    CHECK(ends == 8);
+    CHECK_MSG(counts[EV_START] == 8 && counts[EV_STEP] == 8 * 3 && counts[EV_EVAL] == 8 * 2 &&
+                  counts[EV_SAMPLE] == 16,
+              "start %d step %d eval %d sample %d", counts[EV_START], counts[EV_STEP],
+              counts[EV_EVAL], counts[EV_SAMPLE]);
+}
+
+/* A v2 event round-trips every field, including text with NUL and invalid UTF-8. */
+static void test_roundtrip(void) {
+    Event ev, back;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EV_SAMPLE;
+    memcpy(ev.u.sample.text, "a\0b\xff\xc3\xa9", 6);
+    ev.u.sample.text_len = 6;
+    ev.u.sample.kind = SAMPLE_TEMPERATURE;
+    uint8_t buf[EVENT_PACK_MAX];
+    size_t n = event_pack(&ev, buf, sizeof buf), used = 0;
+    CHECK(n == event_packed_size(&ev));
+    CHECK(event_unpack(buf, n, &back, &used) == 0 && used == n);
+    CHECK(back.u.sample.text_len == 6 && memcmp(back.u.sample.text, "a\0b\xff\xc3\xa9", 6) == 0);
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EV_EVAL;
+    ev.u.eval = (EvalEvent){10, 2.5, 0.25, 640, 1.25};
+    n = event_pack(&ev, buf, sizeof buf);
+    CHECK(event_unpack(buf, n, &back, &used) == 0);
+    CHECK(back.u.eval.tokens == 640 && back.u.eval.time == 1.25 && back.u.eval.val_acc == 0.25);
+    /* the same event as ablate 0.1.0 packed it: tag without 0x80, the first three fields */
+    uint8_t old[] = {EV_EVAL, 20, 0, 0, 0, 0, 0, 0, 4, 0x40, 0, 0, 0, 0, 0, 0, 0xd0, 0x3f};
+    CHECK(event_unpack(old, sizeof old, &back, &used) == 0 && used == sizeof old);
+    CHECK(back.u.eval.step == 10 && back.u.eval.val_loss == 2.5 && back.u.eval.val_acc == 0.25);
+    CHECK(back.u.eval.tokens == -1 && isnan(back.u.eval.time));
+}
+
+static void test_json(void) {
+    Buf b = {0};
+    json_string(&b, "q\"\\\n\x01\0\xff\xc3\xa9\xe2\x82", 11);
+    CHECK_MSG(!strcmp(b.p, "\"q\\\"\\\\\\n\\u0001\\u0000\\udcff\xc3\xa9\\udce2\\udc82\""), "%s",
+              b.p);
+    CHECK(utf8_is_clean(b.p, b.len));
+    buf_clear(&b);
+    json_number(&b, 0.1 + 0.2); /* %.9g would print 0.3 */
+    CHECK_MSG(strtod(b.p, NULL) == 0.1 + 0.2, "%s", b.p);
+    buf_clear(&b);
+    json_number(&b, NAN);
+    CHECK(!strcmp(b.p, "null"));
+    buf_clear(&b);
+    Event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = EV_SAMPLE;
+    memcpy(ev.u.sample.text, "x\0y\x80", 4);
+    ev.u.sample.text_len = 4;
+    event_json(&b, &ev);
+    CHECK_MSG(strstr(b.p, "\"text\":\"x\\u0000y\\udc80\"") != NULL, "%s", b.p);
+    CHECK(utf8_is_clean(b.p, b.len));
+    buf_free(&b);
+}
+
+static void test_utf8(void) {
+    Buf b = {0};
+    utf8_sanitize(&b, "ok\xc3\xa9\0\xff\xed\xa0\x80z", 10);
+    CHECK_MSG(
+        !strcmp(b.p, "ok\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz"),
+        "%s", b.p);
+    CHECK(utf8_is_clean(b.p, b.len));
+    CHECK(!utf8_is_clean("\xc0\x80", 2)); /* overlong NUL */
+    CHECK(!utf8_is_clean("\xf4\x90\x80\x80", 4));
+    CHECK(utf8_is_clean("\xf0\x9f\x98\x80", 4));
+    buf_free(&b);
+}
+
+/* A build that adds a knob (at its default) keeps every scheme-2 id; scheme 1 did not. */
+static void test_stable_ids(void) {
+    Knob *t = malloc(sizeof *t * (size_t)(knob_count + 1));
+    memcpy(t, knob_table, sizeof *t * (size_t)knob_count);
+    t[knob_count] = (Knob){"train.new_knob",
+                           KNOB_DOUBLE,
+                           offsetof(RunConfig, sample.temperature),
+                           NULL,
+                           0,
+                           0,
+                           "a knob a later release adds"};
+    RunConfig c;
+    run_config_default(&c);
+    c.train.lr = 0.005;
+    c.model.n_head = 2;
+    uint64_t seed = 7, other = 8;
+    CHECK(run_id_hash_table(knob_table, knob_count, &c, &seed) ==
+          run_id_hash_table(t, knob_count + 1, &c, &seed));
+    CHECK(run_id_hash_v1_table(knob_table, knob_count, &c, seed) !=
+          run_id_hash_v1_table(t, knob_count + 1, &c, seed));
+    CHECK(run_id_hash(&c, &seed) != run_id_hash(&c, &other));
+    CHECK(run_id_hash(&c, NULL) == run_id_hash_table(t, knob_count + 1, &c, NULL));
+    RunConfig d = c;
+    d.model.n_head = 4;
+    CHECK(run_id_hash(&c, NULL) != run_id_hash(&d, NULL));
+    free(t);
+}
+
+int main(void) {
+    test_stable_ids();
+    test_bounds();
+    test_v1_journal();
+    test_roundtrip();
+    test_json();
+    test_utf8();
+    return test_finish("test_schema");
+}
