@@ -46,7 +46,7 @@
 #define JOURNAL_MAX_PAYLOAD     (64u << 20)
 #define JOURNAL_NO_RUN          0xFFFFFFFFu
 #define JOURNAL_BUFFER_BYTES    (1u << 20)
-#define JOURNAL_FORMAT_VERSION  "2" /* 2: samples carry their token ids */
+#define JOURNAL_FORMAT_VERSION  "1"
 #define JOURNAL_NAME_MAX        256
 #define JOURNAL_HOST_MAX        256
 
