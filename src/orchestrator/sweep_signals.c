@@ -27,20 +27,20 @@ void sweep_signals_install(void) {
     sweep_signals_unblock(); /* what arrived while main() held them is delivered now */
 }
 
-void sweep_signals_block(void) {
+static void mask_both(int how) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGTERM);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    sigprocmask(how, &set, NULL);
+}
+
+void sweep_signals_block(void) {
+    mask_both(SIG_BLOCK);
 }
 
 void sweep_signals_unblock(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    mask_both(SIG_UNBLOCK);
 }
 
 void sweep_signals_for_rank(int rank) {

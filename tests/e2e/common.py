@@ -276,6 +276,22 @@ class Job:
             if not f.closed:
                 f.close()
 
+    def finish(self, timeout):
+        """Waits for the job to end and every process of it to be gone; (rc, stderr)."""
+        rc = self.wait(timeout)
+        self.reap(20)
+        return rc, self.stderr()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """Whatever happened: no process of the job left, output files removed."""
+        self.kill_all()
+        self.close()
+        self.cleanup_files()
+        return False
+
     def cleanup_files(self):
         for p in (self.err_path, self.out_path):
             try:

@@ -72,9 +72,8 @@ def run_measured(args, timeout):
     """Runs ablate in-process; returns (rc, stderr, peak RSS in MiB). The peak is the
     process's own VmHWM (reset at exec), sampled until it exits: rusage's maxrss would
     include the forked Python test process before the exec."""
-    job = C.Job(args, tag="long")
     peak = 0
-    try:
+    with C.Job(args, tag="long") as job:
         t_end = time.monotonic() + timeout
         while job.poll() is None:
             if time.monotonic() > t_end:
@@ -87,12 +86,8 @@ def run_measured(args, timeout):
             except OSError:
                 pass
             time.sleep(0.02)
-        job.reap(20)
-        return job.rc, job.stderr(), peak / 1024
-    finally:
-        job.kill_all()
-        job.close()
-        job.cleanup_files()
+        rc, err = job.finish(20)
+    return rc, err, peak / 1024
 
 
 def test_long_history():
@@ -108,21 +103,14 @@ def test_long_history():
 
         out = os.path.join(d, "out.h5")
         jp = C.journal_path(out)
-        job = C.Job(["run", spec, "-o", out, "--view-interval", "1e6"], tag="stop")
-        try:
+        with C.Job(["run", spec, "-o", out, "--view-interval", "1e6"], tag="stop") as job:
             # the history must pass the cap before the checkpoint: stop at 66 MiB
             while not (os.path.exists(jp) and os.path.getsize(jp) > CAP + 2 * MIB):
                 if job.poll() is not None:
                     raise AssertionError("ended before 66 MiB\n" + job.stderr())
                 time.sleep(0.02)
             os.kill(job.proc.pid, signal.SIGUSR1)
-            rc = job.wait(120)
-            job.reap(20)
-            err = job.stderr()
-        finally:
-            job.kill_all()
-            job.close()
-            job.cleanup_files()
+            rc, err = job.finish(120)
         assert rc == 3, "SIGUSR1: exit %s\n%s" % (rc, err[-2000:])
         state, _ = C.journal_state(jp)
         step = state[0]["ckpt_step"]

@@ -175,8 +175,7 @@ def test_force_locked():
     with C.workdir("force") as tmp:
         spec, ref, _ = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        job = C.Job(["run", spec, "-o", out], tag="sweep")
-        try:
+        with C.Job(["run", spec, "-o", out], tag="sweep") as job:
             t_end = time.monotonic() + 60
             while not os.path.exists(C.journal_path(out)) and time.monotonic() < t_end:
                 time.sleep(0.01)
@@ -186,13 +185,7 @@ def test_force_locked():
             rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
             assert rc == 2, "--force during a sweep: exit %s\n%s" % (rc, err)
             assert "in use" in err and "--force refused" in err, err
-            rc = job.wait(300)
-            job.reap(20)
-            serr = job.stderr()
-        finally:
-            job.kill_all()
-            job.close()
-            job.cleanup_files()
+            rc, serr = job.finish(300)
         assert rc == 0, "the sweep: exit %s\n%s" % (rc, serr[-3000:])
         v = C.View(out)
         C.assert_complete(v, N_RUNS, "after --force was refused")
@@ -252,20 +245,14 @@ def checkpoint_files(out):
 def stop_with_checkpoints(spec, out, label):
     """Runs the sweep in-process and sends SIGUSR1 into its second run; returns the
     journal state with at least one checkpointed run."""
-    job = C.Job(["run", spec, "-o", out], tag=label)
-    try:
+    with C.Job(["run", spec, "-o", out], tag=label) as job:
         while not C.reported_finished(job.stderr()):
             if job.poll() is not None:
                 raise AssertionError("%s: ended early\n%s" % (label, job.stderr()))
             time.sleep(0.01)
         time.sleep(0.3)
         os.kill(job.proc.pid, signal.SIGUSR1)
-        rc = job.wait(60)
-        job.reap(20)
-    finally:
-        job.kill_all()
-        job.close()
-        job.cleanup_files()
+        rc, _ = job.finish(60)
     assert rc == 3, "%s: exit %s after SIGUSR1" % (label, rc)
     state, _ = C.journal_state(C.journal_path(out))
     ck = [r for r in state.values() if not r["finished"] and r["ckpt_step"] > 0]
@@ -305,9 +292,8 @@ def test_periodic():
     with C.workdir("periodic") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
-        job = C.Job(["run", spec, "-o", out, "--checkpoint-every", "0.05"], ranks=3,
-                    tag="periodic")
-        try:
+        with C.Job(["run", spec, "-o", out, "--checkpoint-every", "0.05"], ranks=3,
+                   tag="periodic") as job:
             t_end = time.monotonic() + 120
             while time.monotonic() < t_end and job.poll() is None:
                 st, _ = C.journal_state(C.journal_path(out)) if os.path.exists(
@@ -319,10 +305,6 @@ def test_periodic():
             assert job.poll() is None, "the sweep ended before the kill"
             job.kill_all(signal.SIGKILL)
             job.reap(20)
-        finally:
-            job.kill_all()
-            job.close()
-            job.cleanup_files()
         st, _ = C.journal_state(C.journal_path(out))
         ck = {r["id"]: r["ckpt_step"] for r in st.values()
               if not r["finished"] and r["ckpt_step"] > 0}
@@ -358,9 +340,8 @@ def _early_trial(tmp, spec, ref, label, ranks, how):
     out = os.path.join(tmp, "o-%s-%s.h5" % (ranks or 1, how.split()[0]))
     ready = out + ".ready"
     env = {"ABLATE_READY_FILE": ready} if how.startswith("to mpirun") else None
-    job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="early", env=env)
     exposed = []
-    try:
+    with C.Job(["run", spec, "-o", out], ranks=ranks, tag="early", env=env) as job:
         if how == "in MPI_Init":
             # every rank, by its own pid, the moment it is seen inside MPI_Init
             want = ranks or 1
@@ -387,13 +368,7 @@ def _early_trial(tmp, spec, ref, label, ranks, how):
                 time.sleep(0.005)
             assert os.path.exists(ready), "%s: no ABLATE_READY_FILE" % label
             os.kill(job.proc.pid, signal.SIGUSR1)
-        rc = job.wait(120)
-        job.reap(20)
-        err = job.stderr()
-    finally:
-        job.kill_all()
-        job.close()
-        job.cleanup_files()
+        rc, err = job.finish(120)
     C.log("  %s: SIGUSR1 %s -> exit %s" % (label, how, rc))
     assert not exposed, "%s: ranks %s had no SIGUSR1 handler inside MPI_Init" % (label, exposed)
     assert rc == 3, "%s: SIGUSR1 (%s) -> exit %s (3: stopped, resumable)\n%s" % (
@@ -416,8 +391,7 @@ def test_usr1_worker():
     with C.workdir("usr1-worker") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
-        job = C.Job(["run", spec, "-o", out], ranks=3, tag="worker")
-        try:
+        with C.Job(["run", spec, "-o", out], ranks=3, tag="worker") as job:
             while not C.reported_finished(job.stderr()):
                 if job.poll() is not None:
                     raise AssertionError("ended early\n" + job.stderr())
@@ -428,13 +402,7 @@ def test_usr1_worker():
             for _ in range(2):  # twice: a run it holds, then whatever it holds next
                 os.kill(worker, signal.SIGUSR1)
                 time.sleep(0.4)
-            rc = job.wait(300)
-            job.reap(20)
-            err = job.stderr()
-        finally:
-            job.kill_all()
-            job.close()
-            job.cleanup_files()
+            rc, err = job.finish(300)
         assert rc == 0, "exit %s after SIGUSR1 to one worker\n%s" % (rc, err[-3000:])
         v = C.View(out)
         C.assert_complete(v, N_RUNS, "usr1_worker")
@@ -451,9 +419,8 @@ def test_view_after_kill():
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
         # rebuilds every 0.1 s flush the journal, so a run in progress is on disk
-        job = C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill")
         jp = C.journal_path(out)
-        try:
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill") as job:
             while True:
                 if job.poll() is not None:
                     raise AssertionError("ended early\n" + job.stderr())
@@ -464,10 +431,6 @@ def test_view_after_kill():
                 time.sleep(0.01)
             job.kill_all(signal.SIGKILL)
             job.reap(20)
-        finally:
-            job.kill_all()
-            job.close()
-            job.cleanup_files()
         rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect")
         assert "older than its journal" in so and "ablate view %s" % out in so, so
         rc, _, err = C.run(["view", out], expect_rc=0, tag="view")
