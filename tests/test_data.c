@@ -239,7 +239,15 @@ static void test_bin(void) {
     DataConfig cfg = data_cfg(path, TOK_TOKENS, 0.1);
     Dataset d;
     char err[ABL_ERR_MAX] = "";
+    char vocab[1024] = "";
+    if (getenv("ABLATE_GPT2_VOCAB"))
+        snprintf(vocab, sizeof vocab, "%s", getenv("ABLATE_GPT2_VOCAB"));
+    setenv("ABLATE_GPT2_VOCAB", tmp, 1); /* no vocabulary there (tests/test_bpe.c: with one) */
     int rc = dataset_load(&d, &cfg, 32, err);
+    if (vocab[0])
+        setenv("ABLATE_GPT2_VOCAB", vocab, 1);
+    else
+        unsetenv("ABLATE_GPT2_VOCAB");
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
         CHECK(d.vocab_size == 50257);
@@ -248,7 +256,8 @@ static void test_bin(void) {
         for (int i = 0; i < N; i++)
             ok &= d.tokens[i] == toks[i];
         CHECK(ok);
-        /* Prompts are written as ids; decoding prints <id>. */
+        /* Without GPT-2's vocabulary, prompts are ids and decoding prints <id>. */
+        CHECK(d.bpe == NULL);
         int32_t ids[8];
         CHECK(dataset_encode(&d, "  464 3290\n", ids, 8, err) == 2);
         CHECK(ids[0] == 464 && ids[1] == 3290);

@@ -8,5 +8,6 @@ int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const Command commands[] = {
     {"run", cmd_run, "run a whole sweep (under mpirun/srun) into one HDF5 file"},
     {"inspect", cmd_inspect, "list the runs of a results file and their status"},
     {"view", cmd_view, "rebuild a results file from its journal, without training"},
+    {"tokenize", cmd_tokenize, "encode a text file into GPT-2 tokens (.bin), or --decode one"},
 };
 
 static void usage(FILE *f) {

@@ -12,7 +12,7 @@
 #include "../worker/blas_env.h"
 #include "../worker/buf.h"
 #include "plan.h"
-#include "sha256.h"
+#include "../worker/sha256.h"
 #include "spec.h"
 #include "run_id.h"
 

@@ -21,7 +21,7 @@
 #include "../worker/events.h"
 
 /* No single packed event is longer than this (test_journal checks event_packed_max). */
-#define EVENT_PACK_MAX 4352
+#define EVENT_PACK_MAX (4352 + ABL_SAMPLE_IDS)
 
 /* Packs ev into buf; returns the bytes written, 0 if cap is too small or ev is not a
  * valid kind. */

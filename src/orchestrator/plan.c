@@ -58,7 +58,7 @@ static void resolve(const Spec *s, const Layer *l, int skip, RunConfig *out) {
 static int validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     RunConfig v = *c;
     if (v.model.vocab_size == 0) {
-        if (v.data.tokenizer == TOK_TOKENS)
+        if (v.data.tokenizer == TOK_TOKENS || v.data.tokenizer == TOK_GPT2)
             v.model.vocab_size = v.data.vocab_size > 0 ? v.data.vocab_size : 50257;
         else
             v.model.vocab_size = 256;

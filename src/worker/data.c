@@ -13,12 +13,10 @@
 #include <string.h>
 
 #include "../model/rng.h"
-
-#define BIN_MAGIC        20240520
-#define BIN_VERSION      1
-#define BIN_HEADER_INTS  256
-#define BIN_HEADER_BYTES (BIN_HEADER_INTS * 4)
-#define GPT2_VOCAB       50257
+#include "file_io.h"
+#include "token_cache.h"
+#include "token_file.h"
+#include "utf8.h"
 
 static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
     if (!err) return;
@@ -26,65 +24,6 @@ static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, ABL_ERR_MAX, fmt, ap);
     va_end(ap);
-}
-
-/* Reads a whole file into a malloc'd buffer (works for pipes and special files too). */
-static int read_file(const char *path, unsigned char **out, long *out_len, char err[ABL_ERR_MAX]) {
-    *out = NULL;
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, "data file %s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 20, len = 0;
-    unsigned char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        set_err(err, "data file %s: out of memory", path);
-        return -1;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > (size_t)LONG_MAX / 2) {
-                free(buf);
-                fclose(f);
-                set_err(err, "data file %s: too large", path);
-                return -1;
-            }
-            unsigned char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                set_err(err, "data file %s: out of memory reading it (%zu bytes so far)", path,
-                        len);
-                return -1;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        free(buf);
-        fclose(f);
-        set_err(err, "data file %s: cannot read: %s", path, e ? strerror(e) : "read error");
-        return -1;
-    }
-    fclose(f);
-    *out = buf;
-    *out_len = (long)len;
-    return 0;
-}
-
-static int32_t read_i32_le(const unsigned char *p) {
-    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    int32_t r;
-    memcpy(&r, &v, sizeof r);
-    return r;
 }
 
 static int load_text(Dataset *d, const DataConfig *cfg, const unsigned char *buf, long len) {
@@ -118,79 +57,38 @@ static int load_text(Dataset *d, const DataConfig *cfg, const unsigned char *buf
 
 static int load_bin(Dataset *d, const DataConfig *cfg, const unsigned char *buf, long len,
                     char err[ABL_ERR_MAX]) {
-    const char *path = cfg->path;
-    if (len < BIN_HEADER_BYTES) {
-        set_err(err,
-                "data file %s: too short for an llm.c .bin header (%ld bytes, the header alone "
-                "is %d)",
-                path, len, BIN_HEADER_BYTES);
-        return -1;
-    }
-    int32_t magic = read_i32_le(buf), version = read_i32_le(buf + 4), count = read_i32_le(buf + 8);
-    if (magic != BIN_MAGIC) {
-        set_err(err,
-                "data file %s: bad magic %ld in the header (expected %d for an llm.c .bin token "
-                "file; is data.tokenizer right?)",
-                path, (long)magic, BIN_MAGIC);
-        return -1;
-    }
-    if (version != BIN_VERSION) {
-        set_err(err,
-                "data file %s: unsupported .bin version %ld (only version %d, uint16 tokens, is "
-                "supported)",
-                path, (long)version, BIN_VERSION);
-        return -1;
-    }
-    if (count < 0) {
-        set_err(err, "data file %s: corrupt header: negative token count %ld", path, (long)count);
-        return -1;
-    }
-    long avail = (len - BIN_HEADER_BYTES) / 2;
-    if (avail < count) {
-        set_err(err,
-                "data file %s: truncated: the header says %ld tokens but the file holds only %ld",
-                path, (long)count, avail);
-        return -1;
-    }
-    if (len != BIN_HEADER_BYTES + 2L * count) {
-        set_err(err,
-                "data file %s: corrupt: %ld trailing bytes after the %ld tokens the header "
-                "declares",
-                path, len - BIN_HEADER_BYTES - 2L * count, (long)count);
-        return -1;
-    }
-    int vocab = cfg->vocab_size > 0 ? cfg->vocab_size : GPT2_VOCAB;
+    int vocab = cfg->vocab_size > 0 ? cfg->vocab_size : BPE_GPT2_VOCAB;
     d->vocab_size = vocab;
-    d->n_tokens = count;
-    d->tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof(int32_t));
-    if (!d->tokens) {
-        set_err(err, "data file %s: out of memory for %ld tokens", path, (long)count);
-        return -1;
-    }
-    const unsigned char *p = buf + BIN_HEADER_BYTES;
-    for (long i = 0; i < count; i++) {
-        int32_t t = (int32_t)((unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8);
-        if (t >= vocab) {
-            set_err(err,
-                    "data file %s: token %ld has id %ld, out of range for vocab_size %d (set "
-                    "data.vocab_size)",
-                    path, i, (long)t, vocab);
-            return -1;
-        }
-        d->tokens[i] = t;
-    }
+    if (token_file_parse(cfg->path, buf, len, vocab, &d->tokens, &d->n_tokens, err) != 0) return -1;
     for (int i = 0; i < 256; i++) {
         d->chars[i] = 0;
         d->char_to_id[i] = -1;
     }
+    /* llm.c's .bin files hold GPT-2 tokens: with GPT-2's vocabulary at hand, samples are
+     * decoded to text and prompts may be text; without it, they stay ids */
+    if (vocab == BPE_GPT2_VOCAB) {
+        char dir[BPE_VOCAB_DIR_MAX], ignored[ABL_ERR_MAX];
+        bpe_vocab_dir(dir);
+        d->bpe = bpe_load(dir, ignored);
+    }
     return 0;
+}
+
+static int load_gpt2(Dataset *d, const DataConfig *cfg, const unsigned char *buf, long len,
+                     char err[ABL_ERR_MAX]) {
+    char dir[BPE_VOCAB_DIR_MAX];
+    bpe_vocab_dir(dir);
+    if (!(d->bpe = bpe_load(dir, err))) return -1;
+    d->vocab_size = bpe_vocab_size(d->bpe);
+    d->n_tokens = token_cache_encode(d->bpe, cfg->path, buf, (size_t)len, &d->tokens, err);
+    return d->n_tokens < 0 ? -1 : 0;
 }
 
 int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ERR_MAX]) {
     memset(d, 0, sizeof *d);
     d->tokenizer = cfg->tokenizer;
     const char *path = cfg->path;
-    if (cfg->tokenizer != TOK_CHAR && cfg->tokenizer != TOK_BYTE && cfg->tokenizer != TOK_TOKENS) {
+    if (cfg->tokenizer < 0 || cfg->tokenizer >= TOK_COUNT) {
         set_err(err, "data file %s: unknown tokenizer %d", path, (int)cfg->tokenizer);
         return -1;
     }
@@ -204,7 +102,7 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
     }
     unsigned char *buf;
     long len;
-    if (read_file(path, &buf, &len, err) != 0) return -1;
+    if (file_read_all("data file", path, &buf, &len, err) != 0) return -1;
     if (len == 0) {
         free(buf);
         set_err(err, "data file %s: the file is empty", path);
@@ -213,6 +111,8 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
     int rc;
     if (cfg->tokenizer == TOK_TOKENS) {
         rc = load_bin(d, cfg, buf, len, err);
+    } else if (cfg->tokenizer == TOK_GPT2) {
+        rc = load_gpt2(d, cfg, buf, len, err);
     } else {
         rc = load_text(d, cfg, buf, len);
         if (rc != 0) set_err(err, "data file %s: out of memory for %ld tokens", path, len);
@@ -250,6 +150,8 @@ void dataset_free(Dataset *d) {
     if (!d) return;
     free(d->tokens);
     d->tokens = NULL;
+    bpe_free(d->bpe);
+    d->bpe = NULL;
     d->n_tokens = 0;
     d->n_train = 0;
 }
@@ -308,43 +210,75 @@ static void describe_byte(unsigned char c, char *buf, size_t cap) {
         snprintf(buf, cap, "byte 0x%02x", c);
 }
 
+/* A prompt through GPT-2's BPE. */
+static int encode_bpe(const Dataset *d, const char *text, int32_t *out, int max,
+                      char err[ABL_ERR_MAX]) {
+    int32_t *ids;
+    long n = bpe_encode(d->bpe, (const unsigned char *)text, strlen(text), &ids);
+    if (n < 0) {
+        set_err(err, "prompt: out of memory encoding it");
+        return -1;
+    }
+    if (n > max) {
+        free(ids);
+        set_err(err, "prompt: more than %d tokens", max);
+        return -1;
+    }
+    memcpy(out, ids, (size_t)n * sizeof(int32_t));
+    free(ids);
+    return (int)n;
+}
+
+/* A prompt written as whitespace-separated token ids ("464 3290"). */
+static int encode_ids(const Dataset *d, const char *text, int32_t *out, int max,
+                      char err[ABL_ERR_MAX]) {
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        if (!*p) break;
+        const char *start = p;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || (*end && !isspace((unsigned char)*end))) {
+            int wlen = 0;
+            while (start[wlen] && !isspace((unsigned char)start[wlen]) && wlen < 40)
+                wlen++;
+            set_err(err,
+                    "prompt: '%.*s' is not a token id (the tokens tokenizer takes "
+                    "whitespace-separated integer ids, e.g. \"464 3290\", or text once GPT-2's "
+                    "vocabulary is installed)",
+                    wlen, start);
+            return -1;
+        }
+        if (errno == ERANGE || v < 0 || v >= d->vocab_size) {
+            set_err(err, "prompt: token id %.*s is out of range [0, %d)", (int)(end - start), start,
+                    d->vocab_size);
+            return -1;
+        }
+        if (n >= max) {
+            set_err(err, "prompt: more than %d tokens", max);
+            return -1;
+        }
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
 int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
                    char err[ABL_ERR_MAX]) {
-    int n = 0;
+    if (d->tokenizer == TOK_GPT2) return encode_bpe(d, text, out, max, err);
     if (d->tokenizer == TOK_TOKENS) {
-        const char *p = text;
-        for (;;) {
-            while (*p && isspace((unsigned char)*p))
-                p++;
-            if (!*p) break;
-            const char *start = p;
-            char *end;
-            errno = 0;
-            long v = strtol(p, &end, 10);
-            if (end == p || (*end && !isspace((unsigned char)*end))) {
-                int wlen = 0;
-                while (start[wlen] && !isspace((unsigned char)start[wlen]) && wlen < 40)
-                    wlen++;
-                set_err(err,
-                        "prompt: '%.*s' is not a token id (the tokens tokenizer takes "
-                        "whitespace-separated integer ids, e.g. \"464 3290\")",
-                        wlen, start);
-                return -1;
-            }
-            if (errno == ERANGE || v < 0 || v >= d->vocab_size) {
-                set_err(err, "prompt: token id %.*s is out of range [0, %d)", (int)(end - start),
-                        start, d->vocab_size);
-                return -1;
-            }
-            if (n >= max) {
-                set_err(err, "prompt: more than %d tokens", max);
-                return -1;
-            }
-            out[n++] = (int32_t)v;
-            p = end;
-        }
+        int n = encode_ids(d, text, out, max, err);
+        /* text that is not a list of ids: GPT-2's BPE when the vocabulary is at hand */
+        if (n < 0 && d->bpe && strstr(err, "is not a token id"))
+            return encode_bpe(d, text, out, max, err);
         return n;
     }
+    int n = 0;
     for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
         int id = d->char_to_id[*p];
         if (id < 0) {
@@ -367,6 +301,25 @@ int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
 
 int dataset_decode(const Dataset *d, const int32_t *ids, int n, char *out, int cap) {
     if (!out || cap <= 0) return 0;
+    if (d->bpe) { /* GPT-2 tokens: their bytes, with invalid UTF-8 shown as U+FFFD */
+        size_t len = 0, room = 4 * (size_t)cap;
+        unsigned char *bytes = malloc(room);
+        if (!bytes) {
+            out[0] = '\0';
+            return 0;
+        }
+        for (int i = 0; i < n; i++) {
+            int l;
+            const unsigned char *t = bpe_token_bytes(d->bpe, ids[i], &l);
+            if (!t) t = (const unsigned char *)"?", l = 1;
+            if (len + (size_t)l > room) break; /* more than the output can hold anyway */
+            memcpy(bytes + len, t, (size_t)l);
+            len += (size_t)l;
+        }
+        size_t w = utf8_replace_copy(bytes, len, out, (size_t)cap);
+        free(bytes);
+        return (int)w;
+    }
     int w = 0;
     for (int i = 0; i < n; i++) {
         int32_t id = ids[i];

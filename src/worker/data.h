@@ -1,10 +1,11 @@
-/* A run's token stream: tokenizers (char, byte, llm.c .bin), the train/validation split,
+/* A run's token stream: tokenizers (char, byte, llm.c .bin, GPT-2 BPE), the train/validation split,
  * random training windows and the fixed validation windows. */
 #ifndef ABLATE_WORKER_DATA_H
 #define ABLATE_WORKER_DATA_H
 
 #include <stdint.h>
 
+#include "bpe.h"
 #include "run_config.h"
 
 typedef struct {
@@ -16,6 +17,9 @@ typedef struct {
     /* char tokenizer: the sorted distinct bytes of the file; chars[id] is the byte. */
     unsigned char chars[256];
     int char_to_id[256]; /* -1 for bytes not in the vocabulary */
+    /* GPT-2's vocabulary: always for gpt2; for tokens when it is installed and vocab_size is
+     * GPT-2's (NULL otherwise: prompts are then ids and samples print "<id>") */
+    Bpe *bpe;
 } Dataset;
 
 /* Loads and tokenizes cfg->path. Errors name the file: missing, empty, bad magic,
@@ -32,11 +36,14 @@ int dataset_val_windows(const Dataset *d, long eval_tokens, int T);
 /* Validation window i of n: evenly spaced over the validation split, deterministic. */
 void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y);
 
-/* Encodes text (prompt) into ids; unknown characters are an error. Returns count or -1. */
+/* Encodes text (prompt) into ids: char/byte by character (unknown characters are an error),
+ * gpt2 by GPT-2's BPE, tokens as whitespace-separated ids (or, when GPT-2's vocabulary is
+ * loaded and the text is not a list of ids, by BPE). Returns count or -1. */
 int dataset_encode(const Dataset *d, const char *text, int32_t *out, int max,
                    char err[ABL_ERR_MAX]);
-/* Decodes ids to text (byte-level; the .bin tokenizer prints "<id>" per token since
- * ablate carries no GPT-2 vocabulary). Returns bytes written, always NUL-terminated. */
+/* Decodes ids to text: char/byte by character; gpt2 (and tokens with GPT-2's vocabulary
+ * loaded) to UTF-8, invalid sequences shown as U+FFFD as GPT-2's decoder does; tokens without
+ * it as "<id>" per token. Returns bytes written, always NUL-terminated. */
 int dataset_decode(const Dataset *d, const int32_t *ids, int n, char *out, int cap);
 
 #endif

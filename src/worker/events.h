@@ -22,6 +22,7 @@
 
 #define ABL_MAX_HEADS  MODEL_MAX_HEADS
 #define ABL_SAMPLE_MAX 4096
+#define ABL_SAMPLE_IDS 4096 /* bytes of a sample's ids as text ("464 3290 ...") */
 
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;
 typedef enum { RUN_DONE, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED, RUN_STATUS_COUNT } RunStatus;
@@ -93,7 +94,8 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, distinct_ratio, EF_DOUBLE, 0, NULL, "fraction", "distinct tokens / tokens") \
     X(S, longest_run, EF_INT, 0, NULL, "tokens", "longest run of one repeated token") \
     X(S, top_token_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the most frequent token") \
-    X(S, degenerate, EF_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)")
+    X(S, degenerate, EF_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)") \
+    X(S, ids, EF_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)")
 #define EVENT_SAMPLE_V1 9
 
 #define EVENT_END_FIELDS(X, S) \

@@ -6,7 +6,7 @@
 #include <string.h>
 
 const char *const schedule_names[SCHED_COUNT] = {"constant", "linear", "cosine"};
-const char *const tokenizer_names[TOK_COUNT] = {"char", "byte", "tokens"};
+const char *const tokenizer_names[TOK_COUNT] = {"char", "byte", "tokens", "gpt2"};
 
 /* Defaults: the micro recipe of seeds-digest.md (AdamW 1e-2, betas 0.9/0.95, wd 0.1,
  * warmup 100 then cosine to 0, clip 1.0, batch 32) with a short step budget. */
@@ -78,6 +78,10 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     if (c->data.vocab_size < 0) ABL_FAIL("data.vocab_size must be positive");
     if (c->data.tokenizer == TOK_TOKENS && c->data.vocab_size > 65536)
         ABL_FAIL("data.vocab_size %d does not fit the uint16 tokens of the .bin format",
+                 c->data.vocab_size);
+    if (c->data.tokenizer == TOK_GPT2 && c->data.vocab_size != 0 && c->data.vocab_size != 50257)
+        ABL_FAIL("data.vocab_size is for the tokens tokenizer; gpt2's vocabulary has 50257 "
+                 "tokens (got %d)",
                  c->data.vocab_size);
     if (c->stats.every < 0) ABL_FAIL("stats.every must be >= 0");
     if (c->sample.tokens < 0) ABL_FAIL("sample.tokens must be >= 0");

@@ -10,7 +10,7 @@
 #define ABL_TEXT_MAX 256
 
 typedef enum { SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE, SCHED_COUNT } Schedule;
-typedef enum { TOK_CHAR, TOK_BYTE, TOK_TOKENS, TOK_COUNT } Tokenizer;
+typedef enum { TOK_CHAR, TOK_BYTE, TOK_TOKENS, TOK_GPT2, TOK_COUNT } Tokenizer;
 
 extern const char *const schedule_names[SCHED_COUNT];
 extern const char *const tokenizer_names[TOK_COUNT];
@@ -37,7 +37,7 @@ typedef struct {
     char path[ABL_PATH_MAX];
     Tokenizer tokenizer;
     double val_fraction;
-    int vocab_size; /* tokens tokenizer only; 0 = 50257 */
+    int vocab_size; /* tokens tokenizer only; 0 = 50257 (gpt2: 0 or 50257) */
 } DataConfig;
 
 typedef struct {

@@ -178,6 +178,20 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     return loss;
 }
 
+/* Token ids as text, "464 3290 ...": as many as fit in cap (NUL included). */
+static int format_ids(const int32_t *ids, int n, char *out, size_t cap) {
+    size_t w = 0;
+    for (int i = 0; i < n; i++) {
+        char one[16];
+        int k = snprintf(one, sizeof one, "%s%ld", i ? " " : "", (long)ids[i]);
+        if (w + (size_t)k + 1 > cap) break;
+        memcpy(out + w, one, (size_t)k);
+        w += (size_t)k;
+    }
+    out[w] = '\0';
+    return (int)w;
+}
+
 static void emit_samples(Trainer *t, EventSink *sink) {
     const SampleConfig *sc = &t->cfg.sample;
     if (sc->tokens <= 0) return;
@@ -204,6 +218,7 @@ static void emit_samples(Trainer *t, EventSink *sink) {
         s->n_tokens = sc->tokens;
         s->tokens_per_s = dt > 0 ? sc->tokens / dt : 0.0;
         s->text_len = dataset_decode(t->data, out, sc->tokens, s->text, sizeof s->text);
+        s->ids_len = format_ids(out, sc->tokens, s->ids, sizeof s->ids);
         sample_measure(out, sc->tokens, s);
         sink_emit(sink, &ev);
     }

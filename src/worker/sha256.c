@@ -90,3 +90,10 @@ int sha256_file(const char *path, char out[65], long long *size) {
     sha256_hex(&s, out);
     return 0;
 }
+
+void sha256_buf_hex(const void *data, size_t n, char out[65]) {
+    Sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, data, n);
+    sha256_hex(&s, out);
+}

@@ -1,0 +1,82 @@
+#include "file_io.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int file_read_all(const char *what, const char *path, unsigned char **out, long *out_len,
+                  char err[ABL_ERR_MAX]) {
+    *out = NULL;
+    *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot open: %s", what, path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 20, len = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        snprintf(err, ABL_ERR_MAX, "%s %s: out of memory", what, path);
+        return -1;
+    }
+    for (;;) {
+        if (len == cap) {
+            unsigned char *nb = cap > (size_t)LONG_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                snprintf(err, ABL_ERR_MAX, "%s %s: out of memory reading it (%zu bytes so far)",
+                         what, path, len);
+                return -1;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        fclose(f);
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot read: %s", what, path,
+                 e ? strerror(e) : "read error");
+        return -1;
+    }
+    fclose(f);
+    *out = buf;
+    *out_len = (long)len;
+    return 0;
+}
+
+int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
+                      void *ctx, char err[ABL_ERR_MAX]) {
+    char tmp[4096];
+    static unsigned serial; /* distinct names for several writes from one process */
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), serial++);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        snprintf(err, ABL_ERR_MAX, "%s %s: path too long", what, path);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot create %s: %s", what, path, tmp, strerror(errno));
+        return -1;
+    }
+    int rc = write(f, ctx);
+    int e = errno;
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1, e = errno;
+    if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (rc != 0) {
+        remove(tmp);
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot write: %s", what, path,
+                 e ? strerror(e) : "write error");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,20 @@
+/* Whole-file reads and all-or-nothing writes, with errors that name the file and what it
+ * is for ("data file", "vocabulary file", ...). */
+#ifndef ABLATE_WORKER_FILE_IO_H
+#define ABLATE_WORKER_FILE_IO_H
+
+#include <stdio.h>
+
+#include "../model/config.h"
+
+/* Reads a whole file (regular, pipe or special) into a malloc'd buffer. */
+int file_read_all(const char *what, const char *path, unsigned char **out, long *len,
+                  char err[ABL_ERR_MAX]);
+
+/* Writes path through write(f, ctx) into a uniquely named temporary file beside it, then
+ * renames it into place: readers see the old file or the whole new one, never a part, and
+ * several processes writing the same path at once are safe (the last rename wins). */
+int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
+                      void *ctx, char err[ABL_ERR_MAX]);
+
+#endif
