@@ -39,7 +39,7 @@ def spec_text(corpus):
         ""])
 
 
-TIMING = {"steps": ("time",), "samples": ("tokens_per_s",)}
+TIMING = {"steps": ("time",), "evals": ("time",), "samples": ("tokens_per_s",)}
 KEYS = {"steps": ("step",), "evals": ("step",), "acts": ("step", "layer"),
         "attn": ("step", "layer", "head"), "samples": ("kind",)}
 
