@@ -29,7 +29,9 @@ def variants_sweep(d):
                    C.micro_spec(C.corpus_path(), steps=40, seeds=SEEDS, variants=VARIANTS,
                                 eval_every=10, stats_every=10))
     out = os.path.join(d, "variants.h5")
-    C.run(["run", spec, "-o", out, "--force"], expect_rc=1, tag="variants")
+    # past the planner's memory limit, so that `huge` fails in the run (cannot allocate)
+    C.run(["run", spec, "-o", out, "--force", "--max-run-memory", "1000000T"], expect_rc=1,
+          tag="variants")
     return out
 
 
