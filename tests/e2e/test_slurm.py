@@ -20,7 +20,8 @@ skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
      the dependent finish job starts only after its real end (afterany), --wait exits 0,
      the file equals the reference and the report is written (when analysis/ablate-report
      exists; else the log must say there is none); a sweep job cancelled while running:
-     the finish job says the sweep is not complete and --wait exits 3.
+     the finish job says the sweep is not complete and --wait exits 3 (with --srun and
+     --cpus-per-task 2: 2 CPUs per task and ablate run --blas-threads 2).
 There is no sacct: the job's state and exit code come from scontrol while the record lasts
 and from the job's own log."""
 import os
@@ -378,13 +379,20 @@ def case_submit_wait(S):
 
 
 def case_submit_cancelled(S):
-    """The sweep job cancelled: the finish job refuses, --wait exits 3."""
-    out = os.path.join(S.d, "x.h5")
-    sub = Submitted(S, ["t.yaml", "-o", out, "--wait", "--set", "train.steps=50000"])
+    """The sweep job (srun, 2 BLAS threads per run) cancelled: the finish job refuses,
+    --wait exits 3."""
+    h5 = os.path.join(S.d, "x.h5")
+    sub = Submitted(S, ["t.yaml", "-o", h5, "--wait", "--set", "train.steps=50000", "--srun",
+                        "--ranks", "3", "--cpus-per-task", "2"])
     try:
         sub.job.wait_running()
-        wait_log(sub.job, lambda s: os.path.exists(out + ".d/journal") and "planned" in s,
+        wait_log(sub.job, lambda s: os.path.exists(h5 + ".d/journal") and "planned" in s,
                  "the sweep started")
+        i = subprocess.run(["scontrol", "show", "job", "-o", sub.ids["sweep"]],
+                           capture_output=True, text=True).stdout
+        assert "CPUs/Task=2 " in i and re.search(
+            r"Command=\S*/ablate-sweep-srun\.sbatch .* --blas-threads 2 ", i), (
+                "--srun --cpus-per-task 2: the sweep job is %s" % i)
         time.sleep(0.5)
         subprocess.run(["scancel", sub.ids["sweep"]], check=True)
         rc, out = sub.wait()
@@ -392,6 +400,7 @@ def case_submit_cancelled(S):
         assert rc == 3, "submit --wait exited %d, expected 3:\n%s\n%s" % (rc, out, text)
         assert "ablate finish: the sweep is not complete" in text, text
         assert re.search(r"ablate finish end \S+ status 3", text), text
+        assert "(srun)" in text, text
     finally:
         sub.cancel()
 
