@@ -13,7 +13,15 @@ skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
   c. the same as (a) for a job submitted with --no-requeue: it ends at once with ablate's
      exit 3 (FAILED), not 0 after holding its CPUs; its log says why;
   d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
-     default OUT.h5.log.
+     default OUT.h5.log;
+  e. slurm/submit: a typo'd spec fails at once (exit 2, ablate's located error, no job);
+     --array is refused; --dry-run shows the proposed -n/--time and submits nothing;
+     `submit --wait --report DIR` with a USR1 0.3 s into the sweep job: the job requeues,
+     the dependent finish job starts only after its real end (afterany), --wait exits 0,
+     the file equals the reference and the report is written (when analysis/ablate-report
+     exists; else the log must say there is none); a sweep job cancelled while running:
+     the finish job says the sweep is not complete and --wait exits 3 (with --srun and
+     --cpus-per-task 2: 2 CPUs per task and ablate run --blas-threads 2).
 There is no sacct: the job's state and exit code come from scontrol while the record lasts
 and from the job's own log."""
 import os
@@ -31,6 +39,8 @@ RANKS = 3
 VARIANTS = "  baseline: {}\n  gelu: {model.activation: gelu}\n"
 SCRIPT = os.path.join(C.SOURCE_DIR, "slurm", "ablate-sweep.sbatch")
 SRUN_SCRIPT = os.path.join(C.SOURCE_DIR, "slurm", "ablate-sweep-srun.sbatch")
+SUBMIT = os.path.join(C.SOURCE_DIR, "slurm", "submit")
+REPORT = os.path.join(C.SOURCE_DIR, "analysis", "ablate-report")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 END_RE = re.compile(r"^ablate job end \S+ status (\d+)", re.M)
@@ -257,6 +267,144 @@ def case_srun(S):
         job.cancel()
 
 
+def submit(S, args, wait=True, timeout=60):
+    """slurm/submit SPEC ARGS in the work dir; returns (rc, stdout, stderr)."""
+    r = subprocess.run([SUBMIT] + args, cwd=S.d, capture_output=True, text=True,
+                       timeout=timeout, env=dict(C.ENV, ABLATE_BIN=C.BIN))
+    C.log("  submit %s: exit %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r.returncode, r.stdout, r.stderr
+
+
+def queued_names():
+    r = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True)
+    return r.stdout.split()
+
+
+class Submitted:
+    """slurm/submit ... --wait running in the background; the job ids as it prints them."""
+
+    def __init__(self, S, args):
+        self.proc = subprocess.Popen([SUBMIT] + args, cwd=S.d, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env=dict(C.ENV, ABLATE_BIN=C.BIN))
+        self.lines, self.ids = [], {}
+        while "finish" not in self.ids:
+            line = self.proc.stdout.readline()
+            assert line, "submit ended before printing its jobs:\n" + "".join(self.lines)
+            self.lines.append(line)
+            m = re.match(r"\s+(sweep|finish) job (\d+) ", line)
+            if m:
+                self.ids[m.group(1)] = m.group(2)
+        self.job = SlurmJob.__new__(SlurmJob)  # the sweep job, for wait_running and usr1
+        self.job.id, self.job.log = self.ids["sweep"], args[args.index("-o") + 1] + ".log"
+
+    def wait(self, timeout=150):
+        try:
+            rest, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            raise
+        self.lines.append(rest)
+        C.log("  submit: exit %d\n%s" % (self.proc.returncode, "".join(self.lines)))
+        return self.proc.returncode, "".join(self.lines)
+
+    def cancel(self):
+        self.proc.kill()
+        subprocess.run(["scancel"] + list(self.ids.values()), capture_output=True)
+
+
+def case_submit_checks(S):
+    """Fails fast on a typo, refuses --array, --dry-run proposes -n/--time."""
+    bad = C.write(os.path.join(S.d, "typo.yaml"), read(S.spec).replace("steps:", "stepz:"))
+    rc, out, err = submit(S, ["typo.yaml", "-o", "typo.h5", "--wait"])
+    assert rc == 2, "typo: exit %d, expected 2" % rc
+    assert re.search(r"typo\.yaml:\d+:\d+: unknown key 'train\.stepz'", err), err
+    assert "job" not in out and "ablate-typo" not in queued_names(), out
+    assert not os.path.exists(os.path.join(S.d, "typo.h5.log")), "typo: a job ran"
+    os.unlink(bad)
+
+    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--array", "4"])
+    assert rc == 2 and "--join" in err and "not implemented" in err, err
+
+    rc, out, err = submit(S, ["t.yaml", "-o", "dry.h5", "--dry-run", "--report", "rep"])
+    assert rc == 0, err
+    m = re.search(r"ranks: (\d+) .*\n\s+time:\s+(\d+) min", out)
+    assert m, out
+    ranks, minutes = int(m.group(1)), int(m.group(2))
+    # 4 runs: rank 0 + 4 workers, unless the default partition has fewer CPUs (then 1
+    # when only one worker would be left); a few seconds' estimate + the 10 min margin
+    r = subprocess.run(["sinfo", "-h", "-o", "%P %C"], capture_output=True, text=True)
+    cpus = sum(int(l.split()[1].split("/")[3]) for l in r.stdout.splitlines()
+               if l.split()[0].endswith("*"))
+    want = min(5, cpus)
+    assert ranks == (want if want >= 3 else 1), "%d CPUs:\n%s" % (cpus, out)
+    assert 10 <= minutes <= 12, out
+    line = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    assert line and " -n %d -t %d " % (ranks, minutes) in line[0], out
+    assert any("--dependency=afterany:JOB" in l and "ablate-finish.sbatch" in l
+               for l in out.splitlines()), out
+    assert "ablate-t-dry" not in queued_names() and not os.path.exists(
+        os.path.join(S.d, "dry.h5.log")), "dry run submitted a job"
+    rc, out, err = submit(S, ["t.yaml", "-o", "dry.h5", "--dry-run", "--ranks", "3",
+                              "--time", "7", "--cpus-per-task", "2"])
+    assert rc == 0 and " -n 3 -t 7 " in out and " -c 2 " in out and \
+        "--blas-threads 2" in out, out
+
+
+def case_submit_wait(S):
+    """submit --wait --report through a requeue: afterany waits for the real end."""
+    rep = os.path.join(S.d, "rep")
+    sub = Submitted(S, ["t.yaml", "-o", os.path.join(S.d, "e.h5"), "--wait", "--report", rep])
+    try:
+        usr1_after_start(sub.job)
+        rc, out = sub.wait()
+        text = read(sub.job.log)
+        assert rc == 0, "submit --wait exited %d:\n%s\n%s" % (rc, out, text[-4000:])
+        assert "restart 1" in text, "e: the sweep job was not requeued:\n" + text[-4000:]
+        end = text.rindex("ablate job end")
+        start = text.index("ablate finish %s start" % sub.ids["finish"])
+        assert start > end, "e: the finish job started before the sweep ended:\n" + text
+        assert "ablate finish: sweep complete" in text, text[-3000:]
+        v = C.View(os.path.join(S.d, "e.h5"))
+        C.assert_complete(v, len(S.ref.order), "e")
+        C.assert_same(S.ref, v, "reference", "e (submit)",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        if os.path.exists(REPORT):
+            assert os.path.isfile(os.path.join(rep, "report.md")), text[-3000:]
+        else:
+            C.log("  note: no analysis/ablate-report in this tree: the report is not checked")
+            assert "no report" in text, text[-3000:]
+    finally:
+        sub.cancel()
+
+
+def case_submit_cancelled(S):
+    """The sweep job (srun, 2 BLAS threads per run) cancelled: the finish job refuses,
+    --wait exits 3."""
+    h5 = os.path.join(S.d, "x.h5")
+    sub = Submitted(S, ["t.yaml", "-o", h5, "--wait", "--set", "train.steps=50000", "--srun",
+                        "--ranks", "3", "--cpus-per-task", "2"])
+    try:
+        sub.job.wait_running()
+        wait_log(sub.job, lambda s: os.path.exists(h5 + ".d/journal") and "planned" in s,
+                 "the sweep started")
+        i = subprocess.run(["scontrol", "show", "job", "-o", sub.ids["sweep"]],
+                           capture_output=True, text=True).stdout
+        assert "CPUs/Task=2 " in i and re.search(
+            r"Command=\S*/ablate-sweep-srun\.sbatch .* --blas-threads 2 ", i), (
+                "--srun --cpus-per-task 2: the sweep job is %s" % i)
+        time.sleep(0.5)
+        subprocess.run(["scancel", sub.ids["sweep"]], check=True)
+        rc, out = sub.wait()
+        text = read(sub.job.log)
+        assert rc == 3, "submit --wait exited %d, expected 3:\n%s\n%s" % (rc, out, text)
+        assert "ablate finish: the sweep is not complete" in text, text
+        assert re.search(r"ablate finish end \S+ status 3", text), text
+        assert "(srun)" in text, text
+    finally:
+        sub.cancel()
+
+
 if __name__ == "__main__":
     slurm_up()
     with C.workdir("slurm") as d:
@@ -265,7 +413,10 @@ if __name__ == "__main__":
             C.main([("usr1_at_start", lambda: case_usr1_at_start(S)),
                     ("usr1_mid_run", lambda: case_usr1_mid_run(S)),
                     ("no_requeue", lambda: case_no_requeue(S)),
-                    ("srun", lambda: case_srun(S))])
+                    ("srun", lambda: case_srun(S)),
+                    ("submit_checks", lambda: case_submit_checks(S)),
+                    ("submit_wait", lambda: case_submit_wait(S)),
+                    ("submit_cancelled", lambda: case_submit_cancelled(S))])
         except SystemExit as e:
             if e.code:
                 raise  # keeps the work dir
