@@ -55,8 +55,9 @@ class Sweep:
     steps, evals, acts, attn, samples
              the metric tables, each row with the identity columns of its run
     attrs    root attributes (str/int); spec: the spec text; path
-    axes     the grid-axis columns: the labels of run names (e.g. ["n_head", "activation"]),
-             as `axis.<label>` when the label is also a table's column (`axis.lr`);
+    axes     the grid-axis columns (schema 2: those /runs' `axes` attribute lists; schema
+             1: the labels of run names), e.g. ["n_head", "activation"], as `axis.<label>`
+             when the label is also a table's column (`axis.lr`, `axis.steps`);
              axis_columns maps each label to its column
     knobs    the knob columns of /runs (e.g. "model.n_head")
     schema_version, status (the sweep's status attribute), partial (True while any run

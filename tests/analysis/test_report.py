@@ -36,7 +36,8 @@ def raw(path, steps_col="steps"):
     """/runs and /evals straight from h5py, decoded by hand (no ablate_analysis): schema 2's
     columns (variant, group, the axis columns its `axes` attribute lists, /evals tokens and
     time) as they are, and for schema 1 only what schema 1 has (/plan_text for the group
-    test). steps_col: the /runs column of the steps taken. Returns (runs, evals, extra) where extra has `axes` and, for schema 1, `plan`."""
+    test). steps_col: the /runs column of the steps taken. Returns (runs, evals, extra):
+    extra has `axes`, and for schema 1 `plan` and `steps` (/steps run, step, tokens, time)."""
     with h5py.File(path, "r") as f:
         v2 = f.attrs["ablate_schema_version"] == 2
         r = f["runs"][()]
