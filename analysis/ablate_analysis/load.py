@@ -55,6 +55,8 @@ class Sweep:
     steps, evals, acts, attn, samples
              the metric tables, each row with the identity columns of its run
     attrs    root attributes (str/int); spec: the spec text; path
+    data_files  schema 2's /data_files: path, bytes and sha256 of each data file as the
+             (latest) session found it (no rows for schema 1)
     axes     the grid-axis columns (schema 2: those /runs' `axes` attribute lists; schema
              1: the labels of run names), e.g. ["n_head", "activation"], as `axis.<label>`
              when the label is also a table's column (`axis.lr`, `axis.steps`);
@@ -74,6 +76,8 @@ class Sweep:
         self.acts = tables["acts"]
         self.attn = tables["attn"]
         self.samples = tables["samples"]
+        self.data_files = tables.get("data_files", pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ("path", "bytes", "sha256")}))
         self.axes = axes
         self.knobs = knobs
         self.schema_version = int(attrs.get("ablate_schema_version", 1))
@@ -226,7 +230,11 @@ def load(path):
                 raw[t] = _frame(f[t][()])
             else:
                 raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in EMPTY_COLUMNS[t]})
-    return _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols)
+        data_files = _frame(f["data_files"][()]) if "data_files" in f else None
+    sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols)
+    if data_files is not None:
+        sw.data_files = data_files
+    return sw
 
 
 def _axis_label(column):

@@ -328,10 +328,20 @@ def test_variants_report():
         assert re.search(r"huge/seed%d \| failed \| .*cannot allocate" % s, over), over
     # contrasts: paired t on the seeds, Holm over the family of two, power figures
     check_paired_contrasts(d, md, v, {"gelu": "baseline", "ctx8": "baseline"}, 3)
+    # provenance: the data file's checksum (schema 2's /data_files), against the file
+    import hashlib
+    with h5py.File(path, "r") as f:
+        data = [_str(x) for x in f["data_files"]["path"]]
+    assert len(data) == 1, data
+    with open(data[0], "rb") as f:
+        blob = f.read()
+    assert "| %s | {:,} | `%s` |".format(len(blob)) % (data[0], hashlib.sha256(blob)
+                                                        .hexdigest()) in md, "data checksum"
     check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png",
                    "throughput.png", "forest.png"])
     assert set(check_csvs(d, md)) >= {"configs.csv", "contrasts.csv", "layers.csv",
-                                      "samples.csv", "failures.csv", "runs.csv"}
+                                      "samples.csv", "failures.csv", "runs.csv",
+                                      "data_files.csv"}
     for s in ("## Overview", "### Provenance", "### Runs by status", "### Compute spent",
               "## Per configuration", "### Per layer", "## Against the baseline", "## Figures",
               "## Samples", "git_rev"):
