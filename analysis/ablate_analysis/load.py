@@ -3,9 +3,10 @@
 Every metric table (steps, evals, acts, attn, samples) gets its run's identity columns
 (name, seed, status, config, group, variant and one column per grid axis), so that a
 `groupby("config")` or `groupby(["config", "layer"])` needs no join. Text is decoded to
-str everywhere. Schema 1 files (today's) and schema 2 files are read; the columns schema 2
-adds (`group`, `variant`, grid-axis columns, `/evals` tokens and time) are used when
-present and derived otherwise (see docs/analysis.md).
+str everywhere. Schema 2 files (ablate's own) and schema 1 files (ablate 0.1.0) are read;
+what schema 2 records (`group`, `variant`, the grid-axis columns listed in /runs' `axes`
+attribute, `/evals` tokens and time) is taken from the file, and derived for schema 1
+files (see docs/analysis.md).
 """
 
 import os
@@ -54,8 +55,11 @@ class Sweep:
     steps, evals, acts, attn, samples
              the metric tables, each row with the identity columns of its run
     attrs    root attributes (str/int); spec: the spec text; path
-    axes     the grid-axis columns: the labels of run names (e.g. ["n_head", "activation"]),
-             as `axis.<label>` when the label is also a table's column (`axis.lr`);
+    data_files  schema 2's /data_files: path, bytes and sha256 of each data file as the
+             (latest) session found it (no rows for schema 1)
+    axes     the grid-axis columns (schema 2: those /runs' `axes` attribute lists; schema
+             1: the labels of run names), e.g. ["n_head", "activation"], as `axis.<label>`
+             when the label is also a table's column (`axis.lr`, `axis.steps`);
              axis_columns maps each label to its column
     knobs    the knob columns of /runs (e.g. "model.n_head")
     schema_version, status (the sweep's status attribute), partial (True while any run
@@ -72,6 +76,8 @@ class Sweep:
         self.acts = tables["acts"]
         self.attn = tables["attn"]
         self.samples = tables["samples"]
+        self.data_files = tables.get("data_files", pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ("path", "bytes", "sha256")}))
         self.axes = axes
         self.knobs = knobs
         self.schema_version = int(attrs.get("ablate_schema_version", 1))
@@ -178,17 +184,29 @@ def _read_attrs(f):
     return {k: _text(v) for k, v in f.attrs.items()}
 
 
+def _open(path):
+    """The file opened read-only without taking HDF5's lock (the view is replaced by
+    rename, never written in place). HDF5 refuses a second open with another locking
+    flag in one process (a notebook that has the file open in h5py already): then the
+    file is opened as that first open was."""
+    try:
+        try:
+            return h5py.File(path, "r", locking=False)
+        except TypeError:  # h5py < 3.5 has no locking argument
+            return h5py.File(path, "r")
+        except OSError as e:
+            if "locking" not in str(e):
+                raise
+            return h5py.File(path, "r")
+    except OSError as e:
+        raise SweepFileError("%s: cannot open as HDF5 (%s)" % (path, e)) from None
+
+
 def load(path):
     """Reads the sweep file at path (schema 1 or 2; any sweep status) into a Sweep."""
     if not os.path.isfile(path):
         raise SweepFileError("%s: no such file" % path)
-    try:
-        f = h5py.File(path, "r", locking=False)
-    except TypeError:  # h5py < 3.5 has no locking argument
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise SweepFileError("%s: cannot open as HDF5 (%s)" % (path, e)) from None
-    with f:
+    with _open(path) as f:
         attrs = _read_attrs(f)
         version = attrs.get("ablate_schema_version")
         if version is None or "runs" not in f:
@@ -199,6 +217,10 @@ def load(path):
                                  % (path, version, ", ".join(map(str, SCHEMA_VERSIONS))))
         spec = _text(f["spec"][()]) if "spec" in f else ""
         runs = _frame(f["runs"][()])
+        # schema 2: the grid-axis columns of /runs, one name a line (absent in schema 1)
+        axes_attr = f["runs"].attrs.get("axes")
+        axis_cols = None if axes_attr is None else \
+            [c for c in _text(axes_attr).split("\n") if c]
         plan_text = None
         if "plan_text" in f:
             plan_text = [_text(v) for v in f["plan_text"][()]]
@@ -208,10 +230,20 @@ def load(path):
                 raw[t] = _frame(f[t][()])
             else:
                 raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in EMPTY_COLUMNS[t]})
-    return _assemble(path, attrs, spec, runs, plan_text, raw)
+        data_files = _frame(f["data_files"][()]) if "data_files" in f else None
+    sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols)
+    if data_files is not None:
+        sw.data_files = data_files
+    return sw
 
 
-def _assemble(path, attrs, spec, runs, plan_text, raw):
+def _axis_label(column):
+    """The label of a grid axis from its /runs column: the view names an axis column
+    `axis.<label>` when the label is also a fixed column of /runs (`name`, `seed`)."""
+    return column[5:] if column.startswith("axis.") else column
+
+
+def _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols=None):
     if "index" not in runs:
         runs["index"] = np.arange(len(runs))
     runs["seed"] = runs["seed"].astype(np.int64)
@@ -227,58 +259,88 @@ def _assemble(path, attrs, spec, runs, plan_text, raw):
         runs["group"] = runs["group"].astype(str)
     else:
         runs["group"] = _derive_groups(runs, knobs, plan_text)
-    # Grid axes, in name order (every run of a plan has the same axis labels). A label
-    # that is already a column name somewhere (`lr` is a /steps column, `tokens` a /runs
-    # column) is stored as `axis.<label>` so that no data is shadowed.
-    labels = []
-    for _, ax, _ in parsed:
-        for k, _ in ax:
-            if k not in labels:
-                labels.append(k)
-    taken = set(V1_RUN_COLUMNS) | set(knobs) | set(RUN_KEYS) | {"run", "index"}
+    # Grid axes: schema 2 lists its axis columns (attribute `axes` of /runs, in name
+    # order); schema 1 has none, so the labels and values are parsed from the run names.
+    # An axis is given the column `<label>`, or `axis.<label>` when the label is already a
+    # column name somewhere (`lr` is a /steps column, `tokens` a /runs column), so that no
+    # data is shadowed; a schema 2 axis column is renamed accordingly.
+    if axis_cols is not None:
+        missing = [c for c in axis_cols if c not in runs.columns]
+        if missing:
+            raise SweepFileError("%s: /runs lacks the grid-axis column(s) %s that its `axes` "
+                                 "attribute lists" % (path, ", ".join(missing)))
+        source = {_axis_label(c): c for c in axis_cols}
+    else:
+        source = {}
+        for _, ax, _ in parsed:
+            for k, _ in ax:
+                source.setdefault(k, None)
+    taken = set(V1_RUN_COLUMNS) | set(RUN_KEYS) | {"run", "index"}
+    taken |= set(runs.columns) - {c for c in source.values() if c}
     for t, df in raw.items():
         taken |= set(df.columns)
     axis_columns = {}
-    for k in labels:
+    for k, src in source.items():
         col = k if k not in taken else "axis." + k
         axis_columns[k] = col
-        if k in runs.columns and k not in taken and runs[k].dtype == object:  # schema 2
-            runs[col] = runs[k].astype(str)
+        if src is not None:
+            values = runs.pop(src).astype(str)
+            runs[col] = values
         else:
             runs[col] = [dict(ax).get(k, "") for _, ax, _ in parsed]
+    # The view names a grid axis before the other columns of /runs, so an axis labelled
+    # like one of them (`steps`, for a grid over train.steps) pushed that column to
+    # `end.steps` (or `start.`, `run.`, `config.`): it gets its own name back here, the
+    # axis being `axis.steps` (schema 2's docs/hdf5-schema.md, "/runs").
+    for src in source.values():
+        if src and src not in runs.columns:
+            for prefix in ("config.", "start.", "end.", "run."):
+                if prefix + src in runs.columns:
+                    runs.rename(columns={prefix + src: src}, inplace=True)
+                    if prefix == "config.":
+                        knobs = [src if k == prefix + src else k for k in knobs]
+                    break
     axes = list(axis_columns.values())
+    raw["evals"] = _eval_positions(raw["evals"], raw["steps"])
     keys = runs.set_index("index")[RUN_KEYS + axes]
     tables = {}
     for t, df in raw.items():
         df = df.join(keys, on="run") if len(df) else df.assign(**{c: pd.Series(dtype=object)
                                                                    for c in RUN_KEYS + axes})
         tables[t] = df
-    tables["evals"] = _eval_positions(tables["evals"], tables["steps"])
     sw = Sweep(path, attrs, spec, runs, tables, axes, knobs)
     sw.axis_columns = axis_columns
     return sw
 
 
 def _eval_positions(evals, steps):
-    """Schema 1 /evals has no tokens or time: take them from /steps, interpolated in step
-    between logged steps (tokens are exact: they are linear in step; time is exact at
-    logged steps, which with the default log_every 1 is every step)."""
-    need = [c for c in ("tokens", "time") if c not in evals.columns]
-    if not need or not len(evals):
-        for c in need:
-            evals[c] = pd.Series(dtype=float)
+    """/evals tokens and time where the file lacks them: schema 1 has neither column, and a
+    schema 2 view of a version-1 journal has time NaN. They are taken from /steps,
+    interpolated in step between logged steps (tokens are exact: they are linear in step;
+    time is exact at logged steps, which with the default log_every 1 is every step)."""
+    fill = {}
+    for c in ("tokens", "time"):
+        if c not in evals.columns:
+            evals[c] = np.full(len(evals), np.nan)
+        elif not len(evals) or not evals[c].isna().any():
+            continue
+        fill[c] = evals[c].isna().to_numpy()
+    if not fill or not len(evals) or not len(steps):
         return evals
-    out = {c: np.full(len(evals), np.nan) for c in need}
-    sgroups = {r: g for r, g in steps.groupby("run")} if len(steps) else {}
+    out = {c: evals[c].to_numpy(dtype=float, copy=True) for c in fill}
+    sgroups = {r: g for r, g in steps.groupby("run")}
     for r, idx in evals.groupby("run").indices.items():
         g = sgroups.get(r)
         if g is None or not len(g):
             continue
         s = g["step"].to_numpy(dtype=float)
         x = evals["step"].to_numpy(dtype=float)[idx]
-        for c in need:
-            out[c][idx] = np.interp(x, s, g[c].to_numpy(dtype=float), left=np.nan,
-                                    right=np.nan)
-    for c in need:
-        evals[c] = out[c]
+        for c in fill:
+            v = np.interp(x, s, g[c].to_numpy(dtype=float), left=np.nan, right=np.nan)
+            m = fill[c][idx]
+            out[c][idx[m]] = v[m]
+    for c in fill:
+        v = out[c]
+        # tokens stay integers, as schema 2 stores them, when every one is known
+        evals[c] = v.astype(np.int64) if c == "tokens" and np.isfinite(v).all() else v
     return evals

@@ -139,6 +139,13 @@ class Report:
                                                  for k, v in zip(prov["attribute"],
                                                                  prov["value"])]))
         self.csv(prov, "provenance.csv")
+        if len(sw.data_files):
+            self.w("Data files, as the (latest) session found them:", "")
+            self.w(md_table(["path", "bytes", "sha256"],
+                            [[p, fint(b), "`%s`" % h] for p, b, h in
+                             zip(sw.data_files["path"], sw.data_files["bytes"],
+                                 sw.data_files["sha256"])]))
+            self.csv(sw.data_files, "data_files.csv")
         self.w("### Runs by status", "")
         st = status.rename_axis("status").reset_index(name="runs")
         self.w(md_table(["status", "runs"], st.values.tolist()))

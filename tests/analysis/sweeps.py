@@ -36,13 +36,15 @@ def variants_sweep(d):
 
 
 def one_seed_sweep(d):
-    """Two variants, no baseline, one seed; a one-value grid axis on train.lr, whose label
-    `lr` is also a /steps column."""
+    """Two variants, no baseline, one seed; one-value grid axes on train.lr, whose label
+    `lr` is also a /steps column, and on train.steps, whose label `steps` is also a /runs
+    column (the view then stores the axis as /runs `steps` and the steps taken as
+    `end.steps`)."""
     spec = C.write(os.path.join(d, "one.yaml"),
                    C.micro_spec(C.corpus_path(), steps=30, seeds=(5,),
                                 variants="  relu2: {model.activation: relu2}\n"
                                          "  gelu: {model.activation: gelu}\n",
-                                grid="  train.lr: [2e-2]\n"))
+                                grid="  train.lr: [2e-2]\n  train.steps: [30]\n"))
     out = os.path.join(d, "one.h5")
     C.run(["run", spec, "-o", out, "--force"], expect_rc=0, tag="one-seed")
     return out

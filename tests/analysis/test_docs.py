@@ -1,7 +1,7 @@
 """The examples of docs/analysis.md run as written: every ```sh and ```python block, in a
-directory holding a real sweep file `sweep.h5` (tests/analysis/sweeps.py) and the
-project's `analysis/`; a ```python block followed by a plain ``` block must print exactly
-that block."""
+directory holding a real sweep file `sweep.h5` with its journal (tests/analysis/sweeps.py),
+the project's `analysis/` and `ablate` on PATH; a ```python block followed by a plain ```
+block must print exactly that block."""
 import os
 import re
 import subprocess
@@ -36,9 +36,13 @@ def test_docs():
         bl = blocks(f.read())
     assert sum(1 for b in bl if b[0] == "python") >= 4 and any(b[0] == "sh" for b in bl), bl
     with C.workdir("analysis-docs") as d:
-        os.rename(W.variants_sweep(d), os.path.join(d, "sweep.h5"))
+        src = W.variants_sweep(d)
+        os.rename(src, os.path.join(d, "sweep.h5"))
+        os.rename(src + ".d", os.path.join(d, "sweep.h5.d"))  # its journal, for `ablate view`
         os.symlink(os.path.join(C.SOURCE_DIR, "analysis"), os.path.join(d, "analysis"))
-        env = dict(C.ENV, PYTHONPATH=os.path.join(d, "analysis"), MPLBACKEND="Agg")
+        # `ablate` on PATH as for a user who installed it
+        path = os.path.dirname(C.BIN) + os.pathsep + C.ENV.get("PATH", "")
+        env = dict(C.ENV, PYTHONPATH=os.path.join(d, "analysis"), MPLBACKEND="Agg", PATH=path)
         for i, (lang, code, expect) in enumerate(bl):
             cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [PY, "-c", code]
             p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)

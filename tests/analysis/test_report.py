@@ -1,12 +1,15 @@
-"""analysis/ablate-report and the loader on real sweep files made by the ablate binary:
-the report's numbers against independent numpy/scipy computations on the raw HDF5
-(means, t intervals, paired differences, Holm-adjusted p, power figures), every figure
-written and non-empty, every table as CSV, and the edge cases: failed and diverged runs,
-one seed, no baseline, a fixed-time grid (marginals, budgets), a stopped sweep, a bad
---baseline, a file that is not a sweep."""
+"""analysis/ablate-report and the loader on real sweep files made by the ablate binary
+(schema 2) and on the committed schema-1 file of ablate 0.1.0 (tests/fixtures/v1): the
+report's numbers against independent numpy/scipy computations on the raw HDF5 (means,
+t intervals, paired differences, Holm-adjusted p, power figures), every figure written and
+non-empty, every table as CSV, and the edge cases: failed and diverged runs, one seed, no
+baseline, a fixed-time grid (marginals, budgets), a stopped sweep (its last view as left,
+then rebuilt by `ablate view`), a bad --baseline, a file that is not a sweep, a schema
+version newer than the reader."""
 import math
 import os
 import re
+import shutil
 import sys
 
 import h5py
@@ -18,28 +21,59 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweeps as W  # noqa: E402
 import common as C  # noqa: E402
 import ablate_analysis as aa  # noqa: E402
-from ablate_analysis.load import fnv1a64  # noqa: E402
 from test_stats import power_by_integration  # noqa: E402
 
 TOL = 1e-10
 FILES = {}
+V1 = os.path.join(C.SOURCE_DIR, "tests", "fixtures", "v1")
 
 
-def raw(path):
-    """/runs and /evals straight from h5py, decoded by hand (no ablate_analysis)."""
+def _str(x):
+    return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+
+
+def raw(path, steps_col="steps"):
+    """/runs and /evals straight from h5py, decoded by hand (no ablate_analysis): schema 2's
+    columns (variant, group, the axis columns its `axes` attribute lists, /evals tokens and
+    time) as they are, and for schema 1 only what schema 1 has (/plan_text for the group
+    test). steps_col: the /runs column of the steps taken. Returns (runs, evals, extra):
+    extra has `axes`, and for schema 1 `plan` and `steps` (/steps run, step, tokens, time)."""
     with h5py.File(path, "r") as f:
+        v2 = f.attrs["ablate_schema_version"] == 2
         r = f["runs"][()]
         runs = pd.DataFrame({"index": r["index"], "seed": r["seed"].astype(int),
-                             "name": [x.decode() for x in r["name"]],
-                             "status": [x.decode() for x in r["status"]],
+                             "name": [_str(x) for x in r["name"]],
+                             "status": [_str(x) for x in r["status"]],
                              "loss": r["final_val_loss"], "tokens": r["tokens"],
+                             "steps": r[steps_col],
                              "batch": r["train.batch_size"], "ctx": r["model.context"]})
         e = f["evals"][()]
         evals = pd.DataFrame({"run": e["run"], "step": e["step"], "val_loss": e["val_loss"]})
-        plan = [x.decode() for x in f["plan_text"][()]]
+        extra = {"axes": []}
+        if v2:
+            for c in ("variant", "group"):
+                runs[c] = [_str(x) for x in r[c]]
+            extra["axes"] = [a for a in _str(f["runs"].attrs["axes"]).split("\n") if a]
+            for a in extra["axes"]:
+                runs["ax:" + a] = [_str(x) for x in r[a]]
+            evals["tokens"], evals["time"] = e["tokens"], e["time"]
+        else:
+            extra["plan"] = [_str(x) for x in f["plan_text"][()]]
+            s = f["steps"][()]
+            extra["steps"] = pd.DataFrame({"run": s["run"], "step": s["step"],
+                                           "tokens": s["tokens"], "time": s["time"]})
     runs["config"] = [n.rsplit("/", 1)[0] for n in runs["name"]]
     runs["valid"] = (runs["status"] == "done") & np.isfinite(runs["loss"])
-    return runs, evals, plan
+    return runs, evals, extra
+
+
+def fnv(text):
+    """FNV-1a 64 of the UTF-8 text as 16 hex digits, written out again here (the test
+    does not take the loader's)."""
+    h = 14695981039346656037
+    for b in text.encode("utf-8"):
+        h = ((h ^ b) * 1099511628211) % 2 ** 64
+    return format(h, "016x")
 
 
 def close(a, b, what, tol=TOL):
@@ -88,96 +122,140 @@ def run_report(path, name, *extra, cli=False):
 
 # ---------------------------------------------------------------- tests
 
-def test_loader():
-    path = make("variants", W.variants_sweep)
-    sw = aa.load(path)
-    runs, evals, plan = raw(path)
-    assert len(sw.runs) == 15 and (sw.runs["status"] == "done").sum() == 9, sw.runs["status"]
-    assert all(isinstance(v, str) for v in sw.runs["name"]) and \
-        all(isinstance(v, str) for v in sw.samples["text"]), "text not decoded"
-    assert set(sw.runs["variant"]) == {"baseline", "gelu", "ctx8", "explode", "huge"}
-    assert sw.axes == [] and not sw.partial and sw.description == "ablate e2e test"
-    # group: one per configuration, shared by its seeds, = FNV-1a of the run's knob lines
-    g = sw.runs.groupby("config")["group"].nunique()
-    assert (g == 1).all() and sw.runs["group"].nunique() == 5, sw.runs[["config", "group"]]
-    assert list(sw.runs["group"]) == [fnv1a64(t) for t in plan]
-    # every metric row carries its run's identity
+def check_identity(sw, runs):
+    """Every metric row carries its run's name, seed, config and group (from the raw file)."""
     for t in ("steps", "evals", "acts", "attn", "samples"):
         df = getattr(sw, t)
         assert len(df), t
         m = df.merge(runs[["index", "name", "seed"]], left_on="run", right_on="index")
+        assert len(m) == len(df), t
         assert (m["name_x"] == m["name_y"]).all() and (m["seed_x"] == m["seed_y"]).all(), t
         assert df["config"].notna().all() and df["group"].notna().all(), t
-    # /evals tokens (schema 1: derived) = step x batch x context
+        assert (df["group"] == df["run"].map(sw.runs.set_index("index")["group"])).all(), t
+
+
+def test_loader():
+    """Schema 2 as the binary writes it: group, variant, axes and /evals tokens and time
+    are the file's columns."""
+    path = make("variants", W.variants_sweep)
+    sw = aa.load(path)
+    runs, evals, extra = raw(path)
+    assert sw.schema_version == 2 and extra["axes"] == []
+    assert len(sw.runs) == 15 and (sw.runs["status"] == "done").sum() == 9, sw.runs["status"]
+    assert all(isinstance(v, str) for v in sw.runs["name"]) and \
+        all(isinstance(v, str) for v in sw.samples["text"]) and \
+        all(isinstance(v, str) for v in sw.runs["group"]), "text not decoded"
+    assert list(sw.runs["variant"]) == list(runs["variant"])
+    assert set(sw.runs["variant"]) == {"baseline", "gelu", "ctx8", "explode", "huge"}
+    assert sw.axes == [] and not sw.partial and sw.description == "ablate e2e test"
+    # group: the file's column, one per configuration, shared by its seeds
+    assert list(sw.runs["group"]) == list(runs["group"])
+    assert all(re.fullmatch(r"[0-9a-f]{16}", g) for g in sw.runs["group"]), sw.runs["group"]
+    g = sw.runs.groupby("config")["group"].nunique()
+    assert (g == 1).all() and sw.runs["group"].nunique() == 5, sw.runs[["config", "group"]]
+    check_identity(sw, runs)
+    # /evals tokens and time: the file's columns (tokens = step x batch x context)
+    assert np.array_equal(sw.evals["tokens"], evals["tokens"]) and \
+        np.array_equal(sw.evals["time"], evals["time"]), "v2 eval tokens/time not used"
     e = sw.evals.merge(runs[["index", "batch", "ctx"]], left_on="run", right_on="index")
     assert np.array_equal(e["tokens"], e["step"] * e["batch"] * e["ctx"]), "eval tokens"
     assert np.isfinite(sw.evals["time"]).all() and (sw.evals["time"] > 0).all()
-
-
-def as_schema2(src, dst):
-    """A copy of a schema 1 file with what schema 2 adds, as issue 9 describes it: /runs
-    `variant`, `group` (here deliberately not the derived hash), `overrides`, text as
-    variable-length UTF-8 strings and the status as an enum; /evals `tokens` and `time` (here marked by an offset)."""
-    import shutil
-    shutil.copy(src, dst)
-    vstr = h5py.string_dtype("utf-8")
-    with h5py.File(dst, "r+") as f:
-        r = f["runs"][()]
-        names = [x.decode() for x in r["name"]]
-        codes = {"pending": 0, "running": 1, "interrupted": 2, "done": 3, "diverged": 4,
-                 "failed": 5}
-        fields = [(n, h5py.enum_dtype(codes, basetype="i1") if n == "status" else
-                   vstr if r.dtype[n].kind == "S" else r.dtype[n]) for n in r.dtype.names]
-        fields += [("variant", vstr), ("group", vstr), ("overrides", vstr)]
-        new = np.empty(len(r), dtype=fields)
-        for n in r.dtype.names:
-            if n == "status":
-                new[n] = [codes[x.decode()] for x in r[n]]
-            else:
-                new[n] = [x.decode() for x in r[n]] if r.dtype[n].kind == "S" else r[n]
-        new["variant"] = [n.split("/")[0] for n in names]
-        new["group"] = ["g-" + n.split("/")[0] for n in names]
-        new["overrides"] = ""
-        del f["runs"]
-        f["runs"] = new
-        e = f["evals"][()]
-        fields = list(e.dtype.descr) + [("tokens", "<i8"), ("time", "<f8")]
-        ne = np.empty(len(e), dtype=fields)
-        for n in e.dtype.names:
-            ne[n] = e[n]
-        ne["tokens"] = e["step"] * 1000 + 7
-        ne["time"] = e["step"] + 0.5
-        del f["evals"]
-        f["evals"] = ne
-        f.attrs["ablate_schema_version"] = 2
-    return dst
-
-
-def test_loader_schema2():
-    path = make("variants", W.variants_sweep)
-    v2 = as_schema2(path, os.path.join(FILES["dir"], "v2.h5"))
-    sw = aa.load(v2)
-    assert sw.schema_version == 2
-    assert set(sw.runs["group"]) == {"g-baseline", "g-gelu", "g-ctx8", "g-explode", "g-huge"}
-    assert all(isinstance(x, str) for x in sw.runs["status"]) and \
-        (sw.runs["status"] == "done").sum() == 9
-    assert (sw.acts["group"].str.startswith("g-")).all()
-    assert (sw.evals["tokens"] == sw.evals["step"] * 1000 + 7).all(), "v2 eval tokens unused"
-    assert (sw.evals["time"] == sw.evals["step"] + 0.5).all(), "v2 eval time unused"
-    d, md = run_report(v2, "v2")
-    con = pd.read_csv(os.path.join(d, "contrasts.csv"))
-    assert sorted(con["config"]) == ["ctx8", "gelu"], con
-    with h5py.File(v2, "r+") as f:
+    # a schema version newer than the reader: one line naming the file, exit 2
+    v3 = os.path.join(FILES["dir"], "v3.h5")
+    shutil.copy(path, v3)
+    with h5py.File(v3, "r+") as f:
         f.attrs["ablate_schema_version"] = 3
-    rc, err = W.report(v2, os.path.join(FILES["dir"], "rep-v3"))
-    assert rc == 2 and "schema version 3" in err and err.count("\n") == 1, err
+    rc, err = W.report(v3, os.path.join(FILES["dir"], "rep-v3"))
+    assert rc == 2 and "schema version 3" in err and "v3.h5" in err and \
+        err.count("\n") == 1, err
 
 
-def test_variants_report():
-    path = make("variants", W.variants_sweep)
-    d, md = run_report(path, "variants", cli=True)
+def v1_copy():
+    """The committed schema-1 sweep (ablate 0.1.0) in a directory of its own: v1.h5, its
+    journal as v1.h5.d/journal, spec.yaml and corpus.txt (the spec's relative data path)."""
+    d = os.path.join(FILES["dir"], "v1")
+    if not os.path.isdir(d):
+        os.mkdir(d)
+        for n in ("corpus.txt", "spec.yaml", "v1.h5"):
+            shutil.copy(os.path.join(V1, n), d)
+        os.mkdir(os.path.join(d, "v1.h5.d"))
+        shutil.copy(os.path.join(V1, "journal"), os.path.join(d, "v1.h5.d", "journal"))
+    return d
+
+
+def test_loader_schema1():
+    """The schema-1 file ablate 0.1.0 wrote (2 variants x an activation grid x 2 seeds,
+    log_every 2): variant and axes parsed from run names, group derived from /plan_text,
+    /evals tokens and time derived from /steps; then the same journal rebuilt as schema 2
+    by this release loads to the same table."""
+    path = os.path.join(v1_copy(), "v1.h5")
+    sw = aa.load(path)
+    runs, evals, extra = raw(path)
+    assert sw.schema_version == 1 and sw.status == "complete" and not sw.partial
+    assert len(sw.runs) == 8 and (sw.runs["status"] == "done").all(), sw.runs["status"]
+    assert sw.axes == ["activation"] and sw.axis_columns == {"activation": "activation"}
+    assert list(sw.runs["variant"]) == [n.split("/")[0] for n in runs["name"]]
+    assert list(sw.runs["activation"]) == [n.split("/")[1][len("activation="):]
+                                           for n in runs["name"]]
+    assert list(sw.runs["config"]) == list(runs["config"])
+    # group: FNV-1a 64 of each run's /plan_text (every knob, no seed)
+    assert list(sw.runs["group"]) == [fnv(t) for t in extra["plan"]]
+    assert sw.runs.groupby("config")["group"].nunique().eq(1).all() and \
+        sw.runs["group"].nunique() == 4
+    check_identity(sw, runs)
+    # /evals tokens = step x batch x context; time from /steps (logged every 2 steps:
+    # interpolated linearly at odd steps)
+    e = sw.evals.merge(runs[["index", "batch", "ctx"]], left_on="run", right_on="index")
+    assert np.array_equal(e["tokens"], e["step"] * e["batch"] * e["ctx"]), "eval tokens"
+    steps = extra["steps"]
+    assert sorted(set(steps["step"])) == [2, 4, 6] and sorted(set(evals["step"])) == [3, 6]
+    for (r, k), t in zip(zip(sw.evals["run"], sw.evals["step"]), sw.evals["time"]):
+        st_r = steps[steps["run"] == r].set_index("step")["time"]
+        want = st_r[k] if k in st_r.index else (st_r[k - 1] + st_r[k + 1]) / 2
+        close(t, want, "run %d step %d eval time" % (r, k), 1e-12)
+    assert list(sw.evals.columns[:6]) == ["run", "step", "val_loss", "val_acc", "tokens",
+                                          "time"], sw.evals.columns
+    # the same journal as a schema 2 view (what `--resume` with this release makes): the
+    # file's group and variant partition the runs as the derived ones do, its axes are
+    # the parsed ones, and its /evals time (NaN for a version-1 journal) is filled in
+    d = os.path.dirname(path)
+    shutil.copy(path, os.path.join(d, "v1-orig.h5"))
+    C.run(["run", "spec.yaml", "-o", "v1.h5", "--resume"], cwd=d, expect_rc=0, tag="v1-to-v2")
+    _, ev2, ex2 = raw(path)
+    assert ex2["axes"] == ["activation"] and np.isnan(ev2["time"]).all()
+    sw2 = aa.load(path)
+    assert sw2.schema_version == 2 and sw2.axes == sw.axes
+    for c in ("name", "seed", "status", "config", "variant", "activation", "final_val_loss"):
+        assert list(sw2.runs[c]) == list(sw.runs[c]), c
+    assert (sw2.runs.groupby("group")["config"].nunique() == 1).all() and \
+        sw2.runs["group"].nunique() == 4
+    for c in ("run", "step", "val_loss", "tokens", "time"):
+        assert np.array_equal(sw2.evals[c], sw.evals[c]), "evals " + c
+    shutil.move(os.path.join(d, "v1-orig.h5"), path)
+
+
+def test_schema1_report():
+    """The report of the schema-1 file: per-configuration statistics and the contrasts of
+    `post` against `baseline` at each grid point, against scipy on the raw file."""
+    path = os.path.join(v1_copy(), "v1.h5")
+    d, md = run_report(path, "v1", cli=True)
     runs, _, _ = raw(path)
     v = runs[runs["valid"]]
+    assert len(v) == 8
+    configs = check_config_stats(d, md, v)
+    assert (configs["n"] == 2).all() and len(configs) == 4
+    check_paired_contrasts(d, md, v, {"post/activation=relu": "baseline/activation=relu",
+                                      "post/activation=gelu": "baseline/activation=gelu"}, 2)
+    assert "File `v1.h5` (schema version 1), sweep status **complete**, 8 runs in 4 " \
+        "configurations." in md, md[:600]
+    check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png",
+                   "throughput.png", "forest.png"])
+    assert "## Grid marginals" in md and "Partial" not in md
+
+
+def check_config_stats(d, md, v):
+    """configs.csv and report.md against mean, sd and t interval of the valid runs' final
+    validation loss per configuration, computed here from the raw file."""
     configs = pd.read_csv(os.path.join(d, "configs.csv")).set_index("config")
     for c, g in v.groupby("config"):
         x = g["loss"].to_numpy()
@@ -188,24 +266,27 @@ def test_variants_report():
         close(r["val_loss_hi"], hi, c + " hi")
         assert "%.4f ± %.4f" % (x.mean(), x.std(ddof=1)) in md, c + " mean ± sd in report.md"
         assert "[%.4f, %.4f]" % (lo, hi) in md, c + " CI in report.md"
-    assert configs.loc["explode", "n"] == 0 and configs.loc["huge", "n"] == 0
-    # failed and diverged runs listed with their messages
-    over = md.split("### Failed and diverged runs")[1].split("## Per configuration")[0]
-    for s in range(3):
-        assert re.search(r"explode/seed%d \| diverged \| \d+ \| non-finite" % s, over), over
-        assert re.search(r"huge/seed%d \| failed \| .*cannot allocate" % s, over), over
-    # contrasts: paired t on the seeds, Holm over the family of two, power figures
+    return configs
+
+
+def check_paired_contrasts(d, md, v, pairs, n):
+    """contrasts.csv and report.md against paired t tests on the seeds (every pair shares
+    its n seeds), Holm over the family, and the power figures at alpha / m by numerical
+    integration; pairs is {configuration: its baseline}."""
     con = pd.read_csv(os.path.join(d, "contrasts.csv")).set_index("config")
-    assert sorted(con.index) == ["ctx8", "gelu"], con.index
-    base = v[v["config"] == "baseline"].set_index("seed")["loss"]
+    assert sorted(con.index) == sorted(pairs) and \
+        all(con.loc[c, "baseline"] == b for c, b in pairs.items()), con
+    m = len(pairs)
+    alpha = 0.05 / m
     ps = {}
-    for c in ("gelu", "ctx8"):
+    for c, bname in pairs.items():
+        base = v[v["config"] == bname].set_index("seed")["loss"]
         b = v[v["config"] == c].set_index("seed")["loss"].reindex(base.index)
         t = st.ttest_rel(b, base)
         dd = (b - base).to_numpy()
         lo, hi = st.t.interval(0.95, len(dd) - 1, loc=dd.mean(), scale=st.sem(dd))
         r = con.loc[c]
-        assert r["method"] == "paired" and r["n"] == 3, r
+        assert r["method"] == "paired" and r["n"] == n == len(dd), r
         close(r["diff"], dd.mean(), c + " diff")
         close(r["lo"], lo, c + " diff lo")
         close(r["hi"], hi, c + " diff hi")
@@ -213,25 +294,54 @@ def test_variants_report():
         ps[c] = t.pvalue
         assert "%+.4f" % dd.mean() in md and "[%.4f, %.4f]" % (lo, hi) in md, c
         # smallest resolvable: 80% power at alpha/m by integration; seeds needed: boundary
-        se = dd.std(ddof=1) / math.sqrt(3)
-        close(power_by_integration(r["mdd"], se, 2, 0.025), 0.8, c + " mdd power", 1e-6)
-        k = int(r["seeds_needed"])
         sd = dd.std(ddof=1)
-        pw = lambda n: power_by_integration(dd.mean(), sd / math.sqrt(n), n - 1, 0.025)  # noqa
+        close(power_by_integration(r["mdd"], sd / math.sqrt(n), n - 1, alpha), 0.8,
+              c + " mdd power", 1e-6)
+        k = int(r["seeds_needed"])
+        pw = lambda k: power_by_integration(dd.mean(), sd / math.sqrt(k), k - 1, alpha)  # noqa
         # (1e-6: the noncentral t and the integral agree to ~1e-8, not to the last bit)
         assert pw(k) >= 0.8 - 1e-6 and (k == 2 or pw(k - 1) < 0.8 + 1e-6), (c, k)
-    lo_c, hi_c = sorted(ps, key=ps.get)
-    holm = {lo_c: min(1, 2 * ps[lo_c])}
-    holm[hi_c] = max(holm[lo_c], min(1, ps[hi_c]))
+    # Holm: the i-th smallest p times (m - i), made monotone, capped at 1
+    holm, run = {}, 0.0
+    for i, c in enumerate(sorted(ps, key=ps.get)):
+        run = max(run, min(1.0, (m - i) * ps[c]))
+        holm[c] = run
     for c in ps:
         close(con.loc[c, "p_holm"], holm[c], c + " Holm p")
-        want = "not resolved with 3 seeds" if holm[c] >= 0.05 else \
+        want = "not resolved with %d seeds" % n if holm[c] >= 0.05 else \
             ("better" if con.loc[c, "diff"] < 0 else "worse")
         assert con.loc[c, "verdict"] == want, (c, con.loc[c, "verdict"], want)
+    return con
+
+
+def test_variants_report():
+    path = make("variants", W.variants_sweep)
+    d, md = run_report(path, "variants", cli=True)
+    runs, _, _ = raw(path)
+    v = runs[runs["valid"]]
+    configs = check_config_stats(d, md, v)
+    assert configs.loc["explode", "n"] == 0 and configs.loc["huge", "n"] == 0
+    # failed and diverged runs listed with their messages
+    over = md.split("### Failed and diverged runs")[1].split("## Per configuration")[0]
+    for s in range(3):
+        assert re.search(r"explode/seed%d \| diverged \| \d+ \| non-finite" % s, over), over
+        assert re.search(r"huge/seed%d \| failed \| .*cannot allocate" % s, over), over
+    # contrasts: paired t on the seeds, Holm over the family of two, power figures
+    check_paired_contrasts(d, md, v, {"gelu": "baseline", "ctx8": "baseline"}, 3)
+    # provenance: the data file's checksum (schema 2's /data_files), against the file
+    import hashlib
+    with h5py.File(path, "r") as f:
+        data = [_str(x) for x in f["data_files"]["path"]]
+    assert len(data) == 1, data
+    with open(data[0], "rb") as f:
+        blob = f.read()
+    assert "| %s | {:,} | `%s` |".format(len(blob)) % (data[0], hashlib.sha256(blob)
+                                                        .hexdigest()) in md, "data checksum"
     check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png",
                    "throughput.png", "forest.png"])
     assert set(check_csvs(d, md)) >= {"configs.csv", "contrasts.csv", "layers.csv",
-                                      "samples.csv", "failures.csv", "runs.csv"}
+                                      "samples.csv", "failures.csv", "runs.csv",
+                                      "data_files.csv"}
     for s in ("## Overview", "### Provenance", "### Runs by status", "### Compute spent",
               "## Per configuration", "### Per layer", "## Against the baseline", "## Figures",
               "## Samples", "git_rev"):
@@ -257,10 +367,20 @@ def test_baseline_option():
 def test_one_seed_no_baseline():
     path = make("one", W.one_seed_sweep)
     sw = aa.load(path)
-    assert list(sw.runs["config"]) == ["relu2/lr=2e-2", "gelu/lr=2e-2"], sw.runs["config"]
-    assert sw.axes == ["axis.lr"] and sw.axis_columns == {"lr": "axis.lr"}, sw.axes
+    assert list(sw.runs["config"]) == ["relu2/lr=2e-2/steps=30", "gelu/lr=2e-2/steps=30"], \
+        sw.runs["config"]
+    assert sw.axes == ["axis.lr", "axis.steps"] and \
+        sw.axis_columns == {"lr": "axis.lr", "steps": "axis.steps"}, sw.axes
     assert (sw.steps["axis.lr"] == "2e-2").all() and sw.steps["lr"].dtype.kind == "f"
     assert sw.steps["lr"].max() == 2e-2, "the /steps lr column was shadowed"
+    # /runs `steps` is the grid axis in the file and the steps taken are `end.steps`:
+    # the loader gives `steps` its meaning back
+    runs, _, extra = raw(path, steps_col="end.steps")
+    assert extra["axes"] == ["lr", "steps"], extra
+    assert (sw.runs["axis.steps"] == "30").all() and "end.steps" not in sw.runs
+    assert sw.runs["steps"].dtype.kind == "i" and (sw.runs["steps"] == 30).all(), \
+        sw.runs["steps"]
+    assert list(sw.runs["steps"]) == list(runs["steps"])
     d, md = run_report(path, "one")
     assert "One seed per configuration: no standard deviations, intervals or tests" in md
     assert "No baseline: the sweep has no `baseline` variant (pass --baseline)" in md, md
@@ -268,6 +388,8 @@ def test_one_seed_no_baseline():
     assert not os.path.exists(os.path.join(d, "forest.png"))
     configs = pd.read_csv(os.path.join(d, "configs.csv"))
     assert (configs["n"] == 1).all() and configs["val_loss_lo"].isna().all()
+    assert "| {:,} | {:,} |".format(runs["steps"].sum(), runs["tokens"].sum()) in \
+        md.split("### Compute spent")[1], "compute spent"
     check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png",
                    "throughput.png"])
     d, md = run_report(path, "one-b", "--baseline", "gelu")
@@ -282,11 +404,15 @@ def test_grid_fixed_time():
     assert sw.axes == ["n_head", "activation"] and set(sw.runs["variant"]) == {""}
     d, md = run_report(path, "grid")
     assert "Baseline: the base configuration `n_head=4/activation=relu`" in md
-    runs, evals, _ = raw(path)
+    runs, evals, extra = raw(path)
+    assert extra["axes"] == ["n_head", "activation"], extra
+    for a in extra["axes"]:  # the file's axis columns, as the run names write them
+        assert list(sw.runs[a]) == list(runs["ax:" + a]), a
+        assert list(runs["ax:" + a]) == [n.split("/")[extra["axes"].index(a)].split("=")[1]
+                                         for n in runs["name"]], a
     v = runs[runs["valid"]].copy()
     assert len(v) == 8, runs
-    v["n_head"] = [n.split("/")[0].split("=")[1] for n in v["name"]]
-    v["activation"] = [n.split("/")[1].split("=")[1] for n in v["name"]]
+    v["n_head"], v["activation"] = v["ax:n_head"], v["ax:activation"]
     marg = pd.read_csv(os.path.join(d, "marginals.csv"), dtype={"value": str})
     for axis in ("n_head", "activation"):
         for value, g in v.groupby(axis):
@@ -302,7 +428,7 @@ def test_grid_fixed_time():
     assert "## Budgets" in md and "### Against the baseline at equal tokens" in md
     bud = pd.read_csv(os.path.join(d, "budgets.csv")).set_index("config")
     e = evals.merge(v[["index", "config", "batch", "ctx"]], left_on="run", right_on="index")
-    e["tokens"] = e["step"] * e["batch"] * e["ctx"]
+    assert (e["tokens"] == e["step"] * e["batch"] * e["ctx"]).all(), "/evals tokens"
     t_star = e.groupby("run")["tokens"].max().min()
     at = {r: np.interp(t_star, g["tokens"], g["val_loss"]) for r, g in e.groupby("run")}
     v["at"] = v["index"].map(at)
@@ -316,16 +442,38 @@ def test_grid_fixed_time():
 
 
 def test_stopped_sweep():
+    """A sweep stopped by SIGTERM after its first run was done. SIGTERM makes `ablate run`
+    sync the journal and exit at once, without a last view (docs/architecture.md): OUT.h5
+    is the latest periodic view, which shows the sweep `running` and may predate that run's
+    end. The report reads it as a running sweep. `ablate view OUT.h5` (what a user runs,
+    docs/analysis.md) rebuilds it from the journal: the sweep `stopped`, the done run done,
+    the run in progress `interrupted`, the rest pending."""
     path = make("stopped", W.stopped_sweep)
-    sw = aa.load(path)
-    assert sw.partial and (sw.runs["status"] == "done").sum() >= 1, sw.runs["status"]
-    assert (sw.runs["status"] != "done").any()
-    d, md = run_report(path, "stopped")
-    done = int((sw.runs["status"] == "done").sum())
-    assert "> **Partial:** the sweep is `%s`; %d of 6 runs are done" % (sw.status, done) in md
-    configs = pd.read_csv(os.path.join(d, "configs.csv")).set_index("config")
-    assert configs["n"].sum() == done, configs["n"]
-    check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png"])
+    for tag in ("as-left", "rebuilt"):
+        if tag == "rebuilt":
+            C.run(["view", path], expect_rc=0, tag="view-stopped")
+        sw = aa.load(path)
+        runs, _, _ = raw(path)
+        st_ = sw.runs["status"]
+        assert list(st_) == list(runs["status"]), tag
+        assert sw.partial and st_.isin(["pending", "running", "interrupted"]).any(), (tag, st_)
+        if tag == "as-left":
+            assert sw.status == "running" and not st_.isin(["interrupted"]).any(), (tag, st_)
+        else:
+            assert sw.status == "stopped", sw.status
+            assert (st_ == "done").sum() >= 1 and (st_ == "interrupted").sum() == 1 and \
+                not (st_ == "running").any() and (st_ == "pending").any(), st_
+        d, md = run_report(path, "stopped-" + tag)
+        done = int((st_ == "done").sum())
+        assert "> **Partial:** the sweep is `%s`; %d of 6 runs are done" % (sw.status, done) \
+            in md, md[:800]
+        configs = pd.read_csv(os.path.join(d, "configs.csv")).set_index("config")
+        assert configs["n"].sum() == done, configs["n"]
+        check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png"])
+        if done:  # the statistics use the done runs only
+            v = runs[runs["valid"]]
+            close(configs.loc["baseline", "val_loss_mean"],
+                  v[v["config"] == "baseline"]["loss"].mean(), tag + " baseline mean")
 
 
 def main():
@@ -333,7 +481,8 @@ def main():
     with C.workdir("analysis") as d:
         FILES["dir"] = d
         try:
-            C.main([("loader", test_loader), ("loader_schema2", test_loader_schema2),
+            C.main([("loader", test_loader), ("loader_schema1", test_loader_schema1),
+                    ("schema1_report", test_schema1_report),
                     ("variants_report", test_variants_report),
                     ("baseline_option", test_baseline_option),
                     ("one_seed_no_baseline", test_one_seed_no_baseline),
