@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "../worker/clock.h"
+#include "../worker/file_io.h"
 #include "event_codec.h"
-#include "fsutil.h"
 #include "journal.h"
 
 #define BATCH_BYTES   (64u << 10)
@@ -66,24 +66,14 @@ int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) 
     return snprintf(buf, n, "%s/weights/%s.f32", dir, id) < (int)n ? 0 : -1;
 }
 
-/* Writes a file durably: write(ctx) into path.tmp, fsync, rename, fsync the directory.
- * 0, or the errno of what failed (the tmp file is removed). */
-static int write_durably(const char *path, int (*write)(FILE *f, const void *ctx),
-                         const void *ctx) {
-    char tmp[ABL_PATH_MAX + 8], dir[ABL_PATH_MAX];
+/* Writes a file durably (file_write_atomic) in a directory created if missing: 0, or the
+ * errno of what failed. */
+static int write_durably(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
+                         void *ctx) {
+    char dir[ABL_PATH_MAX], err[ABL_ERR_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     mkdir(dirname(dir), 0777);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w+b"); /* +: a checkpoint reads its bytes back for the CRC */
-    if (!f) return errno ? errno : EIO;
-    errno = 0;
-    int bad = write(f, ctx) != 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
-    if (!bad && fs_fsync_dir_of(path) != 0) bad = 1, e = errno;
-    if (bad) unlink(tmp);
-    return bad ? (e ? e : EIO) : 0;
+    return file_write_atomic(what, path, write, ctx, err) == 0 ? 0 : errno;
 }
 
 /* ---------------------------------------------------------------- checkpoint files */
@@ -111,7 +101,7 @@ static int crc_of_file(FILE *f, uint64_t n, uint32_t *crc) {
     return 0;
 }
 
-static int write_checkpoint(FILE *f, const void *ctx) {
+static int write_checkpoint(FILE *f, void *ctx) {
     const Trainer *t = ctx;
     if (trainer_save(t, f) != 0 || fflush(f) != 0) return -1;
     off_t n = ftello(f);
@@ -196,7 +186,7 @@ static int save_checkpoint(void *ctx, const Trainer *t) {
     if (rc->sink->failed) return -1;
     char path[ABL_PATH_MAX];
     if (run_ckpt_path(a->out_path, a->id, t->step, path, sizeof path) != 0) return -1;
-    int e = write_durably(path, write_checkpoint, t);
+    int e = write_durably("checkpoint", path, write_checkpoint, (void *)t);
     if (e) {
         fprintf(stderr, "ablate: warning: run %s: could not write checkpoint %s: %s\n", a->id, path,
                 strerror(e));
@@ -211,7 +201,7 @@ static int save_checkpoint(void *ctx, const Trainer *t) {
     return 0;
 }
 
-static int write_weights(FILE *f, const void *ctx) {
+static int write_weights(FILE *f, void *ctx) {
     const GPT *g = ctx;
     WeightsHeader h = {RUN_WEIGHTS_MAGIC, g->cfg.vocab_size, 0, g->n_params};
     if (fwrite(&h, sizeof h, 1, f) != 1) return -1;
@@ -251,7 +241,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     st = trainer_run(&t, &sink->base, &ctl, end);
     batch_flush(sink);
     if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0]) {
-        int e = write_durably(a->weights_path, write_weights, &t.gpt);
+        int e = write_durably("weights", a->weights_path, write_weights, &t.gpt);
         if (e) {
             st = RUN_INTERRUPTED;
             end->status = RUN_INTERRUPTED;

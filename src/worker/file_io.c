@@ -1,6 +1,7 @@
 #include "file_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,23 @@ int file_read_all(const char *what, const char *path, unsigned char **out, long 
     return 0;
 }
 
+/* fsync of the directory holding path, which a rename changed. */
+static int fsync_dir_of(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
                       void *ctx, char err[ABL_ERR_MAX]) {
     char tmp[4096];
@@ -62,7 +80,7 @@ int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, 
         snprintf(err, ABL_ERR_MAX, "%s %s: path too long", what, path);
         return -1;
     }
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = fopen(tmp, "w+b"); /* +: a writer may read its bytes back (checkpoint CRCs) */
     if (!f) {
         snprintf(err, ABL_ERR_MAX, "%s %s: cannot create %s: %s", what, path, tmp, strerror(errno));
         return -1;
@@ -72,10 +90,12 @@ int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, 
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1, e = errno;
     if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
     if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (rc == 0 && fsync_dir_of(path) != 0) rc = -1, e = errno; /* the rename is durable */
     if (rc != 0) {
         remove(tmp);
         snprintf(err, ABL_ERR_MAX, "%s %s: cannot write: %s", what, path,
                  e ? strerror(e) : "write error");
+        errno = e ? e : EIO;
         return -1;
     }
     return 0;

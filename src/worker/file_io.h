@@ -11,9 +11,11 @@
 int file_read_all(const char *what, const char *path, unsigned char **out, long *len,
                   char err[ABL_ERR_MAX]);
 
-/* Writes path through write(f, ctx) into a uniquely named temporary file beside it, then
- * renames it into place: readers see the old file or the whole new one, never a part, and
- * several processes writing the same path at once are safe (the last rename wins). */
+/* Writes path through write(f, ctx) into a uniquely named temporary file beside it (opened
+ * for reading too), fsyncs it, renames it into place and fsyncs the directory: readers see
+ * the old file or the whole new one, never a part, the result survives a crash, and several
+ * processes writing the same path at once are safe (the last rename wins). -1 with a
+ * message and errno set to the cause. */
 int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
                       void *ctx, char err[ABL_ERR_MAX]);
 
