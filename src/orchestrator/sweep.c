@@ -756,7 +756,8 @@ static int finish(Sweep *s) {
     }
     if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
     s->j = NULL;
-    if (finished < n || s->stop != STOP_NONE) {
+    /* a SIGUSR1 that came once every run had ended stops nothing: the sweep is complete */
+    if (finished < n || s->stop == STOP_IO) {
         fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with --resume\n",
                 finished, n);
         return SWEEP_EXIT_STOPPED;
