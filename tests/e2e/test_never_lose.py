@@ -182,8 +182,14 @@ def test_force_locked():
                 time.sleep(0.01)
             while not C.reported_finished(job.stderr()) and job.poll() is None:
                 time.sleep(0.01)
-            assert job.poll() is None, "the sweep ended before --force was tried"
-            rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
+            # Hold the sweep still (SIGSTOP keeps its lock) so that it cannot finish
+            # between this check and --force: on a fast machine the 8 runs take ~1 s.
+            os.killpg(job.sid, signal.SIGSTOP)
+            try:
+                assert job.poll() is None, "the sweep ended before --force was tried"
+                rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
+            finally:
+                os.killpg(job.sid, signal.SIGCONT)
             assert rc == 2, "--force during a sweep: exit %s\n%s" % (rc, err)
             assert "in use" in err and "--force refused" in err, err
             rc, serr = job.finish(300)
