@@ -3,6 +3,7 @@
 #include "join.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -141,27 +142,32 @@ Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
     snprintf(j->name, sizeof j->name, "%s-%s-%ld", stamp, host, (long)getpid());
     char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
+    snprintf(path, sizeof path, "%s", j->dir);
     static const char *const dirs[] = {"procs", "claims"};
     int ok = mkdir_p1(base) == 0 && mkdir_p1(j->dir) == 0;
     for (int i = 0; ok && i < 2; i++) {
         path_in(j, path, sizeof path, dirs[i], NULL);
         ok = mkdir_p1(path) == 0;
     }
-    path_in(j, path, sizeof path, "procs", j->name);
-    ok = ok && mkdir(path, 0777) == 0;
     if (!ok) {
         snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
-    snprintf(j->alive, sizeof j->alive, "%s/alive", path);
     path_in(j, path, sizeof path, "lock", NULL);
     j->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (j->lock_fd < 0 || touch(j) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", j->lock_fd < 0 ? path : j->alive,
-                 strerror(errno));
+    if (j->lock_fd < 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
+    /* before this process leaves any trace: a refused one must not look like a member */
     if (check_plan(j, p, err) != 0) goto fail;
+    path_in(j, path, sizeof path, "procs", j->name);
+    snprintf(j->alive, sizeof j->alive, "%s/alive", path);
+    if (mkdir(path, 0777) != 0 || touch(j) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
+        j->alive[0] = '\0';
+        goto fail;
+    }
     fs_fsync(j->dir, 1);
     return j;
 fail:
@@ -172,7 +178,7 @@ fail:
 void join_close(Join *j) {
     if (!j) return;
     if (j->lock_fd >= 0) close(j->lock_fd);
-    unlink(j->alive); /* we are gone: our claims can be taken at once */
+    if (j->alive[0]) unlink(j->alive); /* we are gone: our claims can be taken at once */
     free(j);
 }
 
@@ -425,4 +431,57 @@ void join_free_list(char **paths, int n) {
     for (int i = 0; i < n; i++)
         free(paths[i]);
     free(paths);
+}
+
+int join_build_view(const char *out_path, const char *own, uint64_t limit, H5ViewStats *st,
+                    char err[ABL_ERR_MAX]) {
+    char **paths, base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
+    int n, limited = -1;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return -1;
+    if (n == 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: no journal in its join directory", out_path);
+        join_free_list(paths, n);
+        return -1;
+    }
+    for (int k = 0; own && k < n; k++)
+        if (!strcmp(paths[k], own)) limited = k;
+    journal_dir_for(out_path, base, sizeof base);
+    snprintf(lock, sizeof lock, "%s/join/view.lock", base);
+    /* one build at a time: at the end every process may build, and they would only thrash */
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0) flock(fd, LOCK_EX);
+    int rc =
+        h5view_build_many((const char *const *)paths, n, limited, limit, base, out_path, st, err);
+    if (fd >= 0) close(fd);
+    join_free_list(paths, n);
+    return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int join_remove(const char *out_path, char err[ABL_ERR_MAX]) {
+    char **paths, base[ABL_PATH_MAX], dir[ABL_PATH_MAX + 8];
+    int n;
+    if (!join_exists(out_path)) return 0;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return -1;
+    int *locks = calloc((size_t)n + 1, sizeof *locks), rc = locks ? 0 : -1;
+    if (!locks) snprintf(err, ABL_ERR_MAX, "out of memory");
+    for (int k = 0; k < n && rc == 0; k++) /* held until the tree is gone */
+        if ((locks[k] = journal_lock_existing(paths[k], err)) == -1) rc = -1;
+    if (rc == 0) {
+        journal_dir_for(out_path, base, sizeof base);
+        snprintf(dir, sizeof dir, "%s/join", base);
+        if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+            snprintf(err, ABL_ERR_MAX, "cannot remove %s: %s", dir, strerror(errno));
+            rc = -1;
+        }
+    }
+    for (int k = 0; locks && k < n; k++)
+        if (locks[k] >= 0) close(locks[k]);
+    free(locks);
+    join_free_list(paths, n);
+    return rc;
 }

@@ -30,6 +30,7 @@
 #include <stddef.h>
 
 #include "../model/config.h"
+#include "h5view.h"
 #include "plan.h"
 
 #define JOIN_NAME_MAX      160
@@ -64,6 +65,7 @@ ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MA
  * checkpoint; only while the claim is ours) or "done" (its RUN_END is durable in our
  * journal; written whoever holds it now, so that a process that took it over stops). 0, 1
  * when the claim was not ours (release) or already done, -1 on an I/O error. */
+int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]);
 int join_done(Join *j, const char *id, char err[ABL_ERR_MAX]);
 /* 1 while claims/ID names us as its holder. */
 int join_holds(Join *j, const char *id);
@@ -78,5 +80,12 @@ int join_exists(const char *out_path);
  * paths. 0 with *n >= 0, or -1 with a message. */
 int join_list_journals(const char *out_path, char ***paths, int *n, char err[ABL_ERR_MAX]);
 void join_free_list(char **paths, int n);
+/* --force on a joined sweep: removes OUT.h5.d/join unless one of its processes is alive
+ * (its journal locked: refused, with the message naming it). 0 also when not joined. */
+int join_remove(const char *out_path, char err[ABL_ERR_MAX]);
+/* Builds OUT.h5 from every journal of the joined sweep (h5view_build_many), one process at a
+ * time (join/view.lock). own: a journal still being appended, read up to limit (NULL: none). */
+int join_build_view(const char *out_path, const char *own, uint64_t limit, H5ViewStats *st,
+                    char err[ABL_ERR_MAX]);
 
 #endif
