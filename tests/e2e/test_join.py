@@ -6,7 +6,8 @@ identical to one uninterrupted plain sweep):
            mpirun -n 2); one is killed with -9 while it holds a run with a checkpoint, one
            is stopped with SIGUSR1 (exit 3) and a fifth starts late; the killed one's run is
            taken over from its checkpoint;
-  random:  3 processes, one killed with -9 at a random moment (the seed is printed), twice;
+  random:  3 processes, one killed with -9 at a random moment (the seed is printed), twice
+           (CTest join_random: Release only, like long_history);
   hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
            taken over; once continued it abandons the run and leaves with exit 0;
   refused: a process planning other runs (another --set) is refused before it writes
@@ -23,9 +24,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
 
-VARIANTS = "  baseline: {}\n  gelu: {model.activation: gelu}\n  swiglu: {model.activation: swiglu}\n"
+VARIANTS = "  baseline: {}\n  gelu: {model.activation: gelu}\n"
 SEEDS = (0, 1, 2, 3)
-N_RUNS = 3 * len(SEEDS)
+N_RUNS = 2 * len(SEEDS)
 IGNORE = C.RUNS_PLACEMENT | C.RUNS_HISTORY | {"message"}
 _REF = {}
 
@@ -35,7 +36,7 @@ def spec_and_ref(tmp):
         d = C.workdir_persistent("join-ref")
         corpus = C.corpus_path(tmp)
         spec = C.write(os.path.join(d, "spec.yaml"),
-                       C.micro_spec(corpus, steps=400, seeds=SEEDS, variants=VARIANTS,
+                       C.micro_spec(corpus, steps=300, seeds=SEEDS, variants=VARIANTS,
                                     eval_every=100, stats_every=25))
         out = os.path.join(d, "ref.h5")
         C.run(["run", spec, "-o", out], expect_rc=0, timeout=600, tag="ref")
@@ -212,7 +213,7 @@ def test_refused():
         out = os.path.join(tmp, "out.h5")
         with C.Job(join_args(spec, out), tag="live") as live:
             wait_until(lambda: C.reported_finished(live.stderr()), 120, "a run", [live])
-            os.killpg(live.sid, signal.SIGSTOP)  # keeps it alive (and locked) meanwhile
+            os.killpg(live.sid, signal.SIGSTOP)  # alive (its journal locked) meanwhile
             try:
                 before = sorted(os.listdir(out + ".d/join/procs"))
                 rc, _, err = C.run(join_args(spec, out, "--set", "train.lr=0.02"), tag="plan")
@@ -227,8 +228,11 @@ def test_refused():
                 assert rc == 2 and "cannot be combined" in err, (rc, err)
             finally:
                 os.killpg(live.sid, signal.SIGCONT)
-            assert live.wait(300) == 0, live.stderr()[-3000:]
-        check_same(out, ref, "after the refusals")
+            live.signal_leader_group(signal.SIGUSR1)
+            assert live.wait(300) == 3, live.stderr()[-3000:]
+        assert sorted(os.listdir(out + ".d/join/procs")) == before, "a refused process left files"
+        done = sum(c for c in finished_counts(out).values())
+        assert done >= 1 and all(c <= 1 for c in finished_counts(out).values())
         plain = os.path.join(tmp, "plain.h5")
         C.run(["run", spec, "-o", plain, "--set", "train.steps=3"], expect_rc=0, tag="p")
         rc, _, err = C.run(join_args(spec, plain, "--set", "train.steps=3"), tag="join-plain")
@@ -238,6 +242,11 @@ def test_refused():
         assert not os.path.exists(out + ".d/join")
 
 
+CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
+         ("random", test_random)]
+
 if __name__ == "__main__":
-    C.main([("four", test_four), ("random", test_random), ("hung", test_hung),
-            ("refused", test_refused)])
+    # `test_join.py random` runs that case alone (CTest join_random, Release only); no
+    # argument runs the others (e2e_join, also under the sanitizers)
+    only = sys.argv[1:]
+    C.main([c for c in CASES if (c[0] in only if only else c[0] != "random")])
