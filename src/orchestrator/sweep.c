@@ -83,6 +83,8 @@ typedef struct {
     JoinSource *src;        /* their journals, read for takeovers */
     int n_src;
     int *ready, n_ready; /* join: runs we hold that wait for a worker again */
+    int unfinished;      /* join: queue position before which every run is finished */
+    double next_scan;    /* join: when to look for a run again after finding none */
 } Sweep;
 
 static int exists(const char *p) {
@@ -432,7 +434,9 @@ static void adopt(Sweep *s, int i, const char *prev) {
 static int join_take(Sweep *s) {
     if (s->n_ready) return s->ready[--s->n_ready];
     double now = clock_seconds();
-    for (int q = 0; q < s->n_queue && !stopping(s); q++) {
+    if (now < s->next_scan) return -1; /* rank 0 polls often: not the claims each time */
+    s->next_scan = now + 0.2;
+    for (int q = s->unfinished; q < s->n_queue && !stopping(s); q++) {
         int i = s->queue[q];
         SweepRun *r = &s->runs[i];
         if (r->finished || r->held || r->recheck > now) continue;
@@ -451,9 +455,11 @@ static int join_take(Sweep *s) {
             r->held = 1;
             adopt(s, i, prev);
             if (r->finished) continue;
+            s->next_scan = 0;
             return i;
         case CLAIM_MINE:
             r->held = 1;
+            s->next_scan = 0; /* more idle workers may want one at once */
             return i;
         }
     }
@@ -483,12 +489,13 @@ static int take_next(Sweep *s) {
 }
 
 /* Is there anything left to train, here or (joined) anywhere? */
-static int more_work(const Sweep *s) {
+static int more_work(Sweep *s) {
     if (!s->join) return s->next < s->n_queue;
     if (s->n_ready) return 1;
-    for (int q = 0; q < s->n_queue; q++)
-        if (!s->runs[s->queue[q]].finished) return 1;
-    return 0;
+    /* a joined run never becomes unfinished again: the cursor only moves forward */
+    while (s->unfinished < s->n_queue && s->runs[s->queue[s->unfinished]].finished)
+        s->unfinished++;
+    return s->unfinished < s->n_queue;
 }
 
 /* An interrupted run of ours (not the sweep's stop) goes back to be trained again. */
