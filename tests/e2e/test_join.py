@@ -110,6 +110,16 @@ def holds_checkpointed_run(out, job):
                for r in st.values())
 
 
+def stop_all(jobs):
+    """Kills what a failed case left running (continued first: SIGSTOP holds SIGKILL off
+    nothing, but a stopped mpirun would not forward it)."""
+    for j in jobs:
+        if j.poll() is None:
+            os.killpg(j.sid, signal.SIGCONT)
+            j.kill_all()
+        j.close()
+
+
 # ---------------------------------------------------------------- cases
 
 def test_four():
@@ -144,10 +154,7 @@ def test_four():
                 "no run shows a resume from a checkpoint"
             C.log("  takeovers: %d; exit statuses %s" % (len(taken), rcs))
         finally:
-            for j in jobs:
-                if j.poll() is None:
-                    j.kill_all()
-                j.close()
+            stop_all(jobs)
 
 
 def test_random():
@@ -172,10 +179,7 @@ def test_random():
                 check_same(out, ref, "round %d: kill -9 of process %d after %.2f s"
                            % (round_, victim, delay))
             finally:
-                for j in jobs:
-                    if j.poll() is None:
-                        j.kill_all()
-                    j.close()
+                stop_all(jobs)
 
 
 def test_hung():
@@ -200,11 +204,7 @@ def test_hung():
             check_same(out, ref, "hung process taken over")
             C.log("  taken over %.1f s after SIGSTOP (lease 1.5 s)" % took)
         finally:
-            for j in jobs:
-                if j.poll() is None:
-                    os.killpg(j.sid, signal.SIGCONT)
-                    j.kill_all()
-                j.close()
+            stop_all(jobs)
 
 
 def test_refused():
