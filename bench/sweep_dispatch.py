@@ -411,14 +411,12 @@ def main():
     write_spec(a.spec, a)
     Ws = [int(x) for x in a.workers.split(",")]
     print(f"sweep_dispatch: {os.cpu_count()} cores; {a.runs} runs x {a.steps} micro steps (eval {a.eval_tokens} "
-          f"tokens at the end, stats at the end, 2 samples of {a.sample_tokens} tokens); W = {a.workers}; "
-          f"{a.reps} rep(s); mpirun -n W+1 --oversubscribe")
+          f"tokens at the end, stats at the end, 2 samples of {a.sample_tokens} tokens); ", end="")
     if a.join:
         if not a.join_shim:
             ap.error("--join needs --join-shim")
-        print(f"sweep_dispatch: {os.cpu_count()} cores; {a.runs} runs x {a.steps} micro steps; one MPI job "
-              f"(mpirun -n {a.join + 1} --oversubscribe) against {a.join} joined `ablate run --join` processes; "
-              f"{a.reps} rep(s), alternating which goes first")
+        print(f"one MPI job (mpirun -n {a.join + 1} --oversubscribe) against {a.join} joined `ablate run --join` "
+              f"processes; {a.reps} rep(s), alternating which goes first")
         results = []
         try:
             for rep in range(1, a.reps + 1):
@@ -437,6 +435,7 @@ def main():
                 subprocess.run(["rm", "-rf", work])
         summary_join(results, a.join)
         return
+    print(f"W = {a.workers}; {a.reps} rep(s); mpirun -n W+1 --oversubscribe")
     results = []
     ref_mean = None
     try:
