@@ -193,6 +193,8 @@ static void compete(int p, const char *out, int peek, int ready_fd, int go_fd) {
         finished[got] = 1, left--;
     }
     ps->t_exit = now_s() - sh->t0;
+    free(finished);
+    free(recheck);
     journal_close(jr);
     join_close(j);
     _exit(ps->failed);
@@ -433,5 +435,9 @@ int main(int argc, char **argv) {
                median(v[1], n), median(v[2], n), median(v[3], n), median(v[4], n), vs);
     }
     printf("%s\n", bad ? "FAILED: see the messages above" : "every run claimed exactly once: ok");
+    free(all);
+    for (int i = 0; i < n_runs; i++)
+        free(plan.runs[i].name);
+    free(plan.runs);
     return bad;
 }
