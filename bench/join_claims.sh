@@ -32,15 +32,8 @@ while [ $# -gt 0 ]; do
 done
 WORK="$(mktemp -d "$PARENT/join_claims.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target ablate_orch >/dev/null
 BIN="$BUILD/bench-join/join_claims"
-mkdir -p "$BUILD/bench-join"
-# shellcheck disable=SC2046
-mpicc -std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$REPO/src" \
-    -o "$BIN" "$REPO/bench/join_claims.c" \
-    "$BUILD/libablate_orch.a" "$BUILD/libablate_worker.a" "$BUILD/libablate_model.a" \
-    $(pkg-config --libs hdf5-serial yaml-0.1) -lopenblas -lm -lpthread
+"$REPO/bench/build_c_bench.sh" "$BUILD" "$REPO/bench/join_claims.c" "$BIN"
 echo "join_claims: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); claims in a" \
     "$(stat -f -c %T "$WORK") file system ($(df -P "$WORK" | awk 'NR==2 {print $1}'))"
 "$BIN" "$WORK" "${ARGS[@]}"

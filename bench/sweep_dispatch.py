@@ -210,6 +210,17 @@ def ms(x):
     return 1e3 * x
 
 
+def print_training(res, lead):
+    """Ends the run-time line: the mean training time from OUT.h5, and runs not done."""
+    if res["train_seconds"]:
+        tsm = statistics.fmean(res["train_seconds"])
+        print(f"{lead} training {tsm:.3f} s (train_seconds in OUT.h5)", end="")
+        bad = [s for s in res["status"] if s != "done"]
+        if bad:
+            print(f"\n  WARNING: {len(bad)} run(s) not done: {bad[:3]}", end="")
+    print()
+
+
 def report(res, ref_mean):
     W = res["W"]
     pw = res["per_worker"]
@@ -220,13 +231,7 @@ def report(res, ref_mean):
     print(f"\nW={W} (rep {res['rep']}), load average before: {' '.join(res['load'])}")
     print(f"  runs {res['runs']} (per worker: {', '.join(str(w['n']) for w in pw)}), run time mean "
           f"{statistics.fmean(d):.3f} s (min {min(d):.3f}, max {max(d):.3f})", end="")
-    if res["train_seconds"]:
-        tsm = statistics.fmean(res["train_seconds"])
-        print(f"; of which training {tsm:.3f} s (train_seconds in OUT.h5)", end="")
-        bad = [s for s in res["status"] if s != "done"]
-        if bad:
-            print(f"\n  WARNING: {len(bad)} run(s) not done: {bad[:3]}", end="")
-    print()
+    print_training(res, "; of which")
     if ref_mean and W > 1:
         print(f"  run time vs W=1: x{statistics.fmean(d) / ref_mean:.3f} (CPU contention: 2 cores shared by "
               f"{W} workers + rank 0 + other load)")
@@ -336,12 +341,7 @@ def report_join(res):
     print(f"  runs {res['runs']} (per process: {', '.join(str(w['n']) for w in pp)}), run time mean "
           f"{statistics.fmean(d):.3f} s (min {min(d):.3f}, max {max(d):.3f}), of which journal syncs "
           f"{ms(res['syncs'] / len(d)):.1f} ms", end="")
-    if res["train_seconds"]:
-        print(f"; training {statistics.fmean(res['train_seconds']):.3f} s (train_seconds in OUT.h5)", end="")
-        bad = [s for s in res["status"] if s != "done"]
-        if bad:
-            print(f"\n  WARNING: {len(bad)} run(s) not done: {bad[:3]}", end="")
-    print()
+    print_training(res, ";")
     if res["twice"]:
         print(f"  WARNING: {len(res['twice'])} run(s) trained to the end by two processes")
     print(f"  process wall time = startup {mean('startup'):.3f} + runs {mean('busy'):.3f} + gaps "
