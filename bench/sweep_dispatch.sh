@@ -24,13 +24,18 @@
 #   --build DIR          ablate build dir [build-sbench]
 #   --corpus PATH        Tiny Shakespeare [$ABLATE_CORPUS, data/, /work/shared/data/]
 #   --out DIR            keep the sweeps' outputs and logs in DIR (default: temp, removed)
+#   --join K             instead: the same sweep as one MPI job of K workers (mpirun -n K+1)
+#                        and as K joined in-process `ablate run --join` processes started
+#                        together, --reps times each, alternating which goes first; prints
+#                        both efficiencies, their medians and the ratio joined / MPI
+#                        (bench/join_timeshim.c timestamps the joined processes' claims)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$REPO/build-sbench" ABLATE="" CORPUS="" PYARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
-    --workers|--runs|--steps|--eval-tokens|--sample-tokens|--reps|--view-interval|--out)
+    --workers|--runs|--steps|--eval-tokens|--sample-tokens|--reps|--view-interval|--out|--join)
         PYARGS+=("$1" "$2"); shift 2 ;;
     --ablate) ABLATE="$(realpath "$2")"; shift 2 ;;
     --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
@@ -76,6 +81,9 @@ fi
 mkdir -p "$BUILD/bench-sweep"
 SHIM="$BUILD/bench-sweep/libsweep_timeshim.so"
 mpicc -std=c11 -O2 -Wall -Wextra -shared -fPIC -I"$REPO/src" -o "$SHIM" "$REPO/bench/sweep_timeshim.c"
+JOIN_SHIM="$BUILD/bench-sweep/libjoin_timeshim.so"
+cc -std=c11 -O2 -Wall -Wextra -shared -fPIC -o "$JOIN_SHIM" "$REPO/bench/join_timeshim.c" -ldl
 
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3 # Debian's python has h5py (for train_seconds)
-"$PY" "$REPO/bench/sweep_dispatch.py" --ablate "$ABLATE" --shim "$SHIM" --corpus "$CORPUS" "${PYARGS[@]}"
+"$PY" "$REPO/bench/sweep_dispatch.py" --ablate "$ABLATE" --shim "$SHIM" --join-shim "$JOIN_SHIM" \
+    --corpus "$CORPUS" "${PYARGS[@]}"

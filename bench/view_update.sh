@@ -17,14 +17,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ -n "$OUT" ]; then mkdir -p "$OUT"; WORK="$(realpath "$OUT")"; else WORK="$(mktemp -d /tmp/view_update.XXXXXX)"; trap 'rm -rf "$WORK"' EXIT; fi
-cmake --build "$BUILD" -j2 --target ablate_orch >/dev/null
 BIN="$BUILD/bench-view/view_update"
-mkdir -p "$BUILD/bench-view"
-# shellcheck disable=SC2046
-mpicc -std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -I"$REPO/src" \
-    -o "$BIN" "$REPO/bench/view_update.c" \
-    "$BUILD/libablate_orch.a" "$BUILD/libablate_worker.a" "$BUILD/libablate_model.a" \
-    $(pkg-config --libs hdf5-serial yaml-0.1) -lopenblas -lm -lpthread
+"$REPO/bench/build_c_bench.sh" "$BUILD" "$REPO/bench/view_update.c" "$BIN"
 echo "view_update: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # shellcheck disable=SC2086
 "$BIN" "$WORK" $SIZES
