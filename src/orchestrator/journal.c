@@ -648,7 +648,11 @@ int journal_save_range(const char *path, uint64_t from, uint64_t len, const char
 }
 
 int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* for writing when we may: NFS grants an exclusive flock only on a file open for
+     * writing (flock(2), NOTES), and would otherwise say EBADF, read as "no flock here" */
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM))
+        fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return -2;
         seterr(err, "cannot open journal %s", path, errno);
