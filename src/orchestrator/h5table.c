@@ -136,8 +136,9 @@ static hid_t make_dcpl(hsize_t chunk) {
     return dcpl;
 }
 
-int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
-                 const char *description, char *err) {
+/* The row layout and HDF5 type of a table. */
+static int table_setup(Table *t, const char *name, const Col *cols, int ncol, int compound,
+                       char *err) {
     memset(t, 0, sizeof *t);
     t->dset = t->type = -1;
     t->ncol = ncol;
@@ -171,6 +172,33 @@ int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int nco
         h5err(err, "cannot build the type of /%s", name);
         return -1;
     }
+    return 0;
+}
+
+/* The description and the per-column units/doc attributes. */
+static int table_attrs(Table *t, const char *name, const Col *cols, int ncol,
+                       const char *description, char *err) {
+    if (attr_str(t->dset, "description", description) != 0) {
+        h5err(err, "cannot write attributes of /%s", name);
+        return -1;
+    }
+    for (int i = 0; i < ncol; i++) {
+        char an[160];
+        snprintf(an, sizeof an, "units.%s", cols[i].name);
+        int bad = cols[i].units && attr_str(t->dset, an, cols[i].units) != 0;
+        snprintf(an, sizeof an, "doc.%s", cols[i].name);
+        bad |= cols[i].doc && attr_str(t->dset, an, cols[i].doc) != 0;
+        if (bad) {
+            h5err(err, "cannot write attributes of /%s", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
+                 const char *description, char *err) {
+    if (table_setup(t, name, cols, ncol, compound, err) != 0) return -1;
     /* Power-of-two chunks of at most 1 MiB; the row buffer holds whole chunks. */
     hsize_t chunk = 64;
     while (chunk * 2 * t->row_size <= CHUNK_MAX_BYTES && chunk * 2 <= TABLE_MAX_ROWS)
@@ -194,22 +222,44 @@ int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int nco
         h5err(err, "cannot create dataset /%s", name);
         return -1;
     }
-    if (attr_str(t->dset, "description", description) != 0) {
-        h5err(err, "cannot write attributes of /%s", name);
+    return table_attrs(t, name, cols, ncol, description, err);
+}
+
+int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols, int ncol,
+                         int compound, const char *description, const TableBlock *blocks,
+                         int nblocks, char *err) {
+    if (table_setup(t, name, cols, ncol, compound, err) != 0) return -1;
+    hsize_t total = 0;
+    for (int b = 0; b < nblocks; b++)
+        total += blocks[b].count;
+    hid_t space = H5Screate_simple(1, &total, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int rc = space >= 0 && dcpl >= 0 ? 0 : -1;
+    hsize_t at = 0;
+    for (int b = 0; b < nblocks && rc == 0; b++) {
+        const TableBlock *k = &blocks[b];
+        hsize_t start = k->start, count = k->count, rows = k->rows;
+        hid_t src = H5Screate_simple(1, &rows, NULL);
+        rc = src >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, NULL, &count, NULL) >= 0 &&
+                     H5Sselect_hyperslab(src, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+                     H5Pset_virtual(dcpl, space, k->file, name, src) >= 0
+                 ? 0
+                 : -1;
+        if (src >= 0) H5Sclose(src);
+        at += count;
+    }
+    if (rc == 0) {
+        H5Sselect_all(space);
+        t->dset = H5Dcreate2(loc, name, t->type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    }
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    if (t->dset < 0) {
+        h5err(err, "cannot create virtual dataset /%s", name);
         return -1;
     }
-    for (int i = 0; i < ncol; i++) {
-        char an[160];
-        snprintf(an, sizeof an, "units.%s", cols[i].name);
-        int bad = cols[i].units && attr_str(t->dset, an, cols[i].units) != 0;
-        snprintf(an, sizeof an, "doc.%s", cols[i].name);
-        bad |= cols[i].doc && attr_str(t->dset, an, cols[i].doc) != 0;
-        if (bad) {
-            h5err(err, "cannot write attributes of /%s", name);
-            return -1;
-        }
-    }
-    return 0;
+    t->nrows = total;
+    return table_attrs(t, name, cols, ncol, description, err);
 }
 
 static void table_free_vstr(Table *t) {

@@ -42,6 +42,17 @@ void table_init(Table *t);
 /* compound = 0: a single-column dataset of that column's type. 0 or -1 with err. */
 int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
                  const char *description, char *err);
+/* Rows [start, start + count) of dataset `name` in file (a path relative to the directory
+ * of the file that refers to it), whose dataset has `rows` rows in all. */
+typedef struct {
+    const char *file;
+    hsize_t start, count, rows;
+} TableBlock;
+/* A virtual dataset (HDF5 VDS) of the same layout, concatenating the blocks in order; no
+ * rows can be added. 0 or -1 with err. */
+int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols, int ncol,
+                         int compound, const char *description, const TableBlock *blocks,
+                         int nblocks, char *err);
 /* The next (zeroed) row; NULL if a flush failed. */
 uint8_t *table_row(Table *t, char *err);
 /* Flushes (unless discard) and releases everything; 0 or -1. */

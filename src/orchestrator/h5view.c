@@ -19,6 +19,7 @@
 #include "event_codec.h"
 #include "fsutil.h"
 #include "h5table.h"
+#include "h5view_internal.h"
 #include "journal.h"
 #include "run_exec.h"
 #include "run_id.h"
@@ -29,23 +30,8 @@
 
 const char *const h5view_status_names[6] = {"pending", "running",  "interrupted",
                                             "done",    "diverged", "failed"};
-enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
-
-#define STATUS_LEN    12
-#define MAX_RUN_INDEX (1u << 24)
-#define MAX_AXES      64
 
 /* ---------------- pass 1 state ---------------- */
-
-typedef struct {
-    char *key, *val;
-    size_t vlen;
-} Kv;
-
-typedef struct {
-    Kv *v;
-    int n, cap;
-} KvList;
 
 static Kv *kv_find(KvList *l, const char *key, size_t klen) {
     for (int i = 0; i < l->n; i++)
@@ -93,42 +79,6 @@ static void kv_free(KvList *l) {
     }
     free(l->v);
 }
-
-typedef struct {
-    uint64_t plan_off, begin_off, end_off;
-    uint64_t *ev; /* offsets of the EVENTS records of the last attempt */
-    uint32_t n_ev, cap_ev;
-    uint32_t attempt, attempts, begin_session;
-    int64_t resumed_from_step, ckpt_step;
-    uint8_t planned, begun, has_end, has_start, has_step;
-    uint8_t stale;     /* begun, not ended, and its writer gone or a later session began */
-    int8_t end_status; /* RunStatus of the RUN_END (has_end) */
-    uint16_t src;      /* the journal these offsets are in (View.rd) */
-    /* from the events (pass 2) */
-    StartEvent start;
-    long last_step, last_tokens;
-    double last_time;
-    long tokens_per_step; /* from the plan's config: fills /evals tokens of 0.1.0 journals */
-} RunState;
-
-typedef struct {
-    RunState *runs;
-    uint32_t nruns; /* 1 + the highest run index seen */
-    uint32_t cap;
-    KvList header, end;
-    uint32_t session, sweep_end_session;
-    char *axes[MAX_AXES]; /* grid axis labels as run names write them, first-seen order */
-    int n_axes;
-    H5ViewStats st;
-    int writer_gone; /* no process holds the journal's lock: nothing is running */
-    /* several journals (a joined sweep, join.h): one reader each; each run shows the attempt
-     * of the journal that got furthest with it */
-    JournalReader **rd;
-    int nrd;
-    int joined, any_writer; /* several journals; some journal's writer still holds it */
-    KvList *header_into;    /* the first journal's header is the file's; others are read
-                               into a scratch list */
-} View;
 
 /* One "label=value" segment of a run name per grid axis: "variant/n_head=4/act=gelu/seed1".
  * Calls fn for each (the variant segment, without '=', gets label NULL). */
@@ -211,7 +161,7 @@ static int read_kv(View *v, const JournalRecord *rec, KvList *into, int is_heade
     return 0;
 }
 
-static int pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
+int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
     JournalRecord rec;
     int rc;
     while ((rc = journal_reader_next(r, &rec)) == 1) {
@@ -343,7 +293,7 @@ static int sweep_complete(const View *v) {
 }
 
 /* After pass 1 of one journal: which of its unended attempts are no longer running. */
-static void mark_stale(View *v) {
+void h5v_mark_stale(View *v) {
     int over = journal_complete(v) || v->writer_gone;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
@@ -403,18 +353,6 @@ static int run_status(const RunState *rs, const JournalEnd *end) {
 
 /* ---------------- pass 2: metric tables, generated from the event schema ---------------- */
 
-#define METRIC_MAX_COLS 24
-
-typedef struct {
-    EventKind kind;
-    const char *name, *desc;
-    const char *child, *child_value, *child_desc; /* the table of an EF_HEADS field */
-    Table t, c;
-    Col cols[METRIC_MAX_COLS], ccols[8];
-    int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
-    int ncol, nccol, heads, ckeys[6], nckeys;
-} Metric;
-
 static const Metric metric_defs[] = {
     {.kind = EV_STEP,
      .name = "steps",
@@ -431,7 +369,7 @@ static const Metric metric_defs[] = {
      .name = "samples",
      .desc = "Generated samples and their degeneracy statistics."},
 };
-#define N_METRICS ((int)(sizeof metric_defs / sizeof metric_defs[0]))
+_Static_assert(sizeof metric_defs / sizeof metric_defs[0] == N_METRICS, "N_METRICS");
 
 static const char *const run_doc = "plan index of the run (row of /runs)";
 
@@ -588,15 +526,19 @@ static int view_event(Metric *ms, RunState *rs, int32_t run, Event *ev, char *er
     return 0;
 }
 
-static int metrics_create(Metric *ms, hid_t file, char *err) {
+void h5v_metrics_layout(Metric *ms) {
     for (int i = 0; i < N_METRICS; i++) {
         ms[i] = metric_defs[i];
         table_init(&ms[i].t);
         table_init(&ms[i].c);
+        metric_columns(&ms[i]);
     }
+}
+
+int h5v_metrics_create(Metric *ms, hid_t file, char *err) {
+    h5v_metrics_layout(ms);
     for (int i = 0; i < N_METRICS; i++) {
         Metric *m = &ms[i];
-        metric_columns(m);
         if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0) return -1;
         if (m->heads >= 0 &&
             table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0)
@@ -618,11 +560,11 @@ static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
 }
 
 /* Streams the run's EVENTS records (last attempt) into the tables. */
-static int run_events(View *v, Metric *ms, uint32_t i, Event *ev, char *err) {
+int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err) {
     RunState *rs = &v->runs[i];
     JournalReader *r = run_reader(v, rs);
     rs->tokens_per_step = plan_tokens_per_step(r, rs);
-    for (uint32_t k = 0; k < rs->n_ev; k++) {
+    for (uint32_t k = from; k < rs->n_ev; k++) {
         JournalRecord rec;
         uint32_t attempt;
         const uint8_t *p;
@@ -658,14 +600,14 @@ static int pass2(View *v, hid_t file, char *err) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
-    if (metrics_create(ms, file, err) != 0) goto done;
+    if (h5v_metrics_create(ms, file, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) {
             v->st.skipped += rs->n_ev;
             continue;
         }
-        if (run_events(v, ms, i, ev, err) != 0) goto done;
+        if (h5v_run_events(v, ms, i, 0, ev, err) != 0) goto done;
         free(rs->ev);
         rs->ev = NULL;
     }
@@ -953,7 +895,7 @@ static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
     return rc;
 }
 
-static int write_runs(View *v, hid_t file, char *err) {
+int h5v_write_runs(View *v, hid_t file, char *err) {
     RunsLayout L;
     RunConfig *cfg = malloc(sizeof *cfg);
     JournalEnd *end = malloc(sizeof *end);
@@ -1063,7 +1005,7 @@ static int write_data_files(hid_t file, const char *text, char *err) {
     return rc;
 }
 
-static int write_root(View *v, hid_t file, char *err) {
+int h5v_write_root(View *v, hid_t file, char *err) {
     const int nknown = (int)(sizeof known_attrs / sizeof *known_attrs);
     if (attr_i32(file, "ablate_schema_version", ABLATE_SCHEMA_VERSION) != 0) goto fail;
     for (int i = 0; i < nknown; i++)
@@ -1228,6 +1170,19 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
     return h5view_build_many(one, 1, 0, limit, dir, out_path, stats, err);
 }
 
+void h5v_view_free(View *v) {
+    for (uint32_t i = 0; i < v->nruns; i++)
+        free(v->runs[i].ev);
+    free(v->runs);
+    v->runs = NULL;
+    v->nruns = v->cap = 0;
+    kv_free(&v->header);
+    kv_free(&v->end);
+    for (int a = 0; a < v->n_axes; a++)
+        free(v->axes[a]);
+    v->n_axes = 0;
+}
+
 /* Pass 1 of journal k into its own run table, then merged into the view's. */
 static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char *err) {
     RunState *runs = v->runs;
@@ -1243,10 +1198,10 @@ static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char 
     v->writer_gone = lock >= 0;
     if (lock >= 0) close(lock);
     v->any_writer |= !v->writer_gone;
-    int rc = pass1(v, v->rd[k], limit, err);
+    int rc = h5v_pass1(v, v->rd[k], limit, err);
     v->st.journal_bytes += bytes;
     v->st.torn_bytes += torn;
-    mark_stale(v);
+    h5v_mark_stale(v);
     RunState *cand = v->runs;
     uint32_t ncand = v->nruns;
     uint32_t sess = v->session, end_sess = v->sweep_end_session;
@@ -1312,9 +1267,9 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
         h5err(err, "cannot create %s", tmp);
         goto done;
     }
-    if (write_root(&v, file, err) != 0) goto done;
+    if (h5v_write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, file, err) != 0) goto done;
-    if (write_runs(&v, file, err) != 0) goto done;
+    if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     herr_t cl = H5Fclose(file);
     file = -1;
@@ -1353,13 +1308,7 @@ done:
     for (int k = 0; k < n; k++)
         if (v.rd[k]) journal_reader_close(v.rd[k]);
     free(v.rd);
-    for (uint32_t i = 0; i < v.nruns; i++)
-        free(v.runs[i].ev);
-    free(v.runs);
-    kv_free(&v.header);
-    kv_free(&v.end);
-    for (int a = 0; a < v.n_axes; a++)
-        free(v.axes[a]);
+    h5v_view_free(&v);
     v.st.seconds = clock_seconds() - t0;
     if (stats) *stats = v.st;
     return rc;

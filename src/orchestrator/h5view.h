@@ -56,6 +56,21 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
                       const char *data_dir, const char *out_path, H5ViewStats *stats,
                       char err[ABL_ERR_MAX]);
 
+/* The live view (h5view_live.c): OUT.h5 kept current while the sweep writing journal_path
+ * runs, at a cost that follows what is new, not the journal's size: the rows that arrived
+ * since the last update go into a segment file OUT.h5.d/view/seg-*.h5, and OUT.h5 (root
+ * attributes, /runs, and each metric table as a virtual dataset over the segments; no
+ * /weights) is rewritten small. A full build (h5view_build*) then makes the self-contained
+ * file, after which h5live_remove_segments lets the segments go. */
+typedef struct H5Live H5Live;
+H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL_ERR_MAX]);
+/* Brings OUT.h5 up to the journal's first `limit` bytes. 0, or -1 with a message (the live
+ * view stays usable: the next update tries again). */
+int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_ERR_MAX]);
+void h5live_close(H5Live *lv);
+/* Removes OUT.h5.d/view/ (call only once OUT.h5 is a full build). 0 or -1. */
+int h5live_remove_segments(const char *out_path);
+
 /* Names used in the status column of /runs. */
 extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */
 

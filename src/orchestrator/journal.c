@@ -481,6 +481,19 @@ static int reader_resync(JournalReader *r) {
     }
 }
 
+int journal_reader_seek(JournalReader *r, uint64_t offset) {
+    if (lseek(r->fd, (off_t)offset, SEEK_SET) < 0) {
+        seterr(r->err, "cannot seek in journal %s", r->path, errno);
+        return -1;
+    }
+    r->beg = r->end = 0;
+    r->buf_off = offset;
+    r->eof = r->done = 0;
+    r->valid_end = offset;
+    r->torn = 0;
+    return 0;
+}
+
 int journal_reader_next(JournalReader *r, JournalRecord *rec) {
     if (r->done) return 0;
     long long total;

@@ -157,6 +157,9 @@ JournalReader *journal_reader_open(const char *path, char err[ABL_ERR_MAX]);
 /* 1: *rec is the next valid record; 0: end of the valid records (clean end or torn tail;
  * see journal_reader_torn_bytes); -1: I/O error (journal_reader_error). */
 int journal_reader_next(JournalReader *r, JournalRecord *rec);
+/* Reads on from offset (a record boundary), as if the reader had just been opened there:
+ * a reader of a journal that is still being appended picks up what was added. 0 or -1. */
+int journal_reader_seek(JournalReader *r, uint64_t offset);
 /* After next returned 0: offset just past the last valid record, and the bytes after it. */
 uint64_t journal_reader_valid_end(const JournalReader *r);
 uint64_t journal_reader_torn_bytes(const JournalReader *r);

@@ -535,7 +535,7 @@ static void rebuild_view(Sweep *s, int force) {
         stop_journal(s);
         return;
     }
-    view_updater_request(s->vu, journal_size(s->j));
+    view_updater_request(s->vu, journal_size(s->j), force);
     /* keep views to at most ~10% of the time: their thread shares the machine with runs */
     double took = view_updater_last_seconds(s->vu);
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
@@ -1013,7 +1013,7 @@ static int finish(Sweep *s) {
         rebuild_view(s, 1);
     } else { /* what the journal holds on disk, if there is room for it */
         char err[ABL_ERR_MAX];
-        view_updater_request(s->vu, journal_written_size(s->j));
+        view_updater_request(s->vu, journal_written_size(s->j), 1);
         if (view_updater_wait(s->vu, err) != 0)
             fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
     }

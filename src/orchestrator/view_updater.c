@@ -15,10 +15,27 @@ struct ViewUpdater {
     char journal[ABL_PATH_MAX], out[ABL_PATH_MAX];
     uint64_t want, built; /* journal bytes asked for / covered by the last build */
     int requested, building, stopping, failed;
-    int joined; /* a joined sweep: the view covers every process's journal */
+    int joined;    /* a joined sweep: the view covers every process's journal */
+    int want_full; /* the next build is a full one (self-contained file) */
+    H5Live *live;  /* the incremental view of periodic builds (not for joined sweeps) */
     char err[ABL_ERR_MAX];
     H5ViewStats last;
 };
+
+/* Periodic views are live (incremental) ones; the first and the last are full builds,
+ * after which the live view's segments go (OUT.h5 then needs none of them). */
+static int build(ViewUpdater *u, int full, uint64_t upto, H5ViewStats *st, char *err) {
+    if (u->joined) return join_build_view(u->out, u->journal, upto, st, err);
+    if (full) {
+        if (h5view_build_upto(u->journal, u->out, upto, st, err) != 0) return -1;
+        h5live_close(u->live);
+        u->live = NULL;
+        h5live_remove_segments(u->out);
+        return 0;
+    }
+    if (!u->live && !(u->live = h5live_open(u->journal, u->out, err))) return -1;
+    return h5live_update(u->live, upto, st, err);
+}
 
 static void *run(void *arg) {
     ViewUpdater *u = arg;
@@ -28,13 +45,13 @@ static void *run(void *arg) {
             pthread_cond_wait(&u->cv, &u->mu);
         if (!u->requested && u->stopping) break;
         uint64_t upto = u->want;
-        u->requested = 0;
+        int full = u->want_full || u->joined;
+        u->requested = u->want_full = 0;
         u->building = 1;
         pthread_mutex_unlock(&u->mu);
         H5ViewStats st;
         char err[ABL_ERR_MAX] = "";
-        int rc = u->joined ? join_build_view(u->out, u->journal, upto, &st, err)
-                           : h5view_build_upto(u->journal, u->out, upto, &st, err);
+        int rc = build(u, full, upto, &st, err);
         pthread_mutex_lock(&u->mu);
         u->building = 0;
         u->last = st;
@@ -74,10 +91,11 @@ ViewUpdater *view_updater_start(const char *journal_path, const char *out_path, 
     return u;
 }
 
-void view_updater_request(ViewUpdater *u, uint64_t flushed) {
+void view_updater_request(ViewUpdater *u, uint64_t flushed, int full) {
     pthread_mutex_lock(&u->mu);
     if (flushed > u->want || !u->requested) u->want = flushed;
     u->requested = 1;
+    u->want_full |= full;
     pthread_cond_broadcast(&u->cv);
     pthread_mutex_unlock(&u->mu);
 }
@@ -120,6 +138,7 @@ void view_updater_stop(ViewUpdater *u) {
     pthread_cond_broadcast(&u->cv);
     pthread_mutex_unlock(&u->mu);
     pthread_join(u->thread, NULL);
+    h5live_close(u->live);
     pthread_mutex_destroy(&u->mu);
     pthread_cond_destroy(&u->cv);
     free(u);

@@ -1,6 +1,8 @@
 """The live view: while runs are in progress OUT.h5 shows them (status running) with the
 rows received so far, within the view interval, before any run has finished; in one
-process and under mpirun."""
+process and under mpirun. While the sweep runs the view is incremental (metric tables as
+virtual datasets over segment files, h5view_live.c) and its rows are the final ones; the
+final file is a full, self-contained build and the segments are gone."""
 import os
 import sys
 import time
@@ -30,11 +32,16 @@ def watch(d, ranks, label):
                 with h5py.File(out, "r") as f:
                     runs = f["runs"][:]
                     n_steps = len(f["steps"])
+                    steps = f["steps"][:]
+                    live = f.attrs.get("view") == "live" and f["steps"].is_virtual
             except (OSError, KeyError):
                 continue
             if runs["status"][0] == b"running" and n_steps > 0 and runs["steps"][0] > 0:
                 seen = (time.monotonic() - t0, n_steps, int(runs["steps"][0]))
                 break
+        # the live view is incremental: metric tables are virtual datasets over segment
+        # files of the rows that arrived since the previous update (h5view_live.c)
+        assert seen is None or live, "%s: the running view is not a live (virtual) one" % label
         rc = job.wait(120)
     finally:
         job.close()
@@ -44,6 +51,11 @@ def watch(d, ranks, label):
     C.log("  %s: running run visible after %.1f s with %d step rows (step %d)" % ((label,) + seen))
     with h5py.File(out, "r") as f:
         assert f["runs"]["status"][0] == b"done" and len(f["steps"]) >= seen[1]
+        # the final file is a full build, self-contained; the live rows were the same rows
+        assert "view" not in f.attrs and not f["steps"].is_virtual, dict(f.attrs)
+        final = f["steps"][:]
+    assert (final[:len(steps)] == steps).all(), "%s: live rows differ from the final ones" % label
+    assert not os.path.exists(out + ".d/view"), "%s: segments left after the sweep" % label
 
 
 def test_live_one_process():

@@ -1,0 +1,97 @@
+/* The internals of the sweep view shared by the full build (h5view.c) and the live,
+ * incremental one (h5view_live.c): the per-run state pass 1 collects, the metric tables'
+ * layout, and the passes themselves. Not a public interface. */
+#ifndef ABLATE_ORCH_H5VIEW_INTERNAL_H
+#define ABLATE_ORCH_H5VIEW_INTERNAL_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "../worker/event_schema.h"
+#include "h5table.h"
+#include "h5view.h"
+#include "journal.h"
+
+enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
+
+#define STATUS_LEN    12
+#define MAX_RUN_INDEX (1u << 24)
+#define MAX_AXES      64
+
+typedef struct {
+    char *key, *val;
+    size_t vlen;
+} Kv;
+
+typedef struct {
+    Kv *v;
+    int n, cap;
+} KvList;
+
+typedef struct {
+    uint64_t plan_off, begin_off, end_off;
+    uint64_t *ev; /* offsets of the EVENTS records of the last attempt */
+    uint32_t n_ev, cap_ev;
+    uint32_t attempt, attempts, begin_session;
+    int64_t resumed_from_step, ckpt_step;
+    uint8_t planned, begun, has_end, has_start, has_step;
+    uint8_t stale;     /* begun, not ended, and its writer gone or a later session began */
+    int8_t end_status; /* RunStatus of the RUN_END (has_end) */
+    uint16_t src;      /* the journal these offsets are in (View.rd) */
+    /* from the events (pass 2) */
+    StartEvent start;
+    long last_step, last_tokens;
+    double last_time;
+    long tokens_per_step; /* from the plan's config: fills /evals tokens of 0.1.0 journals */
+} RunState;
+
+typedef struct {
+    RunState *runs;
+    uint32_t nruns; /* 1 + the highest run index seen */
+    uint32_t cap;
+    KvList header, end;
+    uint32_t session, sweep_end_session;
+    char *axes[MAX_AXES]; /* grid axis labels as run names write them, first-seen order */
+    int n_axes;
+    H5ViewStats st;
+    int writer_gone; /* no process holds the journal's lock: nothing is running */
+    /* several journals (a joined sweep, join.h): one reader each; each run shows the attempt
+     * of the journal that got furthest with it */
+    JournalReader **rd;
+    int nrd;
+    int joined, any_writer; /* several journals; some journal's writer still holds it */
+    KvList *header_into;    /* the first journal's header is the file's; others are read
+                               into a scratch list */
+} View;
+
+#define METRIC_MAX_COLS 24
+
+typedef struct {
+    EventKind kind;
+    const char *name, *desc;
+    const char *child, *child_value, *child_desc; /* the table of an EF_HEADS field */
+    Table t, c;
+    Col cols[METRIC_MAX_COLS], ccols[8];
+    int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
+    int ncol, nccol, heads, ckeys[6], nckeys;
+} Metric;
+
+#define N_METRICS 4 /* steps, evals, acts (+ attn), samples */
+
+/* Pass 1: indexes the records of r that end within limit into v (continuing from whatever
+ * v holds); 0 or -1 with err. */
+int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err);
+/* After pass 1 of one journal: which of its unended attempts are no longer running. */
+void h5v_mark_stale(View *v);
+/* The metric tables' definitions and columns (no file touched). */
+void h5v_metrics_layout(Metric *ms);
+/* Creates the metric tables in file. */
+int h5v_metrics_create(Metric *ms, hid_t file, char *err);
+/* Streams EVENTS records [from, n_ev) of run i into the tables (and its pass-2 state). */
+int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
+int h5v_write_root(View *v, hid_t file, char *err);
+int h5v_write_runs(View *v, hid_t file, char *err);
+/* Frees what v holds (not the readers). */
+void h5v_view_free(View *v);
+
+#endif

@@ -1,0 +1,385 @@
+/* The live view (h5view.h, "Live"): OUT.h5 kept current while a sweep runs at a cost that
+ * follows what is new, not everything recorded so far.
+ *
+ * A full build (h5view.c) reads the whole journal and recompresses every row: on a 1 GB
+ * journal that is minutes, for each update. Here the state of pass 1 is kept between
+ * updates and the journal is read on from where the last update stopped; the rows that
+ * arrived since are written once, compressed, into a new segment file OUT.h5.d/view/
+ * seg-PID-K.h5 (the metric tables, those rows only); and OUT.h5 is rewritten small: the
+ * root attributes and /runs as in a full build, and each metric table as an HDF5 virtual
+ * dataset (VDS) concatenating the blocks of rows of every segment. A run whose attempt
+ * changes (it continued from a checkpoint: the new attempt's records hold its whole
+ * history) has its old blocks dropped and is written again. OUT.h5 is replaced by rename
+ * as always, so readers open a complete file; segment paths are relative to OUT.h5's
+ * directory, which HDF5 resolves wherever the reader runs.
+ *
+ * The cost of an update: the new journal bytes, the new rows, plus /runs (one row per
+ * planned run) and one mapping per block. The sweep ends with a full build, which writes
+ * the self-contained file and lets the segments go. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../worker/clock.h"
+#include "fsutil.h"
+#include "h5view_internal.h"
+
+#define N_TABLES (2 * N_METRICS) /* each metric's table and its child table (attn) */
+
+typedef struct {
+    uint32_t seg, run;
+    hsize_t start, count;
+} LiveBlock;
+
+typedef struct {
+    LiveBlock *b;
+    int n, cap;
+} BlockList;
+
+typedef struct {
+    uint32_t attempt, emitted; /* the attempt whose rows are in segments, and its records */
+} LiveRun;
+
+struct H5Live {
+    View v;
+    JournalReader *r;
+    uint64_t next; /* journal offset where pass 1 goes on */
+    char out[ABL_PATH_MAX], dir[ABL_PATH_MAX + 16], rel[ABL_PATH_MAX + 16];
+    char **segs; /* file names in dir */
+    hsize_t (*seg_rows)[N_TABLES];
+    int nseg;
+    LiveRun *lr;
+    uint32_t nlr;
+    BlockList blocks[N_TABLES];
+    Metric layout[N_METRICS];
+};
+
+static int segdir_of(const char *out, char *dir, size_t dn, char *rel, size_t rn) {
+    const char *base = strrchr(out, '/');
+    base = base ? base + 1 : out;
+    if (snprintf(dir, dn, "%s.d/view", out) >= (int)dn) return -1;
+    return snprintf(rel, rn, "%s.d/view", base) >= (int)rn ? -1 : 0;
+}
+
+H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL_ERR_MAX]) {
+    H5Live *lv = calloc(1, sizeof *lv);
+    if (!lv) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+    snprintf(lv->out, sizeof lv->out, "%s", out_path);
+    if (segdir_of(out_path, lv->dir, sizeof lv->dir, lv->rel, sizeof lv->rel) != 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path);
+        free(lv);
+        return NULL;
+    }
+    if (!(lv->r = journal_reader_open(journal_path, err))) {
+        free(lv);
+        return NULL;
+    }
+    lv->v.rd = &lv->r;
+    lv->v.nrd = 1;
+    lv->v.header_into = &lv->v.header;
+    h5v_metrics_layout(lv->layout);
+    return lv;
+}
+
+void h5live_close(H5Live *lv) {
+    if (!lv) return;
+    journal_reader_close(lv->r);
+    h5v_view_free(&lv->v);
+    for (int k = 0; k < lv->nseg; k++)
+        free(lv->segs[k]);
+    free(lv->segs);
+    free(lv->seg_rows);
+    free(lv->lr);
+    for (int t = 0; t < N_TABLES; t++)
+        free(lv->blocks[t].b);
+    free(lv);
+}
+
+int h5live_remove_segments(const char *out_path) {
+    char dir[ABL_PATH_MAX + 16], rel[ABL_PATH_MAX + 16];
+    if (segdir_of(out_path, dir, sizeof dir, rel, sizeof rel) != 0) return -1;
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "seg-", 4)) {
+            char f[ABL_PATH_MAX + 300];
+            snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+            unlink(f);
+        }
+    closedir(d);
+    return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- bookkeeping */
+
+static int add_block(BlockList *l, uint32_t seg, uint32_t run, hsize_t start, hsize_t count) {
+    if (count == 0) return 0;
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 64;
+        LiveBlock *nb = realloc(l->b, sizeof *nb * (size_t)nc);
+        if (!nb) return -1;
+        l->b = nb;
+        l->cap = nc;
+    }
+    l->b[l->n++] = (LiveBlock){seg, run, start, count};
+    return 0;
+}
+
+/* A run that began a new attempt: its rows so far are history of the old one. */
+static void drop_run(H5Live *lv, uint32_t run) {
+    for (int t = 0; t < N_TABLES; t++) {
+        BlockList *l = &lv->blocks[t];
+        int k = 0;
+        for (int i = 0; i < l->n; i++)
+            if (l->b[i].run != run) l->b[k++] = l->b[i];
+        l->n = k;
+    }
+}
+
+static int grow_runs(H5Live *lv) {
+    if (lv->v.nruns <= lv->nlr) return 0;
+    LiveRun *n = realloc(lv->lr, sizeof *n * lv->v.nruns);
+    if (!n) return -1;
+    memset(n + lv->nlr, 0, sizeof *n * (lv->v.nruns - lv->nlr));
+    lv->lr = n;
+    lv->nlr = lv->v.nruns;
+    return 0;
+}
+
+static Table *metric_table(Metric *m, int t) {
+    return t % 2 ? &m[t / 2].c : &m[t / 2].t;
+}
+
+static hid_t create_file(const char *path) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 0, 1);
+#endif
+    H5Pset_obj_track_times(fcpl, 0);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    return f;
+}
+
+/* ---------------------------------------------------------------- one segment */
+
+/* The rows that arrived since the last update, into a new segment: 0 (nothing new is fine),
+ * -1 with err. */
+static int write_segment(H5Live *lv, char *err) {
+    View *v = &lv->v;
+    int any = 0;
+    for (uint32_t i = 0; i < v->nruns && !any; i++)
+        any = v->runs[i].planned && v->runs[i].n_ev > lv->lr[i].emitted;
+    if (!any) return 0;
+    char name[64], path[ABL_PATH_MAX + 96];
+    snprintf(name, sizeof name, "seg-%ld-%d.h5", (long)getpid(), lv->nseg);
+    snprintf(path, sizeof path, "%s/%s", lv->dir, name);
+    char parent[ABL_PATH_MAX + 16];
+    fs_dir_of(lv->dir, parent, sizeof parent); /* OUT.h5.d: a sweep has it; a bench may not */
+    if ((mkdir(parent, 0777) != 0 && errno != EEXIST) ||
+        (mkdir(lv->dir, 0777) != 0 && errno != EEXIST)) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", lv->dir, strerror(errno));
+        return -1;
+    }
+    char **ns = realloc(lv->segs, sizeof *ns * (size_t)(lv->nseg + 1));
+    if (ns) lv->segs = ns;
+    hsize_t(*nr)[N_TABLES] = realloc(lv->seg_rows, sizeof *nr * (size_t)(lv->nseg + 1));
+    if (nr) lv->seg_rows = nr;
+    Event *ev = malloc(sizeof *ev);
+    if (!ns || !nr || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
+        free(ev);
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    uint32_t seg = (uint32_t)lv->nseg;
+    Metric ms[N_METRICS];
+    int rc = -1;
+    hid_t f = create_file(path);
+    if (f < 0) {
+        h5err(err, "cannot create %s", path);
+        free(ev);
+        free(lv->segs[seg]);
+        return -1;
+    }
+    if (h5v_metrics_create(ms, f, err) != 0) goto done;
+    for (uint32_t i = 0; i < v->nruns; i++) {
+        RunState *rs = &v->runs[i];
+        LiveRun *l = &lv->lr[i];
+        if (!rs->planned || rs->n_ev <= l->emitted) continue;
+        hsize_t before[N_TABLES];
+        for (int t = 0; t < N_TABLES; t++)
+            before[t] = (hsize_t)table_rows(metric_table(ms, t));
+        if (h5v_run_events(v, ms, i, l->emitted, ev, err) != 0) goto done;
+        l->emitted = rs->n_ev;
+        for (int t = 0; t < N_TABLES; t++)
+            if (add_block(&lv->blocks[t], seg, i, before[t],
+                          (hsize_t)table_rows(metric_table(ms, t)) - before[t]) != 0) {
+                snprintf(err, ABL_ERR_MAX, "out of memory");
+                goto done;
+            }
+    }
+    rc = 0;
+done:
+    for (int t = 0; t < N_TABLES; t++) {
+        Table *tb = metric_table(ms, t);
+        lv->seg_rows[seg][t] = (hsize_t)table_rows(tb);
+        char e2[ABL_ERR_MAX];
+        if (table_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    }
+    if (H5Fclose(f) < 0 && rc == 0) {
+        h5err(err, "cannot close %s", path);
+        rc = -1;
+    }
+    if (rc == 0 && fs_fsync(path, 0) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(ev);
+    if (rc != 0) { /* its blocks are not referenced: a later update writes them again */
+        for (uint32_t i = 0; i < v->nruns; i++)
+            lv->lr[i].emitted = 0;
+        for (uint32_t i = 0; i < v->nruns; i++)
+            drop_run(lv, i);
+        if (truncate(path, 0) != 0) { /* only to free the space */
+        }
+        unlink(path);
+        free(lv->segs[seg]);
+        return -1;
+    }
+    lv->nseg++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- OUT.h5 */
+
+static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *err) {
+    const BlockList *l = &lv->blocks[t];
+    const char *name = t % 2 ? m->child : m->name;
+    const Col *cols = t % 2 ? m->ccols : m->cols;
+    int ncol = t % 2 ? m->nccol : m->ncol;
+    const char *desc = t % 2 ? m->child_desc : m->desc;
+    Table tb;
+    table_init(&tb);
+    TableBlock *tbl = malloc(sizeof *tbl * (size_t)(l->n + 1));
+    char(*paths)[ABL_PATH_MAX + 96] = malloc(sizeof *paths * (size_t)(lv->nseg + 1));
+    int rc = -1;
+    if (!tbl || !paths) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < lv->nseg; k++)
+        snprintf(paths[k], sizeof paths[k], "%s/%s", lv->rel, lv->segs[k]);
+    for (int i = 0; i < l->n; i++)
+        tbl[i] = (TableBlock){paths[l->b[i].seg], l->b[i].start, l->b[i].count,
+                              lv->seg_rows[l->b[i].seg][t]};
+    rc = l->n ? table_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, l->n, err)
+              : table_create(&tb, file, name, cols, ncol, 1, desc, err);
+done:;
+    char e2[ABL_ERR_MAX];
+    if (table_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    free(tbl);
+    free(paths);
+    return rc;
+}
+
+static int write_top(H5Live *lv, char *err) {
+    char tmp[ABL_PATH_MAX + 32], dir[ABL_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", lv->out, (long)getpid());
+    hid_t f = create_file(tmp);
+    if (f < 0) {
+        h5err(err, "cannot create %s", tmp);
+        return -1;
+    }
+    int rc = -1;
+    if (h5v_write_root(&lv->v, f, err) != 0) goto done;
+    if (attr_str(f, "view", "live") != 0) {
+        h5err(err, "cannot write the root attributes");
+        goto done;
+    }
+    for (int t = 0; t < N_TABLES; t++)
+        if ((t % 2 == 0 || lv->layout[t / 2].heads >= 0) &&
+            virtual_table(lv, f, &lv->layout[t / 2], t, err) != 0)
+            goto done;
+    if (h5v_write_runs(&lv->v, f, err) != 0) goto done;
+    rc = 0;
+done:
+    if (H5Fclose(f) < 0 && rc == 0) {
+        h5err(err, "cannot close %s", tmp);
+        rc = -1;
+    }
+    if (rc == 0 && fs_fsync(tmp, 0) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0 && rename(tmp, lv->out) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot rename %.200s to %.200s: %s", tmp, lv->out,
+                 strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0) {
+        fs_dir_of(lv->out, dir, sizeof dir);
+        fs_fsync(dir, 1);
+    } else {
+        if (truncate(tmp, 0) != 0) { /* only to free the space */
+        }
+        unlink(tmp);
+    }
+    return rc;
+}
+
+int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_ERR_MAX]) {
+    double t0 = clock_seconds();
+    View *v = &lv->v;
+    H5E_auto2_t old_func;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int rc = -1;
+    if (journal_reader_seek(lv->r, lv->next) != 0) {
+        snprintf(err, ABL_ERR_MAX, "%s", journal_reader_error(lv->r));
+        goto done;
+    }
+    if (h5v_pass1(v, lv->r, limit, err) != 0) goto done;
+    lv->next = v->st.journal_bytes;
+    v->writer_gone = 0; /* the sweep building it is alive */
+    h5v_mark_stale(v);
+    if (grow_runs(lv) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < v->nruns; i++) {
+        RunState *rs = &v->runs[i];
+        LiveRun *l = &lv->lr[i];
+        if (!rs->planned || rs->attempt == l->attempt) continue;
+        drop_run(lv, i);
+        l->attempt = rs->attempt;
+        l->emitted = 0;
+        rs->has_start = rs->has_step = 0; /* pass-2 state of the old attempt */
+        rs->last_step = rs->last_tokens = 0;
+        rs->last_time = 0;
+    }
+    v->st.runs = v->st.runs_done = 0; /* counted again by /runs */
+    if (write_segment(lv, err) != 0 || write_top(lv, err) != 0) goto done;
+    long long *rows[N_TABLES] = {&v->st.steps, NULL,        &v->st.evals,   NULL,
+                                 &v->st.acts,  &v->st.attn, &v->st.samples, NULL};
+    for (int t = 0; t < N_TABLES; t++) {
+        long long n = 0;
+        for (int k = 0; k < lv->blocks[t].n; k++)
+            n += (long long)lv->blocks[t].b[k].count;
+        if (rows[t]) *rows[t] = n;
+    }
+    rc = 0;
+done:
+    H5Eclear2(H5E_DEFAULT);
+    H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+    v->st.seconds = clock_seconds() - t0;
+    if (stats) *stats = v->st;
+    return rc;
+}
