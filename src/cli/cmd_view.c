@@ -59,6 +59,12 @@ int cmd_view(int argc, char **argv) {
         fprintf(stderr, "ablate view: %s\n", err);
         return 1;
     }
+    /* the live view's segments, once no sweep is writing (a running one still uses them) */
+    int lock = journal_lock_existing(journal, err);
+    if (lock >= 0) {
+        h5live_remove_segments(out);
+        close(lock);
+    }
     return report(out, &st);
 }
 
