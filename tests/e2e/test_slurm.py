@@ -4,12 +4,20 @@ Needs a SLURM: the single-node slurm-local cluster when its start.sh is found
 ($ABLATE_SLURM_LOCAL, else ../shared/slurm-local next to the source tree; CI has it and
 this test starts it), else whatever sbatch/sinfo reach (the work dir must then be on a
 filesystem the nodes share: set TMPDIR). With neither it exits 77, which CTest reports as
-skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
+skipped. `test_slurm.py CASE...` runs only those cases. The cases (the jobs run 3 ranks:
+rank 0 orchestrates, 2 workers):
   a. USR1 to the batch shell 0.3 s after the job started (`scancel -b -s USR1`, which is
      what a preemption does): the job is requeued, not FAILED; the next start resumes and
      the sweep completes with values identical to an uninterrupted sweep;
   b. USR1 while runs are in progress: they are checkpointed, the job requeues, the next
      start resumes them from their checkpoints; identical values again;
+  f. the time limit: a job with -t 1 and the script's --signal=B:USR1@60 is warned by
+     SLURM itself, at slurmctld's periodic pass (a probe job finds when the passes come;
+     the job is submitted 3 s before one, so the pass finds runs in progress); it
+     checkpoints, requeues itself and finishes in a later start; identical values;
+  g. preemption: a job in `urgent` that needs the whole node preempts the sweep job in
+     `debug`; SLURM signals it, it checkpoints its runs in progress, requeues itself
+     within the grace time, starts again after the urgent job; identical values;
   c. the same as (a) for a job submitted with --no-requeue: it ends at once with ablate's
      exit 3 (FAILED), not 0 after holding its CPUs; its log says why;
   d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
@@ -22,14 +30,17 @@ skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
      exists; else the log must say there is none); a sweep job cancelled while running:
      the finish job says the sweep is not complete and --wait exits 3 (with --srun and
      --cpus-per-task 2: 2 CPUs per task and ablate run --blas-threads 2).
-There is no sacct: the job's state and exit code come from scontrol while the record lasts
-and from the job's own log."""
+While (f) waits for its pass, the cases that fit in the wait run, and are reported in
+their place. There is no sacct: the job's state and exit code
+come from scontrol while the record lasts and from the job's own log."""
+import calendar
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
@@ -44,6 +55,11 @@ REPORT = os.path.join(C.SOURCE_DIR, "analysis", "ablate-report")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 END_RE = re.compile(r"^ablate job end \S+ status (\d+)", re.M)
+START_RE = re.compile(r"^ablate job \d+ start (\S+) restart (\d+)", re.M)
+# slurmctld checks time limits and sends --signal warnings in a periodic pass (every 30 s,
+# PERIODIC_TIMEOUT; 30.07 s measured on slurm-local: each of its 1 s loop turns runs a
+# little over), so a warning comes at the first pass at or after its due time.
+PASS_PERIOD = 30.07
 
 
 def slurm_up():
@@ -84,10 +100,10 @@ def read(path):
 
 
 class SlurmJob:
-    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=()):
+    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=(), minutes=5):
         self.out = out
         self.log = log or out + ".log"
-        cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", "5"] + list(opts)
+        cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", str(minutes)] + list(opts)
         if log:
             cmd += ["-o", log]
         cmd += [script, spec, out] + list(ablate_opts)
@@ -175,21 +191,76 @@ def check_requeued_complete(job, ref, out, label):
     return v
 
 
+class PassClock:
+    """When slurmctld's next periodic pass comes. A probe job, submitted at once, with a
+    warning due as soon as it starts (-t 1 --signal=B:USR1@60) is warned at the first pass
+    and writes the time; later passes follow every PASS_PERIOD."""
+
+    def __init__(self, d):
+        self.out = os.path.join(d, "clock.out")
+        r = subprocess.run(
+            ["sbatch", "--parsable", "-n", "1", "-t", "1", "--signal=B:USR1@60",
+             "--no-requeue", "-J", "ablate-test-clock", "-o", self.out, "--wrap",
+             'trap "echo pass \\$(date +%s.%N); exit 0" USR1; '
+             'while :; do sleep 1 & wait $!; done'],
+            cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, "sbatch of the clock probe failed: %s" % r.stderr
+        self.id = r.stdout.strip().split(";")[0]
+        self.t0 = None
+
+    def first(self, timeout=120):
+        t_end = time.monotonic() + timeout
+        while self.t0 is None:
+            m = re.search(r"^pass (\d+\.\d+)", read(self.out), re.M)
+            if m:
+                self.t0 = float(m.group(1))
+                C.log("  slurmctld pass at %.2f (clock probe job %s)" % (self.t0, self.id))
+            elif time.monotonic() > t_end:
+                raise AssertionError("the clock probe job %s was not warned in %d s: %s"
+                                     % (self.id, timeout, job_info(self.id)))
+            else:
+                time.sleep(0.1)
+        return self.t0
+
+    def next_after(self, lead):
+        """The first pass at least `lead` s from now (wall-clock time)."""
+        t0 = self.first()
+        k = max(0, int((time.time() + lead - t0) // PASS_PERIOD) + 1)
+        return t0 + k * PASS_PERIOD
+
+    def cancel(self):
+        subprocess.run(["scancel", self.id], capture_output=True)
+
+
 class Sweep:
-    """The work dir, the spec and the uninterrupted reference every case compares with."""
+    """The work dir, the specs and the uninterrupted references the cases compare with:
+    `spec` runs in about 2 s on 2 workers; `long` (5x the steps) in about 6 s, for the
+    cases whose signal SLURM sends a while after the test asked for it."""
 
     def __init__(self, d):
         self.d = d
-        self.spec = C.write(os.path.join(d, "t.yaml"),
-                            C.micro_spec(C.corpus_path(), steps=600, seeds=(1, 2),
-                                         variants=VARIANTS, eval_every=150, stats_every=150))
-        C.run(["run", self.spec, "-o", os.path.join(d, "ref.h5")], expect_rc=0,
-              tag="reference")
-        self.ref = C.View(os.path.join(d, "ref.h5"))
+        self.clock = PassClock(d)
+        self.spec, self.ref = self.reference("t", 600)
+        self._long = None
 
-    def submit(self, case, script=SCRIPT, log=True, **kw):
+    def reference(self, name, steps, ranks=None):
+        spec = C.write(os.path.join(self.d, name + ".yaml"),
+                       C.micro_spec(C.corpus_path(), steps=steps, seeds=(1, 2),
+                                    variants=VARIANTS, eval_every=steps // 4,
+                                    stats_every=steps // 4))
+        h5 = os.path.join(self.d, name + "-ref.h5")
+        C.run(["run", spec, "-o", h5], ranks=ranks, expect_rc=0, tag="reference")
+        return spec, C.View(h5)
+
+    def long(self):
+        """(spec, reference) of the long sweep (2.5 s a run), made on first use."""
+        if self._long is None:
+            self._long = self.reference("long", 3000, ranks=RANKS)
+        return self._long
+
+    def submit(self, case, script=SCRIPT, log=True, spec=None, **kw):
         """A job writing OUT.h5 `case`.h5 (log `case`.log, or OUT.h5.log when log=False)."""
-        return SlurmJob(self.d, script, self.spec, os.path.join(self.d, case + ".h5"),
+        return SlurmJob(self.d, script, spec or self.spec, os.path.join(self.d, case + ".h5"),
                         log=os.path.join(self.d, case + ".log") if log else None, **kw)
 
 
@@ -265,6 +336,82 @@ def case_srun(S):
         assert "(srun)" in job.text(), "d: not run by srun:\n%s" % job.text()[-4000:]
     finally:
         job.cancel()
+
+
+def checkpointed_at_usr1(job, label):
+    """The first start's ablate got the USR1 with runs in progress and checkpointed them."""
+    stopped_by_usr1(job, label)
+    m = re.search(r"SIGUSR1: checkpointing (\d+) run", job.text())
+    assert m and int(m.group(1)) >= 1, "%s: no run in progress at the USR1:\n%s" % (
+        label, job.text()[-4000:])
+
+
+def case_time_limit(S):
+    """The time limit's own warning: -t 1 with the script's --signal=B:USR1@60 makes the
+    warning due from the start, so slurmctld sends it at its first periodic pass. The job
+    is submitted `lead` s before a pass, so the pass finds the long sweep with runs in
+    progress (its runs go from about 1.2 s to 6.5 s after the submission on slurm-local).
+    Each later start is warned again at its first pass (about 16 s in: it started about
+    14 s after the last pass) and has usually finished by then (else one more start);
+    the limit itself never hits. While it waits for the pass, short cases run (EARLY)."""
+    spec, ref = S.long()
+    lead = 3.0
+    t_pass = S.clock.next_after(lead)
+    S.early.run_until(t_pass - lead)
+    if time.time() > t_pass - lead - 0.5:  # an early case overran its budget
+        t_pass = S.clock.next_after(lead)
+    time.sleep(max(0.0, t_pass - lead - time.time()))
+    job = S.submit("f", spec=spec, minutes=1)
+    try:
+        check_requeued_complete(job, ref, job.out, "f (time limit)")
+        checkpointed_at_usr1(job, "f")
+        v = C.View(job.out)
+        resumed = [r["name"] for r in v.runs.values() if r["resumed_from_step"] > 0]
+        C.log("  f: pass predicted %.1f s after the submission; resumed from a checkpoint: %s"
+              % (lead, resumed))
+    finally:
+        job.cancel()
+
+
+def case_preempted(S):
+    """A job in `urgent` that needs the node preempts the sweep: SLURM sends the sweep job
+    its --signal at once; it checkpoints and requeues itself within GraceTime (SLURM
+    would requeue it too, but with a SIGTERM, which loses the runs' progress) and starts
+    again once the urgent job is done."""
+    spec, ref = S.long()
+    S.clock.first()  # the probe has ended (else it would be preempted too)
+    job = S.submit("g", spec=spec)
+    urgent = None
+    try:
+        wait_log(job, lambda s: "planned" in s, "the sweep started")
+        time.sleep(0.5)  # runs in progress
+        node = job_info(job.id)["NodeList"]
+        mark = os.path.join(S.d, "urgent.out")
+        r = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--exclusive", "-w", node,
+                            "-n", "1", "-t", "1", "-J", "ablate-test-urgent", "-o", mark,
+                            "--wrap", "echo urgent start $(date +%s.%N); sleep 1"],
+                           cwd=S.d, capture_output=True, text=True)
+        assert r.returncode == 0, "sbatch -p urgent failed: %s" % r.stderr
+        urgent = r.stdout.strip().split(";")[0]
+        C.log("  urgent job %s (-p urgent --exclusive -w %s)" % (urgent, node))
+        check_requeued_complete(job, ref, job.out, "g (preempted)")
+        checkpointed_at_usr1(job, "g")
+        text = job.text()
+        assert "requeueing, the next start resumes" in text, text[-4000:]
+        m = re.search(r"^urgent start (\d+\.\d+)", read(mark), re.M)
+        assert m, "g: the urgent job %s did not run: %s" % (urgent, read(mark))
+        starts = START_RE.findall(text)
+        # the second start waited for the urgent job, which needed the whole node
+        t2 = calendar.timegm(time.strptime(starts[1][0], "%Y-%m-%dT%H:%M:%SZ"))
+        assert t2 >= int(float(m.group(1))), "g: restarted before the urgent job: %s, %s" % (
+            starts, m.group(0))
+        v = C.View(job.out)
+        resumed = [r["name"] for r in v.runs.values() if r["resumed_from_step"] > 0]
+        C.log("  g: resumed from a checkpoint: %s" % resumed)
+    finally:
+        job.cancel()
+        if urgent:
+            subprocess.run(["scancel", urgent], capture_output=True)
 
 
 def submit(S, args, wait=True, timeout=60):
@@ -405,18 +552,69 @@ def case_submit_cancelled(S):
         sub.cancel()
 
 
+class Early:
+    """Short cases run while another case waits (time_limit, for slurmctld's pass), each
+    reported in its own place in the list: its result is kept and given again there."""
+
+    def __init__(self, S, cases):
+        self.S, self.todo, self.done = S, list(cases), {}
+
+    def run_until(self, t_end):
+        """Runs the cases whose budget (s) fits before wall-clock time t_end."""
+        for name, fn, budget in list(self.todo):
+            if time.time() + budget > t_end:
+                continue
+            self.todo.remove((name, fn, budget))
+            C.log("== %s (early, %.0f s before time_limit's slurmctld pass)"
+                  % (name, t_end - time.time()))
+            t0 = time.monotonic()
+            try:
+                fn(self.S)
+                self.done[name] = (time.monotonic() - t0, None, "")
+            except Exception as e:
+                self.done[name] = (time.monotonic() - t0, e, traceback.format_exc())
+            C.log("   (%s %.1f s)" % ("failed" if self.done[name][1] else "passed",
+                                     self.done[name][0]))
+
+    def case(self, name, fn):
+        """The test of case `name`: its early result, or a run now."""
+        def test():
+            if name not in self.done:
+                return fn(self.S)
+            took, exc, tb = self.done[name]
+            C.log("  ran early, in %.1f s%s" % (took, ":\n" + tb if exc else ""))
+            if exc:
+                raise exc
+        return test
+
+
+# name, function, budget (s) when it may run early (None: never; a budget is about 1.5x
+# the case's time on slurm-local)
+CASES = [("usr1_at_start", case_usr1_at_start, None),
+         ("usr1_mid_run", case_usr1_mid_run, None),
+         ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass
+         ("preempted", case_preempted, 32),
+         ("srun", case_srun, 24),
+         ("no_requeue", case_no_requeue, 6),
+         ("submit_cancelled", case_submit_cancelled, 6),
+         ("submit_checks", case_submit_checks, 2),
+         ("submit_wait", case_submit_wait, None)]
+
 if __name__ == "__main__":
+    # test_slurm.py [CASE ...] runs only those cases
+    unknown = set(sys.argv[1:]) - {c[0] for c in CASES}
+    if unknown:
+        sys.exit("unknown case(s) %s; the cases: %s" % (
+            ", ".join(sorted(unknown)), ", ".join(c[0] for c in CASES)))
     slurm_up()
     with C.workdir("slurm") as d:
         S = Sweep(d)
+        chosen = [c for c in CASES if not sys.argv[1:] or c[0] in sys.argv[1:]]
+        S.early = Early(S, [c for c in chosen if c[2] is not None])
         try:
-            C.main([("usr1_at_start", lambda: case_usr1_at_start(S)),
-                    ("usr1_mid_run", lambda: case_usr1_mid_run(S)),
-                    ("no_requeue", lambda: case_no_requeue(S)),
-                    ("srun", lambda: case_srun(S)),
-                    ("submit_checks", lambda: case_submit_checks(S)),
-                    ("submit_wait", lambda: case_submit_wait(S)),
-                    ("submit_cancelled", lambda: case_submit_cancelled(S))])
+            C.main([(n, S.early.case(n, f)) for n, f, _ in chosen])
         except SystemExit as e:
             if e.code:
                 raise  # keeps the work dir
+        finally:
+            S.clock.cancel()
