@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
         /* one more finished run, then the view brought up to date on the view thread */
         events += add_run(j, runs++, &b);
         journal_flush(j);
-        ViewUpdater *u = view_updater_start(jp, out, err);
+        ViewUpdater *u = view_updater_start(jp, out, 0, err);
         t0 = clock_seconds();
         view_updater_request(u, journal_size(j));
         view_updater_wait(u, err);

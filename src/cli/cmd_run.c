@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan_cost.h"
+#include "orchestrator/join.h"
 #include "orchestrator/sweep.h"
 #include "orchestrator/sweep_signals.h"
 #include "worker/blas_env.h"
@@ -15,9 +16,9 @@
 static void run_usage(FILE *f) {
     fprintf(
         f,
-        "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume] [--force]\n"
+        "usage: [mpirun -n N] ablate run SPEC.yaml -o OUT.h5 [--resume | --force | --join]\n"
         "           [--set key=value ...] [--view-interval S] [--checkpoint-every S]\n"
-        "           [--max-run-memory SIZE] [--blas-threads K]\n\n"
+        "           [--max-run-memory SIZE] [--blas-threads K] [--lease S]\n\n"
         "Plans every run of the spec, trains them on the MPI worker ranks (in-process\n"
         "with one rank) and gathers everything into OUT.h5. The durable record is the\n"
         "journal in OUT.h5.d/; OUT.h5 is rebuilt from it while the sweep runs and at the end.\n\n"
@@ -27,6 +28,15 @@ static void run_usage(FILE *f) {
         "                         to resume\n"
         "  --force                overwrite an existing OUT.h5 and its journal (refused while\n"
         "                         another sweep is writing them)\n"
+        "  --join                 one of any number of processes on this sweep (array tasks,\n"
+        "                         separate jobs, each its own mpirun/srun): each run is\n"
+        "                         trained by one of them; each keeps its own journal in\n"
+        "                         OUT.h5.d/join/; starts the sweep or joins it; every process\n"
+        "                         must plan the same runs (same spec and --set)\n"
+        "  --lease S              with --join: runs of a process that stops renewing its\n"
+        "                         heartbeat (hung, or its node is gone) are taken over after S\n"
+        "                         seconds (%.0f); a process that exits or is killed is seen at "
+        "once\n"
         "  --set key=value        override a base knob (repeatable)\n"
         "  --view-interval S      rebuild OUT.h5 at most every S seconds while running (30)\n"
         "  --checkpoint-every S   checkpoint each run every S seconds of its training, so that\n"
@@ -42,8 +52,10 @@ static void run_usage(FILE *f) {
         "that file once every rank can take SIGUSR1 (launchers forward it only then).\n"
         "Exit status: 0 every run ended done or diverged; 1 a run failed (or OUT.h5 could\n"
         "not be written at the end); 2 invalid spec or usage, nothing trained; 3 stopped\n"
-        "early and resumable (SIGUSR1, SIGTERM, a full disk): run again with --resume.\n",
-        SWEEP_DEFAULT_CHECKPOINT_EVERY);
+        "early and resumable (SIGUSR1, SIGTERM, a full disk): run again with --resume (or\n"
+        "--join). A joined process exits 0 once the whole sweep is complete: it stays while\n"
+        "other processes hold runs, to take them over should they die.\n",
+        JOIN_DEFAULT_LEASE, SWEEP_DEFAULT_CHECKPOINT_EVERY);
 }
 
 /* ABLATE_READY_FILE: created once every rank has its signal handlers (after MPI_Init and
@@ -79,6 +91,10 @@ int cmd_run(int argc, char **argv) {
             o.resume = 1;
         } else if (!strcmp(argv[i], "--force")) {
             o.force = 1;
+        } else if (!strcmp(argv[i], "--join")) {
+            o.join = 1;
+        } else if (!strcmp(argv[i], "--lease") && i + 1 < argc) {
+            bad |= cli_number("run", "--lease", argv[++i], CLI_SECONDS, &o.lease);
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
             sets[o.n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--view-interval") && i + 1 < argc) {
@@ -109,6 +125,16 @@ int cmd_run(int argc, char **argv) {
         }
     }
     o.sets = sets;
+    if (!bad && o.join && o.force) {
+        fprintf(stderr, "ablate run: --join cannot be combined with --force (every joined process "
+                        "would start the sweep over); remove the output first, or use --force "
+                        "without --join\n");
+        bad = 1;
+    }
+    if (!bad && o.lease > 0 && !o.join) {
+        fprintf(stderr, "ablate run: --lease applies to --join only\n");
+        bad = 1;
+    }
     if (!bad && (!o.spec_path || !o.out_path)) {
         fprintf(stderr, "ablate run: %s\n",
                 !o.spec_path ? "no spec given" : "-o OUT.h5 is required");

@@ -5,17 +5,21 @@
 
 #include "commands.h"
 #include "orchestrator/h5view.h"
+#include "orchestrator/join.h"
 #include "orchestrator/journal.h"
 
 static void view_usage(FILE *f) {
     fprintf(f, "usage: ablate view OUT.h5\n\n"
-               "Rebuilds OUT.h5 from its journal (OUT.h5.d/journal) without training: after a\n"
+               "Rebuilds OUT.h5 from its journal (OUT.h5.d/journal, or every process's journal\n"
+               "of a sweep run with --join) without training: after a\n"
                "sweep stopped abnormally (its runs in progress then show as interrupted), after\n"
                "a view could not be written (a full disk), or to see a running sweep's latest\n"
                "rows now. Safe while the sweep runs; it takes no lock and refuses nothing.\n"
                "Exit status: 0 written, 1 the journal cannot be read or the file written,\n"
                "2 usage.\n");
 }
+
+static int report(const char *out, const H5ViewStats *st);
 
 int cmd_view(int argc, char **argv) {
     const char *out = NULL;
@@ -35,6 +39,14 @@ int cmd_view(int argc, char **argv) {
         return 2;
     }
     char journal[ABL_PATH_MAX], err[ABL_ERR_MAX];
+    H5ViewStats st;
+    if (join_exists(out)) { /* a joined sweep: every process's journal */
+        if (join_build_view(out, NULL, UINT64_MAX, &st, err) != 0) {
+            fprintf(stderr, "ablate view: %s\n", err);
+            return 1;
+        }
+        return report(out, &st);
+    }
     if (journal_path_for(out, journal, sizeof journal) != 0) {
         fprintf(stderr, "ablate view: %s: path too long\n", out);
         return 2;
@@ -43,14 +55,18 @@ int cmd_view(int argc, char **argv) {
         fprintf(stderr, "ablate view: %s has no journal %s to build it from\n", out, journal);
         return 1;
     }
-    H5ViewStats st;
     if (h5view_build_stats(journal, out, &st, err) != 0) {
         fprintf(stderr, "ablate view: %s\n", err);
         return 1;
     }
+    return report(out, &st);
+}
+
+static int report(const char *out, const H5ViewStats *st) {
     fprintf(stderr,
             "ablate view: %s: %ld runs (%ld done), %lld step rows, from %llu journal bytes "
             "in %.2f s\n",
-            out, st.runs, st.runs_done, st.steps, (unsigned long long)st.journal_bytes, st.seconds);
+            out, st->runs, st->runs_done, st->steps, (unsigned long long)st->journal_bytes,
+            st->seconds);
     return 0;
 }

@@ -101,6 +101,9 @@ typedef struct {
     uint32_t attempt, attempts, begin_session;
     int64_t resumed_from_step, ckpt_step;
     uint8_t planned, begun, has_end, has_start, has_step;
+    uint8_t stale;     /* begun, not ended, and its writer gone or a later session began */
+    int8_t end_status; /* RunStatus of the RUN_END (has_end) */
+    uint16_t src;      /* the journal these offsets are in (View.rd) */
     /* from the events (pass 2) */
     StartEvent start;
     long last_step, last_tokens;
@@ -118,6 +121,13 @@ typedef struct {
     int n_axes;
     H5ViewStats st;
     int writer_gone; /* no process holds the journal's lock: nothing is running */
+    /* several journals (a joined sweep, join.h): one reader each; each run shows the attempt
+     * of the journal that got furthest with it */
+    JournalReader **rd;
+    int nrd;
+    int joined, any_writer; /* several journals; some journal's writer still holds it */
+    KvList *header_into;    /* the first journal's header is the file's; others are read
+                               into a scratch list */
 } View;
 
 /* One "label=value" segment of a run name per grid axis: "variant/n_head=4/act=gelu/seed1".
@@ -227,7 +237,7 @@ static int pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
         switch (rec.type) {
         case JREC_HEADER:
             v->session++;
-            if (read_kv(v, &rec, &v->header, 1) != 0) goto oom;
+            if (read_kv(v, &rec, v->header_into, 1) != 0) goto oom;
             break;
         case JREC_SWEEP_END:
             v->sweep_end_session = v->session ? v->session : 1;
@@ -285,6 +295,7 @@ static int pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
                 if (e.attempt > rs->attempt) start_attempt(rs, e.attempt);
                 rs->has_end = 1;
                 rs->end_off = rec.offset;
+                rs->end_status = (int8_t)e.end.status;
             }
             break;
         }
@@ -313,11 +324,66 @@ oom:
     return -1;
 }
 
-static int sweep_complete(const View *v) {
+static int journal_complete(const View *v) {
     return v->sweep_end_session != 0 && v->sweep_end_session == v->session;
 }
 
-static int run_status(const View *v, const RunState *rs, const JournalEnd *end) {
+/* A joined sweep is complete when every run has ended (no process writes a SWEEP_END for
+ * all of them); a single journal when its last session ended it. */
+static int sweep_complete(const View *v) {
+    if (!v->joined) return journal_complete(v);
+    uint32_t planned = 0;
+    for (uint32_t i = 0; i < v->nruns; i++) {
+        const RunState *rs = &v->runs[i];
+        if (!rs->planned) continue;
+        planned++;
+        if (!rs->has_end || rs->end_status == RUN_INTERRUPTED) return 0;
+    }
+    return planned > 0;
+}
+
+/* After pass 1 of one journal: which of its unended attempts are no longer running. */
+static void mark_stale(View *v) {
+    int over = journal_complete(v) || v->writer_gone;
+    for (uint32_t i = 0; i < v->nruns; i++) {
+        RunState *rs = &v->runs[i];
+        rs->stale = !rs->has_end && (over || rs->begin_session < v->session);
+    }
+}
+
+/* How far a journal got with a run: ended (not interrupted) > running > interrupted >
+ * planned; among interrupted attempts, the one with more history. */
+static int run_score(const RunState *rs) {
+    if (!rs->planned) return -1;
+    if (rs->has_end && rs->end_status != RUN_INTERRUPTED) return 3;
+    if ((rs->begun || rs->n_ev) && !rs->has_end && !rs->stale) return 2;
+    return rs->begun || rs->n_ev || rs->has_end ? 1 : 0;
+}
+
+/* Merges one journal's runs (cand, from pass 1) into the view's: each keeps the better. */
+static int merge_runs(View *v, RunState *cand, uint32_t n, uint16_t src) {
+    for (uint32_t i = 0; i < n; i++) {
+        cand[i].src = src;
+        if (!run_get(v, i)) return -1;
+        RunState *old = &v->runs[i];
+        int a = run_score(old), b = run_score(&cand[i]);
+        uint32_t attempts = old->attempts + cand[i].attempts;
+        if (b > a || (b == a && b == 1 && cand[i].n_ev > old->n_ev)) {
+            free(old->ev);
+            *old = cand[i];
+        } else {
+            free(cand[i].ev);
+        }
+        old->attempts = attempts;
+    }
+    return 0;
+}
+
+static JournalReader *run_reader(const View *v, const RunState *rs) {
+    return v->rd[rs->src];
+}
+
+static int run_status(const RunState *rs, const JournalEnd *end) {
     if (rs->has_end) {
         switch (end->end.status) {
         case RUN_DONE:
@@ -331,8 +397,7 @@ static int run_status(const View *v, const RunState *rs, const JournalEnd *end) 
         }
     }
     if (!rs->begun && rs->n_ev == 0 && rs->attempt == 0) return ST_PENDING;
-    if (rs->begin_session < v->session || sweep_complete(v) || v->writer_gone)
-        return ST_INTERRUPTED;
+    if (rs->stale) return ST_INTERRUPTED;
     return ST_RUNNING;
 }
 
@@ -553,8 +618,9 @@ static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
 }
 
 /* Streams the run's EVENTS records (last attempt) into the tables. */
-static int run_events(View *v, Metric *ms, JournalReader *r, uint32_t i, Event *ev, char *err) {
+static int run_events(View *v, Metric *ms, uint32_t i, Event *ev, char *err) {
     RunState *rs = &v->runs[i];
+    JournalReader *r = run_reader(v, rs);
     rs->tokens_per_step = plan_tokens_per_step(r, rs);
     for (uint32_t k = 0; k < rs->n_ev; k++) {
         JournalRecord rec;
@@ -584,7 +650,7 @@ static int run_events(View *v, Metric *ms, JournalReader *r, uint32_t i, Event *
     return 0;
 }
 
-static int pass2(View *v, JournalReader *r, hid_t file, char *err) {
+static int pass2(View *v, hid_t file, char *err) {
     Metric ms[N_METRICS];
     int rc = -1;
     Event *ev = malloc(sizeof *ev);
@@ -599,7 +665,7 @@ static int pass2(View *v, JournalReader *r, hid_t file, char *err) {
             v->st.skipped += rs->n_ev;
             continue;
         }
-        if (run_events(v, ms, r, i, ev, err) != 0) goto done;
+        if (run_events(v, ms, i, ev, err) != 0) goto done;
         free(rs->ev);
         rs->ev = NULL;
     }
@@ -819,8 +885,9 @@ static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32
 }
 
 /* The results part of a row: status, the start and end events' fields, where it ran. */
-static int put_results(View *v, const RunsLayout *L, JournalReader *r, Table *t, uint8_t *row,
-                       RunState *rs, JournalEnd *end, const char *message) {
+static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, RunState *rs,
+                       JournalEnd *end, const char *message) {
+    JournalReader *r = run_reader(v, rs);
     JournalRecord rec;
     int have_end = 0;
     int32_t rank = -1;
@@ -854,7 +921,7 @@ static int put_results(View *v, const RunsLayout *L, JournalReader *r, Table *t,
             rs->has_step && rs->last_time > 0 ? (double)rs->last_tokens / rs->last_time : NAN;
     }
     if (message[0]) snprintf(end->end.message, sizeof end->end.message, "%s", message);
-    int st = run_status(v, rs, end);
+    int st = run_status(rs, end);
     if (st == ST_DONE) v->st.runs_done++;
     v->st.runs++;
     set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
@@ -886,7 +953,7 @@ static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
     return rc;
 }
 
-static int write_runs(View *v, JournalReader *r, hid_t file, char *err) {
+static int write_runs(View *v, hid_t file, char *err) {
     RunsLayout L;
     RunConfig *cfg = malloc(sizeof *cfg);
     JournalEnd *end = malloc(sizeof *end);
@@ -910,6 +977,7 @@ static int write_runs(View *v, JournalReader *r, hid_t file, char *err) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) continue;
         JournalRecord rec;
+        JournalReader *r = run_reader(v, rs);
         if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
             journal_decode_plan(&rec, plan) != 0) {
             snprintf(err, ABL_ERR_MAX, "run %u: cannot re-read its plan: %s", i,
@@ -920,7 +988,7 @@ static int write_runs(View *v, JournalReader *r, hid_t file, char *err) {
         if (!row) goto done;
         char message[256] = "";
         if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
-            put_results(v, &L, r, &runs, row, rs, end, message) != 0) {
+            put_results(v, &L, &runs, row, rs, end, message) != 0) {
             snprintf(err, ABL_ERR_MAX, "out of memory");
             goto done;
         }
@@ -1007,10 +1075,17 @@ static int write_root(View *v, hid_t file, char *err) {
     /* a sweep that left without a SWEEP_END (kill -9, a node failure) is "stopped" once no
      * process holds its journal */
     const char *status = v->writer_gone ? "stopped" : "running";
-    if (sweep_complete(v)) {
+    if (sweep_complete(v) && v->joined) {
+        status = "complete";
+        for (uint32_t i = 0; i < v->nruns; i++)
+            if (v->runs[i].planned && v->runs[i].end_status == RUN_FAILED)
+                status = "complete_with_failures";
+    } else if (sweep_complete(v)) {
         const char *s = kv_get(&v->end, "status");
         status = s && s[0] ? s : "complete";
     }
+    /* a joined sweep (join.h): how many processes' journals this view merges */
+    if (v->joined && attr_i32(file, "joined_processes", v->nrd) != 0) goto fail;
     if (attr_str(file, "status", status) != 0) goto fail;
     if (attr_i32(file, "sessions", (int)v->session) != 0) goto fail;
     if (attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
@@ -1067,10 +1142,7 @@ fail:
 /* /weights/<id>: one dataset per parameter tensor, shaped as in the tensor table, for every
  * finished run whose weights file (OUT.h5.d/weights/<id>.f32) exists. One run in memory at
  * a time. */
-static int write_weights(View *v, JournalReader *r, const char *journal_path, hid_t file,
-                         char *err) {
-    char dir[ABL_PATH_MAX];
-    fs_dir_of(journal_path, dir, sizeof dir);
+static int write_weights(View *v, const char *dir, hid_t file, char *err) {
     hid_t group = -1;
     float *buf = NULL;
     int rc = 0;
@@ -1078,7 +1150,8 @@ static int write_weights(View *v, JournalReader *r, const char *journal_path, hi
         RunState *rs = &v->runs[i];
         JournalRecord rec;
         JournalPlan plan;
-        if (!rs->planned || !rs->has_end || journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
+        if (!rs->planned || !rs->has_end ||
+            journal_reader_read_at(run_reader(v, rs), rs->plan_off, &rec) != 0 ||
             journal_decode_plan(&rec, &plan) != 0)
             continue;
         char path[ABL_PATH_MAX + 64];
@@ -1149,6 +1222,51 @@ int h5view_build_stats(const char *journal_path, const char *out_path, H5ViewSta
 
 int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t limit,
                       H5ViewStats *stats, char err[ABL_ERR_MAX]) {
+    char dir[ABL_PATH_MAX];
+    fs_dir_of(journal_path, dir, sizeof dir);
+    const char *one[1] = {journal_path};
+    return h5view_build_many(one, 1, 0, limit, dir, out_path, stats, err);
+}
+
+/* Pass 1 of journal k into its own run table, then merged into the view's. */
+static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char *err) {
+    RunState *runs = v->runs;
+    uint32_t nruns = v->nruns, cap = v->cap;
+    KvList scratch = {0};
+    v->runs = NULL, v->nruns = 0, v->cap = 0;
+    v->session = v->sweep_end_session = 0;
+    v->header_into = k == 0 ? &v->header : &scratch;
+    uint64_t bytes = v->st.journal_bytes, torn = v->st.torn_bytes;
+    v->st.journal_bytes = v->st.torn_bytes = 0;
+    char lerr[ABL_ERR_MAX];
+    int lock = journal_lock_existing(path, lerr);
+    v->writer_gone = lock >= 0;
+    if (lock >= 0) close(lock);
+    v->any_writer |= !v->writer_gone;
+    int rc = pass1(v, v->rd[k], limit, err);
+    v->st.journal_bytes += bytes;
+    v->st.torn_bytes += torn;
+    mark_stale(v);
+    RunState *cand = v->runs;
+    uint32_t ncand = v->nruns;
+    uint32_t sess = v->session, end_sess = v->sweep_end_session;
+    v->runs = runs, v->nruns = nruns, v->cap = cap;
+    if (rc == 0 && merge_runs(v, cand, ncand, (uint16_t)k) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        rc = -1;
+    }
+    if (rc != 0) /* merge_runs freed what it took */
+        for (uint32_t i = 0; i < ncand; i++)
+            if (i >= v->nruns || v->runs[i].ev != cand[i].ev) free(cand[i].ev);
+    free(cand);
+    kv_free(&scratch);
+    if (k == 0) v->session = sess, v->sweep_end_session = end_sess; /* the file's sessions */
+    return rc;
+}
+
+int h5view_build_many(const char *const *journals, int n, int limited, uint64_t limit,
+                      const char *data_dir, const char *out_path, H5ViewStats *stats,
+                      char err[ABL_ERR_MAX]) {
     double t0 = clock_seconds();
     View v;
     memset(&v, 0, sizeof v);
@@ -1158,12 +1276,16 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
         snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path);
         return -1;
     }
-    JournalReader *r = journal_reader_open(journal_path, err);
-    if (!r) return -1;
-    char lerr[ABL_ERR_MAX];
-    int lock = journal_lock_existing(journal_path, lerr);
-    v.writer_gone = lock >= 0;
-    if (lock >= 0) close(lock);
+    if (n < 1 || n > 65535) {
+        snprintf(err, ABL_ERR_MAX, "%s: %d journals", out_path, n);
+        return -1;
+    }
+    v.joined = n > 1;
+    if (!(v.rd = calloc((size_t)n, sizeof *v.rd))) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    v.nrd = n;
 
     H5E_auto2_t old_func;
     void *old_data;
@@ -1172,7 +1294,11 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
 
     int rc = -1;
     hid_t file = -1, fapl = -1, fcpl = -1;
-    if (pass1(&v, r, limit, err) != 0) goto done;
+    for (int k = 0; k < n; k++)
+        if (!(v.rd[k] = journal_reader_open(journals[k], err)) ||
+            pass1_journal(&v, k, k == limited ? limit : UINT64_MAX, journals[k], err) != 0)
+            goto done;
+    v.writer_gone = !v.any_writer;
 
     fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
@@ -1187,9 +1313,9 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
         goto done;
     }
     if (write_root(&v, file, err) != 0) goto done;
-    if (pass2(&v, r, file, err) != 0) goto done;
-    if (write_runs(&v, r, file, err) != 0) goto done;
-    if (write_weights(&v, r, journal_path, file, err) != 0) goto done;
+    if (pass2(&v, file, err) != 0) goto done;
+    if (write_runs(&v, file, err) != 0) goto done;
+    if (write_weights(&v, data_dir, file, err) != 0) goto done;
     herr_t cl = H5Fclose(file);
     file = -1;
     if (cl < 0) {
@@ -1224,7 +1350,9 @@ done:
     }
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
-    journal_reader_close(r);
+    for (int k = 0; k < n; k++)
+        if (v.rd[k]) journal_reader_close(v.rd[k]);
+    free(v.rd);
     for (uint32_t i = 0; i < v.nruns; i++)
         free(v.runs[i].ev);
     free(v.runs);

@@ -47,6 +47,15 @@ void h5view_schema_markdown(Buf *b);
 int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t limit,
                       H5ViewStats *stats, char err[ABL_ERR_MAX]);
 
+/* The view of a joined sweep (join.h) from all its processes' journals: each run shows the
+ * attempt of the journal that got furthest with it (ended > running > interrupted). The
+ * limit applies to journals[limited] (the caller's own, still being appended; -1: none);
+ * data_dir holds weights/ (OUT.h5.d). The first journal's header gives the root
+ * attributes. */
+int h5view_build_many(const char *const *journals, int n, int limited, uint64_t limit,
+                      const char *data_dir, const char *out_path, H5ViewStats *stats,
+                      char err[ABL_ERR_MAX]);
+
 /* Names used in the status column of /runs. */
 extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */
 

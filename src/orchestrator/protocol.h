@@ -5,8 +5,9 @@
  *   worker -> 0  TAG_CKPT    WorkerCheckpoint: a checkpoint file is durable, after every
  *                            event before it (MPI keeps one sender's messages in order)
  *   worker -> 0  TAG_END     WorkerEnd header, then one packed EV_END event
- *   0 -> worker  TAG_STOP    i32 mode: STOP_EXIT (leave the loop) or STOP_CHECKPOINT
- *                            (checkpoint the run in progress, report, then wait) */
+ *   0 -> worker  TAG_STOP    i32 mode: STOP_EXIT (leave the loop), STOP_CHECKPOINT
+ *                            (checkpoint the run in progress, report, then wait) or
+ *                            STOP_ABANDON (stop it without a checkpoint, report, wait) */
 #ifndef ABLATE_ORCHESTRATOR_PROTOCOL_H
 #define ABLATE_ORCHESTRATOR_PROTOCOL_H
 
@@ -15,7 +16,9 @@
 #include "../worker/run_config.h"
 
 enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT };
-enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1 };
+/* STOP_ABANDON: stop the run in progress without a checkpoint (a joined sweep gave it to
+ * another process, join.h) */
+enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1, STOP_ABANDON = 2 };
 
 typedef struct {
     uint32_t run, attempt;

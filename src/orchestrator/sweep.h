@@ -12,6 +12,8 @@ typedef struct {
     int resume, force;
     double view_interval;    /* seconds between view rebuilds while running */
     double checkpoint_every; /* seconds between periodic checkpoints of each run; 0: none */
+    int join;                /* one of many processes on this sweep (join.h) */
+    double lease;            /* join: seconds before an unresponsive process's runs are taken */
 } SweepOptions;
 
 /* Exit statuses of `ablate run` (also what slurm/ablate-sweep.sbatch acts on). */

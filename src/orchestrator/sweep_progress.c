@@ -75,6 +75,12 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
     print_status(p, last);
 }
 
+void progress_run_elsewhere(Progress *p, double cost) {
+    p->finished++;
+    p->cost_left -= cost;
+    if (p->cost_left < 0) p->cost_left = 0;
+}
+
 void progress_finish(Progress *p) {
     if (p->tty) fputc('\n', stderr);
 }

@@ -17,6 +17,8 @@ void progress_init(Progress *p, int total, int finished_before, double cost_to_r
 void progress_run_started(Progress *p);
 void progress_run_stopped(Progress *p); /* checkpointed or aborted */
 void progress_run_finished(Progress *p, const char *name, const EndEvent *end, double cost);
+/* A run another process of a joined sweep finished (it counts, but not for our speed). */
+void progress_run_elsewhere(Progress *p, double cost);
 void progress_finish(Progress *p);
 
 #endif

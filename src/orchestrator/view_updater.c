@@ -1,6 +1,7 @@
 #include "view_updater.h"
 
 #include "../worker/run_config.h"
+#include "join.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@ struct ViewUpdater {
     char journal[ABL_PATH_MAX], out[ABL_PATH_MAX];
     uint64_t want, built; /* journal bytes asked for / covered by the last build */
     int requested, building, stopping, failed;
+    int joined; /* a joined sweep: the view covers every process's journal */
     char err[ABL_ERR_MAX];
     H5ViewStats last;
 };
@@ -31,7 +33,8 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&u->mu);
         H5ViewStats st;
         char err[ABL_ERR_MAX] = "";
-        int rc = h5view_build_upto(u->journal, u->out, upto, &st, err);
+        int rc = u->joined ? join_build_view(u->out, u->journal, upto, &st, err)
+                           : h5view_build_upto(u->journal, u->out, upto, &st, err);
         pthread_mutex_lock(&u->mu);
         u->building = 0;
         u->last = st;
@@ -49,7 +52,7 @@ static void *run(void *arg) {
     return NULL;
 }
 
-ViewUpdater *view_updater_start(const char *journal_path, const char *out_path,
+ViewUpdater *view_updater_start(const char *journal_path, const char *out_path, int joined,
                                 char err[ABL_ERR_MAX]) {
     ViewUpdater *u = calloc(1, sizeof *u);
     if (!u) {
@@ -58,6 +61,7 @@ ViewUpdater *view_updater_start(const char *journal_path, const char *out_path,
     }
     snprintf(u->journal, sizeof u->journal, "%s", journal_path);
     snprintf(u->out, sizeof u->out, "%s", out_path);
+    u->joined = joined;
     pthread_mutex_init(&u->mu, NULL);
     pthread_cond_init(&u->cv, NULL);
     if (pthread_create(&u->thread, NULL, run, u) != 0) {

@@ -14,8 +14,9 @@
 
 typedef struct ViewUpdater ViewUpdater;
 
-/* Starts the thread; NULL with a message if it cannot. */
-ViewUpdater *view_updater_start(const char *journal_path, const char *out_path,
+/* Starts the thread; NULL with a message if it cannot. joined: the journal is one process's
+ * of a joined sweep, and the view covers them all (join_build_view). */
+ViewUpdater *view_updater_start(const char *journal_path, const char *out_path, int joined,
                                 char err[ABL_ERR_MAX]);
 /* Asks for a view of the journal's first `flushed` bytes; returns at once. */
 void view_updater_request(ViewUpdater *u, uint64_t flushed);

@@ -57,7 +57,7 @@ static TrainPoll worker_poll(void *ctx) {
     if (flag) {
         int32_t mode;
         MPI_Recv(&mode, 1, MPI_INT32_T, 0, TAG_STOP, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        return TRAIN_CHECKPOINT;
+        return mode == STOP_ABANDON ? TRAIN_ABORT : TRAIN_CHECKPOINT;
     }
     return TRAIN_CONTINUE;
 }

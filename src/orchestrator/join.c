@@ -1,0 +1,487 @@
+/* `ablate run --join`: the claims, heartbeats and plan check of join.h. */
+#define _GNU_SOURCE /* O_CLOEXEC, utimensat */
+#include "join.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../worker/buf.h"
+#include "fsutil.h"
+#include "journal.h"
+
+struct Join {
+    char dir[ABL_PATH_MAX];   /* OUT.h5.d/join */
+    char name[JOIN_NAME_MAX]; /* this process */
+    char alive[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
+    double lease;
+    double last_beat;      /* clock of our last touch (caller's clock) */
+    struct timespec mtime; /* our heartbeat's mtime after the last touch (file system clock) */
+    int lock_fd;           /* join/lock */
+};
+
+#define CLAIM_TEXT_MAX (JOIN_NAME_MAX + 16)
+
+static int mkdir_p1(const char *path) {
+    return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static void path_in(const Join *j, char *buf, size_t n, const char *a, const char *b) {
+    snprintf(buf, n, "%s/%s%s%s", j->dir, a, b ? "/" : "", b ? b : "");
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+static int plan_text(const Plan *p, Buf *b) {
+    for (int i = 0; i < p->n_runs; i++) {
+        buf_adds(b, p->runs[i].id);
+        buf_addc(b, ' ');
+        buf_adds(b, p->runs[i].name);
+        buf_addc(b, '\n');
+    }
+    return b->oom ? -1 : 0;
+}
+
+/* The first line where two plans differ, for the message. */
+static void first_difference(const char *a, size_t an, const char *b, size_t bn, char *out,
+                             size_t n) {
+    size_t i = 0, line = 1, start = 0;
+    while (i < an && i < bn && a[i] == b[i]) {
+        if (a[i] == '\n') line++, start = i + 1;
+        i++;
+    }
+    const char *ea = memchr(a + start, '\n', an - start), *eb = memchr(b + start, '\n', bn - start);
+    int la = (int)((ea ? (size_t)(ea - a) : an) - start);
+    int lb = (int)((eb ? (size_t)(eb - b) : bn) - start);
+    snprintf(out, n, "run %zu is '%.*s' there and '%.*s' here", line, la > 100 ? 100 : la,
+             start < an ? a + start : "", lb > 100 ? 100 : lb, start < bn ? b + start : "");
+}
+
+/* The plan file: written once (tmp + link, which fails if another process wrote it first),
+ * then every joining process compares its own plan with it. */
+static int check_plan(Join *j, const Plan *p, char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 16], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
+    path_in(j, path, sizeof path, "plan", NULL);
+    Buf mine = {0};
+    if (plan_text(p, &mine) != 0) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%s", path, j->name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int ok = fd >= 0 && write(fd, mine.p, mine.len) == (ssize_t)mine.len && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    if (ok && link(tmp, path) != 0 && errno != EEXIST) ok = 0;
+    int e = errno;
+    unlink(tmp);
+    if (!ok) {
+        snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(e));
+        buf_free(&mine);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
+    Buf theirs = {0};
+    char chunk[65536];
+    size_t got;
+    while (f && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_add(&theirs, chunk, got);
+    if (f) fclose(f);
+    int rc = 0;
+    if (!f || theirs.oom) {
+        snprintf(err, ABL_ERR_MAX, "cannot read %s", path);
+        rc = -1;
+    } else if (theirs.len != mine.len || memcmp(theirs.p, mine.p, mine.len) != 0) {
+        char diff[300];
+        first_difference(theirs.p ? theirs.p : "", theirs.len, mine.p, mine.len, diff, sizeof diff);
+        snprintf(err, ABL_ERR_MAX,
+                 "%s: this sweep was joined with a different plan (%s): every joined process "
+                 "must use the same spec and --set values",
+                 path, diff);
+        rc = -1;
+    }
+    buf_free(&mine);
+    buf_free(&theirs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- open, heartbeat */
+
+static int touch(Join *j) {
+    int fd = open(j->alive, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    /* NULL times: "now" by the file system's clock (NFS: the server's) */
+    int rc = futimens(fd, NULL);
+    struct stat st;
+    if (rc == 0 && fstat(fd, &st) == 0) j->mtime = st.st_mtim;
+    close(fd);
+    return rc;
+}
+
+Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_ERR_MAX]) {
+    Join *j = calloc(1, sizeof *j);
+    if (!j) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+    j->lock_fd = -1;
+    j->lease = lease > 0 ? lease : JOIN_DEFAULT_LEASE;
+    char base[ABL_PATH_MAX], host[64] = "", stamp[32];
+    if (journal_dir_for(out_path, base, sizeof base) != 0 ||
+        snprintf(j->dir, sizeof j->dir, "%s/join", base) >= (int)sizeof j->dir - 64) {
+        snprintf(err, ABL_ERR_MAX, "%s: output path too long", out_path);
+        free(j);
+        return NULL;
+    }
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == ' ') *c = '_';
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+    snprintf(j->name, sizeof j->name, "%s-%s-%ld", stamp, host, (long)getpid());
+    char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
+    snprintf(path, sizeof path, "%s", j->dir);
+    static const char *const dirs[] = {"procs", "claims"};
+    int ok = mkdir_p1(base) == 0 && mkdir_p1(j->dir) == 0;
+    for (int i = 0; ok && i < 2; i++) {
+        path_in(j, path, sizeof path, dirs[i], NULL);
+        ok = mkdir_p1(path) == 0;
+    }
+    if (!ok) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    path_in(j, path, sizeof path, "lock", NULL);
+    j->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (j->lock_fd < 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    /* before this process leaves any trace: a refused one must not look like a member */
+    if (check_plan(j, p, err) != 0) goto fail;
+    path_in(j, path, sizeof path, "procs", j->name);
+    snprintf(j->alive, sizeof j->alive, "%s/alive", path);
+    if (mkdir(path, 0777) != 0 || touch(j) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
+        j->alive[0] = '\0';
+        goto fail;
+    }
+    fs_fsync(j->dir, 1);
+    return j;
+fail:
+    join_close(j);
+    return NULL;
+}
+
+void join_close(Join *j) {
+    if (!j) return;
+    if (j->lock_fd >= 0) close(j->lock_fd);
+    if (j->alive[0]) unlink(j->alive); /* we are gone: our claims can be taken at once */
+    free(j);
+}
+
+const char *join_name(const Join *j) {
+    return j->name;
+}
+
+double join_lease(const Join *j) {
+    return j->lease;
+}
+
+void join_journal_of(const Join *j, const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s/procs/%s/journal", j->dir, name ? name : j->name);
+}
+
+int join_heartbeat(Join *j, double now) {
+    if (now - j->last_beat < j->lease / 4) return 0;
+    j->last_beat = now;
+    return touch(j) == 0 ? 1 : -1;
+}
+
+/* ---------------------------------------------------------------- claims */
+
+typedef enum { C_NONE, C_HELD, C_RELEASED, C_DONE, C_UNREADABLE } ClaimState;
+
+static ClaimState read_claim(const char *path, char holder[JOIN_NAME_MAX]) {
+    holder[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? C_NONE : C_UNREADABLE;
+    char t[CLAIM_TEXT_MAX + 1];
+    ssize_t n = read(fd, t, CLAIM_TEXT_MAX);
+    close(fd);
+    if (n <= 0) return C_UNREADABLE;
+    t[n] = '\0';
+    char *nl = strchr(t, '\n'), *sp = strchr(t, ' ');
+    if (!nl || !sp || sp > nl) return C_UNREADABLE;
+    *nl = '\0';
+    snprintf(holder, JOIN_NAME_MAX, "%s", sp + 1);
+    *sp = '\0';
+    return !strcmp(t, "held")       ? C_HELD
+           : !strcmp(t, "released") ? C_RELEASED
+           : !strcmp(t, "done")     ? C_DONE
+                                    : C_UNREADABLE;
+}
+
+/* Writes "STATE NAME\n" to a temporary file beside claims/ID; its path in tmp. */
+static int write_tmp(Join *j, const char *id, const char *state, char *tmp, size_t n) {
+    snprintf(tmp, n, "%s/claims/.%s.%s", j->dir, id, j->name);
+    char t[CLAIM_TEXT_MAX + 16];
+    int len = snprintf(t, sizeof t, "%s %s\n", state, j->name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    int ok = write(fd, t, (size_t)len) == len;
+    return close(fd) == 0 && ok ? 0 : -1;
+}
+
+static double ts_diff(struct timespec a, struct timespec b) {
+    return (double)(a.tv_sec - b.tv_sec) + 1e-9 * (double)(a.tv_nsec - b.tv_nsec);
+}
+
+/* Is process NAME gone? Its journal's flock is free, or its heartbeat is older than the
+ * lease (or missing: it left). */
+static int holder_gone(Join *j, const char *name) {
+    if (!strcmp(name, j->name)) return 0;
+    char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
+    snprintf(path, sizeof path, "%s/procs/%s/journal", j->dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        int free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        close(fd); /* releases it again */
+        if (free_lock) return 1;
+    }
+    snprintf(path, sizeof path, "%s/procs/%s/alive", j->dir, name);
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT;
+    return ts_diff(j->mtime, st.st_mtim) > j->lease;
+}
+
+static int claim_path(const Join *j, const char *id, char *buf, size_t n) {
+    return snprintf(buf, n, "%s/claims/%s", j->dir, id) < (int)n ? 0 : -1;
+}
+
+ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MAX]) {
+    char path[ABL_PATH_MAX + 64];
+    *mine = 0;
+    claim_path(j, id, path, sizeof path);
+    ClaimState s = read_claim(path, prev);
+    if (s == C_DONE) return CLAIM_DONE;
+    if (s == C_NONE || s == C_RELEASED) return CLAIM_MINE;
+    if (s == C_HELD && !strcmp(prev, j->name)) return *mine = 1, CLAIM_BUSY;
+    if (s == C_HELD && holder_gone(j, prev)) return CLAIM_MINE;
+    if (s == C_UNREADABLE) { /* another process's claim being replaced, or damage */
+        struct stat st;
+        if (stat(path, &st) == 0 && ts_diff(j->mtime, st.st_mtim) > j->lease) return CLAIM_MINE;
+    }
+    return CLAIM_BUSY;
+}
+
+/* Replaces claims/ID with "STATE us" under the lock if check(state, holder) still holds. */
+typedef int (*ClaimCheck)(Join *j, ClaimState s, const char *holder);
+
+static int replace(Join *j, const char *id, const char *state, ClaimCheck check,
+                   char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 64], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 64];
+    claim_path(j, id, path, sizeof path);
+    if (flock(j->lock_fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP) {
+        snprintf(err, ABL_ERR_MAX, "cannot lock %s/lock: %s", j->dir, strerror(errno));
+        return -1;
+    }
+    ClaimState s = read_claim(path, prev);
+    int rc = 1;
+    if (check(j, s, prev)) {
+        rc = 0;
+        if (write_tmp(j, id, state, tmp, sizeof tmp) != 0 || rename(tmp, path) != 0) {
+            snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            rc = -1;
+        }
+    }
+    flock(j->lock_fd, LOCK_UN);
+    return rc;
+}
+
+/* The check for a takeover: re-evaluated under the lock from what the file says now. */
+static int still_takeable(Join *j, ClaimState s, const char *holder) {
+    if (s == C_RELEASED) return 1;
+    if (s == C_HELD) return strcmp(holder, j->name) != 0 && holder_gone(j, holder);
+    return 0; /* gone meanwhile (someone finished it) or rewritten: look again later */
+}
+
+/* done: our RUN_END is durable, so say so even if the run was taken over meanwhile (its
+ * new holder then abandons it) */
+static int not_done(Join *j, ClaimState s, const char *holder) {
+    (void)j, (void)holder;
+    return s != C_DONE;
+}
+
+static int ours(Join *j, ClaimState s, const char *holder) {
+    return s == C_HELD && !strcmp(holder, j->name);
+}
+
+ClaimResult join_claim(Join *j, const char *id, char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 64], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 64];
+    prev[0] = '\0';
+    if (claim_path(j, id, path, sizeof path) != 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: path too long", j->dir);
+        return CLAIM_ERROR;
+    }
+    /* first claim: link a complete file into place; fails if anyone got there first */
+    if (write_tmp(j, id, "held", tmp, sizeof tmp) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+        return CLAIM_ERROR;
+    }
+    int linked = link(tmp, path) == 0, e = errno;
+    unlink(tmp);
+    if (linked) return CLAIM_MINE;
+    if (e != EEXIST) {
+        snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(e));
+        return CLAIM_ERROR;
+    }
+    int mine;
+    ClaimResult r = join_peek(j, id, &mine, prev);
+    if (r != CLAIM_MINE) return r;
+    int rc = replace(j, id, "held", still_takeable, prev, err);
+    return rc < 0 ? CLAIM_ERROR : rc == 0 ? CLAIM_TAKEN : CLAIM_BUSY;
+}
+
+int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]) {
+    char prev[JOIN_NAME_MAX];
+    return replace(j, id, "released", ours, prev, err);
+}
+
+int join_done(Join *j, const char *id, char err[ABL_ERR_MAX]) {
+    char prev[JOIN_NAME_MAX];
+    return replace(j, id, "done", not_done, prev, err);
+}
+
+int join_holds(Join *j, const char *id) {
+    char path[ABL_PATH_MAX + 64], holder[JOIN_NAME_MAX];
+    claim_path(j, id, path, sizeof path);
+    ClaimState s = read_claim(path, holder);
+    return s == C_UNREADABLE || (s == C_HELD && !strcmp(holder, j->name));
+}
+
+/* ---------------------------------------------------------------- listing */
+
+int join_exists(const char *out_path) {
+    char base[ABL_PATH_MAX], dir[ABL_PATH_MAX + 8];
+    if (journal_dir_for(out_path, base, sizeof base) != 0) return 0;
+    snprintf(dir, sizeof dir, "%s/join", base);
+    struct stat st;
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int join_list_journals(const char *out_path, char ***paths, int *n, char err[ABL_ERR_MAX]) {
+    char base[ABL_PATH_MAX], dir[ABL_PATH_MAX + 16];
+    *paths = NULL;
+    *n = 0;
+    if (journal_dir_for(out_path, base, sizeof base) != 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path);
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%s/join/procs", base);
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, ABL_ERR_MAX, "cannot read %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    char **v = NULL;
+    int cnt = 0, cap = 0, rc = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[ABL_PATH_MAX + 300];
+        snprintf(p, sizeof p, "%s/%s/journal", dir, e->d_name);
+        if (access(p, R_OK) != 0) continue; /* a process that died before its journal */
+        if (cnt == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **nv = realloc(v, sizeof *v * (size_t)cap);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[cnt] = strdup(p))) {
+            rc = -1;
+            break;
+        }
+        cnt++;
+    }
+    closedir(d);
+    if (rc != 0) {
+        join_free_list(v, cnt);
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    qsort(v, (size_t)cnt, sizeof *v, cmp_str);
+    *paths = v;
+    *n = cnt;
+    return 0;
+}
+
+void join_free_list(char **paths, int n) {
+    for (int i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+int join_build_view(const char *out_path, const char *own, uint64_t limit, H5ViewStats *st,
+                    char err[ABL_ERR_MAX]) {
+    char **paths, base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
+    int n, limited = -1;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return -1;
+    if (n == 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: no journal in its join directory", out_path);
+        join_free_list(paths, n);
+        return -1;
+    }
+    for (int k = 0; own && k < n; k++)
+        if (!strcmp(paths[k], own)) limited = k;
+    journal_dir_for(out_path, base, sizeof base);
+    snprintf(lock, sizeof lock, "%s/join/view.lock", base);
+    /* one build at a time: at the end every process may build, and they would only thrash */
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0) flock(fd, LOCK_EX);
+    int rc =
+        h5view_build_many((const char *const *)paths, n, limited, limit, base, out_path, st, err);
+    if (fd >= 0) close(fd);
+    join_free_list(paths, n);
+    return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int join_remove(const char *out_path, char err[ABL_ERR_MAX]) {
+    char **paths, base[ABL_PATH_MAX], dir[ABL_PATH_MAX + 8];
+    int n;
+    if (!join_exists(out_path)) return 0;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return -1;
+    int *locks = calloc((size_t)n + 1, sizeof *locks), rc = locks ? 0 : -1;
+    if (!locks) snprintf(err, ABL_ERR_MAX, "out of memory");
+    for (int k = 0; k < n && rc == 0; k++) /* held until the tree is gone */
+        if ((locks[k] = journal_lock_existing(paths[k], err)) == -1) rc = -1;
+    if (rc == 0) {
+        journal_dir_for(out_path, base, sizeof base);
+        snprintf(dir, sizeof dir, "%s/join", base);
+        if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+            snprintf(err, ABL_ERR_MAX, "cannot remove %s: %s", dir, strerror(errno));
+            rc = -1;
+        }
+    }
+    for (int k = 0; locks && k < n; k++)
+        if (locks[k] >= 0) close(locks[k]);
+    free(locks);
+    join_free_list(paths, n);
+    return rc;
+}

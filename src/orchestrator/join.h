@@ -1,0 +1,91 @@
+/* Many independent processes on one sweep (`ablate run --join`): array tasks, separate jobs,
+ * each its own mpirun/srun of any size, on any nodes that share the file system. They meet
+ * in OUT.h5.d/join/:
+ *
+ *   plan                the plan, one "ID NAME" line per run in plan order; the first process
+ *                       writes it, and a process that plans anything else is refused
+ *   lock                flock'd around every change to a claim another process wrote
+ *   procs/NAME/journal  each process's own journal, locked by it while it lives; every
+ *                       journal plans every run with the same index (the plan's)
+ *   procs/NAME/alive    its heartbeat: touched every lease/4 seconds
+ *   claims/ID           who has run ID: "held NAME", "released NAME" or "done NAME"
+ *
+ * NAME is the process's UTC start time, host and pid ("20261201T173139Z-node7-4242").
+ * A run is claimed by linking a fully written file to claims/ID (atomic, and fails if any
+ * process got there first), so first claims need no lock. A run whose holder released it
+ * (SIGUSR1, a full disk) or is gone is taken over under the lock, by rename. A holder is
+ * gone when its journal's flock is free (it exited or was killed: seen at once, also across
+ * NFS clients) or when its heartbeat is older than the lease (a hung process, a node off the
+ * network). Heartbeat ages are read against our own heartbeat's mtime: both come from the
+ * file system's clock, so the nodes' clocks need not agree. A holder that finds its claim
+ * taken over abandons the run; should both finish it, the runs are identical (training is
+ * deterministic) and the view shows one.
+ *
+ * The journals are the truth; claims only coordinate. A run whose claim says done is
+ * finished in that holder's journal (done is written after the RUN_END is synced). A taker
+ * reads the previous holder's journal for the run's last checkpoint and history. */
+#ifndef ABLATE_ORCHESTRATOR_JOIN_H
+#define ABLATE_ORCHESTRATOR_JOIN_H
+
+#include <stddef.h>
+
+#include "../model/config.h"
+#include "h5view.h"
+#include "plan.h"
+
+#define JOIN_NAME_MAX      160
+#define JOIN_DEFAULT_LEASE 60.0
+
+typedef struct Join Join;
+
+typedef enum {
+    CLAIM_MINE,  /* claimed now; nobody had it */
+    CLAIM_TAKEN, /* taken over from prev (released, or its holder is gone) */
+    CLAIM_BUSY,  /* held by a live process */
+    CLAIM_DONE,  /* finished by prev */
+    CLAIM_ERROR, /* err says why */
+} ClaimResult;
+
+/* Joins the sweep of out_path with this plan: creates the directories, checks (or writes) the
+ * plan, and makes this process's directory and heartbeat. NULL with a one-line message. */
+Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_ERR_MAX]);
+/* Stops heartbeating; the process's journal and directory stay (others may need them). */
+void join_close(Join *j);
+
+const char *join_name(const Join *j);
+/* procs/NAME/journal of this process (name NULL) or another. */
+void join_journal_of(const Join *j, const char *name, char *buf, size_t n);
+
+/* Tries to claim run id. prev gets the previous holder for TAKEN and DONE. */
+ClaimResult join_claim(Join *j, const char *id, char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]);
+/* What the claim says, without taking anything: DONE, BUSY (held by a live process, or by
+ * us: then *mine = 1), or MINE when it is free to take. */
+ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MAX]);
+/* This process gives run id up: "released" (another process continues it from its
+ * checkpoint; only while the claim is ours) or "done" (its RUN_END is durable in our
+ * journal; written whoever holds it now, so that a process that took it over stops). 0, 1
+ * when the claim was not ours (release) or already done, -1 on an I/O error. */
+int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]);
+int join_done(Join *j, const char *id, char err[ABL_ERR_MAX]);
+/* 1 while claims/ID names us as its holder. */
+int join_holds(Join *j, const char *id);
+/* Touches the heartbeat when a quarter of the lease has passed since the last touch;
+ * returns 1 when it did (callers then check their claims), 0 otherwise, -1 on error. */
+int join_heartbeat(Join *j, double now);
+double join_lease(const Join *j);
+
+/* Is out_path a joined sweep (OUT.h5.d/join exists)? */
+int join_exists(const char *out_path);
+/* The journals of a joined sweep, sorted by name (oldest first): malloc'd array of malloc'd
+ * paths. 0 with *n >= 0, or -1 with a message. */
+int join_list_journals(const char *out_path, char ***paths, int *n, char err[ABL_ERR_MAX]);
+void join_free_list(char **paths, int n);
+/* --force on a joined sweep: removes OUT.h5.d/join unless one of its processes is alive
+ * (its journal locked: refused, with the message naming it). 0 also when not joined. */
+int join_remove(const char *out_path, char err[ABL_ERR_MAX]);
+/* Builds OUT.h5 from every journal of the joined sweep (h5view_build_many), one process at a
+ * time (join/view.lock). own: a journal still being appended, read up to limit (NULL: none). */
+int join_build_view(const char *out_path, const char *own, uint64_t limit, H5ViewStats *st,
+                    char err[ABL_ERR_MAX]);
+
+#endif

@@ -1,0 +1,252 @@
+"""`ablate run --join`: many independent processes on one sweep (src/orchestrator/join.h).
+
+Cases (each ends with every run finished exactly once across all journals and every value
+identical to one uninterrupted plain sweep):
+  four:    4 joined processes of mixed sizes (in-process, mpirun -n 3, in-process,
+           mpirun -n 2); one is killed with -9 while it holds a run with a checkpoint, one
+           is stopped with SIGUSR1 (exit 3) and a fifth starts late; the killed one's run is
+           taken over from its checkpoint;
+  random:  3 processes, one killed with -9 at a random moment (the seed is printed), twice
+           (CTest join_random: Release only, like long_history);
+  hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
+           taken over; once continued it abandons the run and leaves with exit 0;
+  refused: a process planning other runs (another --set) is refused before it writes
+           anything; --join on a plain sweep's output, a plain run on a joined output, and
+           --force while a joined process is alive are refused; --force once none is
+           alive starts over."""
+import glob
+import os
+import random
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+VARIANTS = "  baseline: {}\n  gelu: {model.activation: gelu}\n"
+SEEDS = (0, 1, 2, 3)
+N_RUNS = 2 * len(SEEDS)
+IGNORE = C.RUNS_PLACEMENT | C.RUNS_HISTORY | {"message"}
+_REF = {}
+
+
+def spec_and_ref(tmp):
+    if "ref" not in _REF:
+        d = C.workdir_persistent("join-ref")
+        corpus = C.corpus_path(tmp)
+        spec = C.write(os.path.join(d, "spec.yaml"),
+                       C.micro_spec(corpus, steps=300, seeds=SEEDS, variants=VARIANTS,
+                                    eval_every=100, stats_every=25))
+        out = os.path.join(d, "ref.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0, timeout=600, tag="ref")
+        v = C.View(out)
+        C.assert_complete(v, N_RUNS, "reference")
+        _REF["ref"] = (spec, v)
+    return _REF["ref"]
+
+
+def journals(out):
+    return sorted(glob.glob(out + ".d/join/procs/*/journal"))
+
+
+def states(out):
+    return [C.journal_state(j)[0] for j in journals(out)]
+
+
+def finished_counts(out):
+    """{run id: number of final RUN_ENDs over all journals}."""
+    n = {}
+    for st in states(out):
+        for r in st.values():
+            n[r["id"]] = n.get(r["id"], 0) + r["ends"]
+    return n
+
+
+def check_exactly_once(out, label):
+    n = finished_counts(out)
+    assert len(n) == N_RUNS and all(c == 1 for c in n.values()), \
+        "%s: final ends per run: %s" % (label, n)
+
+
+def check_same(out, ref, label):
+    rc, _, err = C.run(["view", out], expect_rc=0, tag="view")
+    v = C.View(out)
+    C.assert_complete(v, N_RUNS, label)
+    C.assert_same(ref, v, "reference", label, ignore_cols=IGNORE)
+    check_exactly_once(out, label)
+    return v
+
+
+def join_args(spec, out, *extra):
+    return ["run", spec, "-o", out, "--join", "--checkpoint-every", "0.1"] + list(extra)
+
+
+def wait_until(cond, timeout, what, jobs=()):
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timeout waiting for %s\n%s" % (
+        what, "\n".join(j.stderr()[-1500:] for j in jobs)))
+
+
+def proc_journal(out, job):
+    """The journal of a job's process (its rank 0 pid is in the directory's name)."""
+    pids = set(job.ablate_ranks().values()) | {job.proc.pid}
+    for j in journals(out):
+        if int(os.path.basename(os.path.dirname(j)).rsplit("-", 1)[1]) in pids:
+            return j
+    return None
+
+
+def holds_checkpointed_run(out, job):
+    j = proc_journal(out, job)
+    if not j:
+        return False
+    st, _ = C.journal_state(j)
+    return any(not r["finished"] and r["ckpt_step"] > 0 and r["attempt"] > 0
+               for r in st.values())
+
+
+def stop_all(jobs):
+    """Kills what a failed case left running (continued first: SIGSTOP holds SIGKILL off
+    nothing, but a stopped mpirun would not forward it)."""
+    for j in jobs:
+        if j.poll() is None:
+            os.killpg(j.sid, signal.SIGCONT)
+            j.kill_all()
+        j.close()
+
+
+# ---------------------------------------------------------------- cases
+
+def test_four():
+    with C.workdir("join-four") as tmp:
+        spec, ref = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        a = C.Job(join_args(spec, out), tag="a")
+        b = C.Job(join_args(spec, out), ranks=3, tag="b")
+        k = C.Job(join_args(spec, out), tag="k")
+        u = C.Job(join_args(spec, out), ranks=2, tag="u")
+        jobs = [a, b, k, u]
+        late = None
+        try:
+            wait_until(lambda: holds_checkpointed_run(out, k), 120, "k to checkpoint a run", jobs)
+            k.kill_all(signal.SIGKILL)
+            k.reap(20)
+            wait_until(lambda: holds_checkpointed_run(out, u), 120, "u to checkpoint a run", jobs)
+            u.signal_leader_group(signal.SIGUSR1)
+            late = C.Job(join_args(spec, out), tag="late")
+            jobs.append(late)
+            rcs = {}
+            for name, j in (("a", a), ("b", b), ("u", u), ("late", late)):
+                rcs[name] = j.wait(300)
+            assert rcs == {"a": 0, "b": 0, "u": 3, "late": 0}, \
+                "exit statuses %s\n%s" % (rcs, "\n".join(j.stderr()[-2000:] for j in jobs))
+            taken = [ln for j in jobs for ln in j.stderr().splitlines() if "taken over" in ln]
+            assert any("from its checkpoint" in ln for ln in taken), \
+                "no run was taken over from a checkpoint: %s" % taken
+            v = check_same(out, ref, "four joined processes")
+            assert len(journals(out)) == 5, journals(out)
+            assert any(v.runs[r]["resumed_from_step"] > 0 for r in v.runs), \
+                "no run shows a resume from a checkpoint"
+            C.log("  takeovers: %d; exit statuses %s" % (len(taken), rcs))
+        finally:
+            stop_all(jobs)
+
+
+def test_random():
+    seed = int(os.environ.get("ABLATE_E2E_SEED", time.time()))
+    rnd = random.Random(seed)
+    C.log("  seed %d (ABLATE_E2E_SEED reproduces it)" % seed)
+    for round_ in range(2):
+        with C.workdir("join-random") as tmp:
+            spec, ref = spec_and_ref(tmp)
+            out = os.path.join(tmp, "out.h5")
+            jobs = [C.Job(join_args(spec, out), ranks=rnd.choice([None, 2, 3]), tag="r%d" % i)
+                    for i in range(3)]
+            victim = rnd.randrange(3)
+            delay = rnd.uniform(0.2, 4.0)
+            try:
+                time.sleep(delay)
+                jobs[victim].kill_all(signal.SIGKILL)
+                jobs[victim].reap(20)
+                for i, j in enumerate(jobs):
+                    if i != victim:
+                        assert j.wait(300) == 0, j.stderr()[-3000:]
+                check_same(out, ref, "round %d: kill -9 of process %d after %.2f s"
+                           % (round_, victim, delay))
+            finally:
+                stop_all(jobs)
+
+
+def test_hung():
+    with C.workdir("join-hung") as tmp:
+        spec, ref = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        h = C.Job(join_args(spec, out, "--lease", "1.5"), tag="hung")
+        jobs = [h]
+        try:
+            wait_until(lambda: holds_checkpointed_run(out, h), 120, "a checkpoint", jobs)
+            os.killpg(h.sid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            o = C.Job(join_args(spec, out, "--lease", "1.5"), tag="other")
+            jobs.append(o)
+            wait_until(lambda: "taken over from" in o.stderr(), 60, "the takeover", jobs)
+            took = time.monotonic() - t0
+            assert took >= 1.5, "taken over after %.2f s, before the lease" % took
+            os.killpg(h.sid, signal.SIGCONT)
+            assert o.wait(300) == 0, o.stderr()[-3000:]
+            assert h.wait(120) == 0, h.stderr()[-3000:]
+            assert "abandoning it here" in h.stderr(), h.stderr()[-3000:]
+            check_same(out, ref, "hung process taken over")
+            C.log("  taken over %.1f s after SIGSTOP (lease 1.5 s)" % took)
+        finally:
+            stop_all(jobs)
+
+
+def test_refused():
+    with C.workdir("join-refused") as tmp:
+        spec, ref = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        with C.Job(join_args(spec, out), tag="live") as live:
+            wait_until(lambda: C.reported_finished(live.stderr()), 120, "a run", [live])
+            os.killpg(live.sid, signal.SIGSTOP)  # alive (its journal locked) meanwhile
+            try:
+                before = sorted(os.listdir(out + ".d/join/procs"))
+                rc, _, err = C.run(join_args(spec, out, "--set", "train.lr=0.02"), tag="plan")
+                assert rc == 2 and "different plan" in err and "join/plan" in err, (rc, err)
+                assert len(err.strip().splitlines()) == 1, err
+                assert sorted(os.listdir(out + ".d/join/procs")) == before
+                rc, _, err = C.run(["run", spec, "-o", out, "--resume"], tag="plain")
+                assert rc == 2 and "is a joined sweep" in err, (rc, err)
+                rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
+                assert rc == 2 and "--force refused" in err, (rc, err)
+                rc, _, err = C.run(join_args(spec, out, "--force"), tag="join-force")
+                assert rc == 2 and "cannot be combined" in err, (rc, err)
+            finally:
+                os.killpg(live.sid, signal.SIGCONT)
+            live.signal_leader_group(signal.SIGUSR1)
+            assert live.wait(300) == 3, live.stderr()[-3000:]
+        assert sorted(os.listdir(out + ".d/join/procs")) == before, "a refused process left files"
+        done = sum(c for c in finished_counts(out).values())
+        assert done >= 1 and all(c <= 1 for c in finished_counts(out).values())
+        plain = os.path.join(tmp, "plain.h5")
+        C.run(["run", spec, "-o", plain, "--set", "train.steps=3"], expect_rc=0, tag="p")
+        rc, _, err = C.run(join_args(spec, plain, "--set", "train.steps=3"), tag="join-plain")
+        assert rc == 2 and "single sweep" in err, (rc, err)
+        C.run(["run", spec, "-o", out, "--force", "--set", "train.steps=3"], expect_rc=0,
+              tag="force-after")
+        assert not os.path.exists(out + ".d/join")
+
+
+CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
+         ("random", test_random)]
+
+if __name__ == "__main__":
+    # `test_join.py random` runs that case alone (CTest join_random, Release only); no
+    # argument runs the others (e2e_join, also under the sanitizers)
+    only = sys.argv[1:]
+    C.main([c for c in CASES if (c[0] in only if only else c[0] != "random")])
