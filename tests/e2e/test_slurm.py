@@ -23,7 +23,7 @@ rank 0 orchestrates, 2 workers):
   d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
      default OUT.h5.log;
   e. slurm/submit: a typo'd spec fails at once (exit 2, ablate's located error, no job);
-     --array is refused; --dry-run shows the proposed -n/--time and submits nothing;
+     --dry-run shows the proposed -n/--time (per task with --array N) and submits nothing;
      `submit --wait --report DIR` with a USR1 0.3 s into the sweep job: the job requeues,
      the dependent finish job starts only after its real end (afterany), --wait exits 0,
      the file equals the reference and the report is written (when analysis/ablate-report
@@ -55,7 +55,7 @@ REPORT = os.path.join(C.SOURCE_DIR, "analysis", "ablate-report")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 END_RE = re.compile(r"^ablate job end \S+ status (\d+)", re.M)
-START_RE = re.compile(r"^ablate job \d+ start (\S+) restart (\d+)", re.M)
+START_RE = re.compile(r"^ablate job \S+ start (\S+) restart (\d+)", re.M)
 # slurmctld checks time limits and sends --signal warnings in a periodic pass (every 30 s,
 # PERIODIC_TIMEOUT; 30.07 s measured on slurm-local: each of its 1 s loop turns runs a
 # little over), so a warning comes at the first pass at or after its due time.
@@ -439,11 +439,12 @@ class Submitted:
             line = self.proc.stdout.readline()
             assert line, "submit ended before printing its jobs:\n" + "".join(self.lines)
             self.lines.append(line)
-            m = re.match(r"\s+(sweep|finish) job (\d+) ", line)
+            m = re.match(r"\s+(sweep|array|finish) job (\d+) ", line)
             if m:
                 self.ids[m.group(1)] = m.group(2)
         self.job = SlurmJob.__new__(SlurmJob)  # the sweep job, for wait_running and usr1
-        self.job.id, self.job.log = self.ids["sweep"], args[args.index("-o") + 1] + ".log"
+        self.job.id = self.ids.get("sweep") or self.ids["array"]
+        self.job.log = args[args.index("-o") + 1] + ".log"
 
     def wait(self, timeout=150):
         try:
@@ -470,8 +471,13 @@ def case_submit_checks(S):
     assert not os.path.exists(os.path.join(S.d, "typo.h5.log")), "typo: a job ran"
     os.unlink(bad)
 
-    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--array", "4"])
-    assert rc == 2 and "--join" in err and "not implemented" in err, err
+    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--dry-run", "--", "--array=1-4"])
+    assert rc == 2 and "--array N (before --)" in err, err
+    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--dry-run", "--array", "2"])
+    line = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    # 4 runs on 2 tasks: 2 workers + rank 0 each, every task joined
+    assert rc == 0 and line and " --array=1-2 -n 3 " in line[0] and line[0].endswith(
+        " --join"), out
 
     rc, out, err = submit(S, ["t.yaml", "-o", "dry.h5", "--dry-run", "--report", "rep"])
     assert rc == 0, err
