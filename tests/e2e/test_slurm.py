@@ -30,6 +30,10 @@ rank 0 orchestrates, 2 workers):
      exists; else the log must say there is none); a sweep job cancelled while running:
      the finish job says the sweep is not complete and --wait exits 3 (with --srun and
      --cpus-per-task 2: 2 CPUs per task and ablate run --blas-threads 2).
+  h. slurm/submit --array 3 --wait: 3 tasks joined on the long sweep; task 1 is cancelled
+     while it holds a run (another task takes it over), task 2 gets USR1 (it checkpoints,
+     releases its run and requeues itself); the finish job after the whole array finds
+     the sweep complete, --wait exits 0; every run once, values identical.
 While (f) waits for its pass, the cases that fit in the wait run, and are reported in
 their place. There is no sacct: the job's state and exit code
 come from scontrol while the record lasts and from the job's own log."""
@@ -41,6 +45,8 @@ import subprocess
 import sys
 import time
 import traceback
+
+import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
@@ -531,6 +537,60 @@ def case_submit_wait(S):
         sub.cancel()
 
 
+def case_array(S):
+    """submit --array 3 --ranks 1 --wait on the long sweep: 3 joined tasks of one process
+    each. Once all have joined (each then holds one of the 4 runs), task 1 is cancelled:
+    its run is taken over by another task; task 2 gets USR1 (as at a time limit or a
+    preemption): it checkpoints and releases its run, requeues itself, and its next start
+    joins the sweep again (or finds it complete). The finish job (afterany on the whole
+    array) finds the sweep complete, --wait exits 0; every run once, values identical."""
+    spec, ref = S.long()
+    h5 = os.path.join(S.d, "h.h5")
+    sub = Submitted(S, [spec, "-o", h5, "--array", "3", "--ranks", "1", "--wait"])
+    jid = sub.ids["array"]
+    logs = {i: "%s.%s_%d.log" % (h5, jid, i) for i in (1, 2, 3)}
+    joined_re = re.compile(r"^ablate: joined the sweep as (\S+):", re.M)
+    try:
+        t_end = time.monotonic() + 60
+        while not all(joined_re.search(read(l)) for l in logs.values()):
+            ended = [l for l in logs.values() if END_RE.search(read(l))]
+            assert not ended and time.monotonic() < t_end, "h: not all tasks joined%s:\n%s" % (
+                " (%d ended)" % len(ended) if ended else " in 60 s", "\n".join(
+                    "%s:\n%s" % (l, read(l)[-2000:]) for l in logs.values()))
+            time.sleep(0.05)
+        names = set(re.findall(r"JobName=(\S+)", subprocess.run(
+            ["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout))
+        assert names == {"ablate-long-h"}, "h: the tasks are named %s" % names
+        time.sleep(0.5)  # every task holds a run
+        subprocess.run(["scancel", "%s_1" % jid], check=True)
+        subprocess.run(["scancel", "-b", "-s", "USR1", "%s_2" % jid], check=True)
+        rc, out = sub.wait(timeout=180)
+        text = {i: read(l) for i, l in logs.items()}
+        all_text = "\n".join("== %s\n%s" % (logs[i], text[i]) for i in logs)
+        assert rc == 0, "h: submit --wait exited %d:\n%s\n%s" % (rc, out, all_text[-6000:])
+        assert "sweep complete" in out, out
+        gone = joined_re.search(text[1]).group(1)
+        assert "ablate job end" not in text[1], "h: task 1 was not cancelled:\n" + text[1]
+        assert re.search(r"taken over from %s " % re.escape(gone), text[2] + text[3]), (
+            "h: the run of the cancelled task 1 (%s) was not taken over:\n%s" % (gone, all_text))
+        assert "requeueing" in text[2] and "%s_2 start" % jid in text[2] and \
+            "restart 1" in text[2], "h: task 2 was not requeued:\n" + text[2]
+        for i in (2, 3):
+            m = END_RE.findall(text[i])
+            assert m and m[-1] == "0", "h: task %d ended %s:\n%s" % (i, m, text[i])
+        v = C.View(h5)
+        C.assert_complete(v, len(ref.order), "h")
+        C.assert_same(ref, v, "reference", "h (array)",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(h5, "r") as f:
+            tasks = [t.decode() for t in f["runs"]["slurm_array_task_id"]]
+        assert "1" not in tasks and set(tasks) <= {"2", "3"}, (
+            "h: runs finished by tasks %s" % tasks)
+        C.log("  h: runs finished by tasks %s" % tasks)
+    finally:
+        sub.cancel()
+
+
 def case_submit_cancelled(S):
     """The sweep job (srun, 2 BLAS threads per run) cancelled: the finish job refuses,
     --wait exits 3."""
@@ -600,6 +660,7 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("usr1_mid_run", case_usr1_mid_run, None),
          ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass
          ("preempted", case_preempted, 32),
+         ("array", case_array, 28),
          ("srun", case_srun, 24),
          ("no_requeue", case_no_requeue, 6),
          ("submit_cancelled", case_submit_cancelled, 6),
