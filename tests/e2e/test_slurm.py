@@ -243,26 +243,39 @@ class Sweep:
     `spec` runs in about 2 s on 2 workers; `long` (5x the steps) in about 6 s, for the
     cases whose signal SLURM sends a while after the test asked for it."""
 
-    def __init__(self, d):
+    def __init__(self, d, long=True):
         self.d = d
         self.clock = PassClock(d)
         self.spec, self.ref = self.reference("t", 600)
+        # the long reference trains in the background while the first cases mostly wait
         self._long = None
+        self.long_spec, self._long_job = self.reference("long", 3000) if long else (None, None)
 
-    def reference(self, name, steps, ranks=None):
+    def reference(self, name, steps):
+        """(spec, View) of the sweep; (spec, the Job making it) for the long one."""
         spec = C.write(os.path.join(self.d, name + ".yaml"),
                        C.micro_spec(C.corpus_path(), steps=steps, seeds=(1, 2),
                                     variants=VARIANTS, eval_every=steps // 4,
                                     stats_every=steps // 4))
         h5 = os.path.join(self.d, name + "-ref.h5")
-        C.run(["run", spec, "-o", h5], ranks=ranks, expect_rc=0, tag="reference")
+        if name == "long":
+            return spec, C.Job(["run", spec, "-o", h5], ranks=RANKS, tag="reference")
+        C.run(["run", spec, "-o", h5], expect_rc=0, tag="reference")
         return spec, C.View(h5)
 
     def long(self):
-        """(spec, reference) of the long sweep (2.5 s a run), made on first use."""
+        """(spec, reference) of the long sweep (2.5 s a run)."""
         if self._long is None:
-            self._long = self.reference("long", 3000, ranks=RANKS)
+            rc, err = self._long_job.finish(300)
+            assert rc == 0, "the long reference: exit %s\n%s" % (rc, err[-3000:])
+            self._long = (self.long_spec, C.View(os.path.join(self.d, "long-ref.h5")))
         return self._long
+
+    def close(self):
+        self.clock.cancel()
+        if self._long_job:
+            self._long_job.kill_all()
+            self._long_job.cleanup_files()
 
     def submit(self, case, script=SCRIPT, log=True, spec=None, **kw):
         """A job writing OUT.h5 `case`.h5 (log `case`.log, or OUT.h5.log when log=False)."""
@@ -362,7 +375,9 @@ def case_time_limit(S):
     the limit itself never hits. While it waits for the pass, short cases run (EARLY)."""
     spec, ref = S.long()
     lead = 3.0
-    t_pass = S.clock.next_after(lead)
+    # of the next two passes, the one that the early cases fill best
+    t_pass = min((S.clock.next_after(lead) + k * PASS_PERIOD for k in (0, 1)),
+                 key=lambda t: S.early.idle(t - lead - time.time()))
     S.early.run_until(t_pass - lead)
     if time.time() > t_pass - lead - 0.5:  # an early case overran its budget
         t_pass = S.clock.next_after(lead)
@@ -625,12 +640,23 @@ class Early:
     def __init__(self, S, cases):
         self.S, self.todo, self.done = S, list(cases), {}
 
+    @staticmethod
+    def budget(typical):
+        return 1.3 * typical + 1
+
+    def idle(self, window):
+        """The seconds left idle in a wait of `window` s once the cases that fit ran."""
+        for _, _, typical in self.todo:
+            if self.budget(typical) <= window:
+                window -= typical
+        return window
+
     def run_until(self, t_end):
-        """Runs the cases whose budget (s) fits before wall-clock time t_end."""
-        for name, fn, budget in list(self.todo):
-            if time.time() + budget > t_end:
+        """Runs the cases whose budget fits before wall-clock time t_end, in order."""
+        for name, fn, typical in list(self.todo):
+            if time.time() + self.budget(typical) > t_end:
                 continue
-            self.todo.remove((name, fn, budget))
+            self.todo.remove((name, fn, typical))
             C.log("== %s (early, %.0f s before time_limit's slurmctld pass)"
                   % (name, t_end - time.time()))
             t0 = time.monotonic()
@@ -654,17 +680,16 @@ class Early:
         return test
 
 
-# name, function, budget (s) when it may run early (None: never; a budget is about 1.5x
-# the case's time on slurm-local)
+# name, function, its time on slurm-local (s) when it may run early (None: never)
 CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("usr1_mid_run", case_usr1_mid_run, None),
          ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass
-         ("preempted", case_preempted, 32),
-         ("array", case_array, 28),
-         ("srun", case_srun, 24),
-         ("no_requeue", case_no_requeue, 6),
-         ("submit_cancelled", case_submit_cancelled, 6),
-         ("submit_checks", case_submit_checks, 2),
+         ("preempted", case_preempted, 21),
+         ("array", case_array, 18),
+         ("srun", case_srun, 15),
+         ("no_requeue", case_no_requeue, 3.5),
+         ("submit_cancelled", case_submit_cancelled, 2.5),
+         ("submit_checks", case_submit_checks, 0.5),
          ("submit_wait", case_submit_wait, None)]
 
 if __name__ == "__main__":
@@ -675,8 +700,8 @@ if __name__ == "__main__":
             ", ".join(sorted(unknown)), ", ".join(c[0] for c in CASES)))
     slurm_up()
     with C.workdir("slurm") as d:
-        S = Sweep(d)
         chosen = [c for c in CASES if not sys.argv[1:] or c[0] in sys.argv[1:]]
+        S = Sweep(d, long=bool({"time_limit", "preempted", "array"} & {c[0] for c in chosen}))
         S.early = Early(S, [c for c in chosen if c[2] is not None])
         try:
             C.main([(n, S.early.case(n, f)) for n, f, _ in chosen])
@@ -684,4 +709,4 @@ if __name__ == "__main__":
             if e.code:
                 raise  # keeps the work dir
         finally:
-            S.clock.cancel()
+            S.close()
