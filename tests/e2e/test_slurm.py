@@ -4,32 +4,49 @@ Needs a SLURM: the single-node slurm-local cluster when its start.sh is found
 ($ABLATE_SLURM_LOCAL, else ../shared/slurm-local next to the source tree; CI has it and
 this test starts it), else whatever sbatch/sinfo reach (the work dir must then be on a
 filesystem the nodes share: set TMPDIR). With neither it exits 77, which CTest reports as
-skipped. The cases (the jobs run 3 ranks: rank 0 orchestrates, 2 workers):
+skipped. `test_slurm.py CASE...` runs only those cases. The cases (the jobs run 3 ranks:
+rank 0 orchestrates, 2 workers):
   a. USR1 to the batch shell 0.3 s after the job started (`scancel -b -s USR1`, which is
      what a preemption does): the job is requeued, not FAILED; the next start resumes and
      the sweep completes with values identical to an uninterrupted sweep;
   b. USR1 while runs are in progress: they are checkpointed, the job requeues, the next
      start resumes them from their checkpoints; identical values again;
+  f. the time limit: a job with -t 1 and the script's --signal=B:USR1@60 is warned by
+     SLURM itself, at slurmctld's periodic pass (a probe job finds when the passes come;
+     the job is submitted 3 s before one, so the pass finds runs in progress); it
+     checkpoints, requeues itself and finishes in a later start; identical values;
+  g. preemption: a job in `urgent` that needs the whole node preempts the sweep job in
+     `debug`; SLURM signals it, it checkpoints its runs in progress, requeues itself
+     within the grace time, starts again after the urgent job; identical values;
   c. the same as (a) for a job submitted with --no-requeue: it ends at once with ablate's
      exit 3 (FAILED), not 0 after holding its CPUs; its log says why;
   d. (a) with the srun script, which runs the sweep to completion (exit 0); its log is by
      default OUT.h5.log;
   e. slurm/submit: a typo'd spec fails at once (exit 2, ablate's located error, no job);
-     --array is refused; --dry-run shows the proposed -n/--time and submits nothing;
+     --dry-run shows the proposed -n/--time (per task with --array N) and submits nothing;
      `submit --wait --report DIR` with a USR1 0.3 s into the sweep job: the job requeues,
      the dependent finish job starts only after its real end (afterany), --wait exits 0,
      the file equals the reference and the report is written (when analysis/ablate-report
      exists; else the log must say there is none); a sweep job cancelled while running:
      the finish job says the sweep is not complete and --wait exits 3 (with --srun and
      --cpus-per-task 2: 2 CPUs per task and ablate run --blas-threads 2).
-There is no sacct: the job's state and exit code come from scontrol while the record lasts
-and from the job's own log."""
+  h. slurm/submit --array 3 --wait: 3 tasks joined on the long sweep; task 1 is cancelled
+     while it holds a run (another task takes it over), task 2 gets USR1 (it checkpoints,
+     releases its run and requeues itself); the finish job after the whole array finds
+     the sweep complete, --wait exits 0; every run once, values identical.
+While (f) waits for its pass, the cases that fit in the wait run, and are reported in
+their place. There is no sacct: the job's state and exit code
+come from scontrol while the record lasts and from the job's own log."""
+import calendar
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import traceback
+
+import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
@@ -44,6 +61,11 @@ REPORT = os.path.join(C.SOURCE_DIR, "analysis", "ablate-report")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 END_RE = re.compile(r"^ablate job end \S+ status (\d+)", re.M)
+START_RE = re.compile(r"^ablate job \S+ start (\S+) restart (\d+)", re.M)
+# slurmctld checks time limits and sends --signal warnings in a periodic pass (every 30 s,
+# PERIODIC_TIMEOUT; 30.07 s measured on slurm-local: each of its 1 s loop turns runs a
+# little over), so a warning comes at the first pass at or after its due time.
+PASS_PERIOD = 30.07
 
 
 def slurm_up():
@@ -84,10 +106,10 @@ def read(path):
 
 
 class SlurmJob:
-    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=()):
+    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=(), minutes=5):
         self.out = out
         self.log = log or out + ".log"
-        cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", "5"] + list(opts)
+        cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", str(minutes)] + list(opts)
         if log:
             cmd += ["-o", log]
         cmd += [script, spec, out] + list(ablate_opts)
@@ -175,21 +197,89 @@ def check_requeued_complete(job, ref, out, label):
     return v
 
 
-class Sweep:
-    """The work dir, the spec and the uninterrupted reference every case compares with."""
+class PassClock:
+    """When slurmctld's next periodic pass comes. A probe job, submitted at once, with a
+    warning due as soon as it starts (-t 1 --signal=B:USR1@60) is warned at the first pass
+    and writes the time; later passes follow every PASS_PERIOD."""
 
     def __init__(self, d):
-        self.d = d
-        self.spec = C.write(os.path.join(d, "t.yaml"),
-                            C.micro_spec(C.corpus_path(), steps=600, seeds=(1, 2),
-                                         variants=VARIANTS, eval_every=150, stats_every=150))
-        C.run(["run", self.spec, "-o", os.path.join(d, "ref.h5")], expect_rc=0,
-              tag="reference")
-        self.ref = C.View(os.path.join(d, "ref.h5"))
+        self.out = os.path.join(d, "clock.out")
+        r = subprocess.run(
+            ["sbatch", "--parsable", "-n", "1", "-t", "1", "--signal=B:USR1@60",
+             "--no-requeue", "-J", "ablate-test-clock", "-o", self.out, "--wrap",
+             'trap "echo pass \\$(date +%s.%N); exit 0" USR1; '
+             'while :; do sleep 1 & wait $!; done'],
+            cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, "sbatch of the clock probe failed: %s" % r.stderr
+        self.id = r.stdout.strip().split(";")[0]
+        self.t0 = None
 
-    def submit(self, case, script=SCRIPT, log=True, **kw):
+    def first(self, timeout=120):
+        t_end = time.monotonic() + timeout
+        while self.t0 is None:
+            m = re.search(r"^pass (\d+\.\d+)", read(self.out), re.M)
+            if m:
+                self.t0 = float(m.group(1))
+                C.log("  slurmctld pass at %.2f (clock probe job %s)" % (self.t0, self.id))
+            elif time.monotonic() > t_end:
+                raise AssertionError("the clock probe job %s was not warned in %d s: %s"
+                                     % (self.id, timeout, job_info(self.id)))
+            else:
+                time.sleep(0.1)
+        return self.t0
+
+    def next_after(self, lead):
+        """The first pass at least `lead` s from now (wall-clock time)."""
+        t0 = self.first()
+        k = max(0, int((time.time() + lead - t0) // PASS_PERIOD) + 1)
+        return t0 + k * PASS_PERIOD
+
+    def cancel(self):
+        subprocess.run(["scancel", self.id], capture_output=True)
+
+
+class Sweep:
+    """The work dir, the specs and the uninterrupted references the cases compare with:
+    `spec` runs in about 2 s on 2 workers; `long` (5x the steps) in about 6 s, for the
+    cases whose signal SLURM sends a while after the test asked for it."""
+
+    def __init__(self, d, long=True):
+        self.d = d
+        self.clock = PassClock(d)
+        self.spec, self.ref = self.reference("t", 600)
+        # the long reference trains in the background while the first cases mostly wait
+        self._long = None
+        self.long_spec, self._long_job = self.reference("long", 3000) if long else (None, None)
+
+    def reference(self, name, steps):
+        """(spec, View) of the sweep; (spec, the Job making it) for the long one."""
+        spec = C.write(os.path.join(self.d, name + ".yaml"),
+                       C.micro_spec(C.corpus_path(), steps=steps, seeds=(1, 2),
+                                    variants=VARIANTS, eval_every=steps // 4,
+                                    stats_every=steps // 4))
+        h5 = os.path.join(self.d, name + "-ref.h5")
+        if name == "long":
+            return spec, C.Job(["run", spec, "-o", h5], ranks=RANKS, tag="reference")
+        C.run(["run", spec, "-o", h5], expect_rc=0, tag="reference")
+        return spec, C.View(h5)
+
+    def long(self):
+        """(spec, reference) of the long sweep (2.5 s a run)."""
+        if self._long is None:
+            rc, err = self._long_job.finish(300)
+            assert rc == 0, "the long reference: exit %s\n%s" % (rc, err[-3000:])
+            self._long = (self.long_spec, C.View(os.path.join(self.d, "long-ref.h5")))
+        return self._long
+
+    def close(self):
+        self.clock.cancel()
+        if self._long_job:
+            self._long_job.kill_all()
+            self._long_job.cleanup_files()
+
+    def submit(self, case, script=SCRIPT, log=True, spec=None, **kw):
         """A job writing OUT.h5 `case`.h5 (log `case`.log, or OUT.h5.log when log=False)."""
-        return SlurmJob(self.d, script, self.spec, os.path.join(self.d, case + ".h5"),
+        return SlurmJob(self.d, script, spec or self.spec, os.path.join(self.d, case + ".h5"),
                         log=os.path.join(self.d, case + ".log") if log else None, **kw)
 
 
@@ -267,6 +357,84 @@ def case_srun(S):
         job.cancel()
 
 
+def checkpointed_at_usr1(job, label):
+    """The first start's ablate got the USR1 with runs in progress and checkpointed them."""
+    stopped_by_usr1(job, label)
+    m = re.search(r"SIGUSR1: checkpointing (\d+) run", job.text())
+    assert m and int(m.group(1)) >= 1, "%s: no run in progress at the USR1:\n%s" % (
+        label, job.text()[-4000:])
+
+
+def case_time_limit(S):
+    """The time limit's own warning: -t 1 with the script's --signal=B:USR1@60 makes the
+    warning due from the start, so slurmctld sends it at its first periodic pass. The job
+    is submitted `lead` s before a pass, so the pass finds the long sweep with runs in
+    progress (its runs go from about 1.2 s to 6.5 s after the submission on slurm-local).
+    Each later start is warned again at its first pass (about 16 s in: it started about
+    14 s after the last pass) and has usually finished by then (else one more start);
+    the limit itself never hits. While it waits for the pass, short cases run (EARLY)."""
+    spec, ref = S.long()
+    lead = 3.0
+    # of the next two passes, the one that the early cases fill best
+    t_pass = min((S.clock.next_after(lead) + k * PASS_PERIOD for k in (0, 1)),
+                 key=lambda t: S.early.idle(t - lead - time.time()))
+    S.early.run_until(t_pass - lead)
+    if time.time() > t_pass - lead - 0.5:  # an early case overran its budget
+        t_pass = S.clock.next_after(lead)
+    time.sleep(max(0.0, t_pass - lead - time.time()))
+    job = S.submit("f", spec=spec, minutes=1)
+    try:
+        check_requeued_complete(job, ref, job.out, "f (time limit)")
+        checkpointed_at_usr1(job, "f")
+        v = C.View(job.out)
+        resumed = [r["name"] for r in v.runs.values() if r["resumed_from_step"] > 0]
+        C.log("  f: pass predicted %.1f s after the submission; resumed from a checkpoint: %s"
+              % (lead, resumed))
+    finally:
+        job.cancel()
+
+
+def case_preempted(S):
+    """A job in `urgent` that needs the node preempts the sweep: SLURM sends the sweep job
+    its --signal at once; it checkpoints and requeues itself within GraceTime (SLURM
+    would requeue it too, but with a SIGTERM, which loses the runs' progress) and starts
+    again once the urgent job is done."""
+    spec, ref = S.long()
+    S.clock.first()  # the probe has ended (else it would be preempted too)
+    job = S.submit("g", spec=spec)
+    urgent = None
+    try:
+        wait_log(job, lambda s: "planned" in s, "the sweep started")
+        time.sleep(0.5)  # runs in progress
+        node = job_info(job.id)["NodeList"]
+        mark = os.path.join(S.d, "urgent.out")
+        r = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--exclusive", "-w", node,
+                            "-n", "1", "-t", "1", "-J", "ablate-test-urgent", "-o", mark,
+                            "--wrap", "echo urgent start $(date +%s.%N); sleep 1"],
+                           cwd=S.d, capture_output=True, text=True)
+        assert r.returncode == 0, "sbatch -p urgent failed: %s" % r.stderr
+        urgent = r.stdout.strip().split(";")[0]
+        C.log("  urgent job %s (-p urgent --exclusive -w %s)" % (urgent, node))
+        check_requeued_complete(job, ref, job.out, "g (preempted)")
+        checkpointed_at_usr1(job, "g")
+        text = job.text()
+        assert "requeueing, the next start resumes" in text, text[-4000:]
+        m = re.search(r"^urgent start (\d+\.\d+)", read(mark), re.M)
+        assert m, "g: the urgent job %s did not run: %s" % (urgent, read(mark))
+        starts = START_RE.findall(text)
+        # the second start waited for the urgent job, which needed the whole node
+        t2 = calendar.timegm(time.strptime(starts[1][0], "%Y-%m-%dT%H:%M:%SZ"))
+        assert t2 >= int(float(m.group(1))), "g: restarted before the urgent job: %s, %s" % (
+            starts, m.group(0))
+        v = C.View(job.out)
+        resumed = [r["name"] for r in v.runs.values() if r["resumed_from_step"] > 0]
+        C.log("  g: resumed from a checkpoint: %s" % resumed)
+    finally:
+        job.cancel()
+        if urgent:
+            subprocess.run(["scancel", urgent], capture_output=True)
+
+
 def submit(S, args, wait=True, timeout=60):
     """slurm/submit SPEC ARGS in the work dir; returns (rc, stdout, stderr)."""
     r = subprocess.run([SUBMIT] + args, cwd=S.d, capture_output=True, text=True,
@@ -292,11 +460,12 @@ class Submitted:
             line = self.proc.stdout.readline()
             assert line, "submit ended before printing its jobs:\n" + "".join(self.lines)
             self.lines.append(line)
-            m = re.match(r"\s+(sweep|finish) job (\d+) ", line)
+            m = re.match(r"\s+(sweep|array|finish) job (\d+) ", line)
             if m:
                 self.ids[m.group(1)] = m.group(2)
         self.job = SlurmJob.__new__(SlurmJob)  # the sweep job, for wait_running and usr1
-        self.job.id, self.job.log = self.ids["sweep"], args[args.index("-o") + 1] + ".log"
+        self.job.id = self.ids.get("sweep") or self.ids["array"]
+        self.job.log = args[args.index("-o") + 1] + ".log"
 
     def wait(self, timeout=150):
         try:
@@ -323,8 +492,13 @@ def case_submit_checks(S):
     assert not os.path.exists(os.path.join(S.d, "typo.h5.log")), "typo: a job ran"
     os.unlink(bad)
 
-    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--array", "4"])
-    assert rc == 2 and "--join" in err and "not implemented" in err, err
+    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--dry-run", "--", "--array=1-4"])
+    assert rc == 2 and "--array N (before --)" in err, err
+    rc, out, err = submit(S, ["t.yaml", "-o", "arr.h5", "--dry-run", "--array", "2"])
+    line = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    # 4 runs on 2 tasks: 2 workers + rank 0 each, every task joined
+    assert rc == 0 and line and " --array=1-2 -n 3 " in line[0] and line[0].endswith(
+        " --join"), out
 
     rc, out, err = submit(S, ["t.yaml", "-o", "dry.h5", "--dry-run", "--report", "rep"])
     assert rc == 0, err
@@ -378,6 +552,60 @@ def case_submit_wait(S):
         sub.cancel()
 
 
+def case_array(S):
+    """submit --array 3 --ranks 1 --wait on the long sweep: 3 joined tasks of one process
+    each. Once all have joined (each then holds one of the 4 runs), task 1 is cancelled:
+    its run is taken over by another task; task 2 gets USR1 (as at a time limit or a
+    preemption): it checkpoints and releases its run, requeues itself, and its next start
+    joins the sweep again (or finds it complete). The finish job (afterany on the whole
+    array) finds the sweep complete, --wait exits 0; every run once, values identical."""
+    spec, ref = S.long()
+    h5 = os.path.join(S.d, "h.h5")
+    sub = Submitted(S, [spec, "-o", h5, "--array", "3", "--ranks", "1", "--wait"])
+    jid = sub.ids["array"]
+    logs = {i: "%s.%s_%d.log" % (h5, jid, i) for i in (1, 2, 3)}
+    joined_re = re.compile(r"^ablate: joined the sweep as (\S+):", re.M)
+    try:
+        t_end = time.monotonic() + 60
+        while not all(joined_re.search(read(l)) for l in logs.values()):
+            ended = [l for l in logs.values() if END_RE.search(read(l))]
+            assert not ended and time.monotonic() < t_end, "h: not all tasks joined%s:\n%s" % (
+                " (%d ended)" % len(ended) if ended else " in 60 s", "\n".join(
+                    "%s:\n%s" % (l, read(l)[-2000:]) for l in logs.values()))
+            time.sleep(0.05)
+        names = set(re.findall(r"JobName=(\S+)", subprocess.run(
+            ["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout))
+        assert names == {"ablate-long-h"}, "h: the tasks are named %s" % names
+        time.sleep(0.5)  # every task holds a run
+        subprocess.run(["scancel", "%s_1" % jid], check=True)
+        subprocess.run(["scancel", "-b", "-s", "USR1", "%s_2" % jid], check=True)
+        rc, out = sub.wait(timeout=180)
+        text = {i: read(l) for i, l in logs.items()}
+        all_text = "\n".join("== %s\n%s" % (logs[i], text[i]) for i in logs)
+        assert rc == 0, "h: submit --wait exited %d:\n%s\n%s" % (rc, out, all_text[-6000:])
+        assert "sweep complete" in out, out
+        gone = joined_re.search(text[1]).group(1)
+        assert "ablate job end" not in text[1], "h: task 1 was not cancelled:\n" + text[1]
+        assert re.search(r"taken over from %s " % re.escape(gone), text[2] + text[3]), (
+            "h: the run of the cancelled task 1 (%s) was not taken over:\n%s" % (gone, all_text))
+        assert "requeueing" in text[2] and "%s_2 start" % jid in text[2] and \
+            "restart 1" in text[2], "h: task 2 was not requeued:\n" + text[2]
+        for i in (2, 3):
+            m = END_RE.findall(text[i])
+            assert m and m[-1] == "0", "h: task %d ended %s:\n%s" % (i, m, text[i])
+        v = C.View(h5)
+        C.assert_complete(v, len(ref.order), "h")
+        C.assert_same(ref, v, "reference", "h (array)",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(h5, "r") as f:
+            tasks = [t.decode() for t in f["runs"]["slurm_array_task_id"]]
+        assert "1" not in tasks and set(tasks) <= {"2", "3"}, (
+            "h: runs finished by tasks %s" % tasks)
+        C.log("  h: runs finished by tasks %s" % tasks)
+    finally:
+        sub.cancel()
+
+
 def case_submit_cancelled(S):
     """The sweep job (srun, 2 BLAS threads per run) cancelled: the finish job refuses,
     --wait exits 3."""
@@ -405,18 +633,80 @@ def case_submit_cancelled(S):
         sub.cancel()
 
 
+class Early:
+    """Short cases run while another case waits (time_limit, for slurmctld's pass), each
+    reported in its own place in the list: its result is kept and given again there."""
+
+    def __init__(self, S, cases):
+        self.S, self.todo, self.done = S, list(cases), {}
+
+    @staticmethod
+    def budget(typical):
+        return 1.3 * typical + 1
+
+    def idle(self, window):
+        """The seconds left idle in a wait of `window` s once the cases that fit ran."""
+        for _, _, typical in self.todo:
+            if self.budget(typical) <= window:
+                window -= typical
+        return window
+
+    def run_until(self, t_end):
+        """Runs the cases whose budget fits before wall-clock time t_end, in order."""
+        for name, fn, typical in list(self.todo):
+            if time.time() + self.budget(typical) > t_end:
+                continue
+            self.todo.remove((name, fn, typical))
+            C.log("== %s (early, %.0f s before time_limit's slurmctld pass)"
+                  % (name, t_end - time.time()))
+            t0 = time.monotonic()
+            try:
+                fn(self.S)
+                self.done[name] = (time.monotonic() - t0, None, "")
+            except Exception as e:
+                self.done[name] = (time.monotonic() - t0, e, traceback.format_exc())
+            C.log("   (%s %.1f s)" % ("failed" if self.done[name][1] else "passed",
+                                     self.done[name][0]))
+
+    def case(self, name, fn):
+        """The test of case `name`: its early result, or a run now."""
+        def test():
+            if name not in self.done:
+                return fn(self.S)
+            took, exc, tb = self.done[name]
+            C.log("  ran early, in %.1f s%s" % (took, ":\n" + tb if exc else ""))
+            if exc:
+                raise exc
+        return test
+
+
+# name, function, its time on slurm-local (s) when it may run early (None: never)
+CASES = [("usr1_at_start", case_usr1_at_start, None),
+         ("usr1_mid_run", case_usr1_mid_run, None),
+         ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass
+         ("preempted", case_preempted, 21),
+         ("array", case_array, 18),
+         ("srun", case_srun, 15),
+         ("no_requeue", case_no_requeue, 3.5),
+         ("submit_cancelled", case_submit_cancelled, 2.5),
+         ("submit_checks", case_submit_checks, 0.5),
+         ("submit_wait", case_submit_wait, None)]
+
 if __name__ == "__main__":
+    # test_slurm.py [CASE ...] runs only those cases
+    unknown = set(sys.argv[1:]) - {c[0] for c in CASES}
+    if unknown:
+        sys.exit("unknown case(s) %s; the cases: %s" % (
+            ", ".join(sorted(unknown)), ", ".join(c[0] for c in CASES)))
     slurm_up()
     with C.workdir("slurm") as d:
-        S = Sweep(d)
+        chosen = [c for c in CASES if not sys.argv[1:] or c[0] in sys.argv[1:]]
+        S = Sweep(d, long=bool({"time_limit", "preempted", "array"} & {c[0] for c in chosen}))
+        S.early = Early(S, [c for c in chosen if c[2] is not None])
         try:
-            C.main([("usr1_at_start", lambda: case_usr1_at_start(S)),
-                    ("usr1_mid_run", lambda: case_usr1_mid_run(S)),
-                    ("no_requeue", lambda: case_no_requeue(S)),
-                    ("srun", lambda: case_srun(S)),
-                    ("submit_checks", lambda: case_submit_checks(S)),
-                    ("submit_wait", lambda: case_submit_wait(S)),
-                    ("submit_cancelled", lambda: case_submit_cancelled(S))])
+            C.main([(n, S.early.case(n, f)) for n, f, _ in chosen])
         except SystemExit as e:
             if e.code:
                 raise  # keeps the work dir
+        finally:
+            S.close()
