@@ -146,13 +146,18 @@ static int cmp_queue(const void *a, const void *b) {
 
 /* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
  * asked to checkpoint, and the exit status says "stopped, resumable". One line, once. */
+/* How this sweep is continued: a joined one by joining it again. */
+static const char *continue_with(const Sweep *s) {
+    return s->o->join ? "--join" : "--resume";
+}
+
 static void stop_io(Sweep *s, const char *what) {
     if (s->stop == STOP_IO) return;
     s->stop = STOP_IO;
     fprintf(stderr,
             "\nablate: %s; stopping the sweep (finished runs are safe; after freeing space, "
-            "continue with --resume)\n",
-            what && what[0] ? what : "I/O error");
+            "continue with %s)\n",
+            what && what[0] ? what : "I/O error", continue_with(s));
 }
 
 static void stop_journal(Sweep *s) {
@@ -675,7 +680,10 @@ static int local_checkpointed(void *ctx, const RunAssignment *a, int64_t step, c
 static TrainPoll local_poll(void *ctx) {
     Sweep *s = ctx;
     if (sweep_signal_term()) return TRAIN_ABORT;
-    if (sweep_signal_usr1()) s->stop = STOP_SIGNAL;
+    if (sweep_signal_usr1() && !stopping(s)) { /* as run_mpi says it */
+        s->stop = STOP_SIGNAL;
+        fprintf(stderr, "\nablate: SIGUSR1: checkpointing 1 run(s) in progress\n");
+    }
     if (s->join) {
         join_tick(s);
         for (int i = 0; i < s->n; i++) /* the one run in progress */
@@ -1021,8 +1029,8 @@ static int finish(Sweep *s) {
     s->j = NULL;
     /* a SIGUSR1 that came once every run had ended stops nothing: the sweep is complete */
     if (finished < n || s->stop == STOP_IO) {
-        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with --resume\n",
-                finished, n);
+        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with %s\n",
+                finished, n, continue_with(s));
         return SWEEP_EXIT_STOPPED;
     }
     if (s->view_failed) {
@@ -1114,7 +1122,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
 
     if (sweep_signal_term()) {
         journal_sync(s.j); /* finished runs are already durable; flush what else there is */
-        fprintf(stderr, "ablate: SIGTERM: stopped; continue with --resume\n");
+        fprintf(stderr, "ablate: SIGTERM: stopped; continue with %s\n", continue_with(&s));
         journal_close(s.j);
         s.j = NULL;
         rc = SWEEP_EXIT_STOPPED;
