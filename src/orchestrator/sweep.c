@@ -1029,8 +1029,8 @@ static int finish(Sweep *s) {
     s->j = NULL;
     /* a SIGUSR1 that came once every run had ended stops nothing: the sweep is complete */
     if (finished < n || s->stop == STOP_IO) {
-        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with %s\n",
-                finished, n, continue_with(s));
+        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with %s\n", finished,
+                n, continue_with(s));
         return SWEEP_EXIT_STOPPED;
     }
     if (s->view_failed) {
