@@ -1,11 +1,15 @@
 #include "h5table.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../worker/run_config.h"
 #include "../worker/utf8.h"
+#include "fsutil.h"
 
 #define TABLE_MAX_ROWS  65536
 #define TABLE_MAX_BYTES (8u << 20)
@@ -399,5 +403,49 @@ int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
                  : -1;
     if (d >= 0) H5Dclose(d);
     H5Sclose(s);
+    return rc;
+}
+
+hid_t h5_create_file(const char *path) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 0, 1); /* readers open views while they are replaced */
+#endif
+    H5Pset_obj_track_times(fcpl, 0); /* the same journal gives the same bytes */
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    return f;
+}
+
+int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *err) {
+    int rc = ok ? 0 : -1;
+    if (file >= 0 && H5Fclose(file) < 0 && rc == 0) {
+        h5err(err, "cannot close %s", tmp);
+        rc = -1;
+    }
+    if (rc == 0 && fs_fsync(tmp, 0) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0 && dest && rename(tmp, dest) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot rename %.200s to %.200s: %s", tmp, dest,
+                 strerror(errno));
+        rc = -1;
+    }
+    char dir[ABL_PATH_MAX];
+    fs_dir_of(dest ? dest : tmp, dir, sizeof dir);
+    if (rc == 0 && fs_fsync(dir, 1) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot fsync directory %.300s: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
+        /* emptied before the unlink: a file HDF5 failed to close keeps its descriptor, and
+         * its blocks would stay allocated on the full disk until the process exits */
+        if (truncate(tmp, 0) != 0) { /* nothing more to free */
+        }
+        unlink(tmp);
+    }
     return rc;
 }

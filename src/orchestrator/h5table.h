@@ -72,6 +72,14 @@ void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width);
 /* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize). 0 or -1 (memory). */
 int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n);
 
+/* A new file for a view or a segment: no file locking (readers open views while they are
+ * replaced), no object timestamps (the same journal gives the same bytes). */
+hid_t h5_create_file(const char *path);
+/* Closes file (if >= 0) and, when ok, makes tmp durable and (dest not NULL) renames it to
+ * dest, fsyncing the directory; on any failure, or !ok, empties and removes tmp. 0 or -1
+ * (err set unless !ok came with its own). */
+int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *err);
+
 /* Attributes (strings are variable-length UTF-8, made valid). 0 or -1. */
 int attr_str(hid_t loc, const char *name, const char *value);
 int attr_i32(hid_t loc, const char *name, int value);

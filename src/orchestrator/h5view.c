@@ -1225,7 +1225,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     double t0 = clock_seconds();
     View v;
     memset(&v, 0, sizeof v);
-    char tmp[ABL_PATH_MAX + 32], dir[ABL_PATH_MAX];
+    char tmp[ABL_PATH_MAX + 32];
     /* per process: `ablate view` may rebuild while the sweep does */
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid()) >= (int)sizeof tmp - 4) {
         snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path);
@@ -1248,21 +1248,14 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 
     int rc = -1;
-    hid_t file = -1, fapl = -1, fcpl = -1;
+    hid_t file = -1;
     for (int k = 0; k < n; k++)
         if (!(v.rd[k] = journal_reader_open(journals[k], err)) ||
             pass1_journal(&v, k, k == limited ? limit : UINT64_MAX, journals[k], err) != 0)
             goto done;
     v.writer_gone = !v.any_writer;
 
-    fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
-#if H5_VERSION_GE(1, 10, 7)
-    H5Pset_file_locking(fapl, 0, 1);
-#endif
-    fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5Pset_obj_track_times(fcpl, 0);
-    file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    file = h5_create_file(tmp);
     if (file < 0) {
         h5err(err, "cannot create %s", tmp);
         goto done;
@@ -1271,38 +1264,9 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
-    herr_t cl = H5Fclose(file);
-    file = -1;
-    if (cl < 0) {
-        h5err(err, "cannot close %s", tmp);
-        goto done;
-    }
-    if (fs_fsync(tmp, 0) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    if (rename(tmp, out_path) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot rename %.200s to %.200s: %s", tmp, out_path,
-                 strerror(errno));
-        goto done;
-    }
-    fs_dir_of(out_path, dir, sizeof dir);
-    if (fs_fsync(dir, 1) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot fsync directory %.300s: %s", dir, strerror(errno));
-        goto done;
-    }
     rc = 0;
 done:
-    if (file >= 0) H5Fclose(file);
-    if (fapl >= 0) H5Pclose(fapl);
-    if (fcpl >= 0) H5Pclose(fcpl);
-    if (rc != 0) {
-        /* emptied before the unlink: a file HDF5 failed to close keeps its descriptor, and
-         * its blocks would stay allocated on the full disk until the process exits */
-        if (truncate(tmp, 0) != 0) { /* nothing more to free */
-        }
-        unlink(tmp);
-    }
+    rc = h5_finish_file(file, tmp, out_path, rc == 0, err);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
     for (int k = 0; k < n; k++)

@@ -155,19 +155,6 @@ static Table *metric_table(Metric *m, int t) {
     return t % 2 ? &m[t / 2].c : &m[t / 2].t;
 }
 
-static hid_t create_file(const char *path) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
-#if H5_VERSION_GE(1, 10, 7)
-    H5Pset_file_locking(fapl, 0, 1);
-#endif
-    H5Pset_obj_track_times(fcpl, 0);
-    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
-    H5Pclose(fapl);
-    H5Pclose(fcpl);
-    return f;
-}
-
 /* ---------------------------------------------------------------- one segment */
 
 /* The rows that arrived since the last update, into a new segment: 0 (nothing new is fine),
@@ -201,7 +188,7 @@ static int write_segment(H5Live *lv, char *err) {
     uint32_t seg = (uint32_t)lv->nseg;
     Metric ms[N_METRICS];
     int rc = -1;
-    hid_t f = create_file(path);
+    hid_t f = h5_create_file(path);
     if (f < 0) {
         h5err(err, "cannot create %s", path);
         free(ev);
@@ -233,23 +220,13 @@ done:
         char e2[ABL_ERR_MAX];
         if (table_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
-    if (H5Fclose(f) < 0 && rc == 0) {
-        h5err(err, "cannot close %s", path);
-        rc = -1;
-    }
-    if (rc == 0 && fs_fsync(path, 0) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", path, strerror(errno));
-        rc = -1;
-    }
     free(ev);
-    if (rc != 0) { /* its blocks are not referenced: a later update writes them again */
-        for (uint32_t i = 0; i < v->nruns; i++)
+    if (h5_finish_file(f, path, NULL, rc == 0, err) != 0) {
+        /* its blocks are not referenced: a later update writes them again */
+        for (uint32_t i = 0; i < v->nruns; i++) {
             lv->lr[i].emitted = 0;
-        for (uint32_t i = 0; i < v->nruns; i++)
             drop_run(lv, i);
-        if (truncate(path, 0) != 0) { /* only to free the space */
         }
-        unlink(path);
         free(lv->segs[seg]);
         return -1;
     }
@@ -290,9 +267,9 @@ done:;
 }
 
 static int write_top(H5Live *lv, char *err) {
-    char tmp[ABL_PATH_MAX + 32], dir[ABL_PATH_MAX];
+    char tmp[ABL_PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", lv->out, (long)getpid());
-    hid_t f = create_file(tmp);
+    hid_t f = h5_create_file(tmp);
     if (f < 0) {
         h5err(err, "cannot create %s", tmp);
         return -1;
@@ -310,28 +287,7 @@ static int write_top(H5Live *lv, char *err) {
     if (h5v_write_runs(&lv->v, f, err) != 0) goto done;
     rc = 0;
 done:
-    if (H5Fclose(f) < 0 && rc == 0) {
-        h5err(err, "cannot close %s", tmp);
-        rc = -1;
-    }
-    if (rc == 0 && fs_fsync(tmp, 0) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot fsync %.300s: %s", tmp, strerror(errno));
-        rc = -1;
-    }
-    if (rc == 0 && rename(tmp, lv->out) != 0) {
-        snprintf(err, ABL_ERR_MAX, "cannot rename %.200s to %.200s: %s", tmp, lv->out,
-                 strerror(errno));
-        rc = -1;
-    }
-    if (rc == 0) {
-        fs_dir_of(lv->out, dir, sizeof dir);
-        fs_fsync(dir, 1);
-    } else {
-        if (truncate(tmp, 0) != 0) { /* only to free the space */
-        }
-        unlink(tmp);
-    }
-    return rc;
+    return h5_finish_file(f, tmp, lv->out, rc == 0, err);
 }
 
 int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_ERR_MAX]) {
