@@ -29,8 +29,8 @@ def test_sigterm():
     corpus = C.corpus_path()
     with C.workdir("sigterm") as d:
         spec = C.write(os.path.join(d, "t.yaml"),
-                       C.micro_spec(corpus, steps=1500, seeds=(1, 2, 3), variants=VARIANTS,
-                                    eval_every=500, stats_every=500))
+                       C.micro_spec(corpus, steps=1000, seeds=(1, 2, 3), variants=VARIANTS,
+                                    eval_every=250, stats_every=250))
         ref = os.path.join(d, "ref.h5")
         C.run(["run", spec, "-o", ref], expect_rc=0, tag="reference")
         for label, ranks in (("in-process", None), ("mpirun -n 3", 3)):
