@@ -437,8 +437,13 @@ static void adopt(Sweep *s, int i, const char *prev) {
  * the most expensive one nobody has, else one released or left by a gone process. -1:
  * none for now (the rest are finished or held by live processes). */
 static int join_take(Sweep *s) {
-    if (s->n_ready) return s->ready[--s->n_ready];
     double now = clock_seconds();
+    while (s->n_ready) {
+        SweepRun *r = &s->runs[s->ready[--s->n_ready]];
+        if (!r->lost) return (int)(r - s->runs);
+        r->lost = r->held = 0; /* taken over while it waited here */
+        r->recheck = now + 1.0;
+    }
     if (now < s->next_scan) return -1; /* rank 0 polls often: not the claims each time */
     s->next_scan = now + 0.2;
     for (int q = s->unfinished; q < s->n_queue && !stopping(s); q++) {
