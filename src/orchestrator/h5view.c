@@ -1,7 +1,9 @@
-/* The sweep view (h5view.h): pass 1 indexes the journal per run, pass 2 streams each run's
- * events into the metric tables, then /runs, the root attributes and /weights. Tables are
- * written with the generic writer of h5table.h; the metric tables' columns come from the
- * event field tables (src/worker/event_schema.h). Layout: docs/hdf5-schema.md. */
+/* The sweep view (h5view.h): pass 1 indexes the journal(s) per run, pass 2 streams each
+ * run's events into the metric tables, then /runs (h5view_runs.c), the root attributes and
+ * /weights. Tables are written with the generic writer of h5table.h; the metric tables'
+ * columns come from the event field tables (src/worker/event_schema.h). The live view
+ * (h5view_live.c) uses the same passes through h5view_internal.h. Layout:
+ * docs/hdf5-schema.md. */
 #include "h5view.h"
 
 #include <errno.h>
@@ -82,8 +84,7 @@ static void kv_free(KvList *l) {
 
 /* One "label=value" segment of a run name per grid axis: "variant/n_head=4/act=gelu/seed1".
  * Calls fn for each (the variant segment, without '=', gets label NULL). */
-typedef int (*NameFn)(void *ctx, const char *label, size_t llen, const char *val, size_t vlen);
-static int parse_name(const char *name, NameFn fn, void *ctx) {
+int h5v_parse_name(const char *name, NameFn fn, void *ctx) {
     const char *p = name;
     while (*p) {
         const char *slash = strchr(p, '/');
@@ -110,7 +111,7 @@ static int add_axis(void *ctx, const char *label, size_t llen, const char *val, 
 }
 
 static int collect_axes(View *v, const char *name) {
-    return parse_name(name, add_axis, v);
+    return h5v_parse_name(name, add_axis, v);
 }
 
 static RunState *run_get(View *v, uint32_t index) {
@@ -329,11 +330,11 @@ static int merge_runs(View *v, RunState *cand, uint32_t n, uint16_t src) {
     return 0;
 }
 
-static JournalReader *run_reader(const View *v, const RunState *rs) {
+JournalReader *h5v_run_reader(const View *v, const RunState *rs) {
     return v->rd[rs->src];
 }
 
-static int run_status(const RunState *rs, const JournalEnd *end) {
+int h5v_run_status(const RunState *rs, const JournalEnd *end) {
     if (rs->has_end) {
         switch (end->end.status) {
         case RUN_DONE:
@@ -375,7 +376,7 @@ static const char *const run_doc = "plan index of the run (row of /runs)";
 
 /* The HDF5 column of a field: numbers as themselves, enums as fixed strings, text as
  * variable-length UTF-8. */
-static Col field_col(const EventField *f) {
+Col h5v_field_col(const EventField *f) {
     Col c = {f->name, C_F64, 0, f->units, f->desc};
     switch (f->type) {
     case EF_LONG:
@@ -422,7 +423,7 @@ static void metric_columns(Metric *m) {
         }
         if (is_heads_count(s, k)) continue;
         m->field[m->ncol] = k;
-        m->cols[m->ncol++] = field_col(f);
+        m->cols[m->ncol++] = h5v_field_col(f);
     }
     if (m->heads < 0) return;
     /* child rows: run, the parent's integer keys (step, layer), head, the value */
@@ -433,15 +434,15 @@ static void metric_columns(Metric *m) {
         const EventField *f = &s->fields[k];
         if ((f->type != EF_LONG && f->type != EF_INT) || is_heads_count(s, k)) continue;
         m->ckeys[m->nckeys++] = k;
-        m->ccols[m->nccol++] = field_col(f);
+        m->ccols[m->nccol++] = h5v_field_col(f);
     }
     m->ccols[m->nccol++] = (Col){"head", C_I32, 0, NULL, "attention head (0-based)"};
     m->ccols[m->nccol++] =
         (Col){m->child_value, C_F64, 0, s->fields[m->heads].units, s->fields[m->heads].desc};
 }
 
-static int put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
-                     const EventField *f) {
+int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
+                  const EventField *f) {
     double x = event_field_number(body, f);
     switch (f->type) {
     case EF_LONG:
@@ -479,7 +480,7 @@ static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
     if (!row) return -1;
     set_i32(&m->t, row, 0, run);
     for (int c = 1; c < m->ncol; c++)
-        if (put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
+        if (h5v_put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
     if (m->heads < 0) return 0;
     const EventField *hf = &s->fields[m->heads];
     int n = (int)event_field_number(body, hf - 1);
@@ -488,7 +489,7 @@ static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
         if (!(row = table_row(&m->c, err))) return -1;
         set_i32(&m->c, row, 0, run);
         for (int k = 0; k < m->nckeys; k++)
-            put_field(&m->c, row, 1 + k, &m->ccols[1 + k], body, &s->fields[m->ckeys[k]]);
+            h5v_put_field(&m->c, row, 1 + k, &m->ccols[1 + k], body, &s->fields[m->ckeys[k]]);
         set_i32(&m->c, row, 1 + m->nckeys, h);
         set_f64(&m->c, row, 2 + m->nckeys, v[h]);
     }
@@ -562,7 +563,7 @@ static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
 /* Streams the run's EVENTS records (last attempt) into the tables. */
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err) {
     RunState *rs = &v->runs[i];
-    JournalReader *r = run_reader(v, rs);
+    JournalReader *r = h5v_run_reader(v, rs);
     rs->tokens_per_step = plan_tokens_per_step(r, rs);
     for (uint32_t k = from; k < rs->n_ev; k++) {
         JournalRecord rec;
@@ -622,327 +623,6 @@ done:
         if (table_close(&ms[i].t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
         if (table_close(&ms[i].c, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
-    return rc;
-}
-
-/* ---------------- /runs ---------------- */
-
-#define COL_NAME_MAX 160
-
-/* The columns of /runs: fixed, one per grid axis, one per knob, the start event's fields,
- * the end event's fields (but status), then where and how often the run ran. */
-typedef struct {
-    Col *cols;
-    char (*names)[COL_NAME_MAX];
-    int ncol;
-    int axis0, knob0, start0, end0, tail0;
-    int start_field[32], end_field[32], n_start, n_end;
-} RunsLayout;
-
-enum { R_INDEX, R_ID, R_NAME, R_SEED, R_STATUS, R_VARIANT, R_GROUP, R_OVERRIDES, R_NFIXED };
-enum { R_RANK, R_HOST, R_ATTEMPTS, R_RESUMED, R_CKPT, R_NTAIL };
-
-static const Col fixed_cols[R_NFIXED] = {
-    {"index", C_I32, 0, NULL, "plan index (= run in the metric tables)"},
-    {"id", C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
-    {"name", C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
-    {"seed", C_U64, 0, NULL, "the run's seed"},
-    {"status", C_STR, STATUS_LEN, NULL, "pending, running, interrupted, done, diverged or failed"},
-    {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
-    {"group", C_STR, 17, NULL,
-     "hash of the configuration without the seed: seeds of one "
-     "configuration share it"},
-    {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
-};
-static const Col tail_cols[R_NTAIL] = {
-    {"rank", C_I32, 0, NULL, "MPI rank of the last attempt (-1 if never started)"},
-    {"host", C_VSTR, 0, NULL, "host of the last attempt"},
-    {"attempts", C_I32, 0, NULL, "attempts begun"},
-    {"resumed_from_step", C_I64, 0, "steps",
-     "the last attempt resumed from this checkpoint (0 = fresh)"},
-    {"last_checkpoint_step", C_I64, 0, "steps", "latest checkpoint (0 if none)"},
-};
-
-static int layout_has(const RunsLayout *L, int upto, const char *name) {
-    for (int i = 0; i < upto; i++)
-        if (!strcmp(L->cols[i].name, name)) return 1;
-    return 0;
-}
-
-/* Adds a column, renamed prefix.name if the name is taken. */
-static void layout_add(RunsLayout *L, Col c, const char *prefix) {
-    int i = L->ncol++;
-    if (layout_has(L, i, c.name) && prefix) {
-        snprintf(L->names[i], COL_NAME_MAX, "%s.%s", prefix, c.name);
-        c.name = L->names[i];
-    }
-    L->cols[i] = c;
-}
-
-static Col knob_col(const Knob *kn) {
-    Col c = {kn->name, C_F64, 0, knob_units(kn), kn->help};
-    switch (kn->type) {
-    case KNOB_INT:
-        c.type = C_I32;
-        break;
-    case KNOB_LONG:
-        c.type = C_I64;
-        break;
-    case KNOB_DOUBLE:
-        break;
-    case KNOB_BOOL:
-        c.type = C_BOOL;
-        break;
-    case KNOB_ENUM:
-        c.type = C_STR;
-        c.len = 2;
-        for (int i = 0; i < kn->n_choices; i++)
-            if (strlen(kn->choices[i]) + 1 > c.len) c.len = strlen(kn->choices[i]) + 1;
-        break;
-    case KNOB_STRING:
-        c.type = C_VSTR;
-        break;
-    }
-    return c;
-}
-
-static int runs_layout(const View *v, RunsLayout *L) {
-    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
-    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL;
-    memset(L, 0, sizeof *L);
-    L->cols = calloc((size_t)max, sizeof *L->cols);
-    L->names = calloc((size_t)max, sizeof *L->names);
-    if (!L->cols || !L->names) return -1;
-    for (int i = 0; i < R_NFIXED; i++)
-        layout_add(L, fixed_cols[i], NULL);
-    L->axis0 = L->ncol;
-    for (int a = 0; a < v->n_axes; a++)
-        layout_add(L, (Col){v->axes[a], C_VSTR, 0, NULL, "grid axis value, as in the run name"},
-                   "axis");
-    L->knob0 = L->ncol;
-    for (int k = 0; k < knob_count; k++)
-        layout_add(L, knob_col(&knob_table[k]), "config");
-    L->start0 = L->ncol;
-    for (int k = 0; k < ss->n_fields && L->n_start < 32; k++) {
-        L->start_field[L->n_start++] = k;
-        layout_add(L, field_col(&ss->fields[k]), "start");
-    }
-    L->end0 = L->ncol;
-    for (int k = 0; k < es->n_fields && L->n_end < 32; k++) {
-        if (!strcmp(es->fields[k].name, "status")) continue; /* the view's own status column */
-        L->end_field[L->n_end++] = k;
-        layout_add(L, field_col(&es->fields[k]), "end");
-    }
-    L->tail0 = L->ncol;
-    for (int i = 0; i < R_NTAIL; i++)
-        layout_add(L, tail_cols[i], "run");
-    return 0;
-}
-
-static void layout_free(RunsLayout *L) {
-    free(L->cols);
-    free(L->names);
-}
-
-typedef struct {
-    Table *t;
-    uint8_t *row;
-    const RunsLayout *L;
-    const View *v;
-    int bad;
-} AxisCtx;
-
-static int put_axis(void *ctx, const char *label, size_t llen, const char *val, size_t vlen) {
-    AxisCtx *a = ctx;
-    if (!label) {
-        a->bad |= set_vstr(a->t, a->row, R_VARIANT, val, vlen);
-        return 0;
-    }
-    for (int i = 0; i < a->v->n_axes; i++)
-        if (strlen(a->v->axes[i]) == llen && !memcmp(a->v->axes[i], label, llen))
-            a->bad |= set_vstr(a->t, a->row, a->L->axis0 + i, val, vlen);
-    return 0;
-}
-
-static int put_knobs(Table *t, uint8_t *row, int c0, const RunConfig *cfg) {
-    for (int k = 0; k < knob_count; k++) {
-        const Knob *kn = &knob_table[k];
-        const char *f = (const char *)cfg + kn->offset;
-        int c = c0 + k, iv;
-        long lv;
-        double dv;
-        switch (kn->type) {
-        case KNOB_INT:
-        case KNOB_BOOL:
-            memcpy(&iv, f, sizeof iv);
-            if (kn->type == KNOB_INT)
-                set_i32(t, row, c, iv);
-            else
-                set_bool(t, row, c, iv);
-            break;
-        case KNOB_LONG:
-            memcpy(&lv, f, sizeof lv);
-            set_i64(t, row, c, lv);
-            break;
-        case KNOB_DOUBLE:
-            memcpy(&dv, f, sizeof dv);
-            set_f64(t, row, c, dv);
-            break;
-        case KNOB_ENUM:
-            memcpy(&iv, f, sizeof iv);
-            set_str(t, row, c, iv >= 0 && iv < kn->n_choices ? kn->choices[iv] : "?", 64);
-            break;
-        case KNOB_STRING:
-            if (set_vstr(t, row, c, f, strlen(f)) != 0) return -1;
-            break;
-        }
-    }
-    return 0;
-}
-
-/* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
- * message when the config cannot be read back. */
-static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32_t i,
-                    const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
-    char cerr[ABL_ERR_MAX], group[17] = "";
-    if (journal_plan_config(plan, cfg, cerr) != 0) {
-        v->st.skipped++;
-        snprintf(message, mn, "config: %.240s", cerr);
-    } else {
-        run_id_format(run_id_hash(cfg, NULL), group);
-    }
-    set_i32(t, row, R_INDEX, (int32_t)i);
-    set_str(t, row, R_ID, plan->id, 17);
-    set_u64(t, row, R_SEED, plan->seed);
-    set_str(t, row, R_GROUP, group, 17);
-    AxisCtx a = {t, row, L, v, 0};
-    a.bad |= set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
-    a.bad |= set_vstr(t, row, R_VARIANT, "", 0);
-    a.bad |= set_vstr(t, row, R_OVERRIDES, plan->overrides ? plan->overrides : "",
-                      plan->overrides ? plan->overrides_len : 0);
-    for (int k = 0; k < v->n_axes; k++)
-        a.bad |= set_vstr(t, row, L->axis0 + k, "", 0);
-    parse_name(plan->name, put_axis, &a);
-    return a.bad || put_knobs(t, row, L->knob0, cfg) != 0 ? -1 : 0;
-}
-
-/* The results part of a row: status, the start and end events' fields, where it ran. */
-static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, RunState *rs,
-                       JournalEnd *end, const char *message) {
-    JournalReader *r = run_reader(v, rs);
-    JournalRecord rec;
-    int have_end = 0;
-    int32_t rank = -1;
-    char host[JOURNAL_HOST_MAX] = "";
-    if (rs->has_end) {
-        if (journal_reader_read_at(r, rs->end_off, &rec) == 0 &&
-            journal_decode_end(&rec, end) == 0) {
-            have_end = 1;
-            rank = end->rank;
-            snprintf(host, sizeof host, "%s", end->host);
-        } else {
-            v->st.skipped++;
-            rs->has_end = 0;
-        }
-    }
-    if (!have_end && rs->begun) {
-        JournalBegin b;
-        if (journal_reader_read_at(r, rs->begin_off, &rec) == 0 &&
-            journal_decode_begin(&rec, &b) == 0) {
-            rank = b.rank;
-            snprintf(host, sizeof host, "%s", b.host);
-        }
-    }
-    if (!have_end) { /* progress so far, from the streamed step events */
-        EndEvent *e = &end->end;
-        event_fields_default(e, EV_END, 0);
-        e->steps = rs->has_step ? rs->last_step : 0;
-        e->tokens = rs->has_step ? rs->last_tokens : 0;
-        e->train_seconds = rs->has_step ? rs->last_time : NAN;
-        e->tokens_per_s =
-            rs->has_step && rs->last_time > 0 ? (double)rs->last_tokens / rs->last_time : NAN;
-    }
-    if (message[0]) snprintf(end->end.message, sizeof end->end.message, "%s", message);
-    int st = run_status(rs, end);
-    if (st == ST_DONE) v->st.runs_done++;
-    v->st.runs++;
-    set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
-    if (!rs->has_start) event_fields_default(&rs->start, EV_START, 0);
-    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
-    int bad = 0;
-    for (int k = 0; k < L->n_start; k++)
-        bad |= put_field(t, row, L->start0 + k, &L->cols[L->start0 + k], &rs->start,
-                         &ss->fields[L->start_field[k]]);
-    for (int k = 0; k < L->n_end; k++)
-        bad |= put_field(t, row, L->end0 + k, &L->cols[L->end0 + k], &end->end,
-                         &es->fields[L->end_field[k]]);
-    set_i32(t, row, L->tail0 + R_RANK, rank);
-    bad |= set_vstr(t, row, L->tail0 + R_HOST, host, strlen(host));
-    set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
-    set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
-    set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
-    return bad ? -1 : 0;
-}
-
-static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
-    Buf b = {0};
-    for (int a = 0; a < v->n_axes; a++) {
-        buf_adds(&b, L->cols[L->axis0 + a].name);
-        buf_addc(&b, '\n');
-    }
-    int rc = b.oom ? -1 : attr_str(dset, "axes", b.p ? b.p : "");
-    buf_free(&b);
-    return rc;
-}
-
-int h5v_write_runs(View *v, hid_t file, char *err) {
-    RunsLayout L;
-    RunConfig *cfg = malloc(sizeof *cfg);
-    JournalEnd *end = malloc(sizeof *end);
-    JournalPlan *plan = malloc(sizeof *plan);
-    Table runs;
-    table_init(&runs);
-    int rc = -1;
-    if (runs_layout(v, &L) != 0 || !cfg || !end || !plan) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        goto done;
-    }
-    if (table_create(&runs, file, "runs", L.cols, L.ncol, 1,
-                     "One row per planned run, in plan order (row i = plan index i = the run "
-                     "column of the metric tables): identity, grid axes (attribute axes), "
-                     "config knobs named by the knob, the start and end events' fields. "
-                     "Unknown numbers are NaN (floats) or -1 (integers).",
-                     err) != 0 ||
-        runs_axes_attr(v, &L, runs.dset) != 0)
-        goto done;
-    for (uint32_t i = 0; i < v->nruns; i++) {
-        RunState *rs = &v->runs[i];
-        if (!rs->planned) continue;
-        JournalRecord rec;
-        JournalReader *r = run_reader(v, rs);
-        if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
-            journal_decode_plan(&rec, plan) != 0) {
-            snprintf(err, ABL_ERR_MAX, "run %u: cannot re-read its plan: %s", i,
-                     journal_reader_error(r));
-            goto done;
-        }
-        uint8_t *row = table_row(&runs, err);
-        if (!row) goto done;
-        char message[256] = "";
-        if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
-            put_results(v, &L, &runs, row, rs, end, message) != 0) {
-            snprintf(err, ABL_ERR_MAX, "out of memory");
-            goto done;
-        }
-    }
-    rc = 0;
-done:;
-    char e2[ABL_ERR_MAX];
-    if (table_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-    layout_free(&L);
-    free(cfg);
-    free(end);
-    free(plan);
     return rc;
 }
 
@@ -1093,7 +773,7 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
         JournalRecord rec;
         JournalPlan plan;
         if (!rs->planned || !rs->has_end ||
-            journal_reader_read_at(run_reader(v, rs), rs->plan_off, &rec) != 0 ||
+            journal_reader_read_at(h5v_run_reader(v, rs), rs->plan_off, &rec) != 0 ||
             journal_decode_plan(&rec, &plan) != 0)
             continue;
         char path[ABL_PATH_MAX + 64];
@@ -1305,7 +985,7 @@ static const char *col_type_name(const Col *c, char *buf, size_t n) {
     return "?";
 }
 
-static void md_rows(Buf *b, const Col *cols, int n) {
+void h5v_md_rows(Buf *b, const Col *cols, int n) {
     char t[32];
     for (int i = 0; i < n; i++)
         buf_printf(b, "| `%s` | %s | %s | %s |\n", cols[i].name,
@@ -1319,24 +999,12 @@ void h5view_schema_markdown(Buf *b) {
         Metric m = metric_defs[i];
         metric_columns(&m);
         buf_printf(b, "#### `/%s`\n%s\n\n%s", m.name, m.desc, head);
-        md_rows(b, m.cols, m.ncol);
+        h5v_md_rows(b, m.cols, m.ncol);
         if (m.heads >= 0) {
             buf_printf(b, "\n#### `/%s`\n%s\n\n%s", m.child, m.child_desc, head);
-            md_rows(b, m.ccols, m.nccol);
+            h5v_md_rows(b, m.ccols, m.nccol);
         }
         buf_addc(b, '\n');
     }
-    View v;
-    memset(&v, 0, sizeof v);
-    RunsLayout L;
-    if (runs_layout(&v, &L) != 0) return;
-    buf_printf(b,
-               "#### `/runs`\nFixed columns, then one str column per grid axis (listed in the "
-               "attribute `axes`), then one column per knob (below), then:\n\n%s",
-               head);
-    md_rows(b, L.cols, R_NFIXED);
-    md_rows(b, L.cols + L.start0, L.ncol - L.start0);
-    buf_printf(b, "\nKnob columns (named by the knob; `units.<knob>` attributes):\n\n%s", head);
-    md_rows(b, L.cols + L.knob0, L.start0 - L.knob0);
-    layout_free(&L);
+    h5v_runs_markdown(b, head);
 }

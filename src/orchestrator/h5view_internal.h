@@ -7,6 +7,7 @@
 #include <hdf5.h>
 #include <stdint.h>
 
+#include "../worker/buf.h"
 #include "../worker/event_schema.h"
 #include "h5table.h"
 #include "h5view.h"
@@ -91,6 +92,21 @@ int h5v_metrics_create(Metric *ms, hid_t file, char *err);
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);
 int h5v_write_runs(View *v, hid_t file, char *err);
+/* Calls fn for each "label=value" segment of a run name (the variant segment, without '=',
+ * with label NULL). */
+typedef int (*NameFn)(void *ctx, const char *label, size_t llen, const char *val, size_t vlen);
+int h5v_parse_name(const char *name, NameFn fn, void *ctx);
+/* The reader of the journal a run's offsets are in. */
+JournalReader *h5v_run_reader(const View *v, const RunState *rs);
+/* ST_* of a run, from its state and (has_end) its decoded RUN_END. */
+int h5v_run_status(const RunState *rs, const JournalEnd *end);
+/* The HDF5 column of an event field, and a field's value into a row. */
+Col h5v_field_col(const EventField *f);
+int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
+                  const EventField *f);
+/* The /runs part of the docs' schema tables; md_rows writes column rows. */
+void h5v_runs_markdown(Buf *b, const char *head);
+void h5v_md_rows(Buf *b, const Col *cols, int n);
 /* Frees what v holds (not the readers). */
 void h5v_view_free(View *v);
 

@@ -1,0 +1,349 @@
+/* /runs of the sweep view: one row per planned run (identity, grid axes, knobs, the start
+ * and end events' fields, where and how often it ran), for the full build and the live one
+ * alike. Layout: docs/hdf5-schema.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../worker/knobs.h"
+#include "h5view_internal.h"
+#include "run_id.h"
+
+/* ---------------- /runs ---------------- */
+
+#define COL_NAME_MAX 160
+
+/* The columns of /runs: fixed, one per grid axis, one per knob, the start event's fields,
+ * the end event's fields (but status), then where and how often the run ran. */
+typedef struct {
+    Col *cols;
+    char (*names)[COL_NAME_MAX];
+    int ncol;
+    int axis0, knob0, start0, end0, tail0;
+    int start_field[32], end_field[32], n_start, n_end;
+} RunsLayout;
+
+enum { R_INDEX, R_ID, R_NAME, R_SEED, R_STATUS, R_VARIANT, R_GROUP, R_OVERRIDES, R_NFIXED };
+enum { R_RANK, R_HOST, R_ATTEMPTS, R_RESUMED, R_CKPT, R_NTAIL };
+
+static const Col fixed_cols[R_NFIXED] = {
+    {"index", C_I32, 0, NULL, "plan index (= run in the metric tables)"},
+    {"id", C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
+    {"name", C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
+    {"seed", C_U64, 0, NULL, "the run's seed"},
+    {"status", C_STR, STATUS_LEN, NULL, "pending, running, interrupted, done, diverged or failed"},
+    {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
+    {"group", C_STR, 17, NULL,
+     "hash of the configuration without the seed: seeds of one "
+     "configuration share it"},
+    {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
+};
+static const Col tail_cols[R_NTAIL] = {
+    {"rank", C_I32, 0, NULL, "MPI rank of the last attempt (-1 if never started)"},
+    {"host", C_VSTR, 0, NULL, "host of the last attempt"},
+    {"attempts", C_I32, 0, NULL, "attempts begun"},
+    {"resumed_from_step", C_I64, 0, "steps",
+     "the last attempt resumed from this checkpoint (0 = fresh)"},
+    {"last_checkpoint_step", C_I64, 0, "steps", "latest checkpoint (0 if none)"},
+};
+
+static int layout_has(const RunsLayout *L, int upto, const char *name) {
+    for (int i = 0; i < upto; i++)
+        if (!strcmp(L->cols[i].name, name)) return 1;
+    return 0;
+}
+
+/* Adds a column, renamed prefix.name if the name is taken. */
+static void layout_add(RunsLayout *L, Col c, const char *prefix) {
+    int i = L->ncol++;
+    if (layout_has(L, i, c.name) && prefix) {
+        snprintf(L->names[i], COL_NAME_MAX, "%s.%s", prefix, c.name);
+        c.name = L->names[i];
+    }
+    L->cols[i] = c;
+}
+
+static Col knob_col(const Knob *kn) {
+    Col c = {kn->name, C_F64, 0, knob_units(kn), kn->help};
+    switch (kn->type) {
+    case KNOB_INT:
+        c.type = C_I32;
+        break;
+    case KNOB_LONG:
+        c.type = C_I64;
+        break;
+    case KNOB_DOUBLE:
+        break;
+    case KNOB_BOOL:
+        c.type = C_BOOL;
+        break;
+    case KNOB_ENUM:
+        c.type = C_STR;
+        c.len = 2;
+        for (int i = 0; i < kn->n_choices; i++)
+            if (strlen(kn->choices[i]) + 1 > c.len) c.len = strlen(kn->choices[i]) + 1;
+        break;
+    case KNOB_STRING:
+        c.type = C_VSTR;
+        break;
+    }
+    return c;
+}
+
+static int runs_layout(const View *v, RunsLayout *L) {
+    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
+    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL;
+    memset(L, 0, sizeof *L);
+    L->cols = calloc((size_t)max, sizeof *L->cols);
+    L->names = calloc((size_t)max, sizeof *L->names);
+    if (!L->cols || !L->names) return -1;
+    for (int i = 0; i < R_NFIXED; i++)
+        layout_add(L, fixed_cols[i], NULL);
+    L->axis0 = L->ncol;
+    for (int a = 0; a < v->n_axes; a++)
+        layout_add(L, (Col){v->axes[a], C_VSTR, 0, NULL, "grid axis value, as in the run name"},
+                   "axis");
+    L->knob0 = L->ncol;
+    for (int k = 0; k < knob_count; k++)
+        layout_add(L, knob_col(&knob_table[k]), "config");
+    L->start0 = L->ncol;
+    for (int k = 0; k < ss->n_fields && L->n_start < 32; k++) {
+        L->start_field[L->n_start++] = k;
+        layout_add(L, h5v_field_col(&ss->fields[k]), "start");
+    }
+    L->end0 = L->ncol;
+    for (int k = 0; k < es->n_fields && L->n_end < 32; k++) {
+        if (!strcmp(es->fields[k].name, "status")) continue; /* the view's own status column */
+        L->end_field[L->n_end++] = k;
+        layout_add(L, h5v_field_col(&es->fields[k]), "end");
+    }
+    L->tail0 = L->ncol;
+    for (int i = 0; i < R_NTAIL; i++)
+        layout_add(L, tail_cols[i], "run");
+    return 0;
+}
+
+static void layout_free(RunsLayout *L) {
+    free(L->cols);
+    free(L->names);
+}
+
+typedef struct {
+    Table *t;
+    uint8_t *row;
+    const RunsLayout *L;
+    const View *v;
+    int bad;
+} AxisCtx;
+
+static int put_axis(void *ctx, const char *label, size_t llen, const char *val, size_t vlen) {
+    AxisCtx *a = ctx;
+    if (!label) {
+        a->bad |= set_vstr(a->t, a->row, R_VARIANT, val, vlen);
+        return 0;
+    }
+    for (int i = 0; i < a->v->n_axes; i++)
+        if (strlen(a->v->axes[i]) == llen && !memcmp(a->v->axes[i], label, llen))
+            a->bad |= set_vstr(a->t, a->row, a->L->axis0 + i, val, vlen);
+    return 0;
+}
+
+static int put_knobs(Table *t, uint8_t *row, int c0, const RunConfig *cfg) {
+    for (int k = 0; k < knob_count; k++) {
+        const Knob *kn = &knob_table[k];
+        const char *f = (const char *)cfg + kn->offset;
+        int c = c0 + k, iv;
+        long lv;
+        double dv;
+        switch (kn->type) {
+        case KNOB_INT:
+        case KNOB_BOOL:
+            memcpy(&iv, f, sizeof iv);
+            if (kn->type == KNOB_INT)
+                set_i32(t, row, c, iv);
+            else
+                set_bool(t, row, c, iv);
+            break;
+        case KNOB_LONG:
+            memcpy(&lv, f, sizeof lv);
+            set_i64(t, row, c, lv);
+            break;
+        case KNOB_DOUBLE:
+            memcpy(&dv, f, sizeof dv);
+            set_f64(t, row, c, dv);
+            break;
+        case KNOB_ENUM:
+            memcpy(&iv, f, sizeof iv);
+            set_str(t, row, c, iv >= 0 && iv < kn->n_choices ? kn->choices[iv] : "?", 64);
+            break;
+        case KNOB_STRING:
+            if (set_vstr(t, row, c, f, strlen(f)) != 0) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
+ * message when the config cannot be read back. */
+static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32_t i,
+                    const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
+    char cerr[ABL_ERR_MAX], group[17] = "";
+    if (journal_plan_config(plan, cfg, cerr) != 0) {
+        v->st.skipped++;
+        snprintf(message, mn, "config: %.240s", cerr);
+    } else {
+        run_id_format(run_id_hash(cfg, NULL), group);
+    }
+    set_i32(t, row, R_INDEX, (int32_t)i);
+    set_str(t, row, R_ID, plan->id, 17);
+    set_u64(t, row, R_SEED, plan->seed);
+    set_str(t, row, R_GROUP, group, 17);
+    AxisCtx a = {t, row, L, v, 0};
+    a.bad |= set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
+    a.bad |= set_vstr(t, row, R_VARIANT, "", 0);
+    a.bad |= set_vstr(t, row, R_OVERRIDES, plan->overrides ? plan->overrides : "",
+                      plan->overrides ? plan->overrides_len : 0);
+    for (int k = 0; k < v->n_axes; k++)
+        a.bad |= set_vstr(t, row, L->axis0 + k, "", 0);
+    h5v_parse_name(plan->name, put_axis, &a);
+    return a.bad || put_knobs(t, row, L->knob0, cfg) != 0 ? -1 : 0;
+}
+
+/* The results part of a row: status, the start and end events' fields, where it ran. */
+static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, RunState *rs,
+                       JournalEnd *end, const char *message) {
+    JournalReader *r = h5v_run_reader(v, rs);
+    JournalRecord rec;
+    int have_end = 0;
+    int32_t rank = -1;
+    char host[JOURNAL_HOST_MAX] = "";
+    if (rs->has_end) {
+        if (journal_reader_read_at(r, rs->end_off, &rec) == 0 &&
+            journal_decode_end(&rec, end) == 0) {
+            have_end = 1;
+            rank = end->rank;
+            snprintf(host, sizeof host, "%s", end->host);
+        } else {
+            v->st.skipped++;
+            rs->has_end = 0;
+        }
+    }
+    if (!have_end && rs->begun) {
+        JournalBegin b;
+        if (journal_reader_read_at(r, rs->begin_off, &rec) == 0 &&
+            journal_decode_begin(&rec, &b) == 0) {
+            rank = b.rank;
+            snprintf(host, sizeof host, "%s", b.host);
+        }
+    }
+    if (!have_end) { /* progress so far, from the streamed step events */
+        EndEvent *e = &end->end;
+        event_fields_default(e, EV_END, 0);
+        e->steps = rs->has_step ? rs->last_step : 0;
+        e->tokens = rs->has_step ? rs->last_tokens : 0;
+        e->train_seconds = rs->has_step ? rs->last_time : NAN;
+        e->tokens_per_s =
+            rs->has_step && rs->last_time > 0 ? (double)rs->last_tokens / rs->last_time : NAN;
+    }
+    if (message[0]) snprintf(end->end.message, sizeof end->end.message, "%s", message);
+    int st = h5v_run_status(rs, end);
+    if (st == ST_DONE) v->st.runs_done++;
+    v->st.runs++;
+    set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
+    if (!rs->has_start) event_fields_default(&rs->start, EV_START, 0);
+    const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
+    int bad = 0;
+    for (int k = 0; k < L->n_start; k++)
+        bad |= h5v_put_field(t, row, L->start0 + k, &L->cols[L->start0 + k], &rs->start,
+                             &ss->fields[L->start_field[k]]);
+    for (int k = 0; k < L->n_end; k++)
+        bad |= h5v_put_field(t, row, L->end0 + k, &L->cols[L->end0 + k], &end->end,
+                             &es->fields[L->end_field[k]]);
+    set_i32(t, row, L->tail0 + R_RANK, rank);
+    bad |= set_vstr(t, row, L->tail0 + R_HOST, host, strlen(host));
+    set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
+    set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
+    set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
+    return bad ? -1 : 0;
+}
+
+static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
+    Buf b = {0};
+    for (int a = 0; a < v->n_axes; a++) {
+        buf_adds(&b, L->cols[L->axis0 + a].name);
+        buf_addc(&b, '\n');
+    }
+    int rc = b.oom ? -1 : attr_str(dset, "axes", b.p ? b.p : "");
+    buf_free(&b);
+    return rc;
+}
+
+int h5v_write_runs(View *v, hid_t file, char *err) {
+    RunsLayout L;
+    RunConfig *cfg = malloc(sizeof *cfg);
+    JournalEnd *end = malloc(sizeof *end);
+    JournalPlan *plan = malloc(sizeof *plan);
+    Table runs;
+    table_init(&runs);
+    int rc = -1;
+    if (runs_layout(v, &L) != 0 || !cfg || !end || !plan) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    if (table_create(&runs, file, "runs", L.cols, L.ncol, 1,
+                     "One row per planned run, in plan order (row i = plan index i = the run "
+                     "column of the metric tables): identity, grid axes (attribute axes), "
+                     "config knobs named by the knob, the start and end events' fields. "
+                     "Unknown numbers are NaN (floats) or -1 (integers).",
+                     err) != 0 ||
+        runs_axes_attr(v, &L, runs.dset) != 0)
+        goto done;
+    for (uint32_t i = 0; i < v->nruns; i++) {
+        RunState *rs = &v->runs[i];
+        if (!rs->planned) continue;
+        JournalRecord rec;
+        JournalReader *r = h5v_run_reader(v, rs);
+        if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
+            journal_decode_plan(&rec, plan) != 0) {
+            snprintf(err, ABL_ERR_MAX, "run %u: cannot re-read its plan: %s", i,
+                     journal_reader_error(r));
+            goto done;
+        }
+        uint8_t *row = table_row(&runs, err);
+        if (!row) goto done;
+        char message[256] = "";
+        if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
+            put_results(v, &L, &runs, row, rs, end, message) != 0) {
+            snprintf(err, ABL_ERR_MAX, "out of memory");
+            goto done;
+        }
+    }
+    rc = 0;
+done:;
+    char e2[ABL_ERR_MAX];
+    if (table_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    layout_free(&L);
+    free(cfg);
+    free(end);
+    free(plan);
+    return rc;
+}
+
+/* The /runs part of docs/hdf5-schema.md's tables (h5view_schema_markdown). */
+void h5v_runs_markdown(Buf *b, const char *head) {
+    View v;
+    memset(&v, 0, sizeof v);
+    RunsLayout L;
+    if (runs_layout(&v, &L) != 0) return;
+    buf_printf(b,
+               "#### `/runs`\nFixed columns, then one str column per grid axis (listed in the "
+               "attribute `axes`), then one column per knob (below), then:\n\n%s",
+               head);
+    h5v_md_rows(b, L.cols, R_NFIXED);
+    h5v_md_rows(b, L.cols + L.start0, L.ncol - L.start0);
+    buf_printf(b, "\nKnob columns (named by the knob; `units.<knob>` attributes):\n\n%s", head);
+    h5v_md_rows(b, L.cols + L.knob0, L.start0 - L.knob0);
+    layout_free(&L);
+}
