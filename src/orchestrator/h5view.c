@@ -325,6 +325,7 @@ static int merge_runs(View *v, RunState *cand, uint32_t n, uint16_t src) {
         } else {
             free(cand[i].ev);
         }
+        cand[i].ev = NULL; /* moved or freed: the caller frees what is left */
         old->attempts = attempts;
     }
     return 0;
@@ -890,9 +891,8 @@ static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char 
         snprintf(err, ABL_ERR_MAX, "out of memory");
         rc = -1;
     }
-    if (rc != 0) /* merge_runs freed what it took */
-        for (uint32_t i = 0; i < ncand; i++)
-            if (i >= v->nruns || v->runs[i].ev != cand[i].ev) free(cand[i].ev);
+    for (uint32_t i = 0; i < ncand; i++) /* what merge_runs did not reach */
+        free(cand[i].ev);
     free(cand);
     kv_free(&scratch);
     if (k == 0) v->session = sess, v->sweep_end_session = end_sess; /* the file's sessions */

@@ -244,8 +244,10 @@ static double ts_diff(struct timespec a, struct timespec b) {
 static int holder_gone(Join *j, const char *name) {
     if (!strcmp(name, j->name)) return 0;
     char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
-    snprintf(path, sizeof path, "%s/procs/%s/journal", j->dir, name);
-    /* for writing: NFS grants an exclusive flock only then (flock(2), NOTES) */
+    join_journal_of(j, name, path, sizeof path);
+    /* not journal_lock_existing: that one carries on where flock is unsupported, which here
+     * would call every holder gone; a failed flock leaves the question to the heartbeat.
+     * For writing: NFS grants an exclusive flock only then (flock(2), NOTES) */
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
         int free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;

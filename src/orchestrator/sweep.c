@@ -85,6 +85,7 @@ typedef struct {
     int *ready, n_ready; /* join: runs we hold that wait for a worker again */
     int unfinished;      /* join: queue position before which every run is finished */
     double next_scan;    /* join: when to look for a run again after finding none */
+    int local_run;       /* one process: the run it is training (-1: none) */
 } Sweep;
 
 static int exists(const char *p) {
@@ -144,13 +145,13 @@ static int cmp_queue(const void *a, const void *b) {
 
 /* ------------------------------------------------------------------ stopping */
 
-/* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
- * asked to checkpoint, and the exit status says "stopped, resumable". One line, once. */
 /* How this sweep is continued: a joined one by joining it again. */
 static const char *continue_with(const Sweep *s) {
     return s->o->join ? "--join" : "--resume";
 }
 
+/* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
+ * asked to checkpoint, and the exit status says "stopped, resumable". One line, once. */
 static void stop_io(Sweep *s, const char *what) {
     if (s->stop == STOP_IO) return;
     s->stop = STOP_IO;
@@ -691,8 +692,7 @@ static TrainPoll local_poll(void *ctx) {
     }
     if (s->join) {
         join_tick(s);
-        for (int i = 0; i < s->n; i++) /* the one run in progress */
-            if (s->runs[i].lost) return TRAIN_ABORT;
+        if (s->local_run >= 0 && s->runs[s->local_run].lost) return TRAIN_ABORT;
     }
     return stopping(s) ? TRAIN_CHECKPOINT : TRAIN_CONTINUE;
 }
@@ -715,7 +715,9 @@ static void run_local(Sweep *s, const char *host) {
         prepare_assignment(s, idx, &a);
         if (record_begin(s, &a, 0, host) != 0) break;
         RunResult res;
+        s->local_run = idx;
         run_execute(&a, vc, &out, &res);
+        s->local_run = -1;
         if (res.end.status == RUN_INTERRUPTED && sweep_signal_term()) break;
         record_end(s, a.run, a.attempt, 0, host, &res);
     }
@@ -1053,6 +1055,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     Sweep s;
     memset(&s, 0, sizeof s);
     s.o = o;
+    s.local_run = -1;
     s.view_seconds = o->view_interval > 0 ? o->view_interval : 30.0;
     char err[ABL_ERR_MAX];
     ResumeState rs = {0};
