@@ -35,12 +35,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/event_codec.h"
-#include "orchestrator/h5view.h"
-#include "orchestrator/journal.h"
-#include "orchestrator/protocol.h"
-#include "orchestrator/run_exec.h"
-#include "orchestrator/sweep.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/record/journal.h"
+#include "orchestrator/process/protocol.h"
+#include "orchestrator/process/run_exec.h"
+#include "orchestrator/process/sweep.h"
 
 static double now_s(void) {
     struct timespec ts;

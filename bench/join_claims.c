@@ -51,8 +51,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/join.h"
-#include "orchestrator/journal.h"
+#include "orchestrator/schedule/join.h"
+#include "orchestrator/record/journal.h"
 
 #define MAX_PROCS 1024
 

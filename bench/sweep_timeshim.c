@@ -16,7 +16,7 @@
  *   finalize  R t                 MPI_Finalize entered
  *   cpu       R utime stime maxrss_kib
  * Tags and the leading u32 run index of RunAssignment / WorkerEnd are those of
- * src/orchestrator/protocol.h. Nothing else is touched:
+ * src/orchestrator/process/protocol.h. Nothing else is touched:
  * the cost is a clock_gettime per ASSIGN/END message. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -27,7 +27,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "orchestrator/protocol.h" /* the tags: compiled with -I src */
+#include "orchestrator/process/protocol.h" /* the tags: compiled with -I src */
 
 #define SHIM_TAG_ASSIGN TAG_ASSIGN
 #define SHIM_TAG_END    TAG_END

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "orchestrator/event_codec.h"
-#include "orchestrator/h5view.h"
-#include "orchestrator/journal.h"
-#include "orchestrator/view_updater.h"
-#include "worker/clock.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/record/journal.h"
+#include "orchestrator/record/view_updater.h"
+#include "util/clock.h"
 
 #define STEPS_PER_RUN 20000
 #define BATCH         (64u << 10)

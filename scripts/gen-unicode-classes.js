@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// Generates src/worker/unicode_class.c: the code point classes GPT-2's pre-tokenization
+// Generates src/tokenizer/unicode_class.c: the code point classes GPT-2's pre-tokenization
 // pattern distinguishes (\p{L} letters, \p{N} numbers, \s white space, everything else),
 // read from node's own regular-expression engine, which the reference encoder (the npm
 // package gpt-3-encoder) runs its pattern on. Usage:
-//   node scripts/gen-unicode-classes.js > src/worker/unicode_class.c
+//   node scripts/gen-unicode-classes.js > src/tokenizer/unicode_class.c
 'use strict';
 
 const L = /^\p{L}$/u, N = /^\p{N}$/u, S = /^\s$/u;

@@ -13,10 +13,10 @@
 
 #include "test_util.h"
 #include "worker/data.h"
-#include "worker/sha256.h"
-#include "worker/token_cache.h"
-#include "worker/token_file.h"
-#include "worker/utf8.h"
+#include "util/sha256.h"
+#include "tokenizer/token_cache.h"
+#include "tokenizer/token_file.h"
+#include "tokenizer/utf8.h"
 
 static const char *tmp;
 

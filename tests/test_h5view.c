@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/event_codec.h"
-#include "orchestrator/h5view.h"
-#include "orchestrator/inspect.h"
-#include "orchestrator/journal.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/record/inspect.h"
+#include "orchestrator/record/journal.h"
 #include "test_util.h"
 #include "worker/knobs.h"
 

@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/event_codec.h"
-#include "orchestrator/journal.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/journal.h"
 #include "test_util.h"
 #include "worker/knobs.h"
 

@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orchestrator/event_codec.h"
-#include "orchestrator/journal.h"
-#include "orchestrator/run_id.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/journal.h"
+#include "orchestrator/plan/run_id.h"
 #include "test_util.h"
 #include "worker/event_schema.h"
-#include "worker/json.h"
+#include "util/json.h"
 #include "worker/sinks.h"
-#include "worker/utf8.h"
+#include "tokenizer/utf8.h"
 
 #ifndef ABLATE_FIXTURES_DIR
 #define ABLATE_FIXTURES_DIR "tests/fixtures"

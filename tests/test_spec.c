@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "orchestrator/plan.h"
-#include "orchestrator/plan_cost.h"
-#include "orchestrator/resume.h"
-#include "orchestrator/spec.h"
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/plan/plan_cost.h"
+#include "orchestrator/record/resume.h"
+#include "orchestrator/plan/spec.h"
 #include "test_util.h"
 
 static char g_data[1024]; /* a small generated corpus */

@@ -5,10 +5,10 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "orchestrator/plan.h"
-#include "orchestrator/plan_cost.h"
-#include "orchestrator/vocab.h"
-#include "worker/json.h"
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/plan/plan_cost.h"
+#include "orchestrator/plan/vocab.h"
+#include "util/json.h"
 #include "worker/knobs.h"
 
 static void plan_usage(FILE *f) {

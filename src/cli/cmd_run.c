@@ -7,10 +7,10 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "orchestrator/plan_cost.h"
-#include "orchestrator/join.h"
-#include "orchestrator/sweep.h"
-#include "orchestrator/sweep_signals.h"
+#include "orchestrator/plan/plan_cost.h"
+#include "orchestrator/schedule/join.h"
+#include "orchestrator/process/sweep.h"
+#include "orchestrator/process/sweep_signals.h"
 #include "worker/blas_env.h"
 
 static void run_usage(FILE *f) {

@@ -6,9 +6,9 @@
 #include <time.h>
 
 #include "commands.h"
-#include "worker/bpe.h"
-#include "worker/file_io.h"
-#include "worker/token_file.h"
+#include "tokenizer/bpe.h"
+#include "util/file_io.h"
+#include "tokenizer/token_file.h"
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,

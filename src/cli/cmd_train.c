@@ -6,8 +6,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "orchestrator/plan.h"
-#include "orchestrator/plan_cost.h"
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/plan/plan_cost.h"
 #include "worker/blas_env.h"
 #include "worker/sinks.h"
 #include "worker/train.h"

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "orchestrator/h5view.h"
-#include "orchestrator/join.h"
-#include "orchestrator/journal.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/schedule/join.h"
+#include "orchestrator/record/journal.h"
 
 static void view_usage(FILE *f) {
     fprintf(f, "usage: ablate view OUT.h5\n\n"

@@ -5,8 +5,8 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "commands.h"
-#include "orchestrator/h5table.h"
-#include "orchestrator/sweep_signals.h"
+#include "orchestrator/record/h5table.h"
+#include "orchestrator/process/sweep_signals.h"
 #include "worker/blas_env.h"
 
 typedef struct {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "file_io.h"
+#include "util/file_io.h"
 #include "unicode_class.h"
 #include "utf8.h"
 

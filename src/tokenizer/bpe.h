@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/config.h"
-#include "sha256.h"
+#include "model/config.h"
+#include "util/sha256.h"
 
 #define BPE_GPT2_VOCAB    50257
 #define BPE_GPT2_MERGES   50000

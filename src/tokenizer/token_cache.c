@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "file_io.h"
+#include "util/file_io.h"
 #include "token_file.h"
 
 void token_cache_dir(char *out, size_t cap) {

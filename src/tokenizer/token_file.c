@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "file_io.h"
+#include "util/file_io.h"
 
 static int32_t read_i32_le(const unsigned char *p) {
     uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 /* Length (1-4) of the valid UTF-8 sequence at s[0..n), or 0 if s does not start one
  * (stray continuation byte, overlong form, surrogate, above U+10FFFF, or cut short).

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/run_config.h"
+#include "worker/run_config.h"
 
 void fs_dir_of(const char *path, char *dir, size_t n) {
     const char *slash = strrchr(path, '/');

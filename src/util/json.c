@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "tokenizer/utf8.h"
 
 void json_string(Buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";

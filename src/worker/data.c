@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/rng.h"
-#include "file_io.h"
-#include "token_cache.h"
-#include "token_file.h"
-#include "utf8.h"
+#include "model/rng.h"
+#include "util/file_io.h"
+#include "tokenizer/token_cache.h"
+#include "tokenizer/token_file.h"
+#include "tokenizer/utf8.h"
 
 static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
     if (!err) return;

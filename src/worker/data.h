@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "bpe.h"
+#include "tokenizer/bpe.h"
 #include "run_config.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 #include "knobs.h"
 
-#include "json.h"
+#include "util/json.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "run_config.h"
 
 typedef enum { KNOB_INT, KNOB_LONG, KNOB_DOUBLE, KNOB_BOOL, KNOB_ENUM, KNOB_STRING } KnobType;

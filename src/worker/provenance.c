@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "clock.h"
+#include "util/clock.h"
 
 void provenance_attempt_begin(char *utc, size_t n) {
     clock_utc_now(utc, n);

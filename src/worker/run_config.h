@@ -4,7 +4,7 @@
 #ifndef ABLATE_WORKER_RUN_CONFIG_H
 #define ABLATE_WORKER_RUN_CONFIG_H
 
-#include "../model/config.h"
+#include "model/config.h"
 
 #define ABL_PATH_MAX 1024
 #define ABL_TEXT_MAX 256

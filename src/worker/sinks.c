@@ -2,9 +2,9 @@
 
 #include <string.h>
 
-#include "clock.h"
+#include "util/clock.h"
 #include "event_schema.h"
-#include "json.h"
+#include "util/json.h"
 #include "knobs.h"
 
 void event_json(Buf *b, const Event *ev) {

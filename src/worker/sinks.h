@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "events.h"
 
 typedef struct {

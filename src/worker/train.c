@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/adamw.h"
-#include "../model/generate.h"
+#include "model/adamw.h"
+#include "model/generate.h"
 #include "blas_env.h"
-#include "clock.h"
+#include "util/clock.h"
 #include "provenance.h"
 #include "sample_metrics.h"
 

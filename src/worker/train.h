@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../model/gpt.h"
+#include "model/gpt.h"
 #include "data.h"
 #include "events.h"
 #include "run_config.h"

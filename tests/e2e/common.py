@@ -11,7 +11,7 @@ What is here:
   - processes: running ablate (in-process or under mpirun), each in its own session so
     that the whole MPI job (mpirun and its ranks, which get their own process groups)
     can be found, signalled and waited for;
-  - the journal (OUT.h5.d/journal) read directly, per src/orchestrator/journal.h;
+  - the journal (OUT.h5.d/journal) read directly, per src/orchestrator/record/journal.h;
   - OUT.h5 read into comparable structures (runs by id, metric tables keyed by run id,
     timing columns dropped) and compared exactly.
 Set ABLATE_E2E_KEEP=1 to keep the temp dirs (they are always kept when a test fails).
@@ -410,7 +410,7 @@ def _str(p, o):
 
 
 def journal_state(path):
-    """What the journal says, mirroring src/orchestrator/resume.c: {index: dict(id, name,
+    """What the journal says, mirroring src/orchestrator/record/resume.c: {index: dict(id, name,
     seed, attempt, finished, status, ckpt_step, ends)} plus the torn tail size. `ends` counts
     the run's final RUN_END records (any attempt; an attempt stopped at a checkpoint ends
     with status interrupted, which is not final)."""

@@ -1,4 +1,4 @@
-"""`ablate run --join`: many independent processes on one sweep (src/orchestrator/join.h).
+"""`ablate run --join`: many independent processes on one sweep (src/orchestrator/schedule/join.h).
 
 Cases (each ends with every run finished exactly once across all journals and every value
 identical to one uninterrupted plain sweep):

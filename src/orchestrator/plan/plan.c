@@ -1,6 +1,6 @@
 #include "plan.h"
 
-#include "journal.h"
+#include "orchestrator/record/journal.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/train.h"
+#include "worker/train.h"
 #include "vocab.h"
 
 #define DEFAULT_MEMORY_FRACTION 0.8

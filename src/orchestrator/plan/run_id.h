@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/knobs.h"
+#include "worker/knobs.h"
 #include "plan.h"
-#include "resume.h"
+#include "orchestrator/record/resume.h"
 
 #define RUN_ID_SCHEME 2
 

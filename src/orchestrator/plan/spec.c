@@ -44,7 +44,7 @@ void spec_resolve_budgets(RunConfig *c, const int set[3]) {
 
 /* ---- ${VAR} expansion ---- */
 
-/* Expanded text is built in the shared Buf (src/worker/buf.h). */
+/* Expanded text is built in the shared Buf (src/util/buf.h). */
 
 static int expand_into(Buf *b, const char *s, size_t len, int depth, char err[ABL_ERR_MAX]) {
     if (depth > 16) {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/knobs.h"
+#include "worker/knobs.h"
 
 /* Where a value was written. file is the spec's path (Spec.path) or the static "--set";
  * line/col are 1-based. line 0 means "nowhere" (a default). */

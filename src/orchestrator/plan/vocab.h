@@ -3,7 +3,7 @@
 #ifndef ABLATE_ORCHESTRATOR_VOCAB_H
 #define ABLATE_ORCHESTRATOR_VOCAB_H
 
-#include "../worker/data.h"
+#include "worker/data.h"
 
 typedef struct VocabCache VocabCache;
 

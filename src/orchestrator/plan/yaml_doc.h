@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "../model/config.h" /* ABL_ERR_MAX */
+#include "model/config.h" /* ABL_ERR_MAX */
 
 typedef enum { YNODE_SCALAR, YNODE_SEQ, YNODE_MAP } YNodeType;
 

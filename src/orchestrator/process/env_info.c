@@ -9,12 +9,12 @@
 
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
-#include "../worker/blas_env.h"
-#include "../worker/buf.h"
-#include "plan.h"
-#include "../worker/sha256.h"
-#include "spec.h"
-#include "run_id.h"
+#include "worker/blas_env.h"
+#include "util/buf.h"
+#include "orchestrator/plan/plan.h"
+#include "util/sha256.h"
+#include "orchestrator/plan/spec.h"
+#include "orchestrator/plan/run_id.h"
 
 void env_info_now(char *buf, size_t n) {
     time_t t = time(NULL);

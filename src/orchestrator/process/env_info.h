@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "plan.h"
+#include "orchestrator/plan/plan.h"
 
 #define ENV_INFO_MAX 48
 

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "../worker/run_config.h"
+#include "worker/run_config.h"
 
 enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT };
 /* STOP_ABANDON: stop the run in progress without a checkpoint (a joined sweep gave it to

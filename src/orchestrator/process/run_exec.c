@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../worker/clock.h"
-#include "../worker/file_io.h"
-#include "event_codec.h"
-#include "journal.h"
+#include "util/clock.h"
+#include "util/file_io.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/journal.h"
 
 #define BATCH_BYTES   (64u << 10)
 #define BATCH_SECONDS 1.0

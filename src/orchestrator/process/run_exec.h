@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/train.h"
-#include "vocab.h"
+#include "worker/train.h"
+#include "orchestrator/plan/vocab.h"
 
 typedef struct {
     uint32_t run;     /* journal index */

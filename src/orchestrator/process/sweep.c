@@ -13,22 +13,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../worker/blas_env.h"
-#include "../worker/clock.h"
+#include "worker/blas_env.h"
+#include "util/clock.h"
 #include "env_info.h"
-#include "event_codec.h"
-#include "h5view.h"
-#include "join.h"
-#include "journal.h"
-#include "plan.h"
-#include "plan_cost.h"
+#include "orchestrator/record/event_codec.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/schedule/join.h"
+#include "orchestrator/record/journal.h"
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/plan/plan_cost.h"
 #include "protocol.h"
-#include "resume.h"
+#include "orchestrator/record/resume.h"
 #include "run_exec.h"
-#include "run_id.h"
+#include "orchestrator/plan/run_id.h"
 #include "sweep_progress.h"
 #include "sweep_signals.h"
-#include "view_updater.h"
+#include "orchestrator/record/view_updater.h"
 
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/clock.h"
+#include "util/clock.h"
 
 void progress_init(Progress *p, int total, int finished_before, double cost_to_run) {
     memset(p, 0, sizeof *p);

@@ -3,7 +3,7 @@
 #ifndef ABLATE_ORCHESTRATOR_SWEEP_PROGRESS_H
 #define ABLATE_ORCHESTRATOR_SWEEP_PROGRESS_H
 
-#include "../worker/events.h"
+#include "worker/events.h"
 
 typedef struct {
     int total, finished, failed, diverged, running;

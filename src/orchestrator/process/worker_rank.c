@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/blas_env.h"
-#include "event_codec.h"
+#include "worker/blas_env.h"
+#include "orchestrator/record/event_codec.h"
 #include "protocol.h"
 #include "run_exec.h"
 #include "sweep.h"

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "../worker/event_schema.h"
+#include "worker/event_schema.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define CODEC_LE 1

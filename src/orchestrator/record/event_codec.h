@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/events.h"
+#include "worker/events.h"
 
 /* No single packed event is longer than this (test_journal checks event_packed_max). */
 #define EVENT_PACK_MAX (4352 + ABL_SAMPLE_IDS)

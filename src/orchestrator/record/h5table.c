@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../worker/run_config.h"
-#include "../worker/utf8.h"
-#include "fsutil.h"
+#include "worker/run_config.h"
+#include "tokenizer/utf8.h"
+#include "util/fsutil.h"
 
 #define TABLE_MAX_ROWS  65536
 #define TABLE_MAX_BYTES (8u << 20)

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/config.h"
+#include "model/config.h"
 
 typedef enum { C_I32, C_I64, C_U64, C_F64, C_BOOL, C_STR, C_VSTR } ColType;
 

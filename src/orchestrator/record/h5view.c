@@ -14,17 +14,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../model/gpt.h"
-#include "../worker/clock.h"
-#include "../worker/event_schema.h"
-#include "../worker/knobs.h"
+#include "model/gpt.h"
+#include "util/clock.h"
+#include "worker/event_schema.h"
+#include "worker/knobs.h"
 #include "event_codec.h"
-#include "fsutil.h"
+#include "util/fsutil.h"
 #include "h5table.h"
 #include "h5view_internal.h"
 #include "journal.h"
-#include "run_exec.h"
-#include "run_id.h"
+#include "orchestrator/process/run_exec.h"
+#include "orchestrator/plan/run_id.h"
 
 #ifndef ABLATE_VERSION
 #define ABLATE_VERSION "unknown"

@@ -15,8 +15,8 @@
 
 #include <stdint.h>
 
-#include "../model/config.h"
-#include "../worker/buf.h"
+#include "model/config.h"
+#include "util/buf.h"
 
 #define ABLATE_SCHEMA_VERSION 2
 

@@ -7,8 +7,8 @@
 #include <hdf5.h>
 #include <stdint.h>
 
-#include "../worker/buf.h"
-#include "../worker/event_schema.h"
+#include "util/buf.h"
+#include "worker/event_schema.h"
 #include "h5table.h"
 #include "h5view.h"
 #include "journal.h"

@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../worker/clock.h"
-#include "fsutil.h"
+#include "util/clock.h"
+#include "util/fsutil.h"
 #include "h5view_internal.h"
 
 #define N_TABLES (2 * N_METRICS) /* each metric's table and its child table (attn) */

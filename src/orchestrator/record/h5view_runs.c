@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../worker/knobs.h"
+#include "worker/knobs.h"
 #include "h5view_internal.h"
-#include "run_id.h"
+#include "orchestrator/plan/run_id.h"
 
 /* ---------------- /runs ---------------- */
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../worker/json.h"
+#include "util/json.h"
 #include "h5view.h"
 
 #define BLOCK_ROWS 4096
@@ -67,7 +67,7 @@ static int read_int_attr(hid_t obj, const char *name, long long *v) {
 
 /* ---------------- JSON ---------------- */
 
-/* The shared JSON writer (src/worker/json.h): fixed strings end at their first NUL. */
+/* The shared JSON writer (src/util/json.h): fixed strings end at their first NUL. */
 static void json_str(FILE *f, const char *s, size_t n) {
     Buf b = {0};
     json_string(&b, s, strnlen(s, n));

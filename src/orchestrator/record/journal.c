@@ -1,5 +1,5 @@
 #include "journal.h"
-#include "fsutil.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../worker/knobs.h"
+#include "worker/knobs.h"
 #include "event_codec.h"
 
 #if defined(__SSE4_2__) && defined(__x86_64__)
@@ -736,7 +736,7 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
 
 /* ---------------- payload building ---------------- */
 
-/* Payloads are built in the shared Buf (src/worker/buf.h). */
+/* Payloads are built in the shared Buf (src/util/buf.h). */
 static void buf_u32(Buf *b, uint32_t v) {
     uint8_t t[4];
     put32(t, v);

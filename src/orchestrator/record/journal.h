@@ -38,8 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../worker/events.h"
-#include "../worker/run_config.h"
+#include "worker/events.h"
+#include "worker/run_config.h"
 
 #define JOURNAL_RECORD_OVERHEAD 17
 #define JOURNAL_HEADER_BYTES    13

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "journal.h"
-#include "plan.h"
+#include "orchestrator/plan/plan.h"
 
 /* An EVENTS record of a run: which attempt wrote it, and where it is in the journal. A run
  * resumed from a checkpoint gets the events of the checkpoint's attempt up to its step

@@ -1,7 +1,7 @@
 #include "view_updater.h"
 
-#include "../worker/run_config.h"
-#include "join.h"
+#include "worker/run_config.h"
+#include "orchestrator/schedule/join.h"
 
 #include <pthread.h>
 #include <stdio.h>

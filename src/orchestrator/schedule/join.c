@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../worker/buf.h"
-#include "fsutil.h"
-#include "journal.h"
+#include "util/buf.h"
+#include "util/fsutil.h"
+#include "orchestrator/record/journal.h"
 
 struct Join {
     char dir[ABL_PATH_MAX];   /* OUT.h5.d/join */

@@ -29,9 +29,9 @@
 
 #include <stddef.h>
 
-#include "../model/config.h"
-#include "h5view.h"
-#include "plan.h"
+#include "model/config.h"
+#include "orchestrator/record/h5view.h"
+#include "orchestrator/plan/plan.h"
 
 #define JOIN_NAME_MAX      160
 #define JOIN_DEFAULT_LEASE 60.0
