@@ -15,8 +15,7 @@
         snprintf(err, ABL_ERR_MAX, __VA_ARGS__);                                                   \
         return -1;                                                                                 \
     } while (0)
-#define MODEL_MAX_HEADS    64   /* attention statistics keep one entry per head */
-#define MODEL_MAX_HEAD_DIM 1024 /* per-head scratch (RoPE angles) in generation */
+#define MODEL_MAX_HEADS 64 /* attention statistics keep one entry per head */
 
 typedef enum {
     ACT_RELU,

@@ -30,36 +30,61 @@ static Dims dims_of(const ModelConfig *c) {
     return d;
 }
 
+/* Floats of one layer's slice of each per-layer activation, for passes of up to (B, T) rows. */
+typedef struct {
+    double BT, BTC, QKV, H, KV, UP, FF;
+    double lane_tile, lane_att; /* lane layout (attention.h): (T,hd) and (T,T) per pair */
+    int in_place;               /* activation_in_place: fch holds the activation */
+} LayerSizes;
+
+/* Every per-layer activation, one row each: X(field, floats of one layer's slice). GptActs
+ * holds n_layer slices of each; LayerActs points at one layer's. act_layout sizes them and
+ * layer_acts slices them from these rows, in this order, which is the buffer order. */
+#define GPT_LAYER_ACTS(X)                                                                          \
+    X(n1, z.BTC)      /* (B,T,C) first norm's output (post: of sum1) */                            \
+    X(n1_mean, z.BT)  /* (B,T) */                                                                  \
+    X(n1_rstd, z.BT)  /* (B,T) */                                                                  \
+    X(qkv, z.QKV)     /* (B,T,QKV) projection output */                                            \
+    X(q_mean, z.H)    /* (B,T,H) per-head q norm */                                                \
+    X(q_rstd, z.H)    /* (B,T,H) */                                                                \
+    X(k_mean, z.KV)   /* (B,T,KV) */                                                               \
+    X(k_rstd, z.KV)   /* (B,T,KV) */                                                               \
+    X(q, z.lane_tile) /* lane layout, one lane per (b, query head) */                              \
+    X(k, z.lane_tile) /* k and v copied to every query head of their group */                      \
+    X(v, z.lane_tile)                                                                              \
+    X(att, z.lane_att) /* lane layout, (T,T) per pair: probabilities */                            \
+    X(atty, z.BTC)     /* (B,T,C) heads concatenated */                                            \
+    X(ao, z.BTC)       /* (B,T,C) attention output projection */                                   \
+    X(aon, z.BTC)      /* (B,T,C) peri: normalized ao */                                           \
+    X(aon_mean, z.BT)                                                                              \
+    X(aon_rstd, z.BT)                                                                              \
+    X(sum1, z.BTC) /* (B,T,C) x + attention (post: before n1) */                                   \
+    X(n2, z.BTC)   /* (B,T,C) second norm's output */                                              \
+    X(n2_mean, z.BT)                                                                               \
+    X(n2_rstd, z.BT)                                                                               \
+    X(fch, z.UP) /* (B,T,UP) pre-activation; the activation itself when in place */                \
+    X(fch_act, z.in_place ? 0 : z.FF) /* (B,T,FF) the activation; empty when in place */           \
+    X(mo, z.BTC)                      /* (B,T,C) MLP output projection */                          \
+    X(mon, z.BTC)                     /* (B,T,C) peri: normalized mo */                            \
+    X(mon_mean, z.BT)                                                                              \
+    X(mon_rstd, z.BT)                                                                              \
+    X(sum2, z.BTC) /* (B,T,C) post: before n2 */
+
+#define GPT_ACT_FIELD(field, size) float *field;
+
 /* Every activation of a pass, pointers into one allocation. Per-layer buffers hold n_layer
  * slices sized for the capacity (B, T); a smaller batch uses a prefix of each slice. Each
  * buffer holds one quantity, named by what it is. */
 struct GptActs {
     Dims d;
     int B, T;                  /* capacity */
-    int relu_in_place;         /* activation_in_place: fch holds the activation, no fch_act */
+    LayerSizes z;              /* one layer's slice of each per-layer buffer */
     float *buf;                /* the allocation */
     int32_t *tokens, *targets; /* (B,T) copies of the batch */
     float *encoded;            /* (B,T,C) wte[x] + wpe[t] */
     float *in_mean, *in_rstd;  /* (B,T) */
     float *resid;              /* (L+1, B,T,C): resid[l] block l's input, resid[l+1] its output */
-    /* per layer, (L, ...) */
-    float *n1_out, *n1_mean, *n1_rstd;        /* (B,T,C), (B,T), (B,T) */
-    float *qkv;                               /* (B,T,QKV) projection output */
-    float *q_mean, *q_rstd, *k_mean, *k_rstd; /* (B,T,H), (B,T,KV) */
-    float *q, *k, *v; /* lane layout (attention.h), one lane per (b, query head); k and v are
-                         copied to every query head of their group */
-    float *att;       /* lane layout, (T,T) per pair: probabilities */
-    float *atty;      /* (B,T,C) heads concatenated */
-    float *ao;        /* (B,T,C) attention output projection */
-    float *aon, *aon_mean, *aon_rstd;  /* peri: normalized ao */
-    float *sum1;                       /* (B,T,C) x + attention (post: before n1) */
-    float *n2_out, *n2_mean, *n2_rstd; /* (B,T,C) */
-    float *fch;                        /* (B,T,UP) pre-activation; the activation itself
-                                          when activation_in_place (then fch_act is empty) */
-    float *fch_act;                    /* (B,T,FF) */
-    float *mo;                         /* (B,T,C) MLP output projection */
-    float *mon, *mon_mean, *mon_rstd;  /* peri */
-    float *sum2;                       /* (B,T,C) post: before n2 */
+    GPT_LAYER_ACTS(GPT_ACT_FIELD) /* (L, ...) each */
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
@@ -212,9 +237,19 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
     double hd = d.hd, FF = d.FF, UP = d.UP, QKV = d.QKV;
     double BT = (double)B * T, ctx = c->context, Td = T;
     /* attention over the pass's own rows: (batch, head) pairs in lanes, padded (training) */
-    double lanes = training ? ceil((double)B * H / ATTN_LANES) * ATTN_LANES : 0;
+    double lanes = training ? (double)attn_groups(B * d.H) * ATTN_LANES : 0;
     double BTb = training ? BT : 0; /* backward scratch */
-    int in_place = a->relu_in_place = activation_in_place(c->activation);
+    int in_place = activation_in_place(c->activation);
+    LayerSizes z = a->z = (LayerSizes){.BT = BT,
+                                       .BTC = BT * C,
+                                       .QKV = BT * QKV,
+                                       .H = BT * H,
+                                       .KV = BT * KV,
+                                       .UP = BT * UP,
+                                       .FF = BT * FF,
+                                       .lane_tile = lanes * Td * hd,
+                                       .lane_att = lanes * Td * Td,
+                                       .in_place = in_place};
     double wt_total = 0;
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
@@ -229,40 +264,15 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->in_mean, BT},
         {&a->in_rstd, BT},
         {&a->resid, (L + 1) * BT * C},
-        {&a->n1_out, L * BT * C},
-        {&a->n1_mean, L * BT},
-        {&a->n1_rstd, L * BT},
-        {&a->qkv, L * BT * QKV},
-        {&a->q_mean, L * BT * H},
-        {&a->q_rstd, L * BT * H},
-        {&a->k_mean, L * BT * KV},
-        {&a->k_rstd, L * BT * KV},
-        {&a->q, L * lanes * Td * hd},
-        {&a->k, L * lanes * Td * hd},
-        {&a->v, L * lanes * Td * hd},
-        {&a->att, L * lanes * Td * Td},
-        {&a->atty, L * BT * C},
-        {&a->ao, L * BT * C},
-        {&a->aon, L * BT * C},
-        {&a->aon_mean, L * BT},
-        {&a->aon_rstd, L * BT},
-        {&a->sum1, L * BT * C},
-        {&a->n2_out, L * BT * C},
-        {&a->n2_mean, L * BT},
-        {&a->n2_rstd, L * BT},
-        {&a->fch, L * BT * UP},
-        {&a->fch_act, in_place ? 0 : L * BT * FF},
-        {&a->mo, L * BT * C},
-        {&a->mon, L * BT * C},
-        {&a->mon_mean, L * BT},
-        {&a->mon_rstd, L * BT},
-        {&a->sum2, L * BT * C},
-        {&a->fn_out, BT * C},
+#define GPT_ACT_REQ(field, size) {&a->field, L * (size)},
+        GPT_LAYER_ACTS(GPT_ACT_REQ)
+#undef GPT_ACT_REQ
+            {&a->fn_out, BT * C},
         {&a->fn_mean, BT},
         {&a->fn_rstd, BT},
         {&a->logits, BT * V},
         {&a->qk, BT * QKV},
-        {&a->y, lanes * Td * hd},
+        {&a->y, z.lane_tile},
         {&a->scores, training ? 0 : ctx},
         {&a->rope_cos, c->position == POS_ROPE ? ctx * floor(hd / 2) : 0},
         {&a->rope_sin, c->position == POS_ROPE ? ctx * floor(hd / 2) : 0},
@@ -275,10 +285,10 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_h, BTb * FF},
         {&a->d_fch, in_place ? 0 : BTb * UP},
         {&a->d_qkv, BTb * QKV},
-        {&a->d_q, lanes * Td * hd},
-        {&a->d_k, lanes * Td * hd},
-        {&a->d_v, lanes * Td * hd},
-        {&a->d_y, lanes * Td * hd},
+        {&a->d_q, z.lane_tile},
+        {&a->d_k, z.lane_tile},
+        {&a->d_v, z.lane_tile},
+        {&a->d_y, z.lane_tile},
         {&a->d_qk_row, training ? (H + KV) * hd : 0},
         {&a->attn_scratch, training ? ATTN_LANES * Td : 0},
         {&a->wt, wt_total},
@@ -466,50 +476,19 @@ typedef struct {
 /* Layer l's slice of every per-layer activation (llm.c's layer prologue). */
 typedef struct {
     float *in, *out; /* the residual stream into and out of the block */
-    float *n1, *n1_mean, *n1_rstd, *qkv, *q_mean, *q_rstd, *k_mean, *k_rstd;
-    float *q, *k, *v, *att; /* lane layout */
-    float *atty, *ao, *aon, *aon_mean, *aon_rstd, *sum1;
-    float *n2, *n2_mean, *n2_rstd, *fch, *h, *mo, *mon, *mon_mean, *mon_rstd, *sum2;
+    GPT_LAYER_ACTS(GPT_ACT_FIELD)
+    float *h; /* (B,T,FF) the MLP hidden after the activation: fch_act, or fch in place */
 } LayerActs;
 
 static LayerActs layer_acts(const GptActs *a, int l) {
-    const Dims *d = &a->d;
-    size_t bt = (size_t)a->B * a->T, btc = bt * (size_t)d->C, L = (size_t)l;
-    size_t lanes = (size_t)attn_groups(a->B * d->H) * ATTN_LANES;
-    size_t lt = lanes * a->T * d->hd, at = lanes * a->T * a->T;
-    float *fch = a->fch + L * bt * d->UP;
-    return (LayerActs){
-        .in = a->resid + L * btc,
-        .out = a->resid + (L + 1) * btc,
-        .n1 = a->n1_out + L * btc,
-        .n1_mean = a->n1_mean + L * bt,
-        .n1_rstd = a->n1_rstd + L * bt,
-        .qkv = a->qkv + L * bt * d->QKV,
-        .q_mean = a->q_mean + L * bt * d->H,
-        .q_rstd = a->q_rstd + L * bt * d->H,
-        .k_mean = a->k_mean + L * bt * d->KV,
-        .k_rstd = a->k_rstd + L * bt * d->KV,
-        .q = a->q + L * lt,
-        .k = a->k + L * lt,
-        .v = a->v + L * lt,
-        .att = a->att + L * at,
-        .atty = a->atty + L * btc,
-        .ao = a->ao + L * btc,
-        .aon = a->aon + L * btc,
-        .aon_mean = a->aon_mean + L * bt,
-        .aon_rstd = a->aon_rstd + L * bt,
-        .sum1 = a->sum1 + L * btc,
-        .n2 = a->n2_out + L * btc,
-        .n2_mean = a->n2_mean + L * bt,
-        .n2_rstd = a->n2_rstd + L * bt,
-        .fch = fch,
-        .h = a->relu_in_place ? fch : a->fch_act + L * bt * d->FF,
-        .mo = a->mo + L * btc,
-        .mon = a->mon + L * btc,
-        .mon_mean = a->mon_mean + L * bt,
-        .mon_rstd = a->mon_rstd + L * bt,
-        .sum2 = a->sum2 + L * btc,
-    };
+    const LayerSizes z = a->z;
+    size_t L = (size_t)l;
+    LayerActs s = {.in = a->resid + L * (size_t)z.BTC, .out = a->resid + (L + 1) * (size_t)z.BTC};
+#define GPT_ACT_SLICE(field, size) s.field = a->field + L * (size_t)(size);
+    GPT_LAYER_ACTS(GPT_ACT_SLICE)
+#undef GPT_ACT_SLICE
+    s.h = z.in_place ? s.fch : s.fch_act;
+    return s;
 }
 
 /* The forward's matrix products use the transposed copies gpt_forward refreshes; generation
@@ -692,7 +671,7 @@ static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, FF = d->FF;
     matmul_forward(s->fch, x, L->w.fc_w, fwd_wt(p, L->wt.fc_w), L->w.fc_b, N, C, d->UP);
-    if (p->a->relu_in_place)
+    if (p->a->z.in_place)
         relu_forward_inplace(s->h, (size_t)N * FF);
     else
         activation_forward(c->activation, s->h, s->fch, N, FF);
@@ -710,7 +689,7 @@ static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
     matmul_backward(a->d_h, 0.0f, L->g.fc_proj_w, L->g.fc_proj_b, dy, 1.0f, s->h, L->w.fc_proj_w, N,
                     FF, C);
     float *d_fch = a->d_fch;
-    if (a->relu_in_place) {
+    if (a->z.in_place) {
         relu_backward_inplace(a->d_h, s->h, (size_t)N * FF);
         d_fch = a->d_h;
     } else {
@@ -756,12 +735,13 @@ static void block_forward(const Pass *p, int l) {
         add(s.out, s.sum1, s.mon, n);
         break;
     case NORM_NONE:
-    default:
         attn_forward(p, L, &s, l, s.in, s.ao);
         add(s.sum1, s.in, s.ao, n);
         mlp_forward(p, L, &s, l, s.sum1, s.mo);
         add(s.out, s.sum1, s.mo, n);
         break;
+    case NORM_COUNT: /* not a placement: model_config_validate refuses it */
+        abort();
     }
     if (p->stats) {
         double sq = 0;
@@ -822,10 +802,11 @@ static void block_backward(const Pass *p, int l) {
                  L->g.attn_norm_b, N);
         break;
     case NORM_NONE:
-    default:
         mlp_backward(p, L, &s, s.sum1, dr, dr, 1.0f);
         attn_backward(p, L, &s, s.in, dr, dr, 1.0f);
         break;
+    case NORM_COUNT: /* not a placement: model_config_validate refuses it */
+        abort();
     }
 }
 

@@ -142,7 +142,7 @@ float *gpt_logits(GPT *m);
 
 /* Activation buffers for passes of up to (B, T) rows. gpt_alloc makes the model's own, with
  * every layer's activations and the backward's scratch; generation makes one of (1, 1)
- * without either (each layer's row is consumed by the next). */
+ * without the backward's scratch or the attention lanes (it attends over its KV cache). */
 typedef struct GptActs GptActs;
 GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training);
 void gpt_acts_free(GptActs *a);

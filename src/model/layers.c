@@ -1,6 +1,7 @@
 #include "layers.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fastmath.h"
@@ -247,9 +248,10 @@ static inline float act_f(Activation a, float x) {
     case ACT_SILU:
     case ACT_SWIGLU:
         return silu(x);
-    default:
-        return x;
+    case ACT_COUNT: /* not an activation: model_config_validate refuses it */
+        break;
     }
+    abort();
 }
 static inline float act_df(Activation a, float x) {
     switch (a) {
@@ -270,9 +272,10 @@ static inline float act_df(Activation a, float x) {
     case ACT_SILU:
     case ACT_SWIGLU:
         return silu_grad(x);
-    default:
-        return 1.0f;
+    case ACT_COUNT:
+        break;
     }
+    abort();
 }
 
 static inline int is_glu(Activation a) {
@@ -330,8 +333,8 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
         return;
         EACH_ACTIVATION(FWD)
 #undef FWD
-    default:
-        return;
+    case ACT_COUNT:
+        abort();
     }
 }
 
@@ -344,8 +347,8 @@ void activation_backward(Activation act, float *dpre, const float *dh, const flo
         return;
         EACH_ACTIVATION(BWD)
 #undef BWD
-    default:
-        return;
+    case ACT_COUNT:
+        abort();
     }
 }
 

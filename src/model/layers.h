@@ -43,7 +43,7 @@ void relu_forward_inplace(float *x, size_t n);
 void relu_backward_inplace(float *d, const float *h, size_t n);
 
 /* RoPE angles of position pos: cos_row[i], sin_row[i] = cos, sin(pos * base^(-2i/hd)), i < hd/2.
- * Training takes them from a table built once; generation computes the row of its position. */
+ * gpt_acts_alloc tabulates every position of the context once, for training and generation. */
 void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base);
 /* RoPE on one head vector x (hd) with its position's angles, half-split pairs (i, i + hd/2);
  * inverse = 1 rotates by -angle (the backward of a rotation is its transpose). */
