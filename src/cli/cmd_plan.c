@@ -7,7 +7,6 @@
 #include "commands.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
-#include "orchestrator/plan/vocab.h"
 #include "util/json.h"
 #include "worker/knobs.h"
 

@@ -48,11 +48,3 @@ const Dataset *vocab_dataset(VocabCache *vc, const RunConfig *cfg, char err[ABL_
     vc->context[slot] = cfg->model.context;
     return &vc->data[slot];
 }
-
-int vocab_resolve(VocabCache *vc, RunConfig *cfg, char err[ABL_ERR_MAX]) {
-    if (cfg->model.vocab_size > 0) return 0;
-    const Dataset *d = vocab_dataset(vc, cfg, err);
-    if (!d) return -1;
-    cfg->model.vocab_size = d->vocab_size;
-    return 0;
-}

@@ -9,9 +9,6 @@ typedef struct VocabCache VocabCache;
 
 VocabCache *vocab_cache_new(void);
 void vocab_cache_free(VocabCache *vc);
-/* Sets cfg->model.vocab_size from its data (if 0). -1 with a message if the data cannot be
- * loaded. */
-int vocab_resolve(VocabCache *vc, RunConfig *cfg, char err[ABL_ERR_MAX]);
 /* The loaded dataset behind a config's data section (loaded once, owned by the cache). */
 const Dataset *vocab_dataset(VocabCache *vc, const RunConfig *cfg, char err[ABL_ERR_MAX]);
 

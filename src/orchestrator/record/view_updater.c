@@ -125,12 +125,6 @@ double view_updater_last_seconds(ViewUpdater *u) {
     return s;
 }
 
-void view_updater_last_stats(ViewUpdater *u, H5ViewStats *st) {
-    pthread_mutex_lock(&u->mu);
-    *st = u->last;
-    pthread_mutex_unlock(&u->mu);
-}
-
 void view_updater_stop(ViewUpdater *u) {
     if (!u) return;
     pthread_mutex_lock(&u->mu);

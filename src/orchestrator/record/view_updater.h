@@ -29,7 +29,6 @@ int view_updater_busy(ViewUpdater *u);
 int view_updater_wait(ViewUpdater *u, char err[ABL_ERR_MAX]);
 /* Seconds the last finished build took (0 before the first), and its statistics. */
 double view_updater_last_seconds(ViewUpdater *u);
-void view_updater_last_stats(ViewUpdater *u, H5ViewStats *st);
 /* Waits for the builds, stops the thread and frees u (NULL is fine). */
 void view_updater_stop(ViewUpdater *u);
 
