@@ -27,7 +27,7 @@ int view_updater_busy(ViewUpdater *u);
 /* Waits until every requested build is done. 0, or -1 with the last build's error (the
  * error is reported once). */
 int view_updater_wait(ViewUpdater *u, char err[ABL_ERR_MAX]);
-/* Seconds the last finished build took (0 before the first), and its statistics. */
+/* Seconds the last finished build took (0 before the first). */
 double view_updater_last_seconds(ViewUpdater *u);
 /* Waits for the builds, stops the thread and frees u (NULL is fine). */
 void view_updater_stop(ViewUpdater *u);
