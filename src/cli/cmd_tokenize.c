@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "tokenizer/bpe.h"
+#include "util/clock.h"
 #include "util/file_io.h"
 #include "tokenizer/token_file.h"
 
@@ -22,12 +23,6 @@ static void tokenize_usage(FILE *f) {
             "               data/gpt2 beside the build directory, as scripts/install-deps.sh\n"
             "               installs it, else share/ablate/gpt2 beside the binary's directory)\n",
             BPE_VOCAB_ENV);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct {
@@ -88,9 +83,9 @@ static int encode_file(Bpe *b, const char *in, const char *out, char err[ABL_ERR
     long len;
     int32_t *ids;
     if (file_read_all("text file", in, &text, &len, err) != 0) return -1;
-    double t0 = now();
+    double t0 = clock_seconds();
     long n = bpe_encode(b, text, (size_t)len, &ids);
-    double dt = now() - t0;
+    double dt = clock_seconds() - t0;
     free(text);
     if (n < 0) {
         snprintf(err, ABL_ERR_MAX, "text file %s: out of memory tokenizing it", in);

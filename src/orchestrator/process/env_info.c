@@ -12,15 +12,13 @@
 #include "worker/blas_env.h"
 #include "util/buf.h"
 #include "orchestrator/plan/plan.h"
+#include "util/clock.h"
 #include "util/sha256.h"
 #include "orchestrator/plan/spec.h"
 #include "orchestrator/plan/run_id.h"
 
 void env_info_now(char *buf, size_t n) {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    clock_utc_format(buf, n, CLOCK_UTC_SECONDS);
 }
 
 void env_info_add(EnvInfo *e, const char *key, const char *value, size_t len) {

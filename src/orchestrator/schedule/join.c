@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/fsutil.h"
 #include "orchestrator/record/journal.h"
 
@@ -137,9 +138,7 @@ Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_
     gethostname(host, sizeof host - 1);
     for (char *c = host; *c; c++)
         if (*c == '/' || *c == ' ') *c = '_';
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+    clock_utc_format(stamp, sizeof stamp, CLOCK_UTC_COMPACT);
     snprintf(j->name, sizeof j->name, "%s-%s-%ld", stamp, host, (long)getpid());
     char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
     snprintf(path, sizeof path, "%s", j->dir);
