@@ -9,6 +9,7 @@
 #include "tokenizer/bpe.h"
 #include "util/clock.h"
 #include "util/file_io.h"
+#include "util/grow.h"
 #include "tokenizer/token_file.h"
 
 static void tokenize_usage(FILE *f) {
@@ -49,15 +50,10 @@ static int decode_file(const Bpe *b, const char *in, const char *out, char err[A
     for (long i = 0; text && i < n; i++) {
         int l;
         const unsigned char *t = bpe_token_bytes(b, ids[i], &l);
-        if (tn + (size_t)l > cap) {
-            unsigned char *nt = realloc(text, cap * 2);
-            if (!nt) {
-                free(text);
-                text = NULL;
-                break;
-            }
-            text = nt;
-            cap *= 2;
+        if (GROW(text, cap, tn + (size_t)l) != 0) {
+            free(text);
+            text = NULL;
+            break;
         }
         memcpy(text + tn, t, (size_t)l);
         tn += (size_t)l;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/file_io.h"
+#include "util/grow.h"
 #include "unicode_class.h"
 #include "utf8.h"
 
@@ -260,14 +261,9 @@ static int load_encoder(Bpe *b, Reader *r, const int16_t *alpha) {
                 fail_at(r, at, "an empty token");
                 goto done;
             }
-            if (pool_len + tn > pool_cap) {
-                unsigned char *np = realloc(pool, pool_cap * 2);
-                if (!np) {
-                    snprintf(r->err, ABL_ERR_MAX, "vocabulary file %s: out of memory", r->path);
-                    goto done;
-                }
-                pool = np;
-                pool_cap *= 2;
+            if (GROW(pool, pool_cap, pool_len + tn) != 0) {
+                snprintf(r->err, ABL_ERR_MAX, "vocabulary file %s: out of memory", r->path);
+                goto done;
             }
             memcpy(pool + pool_len, tok, tn);
             off[n] = (uint32_t)pool_len;
@@ -677,18 +673,6 @@ static size_t merge_piece(const Bpe *b, const unsigned char *s, size_t n, int32_
     return m;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need)
-        c *= 2;
-    void *np = realloc(*p, c * elem);
-    if (!np) return -1;
-    *p = np;
-    *cap = c;
-    return 0;
-}
-
 static int cache_rehash(Bpe *b) {
     uint32_t mask = b->cache_mask * 2 + 1;
     CacheSlot *slots = calloc((size_t)mask + 1, sizeof(CacheSlot));
@@ -722,15 +706,15 @@ static const int32_t *encode_piece(Bpe *b, const unsigned char *s, size_t n, siz
             }
         }
     }
-    if (grow((void **)&b->work, &b->work_cap, n, sizeof(int32_t)) != 0) return NULL;
+    if (GROW(b->work, b->work_cap, n) != 0) return NULL;
     size_t m = merge_piece(b, s, n, b->work);
     *count = m;
     /* full (or a failed rehash left it crowded): answer without caching */
     if (!cacheable || b->cache_used >= CACHE_MAX_ENTRIES ||
         (size_t)b->cache_used * 4 >= ((size_t)b->cache_mask + 1) * 3)
         return b->work;
-    if (grow((void **)&b->ckeys, &b->ckeys_cap, b->ckeys_len + n, 1) != 0 ||
-        grow((void **)&b->cids, &b->cids_cap, b->cids_len + m, sizeof(int32_t)) != 0)
+    if (GROW(b->ckeys, b->ckeys_cap, b->ckeys_len + n) != 0 ||
+        GROW(b->cids, b->cids_cap, b->cids_len + m) != 0)
         return b->work; /* no room to cache it: still a correct answer */
     memcpy(b->ckeys + b->ckeys_len, s, n);
     memcpy(b->cids + b->cids_len, b->work, m * sizeof(int32_t));
@@ -748,7 +732,7 @@ long bpe_encode(Bpe *b, const unsigned char *text, size_t len, int32_t **out) {
     for (size_t p = 0; p < len;) {
         size_t e = next_piece(text, len, p), m;
         const int32_t *piece = encode_piece(b, text + p, e - p, &m);
-        if (!piece || grow((void **)&ids, &cap, n + m, sizeof(int32_t)) != 0) {
+        if (!piece || GROW(ids, cap, n + m) != 0) {
             free(ids);
             return -1;
         }

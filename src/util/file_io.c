@@ -1,5 +1,7 @@
 #include "file_io.h"
 
+#include "grow.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,16 +27,13 @@ int file_read_all(const char *what, const char *path, unsigned char **out, long 
     }
     for (;;) {
         if (len == cap) {
-            unsigned char *nb = cap > (size_t)LONG_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
+            if (cap > (size_t)LONG_MAX / 2 || GROW(buf, cap, len + 1) != 0) {
                 free(buf);
                 fclose(f);
                 snprintf(err, ABL_ERR_MAX, "%s %s: out of memory reading it (%zu bytes so far)",
                          what, path, len);
                 return -1;
             }
-            buf = nb;
-            cap *= 2;
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;

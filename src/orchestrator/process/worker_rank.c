@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/grow.h"
 #include "worker/blas_env.h"
 #include "orchestrator/record/event_codec.h"
 #include "protocol.h"
@@ -20,12 +21,7 @@ typedef struct {
 static int worker_send_events(void *ctx, const RunAssignment *a, const uint8_t *packed,
                               size_t len) {
     WorkerCtx *w = ctx;
-    if (len + 8 > w->cap) {
-        uint8_t *p = realloc(w->buf, len + 8);
-        if (!p) return -1;
-        w->buf = p;
-        w->cap = len + 8;
-    }
+    if (GROW(w->buf, w->cap, len + 8) != 0) return -1;
     memcpy(w->buf, &a->run, 4);
     memcpy(w->buf + 4, &a->attempt, 4);
     memcpy(w->buf + 8, packed, len);
