@@ -20,7 +20,7 @@
 
 static const char *tmp;
 
-static void test_sha256(void) {
+TEST(sha256) {
     static const struct {
         const char *in, *hex;
     } v[] = {
@@ -48,7 +48,7 @@ static void test_sha256(void) {
     CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
 }
 
-static void test_utf8(void) {
+TEST(utf8) {
     static const struct {
         const char *s;
         int len;
@@ -113,7 +113,7 @@ static int count_cache_files(const char *dir) {
     return n;
 }
 
-static void test_gpt2_dataset(void) {
+TEST(gpt2_dataset) {
     char text[512], cache[512];
     snprintf(text, sizeof text, "%s/text.txt", tmp);
     snprintf(cache, sizeof cache, "%s/cache", tmp);
@@ -183,7 +183,7 @@ static void test_gpt2_dataset(void) {
     unsetenv(TOKEN_CACHE_ENV);
 }
 
-static void test_missing_vocabulary(void) {
+TEST(missing_vocabulary) {
     char text[512], none[512];
     snprintf(text, sizeof text, "%s/text.txt", tmp);
     snprintf(none, sizeof none, "%s/no-vocab", tmp);
@@ -205,7 +205,7 @@ static void test_missing_vocabulary(void) {
     unlink(text);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     tmp = test_tmpdir();
     if (!tmp) {
         fprintf(stderr, "test_bpe: cannot create a temporary directory\n");
@@ -216,10 +216,5 @@ int main(void) {
                 BPE_VOCAB_ENV);
         return 1;
     }
-    test_sha256();
-    test_utf8();
-    test_gpt2_dataset();
-    test_missing_vocabulary();
-    rmdir(tmp);
-    return test_finish("test_bpe");
+    return test_main(argc, argv, "test_bpe");
 }

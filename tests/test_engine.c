@@ -14,6 +14,8 @@
 #include "worker/knobs.h"
 #include "worker/train.h"
 
+static const char *dir, *corpus; /* set by main for every case */
+
 static size_t count_with(const char *preset, int vocab, const char *const *sets, int n) {
     RunConfig c;
     run_config_default(&c);
@@ -29,7 +31,7 @@ static size_t count_with(const char *preset, int vocab, const char *const *sets,
     return formula;
 }
 
-static void test_param_counts(void) {
+TEST(param_counts) {
     CHECK(count_with("micro", 65, NULL, 0) == 29248);
     const char *d64[] = {"model.d_model=64"};
     CHECK(count_with("micro", 65, d64, 1) == 107648);
@@ -97,7 +99,7 @@ static RunStatus train_once(const RunConfig *c, uint64_t seed, EventSink *sink, 
 /* Same seed: identical bytes; another seed: different. Under both ways of running the
  * matrix products (src/model/gemm.h): whole, and in the pieces AVX-512 OpenBLAS cores get
  * (forced here, so every machine checks them); the two differ by round-off only. */
-static void test_determinism(const char *corpus) {
+TEST(determinism) {
     RunConfig c;
     micro_config(&c, corpus);
     c.train.steps = 30;
@@ -135,7 +137,7 @@ static void test_determinism(const char *corpus) {
 
 /* A micro model memorizes a tiny corpus in which every character determines the next (a
  * cycle of 54 distinct characters): the loss goes to near zero. */
-static void test_overfit(const char *dir) {
+TEST(overfit) {
     char path[512];
     snprintf(path, sizeof path, "%s/tiny.txt", dir);
     FILE *f = fopen(path, "w");
@@ -158,7 +160,7 @@ static void test_overfit(const char *dir) {
 }
 
 /* A non-finite loss ends the run as diverged, at the step it happened. */
-static void test_divergence(const char *corpus) {
+TEST(divergence) {
     RunConfig c;
     micro_config(&c, corpus);
     c.train.steps = 200;
@@ -187,7 +189,7 @@ static void capture_emit(EventSink *self, const Event *ev) {
 /* The documented schedules (docs/metrics.md): warmup_steps of linear warmup (step s of the
  * warmup uses lr * s / warmup), then constant, linear or cosine from lr to min_lr over the
  * remaining steps, step s at fraction (s - 1 - warmup) / (steps - warmup). */
-static void test_schedules(const char *corpus) {
+TEST(schedules) {
     const Schedule kinds[] = {SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE};
     const int steps = 12, warmup = 3;
     const double lr = 1e-2, min_lr = 1e-3;
@@ -221,7 +223,7 @@ static void test_schedules(const char *corpus) {
 /* A token budget rounds up to whole steps. A time budget counts training only: the run's
  * clock excludes its evaluations (here most of the wall time), and after the warmup the lr
  * holds (no known step count to decay over). */
-static void test_budgets(const char *corpus) {
+TEST(budgets) {
     RunConfig c;
     loop_config(&c, corpus); /* 64 tokens per step */
     c.train.steps = 0;
@@ -257,7 +259,7 @@ static void test_budgets(const char *corpus) {
 
 /* grad_clip rescales the gradient when its global norm is above the limit, and only then;
  * step events report the norm before clipping. */
-static void test_grad_clip(const char *corpus) {
+TEST(grad_clip) {
     RunConfig c;
     loop_config(&c, corpus);
     c.train.steps = 6;
@@ -282,16 +284,12 @@ static void test_grad_clip(const char *corpus) {
         free(p[k]);
 }
 
-int main(void) {
-    const char *dir = test_tmpdir();
-    const char *corpus = test_corpus(dir);
-    CHECK(corpus != NULL);
-    test_param_counts();
-    test_determinism(corpus);
-    test_overfit(dir);
-    test_divergence(corpus);
-    test_schedules(corpus);
-    test_budgets(corpus);
-    test_grad_clip(corpus);
-    return test_finish("test_engine");
+int main(int argc, char **argv) {
+    dir = test_tmpdir();
+    corpus = dir ? test_corpus(dir) : NULL;
+    if (!corpus) {
+        fprintf(stderr, "test_engine: no temporary directory or corpus\n");
+        return 1;
+    }
+    return test_main(argc, argv, "test_engine");
 }

@@ -65,7 +65,7 @@ static double worst_error(int ta, int tb, int M, int N, int K, float alpha, floa
 }
 
 /* transpose (the forward's weight copies): 8x8 register blocks plus row and column edges */
-static void check_transpose(void) {
+TEST(transpose) {
     static const int shapes[][2] = {{1, 1}, {8, 8}, {13, 21}, {37, 16}, {96, 32}, {5, 40}};
     for (int s = 0; s < 6; s++) {
         int rows = shapes[s][0], cols = shapes[s][1], bad = 0;
@@ -80,8 +80,8 @@ static void check_transpose(void) {
     }
 }
 
-int main(void) {
-    check_transpose();
+/* Every transpose combination, alpha and beta against a naive product, whole and split. */
+TEST(products) {
     /* (M, N, K) with an uneven last piece in both split directions */
     static const int shapes[][3] = {{37, 13, 29}, {100, 24, 16}, {24, 7, 90}, {64, 48, 16}};
     static const float alphas[] = {1.0f, 0.25f}, betas[] = {0.0f, 1.0f, 0.5f};
@@ -110,7 +110,10 @@ int main(void) {
         }
     }
     CHECK(split_seen[0] && split_seen[1]);
+    gemm_set_small_limit(-1.0);
+}
 
+TEST(split_limits) {
     /* where the split applies at the studies' sizes, with the AVX-512 cores' limit */
     gemm_set_small_limit(1e6);
     CHECK(gemm_splits(0, 512, 128, 32));    /* micro MLP: 3 pieces of 160 rows */
@@ -123,5 +126,8 @@ int main(void) {
     CHECK(!gemm_unpacked(0, 32, 96, 32));
     gemm_set_small_limit(-1.0); /* detect again */
     CHECK(gemm_small_limit() == 0.0 || gemm_small_limit() == 1e6);
-    return test_finish("test_gemm");
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_gemm");
 }

@@ -91,7 +91,7 @@ static void label(char *buf, size_t size, const char *const *sets) {
     if (!buf[0]) snprintf(buf, size, "(base)");
 }
 
-static void test_cache_matches_forward(void) {
+TEST(cache_matches_forward) {
     for (size_t k = 0; k < sizeof CONFIGS / sizeof CONFIGS[0]; k++) {
         char name[512];
         label(name, sizeof name, CONFIGS[k]);
@@ -130,7 +130,7 @@ static void test_cache_matches_forward(void) {
  * the cache holds exactly that window: one more step equals a full forward over it. A token
  * whose best two logits are closer than the round-off could go either way, so the token
  * comparison stops there (it never did in practice). */
-static void test_generate_greedy(void) {
+TEST(generate_greedy) {
     const char *const sets[] = {"model.position=rope", "model.activation=gelu",
                                 "model.init_std=0.5", NULL};
     GPT m;
@@ -170,8 +170,6 @@ static void test_generate_greedy(void) {
     gpt_free(&m);
 }
 
-int main(void) {
-    test_cache_matches_forward();
-    test_generate_greedy();
-    return test_finish("test_generate");
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_generate");
 }

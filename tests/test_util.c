@@ -8,6 +8,66 @@
 #include <unistd.h>
 
 int test_failures = 0;
+const char *test_current = "-";
+
+#define TEST_MAX_CASES 64
+static struct {
+    const char *name;
+    void (*fn)(void);
+    int line;
+} cases[TEST_MAX_CASES];
+static int n_cases;
+
+void test_register(const char *name, void (*fn)(void), int line) {
+    if (n_cases == TEST_MAX_CASES) {
+        fprintf(stderr, "test_util: more than %d cases in one program: raise TEST_MAX_CASES\n",
+                TEST_MAX_CASES);
+        exit(2);
+    }
+    cases[n_cases].name = name;
+    cases[n_cases].fn = fn;
+    cases[n_cases].line = line;
+    n_cases++;
+}
+
+/* Constructors run in no promised order: the file's order is the line order. */
+static int by_line(const void *a, const void *b) {
+    return ((const int *)a)[0] - ((const int *)b)[0];
+}
+
+int test_main(int argc, char **argv, const char *program) {
+    int order[TEST_MAX_CASES][2]; /* line, index */
+    for (int i = 0; i < n_cases; i++)
+        order[i][0] = cases[i].line, order[i][1] = i;
+    qsort(order, (size_t)n_cases, sizeof order[0], by_line);
+    if (argc == 2 && !strcmp(argv[1], "--list")) {
+        for (int i = 0; i < n_cases; i++)
+            printf("%s\n", cases[order[i][1]].name);
+        return 0;
+    }
+    for (int a = 1; a < argc; a++) {
+        int found = 0;
+        for (int i = 0; i < n_cases; i++)
+            found |= !strcmp(cases[i].name, argv[a]);
+        if (!found) {
+            fprintf(stderr, "%s: no case '%s' (--list names them)\n", program, argv[a]);
+            return 2;
+        }
+    }
+    for (int i = 0; i < n_cases; i++) {
+        int c = order[i][1], wanted = argc == 1;
+        for (int a = 1; a < argc; a++)
+            wanted |= !strcmp(cases[c].name, argv[a]);
+        if (!wanted) continue;
+        int before = test_failures;
+        test_current = cases[c].name;
+        cases[c].fn();
+        test_current = "-";
+        fprintf(stderr, "%s: %s: %s\n", program, cases[c].name,
+                test_failures == before ? "ok" : "FAILED");
+    }
+    return test_finish(program);
+}
 
 int test_write_corpus(const char *path, long n) {
     static const char *words[] = {"the",  "king", "shall", "not",   "be",   "so",   "my",

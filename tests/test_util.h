@@ -1,16 +1,38 @@
-/* Minimal assertion helpers for the C tests: a failed check prints file:line and the
- * expression, and the test exits non-zero at the end. */
+/* The C tests: a test program is a list of named cases, run all at once or one by name.
+ *
+ *     TEST(codec) { CHECK(decode(encode(x)) == x); }
+ *     int main(int argc, char **argv) { return test_main(argc, argv, "test_journal"); }
+ *
+ * `test_journal` runs every case in the order of the file, `test_journal codec` one,
+ * `test_journal --list` names them; CMake registers each case as the CTest test
+ * `test_journal.codec`, so `ctest -R test_journal.codec` runs it alone. A failed check
+ * prints file:line, the case and the expression, and the program exits non-zero at the
+ * end. (libuv's TEST_IMPL, with the list built by registration instead of by hand.) */
 #ifndef ABLATE_TEST_UTIL_H
 #define ABLATE_TEST_UTIL_H
 
 #include <stdio.h>
 
 extern int test_failures;
+extern const char *test_current; /* the case running, "-" outside one */
+
+void test_register(const char *name, void (*fn)(void), int line);
+#define TEST(name)                                                                                 \
+    static void test_case_##name(void);                                                            \
+    __attribute__((constructor)) static void test_register_##name(void) {                          \
+        test_register(#name, test_case_##name, __LINE__);                                          \
+    }                                                                                              \
+    static void test_case_##name(void)
+
+/* Runs the cases named in argv (all when none; --list prints their names) and reports as
+ * test_finish does: 0 when every check passed, 1 otherwise, 2 for an unknown case. */
+int test_main(int argc, char **argv, const char *program);
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, test_current,    \
+                    #cond);                                                                        \
             test_failures++;                                                                       \
         }                                                                                          \
     } while (0)
@@ -18,7 +40,8 @@ extern int test_failures;
 #define CHECK_MSG(cond, ...)                                                                       \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, "%s:%d: [%s] CHECK failed: %s: ", __FILE__, __LINE__, test_current,    \
+                    #cond);                                                                        \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \
             test_failures++;                                                                       \
