@@ -377,10 +377,14 @@ static void run_case(const Case *cs) {
     gpt_free(&m);
 }
 
-int main(void) {
+/* Every case of the table: one model configuration's gradients against finite differences. */
+TEST(all_cases) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
     fprintf(stderr, "worst |fd - an| / (%g max(|fd|,|an|) + %g) = %.3f (%s)\n", RTOL, ATOL,
             worst_ratio, worst_what);
-    return test_finish("test_gradcheck");
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_gradcheck");
 }

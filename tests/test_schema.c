@@ -19,7 +19,7 @@
 #define ABLATE_FIXTURES_DIR "tests/fixtures"
 #endif
 
-static void test_bounds(void) {
+TEST(bounds) {
     for (int k = 0; k < EV_KIND_COUNT; k++) {
         CHECK_MSG(event_packed_max((EventKind)k) <= EVENT_PACK_MAX, "%s packs to up to %zu bytes",
                   event_schema[k].name, event_packed_max((EventKind)k));
@@ -29,7 +29,7 @@ static void test_bounds(void) {
 }
 
 /* Every event of the version-1 journal decodes; evals get tokens -1 and time NaN. */
-static void test_v1_journal(void) {
+TEST(v1_journal) {
     char err[ABL_ERR_MAX];
     JournalReader *r = journal_reader_open(ABLATE_FIXTURES_DIR "/v1/journal", err);
     CHECK_MSG(r != NULL, "%s", err);
@@ -73,7 +73,7 @@ static void test_v1_journal(void) {
 }
 
 /* A v2 event round-trips every field, including text with NUL and invalid UTF-8. */
-static void test_roundtrip(void) {
+TEST(roundtrip) {
     Event ev, back;
     memset(&ev, 0, sizeof ev);
     ev.kind = EV_SAMPLE;
@@ -98,7 +98,7 @@ static void test_roundtrip(void) {
     CHECK(back.u.eval.tokens == -1 && isnan(back.u.eval.time));
 }
 
-static void test_json(void) {
+TEST(json) {
     Buf b = {0};
     json_string(&b, "q\"\\\n\x01\0\xff\xc3\xa9\xe2\x82", 11);
     CHECK_MSG(!strcmp(b.p, "\"q\\\"\\\\\\n\\u0001\\u0000\\udcff\xc3\xa9\\udce2\\udc82\""), "%s",
@@ -122,7 +122,7 @@ static void test_json(void) {
     buf_free(&b);
 }
 
-static void test_utf8(void) {
+TEST(utf8) {
     Buf b = {0};
     utf8_sanitize(&b, "ok\xc3\xa9\0\xff\xed\xa0\x80z", 10);
     CHECK_MSG(
@@ -136,7 +136,7 @@ static void test_utf8(void) {
 }
 
 /* A build that adds a knob (at its default) keeps every scheme-2 id; scheme 1 did not. */
-static void test_stable_ids(void) {
+TEST(stable_ids) {
     Knob *t = malloc(sizeof *t * (size_t)(knob_count + 1));
     memcpy(t, knob_table, sizeof *t * (size_t)knob_count);
     t[knob_count] = (Knob){"train.new_knob",
@@ -163,12 +163,6 @@ static void test_stable_ids(void) {
     free(t);
 }
 
-int main(void) {
-    test_stable_ids();
-    test_bounds();
-    test_v1_journal();
-    test_roundtrip();
-    test_json();
-    test_utf8();
-    return test_finish("test_schema");
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_schema");
 }
