@@ -5,6 +5,8 @@
  *
  * Modes: test_h5view                        the checks
  *        test_h5view --fixture DIR          writes DIR/out.h5 (+ journal) for test_h5view.py
+ *        test_h5view --live-fixture DIR N   the same as a live view over N segments (up to N
+ *                                           updates), for tests/test_live_gaps.py
  *        test_h5view --bench RUNS STEPS DIR append + build figures for a synthetic sweep */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -998,10 +1000,102 @@ static void test_long(const char *dir) {
     CHECK_MSG(grown < 96 * 1024, "RSS grew by %ld MB", grown / 1024);
 }
 
+/* ---------------- the live view (h5view_live.c) ---------------- */
+
+/* The fixture as a live view built in n updates (each over a larger prefix of the
+ * journal): OUT.h5 maps up to n segment files. */
+static int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
+    char journal[700], out[700], err[ABL_ERR_MAX] = "";
+    if (make_fixture(dir, 0, journal, out, sizeof journal) != 0) return -1;
+    H5Live *lv = h5live_open(journal, out, err);
+    int rc = lv ? 0 : -1;
+    long size = fsize(journal);
+    for (int k = 1; k <= n && rc == 0; k++)
+        rc = h5live_update(lv, (uint64_t)(size * k / n), last, err);
+    if (rc != 0) fprintf(stderr, "live view: %s\n", err);
+    h5live_close(lv);
+    return rc;
+}
+
+/* Rows of /name read through its virtual dataset: per run (runs 0..7), and how many had
+ * the fill value's run = -1. -1 if unreadable. */
+static long long live_rows(const char *out, const char *name, long per_run[8], long *fill) {
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    long long n = d >= 0 ? dset_rows(f, name) : -1;
+    int32_t *run = n >= 0 ? malloc(sizeof *run * (size_t)(n + 1)) : NULL;
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(int32_t));
+    H5Tinsert(mt, "run", 0, H5T_NATIVE_INT32);
+    if (run && n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, run) < 0) n = -1;
+    memset(per_run, 0, 8 * sizeof *per_run);
+    *fill = 0;
+    for (long long i = 0; run && i < n; i++) {
+        if (run[i] == -1)
+            ++*fill;
+        else if (run[i] >= 0 && run[i] < 8)
+            per_run[run[i]]++;
+    }
+    H5Tclose(mt);
+    free(run);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    return n;
+}
+
+/* A segment deleted, truncated or replaced while the sweep runs: the writer says so
+ * (lost_segments), writes the rows it held again, and the next OUT.h5 reads whole; the
+ * OUT.h5 that mapped it reads fill rows (run = -1), never zeros. */
+static void test_live_lost_segment(const char *dir) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX] = "";
+    snprintf(sub, sizeof sub, "%s/live-lost", dir);
+    mkdir(sub, 0777);
+    CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
+    H5Live *lv = h5live_open(journal, out, err);
+    CHECK(lv != NULL);
+    if (!lv) return;
+    long size = fsize(journal);
+    H5ViewStats st;
+    long per_run[8], fill;
+    for (int k = 1; k <= 5; k++)
+        CHECK_MSG(h5live_update(lv, (uint64_t)(size * k / 8), &st, err) == 0, "%s", err);
+    CHECK(st.lost_segments == 0);
+    long long before = live_rows(out, "steps", per_run, &fill);
+    CHECK(before > 0 && fill == 0);
+    /* what a reader of this OUT.h5 gets once its first segment is gone: fill rows */
+    char segs[2][800];
+    int nseg = 0;
+    for (int k = 0; k < 64 && nseg < 2; k++) {
+        snprintf(segs[nseg], sizeof segs[nseg], "%s/out.h5.d/view/seg-%ld-%d.h5", sub,
+                 (long)getpid(), k);
+        if (access(segs[nseg], F_OK) == 0) nseg++;
+    }
+    CHECK_MSG(nseg == 2, "%d segments", nseg);
+    if (nseg < 2) return;
+    CHECK(unlink(segs[0]) == 0);
+    CHECK(truncate(segs[1], 100) == 0);
+    long long n = live_rows(out, "steps", per_run, &fill);
+    CHECK_MSG(n == before && fill > 0, "%lld rows, %ld with run = -1", n, fill);
+    CHECK(h5live_update(lv, (uint64_t)(size * 6 / 8), &st, err) == 0);
+    CHECK_MSG(st.lost_segments == 2, "the writer found %ld lost segments", st.lost_segments);
+    CHECK(h5live_update(lv, (uint64_t)size, &st, err) == 0);
+    CHECK(st.lost_segments == 0); /* said once */
+    n = live_rows(out, "steps", per_run, &fill);
+    CHECK_MSG(n == 110 && fill == 0, "%lld rows after the rewrite, %ld fill", n, fill);
+    CHECK(per_run[0] == 50 && per_run[1] == 50 && per_run[2] == 7 && per_run[4] == 3);
+    h5live_close(lv);
+    release_writer_lock();
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--fixture")) {
         char journal[700], out[700];
         int rc = make_fixture(argv[2], 0, journal, out, sizeof journal);
+        release_writer_lock();
+        return rc == 0 ? 0 : 1;
+    }
+    if (argc == 4 && !strcmp(argv[1], "--live-fixture")) {
+        H5ViewStats st;
+        int rc = make_live_fixture(argv[2], atoi(argv[3]), &st);
         release_writer_lock();
         return rc == 0 ? 0 : 1;
     }
@@ -1017,6 +1111,7 @@ int main(int argc, char **argv) {
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     test_fixture(dir);
+    test_live_lost_segment(dir);
     test_long(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -7,5 +7,6 @@
 See docs/analysis.md.
 """
 
-from .load import Sweep, SweepFileError, load, parse_run_name  # noqa: F401
+from .load import (Sweep, SweepFileError, UnavailableRowsError,  # noqa: F401
+                   UnavailableRowsWarning, load, parse_run_name)
 from . import stats  # noqa: F401

@@ -11,6 +11,7 @@ files (see docs/analysis.md).
 
 import os
 import re
+import warnings
 
 import h5py
 import numpy as np
@@ -46,6 +47,19 @@ class SweepFileError(Exception):
     """The file is not a readable ablate sweep file; the message names the file."""
 
 
+class UnavailableRowsError(SweepFileError):
+    """Rows of a live view could not be read (load(..., unavailable="raise"))."""
+
+
+class UnavailableRowsWarning(UserWarning):
+    """Rows of a live view could not be read; they are left out and named (Sweep.unavailable)."""
+
+
+# How often load() reopens a live view whose rows it could not read after the file was
+# replaced meanwhile (the sweep's next view, or its final full build, took its place).
+RELOADS = 3
+
+
 class Sweep:
     """One sweep file, loaded.
 
@@ -64,6 +78,10 @@ class Sweep:
     knobs    the knob columns of /runs (e.g. "model.n_head")
     schema_version, status (the sweep's status attribute), partial (True while any run
     is pending, running or interrupted, or the sweep itself is running)
+    unavailable  {table: [run indices]} of rows that could not be read (a live view whose
+             segment is gone, another view's, or not openable under the open-file limit):
+             those runs' rows of that table are left out, never replaced by fill rows;
+             unavailable_notes says why, one line per table. Empty when every row is there.
     """
 
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs):
@@ -83,6 +101,8 @@ class Sweep:
         self.schema_version = int(attrs.get("ablate_schema_version", 1))
         self.status = str(attrs.get("status", ""))
         self.partial = self.status == "running" or bool(runs["status"].isin(UNFINISHED).any())
+        self.unavailable = {}
+        self.unavailable_notes = []
 
     @property
     def description(self):
@@ -202,8 +222,103 @@ def _open(path):
         raise SweepFileError("%s: cannot open as HDF5 (%s)" % (path, e)) from None
 
 
-def load(path):
-    """Reads the sweep file at path (schema 1 or 2; any sweep status) into a Sweep."""
+def _identity(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _segment_problem(base, table, file, file_rows, generation):
+    """What is wrong with a live view's segment for one table, or None."""
+    try:
+        with _open(os.path.join(base, file)) as g:
+            gen = _text(g.attrs.get("view_generation", ""))
+            rows = g.attrs.get("rows_" + table)
+            n = len(g[table]) if table in g else -1
+    except (SweepFileError, OSError, KeyError) as e:
+        return "segment %s cannot be opened (gone or damaged)" % file
+    if gen != generation:
+        return "segment %s is another view's (view_generation %s, not %s)" % (
+            file, gen or "none", generation)
+    if rows is None or int(rows) != file_rows or n != file_rows:
+        return "segment %s holds %s rows of /%s, not %d" % (file, n, table, file_rows)
+    return None
+
+
+def check_rows(path, f, runs, raw):
+    """The rows of each metric table that could not be read, as {table: (runs, note)}: rows
+    per run against /runs rows_<table>, rows with the fill value (run = -1), and in a live
+    view each segment's view_generation and row counts (/view_blocks). A file without
+    rows_* columns (before this check existed) is taken as it is."""
+    bad = {}
+    live = _text(f.attrs.get("view", "")) == "live"
+    generation = _text(f.attrs.get("view_generation", ""))
+    blocks = None
+    if live and "view_blocks" in f:
+        blocks = _frame(f["view_blocks"][()])
+    base = os.path.dirname(os.path.abspath(path))
+    for t in TABLES:
+        col = "rows_" + t
+        if col not in runs.columns:
+            continue
+        expect = runs[col].to_numpy(dtype=np.int64)
+        df = raw[t]
+        run = df["run"].to_numpy(dtype=np.int64) if len(df) else np.zeros(0, np.int64)
+        ok = (run >= 0) & (run < len(expect))
+        fill = int((~ok).sum())
+        got = np.bincount(run[ok], minlength=len(expect))[:len(expect)]
+        wrong = set(np.nonzero(got != expect)[0].tolist())
+        why = []
+        if blocks is not None and len(blocks):
+            mine = blocks[blocks["table"] == t]
+            for file, g in mine.groupby("file", sort=False):
+                p = _segment_problem(base, t, file, int(g["file_rows"].iloc[0]), generation)
+                if p:
+                    wrong |= set(int(r) for r in g["run"])
+                    why.append(p)
+        if not wrong:
+            continue
+        runs_bad = sorted(wrong)
+        lost = int(expect[runs_bad].sum())
+        note = "%s: /%s: %d of %d rows unavailable (run%s %s); %d read as fill rows (run = -1)" % (
+            path, t, lost, int(expect.sum()), "s" if len(runs_bad) > 1 else "",
+            ", ".join(map(str, runs_bad[:20])) + (", ..." if len(runs_bad) > 20 else ""), fill)
+        if why:
+            note += "; " + "; ".join(why[:3]) + ("; %d more segments" % (len(why) - 3)
+                                               if len(why) > 3 else "")
+        elif fill:
+            note += "; HDF5 could not open some segments (open-file limit?)"
+        bad[t] = (runs_bad, note)
+    return bad
+
+
+def load(path, unavailable="warn"):
+    """Reads the sweep file at path (schema 1 or 2; any sweep status) into a Sweep.
+
+    A live view's rows that cannot be read (docs/hdf5-schema.md, the live view) are never
+    used: the runs whose rows of a table are incomplete have none of that table's rows in
+    the Sweep, Sweep.unavailable names them, and an UnavailableRowsWarning says why
+    (unavailable="raise": an UnavailableRowsError instead). A view replaced while it was
+    read (the sweep's next or final view) is read again first."""
+    for attempt in range(RELOADS + 1):
+        before = _identity(path)
+        sw, bad = _load_once(path)
+        if not bad or attempt == RELOADS or _identity(path) == before:
+            break
+    if bad:
+        notes = [note for _, note in bad.values()]
+        if unavailable == "raise":
+            raise UnavailableRowsError("\n".join(notes))
+        for note in notes:
+            warnings.warn(note, UnavailableRowsWarning, stacklevel=2)
+        sw.unavailable = {t: runs for t, (runs, _) in bad.items()}
+        sw.unavailable_notes = notes
+    return sw
+
+
+def _load_once(path):
     if not os.path.isfile(path):
         raise SweepFileError("%s: no such file" % path)
     with _open(path) as f:
@@ -231,10 +346,14 @@ def load(path):
             else:
                 raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in EMPTY_COLUMNS[t]})
         data_files = _frame(f["data_files"][()]) if "data_files" in f else None
+        bad = check_rows(path, f, runs, raw)
+    for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
+        df = raw[t]
+        raw[t] = df[(df["run"] >= 0) & ~df["run"].isin(runs_bad)].reset_index(drop=True)
     sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols)
     if data_files is not None:
         sw.data_files = data_files
-    return sw
+    return sw, bad
 
 
 def _axis_label(column):

@@ -124,6 +124,11 @@ class Report:
             self.w("> **Partial:** the sweep is `%s`; %d of %d runs are done. Statistics use "
                    "the finished runs only and will change." % (sw.status, done, len(sw.runs)),
                    "")
+        if sw.unavailable:  # a live view read while some of its rows could not be
+            self.w("> **Rows unavailable:** these runs' rows are left out of the tables "
+                   "named (the view's segments could not be read; re-run the report on the "
+                   "final file):", ">")
+            self.w(*["> - %s" % n for n in sw.unavailable_notes], "")
         self.w("## Overview", "")
         self.w("File `%s` (schema version %d), sweep status **%s**, %d runs in %d "
                "configurations." % (os.path.basename(sw.path), sw.schema_version, sw.status,

@@ -58,6 +58,51 @@ def watch(d, ranks, label):
     assert not os.path.exists(out + ".d/view"), "%s: segments left after the sweep" % label
 
 
+def test_live_lost_segment():
+    """A segment of the live view deleted while the sweep runs: the sweep says so (one
+    warning naming it) and writes the rows it held again; the sweep ends whole."""
+    with C.workdir("live-lost") as d:
+        corpus = C.corpus_path(d)
+        spec = C.write(os.path.join(d, "live.yaml"), C.micro_spec(
+            corpus, steps=0, seeds=(1,), eval_every=0, stats_every=0, sample_tokens=8)
+            .replace("steps: 0,", "seconds: 8,"))
+        out = os.path.join(d, "live.h5")
+        job = C.Job(["run", spec, "-o", out, "--view-interval", "1"], tag="live-lost")
+        victim = None
+        try:
+            t0 = time.monotonic()
+            # a segment that a live OUT.h5 maps (so it was complete when OUT.h5 was written)
+            while job.poll() is None and victim is None and time.monotonic() - t0 < 60:
+                try:
+                    with h5py.File(out, "r") as f:
+                        if "view_blocks" in f and len(f["view_blocks"]):
+                            victim = os.path.join(d, f["view_blocks"]["file"][0].decode())
+                except (OSError, KeyError):
+                    pass
+                if victim:
+                    os.unlink(victim)
+                else:
+                    time.sleep(0.05)
+            # the next update finds it gone (updates go on while the run trains)
+            while job.poll() is None and "live view: segment" not in job.stderr():
+                time.sleep(0.1)
+            rc = job.wait(120)
+            err = job.stderr()
+        finally:
+            job.close()
+            job.cleanup_files()
+        assert victim, "no segment appeared while the run trained"
+        assert rc == 0, "exit %s: %s" % (rc, err)
+        lines = [ln for ln in err.splitlines() if "live view: segment" in ln]
+        assert len(lines) == 1 and os.path.basename(victim) in lines[0] and "is gone" in lines[0], \
+            "the sweep did not say the segment is gone: %r" % err
+        with h5py.File(out, "r") as f:
+            runs, steps = f["runs"][:], f["steps"]["run"]
+            assert (steps == 0).sum() == runs["rows_steps"][0] == len(steps) > 0, \
+                "final rows: %d of %d" % ((steps == 0).sum(), runs["rows_steps"][0])
+        C.log("  lost segment: %s" % lines[0])
+
+
 def test_live_one_process():
     with C.workdir("live1") as d:
         watch(d, None, "1 process")
@@ -69,4 +114,5 @@ def test_live_mpi():
 
 
 if __name__ == "__main__":
-    C.main([("live_one_process", test_live_one_process), ("live_mpi", test_live_mpi)])
+    C.main([("live_one_process", test_live_one_process), ("live_mpi", test_live_mpi),
+            ("live_lost_segment", test_live_lost_segment)])

@@ -1,6 +1,7 @@
 #include "h5table.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,12 +123,56 @@ int attr_str(hid_t loc, const char *name, const char *value) {
     return rc < 0 ? -1 : 0;
 }
 
+int attr_i64(hid_t loc, const char *name, long long value) {
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(loc, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &value);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(s);
+    return rc < 0 ? -1 : 0;
+}
+
 int attr_i32(hid_t loc, const char *name, int value) {
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, &value);
     if (a >= 0) H5Aclose(a);
     H5Sclose(s);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The fill value of a table: what a reader gets for a row that has no source (a virtual
+ * dataset whose segment file cannot be opened: HDF5 reports no error). Integers -1 and
+ * floats NaN, so a fill row can never be taken for data: no real row has run = -1 (the
+ * plan index) or step = -1. Unsigned integers get their maximum; strings are empty. */
+static int set_fill(hid_t dcpl, const Table *t) {
+    uint8_t *row = calloc(1, t->row_size);
+    if (!row) return -1;
+    for (int c = 0; c < t->ncol; c++) {
+        uint8_t *at = row + t->off[c];
+        int32_t i32 = -1;
+        int64_t i64 = -1;
+        uint64_t u64 = UINT64_MAX;
+        double nan = NAN;
+        switch (t->types[c]) {
+        case C_I32:
+            memcpy(at, &i32, sizeof i32);
+            break;
+        case C_I64:
+            memcpy(at, &i64, sizeof i64);
+            break;
+        case C_U64:
+            memcpy(at, &u64, sizeof u64);
+            break;
+        case C_F64:
+            memcpy(at, &nan, sizeof nan);
+            break;
+        default:
+            break; /* bool false, fixed strings empty, variable strings NULL (empty) */
+        }
+    }
+    herr_t rc = H5Pset_fill_value(dcpl, t->type, row);
+    free(row);
     return rc < 0 ? -1 : 0;
 }
 
@@ -219,6 +264,12 @@ int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int nco
     hsize_t dims = 0, maxdims = H5S_UNLIMITED;
     hid_t space = H5Screate_simple(1, &dims, &maxdims);
     hid_t dcpl = make_dcpl(chunk);
+    if (set_fill(dcpl, t) != 0) {
+        H5Pclose(dcpl);
+        H5Sclose(space);
+        h5err(err, "cannot set the fill value of /%s", name);
+        return -1;
+    }
     t->dset = H5Dcreate2(loc, name, t->type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     H5Sclose(space);
@@ -238,7 +289,7 @@ int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols,
         total += blocks[b].count;
     hid_t space = H5Screate_simple(1, &total, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int rc = space >= 0 && dcpl >= 0 ? 0 : -1;
+    int rc = space >= 0 && dcpl >= 0 && set_fill(dcpl, t) == 0 ? 0 : -1;
     hsize_t at = 0;
     for (int b = 0; b < nblocks && rc == 0; b++) {
         const TableBlock *k = &blocks[b];

@@ -39,7 +39,9 @@ void h5_process_init(void);
 
 /* A table that owns nothing yet (so table_close on it is safe). */
 void table_init(Table *t);
-/* compound = 0: a single-column dataset of that column's type. 0 or -1 with err. */
+/* compound = 0: a single-column dataset of that column's type. 0 or -1 with err. Its fill
+ * value (what HDF5 returns for rows that have no source) has every integer column -1 (the
+ * maximum if unsigned) and every float NaN: a fill row is never a real one. */
 int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
                  const char *description, char *err);
 /* Rows [start, start + count) of dataset `name` in file (a path relative to the directory
@@ -83,6 +85,7 @@ int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *
 /* Attributes (strings are variable-length UTF-8, made valid). 0 or -1. */
 int attr_str(hid_t loc, const char *name, const char *value);
 int attr_i32(hid_t loc, const char *name, int value);
+int attr_i64(hid_t loc, const char *name, long long value);
 /* A scalar variable-length UTF-8 string dataset with a description. */
 int write_string_dataset(hid_t loc, const char *name, const char *value, const char *description);
 /* A 1-D uint8 dataset with a description. */

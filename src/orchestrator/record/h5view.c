@@ -373,6 +373,11 @@ static const Metric metric_defs[] = {
 };
 _Static_assert(sizeof metric_defs / sizeof metric_defs[0] == N_METRICS, "N_METRICS");
 
+const char *h5v_table_name(int t) {
+    const Metric *m = &metric_defs[t / 2];
+    return t % 2 ? m->child : m->name;
+}
+
 static const char *const run_doc = "plan index of the run (row of /runs)";
 
 /* The HDF5 column of a field: numbers as themselves, enums as fixed strings, text as
@@ -609,7 +614,12 @@ static int pass2(View *v, hid_t file, char *err) {
             v->st.skipped += rs->n_ev;
             continue;
         }
+        long long before[N_TABLES];
+        for (int t = 0; t < N_TABLES; t++)
+            before[t] = table_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t);
         if (h5v_run_events(v, ms, i, 0, ev, err) != 0) goto done;
+        for (int t = 0; t < N_TABLES; t++)
+            rs->rows[t] = table_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t) - before[t];
         free(rs->ev);
         rs->ev = NULL;
     }
@@ -1007,4 +1017,6 @@ void h5view_schema_markdown(Buf *b) {
         buf_addc(b, '\n');
     }
     h5v_runs_markdown(b, head);
+    buf_addc(b, '\n');
+    h5v_live_markdown(b, head);
 }

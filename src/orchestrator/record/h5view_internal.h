@@ -29,6 +29,9 @@ typedef struct {
     int n, cap;
 } KvList;
 
+#define N_METRICS 4               /* steps, evals, acts (+ attn), samples */
+#define N_TABLES  (2 * N_METRICS) /* table 2m is metric m's, 2m+1 its child table (attn) */
+
 typedef struct {
     uint64_t plan_off, begin_off, end_off;
     uint64_t *ev; /* offsets of the EVENTS records of the last attempt */
@@ -43,7 +46,8 @@ typedef struct {
     StartEvent start;
     long last_step, last_tokens;
     double last_time;
-    long tokens_per_step; /* from the plan's config: fills /evals tokens of 0.1.0 journals */
+    long tokens_per_step;   /* from the plan's config: fills /evals tokens of 0.1.0 journals */
+    int64_t rows[N_TABLES]; /* rows of each metric table the view holds for it (/runs rows_*) */
 } RunState;
 
 typedef struct {
@@ -77,8 +81,6 @@ typedef struct {
     int ncol, nccol, heads, ckeys[6], nckeys;
 } Metric;
 
-#define N_METRICS 4 /* steps, evals, acts (+ attn), samples */
-
 /* Pass 1: indexes the records of r that end within limit into v (continuing from whatever
  * v holds); 0 or -1 with err. */
 int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err);
@@ -92,6 +94,8 @@ int h5v_metrics_create(Metric *ms, hid_t file, char *err);
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);
 int h5v_write_runs(View *v, hid_t file, char *err);
+/* The name of metric table t (N_TABLES numbering) or NULL where metric t/2 has no child. */
+const char *h5v_table_name(int t);
 /* Calls fn for each "label=value" segment of a run name (the variant segment, without '=',
  * with label NULL). */
 typedef int (*NameFn)(void *ctx, const char *label, size_t llen, const char *val, size_t vlen);
@@ -107,6 +111,8 @@ int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *bod
 /* The /runs part of the docs' schema tables; md_rows writes column rows. */
 void h5v_runs_markdown(Buf *b, const char *head);
 void h5v_md_rows(Buf *b, const Col *cols, int n);
+/* The live view's /view_blocks part of the docs' tables (h5view_live.c). */
+void h5v_live_markdown(Buf *b, const char *head);
 /* Frees what v holds (not the readers). */
 void h5v_view_free(View *v);
 

@@ -28,8 +28,6 @@
 #include "util/fsutil.h"
 #include "h5view_internal.h"
 
-#define N_TABLES (2 * N_METRICS) /* each metric's table and its child table (attn) */
-
 typedef struct {
     uint32_t seg, run;
     hsize_t start, count;
@@ -44,6 +42,16 @@ typedef struct {
     uint32_t attempt, emitted; /* the attempt whose rows are in segments, and its records */
 } LiveRun;
 
+/* A segment as written: a later update finds it gone, truncated or replaced if these differ
+ * (a reader of OUT.h5 would get fill rows for it, or another generation's rows). */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    uint8_t lost; /* reported; its blocks were dropped and their runs written again */
+} SegId;
+
 struct H5Live {
     View v;
     JournalReader *r;
@@ -51,6 +59,8 @@ struct H5Live {
     char out[ABL_PATH_MAX], dir[ABL_PATH_MAX + 16], rel[ABL_PATH_MAX + 16];
     char **segs; /* file names in dir */
     hsize_t (*seg_rows)[N_TABLES];
+    SegId *seg_id;
+    char gen[17]; /* this live view's generation: in OUT.h5 and in each of its segments */
     int nseg;
     LiveRun *lr;
     uint32_t nlr;
@@ -63,6 +73,17 @@ static int segdir_of(const char *out, char *dir, size_t dn, char *rel, size_t rn
     base = base ? base + 1 : out;
     if (snprintf(dir, dn, "%s.d/view", out) >= (int)dn) return -1;
     return snprintf(rel, rn, "%s.d/view", base) >= (int)rn ? -1 : 0;
+}
+
+/* A generation id no other live view has (segment names may be reused: a later session of
+ * the sweep can have the same PID), 16 hex digits. */
+static void new_generation(char gen[17]) {
+    uint64_t x = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1)
+        x = (uint64_t)(clock_seconds() * 1e9) ^ ((uint64_t)getpid() << 40);
+    if (f) fclose(f);
+    snprintf(gen, 17, "%016llx", (unsigned long long)x);
 }
 
 H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL_ERR_MAX]) {
@@ -82,6 +103,7 @@ H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL
     lv->v.nrd = 1;
     lv->v.header_into = &lv->v.header;
     h5v_metrics_layout(lv->layout);
+    new_generation(lv->gen);
     return lv;
 }
 
@@ -93,6 +115,7 @@ void h5live_close(H5Live *lv) {
         free(lv->segs[k]);
     free(lv->segs);
     free(lv->seg_rows);
+    free(lv->seg_id);
     free(lv->lr);
     for (int t = 0; t < N_TABLES; t++)
         free(lv->blocks[t].b);
@@ -141,6 +164,16 @@ static void drop_run(H5Live *lv, uint32_t run) {
     }
 }
 
+/* Its rows are written again, whole, by the next segment. */
+static void rewrite_run(H5Live *lv, uint32_t run) {
+    RunState *rs = &lv->v.runs[run];
+    drop_run(lv, run);
+    lv->lr[run].emitted = 0;
+    rs->has_start = rs->has_step = 0; /* pass-2 state, rebuilt from the first event */
+    rs->last_step = rs->last_tokens = 0;
+    rs->last_time = 0;
+}
+
 static int grow_runs(H5Live *lv) {
     if (lv->v.nruns <= lv->nlr) return 0;
     LiveRun *n = realloc(lv->lr, sizeof *n * lv->v.nruns);
@@ -179,8 +212,10 @@ static int write_segment(H5Live *lv, char *err) {
     if (ns) lv->segs = ns;
     hsize_t(*nr)[N_TABLES] = realloc(lv->seg_rows, sizeof *nr * (size_t)(lv->nseg + 1));
     if (nr) lv->seg_rows = nr;
+    SegId *ni = realloc(lv->seg_id, sizeof *ni * (size_t)(lv->nseg + 1));
+    if (ni) lv->seg_id = ni;
     Event *ev = malloc(sizeof *ev);
-    if (!ns || !nr || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
+    if (!ns || !nr || !ni || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
         free(ev);
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
@@ -220,6 +255,19 @@ done:
         char e2[ABL_ERR_MAX];
         if (table_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
+    /* what a reader checks a segment against: the generation of the OUT.h5 that maps it,
+     * and the rows /view_blocks says it has */
+    int bad = rc == 0 && attr_str(f, "view_generation", lv->gen) != 0;
+    for (int t = 0; t < N_TABLES && rc == 0 && !bad; t++) {
+        char an[64];
+        if (!h5v_table_name(t)) continue;
+        snprintf(an, sizeof an, "rows_%s", h5v_table_name(t));
+        bad = attr_i64(f, an, (long long)lv->seg_rows[seg][t]) != 0;
+    }
+    if (bad) {
+        h5err(err, "cannot write the attributes of %s", path);
+        rc = -1;
+    }
     free(ev);
     if (h5_finish_file(f, path, NULL, rc == 0, err) != 0) {
         /* its blocks are not referenced: a later update writes them again */
@@ -230,8 +278,60 @@ done:
         free(lv->segs[seg]);
         return -1;
     }
+    struct stat st;
+    SegId *id = &lv->seg_id[seg];
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) /* else the next update finds it changed and writes it again */
+        *id = (SegId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, 0};
     lv->nseg++;
     return 0;
+}
+
+/* Segments that OUT.h5 maps but that are gone, truncated or replaced since they were
+ * written (a cleanup, a full disk, a user): said once each on stderr, and the rows of every
+ * run that had a block there are written again into the next segment, so the next OUT.h5
+ * maps only what exists. The number found, or -1 (memory). */
+static long check_segments(H5Live *lv) {
+    uint8_t *mapped = calloc((size_t)lv->nseg + 1, 1);
+    if (!mapped) return -1;
+    for (int t = 0; t < N_TABLES; t++)
+        for (int i = 0; i < lv->blocks[t].n; i++)
+            mapped[lv->blocks[t].b[i].seg] = 1;
+    long lost = 0;
+    for (int k = 0; k < lv->nseg; k++) {
+        SegId *id = &lv->seg_id[k];
+        if (!mapped[k] || id->lost) continue;
+        char path[ABL_PATH_MAX + 96];
+        snprintf(path, sizeof path, "%s/%s", lv->dir, lv->segs[k]);
+        struct stat st;
+        const char *what = NULL;
+        if (stat(path, &st) != 0)
+            what = errno == ENOENT ? "is gone" : "cannot be read";
+        else if (st.st_dev != id->dev || st.st_ino != id->ino)
+            what = "was replaced";
+        else if (st.st_size != id->size)
+            what = st.st_size < id->size ? "was truncated" : "was changed";
+        else if (st.st_mtim.tv_sec != id->mtime.tv_sec || st.st_mtim.tv_nsec != id->mtime.tv_nsec)
+            what = "was changed";
+        if (!what) continue;
+        id->lost = 1;
+        lost++;
+        fprintf(stderr,
+                "ablate: warning: live view: segment %s %s since it was written; the rows it "
+                "held are written again (readers of the previous %s get fill rows, run = -1)\n",
+                path, what, lv->out);
+    }
+    if (lost)
+        for (int t = 0; t < N_TABLES; t++)
+            for (int i = 0; i < lv->blocks[t].n;) {
+                LiveBlock *b = &lv->blocks[t].b[i];
+                if (lv->seg_id[b->seg].lost)
+                    rewrite_run(lv, b->run); /* drops b: look at index i again */
+                else
+                    i++;
+            }
+    free(mapped);
+    return lost;
 }
 
 /* ---------------------------------------------------------------- OUT.h5 */
@@ -266,6 +366,60 @@ done:;
     return rc;
 }
 
+/* /view_blocks: where each block of rows of the live view's tables comes from. */
+static const Col block_cols[] = {
+    {"table", C_STR, 8, NULL, "the metric table (steps, evals, acts, attn or samples)"},
+    {"run", C_I32, 0, NULL, "plan index of the run whose rows the block holds"},
+    {"row", C_I64, 0, NULL, "first row of the block in the table"},
+    {"count", C_I64, 0, "rows", "rows in the block"},
+    {"file", C_VSTR, 0, NULL, "the segment file, relative to the directory of OUT.h5"},
+    {"file_rows", C_I64, 0, "rows",
+     "rows of the table in that file (its attribute rows_<table>); the file's attribute "
+     "view_generation is the root attribute view_generation of this OUT.h5"},
+};
+#define N_BLOCK_COLS ((int)(sizeof block_cols / sizeof *block_cols))
+
+void h5v_live_markdown(Buf *b, const char *head) {
+    buf_printf(b,
+               "#### `/view_blocks`\nIn a live view only: one row per block of rows of a "
+               "metric table, in table order.\n\n%s",
+               head);
+    h5v_md_rows(b, block_cols, N_BLOCK_COLS);
+}
+
+static int write_blocks(H5Live *lv, hid_t file, char *err) {
+    Table tb;
+    table_init(&tb);
+    int rc = table_create(&tb, file, "view_blocks", block_cols, N_BLOCK_COLS, 1,
+                          "Live view: where each block of rows of the metric tables comes "
+                          "from (docs/hdf5-schema.md, the live view).",
+                          err);
+    for (int t = 0; t < N_TABLES && rc == 0; t++) {
+        if (!h5v_table_name(t)) continue;
+        long long at = 0;
+        for (int i = 0; i < lv->blocks[t].n && rc == 0; i++) {
+            const LiveBlock *k = &lv->blocks[t].b[i];
+            char f[ABL_PATH_MAX + 96];
+            snprintf(f, sizeof f, "%s/%s", lv->rel, lv->segs[k->seg]);
+            uint8_t *row = table_row(&tb, err);
+            if (!row || set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
+                if (row) snprintf(err, ABL_ERR_MAX, "out of memory");
+                rc = -1;
+                break;
+            }
+            set_str(&tb, row, 0, h5v_table_name(t), 8);
+            set_i32(&tb, row, 1, (int32_t)k->run);
+            set_i64(&tb, row, 2, at);
+            set_i64(&tb, row, 3, (int64_t)k->count);
+            set_i64(&tb, row, 5, (int64_t)lv->seg_rows[k->seg][t]);
+            at += (long long)k->count;
+        }
+    }
+    char e2[ABL_ERR_MAX];
+    if (table_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    return rc;
+}
+
 static int write_top(H5Live *lv, char *err) {
     char tmp[ABL_PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", lv->out, (long)getpid());
@@ -276,7 +430,7 @@ static int write_top(H5Live *lv, char *err) {
     }
     int rc = -1;
     if (h5v_write_root(&lv->v, f, err) != 0) goto done;
-    if (attr_str(f, "view", "live") != 0) {
+    if (attr_str(f, "view", "live") != 0 || attr_str(f, "view_generation", lv->gen) != 0) {
         h5err(err, "cannot write the root attributes");
         goto done;
     }
@@ -284,7 +438,13 @@ static int write_top(H5Live *lv, char *err) {
         if ((t % 2 == 0 || lv->layout[t / 2].heads >= 0) &&
             virtual_table(lv, f, &lv->layout[t / 2], t, err) != 0)
             goto done;
-    if (h5v_write_runs(&lv->v, f, err) != 0) goto done;
+    /* /runs says how many rows of each table the view holds for each run */
+    for (uint32_t i = 0; i < lv->v.nruns; i++)
+        memset(lv->v.runs[i].rows, 0, sizeof lv->v.runs[i].rows);
+    for (int t = 0; t < N_TABLES; t++)
+        for (int i = 0; i < lv->blocks[t].n; i++)
+            lv->v.runs[lv->blocks[t].b[i].run].rows[t] += (int64_t)lv->blocks[t].b[i].count;
+    if (write_blocks(lv, f, err) != 0 || h5v_write_runs(&lv->v, f, err) != 0) goto done;
     rc = 0;
 done:
     return h5_finish_file(f, tmp, lv->out, rc == 0, err);
@@ -314,13 +474,15 @@ int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_E
         RunState *rs = &v->runs[i];
         LiveRun *l = &lv->lr[i];
         if (!rs->planned || rs->attempt == l->attempt) continue;
-        drop_run(lv, i);
+        rewrite_run(lv, i); /* the rows so far are the old attempt's */
         l->attempt = rs->attempt;
-        l->emitted = 0;
-        rs->has_start = rs->has_step = 0; /* pass-2 state of the old attempt */
-        rs->last_step = rs->last_tokens = 0;
-        rs->last_time = 0;
     }
+    long lost = check_segments(lv);
+    if (lost < 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    v->st.lost_segments = lost;
     v->st.runs = v->st.runs_done = 0; /* counted again by /runs */
     if (write_segment(lv, err) != 0 || write_top(lv, err) != 0) goto done;
     long long *rows[N_TABLES] = {&v->st.steps, NULL,        &v->st.evals,   NULL,

@@ -20,7 +20,8 @@ typedef struct {
     Col *cols;
     char (*names)[COL_NAME_MAX];
     int ncol;
-    int axis0, knob0, start0, end0, tail0;
+    int axis0, knob0, start0, end0, tail0, rows0;
+    int rows_table[N_TABLES], n_rows; /* the metric table of each rows_* column */
     int start_field[32], end_field[32], n_start, n_end;
 } RunsLayout;
 
@@ -93,7 +94,7 @@ static Col knob_col(const Knob *kn) {
 
 static int runs_layout(const View *v, RunsLayout *L) {
     const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
-    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL;
+    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL + N_TABLES;
     memset(L, 0, sizeof *L);
     L->cols = calloc((size_t)max, sizeof *L->cols);
     L->names = calloc((size_t)max, sizeof *L->names);
@@ -121,6 +122,21 @@ static int runs_layout(const View *v, RunsLayout *L) {
     L->tail0 = L->ncol;
     for (int i = 0; i < R_NTAIL; i++)
         layout_add(L, tail_cols[i], "run");
+    /* what a reader must get: any reader (h5py, pandas, R) compares its rows per run with
+     * these, so a live view's rows that cannot be read are never taken for fewer rows */
+    L->rows0 = L->ncol;
+    for (int t = 0; t < N_TABLES; t++) {
+        const char *tn = h5v_table_name(t);
+        if (!tn) continue;
+        L->rows_table[L->n_rows++] = t;
+        snprintf(L->names[L->ncol], COL_NAME_MAX, "rows_%s", tn);
+        layout_add(L,
+                   (Col){L->names[L->ncol], C_I64, 0, "rows",
+                         "rows of the metric table it names (rows_steps: /steps) that this view "
+                         "holds for the run; a reader that gets fewer, or rows with run = -1 "
+                         "(the fill value), read rows that are unavailable"},
+                   NULL);
+    }
     return 0;
 }
 
@@ -266,6 +282,8 @@ static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, Run
     set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
     set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
     set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
+    for (int k = 0; k < L->n_rows; k++)
+        set_i64(t, row, L->rows0 + k, rs->rows[L->rows_table[k]]);
     return bad ? -1 : 0;
 }
 
