@@ -10,6 +10,7 @@
 #include "data.h"
 #include "events.h"
 #include "run_config.h"
+#include "run_health.h"
 
 typedef struct {
     RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
@@ -24,6 +25,7 @@ typedef struct {
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     long eval_step;
+    RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
 } Trainer;
 
