@@ -315,7 +315,8 @@ typedef struct {
 } CkptHeader;
 
 /* The instability verdict, after the AdamW moments. A checkpoint written before it existed
- * has the caller's trailer there instead (another magic): its run is read as not flagged. */
+ * has the caller's trailer there instead (another magic): the verdict then starts over,
+ * unflagged, from the checkpoint's step. */
 #define CKPT_HEALTH_MAGIC "ABLHLTH1"
 typedef struct {
     char magic[8];
