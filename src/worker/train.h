@@ -57,8 +57,8 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
 /* Validation loss and next-token accuracy over the fixed validation windows. */
 void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
 
-/* Checkpoint: progress, parameters, AdamW moments and the instability verdict. The RNG needs no state: batches and
- * samples are pure functions of (seed, step). */
+/* Checkpoint: progress, parameters, AdamW moments and the instability verdict. The RNG
+ * needs no state: batches and samples are pure functions of (seed, step). */
 int trainer_save(const Trainer *t, FILE *f);
 int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]);
 
