@@ -3,7 +3,7 @@ whose loss blows up (lr 5, no clipping, no warmup) ends `done` with `instability
 above_uniform, its step and loss in /runs, while an ordinary micro run and a Tanh run are
 `none`; /acts carries near_zero_frac per layer (> 0 for Tanh, whose exact-zero fraction is
 0; never below zero_frac); /samples names each sample's repetition with a consistent loop
-period and coverage; `ablate train --json` prints the same end fields."""
+period and coverage; the sweep's progress line and `ablate train --json` say it too."""
 import json
 import math
 import os
@@ -25,7 +25,7 @@ def test_run_health():
                        C.micro_spec(corpus, steps=40, seeds=(1,), variants=VARIANTS,
                                     stats_every=20, sample_tokens=64))
         out = os.path.join(d, "h.h5")
-        C.run(["run", spec, "-o", out, "--force"], expect_rc=0)
+        rc, so, se = C.run(["run", spec, "-o", out, "--force"], expect_rc=0)
         v = C.View(out)
         runs = {r["name"]: r for r in v.runs.values()}
         for name in ("baseline/seed1", "tanh/seed1"):
@@ -35,6 +35,10 @@ def test_run_health():
         u = runs["unstable/seed1"]
         assert u["status"] == "done" and u["instability"] == "above_uniform", u
         assert 1 < u["unstable_step"] <= 5 and u["unstable_loss"] > LIMIT, u
+        # the progress line says so; the other runs' lines do not
+        assert "unstable/seed1 done: val_loss" in se, se[-2000:]
+        assert ", unstable (above_uniform) from step %d" % u["unstable_step"] in se, se[-2000:]
+        assert se.count(", unstable (") == 1, se[-2000:]
         # the flagged step's loss is the logged one (log_every 1)
         steps = {k[1]: row for k, row in v.tables["steps"].items() if k[0] == u["id"]}
         assert steps[u["unstable_step"]]["loss"] == u["unstable_loss"], steps[u["unstable_step"]]
