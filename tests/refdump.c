@@ -163,9 +163,10 @@ static void write_stats(const GPT *m) {
         const LayerStats *s = &m->stats[l];
         fprintf(f,
                 "  {\"zero_frac\": %.17g, \"max\": %.17g, \"min\": %.17g, \"mean\": %.17g, "
-                "\"rms\": %.17g, \"resid_rms\": %.17g, \"grad_norm\": %.17g, \"attn_entropy\": [",
+                "\"rms\": %.17g, \"resid_rms\": %.17g, \"grad_norm\": %.17g, "
+                "\"near_zero_frac\": %.17g, \"attn_entropy\": [",
                 s->zero_frac, s->max, s->min, s->mean, s->rms, s->resid_rms,
-                gpt_layer_grad_norm(m, l));
+                gpt_layer_grad_norm(m, l), s->near_zero_frac);
         for (int h = 0; h < m->cfg.n_head; h++)
             fprintf(f, "%s%.17g", h ? ", " : "", s->attn_entropy[h]);
         fprintf(f, "]}%s\n", l + 1 < m->cfg.n_layer ? "," : "");

@@ -1,7 +1,9 @@
 /* Degeneration measures of a generated sample (src/worker/sample_metrics.c): a loop of
- * newlines is flagged, ordinary text and word-level loops are not, and the two thresholds
+ * newlines is degenerate, ordinary text and word-level loops are not, and the two thresholds
  * (most frequent token >= half the sample; a run of max(16, n/4) equal tokens) sit where the
- * documentation puts them. */
+ * documentation puts them. Word-level loops are named by `repetition` (ngram_loop) with the
+ * loop's period and coverage, whose thresholds (half the sample, three units, period <= 64)
+ * are checked at their edges. */
 #include <string.h>
 
 #include "test_util.h"
@@ -40,12 +42,13 @@ int main(void) {
                      "and Juliet is the sun. Arise, fair sun, and kill the envious moon.");
     CHECK(!s.degenerate && s.longest_run == 2 && s.top_token_frac < 0.25); /* "kill" */
 
-    /* a word-level loop, normal for tiny models: not flagged */
+    /* a word-level loop: not degenerate (one token does not dominate), an n-gram loop */
     text[0] = 0;
     while (strlen(text) < 200)
         strcat(text, "the king ");
     s = measure_text(text);
     CHECK(!s.degenerate && s.longest_run == 1);
+    CHECK(s.repetition == REP_NGRAM_LOOP && s.loop_period == 9 && s.loop_frac == 1.0);
 
     /* newline every other token: the most frequent token is exactly half */
     for (int i = 0; i < 100; i++)
@@ -67,8 +70,85 @@ int main(void) {
     s = measure_run(200, 50);
     CHECK(s.degenerate);
 
+    /* the degenerate ones are token runs, whatever loop they also are */
+    memset(text, '\n', 200);
+    text[200] = 0;
+    s = measure_text(text);
+    CHECK(s.repetition == REP_TOKEN_RUN && s.loop_period == 1 && s.loop_frac == 1.0);
+
+    /* ordinary text: no loop */
+    s = measure_text("ROMEO: But soft, what light through yonder window breaks? It is the east, "
+                     "and Juliet is the sun. Arise, fair sun, and kill the envious moon.");
+    CHECK(s.repetition == REP_NONE && s.loop_period == 0 && s.loop_frac == 0.0);
+
+    /* "The the the ...": the longest run of one character is 1, yet it loops on " the" */
+    snprintf(text, sizeof text, "ROMEO: The");
+    while (strlen(text) < 120)
+        strcat(text, " the");
+    s = measure_text(text);
+    CHECK(!s.degenerate && s.longest_run == 1 && s.top_token_frac < 0.5);
+    CHECK(s.repetition == REP_NGRAM_LOOP && s.loop_period == 4);
+    CHECK_MSG(s.loop_frac == 114.0 / 122, "loop_frac %.6f", s.loop_frac); /* "he the ... the" */
+
+    /* a loop only at the start does not count: the loop must reach the end */
+    text[0] = 0;
+    while (strlen(text) < 100)
+        strcat(text, "the king ");
+    strcat(text, "ROMEO: But soft, what light through yonder window breaks? It is the east, and "
+                 "Juliet is the sun.");
+    s = measure_text(text);
+    CHECK(s.repetition == REP_NONE && s.loop_period == 0);
+
+    /* coverage: a period-5 tail of exactly half the sample loops, one token less does not */
+    {
+        static const char *prose = "But soft, what light through yonder window breaks, it is";
+        for (int L = 50; L >= 49; L--) {
+            snprintf(text, sizeof text, "%.*s", 100 - L, prose);
+            for (int i = 0; i < L; i++)
+                text[100 - L + i] = "abcde"[i % 5];
+            text[100] = 0;
+            s = measure_text(text);
+            if (L == 50)
+                CHECK_MSG(s.repetition == REP_NGRAM_LOOP && s.loop_period == 5 &&
+                              s.loop_frac == 0.5,
+                          "L 50: repetition %d period %d frac %.3f", s.repetition, s.loop_period,
+                          s.loop_frac);
+            else
+                CHECK_MSG(s.repetition == REP_NONE, "L 49: repetition %d period %d frac %.3f",
+                          s.repetition, s.loop_period, s.loop_frac);
+        }
+    }
+
+    /* three units at least: a unit of 40 seen twice over 80 of 100 tokens is no loop, thrice
+     * over 120 of 150 is; a unit longer than 64 is never looked for */
+    {
+        char unit[80];
+        for (int i = 0; i < 40; i++)
+            unit[i] = (char)(i < 26 ? 'A' + i : 'a' + i - 26); /* 40 distinct letters */
+        for (int reps = 2; reps <= 3; reps++) {
+            int n = reps == 2 ? 100 : 150, head = n - 40 * reps;
+            for (int i = 0; i < head; i++)
+                text[i] = (char)('0' + i % 10);
+            for (int i = 0; i < 40 * reps; i++)
+                text[head + i] = unit[i % 40];
+            text[n] = 0;
+            s = measure_text(text);
+            CHECK_MSG(reps == 2 ? s.repetition == REP_NONE
+                                : s.repetition == REP_NGRAM_LOOP && s.loop_period == 40,
+                      "%d units: repetition %d period %d", reps, s.repetition, s.loop_period);
+        }
+        for (int i = 0; i < 70; i++) /* 70 tokens, all different from each other */
+            text[i] = (char)(33 + i);
+        for (int i = 70; i < 280; i++)
+            text[i] = text[i - 70];
+        text[280] = 0;
+        s = measure_text(text);
+        CHECK(s.repetition == REP_NONE && s.loop_period == 0);
+    }
+
     /* nothing generated */
     sample_measure(NULL, 0, &s);
     CHECK(!s.degenerate && s.longest_run == 0 && s.distinct_ratio == 0.0);
+    CHECK(s.repetition == REP_NONE && s.loop_period == 0 && s.loop_frac == 0.0);
     return test_finish("test_samples");
 }

@@ -663,6 +663,12 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
     st->rms = sqrt(sq / (double)n);
     st->max = mx;
     st->min = mn;
+    /* a second pass: the threshold needs the rms (<=, so exact zeros count even when the
+     * whole tensor is zero) */
+    double tau = GPT_NEAR_ZERO * st->rms, near = 0;
+    for (size_t i = 0; i < n; i++)
+        near += fabs((double)h[i]) <= tau;
+    st->near_zero_frac = near / (double)n;
 }
 
 static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,

@@ -97,8 +97,14 @@ typedef struct {
 size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]);
 
 /* Activation statistics gathered in forward when GPT.collect_stats is set. */
+/* near_zero_frac counts |h| <= GPT_NEAR_ZERO x rms(h): scale-free (ReLU^2 maxima run to the
+ * hundreds, Tanh stays within 1), and a unit under a tenth of the typical magnitude adds
+ * under 1% of the typical energy to the down projection (docs/metrics.md). */
+#define GPT_NEAR_ZERO 0.1
+
 typedef struct {
     double zero_frac, max, min, mean, rms; /* MLP hidden after the nonlinearity */
+    double near_zero_frac;                 /* of the same, |h| <= GPT_NEAR_ZERO * rms */
     double resid_rms;                      /* residual stream after the block */
     double attn_entropy[MODEL_MAX_HEADS];  /* per head, nats, mean over (b, t) */
 } LayerStats;

@@ -27,6 +27,11 @@
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;
 typedef enum { RUN_DONE, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED, RUN_STATUS_COUNT } RunStatus;
 typedef enum { SAMPLE_GREEDY, SAMPLE_TEMPERATURE, SAMPLE_KIND_COUNT } SampleKind;
+/* Which clause of the instability rule fired first (run_health.h, docs/metrics.md). */
+typedef enum { INSTAB_NONE, INSTAB_NONFINITE, INSTAB_ABOVE_UNIFORM, INSTAB_COUNT } Instability;
+/* What repeats in a sample (sample_metrics.h): nothing, one token (the degenerate rule) or
+ * a unit of tokens looping to the end. */
+typedef enum { REP_NONE, REP_TOKEN_RUN, REP_NGRAM_LOOP, REP_COUNT } Repetition;
 typedef enum {
     EF_LONG,
     EF_INT,
@@ -41,6 +46,8 @@ typedef enum {
 extern const char *const event_kind_names[EV_KIND_COUNT];
 extern const char *const run_status_names[RUN_STATUS_COUNT];
 extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
+extern const char *const instability_names[INSTAB_COUNT];
+extern const char *const repetition_names[REP_COUNT];
 
 #define EV_UTC_MAX 32 /* "2024-05-01T12:00:00.123Z" */
 
@@ -82,7 +89,8 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, resid_rms, EF_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
     X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
     X(S, n_head, EF_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
-    X(S, attn_entropy, EF_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions")
+    X(S, attn_entropy, EF_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions") \
+    X(S, near_zero_frac, EF_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)")
 #define EVENT_ACT_V1 11
 
 #define EVENT_SAMPLE_FIELDS(X, S) \
@@ -95,7 +103,10 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, longest_run, EF_INT, 0, NULL, "tokens", "longest run of one repeated token") \
     X(S, top_token_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the most frequent token") \
     X(S, degenerate, EF_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)") \
-    X(S, ids, EF_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)")
+    X(S, ids, EF_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)") \
+    X(S, repetition, EF_ENUM, REP_COUNT, repetition_names, NULL, "none, token_run (degenerate) or ngram_loop: what repeats (docs/metrics.md)") \
+    X(S, loop_period, EF_INT, 0, NULL, "tokens", "tokens in the unit the sample ends looping on (0: no loop)") \
+    X(S, loop_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the sample that final loop covers (0: no loop)")
 #define EVENT_SAMPLE_V1 9
 
 #define EVENT_END_FIELDS(X, S) \
@@ -114,7 +125,10 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, slurm_array_task_id, EF_STR, 16, NULL, NULL, "SLURM_ARRAY_TASK_ID") \
     X(S, slurm_restart_count, EF_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
     X(S, slurm_partition, EF_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
-    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST")
+    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
+    X(S, instability, EF_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite or above_uniform: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
+    X(S, unstable_step, EF_LONG, 0, NULL, "steps", "step at which it fired (0: never)") \
+    X(S, unstable_loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)")
 #define EVENT_END_V1 8
 /* clang-format on */
 

@@ -110,6 +110,9 @@ static void progress_emit(EventSink *self, const Event *ev) {
                 run_status_names[e->status], e->steps, e->tokens, e->train_seconds, e->tokens_per_s,
                 e->final_val_loss);
         if (e->message[0]) fprintf(f, "%s\n", e->message);
+        if (e->instability > INSTAB_NONE && e->instability < INSTAB_COUNT)
+            fprintf(f, "unstable (%s): training loss %.4g at step %ld (docs/metrics.md)\n",
+                    instability_names[e->instability], e->unstable_loss, e->unstable_step);
         break;
     }
     default:

@@ -52,6 +52,7 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     gpt_init_weights(&t->gpt, seed);
     t->total_steps = run_config_total_steps(&t->cfg);
     t->val_loss = t->val_acc = NAN;
+    run_health_init(&t->health);
     return 0;
 }
 
@@ -125,6 +126,7 @@ static void emit_acts(Trainer *t, EventSink *sink) {
         a->n_head = g->cfg.n_head;
         for (int h = 0; h < g->cfg.n_head && h < ABL_MAX_HEADS; h++)
             a->attn_entropy[h] = s->attn_entropy[h];
+        a->near_zero_frac = s->near_zero_frac;
         sink_emit(sink, &ev);
     }
 }
@@ -235,6 +237,7 @@ static void fill_end(const Trainer *t, RunStatus status, EndEvent *end) {
     end->tokens_per_s = t->train_seconds > 0 ? (double)t->tokens / t->train_seconds : 0.0;
     end->final_val_loss = t->val_loss;
     end->final_val_acc = t->val_acc;
+    run_health_fill_end(&t->health, end);
     provenance_fill_end(end, t->attempt_start_utc);
 }
 
@@ -273,6 +276,8 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
         t->train_seconds += clock_seconds() - t0;
         t->step = next;
         t->tokens += tokens_per_step;
+        /* every step's loss, logged or not: a spike between log lines still counts */
+        run_health_observe(&t->health, t->step, loss, tc->warmup_steps, t->cfg.model.vocab_size);
         if (!isfinite(loss)) {
             emit_step(t, sink, loss, lr, grad_norm);
             status = RUN_DIVERGED;
@@ -309,6 +314,17 @@ typedef struct {
     double train_seconds, val_loss, val_acc;
 } CkptHeader;
 
+/* The instability verdict, after the AdamW moments. A checkpoint written before it existed
+ * has the caller's trailer there instead (another magic): the verdict then starts over,
+ * unflagged, from the checkpoint's step. */
+#define CKPT_HEALTH_MAGIC "ABLHLTH1"
+typedef struct {
+    char magic[8];
+    int32_t kind, reserved;
+    int64_t step;
+    double loss;
+} CkptHealth;
+
 int trainer_save(const Trainer *t, FILE *f) {
     CkptHeader h;
     memset(&h, 0, sizeof h);
@@ -325,7 +341,13 @@ int trainer_save(const Trainer *t, FILE *f) {
     if (fwrite(&h, sizeof h, 1, f) != 1 || fwrite(t->gpt.params, sizeof(float), n, f) != n ||
         fwrite(t->m, sizeof(float), n, f) != n || fwrite(t->v, sizeof(float), n, f) != n)
         return -1;
-    return 0;
+    CkptHealth hh;
+    memset(&hh, 0, sizeof hh);
+    memcpy(hh.magic, CKPT_HEALTH_MAGIC, 8);
+    hh.kind = (int32_t)t->health.kind;
+    hh.step = t->health.step;
+    hh.loss = t->health.loss;
+    return fwrite(&hh, sizeof hh, 1, f) == 1 ? 0 : -1;
 }
 
 int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]) {
@@ -351,5 +373,13 @@ int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]) {
     t->train_seconds = h.train_seconds;
     t->val_loss = h.val_loss;
     t->val_acc = h.val_acc;
+    run_health_init(&t->health);
+    CkptHealth hh;
+    if (fread(&hh, sizeof hh, 1, f) == 1 && memcmp(hh.magic, CKPT_HEALTH_MAGIC, 8) == 0 &&
+        hh.kind > INSTAB_NONE && hh.kind < INSTAB_COUNT) {
+        t->health.kind = (Instability)hh.kind;
+        t->health.step = (long)hh.step;
+        t->health.loss = hh.loss;
+    }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "data.h"
 #include "events.h"
 #include "run_config.h"
+#include "run_health.h"
 
 typedef struct {
     RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
@@ -24,6 +25,7 @@ typedef struct {
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     long eval_step;
+    RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
 } Trainer;
 
@@ -55,8 +57,8 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
 /* Validation loss and next-token accuracy over the fixed validation windows. */
 void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
 
-/* Checkpoint: progress, parameters and AdamW moments. The RNG needs no state: batches and
- * samples are pure functions of (seed, step). */
+/* Checkpoint: progress, parameters, AdamW moments and the instability verdict. The RNG
+ * needs no state: batches and samples are pure functions of (seed, step). */
 int trainer_save(const Trainer *t, FILE *f);
 int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]);
 

@@ -265,6 +265,14 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
             fails.append(f"stats layer {l} zero_frac: C {sc['zero_frac']:.6g} ref {zeros / n:.6g}")
         hmax = max(h.abs().max().item(), 1e-30)
         rms = h.pow(2).mean().sqrt().item()
+        # near_zero_frac: |h| <= 0.1 rms (GPT_NEAR_ZERO), recomputed in float64 from the
+        # reference's h; an element within round-off of the threshold may fall either side
+        ha, tau = h.double().abs(), 0.1 * h.double().pow(2).mean().sqrt().item()
+        lo = (ha <= tau * (1 - 1e-5)).sum().item()
+        hi = (ha <= tau * (1 + 1e-5)).sum().item()
+        if not lo - 2 <= sc["near_zero_frac"] * n <= hi + 2:
+            fails.append(f"stats layer {l} near_zero_frac: C {sc['near_zero_frac']:.6g} ref "
+                         f"{lo / n:.6g}..{hi / n:.6g}")
         check("max", l, sc["max"], h.max().item(), hmax)
         check("min", l, sc["min"], h.min().item(), hmax)
         check("mean", l, sc["mean"], h.mean().item(), hmax)

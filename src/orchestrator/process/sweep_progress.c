@@ -65,9 +65,13 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
         snprintf(p->best_name, sizeof p->best_name, "%s", name);
     }
     char last[384];
+    char flag[96] = ""; /* done but flagged (docs/metrics.md, "Instability"): said here too */
+    if (end->instability > INSTAB_NONE && end->instability < INSTAB_COUNT)
+        snprintf(flag, sizeof flag, ", unstable (%s) from step %ld",
+                 instability_names[end->instability], end->unstable_step);
     if (end->status == RUN_DONE)
-        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s", name, end->final_val_loss,
-                 end->tokens_per_s);
+        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s%s", name,
+                 end->final_val_loss, end->tokens_per_s, flag);
     else
         snprintf(last, sizeof last, "%s %s: %s", name,
                  end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);

@@ -1,0 +1,242 @@
+/* The instability rule (src/worker/run_health.c, docs/metrics.md) and the near-zero fraction
+ * of the MLP activation, in the run itself:
+ * - the rule's edges: a non-finite loss fires at any step, a loss above ln V + 1 only after
+ *   warmup, the first firing is kept;
+ * - ordinary short runs of the shipped micro recipe (quickstart: lr 1e-2, warmup 50, clip 1)
+ *   over variants of the micro study and the smooth activations end done and unflagged;
+ * - a deliberately unstable run (lr 5, no clipping, no warmup) ends done but flagged
+ *   above_uniform at the step its loss blew up; a diverged run is flagged nonfinite;
+ * - the verdict survives a checkpoint, and a checkpoint written before it existed loads
+ *   with the verdict starting over from its step;
+ * - GELU and Tanh, whose exact-zero fraction is 0, have a near-zero fraction above 0 (and at
+ *   least the exact-zero fraction for ReLU). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_util.h"
+#include "worker/knobs.h"
+#include "worker/run_health.h"
+#include "worker/train.h"
+
+static void test_rule(void) {
+    RunHealth h;
+    const int V = 65; /* ln 65 + 1 = 5.174 */
+    double lim = run_health_limit(V);
+    CHECK(fabs(lim - (log(65.0) + 1.0)) < 1e-12);
+    run_health_init(&h);
+    CHECK(h.kind == INSTAB_NONE && h.step == 0 && isnan(h.loss));
+    /* during warmup (step <= warmup_steps) a high loss is the init's or the ramp's */
+    CHECK(run_health_observe(&h, 10, 100.0, 10, V) == 0 && h.kind == INSTAB_NONE);
+    CHECK(run_health_observe(&h, 11, lim, 10, V) == 0 && h.kind == INSTAB_NONE); /* not above */
+    CHECK(run_health_observe(&h, 12, nextafter(lim, INFINITY), 10, V) == 1);
+    CHECK(h.kind == INSTAB_ABOVE_UNIFORM && h.step == 12 && h.loss > lim);
+    /* the first firing is kept */
+    CHECK(run_health_observe(&h, 13, NAN, 10, V) == 0 && h.kind == INSTAB_ABOVE_UNIFORM);
+    CHECK(h.step == 12);
+    /* a non-finite loss fires during warmup too */
+    run_health_init(&h);
+    CHECK(run_health_observe(&h, 3, INFINITY, 10, V) == 1);
+    CHECK(h.kind == INSTAB_NONFINITE && h.step == 3);
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    run_health_fill_end(&h, &end);
+    CHECK(end.instability == INSTAB_NONFINITE && end.unstable_step == 3 &&
+          isinf(end.unstable_loss));
+}
+
+/* The quickstart recipe on the micro preset, short. */
+static void recipe(RunConfig *c, const char *corpus, long steps) {
+    run_config_default(c);
+    model_config_preset(&c->model, "micro");
+    snprintf(c->data.path, sizeof c->data.path, "%s", corpus);
+    c->train.steps = steps;
+    c->train.lr = 1e-2;
+    c->train.warmup_steps = 50;
+    c->train.eval_every = 0;
+    c->train.eval_tokens = 1024;
+    c->train.log_every = 10;
+    c->stats.every = 50;
+    c->sample.tokens = 0;
+}
+
+/* Keeps the act events' near-zero and zero fractions (the last per layer). */
+typedef struct {
+    EventSink sink;
+    int n_acts;
+    double near_zero[8], zero[8];
+} Acts;
+
+static void acts_emit(EventSink *self, const Event *ev) {
+    Acts *a = (Acts *)self;
+    if (ev->kind != EV_ACT || ev->u.act.layer >= 8) return;
+    a->n_acts++;
+    a->near_zero[ev->u.act.layer] = ev->u.act.near_zero_frac;
+    a->zero[ev->u.act.layer] = ev->u.act.zero_frac;
+}
+
+/* Trains c to its budget (or, with stop_at > 0, checkpoints into ckpt at that step and stops);
+ * with resume_from, first loads that checkpoint. */
+static RunStatus run(const RunConfig *c, EventSink *sink, EndEvent *end, long stop_at,
+                     const char *ckpt, const char *resume_from);
+
+typedef struct {
+    const Trainer *t;
+    long stop_at;
+    const char *path;
+} Stop;
+
+static TrainPoll stop_poll(void *ctx) {
+    Stop *s = ctx;
+    return s->t->step >= s->stop_at ? TRAIN_CHECKPOINT : TRAIN_CONTINUE;
+}
+
+static int stop_save(void *ctx, const Trainer *t) {
+    Stop *s = ctx;
+    FILE *f = fopen(s->path, "wb");
+    if (!f) return -1;
+    int rc = trainer_save(t, f);
+    return fclose(f) == 0 ? rc : -1;
+}
+
+static RunStatus run(const RunConfig *c, EventSink *sink, EndEvent *end, long stop_at,
+                     const char *ckpt, const char *resume_from) {
+    char err[ABL_ERR_MAX];
+    Dataset d;
+    Trainer t;
+    if (dataset_load(&d, &c->data, c->model.context, err) != 0 ||
+        trainer_init(&t, c, 1, &d, err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        test_failures++;
+        return RUN_FAILED;
+    }
+    if (resume_from) {
+        FILE *f = fopen(resume_from, "rb");
+        CHECK(f != NULL);
+        if (f) {
+            CHECK_MSG(trainer_load(&t, f, err) == 0, "%s", err);
+            fclose(f);
+        }
+    }
+    Stop s = {&t, stop_at, ckpt};
+    TrainControl ctl = {stop_poll, &s, stop_save, &s};
+    RunStatus st = trainer_run(&t, sink, stop_at > 0 ? &ctl : NULL, end);
+    trainer_free(&t);
+    dataset_free(&d);
+    return st;
+}
+
+/* The micro study's variants and the smooth activations, short: none is flagged. */
+static void test_ordinary(const char *corpus) {
+    static const char *const sets[] = {
+        "",
+        "model.n_layer=4",
+        "model.context=32",
+        "model.activation=gelu",
+        "model.activation=tanh",
+        "model.activation=swiglu",
+        "model.norm=post",
+        "model.position=rope",
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+        RunConfig c;
+        recipe(&c, corpus, 100);
+        char err[ABL_ERR_MAX];
+        if (sets[i][0]) CHECK_MSG(knob_assign(&c, sets[i], err) == 0, "%s", err);
+        Acts a = {{acts_emit}, 0, {0}, {0}};
+        EndEvent end;
+        CHECK(run(&c, &a.sink, &end, 0, NULL, NULL) == RUN_DONE);
+        CHECK_MSG(end.instability == INSTAB_NONE && end.unstable_step == 0 &&
+                      isnan(end.unstable_loss),
+                  "%s: flagged %s at step %ld (loss %g)", sets[i][0] ? sets[i] : "baseline",
+                  instability_names[end.instability], end.unstable_step, end.unstable_loss);
+        CHECK(a.n_acts == 2 * c.model.n_layer);
+        for (int l = 0; l < c.model.n_layer && l < 8; l++) {
+            CHECK_MSG(a.near_zero[l] >= a.zero[l] && a.near_zero[l] < 1.0,
+                      "%s layer %d: near_zero %g zero %g", sets[i], l, a.near_zero[l], a.zero[l]);
+            if (strstr(sets[i], "gelu") || strstr(sets[i], "tanh")) {
+                CHECK_MSG(a.zero[l] == 0.0, "%s: exact zeros %g", sets[i], a.zero[l]);
+                CHECK_MSG(a.near_zero[l] > 0.0, "%s layer %d: near_zero_frac 0", sets[i], l);
+            }
+        }
+    }
+}
+
+/* lr 5 without clipping or warmup: the loss leaves ln V far behind at once, then the run
+ * limps on to its budget: done, flagged. */
+static void test_unstable(const char *corpus, const char *dir) {
+    RunConfig c;
+    recipe(&c, corpus, 40);
+    c.train.lr = 5.0;
+    c.train.grad_clip = 0.0;
+    c.train.warmup_steps = 0;
+    EndEvent end;
+    CHECK(run(&c, NULL, &end, 0, NULL, NULL) == RUN_DONE);
+    CHECK_MSG(end.status == RUN_DONE && end.instability == INSTAB_ABOVE_UNIFORM,
+              "status %s instability %s", run_status_names[end.status],
+              instability_names[end.instability]);
+    CHECK_MSG(end.unstable_step >= 2 && end.unstable_step <= 5 &&
+                  end.unstable_loss > run_health_limit(256), /* any byte-level vocabulary */
+              "step %ld loss %g", end.unstable_step, end.unstable_loss);
+    long step = end.unstable_step;
+    double loss = end.unstable_loss;
+
+    /* stopped at step 20 with a checkpoint, resumed from it: the same verdict */
+    char ckpt[512], old[512];
+    snprintf(ckpt, sizeof ckpt, "%s/unstable.ckpt", dir);
+    CHECK(run(&c, NULL, &end, 20, ckpt, NULL) == RUN_INTERRUPTED);
+    CHECK(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step == step);
+    CHECK(run(&c, NULL, &end, 0, NULL, ckpt) == RUN_DONE);
+    CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step == step &&
+                  end.unstable_loss == loss,
+              "resumed: %s at %ld (loss %g)", instability_names[end.instability], end.unstable_step,
+              end.unstable_loss);
+
+    /* a checkpoint without the verdict block (written before it existed): loads, unflagged.
+     * The block is the last 32 bytes trainer_save writes. */
+    snprintf(old, sizeof old, "%s/old.ckpt", dir);
+    FILE *in = fopen(ckpt, "rb"), *out = fopen(old, "wb");
+    CHECK(in && out);
+    if (in && out) {
+        fseek(in, 0, SEEK_END);
+        long size = ftell(in) - 32;
+        fseek(in, 0, SEEK_SET);
+        char buf[4096];
+        for (long left = size; left > 0;) {
+            size_t k = (size_t)(left < (long)sizeof buf ? left : (long)sizeof buf);
+            CHECK(fread(buf, 1, k, in) == k && fwrite(buf, 1, k, out) == k);
+            left -= (long)k;
+        }
+        char magic[9] = {0};
+        CHECK(fread(magic, 1, 8, in) == 8 && !strcmp(magic, "ABLHLTH1"));
+    }
+    if (in) fclose(in);
+    if (out) fclose(out);
+    /* it loads; the verdict starts over from the checkpoint's step (this run, still
+     * unstable, fires again at once) */
+    CHECK(run(&c, NULL, &end, 0, NULL, old) == RUN_DONE);
+    CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step > 20,
+              "old checkpoint: %s at %ld", instability_names[end.instability], end.unstable_step);
+    unlink(ckpt);
+    unlink(old);
+
+    /* a run that diverges is flagged nonfinite at the step it ended (inside a long warmup,
+     * where the other clause cannot fire first) */
+    c.train.lr = 1e30;
+    c.train.steps = 200;
+    c.train.warmup_steps = 1000;
+    CHECK(run(&c, NULL, &end, 0, NULL, NULL) == RUN_DIVERGED);
+    CHECK(end.instability == INSTAB_NONFINITE && end.unstable_step == end.steps);
+}
+
+int main(void) {
+    const char *dir = test_tmpdir();
+    const char *corpus = test_corpus(dir);
+    CHECK(corpus != NULL);
+    test_rule();
+    test_ordinary(corpus);
+    test_unstable(corpus, dir);
+    return test_finish("test_run_health");
+}
