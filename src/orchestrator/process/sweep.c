@@ -688,7 +688,7 @@ static TrainPoll local_poll(void *ctx) {
     if (sweep_signal_term()) return TRAIN_ABORT;
     if (sweep_signal_usr1() && !stopping(s)) { /* as run_mpi says it */
         s->stop = STOP_SIGNAL;
-        fprintf(stderr, "\nablate: SIGUSR1: checkpointing 1 run(s) in progress\n");
+        fprintf(stderr, "\nablate: %s: checkpointing 1 run(s) in progress\n", sweep_signal_name());
     }
     if (s->join) {
         join_tick(s);
@@ -755,7 +755,8 @@ static void run_mpi(Sweep *s, int nranks) {
         rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
-            fprintf(stderr, "\nablate: SIGUSR1: checkpointing %d run(s) in progress\n", n_busy);
+            fprintf(stderr, "\nablate: %s: checkpointing %d run(s) in progress\n",
+                    sweep_signal_name(), n_busy);
         }
         if (stopping(s) && !asked) { /* ask once; a worker between runs has nothing to save */
             asked = 1;
@@ -1129,8 +1130,15 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     progress_finish(&s.progress);
 
     if (sweep_signal_term()) {
-        journal_sync(s.j); /* finished runs are already durable; flush what else there is */
-        fprintf(stderr, "ablate: SIGTERM: stopped; continue with %s\n", continue_with(&s));
+        /* finished runs are already durable; flush what else there is, and say in the
+         * journal that the sweep stopped (a reader can tell it from a crash) */
+        char t[64];
+        env_info_now(t, sizeof t);
+        const char *kv[] = {"end_time", t, "status", "stopped"};
+        if (s.stop != STOP_IO) journal_append_sweep_end(s.j, kv, 2);
+        journal_sync(s.j);
+        fprintf(stderr, "ablate: %s: stopped; continue with %s\n", sweep_signal_name(),
+                continue_with(&s));
         journal_close(s.j);
         s.j = NULL;
         rc = SWEEP_EXIT_STOPPED;

@@ -1,0 +1,122 @@
+"""Faults of issue 17, items 3 to 7: per-attempt BLAS provenance, failed writes of the
+output, --force over a stopped live view, small address-space limits, SIGINT/SIGHUP and
+`ablate inspect` after an abnormal end. Each test waits for the state it needs (a journal
+record, a file), never for a time."""
+import os
+import signal
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+# runs that cannot end before the test stops them, however fast the machine
+ENDLESS = 1000000
+
+
+def endless_spec(d, seeds=(1,)):
+    return C.write(os.path.join(d, "s.yaml"),
+                   C.micro_spec(C.corpus_path(), steps=ENDLESS, seeds=seeds, eval_every=100000,
+                                stats_every=100000))
+
+
+def wait_run_in_progress(job, out, timeout=120):
+    """Until the journal on disk shows an attempt begun, not ended, with events after its
+    start (it has taken steps). --view-interval 0.1 makes rank 0 flush the journal often."""
+    jp = C.journal_path(out)
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if job.poll() is not None:
+            raise AssertionError("the sweep ended early (exit %s)\n%s" % (job.rc, job.stderr()))
+        st, _ = C.journal_state(jp) if os.path.exists(jp) else ({}, 0)
+        recs = C.journal_records(jp)[0] if os.path.exists(jp) else []
+        busy = [i for i, r in st.items() if r["attempt"] and not r["finished"]]
+        if any(sum(1 for t, run, _ in recs if t == 4 and run == i) >= 2 for i in busy):
+            return
+        time.sleep(0.01)
+    raise AssertionError("no run in progress after %d s\n%s" % (timeout, job.stderr()))
+
+
+def sweep_end_status(out):
+    """The status of the journal's last SWEEP_END record (None if there is none)."""
+    recs, _ = C.journal_records(C.journal_path(out))
+    ends = [p for t, _, p in recs if t == 7]
+    if not ends:
+        return None
+    p, o, kv = ends[-1], 0, {}
+    while o < len(p):
+        k, o = C._str(p, o)
+        v, o = C._str(p, o)
+        kv[k] = v
+    return kv.get("status")
+
+
+def view_segments(out):
+    d = os.path.join(out + ".d", "view")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+# ---------------------------------------------------------------- item 7: SIGINT, SIGHUP
+
+def test_sigint_sighup():
+    """Ctrl-C and a closed terminal killed a single-process sweep at once: no checkpoint,
+    the journal's buffer lost, view segments left. Now they checkpoint the run in
+    progress and exit 3, as SIGUSR1 does."""
+    with C.workdir("sigint") as d:
+        spec = endless_spec(d)
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            out = os.path.join(d, "%s.h5" % sig.name)
+            with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag=sig.name) as job:
+                wait_run_in_progress(job, out)
+                os.kill(job.proc.pid, sig)
+                rc, err = job.finish(60)
+            assert rc == 3, "%s: exit %s, expected 3\n%s" % (sig.name, rc, err[-2000:])
+            assert "%s: checkpointing 1 run(s)" % sig.name in err, err[-2000:]
+            st, _ = C.journal_state(C.journal_path(out))
+            ck = [r for r in st.values() if r["ckpt_step"] > 0]
+            assert ck, "%s: no checkpoint in the journal\n%s" % (sig.name, err[-2000:])
+            assert sweep_end_status(out) == "stopped", sweep_end_status(out)
+            assert not view_segments(out), view_segments(out)
+            rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect")
+            assert "sweep stopped" in so, so
+            C.log("  %s: exit 3, checkpoint at step %d" % (sig.name, ck[0]["ckpt_step"]))
+
+
+def test_sigint_mpirun():
+    """Ctrl-C on mpirun: mpirun ends the job (it sends SIGTERM to the ranks) and exits with
+    its own status; rank 0 leaves a clean stop in the journal and says how to continue."""
+    with C.workdir("sigint-mpi") as d:
+        spec = endless_spec(d, seeds=(1, 2))
+        out = os.path.join(d, "o.h5")
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], ranks=2,
+                   tag="sigint-mpi") as job:
+            wait_run_in_progress(job, out)
+            job.signal_leader_group(signal.SIGINT)
+            rc, err = job.finish(60)
+        C.log("  mpirun exit %s after SIGINT" % rc)
+        assert rc != 0, "mpirun exit 0 after SIGINT"
+        assert "stopped; continue with" in err, err[-2000:]
+        assert sweep_end_status(out) == "stopped", sweep_end_status(out)
+
+
+def test_inspect_after_kill():
+    """After kill -9 the view still said `sweep running`, and inspect repeated it forever:
+    it now checks the journal's lock and says that no process holds it."""
+    with C.workdir("inspect-kill") as d:
+        spec = endless_spec(d)
+        out = os.path.join(d, "o.h5")
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill") as job:
+            wait_run_in_progress(job, out)
+            while not os.path.exists(out):  # the first view is written before training
+                time.sleep(0.01)
+            rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect-live")
+            assert "sweep running" in so, so
+            job.kill_all(signal.SIGKILL)
+        rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect")
+        assert "sweep running" not in so and "no process holds its journal" in so, so
+
+
+if __name__ == "__main__":
+    C.main([("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
+            ("inspect_after_kill", test_inspect_after_kill)])
