@@ -57,6 +57,32 @@ def view_segments(out):
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
+# ---------------------------------------------------------------- item 5: --force
+
+def test_force_after_kill():
+    """--force after a sweep was killed while its view was live: "cannot remove OUT.h5.d:
+    Directory not empty", exit 2, with the journal already deleted, and every later
+    --resume, view or --force failed. It now removes everything, segments included."""
+    with C.workdir("force-kill") as d:
+        spec = endless_spec(d)
+        out = os.path.join(d, "o.h5")
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill") as job:
+            wait_run_in_progress(job, out)
+            while not view_segments(out):
+                time.sleep(0.01)
+            job.kill_all(signal.SIGKILL)
+        assert view_segments(out), "the kill left no view segment to test with"
+        rc, _, err = C.run(["run", spec, "-o", out, "--force", "--set", "train.steps=3"],
+                           tag="force")
+        assert rc == 0, "--force: exit %s\n%s" % (rc, err[-2000:])
+        assert not [n for n in os.listdir(d) if ".removing." in n], os.listdir(d)
+        assert not view_segments(out), view_segments(out)
+        v = C.View(out)
+        C.assert_complete(v, 1, "after --force")
+        rc, _, err = C.run(["run", spec, "-o", out, "--resume", "--set", "train.steps=3"],
+                           expect_rc=0, tag="resume")
+
+
 # ---------------------------------------------------------------- item 7: SIGINT, SIGHUP
 
 def test_sigint_sighup():
@@ -118,5 +144,5 @@ def test_inspect_after_kill():
 
 
 if __name__ == "__main__":
-    C.main([("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
+    C.main([("force_after_kill", test_force_after_kill), ("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
             ("inspect_after_kill", test_inspect_after_kill)])

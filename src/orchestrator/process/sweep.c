@@ -15,6 +15,7 @@
 
 #include "worker/blas_env.h"
 #include "util/clock.h"
+#include "util/fsutil.h"
 #include "env_info.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
@@ -93,42 +94,38 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights). The caller holds
- * the journal's lock, so no sweep is writing there. */
+/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights, view segments:
+ * whatever a stopped sweep left). The caller holds the journal's lock, so no sweep is
+ * writing there. All or nothing: OUT.h5.d is first renamed aside (atomic), and put back
+ * if OUT.h5 cannot be removed; only then is the renamed tree deleted, so a failure there
+ * leaves a stray directory with a warning, never a sweep without its journal. Deleting
+ * entry by entry used to stop at the first unknown one (view/, after a kill) with the
+ * journal already gone. */
 static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
-    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX * 2];
+    char dir[ABL_PATH_MAX], aside[ABL_PATH_MAX + 32];
     journal_dir_for(out, dir, sizeof dir);
-    static const char *const subdirs[] = {"ckpt", "weights"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, subdirs[i]);
-        DIR *d = opendir(path);
-        if (!d) continue;
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (e->d_name[0] != '.') {
-                char f[ABL_PATH_MAX * 3];
-                snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-                unlink(f);
-            }
-        closedir(d);
-        rmdir(path);
-    }
-    DIR *d = opendir(dir); /* the journal and anything saved beside it */
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.' || (e->d_name[1] && strcmp(e->d_name, "..") != 0)) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
+    snprintf(aside, sizeof aside, "%s.removing.%ld", dir, (long)getpid());
+    int moved = 0;
+    if (exists(dir)) {
+        if (rename(dir, aside) != 0) {
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
+            return -1;
         }
-    if (d) closedir(d);
-    if (exists(dir) && rmdir(dir) != 0) {
-        snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
-        return -1;
+        moved = 1;
     }
     if (exists(out) && unlink(out) != 0) {
-        snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", out, strerror(errno));
+        int e = errno;
+        if (moved && rename(aside, dir) != 0)
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s (and %s is now %s)", out,
+                     strerror(e), dir, aside);
+        else
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s; nothing was removed", out,
+                     strerror(e));
         return -1;
     }
+    if (moved && fs_remove_tree(aside) != 0)
+        fprintf(stderr, "ablate: warning: --force could not delete all of %s (%s): remove it\n",
+                aside, strerror(errno));
     return 0;
 }
 
