@@ -57,6 +57,62 @@ def view_segments(out):
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
+# ---------------------------------------------------------------- item 4: failed writes
+
+def one_error_line(err, label):
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1 and "cannot write" in lines[0], "%s: stderr\n%s" % (label, err)
+
+
+def test_output_writes():
+    """`train --json`, `plan` and `plan --json` exited 0 after failed writes; a full disk
+    left half a JSON record; with SIGPIPE ignored `train --json | head -1` trained to the
+    end. A failed write is exit 1 with one line, cut back to the last whole record, and a
+    closed pipe ends the command."""
+    import json
+    import subprocess
+    with C.workdir("writes") as d:
+        spec = endless_spec(d)
+        for args in (["train", spec, "--set", "train.steps=3", "--json"], ["plan", spec],
+                     ["plan", spec, "--json"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([C.BIN] + args, stdout=full, stderr=subprocess.PIPE,
+                                   env=C.ENV, timeout=120)
+            err = p.stderr.decode(errors="replace")
+            assert p.returncode == 1, "%s > /dev/full: exit %s\n%s" % (args, p.returncode, err)
+            one_error_line(err, " ".join(args[:1] + args[2:]))
+        # a file that fills up (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG as ENOSPC would be)
+        out = os.path.join(d, "t.json")
+        cmd = "ulimit -f 2; trap '' XFSZ; exec \"$0\" \"$@\" > %s" % out
+        p = subprocess.run(["bash", "-c", cmd, C.BIN, "train", spec, "--set", "train.steps=200",
+                            "--json"], stderr=subprocess.PIPE, env=C.ENV, timeout=120)
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 1, "full file: exit %s\n%s" % (p.returncode, err)
+        one_error_line(err, "full file")
+        with open(out) as f:
+            text = f.read()
+        assert text.endswith("\n"), "a record cut in half: ...%r" % text[-80:]
+        for line in text.splitlines():
+            json.loads(line)
+        # SIGPIPE ignored (restore_signals=False keeps Python's SIG_IGN): the run never ends
+        # by itself, so only the closed pipe can end it
+        p = subprocess.Popen([C.BIN, "train", spec, "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=C.ENV, restore_signals=False,
+                             start_new_session=True)
+        try:
+            json.loads(p.stdout.readline())
+            p.stdout.close()
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("train --json went on after its reader closed the pipe")
+        finally:
+            C.kill_session(p.pid)
+            p.wait()
+        err = p.stderr.read().decode(errors="replace")
+        assert rc == 1, "closed pipe: exit %s\n%s" % (rc, err)
+        one_error_line(err, "closed pipe")
+
+
 # ---------------------------------------------------------------- item 5: --force
 
 def test_force_after_kill():
@@ -144,5 +200,5 @@ def test_inspect_after_kill():
 
 
 if __name__ == "__main__":
-    C.main([("force_after_kill", test_force_after_kill), ("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
+    C.main([("output_writes", test_output_writes), ("force_after_kill", test_force_after_kill), ("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
             ("inspect_after_kill", test_inspect_after_kill)])
