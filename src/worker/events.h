@@ -114,7 +114,9 @@ extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
     X(S, slurm_array_task_id, EF_STR, 16, NULL, NULL, "SLURM_ARRAY_TASK_ID") \
     X(S, slurm_restart_count, EF_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
     X(S, slurm_partition, EF_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
-    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST")
+    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
+    X(S, attempt_blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
+    X(S, attempt_blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)")
 #define EVENT_END_V1 8
 /* clang-format on */
 

@@ -57,6 +57,61 @@ def view_segments(out):
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
+# ---------------------------------------------------------------- item 3: BLAS per attempt
+
+def wait_attempt_steps(job, out, attempt, timeout=120):
+    """Until the journal holds events of that attempt after its history (it has trained)."""
+    jp = C.journal_path(out)
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if job.poll() is not None:
+            raise AssertionError("the sweep ended early (exit %s)\n%s" % (job.rc, job.stderr()))
+        recs = C.journal_records(jp)[0] if os.path.exists(jp) else []
+        begun = [i for i, (t, _, p) in enumerate(recs)
+                 if t == 3 and struct.unpack_from("<I", p, 0)[0] == attempt]
+        if begun and sum(1 for t, _, p in recs[begun[-1]:]
+                         if t == 4 and struct.unpack_from("<I", p, 0)[0] == attempt) >= 2:
+            return
+        time.sleep(0.01)
+    raise AssertionError("attempt %d never trained\n%s" % (attempt, job.stderr()))
+
+
+def test_blas_per_attempt():
+    """A run stopped on one machine and resumed on another with a different OpenBLAS core
+    mixes both, and /runs.blas_core showed only the first. Each attempt now records its
+    core and thread count, and the log warns when an attempt changes them.
+    OPENBLAS_CORETYPE is set here for the resumed child process only."""
+    import h5py
+    with C.workdir("blas-attempt") as d:
+        spec = endless_spec(d)
+        out = os.path.join(d, "o.h5")
+        cores = []
+        for attempt, env in ((1, None), (2, "other")):
+            if env:
+                env = {"OPENBLAS_CORETYPE": "Prescott" if cores[0] != "Prescott" else
+                       "Sandybridge"}
+            args = ["run", spec, "-o", out, "--view-interval", "0.1"] + (["--resume"] if env
+                                                                          else [])
+            with C.Job(args, tag="attempt%d" % attempt, env=env) as job:
+                wait_attempt_steps(job, out, attempt)
+                os.kill(job.proc.pid, signal.SIGUSR1)
+                rc, err = job.finish(60)
+            assert rc == 3, "attempt %d: exit %s\n%s" % (attempt, rc, err[-2000:])
+            with h5py.File(out, "r") as f:
+                row = f["runs"][0]
+                names = f["runs"].dtype.names
+                assert "attempt_blas_core" in names, names
+                cores.append(row["attempt_blas_core"].decode())
+                first = row["blas_core"].decode()
+            C.log("  attempt %d: core %s (first attempt's: %s)" % (attempt, cores[-1], first))
+            assert first == cores[0], (first, cores)
+            warned = "warning" in err and "BLAS core" in err
+            assert warned == (attempt == 2), "attempt %d: warning %s\n%s" % (
+                attempt, warned, err[-2000:])
+        assert cores[1] == env["OPENBLAS_CORETYPE"] and cores[0] != cores[1], cores
+        assert cores[0] in err and cores[1] in err, err[-2000:]
+
+
 # ---------------------------------------------------------------- item 4: failed writes
 
 def one_error_line(err, label):
@@ -200,5 +255,5 @@ def test_inspect_after_kill():
 
 
 if __name__ == "__main__":
-    C.main([("output_writes", test_output_writes), ("force_after_kill", test_force_after_kill), ("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
+    C.main([("blas_per_attempt", test_blas_per_attempt), ("output_writes", test_output_writes), ("force_after_kill", test_force_after_kill), ("sigint_sighup", test_sigint_sighup), ("sigint_mpirun", test_sigint_mpirun),
             ("inspect_after_kill", test_inspect_after_kill)])

@@ -50,6 +50,10 @@ typedef struct {
     uint8_t lost;   /* taken over while we trained it: abandoned here */
     int rank;       /* where it is being trained (-1: nowhere) */
     double recheck; /* held elsewhere: look at its claim again after this time */
+    /* the BLAS its history was computed with (its START event; "" unknown): an attempt
+     * that continues it with another is warned about */
+    char blas_core[sizeof(((StartEvent *)0)->blas_core)];
+    int blas_threads;
 } SweepRun;
 
 /* Another process's journal, read when we take a run over from it. */
@@ -232,6 +236,29 @@ static long event_step(const Event *ev) {
     }
 }
 
+/* The BLAS core and thread count a run's history was computed with, from its START. */
+static void note_start(SweepRun *r, const Event *ev) {
+    if (ev->kind != EV_START) return;
+    snprintf(r->blas_core, sizeof r->blas_core, "%s", ev->u.start.blas_core);
+    r->blas_threads = ev->u.start.blas_threads;
+}
+
+/* An attempt that continued a run's history with another BLAS core or thread count gives
+ * numbers that neither would alone: /runs keeps the first attempt's (blas_core) and the
+ * last's (attempt_blas_core), the journal every attempt's; the log says it at once. */
+static void warn_blas_change(const SweepRun *r, const EndEvent *end) {
+    if (!r->blas_core[0] || !end->attempt_blas_core[0]) return;
+    if (!strcmp(r->blas_core, end->attempt_blas_core) &&
+        r->blas_threads == end->attempt_blas_threads)
+        return;
+    fprintf(stderr,
+            "\nablate: warning: run %s continued on BLAS core %s with %d thread(s) after "
+            "starting on %s with %d: its numbers match neither setting alone (docs/"
+            "architecture.md, Determinism)\n",
+            r->pr->name, end->attempt_blas_core, end->attempt_blas_threads, r->blas_core,
+            r->blas_threads);
+}
+
 /* A run continues from its checkpoint at step S in a new attempt: the events the
  * checkpoint's attempt emitted up to S are copied from the journal into the new attempt
  * (the view keeps each run's last attempt), streamed in batches of at most 64 KiB, so a
@@ -264,6 +291,7 @@ static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, i
             Event ev;
             size_t used;
             if (event_unpack(p + off, n - off, &ev, &used) != 0) break; /* view skips it too */
+            note_start(r, &ev);
             if (event_step(&ev) <= upto) {
                 memcpy(batch + len, p + off, used);
                 len += used;
@@ -616,6 +644,9 @@ static void record_events(Sweep *s, uint32_t run, uint32_t attempt, const uint8_
     }
     if (attempt == r->attempt && refs_push(&r->events, attempt, off) != 0)
         stop_io(s, "out of memory");
+    Event ev; /* a fresh attempt's first batch begins with its START */
+    size_t used;
+    if (attempt == r->attempt && event_unpack(p, n, &ev, &used) == 0) note_start(r, &ev);
 }
 
 /* A run's end. A finished run is reported done only once its RUN_END is synced: after a
@@ -628,6 +659,7 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
                   journal_append_end(s->j, run, attempt, rank, host, end) == 0 &&
                   journal_sync(s->j) == 0;
     if (!durable && s->stop != STOP_IO) stop_journal(s);
+    if (attempt == r->attempt) warn_blas_change(r, end);
     r->rank = -1;
     if (end->status == RUN_INTERRUPTED && r->lost) { /* abandoned: another process has it */
         r->lost = r->held = 0;
