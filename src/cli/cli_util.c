@@ -80,3 +80,13 @@ void cli_print_knobs(FILE *f) {
         fputc('\n', f);
     }
 }
+
+int cli_output_ok(const char *cmd) {
+    errno = 0;
+    int failed = fflush(stdout) != 0;
+    int e = errno;
+    if (!failed && !ferror(stdout)) return 0;
+    fprintf(stderr, "ablate %s: cannot write the output: %s\n", cmd,
+            e ? strerror(e) : "write error");
+    return -1;
+}

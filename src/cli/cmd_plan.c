@@ -97,7 +97,7 @@ int cmd_plan(int argc, char **argv) {
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
     }
-    rc = 0;
+    rc = cli_output_ok("plan") == 0 ? 0 : 1;
 out:
     free(cost);
     plan_free(&plan);

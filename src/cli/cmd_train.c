@@ -42,6 +42,12 @@ static int find_run(const Plan *p, const char *sel) {
     return i;
 }
 
+/* Between steps: a --json output that can no longer be written ends the run (training on
+ * for nobody was what `| head -1` got with SIGPIPE ignored). */
+static TrainPoll json_failed(void *ctx) {
+    return ((const JsonSink *)ctx)->write_errno ? TRAIN_ABORT : TRAIN_CONTINUE;
+}
+
 int cmd_train(int argc, char **argv) {
     const char *spec_path = NULL, *run_sel = NULL;
     const char *sets[256];
@@ -148,9 +154,15 @@ int cmd_train(int argc, char **argv) {
     json_sink_init(&js, stdout);
     progress_sink_init(&ps, stderr, t.total_steps);
     EndEvent end;
-    RunStatus st = trainer_run(&t, json ? &js.base : &ps.base, NULL, &end);
+    TrainControl ctl = {json_failed, &js, NULL, NULL};
+    RunStatus st = trainer_run(&t, json ? &js.base : &ps.base, &ctl, &end);
     trainer_free(&t);
     dataset_free(&data);
+    if (js.write_errno) { /* a full disk, or the reader went away (SIGPIPE ignored) */
+        fprintf(stderr, "ablate train: cannot write the --json output: %s\n",
+                strerror(js.write_errno));
+        return 1;
+    }
     return st == RUN_DONE ? 0 : 1;
 fail:
     fprintf(stderr, "%s\n", err);

@@ -1,11 +1,13 @@
 /* ablate: architecture ablations of small GPT models, swept over MPI into one HDF5 file. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "commands.h"
 #include "orchestrator/record/h5table.h"
+#include "util/addr_space.h"
 #include "orchestrator/process/sweep_signals.h"
 #include "worker/blas_env.h"
 
@@ -33,6 +35,13 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* before anything that maps memory: under a small `ulimit -v` OpenBLAS, MPI and HDF5
+     * hang or crash instead of failing (addr_space.h). _exit: OpenBLAS's exit handler
+     * would wait for its thread that is spinning on a buffer it cannot map. */
+    if (argc >= 2 && argv[1][0] != '-' &&
+        addr_space_check(argv[1], strcmp(argv[1], "run") == 0 ? ADDR_SPACE_RUN_EXTRA
+                                                              : ADDR_SPACE_OTHER_EXTRA) != 0)
+        _exit(2);
     sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_best_core(argv);
     h5_process_init();

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int file_read_all(const char *what, const char *path, unsigned char **out, long *out_len,
@@ -98,4 +99,16 @@ int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, 
         return -1;
     }
     return 0;
+}
+
+int file_write_record(FILE *f, const void *p, size_t n) {
+    int fd = fileno(f);
+    struct stat st;
+    off_t start = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) start = lseek(fd, 0, SEEK_CUR);
+    if (fwrite(p, 1, n, f) == n && fflush(f) == 0) return 0;
+    int e = errno ? errno : EIO;
+    if (start >= 0 && ftruncate(fd, start) == 0) lseek(fd, start, SEEK_SET);
+    errno = e;
+    return -1;
 }

@@ -19,4 +19,9 @@ int file_read_all(const char *what, const char *path, unsigned char **out, long 
 int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
                       void *ctx, char err[ABL_ERR_MAX]);
 
+/* Writes one record (a line) of a stream's output and flushes it: 0, or -1 with errno
+ * (ENOSPC, EPIPE, ...). A record that could not be written whole is cut back off a regular
+ * file, so the file ends at the last whole record; f must hold no unflushed output before. */
+int file_write_record(FILE *f, const void *p, size_t n);
+
 #endif

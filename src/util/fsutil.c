@@ -1,6 +1,9 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "fsutil.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,4 +32,13 @@ int fs_fsync_dir_of(const char *path) {
     char dir[ABL_PATH_MAX];
     fs_dir_of(path, dir, sizeof dir);
     return fs_fsync(dir, 1);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int fs_remove_tree(const char *path) {
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -12,4 +12,8 @@ int fs_fsync(const char *path, int is_dir);
 /* fsync of the directory holding path: makes a create or rename there durable. */
 int fs_fsync_dir_of(const char *path);
 
+/* Removes a file or a directory tree (rm -rf, symlinks not followed); 0, or -1 with errno
+ * set by the first entry that could not be removed (what could be is gone). */
+int fs_remove_tree(const char *path);
+
 #endif

@@ -128,7 +128,9 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
     X(S, instability, EF_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite or above_uniform: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
     X(S, unstable_step, EF_LONG, 0, NULL, "steps", "step at which it fired (0: never)") \
-    X(S, unstable_loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)")
+    X(S, unstable_loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)") \
+    X(S, attempt_blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
+    X(S, attempt_blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)")
 #define EVENT_END_V1 8
 /* clang-format on */
 

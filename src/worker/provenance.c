@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include "util/clock.h"
+#include "blas_env.h"
 
 void provenance_attempt_begin(char *utc, size_t n) {
     clock_utc_now(utc, n);
@@ -49,4 +50,7 @@ void provenance_fill_end(EndEvent *e, const char *start_utc) {
     env_copy(e->slurm_nodelist, sizeof e->slurm_nodelist, "SLURM_JOB_NODELIST");
     const char *rc = getenv("SLURM_RESTART_COUNT");
     e->slurm_restart_count = rc && *rc ? atoi(rc) : -1;
+    /* per attempt: a run resumed or taken over on another machine may use another core */
+    snprintf(e->attempt_blas_core, sizeof e->attempt_blas_core, "%s", blas_core());
+    e->attempt_blas_threads = blas_threads();
 }

@@ -1,8 +1,10 @@
 #include "sinks.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "util/clock.h"
+#include "util/file_io.h"
 #include "event_schema.h"
 #include "util/json.h"
 #include "knobs.h"
@@ -62,14 +64,21 @@ void json_print_event(FILE *f, const Event *ev) {
 
 static void json_emit(EventSink *self, const Event *ev) {
     JsonSink *s = (JsonSink *)self;
-    json_print_event(s->out, ev);
-    fputc('\n', s->out);
-    fflush(s->out);
+    if (s->write_errno) return;
+    Buf b = {0};
+    event_json(&b, ev);
+    buf_addc(&b, '\n');
+    if (b.oom)
+        s->write_errno = ENOMEM;
+    else if (file_write_record(s->out, b.p, b.len) != 0)
+        s->write_errno = errno;
+    buf_free(&b);
 }
 
 void json_sink_init(JsonSink *s, FILE *out) {
     s->base.emit = json_emit;
     s->out = out;
+    s->write_errno = 0;
 }
 
 static void progress_emit(EventSink *self, const Event *ev) {

@@ -10,9 +10,12 @@
 typedef struct {
     EventSink base;
     FILE *out;
+    int write_errno; /* the first write that failed (0: none); nothing is written after it */
 } JsonSink;
 
-/* One JSON object per event and line; flushed per line so pipes see progress. */
+/* One JSON object per event and line; flushed per line so pipes see progress. A line that
+ * cannot be written whole is cut off a regular file (file_write_record) and sets
+ * write_errno: the caller stops its run (a full disk, a closed pipe). */
 void json_sink_init(JsonSink *s, FILE *out);
 /* One event as a JSON object (no newline): {"event":"step", field: value, ...} with every
  * field of the kind in declaration order (events.h), the start event adding "config". */

@@ -465,7 +465,7 @@ TABLE_KEYS = {"steps": ("step",), "evals": ("step",), "acts": ("step", "layer"),
 # Columns that depend on when and where a run ran, not on what it computed.
 TIMING = {"steps": {"time"}, "evals": {"time"}, "samples": {"tokens_per_s"},
           "runs": {"train_seconds", "tokens_per_s", "start_utc", "attempt_start_utc", "end_utc",
-                   "peak_rss", "blas_threads", "slurm_job_id", "slurm_array_task_id",
+                   "peak_rss", "blas_threads", "attempt_blas_threads", "slurm_job_id", "slurm_array_task_id",
                    "slurm_restart_count", "slurm_partition", "slurm_nodelist"}}
 # /runs columns that legitimately differ between equivalent sweeps.
 RUNS_PLACEMENT = {"rank", "host"}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/addr_space.h"
 #include "worker/train.h"
 #include "vocab.h"
 
@@ -44,22 +45,48 @@ static double cgroup_limit(void) {
     return best;
 }
 
+/* `ulimit -v`: what is left of it once ablate itself is counted (addr_space.h); -1 when
+ * there is no such limit. */
+static double address_space_left(char *why, size_t n) {
+    double as = addr_space_limit();
+    if (as <= 0) return -1;
+    double used = addr_space_in_use() + ADDR_SPACE_LATER, left = as > used ? as - used : 0;
+    if (why) {
+        char b[32], u[32];
+        plan_cost_format_bytes(as, b, sizeof b);
+        plan_cost_format_bytes(used, u, sizeof u);
+        snprintf(why, n,
+                 "what the address-space limit (ulimit -v) of %s leaves after the %s ablate "
+                 "maps besides its runs",
+                 b, u);
+    }
+    return left;
+}
+
 double plan_cost_memory_limit(char *why, size_t n) {
+    char as_why[160];
+    double as = address_space_left(as_why, sizeof as_why), lim;
     if (g_memory_limit > 0) {
         if (why) snprintf(why, n, "--max-run-memory");
-        return g_memory_limit;
+        lim = g_memory_limit;
+    } else {
+        double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+        double cg = cgroup_limit(), base = cg > 0 && (cg < phys || phys <= 0) ? cg : phys;
+        if (!(base > 0)) base = 0x1p62; /* unknown: no limit worth the name */
+        if (why) {
+            char b[32];
+            plan_cost_format_bytes(base, b, sizeof b);
+            snprintf(why, n, "%.0f%% of the %s of %s; --max-run-memory changes it",
+                     100 * DEFAULT_MEMORY_FRACTION, b,
+                     base == cg ? "this cgroup's memory limit" : "physical memory");
+        }
+        lim = DEFAULT_MEMORY_FRACTION * base;
     }
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-    double cg = cgroup_limit(), base = cg > 0 && (cg < phys || phys <= 0) ? cg : phys;
-    if (!(base > 0)) base = 0x1p62; /* unknown: no limit worth the name */
-    if (why) {
-        char b[32];
-        plan_cost_format_bytes(base, b, sizeof b);
-        snprintf(why, n, "%.0f%% of the %s of %s; --max-run-memory changes it",
-                 100 * DEFAULT_MEMORY_FRACTION, b,
-                 base == cg ? "this cgroup's memory limit" : "physical memory");
+    if (as >= 0 && as < lim) {
+        if (why) snprintf(why, n, "%s", as_why);
+        lim = as;
     }
-    return DEFAULT_MEMORY_FRACTION * base;
+    return lim;
 }
 
 void plan_cost_format_bytes(double bytes, char *buf, size_t n) {

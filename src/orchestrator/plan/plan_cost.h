@@ -32,7 +32,9 @@ double plan_cost_core_hours(const PlanCost *c, int n, double flops_per_s);
 
 /* The memory limit per run (bytes): set by --max-run-memory; 0 restores the default, 80% of
  * the machine's physical memory or of the cgroup (container, SLURM job) limit if lower.
- * plan_cost_memory_limit returns it and, if asked, says where it comes from. */
+ * Either way no more than what an address-space limit (`ulimit -v`) leaves once ablate's
+ * own mappings are counted (util/addr_space.h). plan_cost_memory_limit returns it and, if
+ * asked, says where it comes from. */
 void plan_cost_set_memory_limit(double bytes);
 double plan_cost_memory_limit(char *why, size_t n);
 /* "512 B", "3.2 KiB", "1.50 GiB": bytes for people. */

@@ -15,6 +15,7 @@
 
 #include "worker/blas_env.h"
 #include "util/clock.h"
+#include "util/fsutil.h"
 #include "env_info.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
@@ -49,6 +50,10 @@ typedef struct {
     uint8_t lost;   /* taken over while we trained it: abandoned here */
     int rank;       /* where it is being trained (-1: nowhere) */
     double recheck; /* held elsewhere: look at its claim again after this time */
+    /* the BLAS its history was computed with (its START event; "" unknown): an attempt
+     * that continues it with another is warned about */
+    char blas_core[sizeof(((StartEvent *)0)->blas_core)];
+    int blas_threads;
 } SweepRun;
 
 /* Another process's journal, read when we take a run over from it. */
@@ -93,42 +98,38 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights). The caller holds
- * the journal's lock, so no sweep is writing there. */
+/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights, view segments:
+ * whatever a stopped sweep left). The caller holds the journal's lock, so no sweep is
+ * writing there. All or nothing: OUT.h5.d is first renamed aside (atomic), and put back
+ * if OUT.h5 cannot be removed; only then is the renamed tree deleted, so a failure there
+ * leaves a stray directory with a warning, never a sweep without its journal. Deleting
+ * entry by entry used to stop at the first unknown one (view/, after a kill) with the
+ * journal already gone. */
 static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
-    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX * 2];
+    char dir[ABL_PATH_MAX], aside[ABL_PATH_MAX + 32];
     journal_dir_for(out, dir, sizeof dir);
-    static const char *const subdirs[] = {"ckpt", "weights"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, subdirs[i]);
-        DIR *d = opendir(path);
-        if (!d) continue;
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (e->d_name[0] != '.') {
-                char f[ABL_PATH_MAX * 3];
-                snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-                unlink(f);
-            }
-        closedir(d);
-        rmdir(path);
-    }
-    DIR *d = opendir(dir); /* the journal and anything saved beside it */
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.' || (e->d_name[1] && strcmp(e->d_name, "..") != 0)) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
+    snprintf(aside, sizeof aside, "%s.removing.%ld", dir, (long)getpid());
+    int moved = 0;
+    if (exists(dir)) {
+        if (rename(dir, aside) != 0) {
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
+            return -1;
         }
-    if (d) closedir(d);
-    if (exists(dir) && rmdir(dir) != 0) {
-        snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
-        return -1;
+        moved = 1;
     }
     if (exists(out) && unlink(out) != 0) {
-        snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", out, strerror(errno));
+        int e = errno;
+        if (moved && rename(aside, dir) != 0)
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s (and %s is now %s)", out,
+                     strerror(e), dir, aside);
+        else
+            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s; nothing was removed", out,
+                     strerror(e));
         return -1;
     }
+    if (moved && fs_remove_tree(aside) != 0)
+        fprintf(stderr, "ablate: warning: --force could not delete all of %s (%s): remove it\n",
+                aside, strerror(errno));
     return 0;
 }
 
@@ -235,6 +236,29 @@ static long event_step(const Event *ev) {
     }
 }
 
+/* The BLAS core and thread count a run's history was computed with, from its START. */
+static void note_start(SweepRun *r, const Event *ev) {
+    if (ev->kind != EV_START) return;
+    snprintf(r->blas_core, sizeof r->blas_core, "%s", ev->u.start.blas_core);
+    r->blas_threads = ev->u.start.blas_threads;
+}
+
+/* An attempt that continued a run's history with another BLAS core or thread count gives
+ * numbers that neither would alone: /runs keeps the first attempt's (blas_core) and the
+ * last's (attempt_blas_core), the journal every attempt's; the log says it at once. */
+static void warn_blas_change(const SweepRun *r, const EndEvent *end) {
+    if (!r->blas_core[0] || !end->attempt_blas_core[0]) return;
+    if (!strcmp(r->blas_core, end->attempt_blas_core) &&
+        r->blas_threads == end->attempt_blas_threads)
+        return;
+    fprintf(stderr,
+            "\nablate: warning: run %s continued on BLAS core %s with %d thread(s) after "
+            "starting on %s with %d: its numbers match neither setting alone (docs/"
+            "architecture.md, Determinism)\n",
+            r->pr->name, end->attempt_blas_core, end->attempt_blas_threads, r->blas_core,
+            r->blas_threads);
+}
+
 /* A run continues from its checkpoint at step S in a new attempt: the events the
  * checkpoint's attempt emitted up to S are copied from the journal into the new attempt
  * (the view keeps each run's last attempt), streamed in batches of at most 64 KiB, so a
@@ -267,6 +291,7 @@ static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, i
             Event ev;
             size_t used;
             if (event_unpack(p + off, n - off, &ev, &used) != 0) break; /* view skips it too */
+            note_start(r, &ev);
             if (event_step(&ev) <= upto) {
                 memcpy(batch + len, p + off, used);
                 len += used;
@@ -619,6 +644,9 @@ static void record_events(Sweep *s, uint32_t run, uint32_t attempt, const uint8_
     }
     if (attempt == r->attempt && refs_push(&r->events, attempt, off) != 0)
         stop_io(s, "out of memory");
+    Event ev; /* a fresh attempt's first batch begins with its START */
+    size_t used;
+    if (attempt == r->attempt && event_unpack(p, n, &ev, &used) == 0) note_start(r, &ev);
 }
 
 /* A run's end. A finished run is reported done only once its RUN_END is synced: after a
@@ -631,6 +659,7 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
                   journal_append_end(s->j, run, attempt, rank, host, end) == 0 &&
                   journal_sync(s->j) == 0;
     if (!durable && s->stop != STOP_IO) stop_journal(s);
+    if (attempt == r->attempt) warn_blas_change(r, end);
     r->rank = -1;
     if (end->status == RUN_INTERRUPTED && r->lost) { /* abandoned: another process has it */
         r->lost = r->held = 0;
@@ -688,7 +717,7 @@ static TrainPoll local_poll(void *ctx) {
     if (sweep_signal_term()) return TRAIN_ABORT;
     if (sweep_signal_usr1() && !stopping(s)) { /* as run_mpi says it */
         s->stop = STOP_SIGNAL;
-        fprintf(stderr, "\nablate: SIGUSR1: checkpointing 1 run(s) in progress\n");
+        fprintf(stderr, "\nablate: %s: checkpointing 1 run(s) in progress\n", sweep_signal_name());
     }
     if (s->join) {
         join_tick(s);
@@ -755,7 +784,8 @@ static void run_mpi(Sweep *s, int nranks) {
         rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
-            fprintf(stderr, "\nablate: SIGUSR1: checkpointing %d run(s) in progress\n", n_busy);
+            fprintf(stderr, "\nablate: %s: checkpointing %d run(s) in progress\n",
+                    sweep_signal_name(), n_busy);
         }
         if (stopping(s) && !asked) { /* ask once; a worker between runs has nothing to save */
             asked = 1;
@@ -1129,8 +1159,15 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     progress_finish(&s.progress);
 
     if (sweep_signal_term()) {
-        journal_sync(s.j); /* finished runs are already durable; flush what else there is */
-        fprintf(stderr, "ablate: SIGTERM: stopped; continue with %s\n", continue_with(&s));
+        /* finished runs are already durable; flush what else there is, and say in the
+         * journal that the sweep stopped (a reader can tell it from a crash) */
+        char t[64];
+        env_info_now(t, sizeof t);
+        const char *kv[] = {"end_time", t, "status", "stopped"};
+        if (s.stop != STOP_IO) journal_append_sweep_end(s.j, kv, 2);
+        journal_sync(s.j);
+        fprintf(stderr, "ablate: %s: stopped; continue with %s\n", sweep_signal_name(),
+                continue_with(&s));
         journal_close(s.j);
         s.j = NULL;
         rc = SWEEP_EXIT_STOPPED;

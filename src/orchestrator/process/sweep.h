@@ -22,8 +22,8 @@ enum {
     SWEEP_EXIT_FAILED = 1,  /* some run failed, or the file could not be written at the end */
     SWEEP_EXIT_USAGE = 2,   /* invalid spec or usage, or the output could not be opened:
                              * nothing was trained */
-    SWEEP_EXIT_STOPPED = 3, /* stopped early and resumable: SIGUSR1, SIGTERM, a full disk or
-                             * another journal write error; --resume continues it */
+    SWEEP_EXIT_STOPPED = 3, /* stopped early and resumable: SIGUSR1, SIGTERM, SIGINT, SIGHUP, a full
+                             * disk or another journal write error; --resume continues it */
 };
 #define SWEEP_DEFAULT_CHECKPOINT_EVERY 600.0
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "util/json.h"
 #include "h5view.h"
 #include "view_check.h"
+#include "journal.h"
 
 #define BLOCK_ROWS 4096
 
@@ -319,6 +321,31 @@ static void stale_note(hid_t file, const char *path, FILE *out) {
                 path, shown, (long long)st.st_size, path);
 }
 
+/* Is a process writing the sweep of path: one holding the lock of its journal, or of
+ * one of a joined sweep's journals (procs/NAME/journal)? When it cannot tell (no flock
+ * on the file system, no journal here), it answers yes: the view's word stands. */
+static int sweep_alive(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s.d/journal", path);
+    int held = journal_lock_held(p);
+    if (held >= 0) return held;
+    snprintf(p, sizeof p, "%s.d/procs", path);
+    DIR *d = opendir(p);
+    if (!d) return 1;
+    int any = 0, alive = 0;
+    struct dirent *e;
+    while (!alive && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s.d/procs/%s/journal", path, e->d_name);
+        held = journal_lock_held(p);
+        if (held < 0) continue;
+        any = 1;
+        alive = held;
+    }
+    closedir(d);
+    return !any || alive;
+}
+
 static void fmt_num(char *buf, size_t n, double v, const char *fmt) {
     if (isnan(v))
         snprintf(buf, n, "-");
@@ -410,11 +437,22 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
         fprintf(out, "%s %ld %s", any ? "," : "", counts[s], h5view_status_names[s]);
         any = 1;
     }
-    fprintf(out, "; sweep %s", status[0] ? status : "?");
+    int orphan = !strcmp(status, "running") && !sweep_alive(path);
+    if (orphan)
+        fprintf(out, "; sweep not running (the view says running, but no process holds its "
+                     "journal)");
+    else
+        fprintf(out, "; sweep %s", status[0] ? status : "?");
     if (start[0]) fprintf(out, ", started %s", start);
     if (end[0]) fprintf(out, ", ended %s", end);
     fputc('\n', out);
     stale_note(file, path, out);
+    if (orphan)
+        fprintf(out,
+                "note: no process is writing %s (its sweep ended without updating it: killed, "
+                "or stopped by SIGTERM); `ablate view %s` rebuilds it from the journal, "
+                "--resume continues the sweep\n",
+                path, path);
     return 0;
 }
 

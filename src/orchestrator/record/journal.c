@@ -678,6 +678,20 @@ int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]) {
     return fd;
 }
 
+int journal_lock_held(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int held = -1;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(fd, LOCK_UN);
+        held = 0;
+    } else if (errno == EWOULDBLOCK) {
+        held = 1;
+    }
+    close(fd);
+    return held;
+}
+
 Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_ERR_MAX]) {
     JournalScan local;
     if (!scan) scan = &local;

@@ -94,6 +94,10 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
  * delete a journal another sweep is writing): the fd holding the lock, -2 if there is no
  * journal, -1 with a message if it is locked or cannot be opened. */
 int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]);
+/* Does a live process hold the journal's lock (a sweep writing it)? 1 yes, 0 no, -1 cannot
+ * tell (no journal, or no flock on its file system). Probes with a shared lock dropped at
+ * once, so it never waits and never holds one (`ablate inspect`). */
+int journal_lock_held(const char *path);
 /* Copies bytes [from, from+len) of a journal to dst, durably. */
 int journal_save_range(const char *path, uint64_t from, uint64_t len, const char *dst,
                        char err[ABL_ERR_MAX]);
