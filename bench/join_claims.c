@@ -6,20 +6,20 @@
  * A synthetic plan of RUNS runs (20,000; ids and names are all join.c reads of a plan) is
  * claimed on a fresh OUT.h5.d/join/ under DIR by PROCS separate processes (16; fork()ed
  * before any Join exists, each with its own join_open, its own flock'd journal and its own
- * name), started together behind a barrier. Each walks the runs as sweep.c's join_take()
+ * name), started together behind a barrier. Each walks the runs as joined.c's j_take()
  * does (plan order, which is most expensive first when costs are equal; a run BUSY
  * elsewhere is looked at again after 1 s; with nothing claimable, it heartbeats and sleeps
- * 200 ms) and marks every run it gets done with join_done() at once, as sweep.c does after
+ * 200 ms) and marks every run it gets done with join_done() at once, as joined.c does after
  * the RUN_END is synced: training takes no time, so this is the claim protocol at full
- * pressure. One difference from join_take(): each process keeps the index of its first
- * unsettled run and walks from there, where join_take() walks from the start of the queue
+ * pressure. One difference from j_take(): each process keeps the index of its first
+ * unsettled run and walks from there, where j_take() walks from the start of the queue
  * every time (in-memory checks, O(runs) per take); that scan is not the file system's cost.
  *
  * Scenarios, interleaved in every repetition:
  *   fresh     nobody has claimed anything: every claim is a link() of a new file
  *   peek      fresh, but each process asks join_peek() first and calls join_claim() only
  *             for a run that looks free, so that a process losing the race makes no file
- *             (join_take() calls join_claim() straight away: each loser writes, links and
+ *             (j_take() calls join_claim() straight away: each loser writes, links and
  *             unlinks a temporary file); PROCS processes only
  *   takeover  a share SHARE (0.5) of the runs, spread evenly, is held by a process that
  *             claimed them with join_claim() and exited without a word, as after kill -9:
@@ -131,7 +131,7 @@ static void dead_process(const char *out, double share) {
     _exit(0); /* no join_close, no journal_close: as if killed */
 }
 
-/* One competing process: sweep.c's join_take() and run_local() loop, training nothing. */
+/* One competing process: joined.c's j_take() and run_local() loop, training nothing. */
 static void compete(int p, const char *out, int peek, int ready_fd, int go_fd) {
     ProcStats *ps = &sh->proc[p];
     Join *j = join_open(out, &plan, JOIN_DEFAULT_LEASE, ps->err);

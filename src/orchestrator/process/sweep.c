@@ -19,12 +19,12 @@
 #include "env_info.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
-#include "orchestrator/schedule/join.h"
 #include "orchestrator/record/journal.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
+#include "orchestrator/schedule/scheduler.h"
 #include "run_exec.h"
 #include "orchestrator/plan/run_id.h"
 #include "sweep_progress.h"
@@ -43,26 +43,14 @@ typedef struct {
     uint32_t ckpt_attempt;  /* the attempt that wrote it */
     int dead;               /* a journal index whose PLAN record was lost (see resume) */
     EventRecordRefs events; /* EVENTS records, while the run may still need its history */
-    JournalReader *hist;    /* the journal events points into: another process's (join) or
-                               NULL for ours */
-    /* --join (join.h) */
-    uint8_t held;   /* our claim */
-    uint8_t lost;   /* taken over while we trained it: abandoned here */
-    int rank;       /* where it is being trained (-1: nowhere) */
-    double recheck; /* held elsewhere: look at its claim again after this time */
+    JournalReader *hist;    /* the journal events points into: another process's (a run
+                               taken over from it) or NULL for ours */
+    int rank;               /* where it is being trained (-1: nowhere; -2: asked to stop) */
     /* the BLAS its history was computed with (its START event; "" unknown): an attempt
      * that continues it with another is warned about */
     char blas_core[sizeof(((StartEvent *)0)->blas_core)];
     int blas_threads;
 } SweepRun;
-
-/* Another process's journal, read when we take a run over from it. */
-typedef struct {
-    char name[JOIN_NAME_MAX];
-    ResumeState rs;
-    JournalReader *r;
-    long long size; /* of the journal when read: read again if it grew */
-} JoinSource;
 
 /* Why the sweep stops before every run ended. */
 typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
@@ -74,8 +62,7 @@ typedef struct {
     PlanCost *cost;
     int n;
     SweepRun *runs;
-    int *queue; /* journal indices, most expensive first */
-    int n_queue, next;
+    Scheduler *sched; /* which run trains next (schedule/scheduler.h) */
     Journal *j;
     char journal_path[ABL_PATH_MAX];
     Progress progress;
@@ -84,13 +71,7 @@ typedef struct {
     int view_failed;
     JournalReader *history; /* reads earlier attempts' events back for resumed runs */
     ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
-    Join *join;             /* --join: the claims shared with the other processes */
-    JoinSource *src;        /* their journals, read for takeovers */
-    int n_src;
-    int *ready, n_ready; /* join: runs we hold that wait for a worker again */
-    int unfinished;      /* join: queue position before which every run is finished */
-    double next_scan;    /* join: when to look for a run again after finding none */
-    int local_run;       /* one process: the run it is training (-1: none) */
+    int local_run;          /* one process: the run it is training (-1: none) */
 } Sweep;
 
 static int exists(const char *p) {
@@ -133,22 +114,11 @@ static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
     return 0;
 }
 
-/* Most expensive first (ties in plan order): the long runs start early, so the sweep
- * does not end waiting on one big run. qsort has no context argument, hence the global. */
-static const Sweep *g_sort;
-static int cmp_queue(const void *a, const void *b) {
-    const Sweep *s = g_sort;
-    int x = *(const int *)a, y = *(const int *)b;
-    double cx = s->runs[x].cost, cy = s->runs[y].cost;
-    if (cx != cy) return cx > cy ? -1 : 1;
-    return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------------ stopping */
 
-/* How this sweep is continued: a joined one by joining it again. */
+/* How this sweep is continued (--resume, or --join for a joined one). */
 static const char *continue_with(const Sweep *s) {
-    return s->o->join ? "--join" : "--resume";
+    return s->sched ? s->sched->ops->continue_flag : "--resume";
 }
 
 /* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
@@ -209,7 +179,8 @@ static void record_checkpoint(Sweep *s, uint32_t run, uint32_t attempt, int64_t 
                               const char *path) {
     if (run >= (uint32_t)s->n || s->stop == STOP_IO) return;
     SweepRun *r = &s->runs[run];
-    if (attempt != r->attempt || r->lost) return; /* lost: its files are its new holder's */
+    if (attempt != r->attempt || sched_abandoned(s->sched, (int)run))
+        return; /* abandoned: its files are its new holder's */
     if (journal_append_checkpoint(s->j, run, attempt, step, path) != 0 || journal_sync(s->j) != 0) {
         stop_journal(s);
         return;
@@ -385,172 +356,6 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     return 0;
 }
 
-/* ------------------------------------------------------------------ joined sweeps */
-
-/* Another process's journal, read (again, if it grew) for a takeover. */
-static JoinSource *join_source(Sweep *s, const char *name) {
-    char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32], err[ABL_ERR_MAX];
-    join_journal_of(s->join, name, path, sizeof path);
-    struct stat st;
-    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
-    JoinSource *js = NULL;
-    for (int k = 0; k < s->n_src && !js; k++)
-        if (!strcmp(s->src[k].name, name)) js = &s->src[k];
-    if (js && js->size == size) return js;
-    if (!js) {
-        JoinSource *n = realloc(s->src, sizeof *n * (size_t)(s->n_src + 1));
-        if (!n) return NULL;
-        s->src = n;
-        js = &s->src[s->n_src++];
-        memset(js, 0, sizeof *js);
-        snprintf(js->name, sizeof js->name, "%s", name);
-    }
-    resume_free(&js->rs);
-    js->size = -1;
-    if ((!js->r && !(js->r = journal_reader_open(path, err))) ||
-        resume_read(path, &js->rs, err) != 0) {
-        fprintf(stderr, "ablate: warning: %s\n", err);
-        return NULL;
-    }
-    js->size = size;
-    return js;
-}
-
-/* A run another process finished: it counts as done here too. */
-static void finished_elsewhere(Sweep *s, SweepRun *r, RunStatus status) {
-    r->finished = 1;
-    r->status = status;
-    r->held = 0;
-    refs_free(&r->events);
-    r->hist = NULL;
-    progress_run_elsewhere(&s->progress, r->cost);
-}
-
-/* We took run i over from process prev: continue from the last checkpoint its journal
- * records, with the history of the attempt that wrote it (as a resume does), or note that
- * it had in fact finished (killed between its RUN_END and its claim's "done"). */
-static void adopt(Sweep *s, int i, const char *prev) {
-    SweepRun *r = &s->runs[i];
-    char err[ABL_ERR_MAX];
-    JoinSource *js = prev[0] ? join_source(s, prev) : NULL;
-    const ResumeRun *rr = js && i < js->rs.n_runs ? &js->rs.runs[i] : NULL;
-    if (rr && strcmp(rr->id, r->pr->id) != 0) rr = NULL;
-    if (rr && rr->finished) {
-        finished_elsewhere(s, r, rr->status);
-        if (join_done(s->join, r->pr->id, err) < 0) stop_io(s, err);
-        return;
-    }
-    refs_free(&r->events);
-    r->hist = NULL;
-    r->ckpt_step = r->ckpt_attempt = 0;
-    if (rr && rr->ckpt_step > 0) {
-        for (size_t k = 0; k < rr->events.n; k++)
-            if (rr->events.refs[k].attempt == rr->ckpt_attempt &&
-                refs_push(&r->events, rr->events.refs[k].attempt, rr->events.refs[k].offset) != 0) {
-                stop_io(s, "out of memory");
-                return;
-            }
-        r->ckpt_step = rr->ckpt_step;
-        r->ckpt_attempt = rr->ckpt_attempt;
-        r->hist = js->r;
-    }
-    fprintf(stderr, "ablate: run %s taken over from %s (%s), from %s\n", r->pr->name,
-            prev[0] ? prev : "nobody", rr ? "it stopped or is gone" : "no record of it",
-            r->ckpt_step > 0 ? "its checkpoint" : "its start");
-}
-
-/* The next run to train here: one we hold that waits again (its worker's own SIGUSR1), else
- * the most expensive one nobody has, else one released or left by a gone process. -1:
- * none for now (the rest are finished or held by live processes). */
-static int join_take(Sweep *s) {
-    double now = clock_seconds();
-    while (s->n_ready) {
-        SweepRun *r = &s->runs[s->ready[--s->n_ready]];
-        if (!r->lost) return (int)(r - s->runs);
-        r->lost = r->held = 0; /* taken over while it waited here */
-        r->recheck = now + 1.0;
-    }
-    if (now < s->next_scan) return -1; /* rank 0 polls often: not the claims each time */
-    s->next_scan = now + 0.2;
-    for (int q = s->unfinished; q < s->n_queue && !stopping(s); q++) {
-        int i = s->queue[q];
-        SweepRun *r = &s->runs[i];
-        if (r->finished || r->held || r->recheck > now) continue;
-        char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
-        switch (join_claim(s->join, r->pr->id, prev, err)) {
-        case CLAIM_ERROR:
-            stop_io(s, err);
-            return -1;
-        case CLAIM_DONE:
-            finished_elsewhere(s, r, RUN_DONE);
-            continue;
-        case CLAIM_BUSY: /* its holder may go: look again in a second */
-            r->recheck = now + 1.0;
-            continue;
-        case CLAIM_TAKEN:
-            r->held = 1;
-            adopt(s, i, prev);
-            if (r->finished) continue;
-            s->next_scan = 0;
-            return i;
-        case CLAIM_MINE:
-            r->held = 1;
-            s->next_scan = 0; /* more idle workers may want one at once */
-            return i;
-        }
-    }
-    return -1;
-}
-
-/* Heartbeat, and every quarter lease a look at the claims of the runs we train: one taken
- * over (we were unresponsive for longer than the lease) is abandoned here. */
-static void join_tick(Sweep *s) {
-    int rc = join_heartbeat(s->join, clock_seconds());
-    if (rc < 0) stop_io(s, "cannot touch the join heartbeat");
-    if (rc <= 0) return;
-    for (int i = 0; i < s->n; i++) {
-        SweepRun *r = &s->runs[i];
-        if (!r->held || r->lost || r->finished || join_holds(s->join, r->pr->id)) continue;
-        r->lost = 1;
-        fprintf(stderr,
-                "ablate: run %s was taken over by another process (this one did not renew its "
-                "lease of %.0f s); abandoning it here\n",
-                r->pr->name, join_lease(s->join));
-    }
-}
-
-static int take_next(Sweep *s) {
-    if (s->join) return join_take(s);
-    return s->next < s->n_queue ? s->queue[s->next++] : -1;
-}
-
-/* Is there anything left to train, here or (joined) anywhere? */
-static int more_work(Sweep *s) {
-    if (!s->join) return s->next < s->n_queue;
-    if (s->n_ready) return 1;
-    /* a joined run never becomes unfinished again: the cursor only moves forward */
-    while (s->unfinished < s->n_queue && s->runs[s->queue[s->unfinished]].finished)
-        s->unfinished++;
-    return s->unfinished < s->n_queue;
-}
-
-/* An interrupted run of ours (not the sweep's stop) goes back to be trained again. */
-static void requeue(Sweep *s, int run) {
-    if (s->join)
-        s->ready[s->n_ready++] = run;
-    else
-        s->queue[--s->next] = run;
-}
-
-/* A run we will not train on: released for another process to continue from its
- * checkpoint (journaled and synced before this). */
-static void join_let_go(Sweep *s, SweepRun *r) {
-    char err[ABL_ERR_MAX];
-    if (r->held && !r->lost && join_release(s->join, r->pr->id, err) < 0)
-        fprintf(stderr, "ablate: warning: %s\n", err);
-    r->held = 0;
-}
-
 /* ------------------------------------------------------------------ the view */
 
 /* Called often (after events, when idle): every view_seconds it hands the flushed journal
@@ -563,8 +368,8 @@ static void rebuild_view(Sweep *s, int force) {
     if (!force && (t - s->last_view < s->view_seconds || view_updater_busy(s->vu))) return;
     char err[ABL_ERR_MAX] = "";
     s->last_view = t;
-    struct stat st; /* joined: another process rebuilt it a moment ago */
-    if (s->join && !force && stat(s->o->out_path, &st) == 0 &&
+    struct stat st; /* shared: another process rebuilt it a moment ago */
+    if (s->sched->ops->shared && !force && stat(s->o->out_path, &st) == 0 &&
         difftime(time(NULL), st.st_mtime) < s->view_seconds)
         return;
     if (journal_flush(s->j) != 0) {
@@ -620,9 +425,9 @@ static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *
     if (a->resume_step > 0 ? copy_history(s, r, a->run, a->attempt, a->resume_step) != 0
                            : (refs_free(&r->events), 0))
         return -1;
-    /* joined: the checkpoint this attempt continues from, in our own journal, so that a
+    /* shared: the checkpoint this attempt continues from, in our own journal, so that a
      * process taking the run over from us needs no other journal than ours */
-    if (s->join && a->resume_step > 0) {
+    if (s->sched->ops->shared && a->resume_step > 0) {
         record_checkpoint(s, a->run, a->attempt, a->resume_step, a->ckpt_path);
         if (stopping(s)) return -1;
     }
@@ -661,9 +466,8 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     if (!durable && s->stop != STOP_IO) stop_journal(s);
     if (attempt == r->attempt) warn_blas_change(r, end);
     r->rank = -1;
-    if (end->status == RUN_INTERRUPTED && r->lost) { /* abandoned: another process has it */
-        r->lost = r->held = 0;
-        r->recheck = clock_seconds() + 1.0;
+    if (end->status == RUN_INTERRUPTED && sched_abandoned(s->sched, (int)run)) {
+        sched_cancel(s->sched, (int)run); /* another process has it */
         progress_run_stopped(&s->progress);
         return;
     }
@@ -674,14 +478,14 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
         /* a worker that got its own SIGUSR1, or could not use its checkpoint: the run goes
          * back to the queue (from its checkpoint) while the sweep goes on */
         if (!stopping(s) && durable)
-            requeue(s, (int)run);
-        else if (s->join)
-            join_let_go(s, r);
+            sched_requeue(s->sched, (int)run);
+        else
+            sched_cancel(s->sched, (int)run);
         return;
     }
     if (!durable) {
         progress_run_stopped(&s->progress);
-        if (s->join) join_let_go(s, r);
+        sched_cancel(s->sched, (int)run);
         return;
     }
     r->finished = 1;
@@ -689,11 +493,7 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     refs_free(&r->events);
     drop_checkpoint(s, r);
     progress_run_finished(&s->progress, r->pr->name, end, r->cost);
-    if (s->join) { /* after the RUN_END is synced: others may now count it done */
-        char err[ABL_ERR_MAX];
-        r->held = r->lost = 0;
-        if (join_done(s->join, r->pr->id, err) < 0) stop_io(s, err);
-    }
+    sched_ended(s->sched, (int)run, end); /* after the RUN_END is synced */
     rebuild_view(s, 0);
 }
 
@@ -719,10 +519,8 @@ static TrainPoll local_poll(void *ctx) {
         s->stop = STOP_SIGNAL;
         fprintf(stderr, "\nablate: %s: checkpointing 1 run(s) in progress\n", sweep_signal_name());
     }
-    if (s->join) {
-        join_tick(s);
-        if (s->local_run >= 0 && s->runs[s->local_run].lost) return TRAIN_ABORT;
-    }
+    sched_tick(s->sched, clock_seconds());
+    if (s->local_run >= 0 && sched_abandoned(s->sched, s->local_run)) return TRAIN_ABORT;
     return stopping(s) ? TRAIN_CHECKPOINT : TRAIN_CONTINUE;
 }
 
@@ -731,10 +529,10 @@ static void run_local(Sweep *s, const char *host) {
     RunOutput out = {local_send, local_checkpointed, local_poll, s};
     for (;;) {
         if (sweep_signal_usr1() && !stopping(s)) s->stop = STOP_SIGNAL;
-        if (stopping(s) || sweep_signal_term() || !more_work(s)) break;
-        int idx = take_next(s);
-        if (idx < 0) { /* joined: the rest is held by live processes; watch them */
-            join_tick(s);
+        if (stopping(s) || sweep_signal_term() || !sched_more(s->sched)) break;
+        int idx = sched_take(s->sched, clock_seconds());
+        if (idx < 0) { /* the rest is held by other processes for now; watch them */
+            sched_tick(s->sched, clock_seconds());
             rebuild_view(s, 0);
             struct timespec ts = {0, 200000000};
             nanosleep(&ts, NULL);
@@ -761,7 +559,7 @@ static void send_stop(int rank, int32_t mode) {
 
 /* Hands the next queued run to an idle worker; returns 1 if it did. */
 static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
-    int idx = take_next(s);
+    int idx = sched_take(s->sched, clock_seconds());
     if (idx < 0) return 0;
     RunAssignment a;
     prepare_assignment(s, idx, &a);
@@ -792,17 +590,16 @@ static void run_mpi(Sweep *s, int nranks) {
             for (int r = 1; r < nranks; r++)
                 if (busy[r] >= 0) send_stop(r, STOP_CHECKPOINT);
         }
-        if (s->join) { /* heartbeat; runs taken over from us are stopped where they train */
-            join_tick(s);
-            for (int r = 1; r < nranks; r++)
-                if (busy[r] >= 0 && s->runs[busy[r]].lost && s->runs[busy[r]].rank == r) {
-                    send_stop(r, STOP_ABANDON);
-                    s->runs[busy[r]].rank = -2; /* asked once */
-                }
-        }
+        /* runs given to another process meanwhile are stopped where they train */
+        sched_tick(s->sched, clock_seconds());
+        for (int r = 1; r < nranks; r++)
+            if (busy[r] >= 0 && s->runs[busy[r]].rank == r && sched_abandoned(s->sched, busy[r])) {
+                send_stop(r, STOP_ABANDON);
+                s->runs[busy[r]].rank = -2; /* asked once */
+            }
         for (int r = 1; r < nranks && !stopping(s); r++)
-            if (busy[r] == -1 && more_work(s)) n_busy += assign_next(s, r, hosts[r], busy);
-        if (n_busy == 0 && (stopping(s) || !more_work(s))) {
+            if (busy[r] == -1 && sched_more(s->sched)) n_busy += assign_next(s, r, hosts[r], busy);
+        if (n_busy == 0 && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
                 ready &= busy[r] != -2;
@@ -856,7 +653,7 @@ static void run_mpi(Sweep *s, int nranks) {
             busy[src] = -1;
             n_busy--;
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
-            if (!stopping(s) && !sweep_signal_usr1() && more_work(s))
+            if (!stopping(s) && !sweep_signal_usr1() && sched_more(s->sched))
                 n_busy += assign_next(s, src, hosts[src], busy);
             if (we.run < (uint32_t)s->n) record_end(s, we.run, we.attempt, we.rank, we.host, &res);
             /* a run requeued by record_end goes to the first idle worker next time round */
@@ -918,6 +715,40 @@ io:
     return -1;
 }
 
+/* What the scheduler tells us (SchedHost). */
+static void host_finished_elsewhere(void *ctx, int run, RunStatus status) {
+    Sweep *s = ctx;
+    SweepRun *r = &s->runs[run];
+    r->finished = 1;
+    r->status = status;
+    refs_free(&r->events);
+    r->hist = NULL;
+    progress_run_elsewhere(&s->progress, r->cost); /* before progress_init: forgotten */
+}
+
+/* A run taken over continues from the checkpoint another process's journal records, with
+ * the history of the attempt that wrote it (as a resume does), or from its start. */
+static int host_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
+    Sweep *s = ctx;
+    SweepRun *r = &s->runs[run];
+    refs_free(&r->events);
+    r->hist = NULL;
+    r->ckpt_step = r->ckpt_attempt = 0;
+    if (!rr || rr->ckpt_step <= 0) return 0;
+    for (size_t k = 0; k < rr->events.n; k++)
+        if (rr->events.refs[k].attempt == rr->ckpt_attempt &&
+            refs_push(&r->events, rr->events.refs[k].attempt, rr->events.refs[k].offset) != 0)
+            return -1;
+    r->ckpt_step = rr->ckpt_step;
+    r->ckpt_attempt = rr->ckpt_attempt;
+    r->hist = from;
+    return 0;
+}
+
+static void host_fail(void *ctx, const char *what) {
+    stop_io(ctx, what);
+}
+
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     const SweepOptions *o = s->o;
     char dir[ABL_PATH_MAX];
@@ -927,26 +758,13 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         return -1;
     }
     int have_journal = exists(s->journal_path);
-    if (o->join) {
-        if (have_journal) {
-            snprintf(err, ABL_ERR_MAX,
-                     "%s was written by a single sweep (%s): continue it with --resume; "
-                     "--join needs an output of its own",
-                     o->out_path, s->journal_path);
-            return -1;
-        }
-        if (!(s->join = join_open(o->out_path, &s->plan, o->lease, err))) return -1;
-        join_journal_of(s->join, NULL, s->journal_path, sizeof s->journal_path);
+    SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force};
+    SchedHost host = {s, host_finished_elsewhere, host_continue_from, host_fail};
+    if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
+    if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
         s->j = journal_create(s->journal_path, err);
         return s->j ? 0 : -1;
-    }
-    if (join_exists(o->out_path) && !o->force) {
-        snprintf(err, ABL_ERR_MAX,
-                 "%s is a joined sweep (%s/join): continue it with `ablate run --join`, or "
-                 "--force to start over",
-                 o->out_path, dir);
-        return -1;
     }
     if (!o->resume && !o->force && (exists(o->out_path) || exists(dir))) {
         snprintf(err, ABL_ERR_MAX,
@@ -969,7 +787,7 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                      "; --force refused: stop that sweep first");
             return -1;
         }
-        if (join_remove(o->out_path, err) != 0) {
+        if (scheduler_remove_output(o->out_path, err) != 0) {
             snprintf(err + strlen(err), ABL_ERR_MAX - strlen(err),
                      "; --force refused: stop that sweep first");
             if (lock >= 0) close(lock);
@@ -1040,7 +858,7 @@ char *sweep_gather_hostnames(int rank, int nranks) {
 static int finish(Sweep *s) {
     int failed = 0, finished = 0, n = 0;
     for (int i = 0; i < s->n; i++) {
-        if (s->join && s->runs[i].held && !s->runs[i].finished) join_let_go(s, &s->runs[i]);
+        if (!s->runs[i].finished) sched_cancel(s->sched, i); /* whoever takes it next */
         if (s->runs[i].dead) continue;
         n++;
         finished += s->runs[i].finished;
@@ -1105,51 +923,41 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
-    if (!(s.vu = view_updater_start(s.journal_path, o->out_path, o->join, err))) {
+    if (!(s.vu = view_updater_start(s.journal_path, o->out_path, s.sched->ops->shared, err))) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
-    s.queue = malloc(sizeof(int) * (size_t)(s.n + 1));
+    /* the scheduler learns the runs; a shared one hears which others finished already */
+    SchedRun *sr = malloc(sizeof *sr * (size_t)(s.n + 1));
+    for (int i = 0; sr && i < s.n; i++) {
+        SweepRun *r = &s.runs[i];
+        sr[i] =
+            (SchedRun){r->dead ? "" : r->pr->id, r->dead ? "" : r->pr->name, r->cost, r->finished};
+    }
+    if (!sr || sched_start(s.sched, sr, s.n) != 0) {
+        free(sr);
+        fprintf(stderr, "ablate run: out of memory\n");
+        rc = SWEEP_EXIT_FAILED;
+        goto stop_workers;
+    }
+    free(sr);
     int done_before = 0, n_live = 0;
+    double total_cost = 0;
     for (int i = 0; i < s.n; i++) {
         if (s.runs[i].dead) continue;
         n_live++;
         if (s.runs[i].finished)
             done_before++;
         else
-            s.queue[s.n_queue++] = i;
-    }
-    g_sort = &s;
-    qsort(s.queue, (size_t)s.n_queue, sizeof(int), cmp_queue);
-    if (s.join) { /* what the other processes finished already */
-        s.ready = malloc(sizeof(int) * (size_t)(s.n + 1));
-        for (int q = 0; q < s.n_queue; q++) {
-            int mine;
-            char prev[JOIN_NAME_MAX];
-            SweepRun *r = &s.runs[s.queue[q]];
-            if (join_peek(s.join, r->pr->id, &mine, prev) == CLAIM_DONE) {
-                r->finished = 1;
-                r->status = RUN_DONE;
-                done_before++;
-            }
-        }
+            total_cost += s.runs[i].cost;
     }
     if (journal_sync(s.j) != 0) stop_journal(&s);
     if (!stopping(&s)) rebuild_view(&s, 1);
-    if (s.join)
-        fprintf(stderr,
-                "ablate: joined the sweep as %s: %d runs planned (%d finished), trained here "
-                "on %d %s, others by the processes that join it (lease %.0f s) -> %s\n",
-                join_name(s.join), n_live, done_before, nranks > 1 ? nranks - 1 : 1,
-                nranks > 1 ? "worker rank(s)" : "process", join_lease(s.join), o->out_path);
-    else
-        fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run on %d %s -> %s\n",
-                n_live, done_before, s.n_queue, nranks > 1 ? nranks - 1 : 1,
-                nranks > 1 ? "worker rank(s)" : "process", o->out_path);
-    double total_cost = 0;
-    for (int i = 0; i < s.n_queue; i++)
-        if (!s.runs[s.queue[i]].finished) total_cost += s.runs[s.queue[i]].cost;
+    char where[64];
+    snprintf(where, sizeof where, "%d %s", nranks > 1 ? nranks - 1 : 1,
+             nranks > 1 ? "worker rank(s)" : "process");
+    s.sched->ops->announce(s.sched, n_live, done_before, where, o->out_path);
     progress_init(&s.progress, n_live, done_before, total_cost);
 
     if (nranks > 1)
@@ -1188,15 +996,8 @@ out:
     for (int i = 0; i < s.n; i++)
         refs_free(&s.runs[i].events);
     view_updater_stop(s.vu);
-    for (int k = 0; k < s.n_src; k++) {
-        resume_free(&s.src[k].rs);
-        if (s.src[k].r) journal_reader_close(s.src[k].r);
-    }
-    free(s.src);
-    free(s.ready);
-    join_close(s.join);
+    sched_close(s.sched);
     free(hostnames);
-    free(s.queue);
     free(s.runs);
     free(s.cost);
     resume_free(&rs);

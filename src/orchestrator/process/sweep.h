@@ -1,6 +1,7 @@
-/* `ablate run`: rank 0 plans, schedules and journals; worker ranks train. With one rank,
- * rank 0 trains in-process. The journal (OUT.h5.d/journal) is the durable record and
- * OUT.h5 a view rebuilt from it (docs/architecture.md). */
+/* `ablate run`: rank 0 plans, dispatches what its scheduler (schedule/scheduler.h) hands
+ * out, and journals; worker ranks train. With one rank, rank 0 trains in-process. The
+ * journal (OUT.h5.d/journal) is the durable record and OUT.h5 a view rebuilt from it
+ * (docs/architecture.md). */
 #ifndef ABLATE_ORCHESTRATOR_SWEEP_H
 #define ABLATE_ORCHESTRATOR_SWEEP_H
 

@@ -1,0 +1,295 @@
+/* The joined scheduler (scheduler.h) of `ablate run --join`: the plain queue's order, but a
+ * run is trained here only once this process holds its claim in join/ (join.h). A run
+ * another process released or left behind is taken over from that process's journal; a run
+ * of ours taken over meanwhile (we did not renew our lease) is abandoned here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "join.h"
+#include "scheduler.h"
+#include "util/clock.h"
+
+typedef struct {
+    uint8_t finished; /* here or anywhere */
+    uint8_t held;     /* our claim */
+    uint8_t lost;     /* taken over while we trained it: abandoned here */
+    double recheck;   /* held elsewhere: look at its claim again after this time */
+} JoinedRun;
+
+/* Another process's journal, read when we take a run over from it. */
+typedef struct {
+    char name[JOIN_NAME_MAX];
+    ResumeState rs;
+    JournalReader *r;
+    long long size; /* of the journal when read: read again if it grew */
+} JoinSource;
+
+typedef struct {
+    Scheduler base;
+    Join *join;
+    JoinedRun *st;
+    int *queue, n_queue; /* journal indices, most expensive first */
+    int *ready, n_ready; /* runs we hold that wait for a worker again */
+    int unfinished;      /* queue position before which every run is finished */
+    double next_scan;    /* when to look for a run again after finding none */
+    int failed;          /* an I/O error was reported: the sweep stops */
+    JoinSource *src;     /* their journals, read for takeovers */
+    int n_src;
+} Joined;
+
+static void fail(Joined *J, const char *what) {
+    J->failed = 1;
+    if (J->base.host.fail) J->base.host.fail(J->base.host.ctx, what);
+}
+
+/* A run another process finished: it counts as done here too. */
+static void finished_elsewhere(Joined *J, int i, RunStatus status) {
+    J->st[i].finished = 1;
+    J->st[i].held = 0;
+    if (J->base.host.finished_elsewhere)
+        J->base.host.finished_elsewhere(J->base.host.ctx, i, status);
+}
+
+static int j_start(Scheduler *s, const SchedRun *runs, int n) {
+    Joined *J = (Joined *)s;
+    if (sched_keep_runs(s, runs, n) != 0 || !(J->st = calloc((size_t)n + 1, sizeof *J->st)) ||
+        !(J->queue = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(J->ready = malloc(sizeof(int) * (size_t)(n + 1))))
+        return -1;
+    for (int i = 0; i < n; i++)
+        J->st[i].finished = (uint8_t)(runs[i].finished != 0);
+    J->n_queue = sched_order(runs, n, J->queue);
+    for (int q = 0; q < J->n_queue; q++) { /* what the other processes finished already */
+        int mine, i = J->queue[q];
+        char prev[JOIN_NAME_MAX];
+        if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE)
+            finished_elsewhere(J, i, RUN_DONE);
+    }
+    return 0;
+}
+
+/* Another process's journal, read (again, if it grew) for a takeover. */
+static JoinSource *join_source(Joined *J, const char *name) {
+    char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32], err[ABL_ERR_MAX];
+    join_journal_of(J->join, name, path, sizeof path);
+    struct stat st;
+    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    JoinSource *js = NULL;
+    for (int k = 0; k < J->n_src && !js; k++)
+        if (!strcmp(J->src[k].name, name)) js = &J->src[k];
+    if (js && js->size == size) return js;
+    if (!js) {
+        JoinSource *n = realloc(J->src, sizeof *n * (size_t)(J->n_src + 1));
+        if (!n) return NULL;
+        J->src = n;
+        js = &J->src[J->n_src++];
+        memset(js, 0, sizeof *js);
+        snprintf(js->name, sizeof js->name, "%s", name);
+    }
+    resume_free(&js->rs);
+    js->size = -1;
+    if ((!js->r && !(js->r = journal_reader_open(path, err))) ||
+        resume_read(path, &js->rs, err) != 0) {
+        fprintf(stderr, "ablate: warning: %s\n", err);
+        return NULL;
+    }
+    js->size = size;
+    return js;
+}
+
+/* We took run i over from process prev: continue from the last checkpoint its journal
+ * records, with the history of the attempt that wrote it (as a resume does), or note that
+ * it had in fact finished (killed between its RUN_END and its claim's "done"). */
+static void adopt(Joined *J, int i, const char *prev) {
+    const SchedRun *r = &J->base.runs[i];
+    char err[ABL_ERR_MAX];
+    JoinSource *js = prev[0] ? join_source(J, prev) : NULL;
+    const ResumeRun *rr = js && i < js->rs.n_runs ? &js->rs.runs[i] : NULL;
+    if (rr && strcmp(rr->id, r->id) != 0) rr = NULL;
+    if (rr && rr->finished) {
+        finished_elsewhere(J, i, rr->status);
+        if (join_done(J->join, r->id, err) < 0) fail(J, err);
+        return;
+    }
+    const ResumeRun *from = rr && rr->ckpt_step > 0 ? rr : NULL;
+    if (J->base.host.continue_from &&
+        J->base.host.continue_from(J->base.host.ctx, i, from, from ? js->r : NULL) != 0) {
+        fail(J, "out of memory");
+        return;
+    }
+    fprintf(stderr, "ablate: run %s taken over from %s (%s), from %s\n", r->name,
+            prev[0] ? prev : "nobody", rr ? "it stopped or is gone" : "no record of it",
+            from ? "its checkpoint" : "its start");
+}
+
+/* The next run to train here: one we hold that waits again (its worker's own SIGUSR1), else
+ * the most expensive one nobody has, else one released or left by a gone process. -1:
+ * none for now (the rest are finished or held by live processes). */
+static int j_take(Scheduler *s, double now) {
+    Joined *J = (Joined *)s;
+    while (J->n_ready) {
+        JoinedRun *r = &J->st[J->ready[--J->n_ready]];
+        if (!r->lost) return J->ready[J->n_ready];
+        r->lost = r->held = 0; /* taken over while it waited here */
+        r->recheck = now + 1.0;
+    }
+    if (now < J->next_scan) return -1; /* rank 0 polls often: not the claims each time */
+    J->next_scan = now + 0.2;
+    for (int q = J->unfinished; q < J->n_queue && !J->failed; q++) {
+        int i = J->queue[q];
+        JoinedRun *r = &J->st[i];
+        if (r->finished || r->held || r->recheck > now) continue;
+        char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
+        switch (join_claim(J->join, s->runs[i].id, prev, err)) {
+        case CLAIM_ERROR:
+            fail(J, err);
+            return -1;
+        case CLAIM_DONE:
+            finished_elsewhere(J, i, RUN_DONE);
+            continue;
+        case CLAIM_BUSY: /* its holder may go: look again in a second */
+            r->recheck = now + 1.0;
+            continue;
+        case CLAIM_TAKEN:
+            r->held = 1;
+            adopt(J, i, prev);
+            if (r->finished) continue;
+            J->next_scan = 0;
+            return i;
+        case CLAIM_MINE:
+            r->held = 1;
+            J->next_scan = 0; /* more idle workers may want one at once */
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int j_more(Scheduler *s) {
+    Joined *J = (Joined *)s;
+    if (J->n_ready) return 1;
+    /* a joined run never becomes unfinished again: the cursor only moves forward */
+    while (J->unfinished < J->n_queue && J->st[J->queue[J->unfinished]].finished)
+        J->unfinished++;
+    return J->unfinished < J->n_queue;
+}
+
+/* We still hold it: it waits here for the next idle worker. */
+static void j_requeue(Scheduler *s, int run) {
+    Joined *J = (Joined *)s;
+    J->ready[J->n_ready++] = run;
+}
+
+/* Released for another process (or us, later) to continue from its checkpoint, journaled
+ * and synced before this; a run taken over from us is only forgotten. */
+static void j_cancel(Scheduler *s, int run) {
+    Joined *J = (Joined *)s;
+    JoinedRun *r = &J->st[run];
+    char err[ABL_ERR_MAX];
+    if (r->lost) {
+        r->lost = r->held = 0;
+        r->recheck = clock_seconds() + 1.0;
+        return;
+    }
+    if (r->held && join_release(J->join, s->runs[run].id, err) < 0)
+        fprintf(stderr, "ablate: warning: %s\n", err);
+    r->held = 0;
+}
+
+/* After the RUN_END is synced: others may now count it done (even if it was taken over
+ * meanwhile: its new holder then stops). */
+static void j_ended(Scheduler *s, int run, const EndEvent *end) {
+    Joined *J = (Joined *)s;
+    JoinedRun *r = &J->st[run];
+    char err[ABL_ERR_MAX];
+    (void)end;
+    r->finished = 1;
+    r->held = r->lost = 0;
+    if (join_done(J->join, s->runs[run].id, err) < 0) fail(J, err);
+}
+
+/* Heartbeat, and every quarter lease a look at the claims of the runs we train: one taken
+ * over (we were unresponsive for longer than the lease) is abandoned here. */
+static void j_tick(Scheduler *s, double now) {
+    Joined *J = (Joined *)s;
+    int rc = join_heartbeat(J->join, now);
+    if (rc < 0) fail(J, "cannot touch the join heartbeat");
+    if (rc <= 0) return;
+    for (int i = 0; i < s->n; i++) {
+        JoinedRun *r = &J->st[i];
+        if (!r->held || r->lost || r->finished || join_holds(J->join, s->runs[i].id)) continue;
+        r->lost = 1;
+        fprintf(stderr,
+                "ablate: run %s was taken over by another process (this one did not renew its "
+                "lease of %.0f s); abandoning it here\n",
+                s->runs[i].name, join_lease(J->join));
+    }
+}
+
+static int j_abandoned(Scheduler *s, int run) {
+    Joined *J = (Joined *)s;
+    return run >= 0 && run < s->n && J->st[run].lost;
+}
+
+static void j_announce(Scheduler *s, int n_live, int n_done, const char *where,
+                       const char *out_path) {
+    Joined *J = (Joined *)s;
+    fprintf(stderr,
+            "ablate: joined the sweep as %s: %d runs planned (%d finished), trained here "
+            "on %s, others by the processes that join it (lease %.0f s) -> %s\n",
+            join_name(J->join), n_live, n_done, where, join_lease(J->join), out_path);
+}
+
+static void j_close(Scheduler *s) {
+    Joined *J = (Joined *)s;
+    for (int k = 0; k < J->n_src; k++) {
+        resume_free(&J->src[k].rs);
+        if (J->src[k].r) journal_reader_close(J->src[k].r);
+    }
+    free(J->src);
+    free(J->ready);
+    free(J->queue);
+    free(J->st);
+    join_close(J->join);
+    sched_free_runs(s);
+    free(J);
+}
+
+static const SchedOps joined_ops = {
+    .start = j_start,
+    .take = j_take,
+    .more = j_more,
+    .requeue = j_requeue,
+    .cancel = j_cancel,
+    .ended = j_ended,
+    .tick = j_tick,
+    .abandoned = j_abandoned,
+    .announce = j_announce,
+    .close = j_close,
+    .continue_flag = "--join", /* a joined sweep is continued by joining it again */
+    .shared = 1,
+};
+
+Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
+                             char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]) {
+    struct stat st;
+    if (stat(journal, &st) == 0) {
+        snprintf(err, ABL_ERR_MAX,
+                 "%s was written by a single sweep (%s): continue it with --resume; "
+                 "--join needs an output of its own",
+                 cfg->out_path, journal);
+        return NULL;
+    }
+    Joined *J = calloc(1, sizeof *J);
+    if (!J) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+    J->base.ops = &joined_ops;
+    if (host) J->base.host = *host;
+    if (!(J->join = join_open(cfg->out_path, cfg->plan, cfg->lease, err))) {
+        free(J);
+        return NULL;
+    }
+    join_journal_of(J->join, NULL, journal, ABL_PATH_MAX);
+    return &J->base;
+}

@@ -1,0 +1,150 @@
+/* Which run trains next: the one interface between the sweep (process/sweep.c, which
+ * dispatches runs to workers and records what they send) and a scheduling policy.
+ *
+ * Runs are named by their journal index. The sweep asks take() for a run whenever a worker
+ * is idle, and tells the scheduler what became of it: requeue() (interrupted on its own: it
+ * trains again), cancel() (the sweep stops or could not record it: this process gives it
+ * up), ended() (a final result, durable in the journal). more() says whether anything is
+ * left to train, here or anywhere; tick() is called often while the sweep runs.
+ *
+ * Implementations:
+ *   queue.c    one process: every unfinished run once, most expensive first
+ *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
+ *              many processes share one sweep (join.h)
+ * Adaptive replication (more seeds where a contrast is still open) is a third one or a
+ * policy over these: ended() hands over each run's final result, and take() may return runs
+ * added since start(). tests/test_scheduler.c runs every implementation through the same
+ * contract, a stub adaptive one included. */
+#ifndef ABLATE_ORCHESTRATOR_SCHEDULER_H
+#define ABLATE_ORCHESTRATOR_SCHEDULER_H
+
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/record/resume.h"
+#include "worker/events.h"
+
+/* What the scheduler knows of a run when the sweep starts. */
+typedef struct {
+    const char *id, *name;
+    double cost;  /* the higher, the earlier it is taken (ties: the lower index first) */
+    int finished; /* nothing to train: ended before, or not a run (a lost journal index) */
+} SchedRun;
+
+/* What a scheduler tells the sweep that runs it (any of these may be NULL in tests). */
+typedef struct {
+    void *ctx;
+    /* Another process finished run: it counts as finished here too, with this status. */
+    void (*finished_elsewhere)(void *ctx, int run, RunStatus status);
+    /* Run was taken over from another process: its next attempt continues from the
+     * checkpoint rr records (rr's events are offsets into from), or from its start when rr
+     * is NULL or has no checkpoint. 0, or -1 out of memory. */
+    int (*continue_from)(void *ctx, int run, const ResumeRun *rr, JournalReader *from);
+    /* An I/O error: the sweep stops (it says so once, as for its own errors). */
+    void (*fail)(void *ctx, const char *what);
+} SchedHost;
+
+/* How to open a scheduler: scheduler_open picks the implementation from these. */
+typedef struct {
+    const char *out_path;
+    const Plan *plan;
+    int join;     /* one of many processes on this sweep (joined.c) */
+    double lease; /* join: seconds before an unresponsive process's runs are taken */
+    int force;    /* --force: the output is being replaced, whoever owned it */
+} SchedConfig;
+
+typedef struct Scheduler Scheduler;
+
+typedef struct {
+    /* Learns the runs (n of them, indexed by journal index; the scheduler keeps a copy of
+     * the array, the strings must outlive it). 0, or -1 out of memory. */
+    int (*start)(Scheduler *s, const SchedRun *runs, int n);
+    /* The next run to train here, or -1: none for now (the rest are finished, or held by
+     * others). now: clock_seconds(), for schedulers that wait on others. */
+    int (*take)(Scheduler *s, double now);
+    /* Is anything left to train, here or anywhere? 0 ends the sweep. */
+    int (*more)(Scheduler *s);
+    /* A run of ours was interrupted on its own (its worker's SIGUSR1, an unusable
+     * checkpoint) and its end is durable: it is taken again, before anything else. */
+    void (*requeue)(Scheduler *s, int run);
+    /* This process gives run up without a final result (the sweep stops, or its end could
+     * not be recorded): it stays unfinished, for whoever takes it next. A run not taken is
+     * left as it is. */
+    void (*cancel)(Scheduler *s, int run);
+    /* Run ended with a final result (done, diverged or failed), durable in the journal. */
+    void (*ended)(Scheduler *s, int run, const EndEvent *end);
+    /* Called often (between events, when idle): heartbeats and the like. */
+    void (*tick)(Scheduler *s, double now);
+    /* 1 when a run we train was given to another process meanwhile: stop it where it
+     * trains, and keep nothing of it (its checkpoint files are its new holder's). */
+    int (*abandoned)(Scheduler *s, int run);
+    /* The sweep's first line: what it will do (n_live runs planned, n_done finished before,
+     * on `where`, into out_path). */
+    void (*announce)(Scheduler *s, int n_live, int n_done, const char *where, const char *out_path);
+    void (*close)(Scheduler *s);
+    /* How the user continues a stopped sweep: "--resume" or "--join". */
+    const char *continue_flag;
+    /* Other processes share this sweep: each writes a journal of its own (always a new
+     * one), OUT.h5 is built from all of them and may have been rebuilt by another process a
+     * moment ago, and another process may continue our runs from our journal alone (so an
+     * attempt journals the checkpoint it continues from). */
+    int shared;
+} SchedOps;
+
+/* Every implementation begins with this. */
+struct Scheduler {
+    const SchedOps *ops;
+    SchedHost host;
+    int n;          /* runs */
+    SchedRun *runs; /* n of them, the start() copy */
+};
+
+/* Opens the scheduler cfg asks for and checks that the output is its kind's: a plain sweep
+ * refuses an output a joined one owns (unless --force), a joined one an output a single
+ * sweep wrote. journal: the journal path of the output, replaced by this process's own
+ * journal when the scheduler is shared. NULL with a one-line message. */
+Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char journal[ABL_PATH_MAX],
+                          char err[ABL_ERR_MAX]);
+/* --force: removes what a scheduler left beside the output (a joined sweep's join/), unless
+ * one of its processes is still alive. 0, or -1 with a message. */
+int scheduler_remove_output(const char *out_path, char err[ABL_ERR_MAX]);
+
+/* The implementations (scheduler_open picks one; tests open each). */
+Scheduler *sched_queue_open(const SchedHost *host, char err[ABL_ERR_MAX]);
+Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
+                             char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+
+/* For implementations: copies runs into s (start()'s common part), and fills order with
+ * the unfinished ones, most expensive first; returns how many. order holds n entries. */
+int sched_keep_runs(Scheduler *s, const SchedRun *runs, int n);
+int sched_order(const SchedRun *runs, int n, int *order);
+void sched_free_runs(Scheduler *s);
+
+static inline int sched_start(Scheduler *s, const SchedRun *r, int n) {
+    return s->ops->start(s, r, n);
+}
+static inline int sched_take(Scheduler *s, double now) {
+    return s->ops->take(s, now);
+}
+static inline int sched_more(Scheduler *s) {
+    return s->ops->more(s);
+}
+static inline void sched_requeue(Scheduler *s, int run) {
+    s->ops->requeue(s, run);
+}
+static inline void sched_cancel(Scheduler *s, int run) {
+    s->ops->cancel(s, run);
+}
+static inline void sched_ended(Scheduler *s, int run, const EndEvent *end) {
+    s->ops->ended(s, run, end);
+}
+static inline void sched_tick(Scheduler *s, double now) {
+    s->ops->tick(s, now);
+}
+static inline int sched_abandoned(Scheduler *s, int run) {
+    return s->ops->abandoned(s, run);
+}
+/* NULL is fine. */
+static inline void sched_close(Scheduler *s) {
+    if (s) s->ops->close(s);
+}
+
+#endif

@@ -1,0 +1,448 @@
+/* The scheduler contract (src/orchestrator/schedule/scheduler.h), run against every
+ * implementation: the plain queue, the joined scheduler (in a join/ directory of its own,
+ * as the only process), and a stub adaptive one defined here that adds a replicate of a run
+ * whose result leaves its question open, to show that the interface carries such a policy.
+ * Then what only the joined one does: runs other processes finished, and a run taken over
+ * from us. Time is passed in explicitly, so nothing here waits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "orchestrator/record/journal.h"
+#include "orchestrator/schedule/scheduler.h"
+#include "test_util.h"
+#include "util/clock.h"
+
+/* ------------------------------------------------------------------ the runs */
+
+/* Six runs: five to train, run 5 finished before. Most expensive first, ties by index:
+ * 1, 3 (cost 5), 0 (3), 4 (2), 2 (1). */
+#define N_RUNS 6
+static const double COST[N_RUNS] = {3, 5, 1, 5, 2, 9};
+static const int ORDER[] = {1, 3, 0, 4, 2};
+#define N_TODO 5
+
+static char g_ids[N_RUNS][17], g_names[N_RUNS][16];
+static PlannedRun g_planned[N_RUNS];
+static Plan g_plan;
+static SchedRun g_runs[N_RUNS];
+static const char *g_tmp; /* this test's temporary directory */
+
+static void make_runs(void) {
+    for (int i = 0; i < N_RUNS; i++) {
+        snprintf(g_ids[i], sizeof g_ids[i], "00000000000000%02d", i);
+        snprintf(g_names[i], sizeof g_names[i], "run%d", i);
+        g_planned[i].index = i;
+        g_planned[i].name = g_names[i];
+        memcpy(g_planned[i].id, g_ids[i], 17);
+        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5};
+    }
+    g_plan.n_runs = N_RUNS;
+    g_plan.runs = g_planned;
+}
+
+/* ------------------------------------------------------------------ the host */
+
+typedef struct {
+    int elsewhere[N_RUNS + 8]; /* finished_elsewhere calls per run */
+    int continued;             /* continue_from calls */
+    int failed;                /* fail calls (none expected) */
+} Host;
+
+static void h_elsewhere(void *ctx, int run, RunStatus st) {
+    Host *h = ctx;
+    (void)st;
+    if (run >= 0 && run < N_RUNS + 8) h->elsewhere[run]++;
+}
+static int h_continue(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
+    Host *h = ctx;
+    (void)run, (void)rr, (void)from;
+    h->continued++;
+    return 0;
+}
+static void h_fail(void *ctx, const char *what) {
+    Host *h = ctx;
+    h->failed++;
+    fprintf(stderr, "scheduler reported a failure: %s\n", what);
+}
+
+/* ------------------------------------------------------------------ a stub adaptive one */
+
+/* Replicates over the plain queue: a run that ends done with a validation loss above 1.0
+ * ("the contrast is still open") gets one more seed, up to MAX_ADDED new runs, numbered
+ * after the planned ones. Added runs are taken before the queue's. */
+#define MAX_ADDED 2
+typedef struct {
+    Scheduler base;
+    Scheduler *inner;
+    int n0;                 /* runs at start */
+    int added[MAX_ADDED];   /* indices n0.. in the order added */
+    int n_added, next;      /* added[next..n_added) wait to be taken */
+    int out[MAX_ADDED];     /* taken, not back */
+    int ended_n[MAX_ADDED]; /* ended */
+} Adaptive;
+
+static int a_start(Scheduler *s, const SchedRun *runs, int n) {
+    Adaptive *a = (Adaptive *)s;
+    a->n0 = n;
+    if (sched_keep_runs(s, runs, n) != 0) return -1;
+    return sched_start(a->inner, runs, n);
+}
+static int a_take(Scheduler *s, double now) {
+    Adaptive *a = (Adaptive *)s;
+    if (a->next < a->n_added) {
+        int run = a->added[a->next++];
+        a->out[run - a->n0] = 1;
+        return run;
+    }
+    return sched_take(a->inner, now);
+}
+static int a_more(Scheduler *s) {
+    Adaptive *a = (Adaptive *)s;
+    return a->next < a->n_added || sched_more(a->inner);
+}
+static void a_requeue(Scheduler *s, int run) {
+    Adaptive *a = (Adaptive *)s;
+    if (run < a->n0) {
+        sched_requeue(a->inner, run);
+        return;
+    }
+    if (!a->out[run - a->n0]) return;
+    a->out[run - a->n0] = 0;
+    a->added[--a->next] = run;
+}
+static void a_ended(Scheduler *s, int run, const EndEvent *end) {
+    Adaptive *a = (Adaptive *)s;
+    if (run >= a->n0) {
+        a->out[run - a->n0] = 0;
+        a->ended_n[run - a->n0]++;
+        return;
+    }
+    sched_ended(a->inner, run, end);
+    if (end->status == RUN_DONE && end->final_val_loss > 1.0 && a->n_added < MAX_ADDED) {
+        a->added[a->n_added] = a->n0 + a->n_added;
+        a->n_added++;
+    }
+}
+static void a_tick(Scheduler *s, double now) {
+    sched_tick(((Adaptive *)s)->inner, now);
+}
+static int a_abandoned(Scheduler *s, int run) {
+    Adaptive *a = (Adaptive *)s;
+    return run < a->n0 && sched_abandoned(a->inner, run);
+}
+static void a_announce(Scheduler *s, int n_live, int n_done, const char *where, const char *out) {
+    (void)s, (void)n_live, (void)n_done, (void)where, (void)out;
+}
+static void a_close(Scheduler *s) {
+    Adaptive *a = (Adaptive *)s;
+    sched_close(a->inner);
+    sched_free_runs(s);
+    free(a);
+}
+static const SchedOps adaptive_ops = {
+    .start = a_start,
+    .take = a_take,
+    .more = a_more,
+    .requeue = a_requeue,
+    .cancel = a_requeue,
+    .ended = a_ended,
+    .tick = a_tick,
+    .abandoned = a_abandoned,
+    .announce = a_announce,
+    .close = a_close,
+    .continue_flag = "--resume",
+};
+
+/* ------------------------------------------------------------------ the implementations */
+
+typedef struct {
+    Scheduler *s;
+    Host host;
+    Journal *j; /* joined: our own journal, as the sweep creates it */
+    char out[512];
+    int extra; /* runs the implementation adds when every run ends with an open result */
+} Fixture;
+
+typedef struct {
+    const char *name;
+    int extra;
+    Scheduler *(*open)(Fixture *f, const SchedHost *h, char err[ABL_ERR_MAX]);
+} Impl;
+
+static Scheduler *open_queue(Fixture *f, const SchedHost *h, char err[ABL_ERR_MAX]) {
+    (void)f;
+    return sched_queue_open(h, err);
+}
+
+static Scheduler *open_joined(Fixture *f, const SchedHost *h, char err[ABL_ERR_MAX]) {
+    static int k;
+    char journal[ABL_PATH_MAX];
+    snprintf(f->out, sizeof f->out, "%s/joined-%d.h5", g_tmp, k++);
+    journal_path_for(f->out, journal, sizeof journal);
+    SchedConfig cfg = {f->out, &g_plan, 1, 60.0, 0};
+    Scheduler *s = scheduler_open(&cfg, h, journal, err);
+    if (s && !(f->j = journal_create(journal, err))) {
+        sched_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static Scheduler *open_adaptive(Fixture *f, const SchedHost *h, char err[ABL_ERR_MAX]) {
+    (void)f;
+    Adaptive *a = calloc(1, sizeof *a);
+    if (!a || !(a->inner = sched_queue_open(NULL, err))) {
+        free(a);
+        return NULL;
+    }
+    a->base.ops = &adaptive_ops;
+    a->base.host = *h;
+    return &a->base;
+}
+
+static const Impl IMPLS[] = {
+    {"queue", 0, open_queue},
+    {"joined", 0, open_joined},
+    {"adaptive", MAX_ADDED, open_adaptive},
+};
+static const Impl *cur;
+
+#define EXPECT(cond) CHECK_MSG(cond, "[%s]", cur->name)
+
+static double g_now;
+
+static int setup(Fixture *f, const Impl *impl) {
+    char err[ABL_ERR_MAX];
+    memset(f, 0, sizeof *f);
+    cur = impl;
+    f->extra = impl->extra;
+    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail};
+    f->s = impl->open(f, &h, err);
+    CHECK_MSG(f->s != NULL, "[%s] open: %s", impl->name, err);
+    if (!f->s) return -1;
+    EXPECT(sched_start(f->s, g_runs, N_RUNS) == 0);
+    g_now = clock_seconds();
+    return 0;
+}
+
+static void teardown(Fixture *f) {
+    EXPECT(f->host.failed == 0);
+    sched_close(f->s);
+    if (f->j) journal_close(f->j);
+}
+
+/* Takes a run, letting time pass while the scheduler has none for now (a joined one looks
+ * at the claims at most every 0.2 s): -1 only once nothing comes within many tries. */
+static int take(Fixture *f) {
+    for (int tries = 0; tries < 20; tries++) {
+        int run = sched_take(f->s, g_now);
+        if (run >= 0) return run;
+        if (!sched_more(f->s)) return -1;
+        g_now += 1.5;
+        sched_tick(f->s, g_now);
+    }
+    return -1;
+}
+
+static EndEvent result(RunStatus st, double loss) {
+    EndEvent e;
+    memset(&e, 0, sizeof e);
+    e.status = st;
+    e.final_val_loss = loss;
+    return e;
+}
+
+/* ------------------------------------------------------------------ the contract */
+
+/* Every unfinished run once, most expensive first (ties: lower index); never a finished
+ * one; then none. */
+static void test_take_order(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    EXPECT(sched_more(f.s));
+    for (int k = 0; k < N_TODO; k++) {
+        int run = sched_take(f.s, g_now);
+        CHECK_MSG(run == ORDER[k], "[%s] take %d gave %d, expected %d", cur->name, k, run,
+                  ORDER[k]);
+    }
+    EXPECT(sched_take(f.s, g_now) == -1);
+    for (int i = 0; i < N_RUNS; i++)
+        EXPECT(!sched_abandoned(f.s, i));
+    teardown(&f);
+}
+
+/* A requeued run is taken again before anything else, and only once. */
+static void test_requeue(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    int a = take(&f), b = take(&f);
+    EXPECT(a == ORDER[0] && b == ORDER[1]);
+    sched_requeue(f.s, a);
+    EXPECT(sched_more(f.s));
+    EXPECT(take(&f) == a);
+    EXPECT(take(&f) == ORDER[2]);
+    teardown(&f);
+}
+
+/* A cancelled run stays unfinished and is taken again later; cancelling a run that was
+ * never taken changes nothing. */
+static void test_cancel(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    sched_cancel(f.s, ORDER[1]); /* not taken: nothing happens */
+    int a = take(&f);
+    EXPECT(a == ORDER[0]);
+    sched_cancel(f.s, a);
+    EXPECT(sched_more(f.s));
+    int seen = 0;
+    for (int k = 0; k < N_TODO + 1; k++) {
+        int run = take(&f);
+        if (run < 0) break;
+        seen += run == a;
+        EndEvent e = result(RUN_DONE, 0.5);
+        sched_ended(f.s, run, &e);
+    }
+    EXPECT(seen == 1);
+    EXPECT(!sched_more(f.s));
+    teardown(&f);
+}
+
+/* Ended runs (done, diverged or failed) never come back; more() ends once every run has
+ * ended, whichever order they end in. */
+static void test_ended(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    int taken[N_TODO];
+    for (int k = 0; k < N_TODO; k++)
+        taken[k] = take(&f);
+    static const RunStatus st[N_TODO] = {RUN_FAILED, RUN_DONE, RUN_DIVERGED, RUN_DONE, RUN_DONE};
+    for (int k = N_TODO - 1; k >= 0; k--) {
+        EndEvent e = result(st[k], 0.5); /* a closed question: nothing added */
+        if (taken[k] >= 0) sched_ended(f.s, taken[k], &e);
+    }
+    EXPECT(!sched_more(f.s));
+    EXPECT(sched_take(f.s, g_now + 10) == -1);
+    teardown(&f);
+}
+
+/* The sweep's loop: take, train, end, until more() says stop. Every unfinished run ends
+ * exactly once, plus whatever the implementation adds; the loop terminates. */
+static void test_drain(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    int ended[N_RUNS + MAX_ADDED + 1] = {0}, n_ended = 0, steps = 0;
+    while (sched_more(f.s) && steps++ < 100) {
+        int run = take(&f);
+        if (run < 0) break;
+        if (run >= 0 && run < N_RUNS + MAX_ADDED + 1) ended[run]++;
+        n_ended++;
+        EndEvent e = result(RUN_DONE, 2.0); /* an open question: an adaptive one adds */
+        sched_ended(f.s, run, &e);
+    }
+    EXPECT(!sched_more(f.s));
+    CHECK_MSG(n_ended == N_TODO + f.extra, "[%s] %d runs ended, expected %d", cur->name, n_ended,
+              N_TODO + f.extra);
+    for (int k = 0; k < N_TODO; k++)
+        EXPECT(ended[ORDER[k]] == 1);
+    EXPECT(ended[5] == 0);
+    teardown(&f);
+}
+
+/* Ticks (heartbeats) while runs train change neither the order nor who holds them. */
+static void test_tick(const Impl *impl) {
+    Fixture f;
+    if (setup(&f, impl) != 0) return;
+    int a = take(&f);
+    for (int k = 0; k < 10; k++) {
+        g_now += 20; /* past a quarter of the lease: a joined one heartbeats and looks */
+        sched_tick(f.s, g_now);
+    }
+    EXPECT(!sched_abandoned(f.s, a));
+    for (int k = 1; k < N_TODO; k++)
+        EXPECT(take(&f) == ORDER[k]);
+    teardown(&f);
+}
+
+/* ------------------------------------------------------------------ joined only */
+
+static void write_claim(const char *out, const char *id, const char *text) {
+    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 64];
+    journal_dir_for(out, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/join/claims/%s", dir, id);
+    FILE *fp = fopen(path, "w");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* A run whose claim says another process finished it is counted finished (through the
+ * host) and never taken; at start and when met later. */
+static void test_joined_done_elsewhere(void) {
+    Fixture f;
+    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    memset(&f, 0, sizeof f);
+    cur = &IMPLS[1];
+    snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
+    journal_path_for(f.out, journal, sizeof journal);
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
+    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail};
+    f.s = scheduler_open(&cfg, &h, journal, err);
+    CHECK_MSG(f.s != NULL, "%s", err);
+    if (!f.s) return;
+    EXPECT(f.s->ops->shared && strcmp(f.s->ops->continue_flag, "--join") == 0);
+    write_claim(f.out, g_ids[3], "done 20260101T000000Z-elsewhere-1\n");
+    EXPECT(sched_start(f.s, g_runs, N_RUNS) == 0);
+    EXPECT(f.host.elsewhere[3] == 1);
+    g_now = clock_seconds();
+    EXPECT(take(&f) == 1);
+    write_claim(f.out, g_ids[0], "done 20260101T000000Z-elsewhere-1\n"); /* meanwhile */
+    EXPECT(take(&f) == 4);
+    EXPECT(take(&f) == 2);
+    EXPECT(f.host.elsewhere[0] == 1);
+    EndEvent e = result(RUN_DONE, 0.5);
+    sched_ended(f.s, 1, &e);
+    sched_ended(f.s, 4, &e);
+    EXPECT(sched_more(f.s)); /* run 2 trains */
+    sched_ended(f.s, 2, &e);
+    EXPECT(!sched_more(f.s));
+    EXPECT(f.host.failed == 0);
+    sched_close(f.s);
+}
+
+/* Another process took a run of ours over (we did not renew our lease): after the next
+ * heartbeat it is abandoned here; cancelled, it is ours no more; its later end is still
+ * said done (ended() whoever holds it). */
+static void test_joined_taken_over(void) {
+    Fixture f;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    int a = take(&f);
+    EXPECT(a == ORDER[0]);
+    EXPECT(!sched_abandoned(f.s, a));
+    write_claim(f.out, g_ids[a], "held 20260101T000000Z-elsewhere-1\n");
+    g_now += 30;
+    sched_tick(f.s, g_now);
+    EXPECT(sched_abandoned(f.s, a));
+    sched_cancel(f.s, a);
+    EXPECT(!sched_abandoned(f.s, a));
+    EXPECT(sched_more(f.s));
+    teardown(&f);
+}
+
+int main(void) {
+    if (!(g_tmp = test_tmpdir())) return fprintf(stderr, "cannot make a temporary directory\n"), 1;
+    make_runs();
+    for (size_t i = 0; i < sizeof IMPLS / sizeof IMPLS[0]; i++) {
+        test_take_order(&IMPLS[i]);
+        test_requeue(&IMPLS[i]);
+        test_cancel(&IMPLS[i]);
+        test_ended(&IMPLS[i]);
+        test_drain(&IMPLS[i]);
+        test_tick(&IMPLS[i]);
+    }
+    test_joined_done_elsewhere();
+    test_joined_taken_over();
+    return test_finish("test_scheduler");
+}
