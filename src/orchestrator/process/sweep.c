@@ -16,6 +16,7 @@
 #include "worker/blas_env.h"
 #include "util/clock.h"
 #include "env_info.h"
+#include "orchestrator/record/data_guard.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/schedule/join.h"
@@ -86,6 +87,7 @@ typedef struct {
     int unfinished;      /* join: queue position before which every run is finished */
     double next_scan;    /* join: when to look for a run again after finding none */
     int local_run;       /* one process: the run it is training (-1: none) */
+    DataGuard data;      /* the identity of the plan's data (data_guard.h) */
 } Sweep;
 
 static int exists(const char *p) {
@@ -571,6 +573,8 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
     run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
+    const DataIdentity *di = data_guard_of(&s->data, &r->cfg.data);
+    if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
         char err[ABL_ERR_MAX];
         ckpt_file(s, r, r->ckpt_step, a->ckpt_path, sizeof a->ckpt_path);
@@ -1069,17 +1073,32 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
+    /* the data's identity, checked against the sweep's before anything is written */
+    if (data_guard_begin(&s.data, &s.plan, s.cost, err) != 0 ||
+        (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
+        fprintf(stderr, "ablate run: %s\n", err);
+        goto stop_workers;
+    }
     if (open_journal(&s, &rs, err) != 0 ||
+        data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
+    for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
+        if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
+            data_guard_changed(&s.data, &s.runs[i].cfg.data)) {
+            drop_checkpoint(&s, &s.runs[i]);
+            refs_free(&s.runs[i].events);
+        }
     if (!(s.vu = view_updater_start(s.journal_path, o->out_path, o->join, err))) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
+    if (data_guard_record(&s.data, s.j, o->join ? o->out_path : NULL, o->accept_data_change, err))
+        stop_io(&s, err);
     s.queue = malloc(sizeof(int) * (size_t)(s.n + 1));
     int done_before = 0, n_live = 0;
     for (int i = 0; i < s.n; i++) {
@@ -1163,6 +1182,7 @@ out:
     free(s.runs);
     free(s.cost);
     resume_free(&rs);
+    data_guard_free(&s.data);
     plan_free(&s.plan);
     spec_free(&s.spec);
     return rc;
