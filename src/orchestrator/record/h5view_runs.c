@@ -36,7 +36,8 @@ static const Col fixed_cols[R_NFIXED] = {
     {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
     {"group", C_STR, 17, NULL,
      "hash of the configuration without the seed: seeds of one "
-     "configuration share it"},
+     "configuration share it (and their data: a run trained on data other than the "
+     "sweep's first, accepted with --accept-data-change, has a group of its own)"},
     {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
 };
 static const Col tail_cols[R_NTAIL] = {
