@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "file_io.h"
 #include "sha256.h"
@@ -42,6 +43,16 @@ static int write_hex(FILE *f, void *ctx) {
     return fprintf(f, "%s\n", (const char *)ctx) < 0 ? -1 : 0;
 }
 
+/* A file changed within the last FILE_DIGEST_RACY_SECONDS is not cached: a rewrite of
+ * the same size within one tick of the file system's clock (a few ms) would keep its
+ * mtime and ctime, so its identity on disk could name two contents (git's "racily clean"
+ * entries). Such a file is hashed at each load until it has been still that long. */
+static int racy(const struct stat *st) {
+    time_t now = time(NULL);
+    time_t last = st->st_mtim.tv_sec > st->st_ctim.tv_sec ? st->st_mtim.tv_sec : st->st_ctim.tv_sec;
+    return now - last < FILE_DIGEST_RACY_SECONDS;
+}
+
 /* A cache that cannot be written costs a hash next time, nothing else: no error. */
 static void store(const char *cache_dir, const char *entry, const char hex[65]) {
     char dir[4096 + 16], err[ABL_ERR_MAX];
@@ -65,7 +76,7 @@ int file_read_digest(const char *what, const char *path, const char *cache_dir, 
         return 0;
     }
     sha256_buf_hex(*out, (size_t)*len, hex);
-    if (have_entry) store(cache_dir, entry, hex);
+    if (have_entry && !racy(&after)) store(cache_dir, entry, hex);
     return 0;
 }
 
@@ -90,7 +101,7 @@ int file_digest(const char *path, const char *cache_dir, char hex[65], long long
         return -1;
     }
     struct stat now;
-    if (have_entry && stat(path, &now) == 0 && same_identity(&st, &now))
+    if (have_entry && stat(path, &now) == 0 && same_identity(&st, &now) && !racy(&now))
         store(cache_dir, entry, hex);
     return 0;
 }

@@ -4,7 +4,8 @@
  * shared file system) only stats it. Any write to the file changes its mtime and ctime
  * (ctime cannot be set back by a user), a replacement changes its inode: either misses the
  * cache and the new bytes are hashed. A file that changes while it is being read is hashed
- * as read and not cached. */
+ * as read and not cached, and so is one changed in the last FILE_DIGEST_RACY_SECONDS (a
+ * same-size rewrite within one tick of the file system's clock keeps mtime and ctime). */
 #ifndef ABLATE_UTIL_FILE_DIGEST_H
 #define ABLATE_UTIL_FILE_DIGEST_H
 
@@ -12,7 +13,8 @@
 
 #include "model/config.h"
 
-#define FILE_DIGEST_SUBDIR "digests"
+#define FILE_DIGEST_SUBDIR       "digests"
+#define FILE_DIGEST_RACY_SECONDS 2
 
 /* Reads path whole (file_read_all) and sets hex to the SHA-256 of the bytes read: from the
  * cache in cache_dir/digests/ when the file's identity did not change while it was read,
