@@ -168,7 +168,8 @@ int data_guard_record(DataGuard *g, Journal *j, const char *join_out, int accept
     /* first writer wins: written aside, then linked into place (atomic, fails if present) */
     char path[ABL_PATH_MAX + 32], tmp[ABL_PATH_MAX + 64];
     join_data_path(join_out, path, sizeof path);
-    if (access(path, F_OK) == 0) return 0;
+    if (access(path, F_OK) == 0) /* written since data_guard_join_check looked */
+        return data_guard_join_check(g, join_out, accept, err);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (file_write_atomic("join data", tmp, write_join_data, g, err) != 0) return -1;
     int linked = link(tmp, path) == 0 || errno == EEXIST;
