@@ -9,12 +9,15 @@ Cases:
                --resume with one more seed is refused;
   join:        two --join processes started in different directories, each with its own
                data.txt (the spec names "data.txt"): the second is refused;
+  worker_copy: mpirun with rank 0 and the worker in different directories (two nodes, two
+               copies of data.txt): the worker refuses its copy, the run fails;
   accept:      --resume --accept-data-change trains the new seed on the new data; /runs
                shows each run's data digest and puts the two runs in different groups."""
 import glob
 import hashlib
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -123,6 +126,35 @@ def join(d):
     assert sorted(os.listdir(out + ".d/join/procs")) == procs, "the refused process left files"
 
 
+def worker_copy(d):
+    """mpirun with rank 0 in one directory and the worker in another (as on two nodes with
+    different copies of data.txt): the worker refuses to train on its copy; the run fails
+    with a message naming the file and both digests, nothing trains on the other data."""
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    os.makedirs(a)
+    os.makedirs(b)
+    da = C.write(os.path.join(a, "data.txt"), corpus_text())
+    db = C.write(os.path.join(b, "data.txt"), tac(corpus_text()))
+    spec = C.write(os.path.join(d, "spec.yaml"),
+                   C.micro_spec("data.txt", steps=20, seeds=(0,), eval_every=10,
+                                stats_every=10))
+    out = os.path.join(d, "out.h5")
+    args = [C.BIN, "run", spec, "-o", out]
+    cmd = [C.MPIRUN, "--oversubscribe", "-n", "1", "-wdir", a] + args + \
+          [":", "-n", "1", "-wdir", b] + args
+    p = subprocess.run(cmd, env=C.ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120, universal_newlines=True)
+    assert p.returncode == 1, "expected exit 1 (a run failed), got %s:\n%s" % (p.returncode,
+                                                                             p.stderr)
+    with h5py.File(out, "r") as f:
+        r = f["runs"][0]
+        msg = r["message"].decode() if isinstance(r["message"], bytes) else str(r["message"])
+        assert r["status"].decode() == "failed", r["status"]
+        assert sha(db)[:12] in msg and sha(da)[:12] in msg and "data.txt" in msg, msg
+        assert len(f["steps"]) == 0, "trained on the worker's copy"
+    C.log("failed as expected: " + msg)
+
+
 def accept(d):
     data, out = finished_sweep(d, "accept")
     old = sha(data)
@@ -153,4 +185,4 @@ def in_workdir(fn):
 
 
 if __name__ == "__main__":
-    C.main([in_workdir(f) for f in (tac_resume, charset, join, accept)])
+    C.main([in_workdir(f) for f in (tac_resume, charset, join, worker_copy, accept)])
