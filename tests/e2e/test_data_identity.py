@@ -5,6 +5,8 @@ Cases:
                replaced by its lines in reverse order (same characters, other text);
                --resume is refused (exit 2, one line naming both files' digests and sizes)
                and nothing written before is touched (journal bytes, the checkpoint);
+               then --accept-data-change: the run starts over from step 0 on the new data
+               (never partly on each) and the new identity is journaled;
   charset:     a finished sweep, the data replaced by a text with another character set,
                --resume with one more seed is refused;
   join:        two --join processes started in different directories, each with its own
@@ -17,6 +19,7 @@ import glob
 import hashlib
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -83,6 +86,25 @@ def tac_resume(d):
     assert data in line, line
     assert journal_bytes(out) == before, "the refused resume changed the journal"
     assert sorted(glob.glob(out + ".d/ckpt/*.ckpt")) == ckpts, "checkpoints changed"
+    # accepted: the checkpointed run starts over on the new data (never partly on each)
+    jp = C.journal_path(out)
+    with C.Job(["run", spec, "-o", out, "--resume", "--accept-data-change",
+                "--checkpoint-every", "0.2"], tag="tac-accept") as j:
+        t_end = time.monotonic() + 120
+        while not any(typ == 6 and struct.unpack_from("<I", p)[0] == 2
+                      for typ, _, p in C.journal_records(jp)[0]):  # attempt 2 checkpointed
+            assert j.poll() is None, "resume ended early:\n%s" % j.stderr()
+            assert time.monotonic() < t_end, "no checkpoint:\n%s" % j.stderr()
+            time.sleep(0.05)
+        j.signal_leader_group(signal.SIGUSR1)
+        rc, err = j.finish(120)
+        assert rc == 3, "SIGUSR1: exit %s\n%s" % (rc, err)
+    assert old[:12] in err and new[:12] in err, err
+    recs = C.journal_records(jp)[0]
+    begins = [struct.unpack_from("<Iiq", p) for typ, _, p in recs if typ == 3]
+    assert begins[-1][0] == 2 and begins[-1][2] == 0, \
+        "attempt 2 resumed from step %d of the old data" % begins[-1][2]
+    assert sum(1 for typ, _, _ in recs if typ == 9) == 2, "the accepted data is not journaled"
 
 
 def finished_sweep(d, name, seeds=(0,)):
