@@ -1063,18 +1063,20 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     s.view_seconds = o->view_interval > 0 ? o->view_interval : 30.0;
     char err[ABL_ERR_MAX];
     ResumeState rs = {0};
-    int rc = SWEEP_EXIT_USAGE;
+    DataIdentity *ids = NULL; /* the data as planning loaded it: data_guard owns them */
+    int n_ids = 0, rc = SWEEP_EXIT_USAGE;
     char *hostnames = sweep_gather_hostnames(0, nranks);
     blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
     blas_warn_threads("ablate run");
     /* Validate everything before any file is touched. */
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
-        plan_build(&s.spec, &s.plan, err) != 0 || !(s.cost = plan_cost_compute(&s.plan, err))) {
+        plan_build(&s.spec, &s.plan, err) != 0 ||
+        !(s.cost = plan_cost_compute_ids(&s.plan, &ids, &n_ids, err))) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
     /* the data's identity, checked against the sweep's before anything is written */
-    if (data_guard_begin(&s.data, &s.plan, s.cost, err) != 0 ||
+    if (data_guard_begin(&s.data, ids, n_ids, err) != 0 ||
         (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;

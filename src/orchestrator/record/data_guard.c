@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "orchestrator/plan/vocab.h"
 #include "util/file_io.h"
 
 static int same_source(const DataIdentity *id, const DataConfig *dc) {
@@ -19,30 +18,17 @@ static int same_key(const DataIdentity *a, const DataIdentity *b) {
            a->val_fraction == b->val_fraction;
 }
 
-int data_guard_begin(DataGuard *g, const Plan *plan, const PlanCost *cost, char err[ABL_ERR_MAX]) {
+int data_guard_begin(DataGuard *g, DataIdentity *ids, int n, char err[ABL_ERR_MAX]) {
     memset(g, 0, sizeof *g);
-    size_t cap = (size_t)plan->n_runs + 1;
-    g->now = calloc(cap, sizeof *g->now);
-    g->was = calloc(cap, sizeof *g->was);
-    g->journaled = calloc(cap, 1);
-    g->changed = calloc(cap, 1);
-    VocabCache *vc = vocab_cache_new();
-    if (!g->now || !g->was || !g->journaled || !g->changed || !vc) {
-        vocab_cache_free(vc);
+    g->now = ids;
+    g->n = n;
+    g->was = calloc((size_t)n + 1, sizeof *g->was);
+    g->journaled = calloc((size_t)n + 1, 1);
+    g->changed = calloc((size_t)n + 1, 1);
+    if (!g->was || !g->journaled || !g->changed) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
-    for (int i = 0; i < plan->n_runs; i++) {
-        const RunConfig *cfg = &cost[i].cfg;
-        if (data_guard_of(g, &cfg->data)) continue;
-        const Dataset *d = vocab_dataset(vc, cfg, err);
-        if (!d) {
-            vocab_cache_free(vc);
-            return -1;
-        }
-        g->now[g->n++] = d->identity;
-    }
-    vocab_cache_free(vc);
     return 0;
 }
 

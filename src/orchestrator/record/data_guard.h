@@ -15,8 +15,6 @@
 #define ABLATE_ORCHESTRATOR_DATA_GUARD_H
 
 #include "journal.h"
-#include "orchestrator/plan/plan.h"
-#include "orchestrator/plan/plan_cost.h"
 #include "worker/data_identity.h"
 
 typedef struct {
@@ -27,9 +25,9 @@ typedef struct {
     DataIdentity *was;  /* the journal's identity, where changed */
 } DataGuard;
 
-/* Loads the data of every source of the plan (cost[i].cfg: resolved configs) and takes
- * their identities. 0, or -1 with a message naming the file. */
-int data_guard_begin(DataGuard *g, const Plan *plan, const PlanCost *cost, char err[ABL_ERR_MAX]);
+/* Takes (owns) the identities of the plan's sources as planning loaded them
+ * (plan_cost_compute_ids). 0, or -1 when out of memory. */
+int data_guard_begin(DataGuard *g, DataIdentity *ids, int n, char err[ABL_ERR_MAX]);
 /* Compares with the identities a journal recorded (resume_read: ResumeState.data). A
  * difference is refused (-1, one line naming both) unless accept; accepted, it is reported
  * on stderr and noted for data_guard_record and data_guard_changed. */
