@@ -142,6 +142,11 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "ablate run: --lease applies to --join only\n");
         bad = 1;
     }
+    if (!bad && o.accept_data_change && !o.resume && !o.join) {
+        fprintf(stderr, "ablate run: --accept-data-change applies to --resume and --join only (a "
+                        "new sweep has no data to differ from)\n");
+        bad = 1;
+    }
     if (!bad && (!o.spec_path || !o.out_path)) {
         fprintf(stderr, "ablate run: %s\n",
                 !o.spec_path ? "no spec given" : "-o OUT.h5 is required");

@@ -129,6 +129,11 @@ def charset(d):
     assert journal_bytes(out) == before, "the refused resume changed the journal"
     with h5py.File(out, "r") as f:
         assert len(f["runs"]) == 1
+    # the flag means nothing without a sweep to differ from
+    rc, _, err = C.run(["run", spec2, "-o", os.path.join(d, "new.h5"), "--accept-data-change"],
+                       tag="flag")
+    assert rc == 2 and "--accept-data-change applies to --resume and --join" in err, (rc, err)
+    assert not os.path.exists(os.path.join(d, "new.h5.d")), "a refused command wrote files"
 
 
 def join(d):
