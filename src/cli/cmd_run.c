@@ -32,7 +32,12 @@ static void run_usage(FILE *f) {
         "                         separate jobs, each its own mpirun/srun): each run is\n"
         "                         trained by one of them; each keeps its own journal in\n"
         "                         OUT.h5.d/join/; starts the sweep or joins it; every process\n"
-        "                         must plan the same runs (same spec and --set)\n"
+        "                         must plan the same runs (same spec and --set) on the same\n"
+        "                         data\n"
+        "  --accept-data-change   with --resume or --join: accept data that differs from what\n"
+        "                         the sweep trained on so far (refused otherwise, exit 2):\n"
+        "                         unfinished runs restart on the new data, and /runs puts\n"
+        "                         runs of different data in different groups\n"
         "  --lease S              with --join: runs of a process that stops renewing its\n"
         "                         heartbeat (hung, or its node is gone) are taken over after S\n"
         "                         seconds (%.0f); a process that exits or is killed is seen at "
@@ -93,6 +98,8 @@ int cmd_run(int argc, char **argv) {
             o.force = 1;
         } else if (!strcmp(argv[i], "--join")) {
             o.join = 1;
+        } else if (!strcmp(argv[i], "--accept-data-change")) {
+            o.accept_data_change = 1;
         } else if (!strcmp(argv[i], "--lease") && i + 1 < argc) {
             bad |= cli_number("run", "--lease", argv[++i], CLI_SECONDS, &o.lease);
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
@@ -133,6 +140,11 @@ int cmd_run(int argc, char **argv) {
     }
     if (!bad && o.lease > 0 && !o.join) {
         fprintf(stderr, "ablate run: --lease applies to --join only\n");
+        bad = 1;
+    }
+    if (!bad && o.accept_data_change && !o.resume && !o.join) {
+        fprintf(stderr, "ablate run: --accept-data-change applies to --resume and --join only (a "
+                        "new sweep has no data to differ from)\n");
         bad = 1;
     }
     if (!bad && (!o.spec_path || !o.out_path)) {

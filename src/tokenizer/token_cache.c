@@ -54,10 +54,13 @@ static int read_cached(const char *path, int vocab, int32_t **ids, long *n) {
 }
 
 long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text, size_t len,
-                        int32_t **ids, char err[ABL_ERR_MAX]) {
+                        const char *text_sha256, int32_t **ids, char err[ABL_ERR_MAX]) {
     char dir[2048], path[2304], lock_path[2320], hex[65];
     long n = -1;
-    sha256_buf_hex(text, len, hex);
+    if (text_sha256 && strlen(text_sha256) == 64)
+        memcpy(hex, text_sha256, 65);
+    else
+        sha256_buf_hex(text, len, hex);
     token_cache_dir(dir, sizeof dir);
     /* 64 bits of the vocabulary's digest tell vocabularies apart */
     snprintf(path, sizeof path, "%s/gpt2-%s-%.16s.bin", dir, hex, bpe_vocab_digest(b));

@@ -18,9 +18,10 @@
 void token_cache_dir(char *out, size_t cap);
 
 /* The tokens of text (the contents of data file `path`), from the cache or encoded and then
- * cached. A cache that cannot be used is a warning on stderr, never an error. Returns the
- * count (*ids malloc'd), or -1 with a message. */
+ * cached. text_sha256: the text's digest when the caller has it (hex), else NULL. A cache that
+ * cannot be used is a warning on stderr, never an error. Returns the count (*ids malloc'd), or -1
+ * with a message. */
 long token_cache_encode(Bpe *b, const char *path, const unsigned char *text, size_t len,
-                        int32_t **ids, char err[ABL_ERR_MAX]);
+                        const char *text_sha256, int32_t **ids, char err[ABL_ERR_MAX]);
 
 #endif

@@ -12,6 +12,11 @@
 
 int file_read_all(const char *what, const char *path, unsigned char **out, long *out_len,
                   char err[ABL_ERR_MAX]) {
+    return file_read_all_stat(what, path, out, out_len, NULL, NULL, err);
+}
+
+int file_read_all_stat(const char *what, const char *path, unsigned char **out, long *out_len,
+                       struct stat *before, struct stat *after, char err[ABL_ERR_MAX]) {
     *out = NULL;
     *out_len = 0;
     FILE *f = fopen(path, "rb");
@@ -19,6 +24,7 @@ int file_read_all(const char *what, const char *path, unsigned char **out, long 
         snprintf(err, ABL_ERR_MAX, "%s %s: cannot open: %s", what, path, strerror(errno));
         return -1;
     }
+    if (before && fstat(fileno(f), before) != 0) memset(before, 0, sizeof *before);
     size_t cap = 1 << 20, len = 0;
     unsigned char *buf = malloc(cap);
     if (!buf) {
@@ -48,6 +54,7 @@ int file_read_all(const char *what, const char *path, unsigned char **out, long 
                  e ? strerror(e) : "read error");
         return -1;
     }
+    if (after && fstat(fileno(f), after) != 0) memset(after, 0, sizeof *after);
     fclose(f);
     *out = buf;
     *out_len = (long)len;

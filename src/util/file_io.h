@@ -10,6 +10,11 @@
 /* Reads a whole file (regular, pipe or special) into a malloc'd buffer. */
 int file_read_all(const char *what, const char *path, unsigned char **out, long *len,
                   char err[ABL_ERR_MAX]);
+/* The same, with the open file's fstat before the first read and after the last (either
+ * may be NULL): a file replaced or rewritten while it was read shows in the difference. */
+struct stat;
+int file_read_all_stat(const char *what, const char *path, unsigned char **out, long *len,
+                       struct stat *before, struct stat *after, char err[ABL_ERR_MAX]);
 
 /* Writes path through write(f, ctx) into a uniquely named temporary file beside it (opened
  * for reading too), fsyncs it, renames it into place and fsyncs the directory: readers see

@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "model/rng.h"
+#include "util/file_digest.h"
 #include "util/file_io.h"
+#include "util/sha256.h"
 #include "tokenizer/token_cache.h"
 #include "tokenizer/token_file.h"
 #include "tokenizer/utf8.h"
@@ -80,8 +82,28 @@ static int load_gpt2(Dataset *d, const DataConfig *cfg, const unsigned char *buf
     bpe_vocab_dir(dir);
     if (!(d->bpe = bpe_load(dir, err))) return -1;
     d->vocab_size = bpe_vocab_size(d->bpe);
-    d->n_tokens = token_cache_encode(d->bpe, cfg->path, buf, (size_t)len, &d->tokens, err);
+    d->n_tokens = token_cache_encode(d->bpe, cfg->path, buf, (size_t)len, d->identity.sha256,
+                                     &d->tokens, err);
     return d->n_tokens < 0 ? -1 : 0;
+}
+
+/* The rest of the data's identity, once it is parsed (the digest was taken as it was read). */
+static void identity_fill(Dataset *d, const DataConfig *cfg, long len) {
+    DataIdentity *id = &d->identity;
+    snprintf(id->tokenizer, sizeof id->tokenizer, "%s", tokenizer_names[cfg->tokenizer]);
+    snprintf(id->path, sizeof id->path, "%s", cfg->path);
+    id->bytes = len;
+    id->val_fraction = cfg->val_fraction;
+    id->vocab_size = d->vocab_size;
+    if (cfg->tokenizer == TOK_GPT2 && d->bpe) {
+        snprintf(id->vocab, sizeof id->vocab, "%s", bpe_vocab_digest(d->bpe));
+    } else if (cfg->tokenizer == TOK_TOKENS) {
+        char ids[32];
+        int n = snprintf(ids, sizeof ids, "ids:%d", d->vocab_size);
+        sha256_buf_hex(ids, (size_t)n, id->vocab);
+    } else {
+        sha256_buf_hex(d->chars, (size_t)d->vocab_size, id->vocab);
+    }
 }
 
 int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ERR_MAX]) {
@@ -102,7 +124,11 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
     }
     unsigned char *buf;
     long len;
-    if (file_read_all("data file", path, &buf, &len, err) != 0) return -1;
+    char cache[2048];
+    token_cache_dir(cache, sizeof cache);
+    /* the digest of the very bytes parsed below (cached by the file's identity on disk) */
+    if (file_read_digest("data file", path, cache, &buf, &len, d->identity.sha256, NULL, err) != 0)
+        return -1;
     if (len == 0) {
         free(buf);
         set_err(err, "data file %s: the file is empty", path);
@@ -122,6 +148,7 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
         dataset_free(d);
         return -1;
     }
+    identity_fill(d, cfg, len);
 
     long n_val = (long)((double)d->n_tokens * cfg->val_fraction);
     d->n_train = d->n_tokens - n_val;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "tokenizer/bpe.h"
+#include "data_identity.h"
 #include "run_config.h"
 
 typedef struct {
@@ -20,6 +21,7 @@ typedef struct {
     /* GPT-2's vocabulary: always for gpt2; for tokens when it is installed and vocab_size is
      * GPT-2's (NULL otherwise: prompts are then ids and samples print "<id>") */
     Bpe *bpe;
+    DataIdentity identity; /* what was loaded: the bytes' digest, vocabulary, split */
 } Dataset;
 
 /* Loads and tokenizes cfg->path. Errors name the file: missing, empty, bad magic,

@@ -58,7 +58,11 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, kv_bytes_per_token, EF_DOUBLE, 0, NULL, "bytes/token", "KV-cache bytes per generated token") \
     X(S, blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type the run used") \
     X(S, blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads the run used") \
-    X(S, start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when the run started (ISO 8601)")
+    X(S, start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when the run started (ISO 8601)") \
+    X(S, data_sha256, EF_STR, 65, NULL, NULL, "SHA-256 of the data file's bytes the run trained on (as its worker read them)") \
+    X(S, data_bytes, EF_LONG, 0, NULL, "bytes", "size of that data file") \
+    X(S, data_vocab, EF_STR, 65, NULL, NULL, "SHA-256 of the tokenizer's vocabulary (char: the data's distinct bytes)") \
+    X(S, data_vocab_size, EF_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)")
 #define EVENT_START_V1 4
 
 #define EVENT_STEP_FIELDS(X, S) \

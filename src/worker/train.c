@@ -249,6 +249,14 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     if (t->step == 0) {
         Event ev = {.kind = EV_START};
         trainer_start_event(&t->cfg, &ev.u.start);
+        if (t->data) { /* the data this run trains on, as its worker read it */
+            StartEvent *se = &ev.u.start;
+            const DataIdentity *id = &t->data->identity;
+            snprintf(se->data_sha256, sizeof se->data_sha256, "%s", id->sha256);
+            se->data_bytes = (long)id->bytes;
+            snprintf(se->data_vocab, sizeof se->data_vocab, "%s", id->vocab);
+        }
+        ev.u.start.data_vocab_size = t->cfg.model.vocab_size;
         sink_emit(sink, &ev);
     }
     RunStatus status = RUN_DONE;

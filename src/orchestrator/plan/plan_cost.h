@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "plan.h"
+#include "worker/data_identity.h"
 
 typedef struct {
     long params;
@@ -27,6 +28,11 @@ typedef struct {
 /* One entry per run; NULL with a located message when a run's data cannot be read, does not
  * fit its vocabulary or prompt, or the run needs more memory than the limit. */
 PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]);
+/* The same, also giving the identity of each distinct data source (path, tokenizer,
+ * val_fraction) as it was loaded (*ids malloc'd, *n_ids entries): data_guard.h takes them,
+ * so the sweep loads its data once to plan and to check it. */
+PlanCost *plan_cost_compute_ids(const Plan *p, DataIdentity **ids, int *n_ids,
+                                char err[ABL_ERR_MAX]);
 /* Estimated core-hours at a sustained FLOP rate per core. */
 double plan_cost_core_hours(const PlanCost *c, int n, double flops_per_s);
 

@@ -1,7 +1,9 @@
 /* Messages between rank 0 and the workers (MPI point-to-point, MPI_BYTE payloads).
  *   worker -> 0  TAG_READY   hostname (once, at start)
- *   0 -> worker  TAG_ASSIGN  RunAssignment (raw struct: every rank runs the same binary)
- *   worker -> 0  TAG_EVENTS  u32 run, u32 attempt, packed events
+ *   0 -> worker  TAG_ASSIGN  RunAssignment (raw struct: every rank runs the same binary),
+ *                            with the sweep's data digest: the worker refuses other data
+ *   worker -> 0  TAG_EVENTS  u32 run, u32 attempt, packed events (the start event carries
+ *                            the identity of the data the worker loaded: data_guard.h)
  *   worker -> 0  TAG_CKPT    WorkerCheckpoint: a checkpoint file is durable, after every
  *                            event before it (MPI keeps one sender's messages in order)
  *   worker -> 0  TAG_END     WorkerEnd header, then one packed EV_END event

@@ -223,6 +223,17 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     }
     *sink = (BatchSink){.base = {batch_emit}, .a = a, .out = out, .sent_at = clock_seconds()};
     const Dataset *d = vocab_dataset(vc, &a->cfg, err);
+    if (d && a->data_sha256[0] && strcmp(d->identity.sha256, a->data_sha256) != 0) {
+        /* another copy on this node, or the file changed since the sweep read it: training
+         * on it would mix two data sets in one sweep */
+        char host[64] = "";
+        gethostname(host, sizeof host - 1);
+        snprintf(err, sizeof err,
+                 "data file %s on %s is not the sweep's: sha256 %.12s... (%lld bytes) here, "
+                 "the sweep's is %.12s...",
+                 a->cfg.data.path, host, d->identity.sha256, d->identity.bytes, a->data_sha256);
+        goto fail;
+    }
     if (!d || trainer_init(&t, &a->cfg, a->seed, d, err) != 0) goto fail;
     have_trainer = 1;
     if (a->resume_step > 0 && load_checkpoint(&t, a, err) != 0) {

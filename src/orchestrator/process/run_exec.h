@@ -25,6 +25,7 @@ typedef struct {
     int64_t resume_step;             /* > 0: continue from the checkpoint at ckpt_path */
     double ckpt_every;               /* seconds between periodic checkpoints; 0: none */
     char weights_path[ABL_PATH_MAX]; /* final weights go here when cfg.save_weights */
+    char data_sha256[65];            /* the sweep's data (data_guard.h); "": not checked */
 } RunAssignment;
 
 typedef struct {

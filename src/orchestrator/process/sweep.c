@@ -17,6 +17,7 @@
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "env_info.h"
+#include "orchestrator/record/data_guard.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/record/journal.h"
@@ -72,6 +73,7 @@ typedef struct {
     JournalReader *history; /* reads earlier attempts' events back for resumed runs */
     ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
     int local_run;          /* one process: the run it is training (-1: none) */
+    DataGuard data;         /* the identity of the plan's data (data_guard.h) */
 } Sweep;
 
 static int exists(const char *p) {
@@ -401,6 +403,8 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
     run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
+    const DataIdentity *di = data_guard_of(&s->data, &r->cfg.data);
+    if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
         char err[ABL_ERR_MAX];
         ckpt_file(s, r, r->ckpt_step, a->ckpt_path, sizeof a->ckpt_path);
@@ -907,27 +911,46 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     s.view_seconds = o->view_interval > 0 ? o->view_interval : 30.0;
     char err[ABL_ERR_MAX];
     ResumeState rs = {0};
-    int rc = SWEEP_EXIT_USAGE;
+    DataIdentity *ids = NULL; /* the data as planning loaded it: data_guard owns them */
+    int n_ids = 0, rc = SWEEP_EXIT_USAGE;
     char *hostnames = sweep_gather_hostnames(0, nranks);
     blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
     blas_warn_threads("ablate run");
     /* Validate everything before any file is touched. */
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
-        plan_build(&s.spec, &s.plan, err) != 0 || !(s.cost = plan_cost_compute(&s.plan, err))) {
+        plan_build(&s.spec, &s.plan, err) != 0 ||
+        !(s.cost = plan_cost_compute_ids(&s.plan, &ids, &n_ids, err))) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
+    /* the data's identity, checked against the sweep's before anything is written */
+    if (data_guard_begin(&s.data, ids, n_ids, err) != 0 ||
+        (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
+        fprintf(stderr, "ablate run: %s\n", err);
+        goto stop_workers;
+    }
     if (open_journal(&s, &rs, err) != 0 ||
+        data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
+    for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
+        if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
+            data_guard_changed(&s.data, &s.runs[i].cfg.data)) {
+            drop_checkpoint(&s, &s.runs[i]);
+            refs_free(&s.runs[i].events);
+        }
     if (!(s.vu = view_updater_start(s.journal_path, o->out_path, s.sched->ops->shared, err))) {
         fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
+    /* a shared sweep's first identity is also where other processes check theirs */
+    if (data_guard_record(&s.data, s.j, s.sched->ops->shared ? o->out_path : NULL,
+                          o->accept_data_change, err))
+        stop_io(&s, err);
     /* the scheduler learns the runs; a shared one hears which others finished already */
     SchedRun *sr = malloc(sizeof *sr * (size_t)(s.n + 1));
     for (int i = 0; sr && i < s.n; i++) {
@@ -1001,6 +1024,7 @@ out:
     free(s.runs);
     free(s.cost);
     resume_free(&rs);
+    data_guard_free(&s.data);
     plan_free(&s.plan);
     spec_free(&s.spec);
     return rc;

@@ -15,6 +15,7 @@ typedef struct {
     double checkpoint_every; /* seconds between periodic checkpoints of each run; 0: none */
     int join;                /* one of many processes on this sweep (join.h) */
     double lease;            /* join: seconds before an unresponsive process's runs are taken */
+    int accept_data_change;  /* train on data that differs from the sweep's (data_guard.h) */
 } SweepOptions;
 
 /* Exit statuses of `ablate run` (also what slurm/ablate-sweep.sbatch acts on). */

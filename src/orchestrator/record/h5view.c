@@ -22,6 +22,7 @@
 #include "util/fsutil.h"
 #include "h5table.h"
 #include "h5view_internal.h"
+#include "data_guard.h"
 #include "journal.h"
 #include "orchestrator/process/run_exec.h"
 #include "orchestrator/plan/run_id.h"
@@ -162,6 +163,22 @@ static int read_kv(View *v, const JournalRecord *rec, KvList *into, int is_heade
     return 0;
 }
 
+/* A DATA record: kept when it is the first of its source (path, tokenizer, val_fraction):
+ * runs trained on anything else (a change accepted later) get groups of their own. */
+static int data_first(View *v, const JournalRecord *rec) {
+    DataIdentity id;
+    if (data_guard_decode(rec, &id) != 0) return 0;
+    for (int i = 0; i < v->n_data; i++)
+        if (!strcmp(v->data[i].path, id.path) && !strcmp(v->data[i].tokenizer, id.tokenizer) &&
+            v->data[i].val_fraction == id.val_fraction)
+            return 0;
+    DataIdentity *d = realloc(v->data, sizeof *d * (size_t)(v->n_data + 1));
+    if (!d) return -1;
+    v->data = d;
+    v->data[v->n_data++] = id;
+    return 0;
+}
+
 int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
     JournalRecord rec;
     int rc;
@@ -186,6 +203,9 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
             }
         }
         switch (rec.type) {
+        case JREC_DATA:
+            if (data_first(v, &rec) != 0) goto oom;
+            break;
         case JREC_HEADER:
             v->session++;
             if (read_kv(v, &rec, v->header_into, 1) != 0) goto oom;
@@ -867,6 +887,9 @@ void h5v_view_free(View *v) {
     free(v->runs);
     v->runs = NULL;
     v->nruns = v->cap = 0;
+    free(v->data);
+    v->data = NULL;
+    v->n_data = 0;
     kv_free(&v->header);
     kv_free(&v->end);
     for (int a = 0; a < v->n_axes; a++)

@@ -12,6 +12,7 @@
 #include "h5table.h"
 #include "h5view.h"
 #include "journal.h"
+#include "worker/data_identity.h"
 
 enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
 
@@ -67,6 +68,8 @@ typedef struct {
     int joined, any_writer; /* several journals; some journal's writer still holds it */
     KvList *header_into;    /* the first journal's header is the file's; others are read
                                into a scratch list */
+    DataIdentity *data;     /* the sweep's data: the first DATA record of each source */
+    int n_data;
 } View;
 
 #define METRIC_MAX_COLS 24

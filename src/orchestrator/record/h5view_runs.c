@@ -37,7 +37,8 @@ static const Col fixed_cols[R_NFIXED] = {
     {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
     {"group", C_STR, 17, NULL,
      "hash of the configuration without the seed: seeds of one "
-     "configuration share it"},
+     "configuration share it (and their data: a run trained on data other than the "
+     "sweep's first, accepted with --accept-data-change, has a group of its own)"},
     {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
 };
 static const Col tail_cols[R_NTAIL] = {
@@ -287,6 +288,30 @@ static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, Run
     return bad ? -1 : 0;
 }
 
+/* What was trained, where the plan's record says otherwise: the vocabulary of the model as
+ * built (data whose change was accepted with --accept-data-change resolves another one than
+ * the run's PLAN record holds), and a group of its own for a run trained on data other than
+ * the sweep's first for its source, so that no analysis pools runs of different data. */
+static void put_trained(const View *v, const RunsLayout *L, Table *t, uint8_t *row,
+                        const RunState *rs, const RunConfig *cfg) {
+    if (!rs->has_start) return;
+    const StartEvent *se = &rs->start;
+    const Knob *vk = knob_find("model.vocab_size");
+    if (se->data_vocab_size > 0 && vk)
+        set_i32(t, row, L->knob0 + (int)(vk - knob_table), (int32_t)se->data_vocab_size);
+    const DataIdentity *first = NULL;
+    for (int i = 0; i < v->n_data && !first; i++)
+        if (!strcmp(v->data[i].path, cfg->data.path) &&
+            !strcmp(v->data[i].tokenizer, tokenizer_names[cfg->data.tokenizer]) &&
+            v->data[i].val_fraction == cfg->data.val_fraction)
+            first = &v->data[i];
+    if (!first || !se->data_sha256[0] || !strcmp(first->sha256, se->data_sha256)) return;
+    char group[17];
+    uint64_t h = fnv1a(run_id_hash(cfg, NULL), "data_sha256=", 12);
+    run_id_format(fnv1a(h, se->data_sha256, strlen(se->data_sha256)), group);
+    set_str(t, row, R_GROUP, group, 17);
+}
+
 static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
     Buf b = {0};
     for (int a = 0; a < v->n_axes; a++) {
@@ -337,6 +362,7 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
             snprintf(err, ABL_ERR_MAX, "out of memory");
             goto done;
         }
+        if (!message[0]) put_trained(v, &L, &runs, row, rs, cfg);
     }
     rc = 0;
 done:;

@@ -43,6 +43,8 @@ const char *journal_type_name(int type) {
         return "sweep_end";
     case JREC_DAMAGE:
         return "damage";
+    case JREC_DATA:
+        return "data";
     default:
         return "unknown";
     }
@@ -618,7 +620,7 @@ int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t le
                                   uint32_t *run) {
     uint8_t head[JOURNAL_HEADER_BYTES];
     if (len < JOURNAL_RECORD_OVERHEAD || pread_all(r->fd, head, sizeof head, offset) != 0) return 0;
-    if (memcmp(head, MAGIC, 4) != 0 || head[4] < JREC_HEADER || head[4] > JREC_DAMAGE ||
+    if (memcmp(head, MAGIC, 4) != 0 || head[4] < JREC_HEADER || head[4] > JREC_DATA ||
         JOURNAL_RECORD_OVERHEAD + (uint64_t)get32(head + 9) != len)
         return 0;
     *type = head[4];
@@ -797,6 +799,9 @@ int journal_append_header(Journal *j, const char *const *kv, int n_pairs) {
 }
 int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs) {
     return append_kv(j, JREC_SWEEP_END, kv, n_pairs);
+}
+int journal_append_data(Journal *j, const char *const *kv, int n_pairs) {
+    return append_kv(j, JREC_DATA, kv, n_pairs);
 }
 
 int journal_config_text(const RunConfig *c, char *buf, size_t n) {

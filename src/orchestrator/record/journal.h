@@ -31,6 +31,10 @@
  *   DAMAGE      u64 offset, u64 length, str saved_path: damaged bytes found between valid
  *               records at a resume, reported, saved, and the runs they may have held
  *               invalidated (a RUN_BEGIN/RUN_END pair each); later resumes skip it silently
+ *   DATA        key/value block: the identity of one data source (data_guard.h): path,
+ *               tokenizer, vocab (SHA-256 hex), vocab_size, val_fraction, sha256, bytes;
+ *               written when the sweep first sees the source, and again after a change
+ *               accepted with --accept-data-change (the first one per path is the sweep's)
  * Readers ignore record types they do not know. */
 #ifndef ABLATE_ORCH_JOURNAL_H
 #define ABLATE_ORCH_JOURNAL_H
@@ -59,6 +63,7 @@ typedef enum {
     JREC_CHECKPOINT = 6,
     JREC_SWEEP_END = 7,
     JREC_DAMAGE = 8,
+    JREC_DATA = 9,
 } JournalRecordType;
 
 /* "header", "plan", ...; "unknown" for other values. */
@@ -127,6 +132,7 @@ uint64_t journal_written_size(const Journal *j);
 /* Typed appends (payload layouts above). kv is n_pairs (key, value) pairs. */
 int journal_append_header(Journal *j, const char *const *kv, int n_pairs);
 int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_data(Journal *j, const char *const *kv, int n_pairs);
 int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
                         uint64_t seed, const RunConfig *config);
 /* The same with the run's overrides ("model.norm=post model.n_head=4", as ablate plan

@@ -1,5 +1,7 @@
 #include "resume.h"
 
+#include "data_guard.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +99,16 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (journal_decode_damage(&rec, &dm) == 0) handled[n_handled++] = dm.offset;
             continue;
         }
+        if (rec.type == JREC_DATA) {
+            DataIdentity *d = realloc(st->data, sizeof *d * (size_t)(st->n_data + 1));
+            if (!d) {
+                rc = -2;
+                break;
+            }
+            st->data = d;
+            if (data_guard_decode(&rec, &d[st->n_data]) == 0) st->n_data++;
+            continue;
+        }
         if (rec.type == JREC_PLAN) {
             JournalPlan p;
             if (journal_decode_plan(&rec, &p) != 0 || grow(st, p.index) != 0) continue;
@@ -187,6 +199,7 @@ void resume_free(ResumeState *st) {
         free(st->damage[i].runs);
     free(st->damage);
     free(st->runs);
+    free(st->data);
     memset(st, 0, sizeof *st);
 }
 

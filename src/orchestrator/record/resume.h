@@ -8,6 +8,7 @@
 
 #include "journal.h"
 #include "orchestrator/plan/plan.h"
+#include "worker/data_identity.h"
 
 /* An EVENTS record of a run: which attempt wrote it, and where it is in the journal. A run
  * resumed from a checkpoint gets the events of the checkpoint's attempt up to its step
@@ -57,6 +58,8 @@ typedef struct {
     int cap; /* allocated entries of runs */
     ResumeDamage *damage;
     int n_damage;
+    DataIdentity *data; /* the DATA records, in journal order (data_guard.h) */
+    int n_data;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);
