@@ -747,7 +747,18 @@ static void run_mpi(Sweep *s, int nranks) {
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
     int cap = 0, n_busy = 0, asked = 0;
-    long idle_ns = 0; /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
+    long idle_ns = 0;      /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
+    if (!busy || !hosts) { /* nothing dispatched yet: every worker is told to exit */
+        stop_io(s, "out of memory for the table of worker ranks");
+        for (int r = 1; r < nranks; r++) {
+            char host[64];
+            MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            send_stop(r, STOP_EXIT);
+        }
+        free(busy);
+        free(hosts);
+        return;
+    }
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
     for (;;) {
@@ -791,8 +802,19 @@ static void run_mpi(Sweep *s, int nranks) {
         int n;
         MPI_Get_count(&st, MPI_BYTE, &n);
         if (n > cap) {
+            uint8_t *grown = realloc(buf, (size_t)n);
+            if (!grown) {
+                /* the message cannot be received, so its sender cannot be stopped in order:
+                 * the journal is made durable and the job ends as a kill would end it */
+                fprintf(stderr,
+                        "\nablate: out of memory for a %d-byte message from rank %d; the sweep "
+                        "ends here (finished runs are safe; continue with %s)\n",
+                        n, st.MPI_SOURCE, continue_with(s));
+                if (s->j) journal_sync(s->j);
+                MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_STOPPED);
+            }
+            buf = grown;
             cap = n;
-            buf = realloc(buf, (size_t)cap);
         }
         MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         int src = st.MPI_SOURCE;

@@ -416,7 +416,7 @@ static void metric_columns(Metric *m) {
     m->field[0] = -1;
     m->ncol = 1;
     m->heads = -1;
-    for (int k = 0; k < s->n_fields && m->ncol < METRIC_MAX_COLS; k++) {
+    for (int k = 0; k < s->n_fields; k++) { /* fits: the static asserts of h5view_internal.h */
         const EventField *f = &s->fields[k];
         if (f->type == EF_HEADS) {
             m->heads = k;
