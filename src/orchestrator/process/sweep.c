@@ -16,6 +16,7 @@
 #include "worker/blas_env.h"
 #include "util/clock.h"
 #include "env_info.h"
+#include "out_guard.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/schedule/join.h"
@@ -1089,6 +1090,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s.spec, &s.plan, err) != 0 || !(s.cost = plan_cost_compute(&s.plan, err))) {
         fprintf(stderr, "%s\n", err);
+        goto stop_workers;
+    }
+    if (out_guard_check(o->out_path, o->spec_path, &s.plan, err) != 0) {
+        fprintf(stderr, "ablate run: %s\n", err);
         goto stop_workers;
     }
     if (open_journal(&s, &rs, err) != 0 ||

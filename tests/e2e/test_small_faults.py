@@ -1,0 +1,66 @@
+"""Small input faults of issue 17 (items 8-12, 14), each refused or kept as documented.
+
+  - output_is_input: -o naming the spec, the data file (by another path, a symlink, a hard
+    link) or a directory OUT.h5.d that holds the data is refused, with --force too, exit 2,
+    one line, nothing deleted;
+Run one case alone: test_small_faults.py NAME.
+"""
+import hashlib
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def one_line(err, what):
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, "%s: stderr should be one line:\n%s" % (what, err)
+    return lines[0]
+
+
+def test_output_is_input():
+    with C.workdir("out-is-input") as tmp:
+        data = os.path.join(tmp, "data.txt")
+        shutil.copyfile(C.corpus_path(tmp), data)
+        spec = C.write(os.path.join(tmp, "s.yaml"), C.micro_spec(data, steps=10, seeds=(0,)))
+        os.symlink(data, os.path.join(tmp, "link.h5"))
+        os.link(data, os.path.join(tmp, "hard.h5"))
+        os.mkdir(os.path.join(tmp, "sub"))
+        # the data inside OUT.h5.d: --force would remove the directory with it
+        inside = os.path.join(tmp, "o.h5.d")
+        os.mkdir(inside)
+        data2 = os.path.join(inside, "data.txt")
+        shutil.copyfile(data, data2)
+        spec2 = C.write(os.path.join(tmp, "s2.yaml"), C.micro_spec(data2, steps=10, seeds=(0,)))
+        cases = [(spec, data, "data.txt", "data file"), (spec, data, "./sub/../data.txt",
+                                                           "data file"),
+                 (spec, data, "link.h5", "data file"), (spec, data, "hard.h5", "data file"),
+                 (spec, spec, "s.yaml", "spec"), (spec2, data2, "o.h5", "data file")]
+        for i, (sp, victim, out, what) in enumerate(cases):
+            before = digest(victim)
+            for flags in (["--force"], ["--resume"], []) if i == 0 else (["--force"],):
+                rc, so, err = C.run(["run", sp, "-o", out] + flags, cwd=tmp)
+                label = "-o %s %s" % (out, " ".join(flags))
+                assert rc == 2, "%s: exit %s, expected 2\n%s" % (label, rc, err)
+                line = one_line(err, label)
+                assert what in line and "another output" in line, "%s: %s" % (label, line)
+                assert os.path.isfile(victim) and digest(victim) == before, \
+                    "%s changed %s" % (label, victim)
+            assert not os.path.exists(os.path.join(tmp, out) + ".d") or out == "o.h5", \
+                "-o %s created its journal dir" % out
+        assert sorted(os.listdir(inside)) == ["data.txt"], os.listdir(inside)
+        # a plain, distinct output still works
+        C.run(["run", spec, "-o", "ok.h5"], cwd=tmp, expect_rc=0)
+
+
+if __name__ == "__main__":
+    tests = [("output_is_input", test_output_is_input)]
+    only = sys.argv[1:]
+    C.main([t for t in tests if not only or t[0] in only])
