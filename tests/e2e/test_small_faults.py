@@ -3,6 +3,9 @@
   - output_is_input: -o naming the spec, the data file (by another path, a symlink, a hard
     link) or a directory OUT.h5.d that holds the data is refused, with --force too, exit 2,
     one line, nothing deleted;
+  - control_chars: control characters in grid values (here an OSC "set title" and a
+    clear-screen in a data.path) are shown escaped by `plan` and `inspect` (as --json
+    escapes them), never raw; valid UTF-8 passes through;
 Run one case alone: test_small_faults.py NAME.
 """
 import hashlib
@@ -60,7 +63,34 @@ def test_output_is_input():
         C.run(["run", spec, "-o", "ok.h5"], cwd=tmp, expect_rc=0)
 
 
+def raw_controls(text):
+    """The control characters in text other than the newline that ends each line."""
+    return sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7f})
+
+
+def test_control_chars():
+    with C.workdir("control-chars") as tmp:
+        corpus = C.corpus_path(tmp)
+        evil = os.path.join(tmp, "d\x1b]0;pwned\x07\x1b[2J\u00e9.txt")
+        shutil.copyfile(corpus, evil)
+        grid = '  data.path: ["%s", "%s"]\n' % (
+            corpus, evil.replace("\x1b", "\\e").replace("\x07", "\\a"))
+        spec = C.write(os.path.join(tmp, "s.yaml"),
+                       C.micro_spec(corpus, steps=4, seeds=(0,), grid=grid, eval_every=0))
+        rc, so, err = C.run(["plan", spec], expect_rc=0)
+        assert not raw_controls(so), "plan prints raw %r:\n%r" % (raw_controls(so), so)
+        assert "\\u001b]0;pwned\\u0007\\u001b[2J\u00e9.txt" in so, so
+        rc, so, err = C.run(["plan", spec, "--json"], expect_rc=0)
+        assert not raw_controls(so) and "\\u001b" in so, so
+        out = os.path.join(tmp, "o.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0)
+        rc, so, err = C.run(["inspect", out], expect_rc=0)
+        assert not raw_controls(so), "inspect prints raw %r:\n%r" % (raw_controls(so), so)
+        assert "\\u001b" in so and "\u00e9" in so, so
+
+
 if __name__ == "__main__":
-    tests = [("output_is_input", test_output_is_input)]
+    tests = [("output_is_input", test_output_is_input),
+             ("control_chars", test_control_chars)]
     only = sys.argv[1:]
     C.main([t for t in tests if not only or t[0] in only])
