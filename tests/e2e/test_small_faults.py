@@ -6,6 +6,8 @@
   - control_chars: control characters in grid values (here an OSC "set title" and a
     clear-screen in a data.path) are shown escaped by `plan` and `inspect` (as --json
     escapes them), never raw; valid UTF-8 passes through;
+  - number_grammar: one decimal grammar for every numeric key: lr: 0x10 is refused as
+    n_head: 0x2 is, each at FILE:LINE:COL naming the key; decimal forms still parse;
 Run one case alone: test_small_faults.py NAME.
 """
 import hashlib
@@ -89,8 +91,38 @@ def test_control_chars():
         assert "\\u001b" in so and "\u00e9" in so, so
 
 
+def test_number_grammar():
+    with C.workdir("numbers") as tmp:
+        corpus = C.corpus_path(tmp)
+        base = C.micro_spec(corpus, steps=4, seeds=(0,), eval_every=0)
+        bad = [("lr: 1e-2", "lr: 0x10", "train.lr"), ("lr: 1e-2", "lr: 0x1p-4", "train.lr"),
+               ("lr: 1e-2", "lr: infinity", "train.lr"), ("lr: 1e-2", 'lr: " 0.01"', "train.lr"),
+               ("batch_size: 8", "batch_size: 0x8", "train.batch_size"),
+               ("batch_size: 8", "batch_size: 1_0", "train.batch_size"),
+               ("steps: 4", "steps: 4e", "train.steps"),
+               ("preset: micro", "preset: micro\n  model: {n_head: 0x2}", "model.n_head")]
+        for old, new, key in bad:
+            text = base.replace(old, new)
+            spec = C.write(os.path.join(tmp, "s.yaml"), text)
+            rc, so, err = C.run(["plan", spec])
+            line = one_line(err, new)
+            want_line = [i + 1 for i, l in enumerate(text.split("\n"))
+                         if new.split("\n")[-1].strip() in l][0]
+            assert rc == 2 and line.startswith("%s:%d:" % (spec, want_line)) and key in line, \
+                "%s: exit %s: %s" % (new, rc, line)
+        # --set reads the same grammar
+        spec = C.write(os.path.join(tmp, "s.yaml"), base)
+        rc, so, err = C.run(["plan", spec, "--set", "train.lr=0x10"])
+        assert rc == 2 and one_line(err, "--set").startswith("--set:1:"), err
+        for good in ("lr: 0.01", "lr: 1e-2", "lr: .01", "lr: +1E-2", "batch_size: 8.0"):
+            old = "lr: 1e-2" if good.startswith("lr") else "batch_size: 8"
+            spec = C.write(os.path.join(tmp, "s.yaml"), base.replace(old, good))
+            C.run(["plan", spec], expect_rc=0)
+
+
 if __name__ == "__main__":
     tests = [("output_is_input", test_output_is_input),
-             ("control_chars", test_control_chars)]
+             ("control_chars", test_control_chars),
+             ("number_grammar", test_number_grammar)]
     only = sys.argv[1:]
     C.main([t for t in tests if not only or t[0] in only])
