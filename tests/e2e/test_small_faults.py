@@ -8,6 +8,8 @@
     escapes them), never raw; valid UTF-8 passes through;
   - number_grammar: one decimal grammar for every numeric key: lr: 0x10 is refused as
     n_head: 0x2 is, each at FILE:LINE:COL naming the key; decimal forms still parse;
+  - join_after_complete: a --join to a sweep whose every run is done exits 0, says so, and
+    leaves no new procs/*/journal (in-process and under mpirun); the view stays complete;
 Run one case alone: test_small_faults.py NAME.
 """
 import hashlib
@@ -120,9 +122,26 @@ def test_number_grammar():
             C.run(["plan", spec], expect_rc=0)
 
 
+def test_join_after_complete():
+    with C.workdir("join-complete") as tmp:
+        spec = C.write(os.path.join(tmp, "s.yaml"),
+                       C.micro_spec(C.corpus_path(tmp), steps=4, seeds=(0, 1), eval_every=0))
+        out = os.path.join(tmp, "o.h5")
+        C.run(["run", spec, "-o", out, "--join"], expect_rc=0)
+        procs = sorted(os.listdir(out + ".d/join/procs"))
+        assert len(procs) == 1, procs
+        for ranks in (None, None, 2):
+            rc, so, err = C.run(["run", spec, "-o", out, "--join"], ranks=ranks, expect_rc=0)
+            assert "already complete" in err, err
+            now = sorted(os.listdir(out + ".d/join/procs"))
+            assert now == procs, "a join after completion left %s" % sorted(set(now) - set(procs))
+        C.assert_complete(C.View(out), 2, "after late joins")
+
+
 if __name__ == "__main__":
     tests = [("output_is_input", test_output_is_input),
              ("control_chars", test_control_chars),
-             ("number_grammar", test_number_grammar)]
+             ("number_grammar", test_number_grammar),
+             ("join_after_complete", test_join_after_complete)]
     only = sys.argv[1:]
     C.main([t for t in tests if not only or t[0] in only])

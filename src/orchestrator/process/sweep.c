@@ -1132,6 +1132,16 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
             }
         }
     }
+    if (s.join && n_live > 0 && done_before == n_live) { /* nothing to train or record */
+        journal_close(s.j);
+        s.j = NULL;
+        if (join_forget(s.join, o->out_path, err) != 0)
+            fprintf(stderr, "ablate: warning: %s\n", err);
+        fprintf(stderr, "ablate: the joined sweep is already complete (%d runs) -> %s\n", n_live,
+                o->out_path);
+        rc = SWEEP_EXIT_OK;
+        goto stop_workers;
+    }
     if (journal_sync(s.j) != 0) stop_journal(&s);
     if (!stopping(&s)) rebuild_view(&s, 1);
     if (s.join)
