@@ -331,6 +331,37 @@ def kill_session(sid, sig=signal.SIGKILL):
             pass
 
 
+def wait_until(cond, job, what, timeout=120):
+    """Polls cond() until it is true: a state (a file, a journal record), never a time. Fails
+    at once when the job ended first, or after timeout seconds (a hang)."""
+    t_end = time.monotonic() + timeout
+    while not cond():
+        if job is not None and job.poll() is not None and not cond():
+            raise AssertionError("ended (rc %s) before %s\n%s" % (job.rc, what,
+                                                                  job.stderr()[-3000:]))
+        if time.monotonic() > t_end:
+            raise AssertionError("no %s after %.0f s" % (what, timeout))
+        time.sleep(0.005)
+
+
+def hold_env(hold_dir, step=1):
+    """The test hook of src/orchestrator/process/run_exec.c: every attempt that has taken
+    `step` steps creates HOLD_DIR/ID.held and waits there, in progress, until a signal (or
+    HOLD_DIR/ID.go): a signal sent once a .held file exists always finds the run running."""
+    os.makedirs(hold_dir, exist_ok=True)
+    return {"ABLATE_TEST_HOLD_DIR": hold_dir, "ABLATE_TEST_HOLD_STEP": str(step)}
+
+
+def held(hold_dir):
+    """Run ids held by the hook now."""
+    return sorted(f[:-5] for f in os.listdir(hold_dir) if f.endswith(".held"))
+
+
+def release(hold_dir, run_id):
+    """Lets a held run go on (HOLD_DIR/ID.go)."""
+    write(os.path.join(hold_dir, run_id + ".go"), "")
+
+
 def run(args, ranks=None, timeout=180, cwd=None, expect_rc=None, tag="run", env=None):
     """Runs ablate to completion; returns (rc, stdout, stderr). env: extra variables."""
     j = Job(args, ranks=ranks, cwd=cwd, tag=tag, env=env)

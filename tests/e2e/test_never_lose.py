@@ -250,34 +250,21 @@ def checkpoint_files(out):
 
 
 def stop_with_checkpoints(spec, out, label):
-    """Runs the sweep in-process and sends SIGUSR1 as soon as the journal shows a run begun
-    after a finished one; returns the checkpointed runs. A run can still end between the
-    signal and the next step (a 400-step run takes well under a second on a quiet machine),
-    so up to three fresh tries."""
+    """Runs the sweep in-process with its first run held at step 50 by the test hook
+    (C.hold_env: the run stays in progress until signalled, however fast the machine), sends
+    SIGUSR1 and returns the checkpointed runs. (It once raced the run's end: "the run in
+    progress ended before the signal took effect" on a faster machine.)"""
     jp = C.journal_path(out)
-    for attempt in range(3):
-        for p in (out, out + ".d"):
-            shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else (
-                os.path.exists(p) and os.unlink(p))
-        with C.Job(["run", spec, "-o", out], tag=label) as job:
-            while True:
-                st, _ = C.journal_state(jp) if os.path.exists(jp) else ({}, 0)
-                if any(r["finished"] for r in st.values()) and any(
-                        r["attempt"] and not r["finished"] for r in st.values()):
-                    break
-                if job.poll() is not None:
-                    raise AssertionError("%s: ended early\n%s" % (label, job.stderr()))
-                time.sleep(0.002)
-            os.kill(job.proc.pid, signal.SIGUSR1)
-            rc, _ = job.finish(60)
-        assert rc in (0, 3), "%s: exit %s after SIGUSR1" % (label, rc)
-        state, _ = C.journal_state(jp)
-        ck = [r for r in state.values() if not r["finished"] and r["ckpt_step"] > 0]
-        if ck:
-            assert rc == 3, "%s: exit %s after SIGUSR1 with runs left" % (label, rc)
-            return ck
-        C.log("  %s: the run in progress ended before the signal took effect; again" % label)
-    raise AssertionError("%s: nothing checkpointed in 3 tries" % label)
+    hold = out + ".hold"
+    with C.Job(["run", spec, "-o", out], tag=label, env=C.hold_env(hold, 50)) as job:
+        C.wait_until(lambda: C.held(hold), job, "%s: a run held at step 50" % label)
+        os.kill(job.proc.pid, signal.SIGUSR1)
+        rc, _ = job.finish(60)
+    shutil.rmtree(hold)
+    state, _ = C.journal_state(jp)
+    ck = [r for r in state.values() if not r["finished"] and r["ckpt_step"] > 0]
+    assert rc == 3 and ck, "%s: exit %s after SIGUSR1, checkpointed %s" % (label, rc, ck)
+    return ck
 
 
 def test_bad_checkpoint():

@@ -165,12 +165,38 @@ typedef struct {
     const RunAssignment *a;
     RunResult *res;
     double next_save; /* monotonic seconds of the next periodic checkpoint */
+    long polls;       /* of this attempt: one before each step */
 } RunCtx;
+
+/* Test-only hook (docs/architecture.md, "Test hooks"): with ABLATE_TEST_HOLD_DIR set, an
+ * attempt that has taken ABLATE_TEST_HOLD_STEP steps (default 1) creates DIR/ID.held and
+ * waits there, still in progress, until the sweep asks it to stop (a signal, a stop from
+ * rank 0) or DIR/ID.go exists. A fault test then signals a run that cannot have ended,
+ * whatever the machine's speed, instead of racing it. */
+static TrainPoll test_hold(RunCtx *rc, TrainPoll p) {
+    const char *dir = getenv("ABLATE_TEST_HOLD_DIR");
+    if (!dir || !dir[0]) return p;
+    const char *at = getenv("ABLATE_TEST_HOLD_STEP");
+    long step = at && at[0] ? atol(at) : 1;
+    if (rc->polls != step + 1 || p == TRAIN_CHECKPOINT || p == TRAIN_ABORT) return p;
+    char held[ABL_PATH_MAX], go[ABL_PATH_MAX];
+    snprintf(held, sizeof held, "%s/%s.held", dir, rc->a->id);
+    snprintf(go, sizeof go, "%s/%s.go", dir, rc->a->id);
+    FILE *f = fopen(held, "w");
+    if (f) fclose(f);
+    for (;;) {
+        TrainPoll q = rc->sink->out->poll(rc->sink->out->ctx);
+        if (q == TRAIN_CHECKPOINT || q == TRAIN_ABORT || access(go, F_OK) == 0) return q;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 /* The sweep's poll, plus the periodic checkpoint clock. */
 static TrainPoll run_poll(void *ctx) {
     RunCtx *rc = ctx;
-    TrainPoll p = rc->sink->out->poll(rc->sink->out->ctx);
+    rc->polls++;
+    TrainPoll p = test_hold(rc, rc->sink->out->poll(rc->sink->out->ctx));
     if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && clock_seconds() >= rc->next_save)
         p = TRAIN_SAVE;
     return p;
@@ -236,7 +262,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         st = RUN_INTERRUPTED;
         goto done;
     }
-    RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every};
+    RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every, 0};
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
     batch_flush(sink);
