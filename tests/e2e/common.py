@@ -344,12 +344,17 @@ def wait_until(cond, job, what, timeout=120):
         time.sleep(0.005)
 
 
-def hold_env(hold_dir, step=1):
-    """The test hook of src/orchestrator/process/run_exec.c: every attempt that has taken
-    `step` steps creates HOLD_DIR/ID.held and waits there, in progress, until a signal (or
-    HOLD_DIR/ID.go): a signal sent once a .held file exists always finds the run running."""
+def hold_env(hold_dir, step=1, runs=None):
+    """The test hook of src/orchestrator/process/run_exec.c: every attempt (of the run ids
+    in runs, or all) that has taken `step` steps creates HOLD_DIR/ID.held and waits before
+    each further step, in progress, until a signal or HOLD_DIR/ID.go or HOLD_DIR/go (a due
+    periodic checkpoint is still taken): a signal or kill sent once a .held file exists
+    always finds the run running."""
     os.makedirs(hold_dir, exist_ok=True)
-    return {"ABLATE_TEST_HOLD_DIR": hold_dir, "ABLATE_TEST_HOLD_STEP": str(step)}
+    env = {"ABLATE_TEST_HOLD_DIR": hold_dir, "ABLATE_TEST_HOLD_STEP": str(step)}
+    if runs:
+        env["ABLATE_TEST_HOLD_RUNS"] = ",".join(runs)
+    return env
 
 
 def held(hold_dir):
@@ -357,9 +362,9 @@ def held(hold_dir):
     return sorted(f[:-5] for f in os.listdir(hold_dir) if f.endswith(".held"))
 
 
-def release(hold_dir, run_id):
-    """Lets a held run go on (HOLD_DIR/ID.go)."""
-    write(os.path.join(hold_dir, run_id + ".go"), "")
+def release(hold_dir, run_id=None):
+    """Lets a held run go on (HOLD_DIR/ID.go), or every run (HOLD_DIR/go)."""
+    write(os.path.join(hold_dir, (run_id + ".go") if run_id else "go"), "")
 
 
 def run(args, ranks=None, timeout=180, cwd=None, expect_rc=None, tag="run", env=None):

@@ -176,20 +176,13 @@ def test_force_locked():
     with C.workdir("force") as tmp:
         spec, ref, _ = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        with C.Job(["run", spec, "-o", out], tag="sweep") as job:
-            t_end = time.monotonic() + 60
-            while not os.path.exists(C.journal_path(out)) and time.monotonic() < t_end:
-                time.sleep(0.01)
-            while not C.reported_finished(job.stderr()) and job.poll() is None:
-                time.sleep(0.01)
-            # Hold the sweep still (SIGSTOP keeps its lock) so that it cannot finish
-            # between this check and --force: on a fast machine the 8 runs take ~1 s.
-            os.killpg(job.sid, signal.SIGSTOP)
-            try:
-                assert job.poll() is None, "the sweep ended before --force was tried"
-                rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
-            finally:
-                os.killpg(job.sid, signal.SIGCONT)
+        hold = os.path.join(tmp, "hold")
+        with C.Job(["run", spec, "-o", out], tag="sweep", env=C.hold_env(hold, 1)) as job:
+            # the test hook holds the sweep's run in progress (its lock held) until --force
+            # was tried: no race with a sweep that would finish first on a fast machine
+            C.wait_until(lambda: C.held(hold), job, "a run held at step 1")
+            rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
+            C.release(hold)
             assert rc == 2, "--force during a sweep: exit %s\n%s" % (rc, err)
             assert "in use" in err and "--force refused" in err, err
             rc, serr = job.finish(300)
@@ -299,17 +292,22 @@ def test_periodic():
     with C.workdir("periodic") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
+        # the two runs dispatched last (most expensive first, then plan order) are held from
+        # step 100 by the test hook: they cannot finish, so the kill always finds them in
+        # progress with a periodic checkpoint, after two other runs finished
+        plan = C.plan_json(spec)
+        last = [r["id"] for r in sorted(plan, key=lambda r: (-r["flops"], r["index"]))[-2:]]
+        hold = os.path.join(tmp, "hold")
         with C.Job(["run", spec, "-o", out, "--checkpoint-every", "0.05"], ranks=3,
-                   tag="periodic") as job:
-            t_end = time.monotonic() + 120
-            while time.monotonic() < t_end and job.poll() is None:
-                st, _ = C.journal_state(C.journal_path(out)) if os.path.exists(
-                    C.journal_path(out)) else ({}, 0)
-                if sum(1 for r in st.values() if r["finished"]) >= 2 and \
-                        any(not r["finished"] and r["ckpt_step"] > 0 for r in st.values()):
-                    break
-                time.sleep(0.02)
-            assert job.poll() is None, "the sweep ended before the kill"
+                   tag="periodic", env=C.hold_env(hold, 100, last)) as job:
+            def ready():
+                if not os.path.exists(C.journal_path(out)):
+                    return False
+                st, _ = C.journal_state(C.journal_path(out))
+                by = {r["id"]: r for r in st.values()}
+                return sum(1 for r in st.values() if r["finished"]) >= 2 and all(
+                    i in by and not by[i]["finished"] and by[i]["ckpt_step"] >= 100 for i in last)
+            C.wait_until(ready, job, "two runs finished and the held ones checkpointed")
             job.kill_all(signal.SIGKILL)
             job.reap(20)
         st, _ = C.journal_state(C.journal_path(out))
