@@ -10,6 +10,8 @@
     n_head: 0x2 is, each at FILE:LINE:COL naming the key; decimal forms still parse;
   - join_after_complete: a --join to a sweep whose every run is done exits 0, says so, and
     leaves no new procs/*/journal (in-process and under mpirun); the view stays complete;
+  - user_data: /user in OUT.h5 (datasets, groups, attributes) survives `ablate view` and a
+    --resume that adds runs; anything else a user added is named in one warning line;
 Run one case alone: test_small_faults.py NAME.
 """
 import hashlib
@@ -138,10 +140,53 @@ def test_join_after_complete():
         C.assert_complete(C.View(out), 2, "after late joins")
 
 
+def test_user_data():
+    import h5py
+    import numpy as np
+    with C.workdir("user-data") as tmp:
+        corpus = C.corpus_path(tmp)
+        spec = C.write(os.path.join(tmp, "s.yaml"),
+                       C.micro_spec(corpus, steps=4, seeds=(0,), eval_every=0))
+        out = os.path.join(tmp, "o.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0)
+        with h5py.File(out, "a") as f:
+            u = f.create_group("user")
+            u.attrs["owner"] = "me"
+            u.create_dataset("notes", data=np.arange(5.0))
+            u.create_group("deep/er").attrs["k"] = 3
+            f.create_dataset("notes", data=[1, 2])
+            f.attrs["mine"] = "x"
+
+        def check(label):
+            with h5py.File(out, "r") as f:
+                assert "user" in f, "%s: /user lost" % label
+                assert f["user"].attrs["owner"] == "me", label
+                assert list(f["user/notes"][()]) == [0, 1, 2, 3, 4], label
+                assert f["user/deep/er"].attrs["k"] == 3, label
+                return len(f["runs"])
+
+        rc, so, err = C.run(["view", out], expect_rc=0)
+        check("ablate view")
+        warn = [l for l in err.splitlines() if "not kept" in l]
+        assert len(warn) == 1 and "/notes" in warn[0] and "attribute mine" in warn[0] \
+            and "/user" in warn[0], err
+        # the next rebuild has nothing more to drop: no warning
+        rc, so, err = C.run(["view", out], expect_rc=0)
+        assert "not kept" not in err, err
+        check("second view")
+        spec2 = C.write(os.path.join(tmp, "s.yaml"),
+                        C.micro_spec(corpus, steps=4, seeds=(0, 1), eval_every=0))
+        rc, so, err = C.run(["run", spec2, "-o", out, "--resume", "--view-interval", "0.01"],
+                            expect_rc=0)
+        assert check("--resume") == 2
+        assert "not kept" not in err, err
+
+
 if __name__ == "__main__":
     tests = [("output_is_input", test_output_is_input),
              ("control_chars", test_control_chars),
              ("number_grammar", test_number_grammar),
-             ("join_after_complete", test_join_after_complete)]
+             ("join_after_complete", test_join_after_complete),
+             ("user_data", test_user_data)]
     only = sys.argv[1:]
     C.main([t for t in tests if not only or t[0] in only])

@@ -22,6 +22,7 @@
 #include "util/fsutil.h"
 #include "h5table.h"
 #include "h5view_internal.h"
+#include "h5user.h"
 #include "journal.h"
 #include "orchestrator/process/run_exec.h"
 #include "orchestrator/plan/run_id.h"
@@ -944,6 +945,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
+    if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
 done:
     rc = h5_finish_file(file, tmp, out_path, rc == 0, err);

@@ -27,6 +27,7 @@
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "h5view_internal.h"
+#include "h5user.h"
 
 #define N_TABLES (2 * N_METRICS) /* each metric's table and its child table (attn) */
 
@@ -285,6 +286,7 @@ static int write_top(H5Live *lv, char *err) {
             virtual_table(lv, f, &lv->layout[t / 2], t, err) != 0)
             goto done;
     if (h5v_write_runs(&lv->v, f, err) != 0) goto done;
+    if (h5user_carry(lv->out, f, err) != 0) goto done;
     rc = 0;
 done:
     return h5_finish_file(f, tmp, lv->out, rc == 0, err);
