@@ -362,6 +362,11 @@ def held(hold_dir):
     return sorted(f[:-5] for f in os.listdir(hold_dir) if f.endswith(".held"))
 
 
+def dispatch_order(spec):
+    """Run ids in the order a sweep starts them (most expensive first, then plan order)."""
+    return [r["id"] for r in sorted(plan_json(spec), key=lambda r: (-r["flops"], r["index"]))]
+
+
 def release(hold_dir, run_id=None):
     """Lets a held run go on (HOLD_DIR/ID.go), or every run (HOLD_DIR/go)."""
     write(os.path.join(hold_dir, (run_id + ".go") if run_id else "go"), "")

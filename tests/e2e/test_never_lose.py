@@ -295,8 +295,7 @@ def test_periodic():
         # the two runs dispatched last (most expensive first, then plan order) are held from
         # step 100 by the test hook: they cannot finish, so the kill always finds them in
         # progress with a periodic checkpoint, after two other runs finished
-        plan = C.plan_json(spec)
-        last = [r["id"] for r in sorted(plan, key=lambda r: (-r["flops"], r["index"]))[-2:]]
+        last = C.dispatch_order(spec)[-2:]
         hold = os.path.join(tmp, "hold")
         with C.Job(["run", spec, "-o", out, "--checkpoint-every", "0.05"], ranks=3,
                    tag="periodic", env=C.hold_env(hold, 100, last)) as job:
@@ -396,17 +395,20 @@ def test_usr1_worker():
     with C.workdir("usr1-worker") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
-        with C.Job(["run", spec, "-o", out], ranks=3, tag="worker") as job:
-            while not C.reported_finished(job.stderr()):
-                if job.poll() is not None:
-                    raise AssertionError("ended early\n" + job.stderr())
-                time.sleep(0.01)
+        # test hook: every run is held from step 50 until released, so the worker signalled
+        # always holds a run in progress (it once slept 0.4 s and hoped the worker was
+        # mid-run, not between runs or done); released once its checkpoint is journaled
+        hold = os.path.join(tmp, "hold")
+        jp = C.journal_path(out)
+        with C.Job(["run", spec, "-o", out], ranks=3, tag="worker",
+                   env=C.hold_env(hold, 50)) as job:
+            C.wait_until(lambda: len(C.held(hold)) == 2, job, "both workers' runs held")
             ranks = job.ablate_ranks()
             assert len(ranks) == 3, ranks
-            worker = ranks[max(ranks)]
-            for _ in range(2):  # twice: a run it holds, then whatever it holds next
-                os.kill(worker, signal.SIGUSR1)
-                time.sleep(0.4)
+            os.kill(ranks[max(ranks)], signal.SIGUSR1)
+            C.wait_until(lambda: any(r["ckpt_step"] >= 50 for r in C.journal_state(jp)[0].values()),
+                         job, "the worker's run checkpointed")
+            C.release(hold)
             rc, err = job.finish(300)
         assert rc == 0, "exit %s after SIGUSR1 to one worker\n%s" % (rc, err[-3000:])
         v = C.View(out)
@@ -425,15 +427,17 @@ def test_view_after_kill():
         out = os.path.join(tmp, "out.h5")
         # rebuilds every 0.1 s flush the journal, so a run in progress is on disk
         jp = C.journal_path(out)
-        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill") as job:
-            while True:
-                if job.poll() is not None:
-                    raise AssertionError("ended early\n" + job.stderr())
+        # test hook: the runs after the first two are held at step 1, so the sweep cannot
+        # end before the journal shows two finished and one in progress
+        hold = os.path.join(tmp, "hold")
+        env = C.hold_env(hold, 1, C.dispatch_order(spec)[2:])
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill",
+                   env=env) as job:
+            def ready():
                 st, _ = C.journal_state(jp) if os.path.exists(jp) else ({}, 0)
-                if sum(r["finished"] for r in st.values()) >= 2 and any(
-                        r["attempt"] and not r["finished"] for r in st.values()):
-                    break
-                time.sleep(0.01)
+                return sum(r["finished"] for r in st.values()) >= 2 and any(
+                    r["attempt"] and not r["finished"] for r in st.values())
+            C.wait_until(ready, job, "two runs finished and one in progress in the journal")
             job.kill_all(signal.SIGKILL)
             job.reap(20)
         rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect")
