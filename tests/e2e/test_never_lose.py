@@ -343,7 +343,10 @@ def _usr1_state(pid):
 def _early_trial(tmp, spec, ref, label, ranks, how):
     out = os.path.join(tmp, "o-%s-%s.h5" % (ranks or 1, how.split()[0]))
     ready = out + ".ready"
-    env = {"ABLATE_READY_FILE": ready} if how.startswith("to mpirun") else None
+    env = {"ABLATE_READY_FILE": ready} if how.startswith("to mpirun") else {}
+    # test hook: every run is held at step 1 until the signal, so the sweep cannot complete
+    # before SIGUSR1 arrives (exit 0 instead of 3) however fast the machine
+    env.update(C.hold_env(out + ".hold", 1))
     exposed = []
     with C.Job(["run", spec, "-o", out], ranks=ranks, tag="early", env=env) as job:
         if how == "in MPI_Init":
