@@ -3,18 +3,39 @@
 # every test, then builds with ASan+UBSan (build type Sanitize) and runs the C unit tests,
 # the PyTorch reference and the end-to-end sweep tests again.
 # Usage: scripts/run-tests.sh [extra ctest args]
+# Each pass configures its build dir with BUILD_TESTING=ON itself (scripts/quickstart.sh
+# leaves build/ with BUILD_TESTING=OFF, and a reused cache would register no test), and
+# every ctest call fails when it runs no test (--no-tests=error): a pass that tested
+# nothing is a failure, not a green line.
+#   ABLATE_BUILD_DIR=DIR      the Release build dir (build)
+#   ABLATE_TESTS_LIST_ONLY=1  configure the Release build dir, list its tests (ctest -N,
+#                             same filters, same --no-tests=error) and stop: no install,
+#                             no build, no test run (the check tests/e2e/test_scripts.py makes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
+build=${ABLATE_BUILD_DIR:-build}
+
+if [ "${ABLATE_TESTS_LIST_ONLY:-0}" = 1 ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
+  # ctest -N ignores --no-tests=error: the same refusal of an empty pass, by hand
+  listing=$(cd "$build" && ctest -N "$@")
+  echo "$listing"
+  if ! grep -Eq '^Total Tests: [1-9]' <<<"$listing"; then
+    echo "run-tests: no test registered in $build (BUILD_TESTING off, or the filter matches none)" >&2
+    exit 8
+  fi
+  exit 0
+fi
 
 bash scripts/install-deps.sh
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure --timeout 900 "$@")
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON
+cmake --build "$build" -j"$jobs"
+(cd "$build" && ctest --output-on-failure --no-tests=error --timeout 900 "$@")
 
-cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Sanitize
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Sanitize -DBUILD_TESTING=ON
 cmake --build build-sanitize -j"$jobs"
 # Leaks are checked in the unit tests, which do not start MPI; Open MPI's own allocations at
 # exit are not ours to police, so the PyTorch reference's C side and every sweep test (MPI
@@ -23,9 +44,9 @@ cmake --build build-sanitize -j"$jobs"
 # failed-run test asks for a model no machine can allocate and expects ablate's own error,
 # not ASan's abort.
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   ctest --output-on-failure --timeout 900 -L unit "$@")
+   ctest --output-on-failure --no-tests=error --timeout 900 -L unit "$@")
 # e2e_slurm is left to the Release pass: what it adds over the other sweep tests is the
 # batch scripts' logic, which the sanitizers do not see.
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
    UBSAN_OPTIONS=print_stacktrace=1 OMPI_MCA_orte_base_help_aggregate=0 \
-   ctest --output-on-failure --timeout 900 -R '^(reference_torch|e2e_.*)$' -E '^e2e_slurm$' "$@")
+   ctest --output-on-failure --no-tests=error --timeout 900 -R '^(reference_torch|e2e_.*)$' -E '^e2e_slurm$' "$@")

@@ -13,6 +13,7 @@
 #include "orchestrator/plan/plan_cost.h"
 #include "orchestrator/record/resume.h"
 #include "orchestrator/plan/spec.h"
+#include "util/clock.h"
 #include "test_util.h"
 
 static char g_data[1024]; /* a small generated corpus */
@@ -820,6 +821,55 @@ static void test_resume_match(void) {
     CHECK_MSG(large >= 0 && large <= 2 * 20000, "%ld id comparisons for 20000 journal runs", large);
 }
 
+/* issue 17 item 11: the run limit applies after grid.exclude. 7 axes of 10 values
+ * (10,000,000 points) that exclude down to one run plan that run; a grid that keeps more
+ * than the limit is refused without building it; n_excluded counts what exclusion dropped. */
+static void test_exclude_limit(void) {
+    static const char *axes[7] = {"train.lr",           "train.beta1",  "train.weight_decay",
+                                  "train.warmup_steps", "train.min_lr", "train.grad_clip",
+                                  "train.eval_tokens"};
+    static const char *vals[7][10] = {
+        {"0.001", "0.002", "0.003", "0.004", "0.005", "0.006", "0.007", "0.008", "0.009", "0.01"},
+        {"0.80", "0.81", "0.82", "0.83", "0.84", "0.85", "0.86", "0.87", "0.88", "0.89"},
+        {"0", "0.01", "0.02", "0.03", "0.04", "0.05", "0.06", "0.07", "0.08", "0.09"},
+        {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"},
+        {"0", "1e-5", "2e-5", "3e-5", "4e-5", "5e-5", "6e-5", "7e-5", "8e-5", "9e-5"},
+        {"0", "0.5", "1", "1.5", "2", "2.5", "3", "3.5", "4", "4.5"},
+        {"1024", "1025", "1026", "1027", "1028", "1029", "1030", "1031", "1032", "1033"}};
+    for (int keep_last = 0; keep_last < 2; keep_last++) {
+        static char text[16384];
+        int n = snprintf(text, sizeof text, "data: {path: \"@DATA@\"}\ngrid:\n");
+        for (int a = 0; a < 7; a++) {
+            n += snprintf(text + n, sizeof text - n, "  %s: [", axes[a]);
+            for (int v = 0; v < 10; v++)
+                n += snprintf(text + n, sizeof text - n, "%s%s", v ? ", " : "", vals[a][v]);
+            n += snprintf(text + n, sizeof text - n, "]\n");
+        }
+        n += snprintf(text + n, sizeof text - n, "  exclude:\n");
+        /* every value but the first of each axis; keep_last: the last axis keeps all 10,
+         * and the first axis's exclusions go away: 10 x 10 points x 1001 seeds remain */
+        for (int a = keep_last; a < (keep_last ? 6 : 7); a++)
+            for (int v = 1; v < 10; v++)
+                n += snprintf(text + n, sizeof text - n, "    - {%s: %s}\n", axes[a], vals[a][v]);
+        snprintf(text + n, sizeof text - n, "seeds: %d\n", keep_last ? 1001 : 1);
+        Spec s;
+        Plan p;
+        double t0 = clock_seconds();
+        int rc = load_plan(text, NULL, 0, &s, &p);
+        double dt = clock_seconds() - t0;
+        if (!keep_last) {
+            CHECK_MSG(rc == 0, "%s", g_err);
+            CHECK(p.n_runs == 1 && p.n_excluded == 10000000 - 1);
+            CHECK(rc != 0 || (p.runs[0].cfg.train.lr == 0.001 && p.runs[0].cfg.train.beta1 == 0.8));
+            done(&s, &p);
+        } else {
+            CHECK_MSG(rc != 0 && strstr(g_err, "more than 100000 runs after grid.exclude"), "%s",
+                      g_err); /* load_plan freed the spec */
+        }
+        CHECK_MSG(dt < 10, "planning took %.1f s", dt);
+    }
+}
+
 int main(void) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
@@ -847,5 +897,6 @@ int main(void) {
     test_plan_data();
     test_memory_limit();
     test_resume_match();
+    test_exclude_limit();
     return test_finish("test_spec");
 }

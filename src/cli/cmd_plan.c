@@ -54,7 +54,8 @@ int cmd_plan(int argc, char **argv) {
     int rc = 2;
     if (spec_load(&spec, path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0 ||
         !(cost = plan_cost_compute(&plan, err))) {
-        fprintf(stderr, "%s\n", err);
+        char shown[4 * ABL_ERR_MAX];
+        fprintf(stderr, "%s\n", text_escape(err, shown, sizeof shown));
         goto out;
     }
     double total_flops = 0, total_tokens = 0, max_memory = 0;
@@ -82,9 +83,11 @@ int cmd_plan(int argc, char **argv) {
         } else {
             char mem[32];
             plan_cost_format_bytes(c->memory, mem, sizeof mem);
-            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g %10s  %s\n", r->index, r->name,
-                   r->id, (unsigned long long)r->seed, c->params, c->flops_per_token, c->tokens,
-                   c->flops / 1e15, mem, r->overrides[0] ? r->overrides : "(base)");
+            static char name[4096], over[16384]; /* values may hold control characters */
+            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g %10s  %s\n", r->index,
+                   text_escape(r->name, name, sizeof name), r->id, (unsigned long long)r->seed,
+                   c->params, c->flops_per_token, c->tokens, c->flops / 1e15, mem,
+                   r->overrides[0] ? text_escape(r->overrides, over, sizeof over) : "(base)");
         }
     }
     if (!json) {

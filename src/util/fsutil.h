@@ -15,5 +15,12 @@ int fs_fsync_dir_of(const char *path);
 /* Removes a file or a directory tree (rm -rf, symlinks not followed); 0, or -1 with errno
  * set by the first entry that could not be removed (what could be is gone). */
 int fs_remove_tree(const char *path);
+/* The absolute, symlink-free form of path, which need not exist: its longest existing
+ * prefix is resolved (realpath) and the rest appended as written. 0, or -1 if too long. */
+int fs_resolve(const char *path, char *out, size_t n);
+/* 1 when input is the file target names, or lies inside the directory target names: the
+ * same device and inode where both exist, else the same resolved path or a resolved path
+ * under it. Guards the inputs of a command against its outputs (removal, overwrite). */
+int fs_within(const char *input, const char *target);
 
 #endif

@@ -6,14 +6,14 @@
 
 #include "tokenizer/utf8.h"
 
-void json_string(Buf *b, const char *s, size_t n) {
+/* The escapes of both: json adds the quote and backslash (JSON's own syntax) */
+static void escape(Buf *b, const char *s, size_t n, int json) {
     static const char hex[] = "0123456789abcdef";
-    buf_addc(b, '"');
     size_t run = 0; /* start of the pending stretch that needs no escape */
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         size_t k = utf8_seq(s + i, n - i);
-        if (k > 1 || (k == 1 && c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)) {
+        if (k > 1 || (k == 1 && c >= 0x20 && c != 0x7f && (!json || (c != '"' && c != '\\')))) {
             i += k;
             continue;
         }
@@ -35,7 +35,20 @@ void json_string(Buf *b, const char *s, size_t n) {
         run = ++i;
     }
     buf_add(b, s + run, n - run);
+}
+
+void json_string(Buf *b, const char *s, size_t n) {
     buf_addc(b, '"');
+    escape(b, s, n, 1);
+    buf_addc(b, '"');
+}
+
+const char *text_escape(const char *s, char *out, size_t n) {
+    Buf b = {0};
+    escape(&b, s, strlen(s), 0);
+    snprintf(out, n, "%s", b.oom || !b.p ? "" : b.p);
+    buf_free(&b);
+    return out;
 }
 
 int json_format_double(char *buf, size_t n, double v) {

@@ -19,6 +19,12 @@ void json_number(Buf *b, double v);
 /* The shortest "%.*g" text of v that strtod reads back as v; returns its length. */
 int json_format_double(char *buf, size_t n, double v);
 
+/* s for a terminal or a text table: the escapes of json_string (control characters as
+ * \u00XX, \n \t \r, bytes outside UTF-8 as \udcXX), unquoted and with " and \ as they
+ * are, so a value (a grid value, a run name) cannot move the cursor or retitle the
+ * terminal. Written to out (cut to n - 1 bytes); returns out. */
+const char *text_escape(const char *s, char *out, size_t n);
+
 /* The same, written to a FILE. */
 void json_print_string(FILE *f, const char *s);
 void json_print_number(FILE *f, double v);

@@ -129,7 +129,30 @@ static const void *cfield(const RunConfig *c, const Knob *k) {
     return (const char *)c + k->offset;
 }
 
+/* The one number grammar of every numeric key (docs/spec.md, "Numbers"): decimal only,
+ * [+-]digits[.digits][e[+-]digits] (or .digits): strtod alone would also take hex (0x10),
+ * hex floats, inf/nan and leading blanks, and strtol a different set again. */
+static int decimal_syntax(const char *s) {
+    const char *p = s + (*s == '+' || *s == '-');
+    size_t whole = strspn(p, "0123456789");
+    p += whole;
+    size_t frac = 0;
+    if (*p == '.') {
+        frac = strspn(p + 1, "0123456789");
+        p += 1 + frac;
+    }
+    if (whole + frac == 0) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        size_t exp = strspn(p, "0123456789");
+        if (!exp) return 0;
+        p += exp;
+    }
+    return *p == '\0';
+}
+
 static int parse_long(const char *s, long *out) {
+    if (!decimal_syntax(s)) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -165,8 +188,8 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
     case KNOB_DOUBLE: {
         char *end;
         errno = 0;
-        double v = strtod(text, &end);
-        if (errno || end == text || *end || !isfinite(v)) {
+        double v = decimal_syntax(text) ? strtod(text, &end) : NAN;
+        if (!isfinite(v) || errno || end == text || *end) {
             snprintf(err, ABL_ERR_MAX, "expected a number for %s, got '%s'", k->name, text);
             return -1;
         }

@@ -331,6 +331,47 @@ def kill_session(sid, sig=signal.SIGKILL):
             pass
 
 
+def wait_until(cond, job, what, timeout=120):
+    """Polls cond() until it is true: a state (a file, a journal record), never a time. Fails
+    at once when the job ended first, or after timeout seconds (a hang)."""
+    t_end = time.monotonic() + timeout
+    while not cond():
+        if job is not None and job.poll() is not None and not cond():
+            raise AssertionError("ended (rc %s) before %s\n%s" % (job.rc, what,
+                                                                  job.stderr()[-3000:]))
+        if time.monotonic() > t_end:
+            raise AssertionError("no %s after %.0f s" % (what, timeout))
+        time.sleep(0.005)
+
+
+def hold_env(hold_dir, step=1, runs=None):
+    """The test hook of src/orchestrator/process/run_exec.c: every attempt (of the run ids
+    in runs, or all) that has taken `step` steps creates HOLD_DIR/ID.held and waits before
+    each further step, in progress, until a signal or HOLD_DIR/ID.go or HOLD_DIR/go (a due
+    periodic checkpoint is still taken): a signal or kill sent once a .held file exists
+    always finds the run running."""
+    os.makedirs(hold_dir, exist_ok=True)
+    env = {"ABLATE_TEST_HOLD_DIR": hold_dir, "ABLATE_TEST_HOLD_STEP": str(step)}
+    if runs:
+        env["ABLATE_TEST_HOLD_RUNS"] = ",".join(runs)
+    return env
+
+
+def held(hold_dir):
+    """Run ids held by the hook now."""
+    return sorted(f[:-5] for f in os.listdir(hold_dir) if f.endswith(".held"))
+
+
+def dispatch_order(spec):
+    """Run ids in the order a sweep starts them (most expensive first, then plan order)."""
+    return [r["id"] for r in sorted(plan_json(spec), key=lambda r: (-r["flops"], r["index"]))]
+
+
+def release(hold_dir, run_id=None):
+    """Lets a held run go on (HOLD_DIR/ID.go), or every run (HOLD_DIR/go)."""
+    write(os.path.join(hold_dir, (run_id + ".go") if run_id else "go"), "")
+
+
 def run(args, ranks=None, timeout=180, cwd=None, expect_rc=None, tag="run", env=None):
     """Runs ablate to completion; returns (rc, stdout, stderr). env: extra variables."""
     j = Job(args, ranks=ranks, cwd=cwd, tag=tag, env=env)

@@ -14,6 +14,7 @@ unfinished runs are pending/interrupted, and after --resume equal an uninterrupt
 reference in every metric (timing columns aside), checkpointed runs included.
 """
 import os
+import shutil
 import signal
 import sys
 import time
@@ -47,23 +48,19 @@ def reference(tmp, spec):
     return _REF["view"]
 
 
-def wait_first_done(job, timeout=120):
-    """Waits until the first run is reported finished; returns how long that run took (from
-    the plan being printed), so the caller can time its signal to the engine's speed."""
-    t0 = time.monotonic()
-    t_end, t_plan = t0 + timeout, None
-    while time.monotonic() < t_end:
-        err = job.stderr()
-        if t_plan is None and "runs planned" in err:
-            t_plan = time.monotonic()
-        if C.reported_finished(err):
-            return time.monotonic() - (t_plan or t0)
-        if job.poll() is not None:
-            raise AssertionError("sweep ended before any run was done (rc %s):\n%s"
-                                 % (job.rc, err[-3000:]))
-        time.sleep(0.005)
-    job.kill_all()
-    raise AssertionError("no run finished within %d s" % timeout)
+def hold_after_first(tmp, spec):
+    """Test hook (C.hold_env): every run but the first to start is held in progress from
+    step 0.4 * STEPS until the signal; the first runs to the end. So the signal always
+    finds one run finished and the others mid-run, whatever the machine's speed (this once
+    slept for 40% of the first run's time and hoped)."""
+    order = C.dispatch_order(spec)
+    hold = os.path.join(tmp, "hold")
+    return hold, C.hold_env(hold, int(0.4 * STEPS), order[1:])
+
+
+def wait_first_done_and_held(job, hold, n_held, timeout=120):
+    C.wait_until(lambda: C.reported_finished(job.stderr()) and len(C.held(hold)) >= n_held,
+                 job, "the first run done and %d held mid-run" % n_held, timeout)
 
 
 def interrupt_and_resume(label, ranks, resume_ranks, send):
@@ -71,11 +68,11 @@ def interrupt_and_resume(label, ranks, resume_ranks, send):
         spec = setup(tmp)
         ref = reference(tmp, spec)
         out = os.path.join(tmp, "out.h5")
-        job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="usr1")
+        hold, env = hold_after_first(tmp, spec)
+        job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="usr1", env=env)
         try:
-            run_s = wait_first_done(job)
-            # the runs that started as the first one ended are now ~40% through
-            time.sleep(0.4 * run_s)
+            # one run done; the others (one per worker) held at 40%
+            wait_first_done_and_held(job, hold, 1 if ranks is None else ranks - 1)
             t_sig = time.monotonic()
             send(job)
             rc = job.wait(timeout=20)
@@ -167,14 +164,6 @@ def test_in_process():
     interrupt_and_resume("inproc", None, None, lambda job: os.kill(job.proc.pid, signal.SIGUSR1))
 
 
-def wait_planned(job, timeout=60):
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end and job.poll() is None:
-        if "runs planned" in job.stderr():
-            return
-        time.sleep(0.005)
-
-
 def test_chain():
     """In-process: SIGUSR1 mid-run, resume, SIGUSR1 again while the resumed run continues
     (its checkpoint then holds replayed and new events), resume, SIGKILL mid-run (the
@@ -184,18 +173,19 @@ def test_chain():
         ref = reference(tmp, spec)
         out = os.path.join(tmp, "out.h5")
         steps_seen = []
-        run_s = None
         for stage, action in enumerate(("usr1", "usr1", "kill", None)):
             args = ["run", spec, "-o", out] + (["--resume"] if stage else [])
-            job = C.Job(args, tag="chain")
+            hold, env = hold_after_first(tmp, spec)
+            if stage:  # the resumed run held 15% of the steps into its new attempt
+                shutil.rmtree(hold, ignore_errors=True)
+                env = C.hold_env(hold, int(0.15 * STEPS)) if action else {}
+            job = C.Job(args, tag="chain", env=env)
             try:
                 if action:
-                    if stage == 0:  # into the second run, ~40% through
-                        run_s = wait_first_done(job)
-                        time.sleep(0.4 * run_s)
-                    else:  # into the resumed run's remaining steps
-                        wait_planned(job)
-                        time.sleep(0.15 * run_s)
+                    if stage == 0:  # the second run held 40% through
+                        wait_first_done_and_held(job, hold, 1)
+                    else:
+                        C.wait_until(lambda: C.held(hold), job, "the resumed run held")
                     if action == "usr1":
                         os.kill(job.proc.pid, C.signal.SIGUSR1)
                         rc = job.wait(timeout=20)

@@ -128,8 +128,12 @@ def test_four():
         out = os.path.join(tmp, "out.h5")
         a = C.Job(join_args(spec, out), tag="a")
         b = C.Job(join_args(spec, out), ranks=3, tag="b")
-        k = C.Job(join_args(spec, out), tag="k")
-        u = C.Job(join_args(spec, out), ranks=2, tag="u")
+        # test hook: k's and u's runs are held from step 20 (their periodic checkpoints
+        # still taken), so each holds a checkpointed run in progress when it is killed or
+        # signalled, however fast the others finish the sweep
+        k = C.Job(join_args(spec, out), tag="k", env=C.hold_env(os.path.join(tmp, "hk"), 20))
+        u = C.Job(join_args(spec, out), ranks=2, tag="u",
+                  env=C.hold_env(os.path.join(tmp, "hu"), 20))
         jobs = [a, b, k, u]
         late = None
         try:
@@ -186,7 +190,10 @@ def test_hung():
     with C.workdir("join-hung") as tmp:
         spec, ref = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        h = C.Job(join_args(spec, out, "--lease", "1.5"), tag="hung")
+        # test hook: h's runs are held from step 20 (checkpoints still taken), so h holds a
+        # checkpointed run that cannot finish before SIGSTOP
+        h = C.Job(join_args(spec, out, "--lease", "1.5"), tag="hung",
+                  env=C.hold_env(os.path.join(tmp, "hold"), 20))
         jobs = [h]
         try:
             wait_until(lambda: holds_checkpointed_run(out, h), 120, "a checkpoint", jobs)
@@ -197,6 +204,7 @@ def test_hung():
             wait_until(lambda: "taken over from" in o.stderr(), 60, "the takeover", jobs)
             took = time.monotonic() - t0
             assert took >= 1.5, "taken over after %.2f s, before the lease" % took
+            C.release(os.path.join(tmp, "hold"))  # h abandons its run, then trains on
             os.killpg(h.sid, signal.SIGCONT)
             assert o.wait(300) == 0, o.stderr()[-3000:]
             assert h.wait(120) == 0, h.stderr()[-3000:]
@@ -211,7 +219,10 @@ def test_refused():
     with C.workdir("join-refused") as tmp:
         spec, ref = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        with C.Job(join_args(spec, out), tag="live") as live:
+        # test hook: the runs after the first are held at step 1 until SIGUSR1, so the
+        # process cannot complete the sweep before it (exit 0, not 3)
+        hold = C.hold_env(os.path.join(tmp, "hold"), 1, C.dispatch_order(spec)[1:])
+        with C.Job(join_args(spec, out), tag="live", env=hold) as live:
             wait_until(lambda: C.reported_finished(live.stderr()), 120, "a run", [live])
             os.killpg(live.sid, signal.SIGSTOP)  # alive (its journal locked) meanwhile
             try:

@@ -176,20 +176,13 @@ def test_force_locked():
     with C.workdir("force") as tmp:
         spec, ref, _ = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        with C.Job(["run", spec, "-o", out], tag="sweep") as job:
-            t_end = time.monotonic() + 60
-            while not os.path.exists(C.journal_path(out)) and time.monotonic() < t_end:
-                time.sleep(0.01)
-            while not C.reported_finished(job.stderr()) and job.poll() is None:
-                time.sleep(0.01)
-            # Hold the sweep still (SIGSTOP keeps its lock) so that it cannot finish
-            # between this check and --force: on a fast machine the 8 runs take ~1 s.
-            os.killpg(job.sid, signal.SIGSTOP)
-            try:
-                assert job.poll() is None, "the sweep ended before --force was tried"
-                rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
-            finally:
-                os.killpg(job.sid, signal.SIGCONT)
+        hold = os.path.join(tmp, "hold")
+        with C.Job(["run", spec, "-o", out], tag="sweep", env=C.hold_env(hold, 1)) as job:
+            # the test hook holds the sweep's run in progress (its lock held) until --force
+            # was tried: no race with a sweep that would finish first on a fast machine
+            C.wait_until(lambda: C.held(hold), job, "a run held at step 1")
+            rc, _, err = C.run(["run", spec, "-o", out, "--force"], tag="force")
+            C.release(hold)
             assert rc == 2, "--force during a sweep: exit %s\n%s" % (rc, err)
             assert "in use" in err and "--force refused" in err, err
             rc, serr = job.finish(300)
@@ -250,34 +243,21 @@ def checkpoint_files(out):
 
 
 def stop_with_checkpoints(spec, out, label):
-    """Runs the sweep in-process and sends SIGUSR1 as soon as the journal shows a run begun
-    after a finished one; returns the checkpointed runs. A run can still end between the
-    signal and the next step (a 400-step run takes well under a second on a quiet machine),
-    so up to three fresh tries."""
+    """Runs the sweep in-process with its first run held at step 50 by the test hook
+    (C.hold_env: the run stays in progress until signalled, however fast the machine), sends
+    SIGUSR1 and returns the checkpointed runs. (It once raced the run's end: "the run in
+    progress ended before the signal took effect" on a faster machine.)"""
     jp = C.journal_path(out)
-    for attempt in range(3):
-        for p in (out, out + ".d"):
-            shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else (
-                os.path.exists(p) and os.unlink(p))
-        with C.Job(["run", spec, "-o", out], tag=label) as job:
-            while True:
-                st, _ = C.journal_state(jp) if os.path.exists(jp) else ({}, 0)
-                if any(r["finished"] for r in st.values()) and any(
-                        r["attempt"] and not r["finished"] for r in st.values()):
-                    break
-                if job.poll() is not None:
-                    raise AssertionError("%s: ended early\n%s" % (label, job.stderr()))
-                time.sleep(0.002)
-            os.kill(job.proc.pid, signal.SIGUSR1)
-            rc, _ = job.finish(60)
-        assert rc in (0, 3), "%s: exit %s after SIGUSR1" % (label, rc)
-        state, _ = C.journal_state(jp)
-        ck = [r for r in state.values() if not r["finished"] and r["ckpt_step"] > 0]
-        if ck:
-            assert rc == 3, "%s: exit %s after SIGUSR1 with runs left" % (label, rc)
-            return ck
-        C.log("  %s: the run in progress ended before the signal took effect; again" % label)
-    raise AssertionError("%s: nothing checkpointed in 3 tries" % label)
+    hold = out + ".hold"
+    with C.Job(["run", spec, "-o", out], tag=label, env=C.hold_env(hold, 50)) as job:
+        C.wait_until(lambda: C.held(hold), job, "%s: a run held at step 50" % label)
+        os.kill(job.proc.pid, signal.SIGUSR1)
+        rc, _ = job.finish(60)
+    shutil.rmtree(hold)
+    state, _ = C.journal_state(jp)
+    ck = [r for r in state.values() if not r["finished"] and r["ckpt_step"] > 0]
+    assert rc == 3 and ck, "%s: exit %s after SIGUSR1, checkpointed %s" % (label, rc, ck)
+    return ck
 
 
 def test_bad_checkpoint():
@@ -312,17 +292,21 @@ def test_periodic():
     with C.workdir("periodic") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
+        # the two runs dispatched last (most expensive first, then plan order) are held from
+        # step 100 by the test hook: they cannot finish, so the kill always finds them in
+        # progress with a periodic checkpoint, after two other runs finished
+        last = C.dispatch_order(spec)[-2:]
+        hold = os.path.join(tmp, "hold")
         with C.Job(["run", spec, "-o", out, "--checkpoint-every", "0.05"], ranks=3,
-                   tag="periodic") as job:
-            t_end = time.monotonic() + 120
-            while time.monotonic() < t_end and job.poll() is None:
-                st, _ = C.journal_state(C.journal_path(out)) if os.path.exists(
-                    C.journal_path(out)) else ({}, 0)
-                if sum(1 for r in st.values() if r["finished"]) >= 2 and \
-                        any(not r["finished"] and r["ckpt_step"] > 0 for r in st.values()):
-                    break
-                time.sleep(0.02)
-            assert job.poll() is None, "the sweep ended before the kill"
+                   tag="periodic", env=C.hold_env(hold, 100, last)) as job:
+            def ready():
+                if not os.path.exists(C.journal_path(out)):
+                    return False
+                st, _ = C.journal_state(C.journal_path(out))
+                by = {r["id"]: r for r in st.values()}
+                return sum(1 for r in st.values() if r["finished"]) >= 2 and all(
+                    i in by and not by[i]["finished"] and by[i]["ckpt_step"] >= 100 for i in last)
+            C.wait_until(ready, job, "two runs finished and the held ones checkpointed")
             job.kill_all(signal.SIGKILL)
             job.reap(20)
         st, _ = C.journal_state(C.journal_path(out))
@@ -359,7 +343,10 @@ def _usr1_state(pid):
 def _early_trial(tmp, spec, ref, label, ranks, how):
     out = os.path.join(tmp, "o-%s-%s.h5" % (ranks or 1, how.split()[0]))
     ready = out + ".ready"
-    env = {"ABLATE_READY_FILE": ready} if how.startswith("to mpirun") else None
+    env = {"ABLATE_READY_FILE": ready} if how.startswith("to mpirun") else {}
+    # test hook: every run is held at step 1 until the signal, so the sweep cannot complete
+    # before SIGUSR1 arrives (exit 0 instead of 3) however fast the machine
+    env.update(C.hold_env(out + ".hold", 1))
     exposed = []
     with C.Job(["run", spec, "-o", out], ranks=ranks, tag="early", env=env) as job:
         if how == "in MPI_Init":
@@ -411,17 +398,20 @@ def test_usr1_worker():
     with C.workdir("usr1-worker") as tmp:
         spec, ref, _ = spec_and_ref(tmp, steps=400, stats_every=20)
         out = os.path.join(tmp, "out.h5")
-        with C.Job(["run", spec, "-o", out], ranks=3, tag="worker") as job:
-            while not C.reported_finished(job.stderr()):
-                if job.poll() is not None:
-                    raise AssertionError("ended early\n" + job.stderr())
-                time.sleep(0.01)
+        # test hook: every run is held from step 50 until released, so the worker signalled
+        # always holds a run in progress (it once slept 0.4 s and hoped the worker was
+        # mid-run, not between runs or done); released once its checkpoint is journaled
+        hold = os.path.join(tmp, "hold")
+        jp = C.journal_path(out)
+        with C.Job(["run", spec, "-o", out], ranks=3, tag="worker",
+                   env=C.hold_env(hold, 50)) as job:
+            C.wait_until(lambda: len(C.held(hold)) == 2, job, "both workers' runs held")
             ranks = job.ablate_ranks()
             assert len(ranks) == 3, ranks
-            worker = ranks[max(ranks)]
-            for _ in range(2):  # twice: a run it holds, then whatever it holds next
-                os.kill(worker, signal.SIGUSR1)
-                time.sleep(0.4)
+            os.kill(ranks[max(ranks)], signal.SIGUSR1)
+            C.wait_until(lambda: any(r["ckpt_step"] >= 50 for r in C.journal_state(jp)[0].values()),
+                         job, "the worker's run checkpointed")
+            C.release(hold)
             rc, err = job.finish(300)
         assert rc == 0, "exit %s after SIGUSR1 to one worker\n%s" % (rc, err[-3000:])
         v = C.View(out)
@@ -440,15 +430,17 @@ def test_view_after_kill():
         out = os.path.join(tmp, "out.h5")
         # rebuilds every 0.1 s flush the journal, so a run in progress is on disk
         jp = C.journal_path(out)
-        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill") as job:
-            while True:
-                if job.poll() is not None:
-                    raise AssertionError("ended early\n" + job.stderr())
+        # test hook: the runs after the first two are held at step 1, so the sweep cannot
+        # end before the journal shows two finished and one in progress
+        hold = os.path.join(tmp, "hold")
+        env = C.hold_env(hold, 1, C.dispatch_order(spec)[2:])
+        with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], tag="kill",
+                   env=env) as job:
+            def ready():
                 st, _ = C.journal_state(jp) if os.path.exists(jp) else ({}, 0)
-                if sum(r["finished"] for r in st.values()) >= 2 and any(
-                        r["attempt"] and not r["finished"] for r in st.values()):
-                    break
-                time.sleep(0.01)
+                return sum(r["finished"] for r in st.values()) >= 2 and any(
+                    r["attempt"] and not r["finished"] for r in st.values())
+            C.wait_until(ready, job, "two runs finished and one in progress in the journal")
             job.kill_all(signal.SIGKILL)
             job.reap(20)
         rc, so, _ = C.run(["inspect", out], expect_rc=0, tag="inspect")

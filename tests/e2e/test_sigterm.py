@@ -35,7 +35,11 @@ def test_sigterm():
         C.run(["run", spec, "-o", ref], expect_rc=0, tag="reference")
         for label, ranks in (("in-process", None), ("mpirun -n 3", 3)):
             out = os.path.join(d, "t%s.h5" % (ranks or 1))
-            job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="sigterm")
+            # test hook: every run but the first to start is held at step 1 until the
+            # signal, so the sweep cannot complete before SIGTERM however fast it runs
+            hold = os.path.join(d, "hold%s" % (ranks or 1))
+            env = C.hold_env(hold, 1, C.dispatch_order(spec)[1:])
+            job = C.Job(["run", spec, "-o", out], ranks=ranks, tag="sigterm", env=env)
             try:
                 wait_for_done(job, 1)
                 t0 = time.monotonic()

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,109 +365,224 @@ static int name_too_long(const Spec *s, const Layer *l, int variant, const char 
                      name, strlen(name), PLAN_NAME_MAX);
 }
 
+/* The (variant, grid point) combinations grid.exclude keeps, visited depth first (the last
+ * axis moving fastest, as the run order) without ever holding the whole product: an exclude
+ * entry is tested as soon as every knob it names is fixed (deep: the last axis that sets
+ * one; a budget knob depends on every budget axis), and a match drops the whole subtree.
+ * So the run limit applies after exclusion, and a grid of millions of points that
+ * excludes down to a few runs is planned in about the time of those runs. */
+typedef struct Walk Walk;
+struct Walk {
+    const Spec *s;
+    Plan *p;
+    int variant;
+    int *point, *deep; /* point: per axis; deep: per exclude entry */
+    Layer l;
+    long long kept, visited;
+    int cap; /* of p->runs */
+    int (*leaf)(Walk *w, char err[ABL_ERR_MAX]);
+    char *ok_path;
+};
+
+/* Nodes a walk may visit: bounds the time of a grid whose exclusions prune late. */
+#define PLAN_MAX_VISITS (100LL * PLAN_MAX_RUNS)
+
+static int exclude_depth(const Spec *s, const SpecExclude *e) {
+    int deep = -1;
+    for (int a = 0; a < s->n_axes; a++)
+        for (int j = 0; j < s->axes[a].n_keys; j++) {
+            const Knob *k = s->axes[a].cells[j].knob;
+            for (int i = 0; i < e->n_assign; i++)
+                if (e->assign[i].knob == k ||
+                    (budget_slot(k) >= 0 && budget_slot(e->assign[i].knob) >= 0))
+                    deep = a;
+        }
+    return deep;
+}
+
+/* Whether an entry decided at this depth drops the partial point. */
+static int pruned(const Walk *w, int depth) {
+    const Spec *s = w->s;
+    int any = 0;
+    for (int i = 0; i < s->n_excludes && !any; i++)
+        any = w->deep[i] == depth;
+    if (!any) return 0;
+    RunConfig cfg;
+    resolve(s, &w->l, -1, &cfg);
+    for (int i = 0; i < s->n_excludes; i++) {
+        const SpecExclude *e = &s->excludes[i];
+        if (w->deep[i] != depth) continue;
+        int all = 1;
+        for (int j = 0; j < e->n_assign && all; j++)
+            all = knob_equal(&cfg, &e->match, e->assign[j].knob);
+        if (all) return 1;
+    }
+    return 0;
+}
+
+static void add_excluded(Walk *w, int from_axis) {
+    double n = 1;
+    for (int a = from_axis; a < w->s->n_axes; a++)
+        n *= w->s->axes[a].n_points;
+    double t = (double)w->p->n_excluded + n;
+    w->p->n_excluded = t > INT_MAX ? INT_MAX : (int)t;
+}
+
+static int walk(Walk *w, int a, char err[ABL_ERR_MAX]) {
+    const Spec *s = w->s;
+    if (++w->visited > PLAN_MAX_VISITS)
+        return spec_fail(err, fallback_mark(s),
+                         "the grid has too many points to plan (more than %lld examined); "
+                         "make it smaller or exclude with fewer, earlier axes",
+                         PLAN_MAX_VISITS);
+    if (a == s->n_axes) {
+        w->kept++;
+        return w->leaf(w, err);
+    }
+    int n0 = w->l.n;
+    for (int v = 0; v < s->axes[a].n_points; v++) {
+        w->l.n = n0;
+        w->point[a] = v;
+        for (int j = 0; j < s->axes[a].n_keys; j++)
+            if (add_layer(&w->l, &s->axes[a].cells[v * s->axes[a].n_keys + j]) != 0)
+                return spec_fail(err, fallback_mark(s), "out of memory");
+        if (pruned(w, a)) {
+            add_excluded(w, a + 1);
+            continue;
+        }
+        if (walk(w, a + 1, err) != 0) return -1;
+    }
+    w->l.n = n0;
+    return 0;
+}
+
+/* Walks every variant; 0, or -1 with err set. */
+static int walk_all(Walk *w, char err[ABL_ERR_MAX]) {
+    const Spec *s = w->s;
+    int n_var = s->n_variants > 0 ? s->n_variants : 1;
+    for (int v = 0; v < n_var; v++) {
+        w->variant = s->n_variants > 0 ? v : -1;
+        w->l.n = 0;
+        if (w->variant >= 0)
+            for (int i = 0; i < s->variants[w->variant].n_assign; i++)
+                if (add_layer(&w->l, &s->variants[w->variant].assign[i]) != 0)
+                    return spec_fail(err, fallback_mark(s), "out of memory");
+        if (pruned(w, -1)) {
+            add_excluded(w, 0);
+            continue;
+        }
+        if (walk(w, 0, err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* The count pass: stops as soon as the kept points' runs pass the limit. */
+static int count_leaf(Walk *w, char err[ABL_ERR_MAX]) {
+    if (w->kept * w->s->n_seeds <= PLAN_MAX_RUNS) return 0;
+    return spec_fail(err, fallback_mark(w->s),
+                     "the spec plans more than %d runs after grid.exclude", PLAN_MAX_RUNS);
+}
+
+/* The build pass: one planned run per seed of a kept point. */
+static int build_leaf(Walk *w, char err[ABL_ERR_MAX]) {
+    const Spec *s = w->s;
+    Plan *p = w->p;
+    Layer l = w->l;
+    int variant = w->variant, *point = w->point;
+    char *ok_path = w->ok_path;
+    RunConfig cfg;
+    char *prefix = run_prefix(s, variant, point);
+    if (!prefix) return spec_fail(err, fallback_mark(s), "out of memory");
+    resolve(s, &l, -1, &cfg);
+    if (excluded(s, &cfg)) { /* decided by the walk already; kept as the definition */
+        p->n_excluded++;
+        free(prefix);
+        return 0;
+    }
+    char msg[ABL_ERR_MAX];
+    if (validate(&cfg, msg) != 0) {
+        spec_fail(err, blame(s, &l, msg), "run '%sseed%llu': %s", prefix,
+                  (unsigned long long)s->seeds[0], msg);
+        free(prefix);
+        return -1;
+    }
+    char name0[ABL_PATH_MAX];
+    snprintf(name0, sizeof name0, "%sseed%llu", prefix, (unsigned long long)s->seeds[0]);
+    if (check_data(s, &l, &cfg, name0, ok_path, err) != 0) {
+        free(prefix);
+        return -1;
+    }
+    for (int si = 0; si < s->n_seeds; si++) {
+        if (p->n_runs == w->cap) {
+            int ncap = w->cap ? 2 * w->cap : 64;
+            PlannedRun *r = realloc(p->runs, (size_t)ncap * sizeof *r);
+            if (!r) {
+                free(prefix);
+                spec_fail(err, fallback_mark(s), "out of memory");
+                return -1;
+            }
+            p->runs = r;
+            w->cap = ncap;
+        }
+        PlannedRun *r = &p->runs[p->n_runs];
+        memset(r, 0, sizeof *r);
+        p->n_runs++;
+        r->index = p->n_runs - 1;
+        r->seed = s->seeds[si];
+        r->cfg = cfg;
+        r->variant = variant;
+        plan_run_id(&cfg, r->seed, r->id);
+        size_t nlen = strlen(prefix) + 32;
+        r->name = malloc(nlen);
+        r->overrides = overrides_text(&l, &cfg);
+        if (s->n_axes > 0) r->point = malloc((size_t)s->n_axes * sizeof *r->point);
+        if (!r->name || !r->overrides || (s->n_axes > 0 && !r->point)) {
+            free(prefix);
+            spec_fail(err, fallback_mark(s), "out of memory");
+            return -1;
+        }
+        snprintf(r->name, nlen, "%sseed%llu", prefix, (unsigned long long)r->seed);
+        if (strlen(r->name) > PLAN_NAME_MAX) {
+            name_too_long(s, &l, variant, r->name, err);
+            free(prefix);
+            return -1;
+        }
+        if (s->n_axes > 0) memcpy(r->point, point, (size_t)s->n_axes * sizeof *point);
+    }
+    free(prefix);
+    return 0;
+}
+
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     memset(p, 0, sizeof *p);
     p->spec = s;
     err[0] = '\0';
     int n_var = s->n_variants > 0 ? s->n_variants : 1;
     double total = (double)n_var * s->n_seeds;
-    long n_points = 1;
-    for (int a = 0; a < s->n_axes; a++) {
+    for (int a = 0; a < s->n_axes; a++)
         total *= s->axes[a].n_points;
-        if (total <= PLAN_MAX_RUNS) n_points *= s->axes[a].n_points;
-    }
-    if (total > PLAN_MAX_RUNS)
+    if (total > PLAN_MAX_RUNS && s->n_excludes == 0)
         return spec_fail(err, fallback_mark(s), "the spec plans %.0f runs (more than %d)", total,
                          PLAN_MAX_RUNS);
-    int *point = calloc((size_t)s->n_axes + 1, sizeof *point);
-    Layer l = {NULL, 0, 0};
-    char *ok_path = calloc(ABL_PATH_MAX, 1);
-    int cap = 0, rc = -1;
-    RunConfig cfg;
-    if (!point || !ok_path) {
+    Walk w = {.s = s, .p = p};
+    w.point = calloc((size_t)s->n_axes + 1, sizeof *w.point);
+    w.deep = calloc((size_t)s->n_excludes + 1, sizeof *w.deep);
+    w.ok_path = calloc(ABL_PATH_MAX, 1);
+    int rc = -1;
+    if (!w.point || !w.deep || !w.ok_path) {
         spec_fail(err, fallback_mark(s), "out of memory");
         goto out;
     }
-    for (int v = 0; v < n_var; v++) {
-        int variant = s->n_variants > 0 ? v : -1;
-        for (long pt = 0; pt < n_points; pt++) {
-            long rem = pt; /* odometer: the last axis moves fastest */
-            for (int a = s->n_axes - 1; a >= 0; a--) {
-                point[a] = (int)(rem % s->axes[a].n_points);
-                rem /= s->axes[a].n_points;
-            }
-            l.n = 0;
-            int oom = 0;
-            if (variant >= 0)
-                for (int i = 0; i < s->variants[variant].n_assign; i++)
-                    oom |= add_layer(&l, &s->variants[variant].assign[i]);
-            for (int a = 0; a < s->n_axes; a++)
-                for (int j = 0; j < s->axes[a].n_keys; j++)
-                    oom |= add_layer(&l, &s->axes[a].cells[point[a] * s->axes[a].n_keys + j]);
-            char *prefix = oom ? NULL : run_prefix(s, variant, point);
-            if (!prefix) {
-                spec_fail(err, fallback_mark(s), "out of memory");
-                goto out;
-            }
-            resolve(s, &l, -1, &cfg);
-            if (excluded(s, &cfg)) {
-                p->n_excluded++;
-                free(prefix);
-                continue;
-            }
-            char msg[ABL_ERR_MAX];
-            if (validate(&cfg, msg) != 0) {
-                spec_fail(err, blame(s, &l, msg), "run '%sseed%llu': %s", prefix,
-                          (unsigned long long)s->seeds[0], msg);
-                free(prefix);
-                goto out;
-            }
-            char name0[ABL_PATH_MAX];
-            snprintf(name0, sizeof name0, "%sseed%llu", prefix, (unsigned long long)s->seeds[0]);
-            if (check_data(s, &l, &cfg, name0, ok_path, err) != 0) {
-                free(prefix);
-                goto out;
-            }
-            for (int si = 0; si < s->n_seeds; si++) {
-                if (p->n_runs == cap) {
-                    int ncap = cap ? 2 * cap : 64;
-                    PlannedRun *r = realloc(p->runs, (size_t)ncap * sizeof *r);
-                    if (!r) {
-                        free(prefix);
-                        spec_fail(err, fallback_mark(s), "out of memory");
-                        goto out;
-                    }
-                    p->runs = r;
-                    cap = ncap;
-                }
-                PlannedRun *r = &p->runs[p->n_runs];
-                memset(r, 0, sizeof *r);
-                p->n_runs++;
-                r->index = p->n_runs - 1;
-                r->seed = s->seeds[si];
-                r->cfg = cfg;
-                r->variant = variant;
-                plan_run_id(&cfg, r->seed, r->id);
-                size_t nlen = strlen(prefix) + 32;
-                r->name = malloc(nlen);
-                r->overrides = overrides_text(&l, &cfg);
-                if (s->n_axes > 0) r->point = malloc((size_t)s->n_axes * sizeof *r->point);
-                if (!r->name || !r->overrides || (s->n_axes > 0 && !r->point)) {
-                    free(prefix);
-                    spec_fail(err, fallback_mark(s), "out of memory");
-                    goto out;
-                }
-                snprintf(r->name, nlen, "%sseed%llu", prefix, (unsigned long long)r->seed);
-                if (strlen(r->name) > PLAN_NAME_MAX) {
-                    name_too_long(s, &l, variant, r->name, err);
-                    free(prefix);
-                    goto out;
-                }
-                if (s->n_axes > 0) memcpy(r->point, point, (size_t)s->n_axes * sizeof *point);
-            }
-            free(prefix);
-        }
+    for (int i = 0; i < s->n_excludes; i++)
+        w.deep[i] = exclude_depth(s, &s->excludes[i]);
+    if (total > PLAN_MAX_RUNS) { /* count what exclusion keeps before building anything */
+        w.leaf = count_leaf;
+        if (walk_all(&w, err) != 0) goto out;
+        p->n_excluded = 0;
+        w.kept = w.visited = 0;
     }
+    w.leaf = build_leaf;
+    if (walk_all(&w, err) != 0) goto out;
     if (p->n_runs == 0) {
         spec_fail(err, s->n_excludes ? s->excludes[0].mark : fallback_mark(s),
                   "the spec plans no runs (grid.exclude drops all %d)", p->n_excluded);
@@ -475,9 +591,10 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     if (check_duplicates(s, p, err) != 0) goto out;
     rc = 0;
 out:
-    free(point);
-    free(l.a);
-    free(ok_path);
+    free(w.point);
+    free(w.deep);
+    free(w.l.a);
+    free(w.ok_path);
     if (rc != 0) plan_free(p);
     return rc;
 }

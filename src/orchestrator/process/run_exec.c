@@ -165,12 +165,46 @@ typedef struct {
     const RunAssignment *a;
     RunResult *res;
     double next_save; /* monotonic seconds of the next periodic checkpoint */
+    long polls;       /* of this attempt: one before each step */
 } RunCtx;
+
+/* Test-only hook (docs/architecture.md, "Test hooks"). With ABLATE_TEST_HOLD_DIR set, an
+ * attempt that has taken ABLATE_TEST_HOLD_STEP steps (default 1) creates DIR/ID.held and
+ * waits before each further step, still in progress, until the sweep asks it to stop (a
+ * signal, a stop from rank 0) or DIR/ID.go or DIR/go exists; a periodic checkpoint that
+ * falls due meanwhile is taken (and lets one step through). ABLATE_TEST_HOLD_RUNS, a
+ * comma-separated list of run ids, holds only those. A fault test then signals or kills a
+ * run that cannot have ended, whatever the machine's speed, instead of racing it. */
+static TrainPoll test_hold(RunCtx *rc, TrainPoll p) {
+    const char *dir = getenv("ABLATE_TEST_HOLD_DIR");
+    if (!dir || !dir[0] || p == TRAIN_CHECKPOINT || p == TRAIN_ABORT) return p;
+    const char *at = getenv("ABLATE_TEST_HOLD_STEP"), *only = getenv("ABLATE_TEST_HOLD_RUNS");
+    if (rc->polls <= (at && at[0] ? atol(at) : 1)) return p;
+    if (only && only[0] && !strstr(only, rc->a->id)) return p;
+    char held[ABL_PATH_MAX], go[ABL_PATH_MAX], all[ABL_PATH_MAX];
+    snprintf(go, sizeof go, "%s/%s.go", dir, rc->a->id);
+    snprintf(all, sizeof all, "%s/go", dir);
+    if (access(go, F_OK) == 0 || access(all, F_OK) == 0) return p;
+    snprintf(held, sizeof held, "%s/%s.held", dir, rc->a->id);
+    FILE *f = fopen(held, "w");
+    if (f) fclose(f);
+    for (;;) {
+        if (p == TRAIN_CHECKPOINT || p == TRAIN_ABORT || p == TRAIN_SAVE || access(go, F_OK) == 0 ||
+            access(all, F_OK) == 0)
+            return p;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        p = rc->sink->out->poll(rc->sink->out->ctx);
+        if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && clock_seconds() >= rc->next_save)
+            p = TRAIN_SAVE;
+    }
+}
 
 /* The sweep's poll, plus the periodic checkpoint clock. */
 static TrainPoll run_poll(void *ctx) {
     RunCtx *rc = ctx;
-    TrainPoll p = rc->sink->out->poll(rc->sink->out->ctx);
+    rc->polls++;
+    TrainPoll p = test_hold(rc, rc->sink->out->poll(rc->sink->out->ctx));
     if (p == TRAIN_CONTINUE && rc->a->ckpt_every > 0 && clock_seconds() >= rc->next_save)
         p = TRAIN_SAVE;
     return p;
@@ -247,7 +281,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         st = RUN_INTERRUPTED;
         goto done;
     }
-    RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every};
+    RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every, 0};
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
     batch_flush(sink);

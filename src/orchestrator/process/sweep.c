@@ -18,6 +18,7 @@
 #include "util/fsutil.h"
 #include "env_info.h"
 #include "orchestrator/record/data_guard.h"
+#include "out_guard.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/record/journal.h"
@@ -578,7 +579,18 @@ static void run_mpi(Sweep *s, int nranks) {
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
     int cap = 0, n_busy = 0, asked = 0;
-    long idle_ns = 0; /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
+    long idle_ns = 0;      /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
+    if (!busy || !hosts) { /* nothing dispatched yet: every worker is told to exit */
+        stop_io(s, "out of memory for the table of worker ranks");
+        for (int r = 1; r < nranks; r++) {
+            char host[64];
+            MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            send_stop(r, STOP_EXIT);
+        }
+        free(busy);
+        free(hosts);
+        return;
+    }
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
     for (;;) {
@@ -622,8 +634,19 @@ static void run_mpi(Sweep *s, int nranks) {
         int n;
         MPI_Get_count(&st, MPI_BYTE, &n);
         if (n > cap) {
+            uint8_t *grown = realloc(buf, (size_t)n);
+            if (!grown) {
+                /* the message cannot be received, so its sender cannot be stopped in order:
+                 * the journal is made durable and the job ends as a kill would end it */
+                fprintf(stderr,
+                        "\nablate: out of memory for a %d-byte message from rank %d; the sweep "
+                        "ends here (finished runs are safe; continue with %s)\n",
+                        n, st.MPI_SOURCE, continue_with(s));
+                if (s->j) journal_sync(s->j);
+                MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_STOPPED);
+            }
+            buf = grown;
             cap = n;
-            buf = realloc(buf, (size_t)cap);
         }
         MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         int src = st.MPI_SOURCE;
@@ -923,6 +946,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         fprintf(stderr, "%s\n", err);
         goto stop_workers;
     }
+    if (out_guard_check(o->out_path, o->spec_path, &s.plan, err) != 0) {
+        fprintf(stderr, "ablate run: %s\n", err);
+        goto stop_workers;
+    }
     /* the data's identity, checked against the sweep's before anything is written */
     if (data_guard_begin(&s.data, ids, n_ids, err) != 0 ||
         (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
@@ -974,6 +1001,15 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
             done_before++;
         else
             total_cost += s.runs[i].cost;
+    }
+    if (s.sched->ops->shared && n_live > 0 && done_before == n_live) {
+        /* nothing to train or record: our journal, just made, holds nothing */
+        journal_close(s.j);
+        s.j = NULL;
+        if (s.sched->ops->complete_on_start(s.sched, n_live, o->out_path)) {
+            rc = SWEEP_EXIT_OK;
+            goto stop_workers;
+        }
     }
     if (journal_sync(s.j) != 0) stop_journal(&s);
     if (!stopping(&s)) rebuild_view(&s, 1);

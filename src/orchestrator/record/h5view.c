@@ -23,6 +23,7 @@
 #include "h5table.h"
 #include "h5view_internal.h"
 #include "data_guard.h"
+#include "h5user.h"
 #include "journal.h"
 #include "orchestrator/process/run_exec.h"
 #include "orchestrator/plan/run_id.h"
@@ -441,7 +442,7 @@ static void metric_columns(Metric *m) {
     m->field[0] = -1;
     m->ncol = 1;
     m->heads = -1;
-    for (int k = 0; k < s->n_fields && m->ncol < METRIC_MAX_COLS; k++) {
+    for (int k = 0; k < s->n_fields; k++) { /* fits: the static asserts of h5view_internal.h */
         const EventField *f = &s->fields[k];
         if (f->type == EF_HEADS) {
             m->heads = k;
@@ -977,6 +978,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
+    if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
 done:
     rc = h5_finish_file(file, tmp, out_path, rc == 0, err);

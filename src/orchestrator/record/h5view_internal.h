@@ -74,6 +74,17 @@ typedef struct {
 
 #define METRIC_MAX_COLS 24
 
+/* Every field of a metric table's kind is a column (plus run): a field appended to one of
+ * events.h's lists past the limit stops the build here instead of going silently missing
+ * from OUT.h5. (The count is an upper bound: an EF_HEADS field and its count go to the
+ * child table.) */
+#define H5V_COUNT_FIELD(S, name, type, n, names, units, desc) +1
+#define H5V_FITS(LIST)                                        (1 + (0 LIST(H5V_COUNT_FIELD, _)) <= METRIC_MAX_COLS)
+_Static_assert(H5V_FITS(EVENT_STEP_FIELDS), "EVENT_STEP_FIELDS: raise METRIC_MAX_COLS");
+_Static_assert(H5V_FITS(EVENT_EVAL_FIELDS), "EVENT_EVAL_FIELDS: raise METRIC_MAX_COLS");
+_Static_assert(H5V_FITS(EVENT_ACT_FIELDS), "EVENT_ACT_FIELDS: raise METRIC_MAX_COLS");
+_Static_assert(H5V_FITS(EVENT_SAMPLE_FIELDS), "EVENT_SAMPLE_FIELDS: raise METRIC_MAX_COLS");
+
 typedef struct {
     EventKind kind;
     const char *name, *desc;

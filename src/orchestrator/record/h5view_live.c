@@ -27,6 +27,7 @@
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "h5view_internal.h"
+#include "h5user.h"
 
 typedef struct {
     uint32_t seg, run;
@@ -445,6 +446,7 @@ static int write_top(H5Live *lv, char *err) {
         for (int i = 0; i < lv->blocks[t].n; i++)
             lv->v.runs[lv->blocks[t].b[i].run].rows[t] += (int64_t)lv->blocks[t].b[i].count;
     if (write_blocks(lv, f, err) != 0 || h5v_write_runs(&lv->v, f, err) != 0) goto done;
+    if (h5user_carry(lv->out, f, err) != 0) goto done;
     rc = 0;
 done:
     return h5_finish_file(f, tmp, lv->out, rc == 0, err);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "util/json.h"
 #include <unistd.h>
 
 #include "util/json.h"
@@ -399,10 +401,10 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
         for (hsize_t i = 0; i < nrows; i++) {
             RunRow *r = &rows[i];
             snprintf(cell[0], sizeof cell[0], "%d", r->index);
-            snprintf(cell[1], sizeof cell[1], "%s", r->name);
-            snprintf(cell[2], sizeof cell[2], "%s", r->id);
+            text_escape(r->name, cell[1], sizeof cell[1]);
+            text_escape(r->id, cell[2], sizeof cell[2]);
             snprintf(cell[3], sizeof cell[3], "%llu", (unsigned long long)r->seed);
-            snprintf(cell[4], sizeof cell[4], "%s", r->status);
+            text_escape(r->status, cell[4], sizeof cell[4]);
             snprintf(cell[5], sizeof cell[5], "%lld", (long long)r->steps);
             fmt_num(cell[6], sizeof cell[6], r->final_val_loss, "%.4f");
             if (r->params >= 0)
@@ -428,6 +430,10 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
     read_str_attr(file, "status", status, sizeof status);
     read_str_attr(file, "start_time", start, sizeof start);
     read_str_attr(file, "end_time", end, sizeof end);
+    char shown[3][64 * 6]; /* attributes anyone may have written: escaped like the cells */
+    text_escape(status, shown[0], sizeof shown[0]);
+    text_escape(start, shown[1], sizeof shown[1]);
+    text_escape(end, shown[2], sizeof shown[2]);
     fprintf(out, "%s: %llu runs:", path, (unsigned long long)nrows);
     static const int order[6] = {3, 1, 0, 2, 4, 5}; /* done running pending interrupted ... */
     int any = 0;
@@ -442,9 +448,9 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
         fprintf(out, "; sweep not running (the view says running, but no process holds its "
                      "journal)");
     else
-        fprintf(out, "; sweep %s", status[0] ? status : "?");
-    if (start[0]) fprintf(out, ", started %s", start);
-    if (end[0]) fprintf(out, ", ended %s", end);
+        fprintf(out, "; sweep %s", status[0] ? shown[0] : "?");
+    if (start[0]) fprintf(out, ", started %s", shown[1]);
+    if (end[0]) fprintf(out, ", ended %s", shown[2]);
     fputc('\n', out);
     stale_note(file, path, out);
     if (orphan)

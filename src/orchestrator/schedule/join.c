@@ -444,27 +444,58 @@ void join_free_list(char **paths, int n) {
     free(paths);
 }
 
+/* join/view.lock, held (flock) until the returned descriptor is closed; -1 unlocked. */
+static int view_lock(const char *out_path) {
+    char base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
+    journal_dir_for(out_path, base, sizeof base);
+    snprintf(lock, sizeof lock, "%s/join/view.lock", base);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0) flock(fd, LOCK_EX);
+    return fd;
+}
+
 int join_build_view(const char *out_path, const char *own, uint64_t limit, H5ViewStats *st,
                     char err[ABL_ERR_MAX]) {
-    char **paths, base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
+    char **paths, base[ABL_PATH_MAX];
     int n, limited = -1;
-    if (join_list_journals(out_path, &paths, &n, err) != 0) return -1;
+    /* one build at a time: at the end every process may build, and they would only thrash;
+     * the journals are listed under the lock, as join_forget removes one under it */
+    int fd = view_lock(out_path);
+    if (join_list_journals(out_path, &paths, &n, err) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
     if (n == 0) {
         snprintf(err, ABL_ERR_MAX, "%s: no journal in its join directory", out_path);
         join_free_list(paths, n);
+        if (fd >= 0) close(fd);
         return -1;
     }
     for (int k = 0; own && k < n; k++)
         if (!strcmp(paths[k], own)) limited = k;
     journal_dir_for(out_path, base, sizeof base);
-    snprintf(lock, sizeof lock, "%s/join/view.lock", base);
-    /* one build at a time: at the end every process may build, and they would only thrash */
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd >= 0) flock(fd, LOCK_EX);
     int rc =
         h5view_build_many((const char *const *)paths, n, limited, limit, base, out_path, st, err);
     if (fd >= 0) close(fd);
     join_free_list(paths, n);
+    return rc;
+}
+
+int join_forget(Join *j, const char *out_path, char err[ABL_ERR_MAX]) {
+    char dir[ABL_PATH_MAX + JOIN_NAME_MAX + 16], path[sizeof dir + 16];
+    snprintf(dir, sizeof dir, "%s/procs/%s", j->dir, j->name);
+    int fd = view_lock(out_path), rc = 0;
+    static const char *const files[] = {"journal", "alive"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (unlink(path) != 0 && errno != ENOENT) rc = -1;
+    }
+    if (j->alive[0]) unlink(j->alive);
+    if (rc != 0 || rmdir(dir) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot remove %s: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    if (fd >= 0) close(fd);
     return rc;
 }
 

@@ -49,6 +49,10 @@ typedef enum {
 /* Joins the sweep of out_path with this plan: creates the directories, checks (or writes) the
  * plan, and makes this process's directory and heartbeat. NULL with a one-line message. */
 Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_ERR_MAX]);
+/* A process that joined a complete sweep recorded nothing: removes its procs/NAME (its
+ * journal, closed by the caller, and heartbeat) under join/view.lock, so that late joins
+ * leave no journal each. 0, or -1 with a message. */
+int join_forget(Join *j, const char *out_path, char err[ABL_ERR_MAX]);
 /* Stops heartbeating; the process's journal and directory stay (others may need them). */
 void join_close(Join *j);
 

@@ -242,6 +242,15 @@ static void j_announce(Scheduler *s, int n_live, int n_done, const char *where,
             join_name(J->join), n_live, n_done, where, join_lease(J->join), out_path);
 }
 
+static int j_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
+    Joined *J = (Joined *)s;
+    char err[ABL_ERR_MAX];
+    if (join_forget(J->join, out_path, err) != 0) fprintf(stderr, "ablate: warning: %s\n", err);
+    fprintf(stderr, "ablate: the joined sweep is already complete (%d runs) -> %s\n", n_live,
+            out_path);
+    return 1;
+}
+
 static void j_close(Scheduler *s) {
     Joined *J = (Joined *)s;
     for (int k = 0; k < J->n_src; k++) {
@@ -267,6 +276,7 @@ static const SchedOps joined_ops = {
     .tick = j_tick,
     .abandoned = j_abandoned,
     .announce = j_announce,
+    .complete_on_start = j_complete_on_start,
     .close = j_close,
     .continue_flag = "--join", /* a joined sweep is continued by joining it again */
     .shared = 1,

@@ -59,6 +59,11 @@ static int q_abandoned(Scheduler *s, int run) {
     return 0; /* nobody else trains our runs */
 }
 
+static int q_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
+    (void)s, (void)n_live, (void)out_path;
+    return 0; /* a plain sweep rebuilds its view and ends as usual */
+}
+
 static void q_announce(Scheduler *s, int n_live, int n_done, const char *where,
                        const char *out_path) {
     Queue *q = (Queue *)s;
@@ -84,6 +89,7 @@ static const SchedOps queue_ops = {
     .tick = q_tick,
     .abandoned = q_abandoned,
     .announce = q_announce,
+    .complete_on_start = q_complete_on_start,
     .close = q_close,
     .continue_flag = "--resume",
     .shared = 0,

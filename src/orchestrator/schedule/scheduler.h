@@ -79,6 +79,12 @@ typedef struct {
     /* The sweep's first line: what it will do (n_live runs planned, n_done finished before,
      * on `where`, into out_path). */
     void (*announce)(Scheduler *s, int n_live, int n_done, const char *where, const char *out_path);
+    /* Every run was finished before this process started (n_live of them), and the sweep has
+     * closed its journal, which holds nothing of this process's: a shared scheduler removes
+     * that journal, so that joining a complete sweep leaves nothing behind, says so and
+     * returns 1 (the process ends). A plain sweep returns 0: it goes on and rebuilds its
+     * view. Called only when the sweep's journal is its own (shared). */
+    int (*complete_on_start)(Scheduler *s, int n_live, const char *out_path);
     void (*close)(Scheduler *s);
     /* How the user continues a stopped sweep: "--resume" or "--join". */
     const char *continue_flag;
