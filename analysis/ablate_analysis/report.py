@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import analyze as A
 from . import figures as F
+from . import page as P
 from . import stats as S
 from .load import SweepFileError, load
 
@@ -251,7 +252,8 @@ class Report:
         self.w("## Against the baseline", "")
         bmap, why = A.baseline_map(sw, self.baseline)
         self.bmap = bmap
-        self.w("%s: %s." % ("Baseline" if bmap else "No baseline", why), "")
+        self.baseline_why = "%s: %s." % ("Baseline" if bmap else "No baseline", why)
+        self.w(self.baseline_why, "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
         if len(con):
@@ -380,6 +382,11 @@ class Report:
         with open(path + ".tmp", "w") as f:
             f.write("\n".join(self.md).rstrip("\n") + "\n")
         os.replace(path + ".tmp", path)
+        self.page = None
+        try:
+            self.page = P.write_page(self, os.path.join(self.dir, "report.html"))
+        except P.PageUnavailable as e:
+            self.page_note = str(e)
         return path
 
 
@@ -388,7 +395,11 @@ def write_report(sw, outdir, baseline=None):
     returns the report's path. Raises analyze.BaselineError for a --baseline that matches
     nothing (before anything is written)."""
     A.baseline_map(sw, baseline)  # fail early on a bad --baseline
-    return Report(sw, outdir, baseline).write()
+    rep = Report(sw, outdir, baseline)
+    path = rep.write()
+    if getattr(rep, "page_note", None):
+        print("ablate-report: %s" % rep.page_note, file=sys.stderr)
+    return path
 
 
 def main(argv=None):
