@@ -91,22 +91,62 @@ def _legend(fig, handles, labels, n_configs=0):
                fontsize=8, frameon=False)
 
 
-def _zoom(ax, curves, frac=0.1):
-    """y range that shows the end of training: from the lowest band value to the highest
-    mean after the first `frac` of the x range."""
+def robust_limits(lows, highs, k=2.0):
+    """(lo, hi) of a figure with one curve per lows[i]/highs[i] (each curve's lowest and
+    highest value): from the lowest value to the median curve's top plus k times the
+    median curve's span above the lowest value, or the highest value when that is lower.
+    A curve that blows up (one configuration in four at 13,000 nats) leaves the figure at
+    the top instead of flattening the others; without one nothing is cut. The page's
+    "robust y-limits" use the same rule. None when there is no finite value."""
+    lo = np.asarray(lows, dtype=float)
+    hi = np.asarray(highs, dtype=float)
+    lo, hi = lo[np.isfinite(lo)], hi[np.isfinite(hi)]
+    if not len(lo) or not len(hi):
+        return None
+    bottom, med = lo.min(), float(np.median(hi))
+    return bottom, min(hi.max(), med + k * max(0.0, med - bottom))
+
+
+def _zoom(ax, curves, frac=0.1, log=False):
+    """y range that shows the end of training: each curve's values after the first `frac`
+    of the x range (all of them when it has fewer than 6 points), within robust_limits,
+    so that one blown-up configuration does not flatten every other curve (its curve
+    leaves the figure at the top). On a log scale the rule applies to log y."""
     lows, highs = [], []
     for xs, m, lo in curves:
-        if len(xs) < 6:  # too few evaluations to leave the start out
-            return
-        cut = xs.min() + frac * (xs.max() - xs.min())
-        late = m[xs >= cut]
-        if len(late):
-            highs.append(np.nanmax(late))
-        lows.append(np.nanmin(lo))
-    lows, highs = [v for v in lows if np.isfinite(v)], [v for v in highs if np.isfinite(v)]
-    if lows and highs and max(highs) > min(lows):
-        pad = 0.05 * (max(highs) - min(lows))
-        ax.set_ylim(min(lows) - pad, max(highs) + pad)
+        late = xs >= xs.min() + frac * (xs.max() - xs.min()) if len(xs) >= 6 else \
+            np.ones(len(xs), bool)
+        v = np.concatenate([m[late], lo[late]])
+        v = v[np.isfinite(v)]
+        if log:
+            v = np.log(v[v > 0])
+        if len(v):
+            lows.append(v.min())
+            highs.append(np.nanmax(m[late]) if not log else v.max())
+    lim = robust_limits(lows, highs)
+    if lim is None or not lim[1] > lim[0]:
+        return
+    pad = 0.05 * (lim[1] - lim[0])
+    lo, hi = lim[0] - pad, lim[1] + pad
+    ax.set_ylim(*((np.exp(lo), np.exp(hi)) if log else (lo, hi)))
+
+
+def _count_axis(ax):
+    """Token counts as 500k, 1.5M, ... with few ticks: full integers run together past
+    ~400k tokens."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    def short(v, _pos):
+        a = abs(v)
+        if a >= 1e9:
+            return "%gG" % float("%.3g" % (v / 1e9))
+        if a >= 1e6:
+            return "%gM" % float("%.3g" % (v / 1e6))
+        if a >= 1e3:
+            return "%gk" % float("%.3g" % (v / 1e3))
+        return "%g" % v
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.xaxis.set_major_formatter(FuncFormatter(short))
 
 
 def _save(fig, path):
@@ -118,9 +158,16 @@ def _save(fig, path):
     return path
 
 
-def val_loss(sw, order, path):
+def val_loss(sw, order, path, log_y=False):
     """Validation loss against step, tokens and training time."""
+    fig = val_loss_figure(sw, order, log_y)
+    return _save(fig, path) if fig is not None else None
+
+
+def val_loss_figure(sw, order, log_y=False):
+    """The figure of val_loss (not saved), or None."""
     ev = _curve_rows(sw, sw.evals)
+    ev = ev[ev["config"].isin(order)]
     ev = ev[np.isfinite(ev["val_loss"].astype(float))]
     if not len(ev):
         return None
@@ -133,19 +180,25 @@ def val_loss(sw, order, path):
         h, curves = _draw_curves(ax, b, order, colors)
         if x == "step":
             handles, labels = list(h.values()), list(h)
-        _zoom(ax, curves)
+        if log_y:
+            ax.set_yscale("log")
+        _zoom(ax, curves, log=log_y)
+        if x == "tokens":
+            _count_axis(ax)
         ax.set_xlabel(xl)
         ax.grid(alpha=0.3)
     axs[0].set_ylabel("validation loss (nats/token)")
-    fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds")
+    fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds" +
+                 (" (log scale)" if log_y else ""))
     _legend(fig, handles, labels, len(order))
-    return _save(fig, path)
+    return fig
 
 
 def _per_layer_panels(sw, df, rows, order, path, title):
     """rows: [(column, y label)]; one column of panels per layer (at most
     MAX_LAYER_PANELS, evenly chosen), lines per configuration against step."""
     df = _curve_rows(sw, df)
+    df = df[df["config"].isin(order)]
     if not len(df):
         return None
     layers = sorted(df["layer"].unique())

@@ -30,7 +30,7 @@ TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page.html")
 
 # Numbers embedded for all curves together (~8 bytes each as JSON): the budget that keeps
 # the page under 10 MB whatever the number of runs, and the bounds per curve.
-CURVE_NUMBERS = 700000
+CURVE_NUMBERS = 400000
 MIN_POINTS, MAX_POINTS = 16, 600
 SAMPLE_CHARS = 1500
 

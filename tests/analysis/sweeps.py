@@ -83,7 +83,8 @@ def page_sweep(d):
                                 eval_every=10, stats_every=10,
                                 extra_base="model: {activation: relu}\n"))
     out = os.path.join(d, "page.h5")
-    C.run(["run", spec, "-o", out, "--force"], expect_rc=0, tag="page")
+    C.run(["run", spec, "-o", out, "--force", "--set", "sample.tokens=32"], expect_rc=0,
+          tag="page")
     return out
 
 
