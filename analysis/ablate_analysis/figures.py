@@ -274,26 +274,74 @@ def throughput(configs, path):
 VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red"}
 
 
+def forest_intervals(contrasts, alpha=0.05):
+    """Each contrast's interval at the level its Holm verdict used: the contrast with the
+    j-th smallest p of m is tested at alpha / (m - j + 1), so its interval is the
+    1 - alpha / (m - j + 1) t interval (same df and standard error as its 95% one). An
+    interval excludes 0 exactly when p is below that level; Holm resolves it when that
+    also holds for every contrast with a smaller p. Returns a DataFrame with lo, hi and
+    level (the test level) in the rows' order."""
+    from scipy import stats as st
+    c = contrasts
+    p = c["p"].to_numpy(float)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    rank = np.full(len(c), -1)
+    rank[np.flatnonzero(ok)[np.argsort(p[ok], kind="stable")]] = np.arange(m)
+    level = np.where(ok, alpha / np.maximum(1, m - rank), np.nan)
+    diff, lo95 = c["diff"].to_numpy(float), c["lo"].to_numpy(float)
+    df = c["df"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        se = (diff - lo95) / st.t.ppf(0.975, df)
+        h = st.t.ppf(1 - level / 2, df) * se
+    return c.assign(lo=diff - h, hi=diff + h, level=level)[["lo", "hi", "level"]]
+
+
 def forest(contrasts, path, what="final validation loss"):
-    """Each contrast's difference with its 95% CI, coloured by verdict."""
+    """Each contrast's difference with its interval at the level its Holm verdict used
+    (forest_intervals), coloured by verdict, so that a coloured interval excludes 0 and
+    a grey one does not (but for the step-down's rule: after the first unresolved
+    contrast, none is resolved). x range: robust_limits over the intervals, so that one
+    wide interval does not flatten the others to dots (it is cut, with an arrow)."""
     c = contrasts[np.isfinite(contrasts["diff"].astype(float))]
     if not len(c):
         return None
+    iv = forest_intervals(c)
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(c) + 1.6))
     y = np.arange(len(c))[::-1]
-    for yi, (_, r) in zip(y, c.iterrows()):
+    los, his = iv["lo"].to_numpy(float), iv["hi"].to_numpy(float)
+    d = c["diff"].to_numpy(float)
+    widths = np.where(np.isfinite(his - los), his - los, 0)
+    med = float(np.median(widths)) if len(widths) else 0
+    lo_all = np.nanmin(np.r_[los, d, 0.0])
+    hi_all = np.nanmax(np.r_[his, d, 0.0])
+    # a robust x range: centred data +- 3 median widths beyond the differences
+    span = 3 * med if med > 0 else 0
+    x0 = max(lo_all, min(np.nanmin(np.r_[d, 0.0]) - span, 0.0))
+    x1 = min(hi_all, max(np.nanmax(np.r_[d, 0.0]) + span, 0.0))
+    if not x1 > x0:
+        x0, x1 = lo_all, hi_all
+    for yi, (_, r), lo, hi in zip(y, c.iterrows(), los, his):
         col = VERDICT_COLORS.get(r["verdict"], "tab:gray")
-        if np.isfinite(r["lo"]):
-            ax.plot([r["lo"], r["hi"]], [yi, yi], color=col, lw=2)
-        ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
+        if np.isfinite(lo):
+            ax.plot([max(lo, x0), min(hi, x1)], [yi, yi], color=col, lw=2)
+            if lo < x0:
+                ax.plot([x0], [yi], "<", color=col, ms=7)
+            if hi > x1:
+                ax.plot([x1], [yi], ">", color=col, ms=7)
+        if x0 <= r["diff"] <= x1:
+            ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
+    pad = 0.04 * (x1 - x0) if x1 > x0 else 1
+    ax.set_xlim(x0 - pad, x1 + pad)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_ylim(-0.6, len(c) - 0.4)
     ax.set_yticks(y)
-    ax.set_yticklabels(["%s − %s" % (r["config"], r["baseline"]) for _, r in c.iterrows()],
-                       fontsize=8)
-    ax.set_xlabel("difference in %s (95%% CI); < 0 = lower loss than the baseline" % what)
-    ax.set_title("Contrasts against the baseline (green better, red worse, grey not "
-                 "resolved; Holm-corrected)", fontsize=9)
+    ax.set_yticklabels(["%s − %s (%.3g%%)" % (r["config"], r["baseline"], 100 * (1 - lv))
+                        for (_, r), lv in zip(c.iterrows(), iv["level"])], fontsize=8)
+    ax.set_xlabel("difference in %s; < 0 = lower loss than the baseline" % what)
+    ax.set_title("Contrasts against the baseline, each interval at the level of its Holm step "
+                 "(in brackets)\n(green better, red worse, grey not resolved; arrows: cut)",
+                 fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 

@@ -299,13 +299,17 @@ def page_data(rep):
 
     con = rep.contrasts
     forest = []
-    for _, r in con.iterrows():
-        if np.isfinite(float(r["diff"])):
-            forest.append({"config": r["config"], "baseline": r["baseline"],
-                           "diff": float(r["diff"]),
-                           "lo": float(r["lo"]) if np.isfinite(r["lo"]) else None,
-                           "hi": float(r["hi"]) if np.isfinite(r["hi"]) else None,
-                           "verdict": r["verdict"]})
+    if len(con):
+        from .figures import forest_intervals
+        iv = forest_intervals(con)  # at the level each Holm verdict used
+        for (_, r), lo, hi, lv in zip(con.iterrows(), iv["lo"], iv["hi"], iv["level"]):
+            if np.isfinite(float(r["diff"])):
+                forest.append({"config": r["config"], "baseline": r["baseline"],
+                               "diff": float(r["diff"]),
+                               "lo": float(lo) if np.isfinite(lo) else None,
+                               "hi": float(hi) if np.isfinite(hi) else None,
+                               "level": float(lv) if np.isfinite(lv) else None,
+                               "verdict": r["verdict"]})
     tables = [
         dict(id="verdict", title="Against the baseline", **_table(con, CONTRAST_COLS)),
         dict(id="configs", title="Per configuration", **_table(rep.configs, CONFIG_COLS)),

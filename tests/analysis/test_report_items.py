@@ -137,13 +137,50 @@ def test_provenance_and_curves():
         assert (c["config"].to_numpy() == r["config"].to_numpy()).all(), m
 
 
+def test_forest_levels():
+    """Item 4: the forest plot's intervals are at the level each Holm verdict used
+    (alpha / (m - j + 1) at step j), so an interval excludes 0 exactly when p is below
+    its step's level, and every resolved verdict's interval excludes 0."""
+    from scipy import stats as st
+    sw = aa.load(sweep())
+    from ablate_analysis import analyze as A
+    con = A.contrasts(sw, A.baseline_map(sw)[0])
+    # a family where Holm resolves some: p 0.001, 0.02, 0.04 (m = 3) from t with df 4
+    df = 4.0
+    ps = [0.001, 0.02, 0.04]
+    fam = pd.DataFrame({"config": ["a", "b", "c"], "baseline": "base", "p": ps, "df": df,
+                        "diff": [-0.1, -0.05, 0.03], "verdict": ["better", "better", "worse"]})
+    t = [st.t.isf(p / 2, df) for p in ps]
+    se = [abs(dv) / tv for dv, tv in zip(fam["diff"], t)]
+    h95 = [st.t.ppf(0.975, df) * s for s in se]
+    fam["lo"] = fam["diff"] - h95
+    fam["hi"] = fam["diff"] + h95
+    for c in (con, fam):
+        iv = F.forest_intervals(c)
+        order = np.argsort(c["p"].to_numpy(float), kind="stable")
+        m = len(c)
+        for j, i in enumerate(order):
+            assert abs(iv["level"].iloc[i] - 0.05 / (m - j)) < 1e-15, (j, iv)
+            lo, hi = iv["lo"].iloc[i], iv["hi"].iloc[i]
+            excludes = lo > 0 or hi < 0
+            assert excludes == (c["p"].iloc[i] < iv["level"].iloc[i]), (i, lo, hi, c["p"].iloc[i])
+            assert lo < c["diff"].iloc[i] < hi
+    iv = F.forest_intervals(fam)
+    # 0.001 < 0.05/3, 0.02 < 0.05/2, 0.04 < 0.05: all three resolved, all exclude 0
+    assert all((iv["lo"] > 0) | (iv["hi"] < 0)), iv
+    # the 95% interval of the first contrast is narrower than its Holm-level one
+    assert iv["hi"].iloc[0] - iv["lo"].iloc[0] > fam["hi"].iloc[0] - fam["lo"].iloc[0]
+    assert F.forest(fam, os.path.join(FILES["dir"], "forest.png"))
+
+
 def main():
     with C.workdir("analysis-items") as d:
         FILES["dir"] = d
         try:
             C.main([("robust_limits", test_robust_limits), ("token_labels", test_token_labels),
                     ("terminal_and_json", test_terminal_and_json),
-                    ("provenance_and_curves", test_provenance_and_curves)])
+                    ("provenance_and_curves", test_provenance_and_curves),
+                    ("forest_levels", test_forest_levels)])
         except SystemExit as e:
             if e.code:
                 raise
