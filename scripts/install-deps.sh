@@ -34,7 +34,7 @@ PACKAGES=(
   libopenblas-dev
   libhdf5-dev hdf5-tools
   libyaml-dev
-  python3 python3-h5py python3-numpy python3-scipy python3-matplotlib python3-pandas
+  python3 python3-h5py python3-numpy python3-scipy python3-matplotlib python3-pandas python3-yaml
   python3-torch
   nodejs
   chromium chromium-driver python3-selenium

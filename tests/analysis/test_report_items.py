@@ -1,7 +1,9 @@
-"""ablate-report on what trying it found (issue 19, items 1, 3, 7, 8): figures that one
+"""ablate-report on what trying it found (issue 19, items 1, 3, 4, 7, 8, 9): figures that one
 blown-up configuration cannot flatten (robust y-limits, --log-y, --only/--exclude), token
 axis labels that do not run together, the verdict table on the terminal and as --json,
-provenance values without trailing blanks, and the curves as a long-form CSV."""
+provenance values without trailing blanks, the curves as a long-form CSV, the forest
+plot's intervals at the Holm level of each verdict, and a grid's baseline found from the
+base's preset defaults."""
 import json
 import os
 import subprocess
@@ -173,6 +175,24 @@ def test_forest_levels():
     assert F.forest(fam, os.path.join(FILES["dir"], "forest.png"))
 
 
+def test_preset_baseline():
+    """Item 9: a grid over a knob the spec's base leaves to its preset (study A: `preset:
+    book`, grid model.n_head) finds its baseline from the resolved base: micro's 4 heads."""
+    from ablate_analysis import analyze as A
+    spec = C.write(os.path.join(FILES["dir"], "heads.yaml"),
+                   C.micro_spec(C.corpus_path(), steps=20, seeds=(0, 1), eval_every=10,
+                                stats_every=10, grid="  model.n_head: [2, 4]\n"))
+    assert "n_head" not in spec.split("grid:")[0]
+    out = os.path.join(FILES["dir"], "heads.h5")
+    C.run(["run", spec, "-o", out, "--force"], expect_rc=0, tag="heads")
+    sw = aa.load(out)
+    bmap, why = A.baseline_map(sw)
+    assert bmap == {"n_head=2": "n_head=4"}, (bmap, why)
+    assert "preset's defaults" in why, why
+    con = A.contrasts(sw, bmap)
+    assert list(con["config"]) == ["n_head=2"] and np.isfinite(con["p"].iloc[0]), con
+
+
 def main():
     with C.workdir("analysis-items") as d:
         FILES["dir"] = d
@@ -180,7 +200,8 @@ def main():
             C.main([("robust_limits", test_robust_limits), ("token_labels", test_token_labels),
                     ("terminal_and_json", test_terminal_and_json),
                     ("provenance_and_curves", test_provenance_and_curves),
-                    ("forest_levels", test_forest_levels)])
+                    ("forest_levels", test_forest_levels),
+                    ("preset_baseline", test_preset_baseline)])
         except SystemExit as e:
             if e.code:
                 raise
