@@ -1,6 +1,8 @@
-"""ablate-report: a sweep file to DIR/report.md, the figures as PNG and every table as CSV.
+"""ablate-report: a sweep file to DIR/report.md, DIR/report.html (page.py), the figures as
+PNG and every table as CSV; the verdict table on stdout.
 
-    analysis/ablate-report OUT.h5 -o DIR [--baseline NAME]
+    analysis/ablate-report OUT.h5 -o DIR [--baseline NAME] [--only P] [--exclude P]
+                           [--log-y] [--json]
 """
 
 import argparse
@@ -105,7 +107,8 @@ def curves(sw):
     config, seed, step, tokens, time, metric (loss, lr, grad_norm from /steps; val_loss,
     val_acc from /evals), value."""
     parts = []
-    for df, metrics in ((sw.steps, ("loss", "lr", "grad_norm")), (sw.evals, ("val_loss", "val_acc"))):
+    for df, metrics in ((sw.steps, ("loss", "lr", "grad_norm")),
+                        (sw.evals, ("val_loss", "val_acc"))):
         metrics = [m for m in metrics if m in df]
         if not len(df) or not metrics:
             continue
