@@ -7,6 +7,7 @@ pending, running and interrupted runs are counted (the sweep is partial) and lef
 """
 
 import math
+import os
 import re
 
 import numpy as np
@@ -149,6 +150,60 @@ def _spec_base_value(spec, knob):
     return None
 
 
+def _ablate_binary():
+    import shutil
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for c in (os.environ.get("ABLATE_BIN"), shutil.which("ablate"),
+              os.path.join(repo, "build", "ablate")):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def resolved_base(sw):
+    """The spec's base configuration as ablate resolves it, preset defaults included
+    ({knob: value}), or None when that cannot be had (no `ablate` binary: $ABLATE_BIN,
+    `ablate` on PATH or <repo>/build/ablate; no PyYAML; a base ablate refuses). It runs
+    `ablate plan --json` on the spec's `base:` alone, with the grid, variants and seeds
+    left out and the data replaced by a generated corpus of every printable ASCII
+    character (the data set no knob a grid names, and the plan must not depend on the
+    data being where they were)."""
+    if hasattr(sw, "_resolved_base"):
+        return sw._resolved_base
+    sw._resolved_base = None
+    binary = _ablate_binary()
+    try:
+        import yaml
+        spec = yaml.safe_load(sw.spec)
+    except Exception:  # no PyYAML, or not YAML it reads: keep the spec's own values only
+        return None
+    if not binary or not isinstance(spec, dict) or not isinstance(spec.get("base"), dict):
+        return None
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="ablate-report-base-") as d:
+        corpus = os.path.join(d, "corpus.txt")
+        with open(corpus, "w") as f:
+            f.write(("".join(chr(i) for i in range(32, 127)) + "\n\t") * 200)
+        path = os.path.join(d, "base.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump({"data": {"path": corpus, "tokenizer": "char"},
+                            "base": spec["base"], "seeds": 1}, f)
+        try:
+            p = subprocess.run([binary, "plan", path, "--json"], capture_output=True,
+                               text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if p.returncode != 0:
+        return None
+    try:
+        sw._resolved_base = json.loads(p.stdout.splitlines()[0])["config"]
+    except (ValueError, KeyError, IndexError):
+        return None
+    return sw._resolved_base
+
+
 def label_of(column):
     """The run-name label of a grid-axis column (`axis.lr` -> `lr`)."""
     return column[5:] if column.startswith("axis.") else column
@@ -208,10 +263,15 @@ def baseline_map(sw, name=None):
             return by_variant("baseline", "the `baseline` variant at the same grid point")
         return single("baseline", "the `baseline` variant")
     if axes and not (len(variants) > 1):
-        want = {}
+        want, preset = {}, False
         for a in axes:
             k = _knob_of_axis(sw, a)
             v = _spec_base_value(sw.spec, k) if k else None
+            if v is None and k:  # the preset's default (or ablate's own)
+                v = (resolved_base(sw) or {}).get(k)
+                if isinstance(v, bool):
+                    v = "true" if v else "false"
+                preset = preset or v is not None
             if v is None:
                 return {}, ("the spec's base does not write a value for grid axis "
                             "`%s` (pass --baseline, e.g. --baseline %s=%s)"
@@ -220,7 +280,9 @@ def baseline_map(sw, name=None):
         hit = cfg[np.logical_and.reduce([cfg[a].map(_canon) == want[a] for a in axes])]
         if len(hit) == 1:
             return single(hit["config"].iloc[0], "the base configuration `%s` (the spec's base "
-                          "values of the grid axes)" % hit["config"].iloc[0])
+                          "values of the grid axes%s)" % (hit["config"].iloc[0],
+                                                          ", its preset's defaults included"
+                                                          if preset else ""))
         return {}, ("the base configuration (%s) is not in the grid (pass "
                     "--baseline)" % ", ".join("%s=%s" % kv for kv in want.items()))
     if len(variants) > 1:

@@ -91,22 +91,62 @@ def _legend(fig, handles, labels, n_configs=0):
                fontsize=8, frameon=False)
 
 
-def _zoom(ax, curves, frac=0.1):
-    """y range that shows the end of training: from the lowest band value to the highest
-    mean after the first `frac` of the x range."""
+def robust_limits(lows, highs, k=2.0):
+    """(lo, hi) of a figure with one curve per lows[i]/highs[i] (each curve's lowest and
+    highest value): from the lowest value to the median curve's top plus k times the
+    median curve's span above the lowest value, or the highest value when that is lower.
+    A curve that blows up (one configuration in four at 13,000 nats) leaves the figure at
+    the top instead of flattening the others; without one nothing is cut. The page's
+    "robust y-limits" use the same rule. None when there is no finite value."""
+    lo = np.asarray(lows, dtype=float)
+    hi = np.asarray(highs, dtype=float)
+    lo, hi = lo[np.isfinite(lo)], hi[np.isfinite(hi)]
+    if not len(lo) or not len(hi):
+        return None
+    bottom, med = lo.min(), float(np.median(hi))
+    return bottom, min(hi.max(), med + k * max(0.0, med - bottom))
+
+
+def _zoom(ax, curves, frac=0.1, log=False):
+    """y range that shows the end of training: each curve's values after the first `frac`
+    of the x range (all of them when it has fewer than 6 points), within robust_limits,
+    so that one blown-up configuration does not flatten every other curve (its curve
+    leaves the figure at the top). On a log scale the rule applies to log y."""
     lows, highs = [], []
     for xs, m, lo in curves:
-        if len(xs) < 6:  # too few evaluations to leave the start out
-            return
-        cut = xs.min() + frac * (xs.max() - xs.min())
-        late = m[xs >= cut]
-        if len(late):
-            highs.append(np.nanmax(late))
-        lows.append(np.nanmin(lo))
-    lows, highs = [v for v in lows if np.isfinite(v)], [v for v in highs if np.isfinite(v)]
-    if lows and highs and max(highs) > min(lows):
-        pad = 0.05 * (max(highs) - min(lows))
-        ax.set_ylim(min(lows) - pad, max(highs) + pad)
+        late = xs >= xs.min() + frac * (xs.max() - xs.min()) if len(xs) >= 6 else \
+            np.ones(len(xs), bool)
+        v = np.concatenate([m[late], lo[late]])
+        v = v[np.isfinite(v)]
+        if log:
+            v = np.log(v[v > 0])
+        if len(v):
+            lows.append(v.min())
+            highs.append(np.nanmax(m[late]) if not log else v.max())
+    lim = robust_limits(lows, highs)
+    if lim is None or not lim[1] > lim[0]:
+        return
+    pad = 0.05 * (lim[1] - lim[0])
+    lo, hi = lim[0] - pad, lim[1] + pad
+    ax.set_ylim(*((np.exp(lo), np.exp(hi)) if log else (lo, hi)))
+
+
+def _count_axis(ax):
+    """Token counts as 500k, 1.5M, ... with few ticks: full integers run together past
+    ~400k tokens."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    def short(v, _pos):
+        a = abs(v)
+        if a >= 1e9:
+            return "%gG" % float("%.3g" % (v / 1e9))
+        if a >= 1e6:
+            return "%gM" % float("%.3g" % (v / 1e6))
+        if a >= 1e3:
+            return "%gk" % float("%.3g" % (v / 1e3))
+        return "%g" % v
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.xaxis.set_major_formatter(FuncFormatter(short))
 
 
 def _save(fig, path):
@@ -118,9 +158,16 @@ def _save(fig, path):
     return path
 
 
-def val_loss(sw, order, path):
+def val_loss(sw, order, path, log_y=False):
     """Validation loss against step, tokens and training time."""
+    fig = val_loss_figure(sw, order, log_y)
+    return _save(fig, path) if fig is not None else None
+
+
+def val_loss_figure(sw, order, log_y=False):
+    """The figure of val_loss (not saved), or None."""
     ev = _curve_rows(sw, sw.evals)
+    ev = ev[ev["config"].isin(order)]
     ev = ev[np.isfinite(ev["val_loss"].astype(float))]
     if not len(ev):
         return None
@@ -133,19 +180,25 @@ def val_loss(sw, order, path):
         h, curves = _draw_curves(ax, b, order, colors)
         if x == "step":
             handles, labels = list(h.values()), list(h)
-        _zoom(ax, curves)
+        if log_y:
+            ax.set_yscale("log")
+        _zoom(ax, curves, log=log_y)
+        if x == "tokens":
+            _count_axis(ax)
         ax.set_xlabel(xl)
         ax.grid(alpha=0.3)
     axs[0].set_ylabel("validation loss (nats/token)")
-    fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds")
+    fig.suptitle("Validation loss: mean over seeds, band = min..max over seeds" +
+                 (" (log scale)" if log_y else ""))
     _legend(fig, handles, labels, len(order))
-    return _save(fig, path)
+    return fig
 
 
 def _per_layer_panels(sw, df, rows, order, path, title):
     """rows: [(column, y label)]; one column of panels per layer (at most
     MAX_LAYER_PANELS, evenly chosen), lines per configuration against step."""
     df = _curve_rows(sw, df)
+    df = df[df["config"].isin(order)]
     if not len(df):
         return None
     layers = sorted(df["layer"].unique())
@@ -221,26 +274,74 @@ def throughput(configs, path):
 VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red"}
 
 
+def forest_intervals(contrasts, alpha=0.05):
+    """Each contrast's interval at the level its Holm verdict used: the contrast with the
+    j-th smallest p of m is tested at alpha / (m - j + 1), so its interval is the
+    1 - alpha / (m - j + 1) t interval (same df and standard error as its 95% one). An
+    interval excludes 0 exactly when p is below that level; Holm resolves it when that
+    also holds for every contrast with a smaller p. Returns a DataFrame with lo, hi and
+    level (the test level) in the rows' order."""
+    from scipy import stats as st
+    c = contrasts
+    p = c["p"].to_numpy(float)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    rank = np.full(len(c), -1)
+    rank[np.flatnonzero(ok)[np.argsort(p[ok], kind="stable")]] = np.arange(m)
+    level = np.where(ok, alpha / np.maximum(1, m - rank), np.nan)
+    diff, lo95 = c["diff"].to_numpy(float), c["lo"].to_numpy(float)
+    df = c["df"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        se = (diff - lo95) / st.t.ppf(0.975, df)
+        h = st.t.ppf(1 - level / 2, df) * se
+    return c.assign(lo=diff - h, hi=diff + h, level=level)[["lo", "hi", "level"]]
+
+
 def forest(contrasts, path, what="final validation loss"):
-    """Each contrast's difference with its 95% CI, coloured by verdict."""
+    """Each contrast's difference with its interval at the level its Holm verdict used
+    (forest_intervals), coloured by verdict, so that a coloured interval excludes 0 and
+    a grey one does not (but for the step-down's rule: after the first unresolved
+    contrast, none is resolved). x range: robust_limits over the intervals, so that one
+    wide interval does not flatten the others to dots (it is cut, with an arrow)."""
     c = contrasts[np.isfinite(contrasts["diff"].astype(float))]
     if not len(c):
         return None
+    iv = forest_intervals(c)
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(c) + 1.6))
     y = np.arange(len(c))[::-1]
-    for yi, (_, r) in zip(y, c.iterrows()):
+    los, his = iv["lo"].to_numpy(float), iv["hi"].to_numpy(float)
+    d = c["diff"].to_numpy(float)
+    widths = np.where(np.isfinite(his - los), his - los, 0)
+    med = float(np.median(widths)) if len(widths) else 0
+    lo_all = np.nanmin(np.r_[los, d, 0.0])
+    hi_all = np.nanmax(np.r_[his, d, 0.0])
+    # a robust x range: centred data +- 3 median widths beyond the differences
+    span = 3 * med if med > 0 else 0
+    x0 = max(lo_all, min(np.nanmin(np.r_[d, 0.0]) - span, 0.0))
+    x1 = min(hi_all, max(np.nanmax(np.r_[d, 0.0]) + span, 0.0))
+    if not x1 > x0:
+        x0, x1 = lo_all, hi_all
+    for yi, (_, r), lo, hi in zip(y, c.iterrows(), los, his):
         col = VERDICT_COLORS.get(r["verdict"], "tab:gray")
-        if np.isfinite(r["lo"]):
-            ax.plot([r["lo"], r["hi"]], [yi, yi], color=col, lw=2)
-        ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
+        if np.isfinite(lo):
+            ax.plot([max(lo, x0), min(hi, x1)], [yi, yi], color=col, lw=2)
+            if lo < x0:
+                ax.plot([x0], [yi], "<", color=col, ms=7)
+            if hi > x1:
+                ax.plot([x1], [yi], ">", color=col, ms=7)
+        if x0 <= r["diff"] <= x1:
+            ax.plot([r["diff"]], [yi], "o", color=col, ms=6)
+    pad = 0.04 * (x1 - x0) if x1 > x0 else 1
+    ax.set_xlim(x0 - pad, x1 + pad)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_ylim(-0.6, len(c) - 0.4)
     ax.set_yticks(y)
-    ax.set_yticklabels(["%s − %s" % (r["config"], r["baseline"]) for _, r in c.iterrows()],
-                       fontsize=8)
-    ax.set_xlabel("difference in %s (95%% CI); < 0 = lower loss than the baseline" % what)
-    ax.set_title("Contrasts against the baseline (green better, red worse, grey not "
-                 "resolved; Holm-corrected)", fontsize=9)
+    ax.set_yticklabels(["%s − %s (%.3g%%)" % (r["config"], r["baseline"], 100 * (1 - lv))
+                        for (_, r), lv in zip(c.iterrows(), iv["level"])], fontsize=8)
+    ax.set_xlabel("difference in %s; < 0 = lower loss than the baseline" % what)
+    ax.set_title("Contrasts against the baseline, each interval at the level of its Holm step "
+                 "(in brackets)\n(green better, red worse, grey not resolved; arrows: cut)",
+                 fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 

@@ -1,6 +1,8 @@
-"""ablate-report: a sweep file to DIR/report.md, the figures as PNG and every table as CSV.
+"""ablate-report: a sweep file to DIR/report.md, DIR/report.html (page.py), the figures as
+PNG and every table as CSV; the verdict table on stdout.
 
-    analysis/ablate-report OUT.h5 -o DIR [--baseline NAME]
+    analysis/ablate-report OUT.h5 -o DIR [--baseline NAME] [--only P] [--exclude P]
+                           [--log-y] [--json]
 """
 
 import argparse
@@ -14,6 +16,7 @@ import pandas as pd
 
 from . import analyze as A
 from . import figures as F
+from . import page as P
 from . import stats as S
 from .load import SweepFileError, load
 
@@ -88,11 +91,43 @@ def fence(text):
 
 # ---------------------------------------------------------------- the report
 
+def select_configs(order, only=(), exclude=()):
+    """The configurations of order (plan order kept) that match a pattern of `only` (all
+    when empty) and none of `exclude`: shell patterns (fnmatch) on the configuration's
+    label, e.g. `explode`, `activation=gelu/*`, `*lr=5*`."""
+    import fnmatch
+
+    def hit(c, pats):
+        return any(fnmatch.fnmatchcase(c, p) for p in pats)
+    return [c for c in order if (not only or hit(c, only)) and not hit(c, exclude)]
+
+
+def curves(sw):
+    """Every curve of the file in long form, one row per (run, step, metric): run, name,
+    config, seed, step, tokens, time, metric (loss, lr, grad_norm from /steps; val_loss,
+    val_acc from /evals), value."""
+    parts = []
+    for df, metrics in ((sw.steps, ("loss", "lr", "grad_norm")),
+                        (sw.evals, ("val_loss", "val_acc"))):
+        metrics = [m for m in metrics if m in df]
+        if not len(df) or not metrics:
+            continue
+        keep = [c for c in ("run", "name", "config", "seed", "step", "tokens", "time") if c in df]
+        parts.append(df[keep + metrics].melt(id_vars=keep, value_vars=metrics,
+                                              var_name="metric", value_name="value"))
+    cols = ["run", "name", "config", "seed", "step", "tokens", "time", "metric", "value"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True).sort_values(
+        ["run", "metric", "step"], kind="stable").reindex(columns=cols)
+
+
 class Report:
-    def __init__(self, sw, outdir, baseline=None):
+    def __init__(self, sw, outdir, baseline=None, only=(), exclude=(), log_y=False):
         self.sw = sw
         self.dir = outdir
         self.baseline = baseline
+        self.only, self.exclude, self.log_y = list(only), list(exclude), log_y
         self.md = []
         self.files = []
 
@@ -139,7 +174,8 @@ class Report:
         attrs = dict(sw.attrs)
         keys = [k for k in KNOWN_ATTRS if k in attrs] + sorted(k for k in attrs
                                                                 if k not in KNOWN_ATTRS)
-        prov = pd.DataFrame({"attribute": keys, "value": [attrs[k] for k in keys]})
+        # values as text without surrounding blanks (`sets` is written with a trailing one)
+        prov = pd.DataFrame({"attribute": keys, "value": [str(attrs[k]).strip() for k in keys]})
         self.w(md_table(["attribute", "value"], [[k, "`%s`" % v if v != "" else "—"]
                                                  for k, v in zip(prov["attribute"],
                                                                  prov["value"])]))
@@ -173,6 +209,7 @@ class Report:
             "seed", "status", "params", "steps", "tokens", "train_seconds", "tokens_per_s",
             "final_val_loss", "final_val_acc", "host", "message"]
         self.csv(sw.runs[[c for c in runs_cols if c in sw.runs]], "runs.csv")
+        self.csv(curves(sw), "curves.csv")
 
     def per_config(self):
         sw = self.sw
@@ -256,7 +293,8 @@ class Report:
         self.w("## Against the baseline", "")
         bmap, why = A.baseline_map(sw, self.baseline)
         self.bmap = bmap
-        self.w("%s: %s." % ("Baseline" if bmap else "No baseline", why), "")
+        self.baseline_why = "%s: %s." % ("Baseline" if bmap else "No baseline", why)
+        self.w(self.baseline_why, "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
         if len(con):
@@ -315,16 +353,25 @@ class Report:
 
     def figures(self):
         sw, d = self.sw, self.dir
-        order = list(sw.runs["config"].drop_duplicates())
+        order = select_configs(list(sw.runs["config"].drop_duplicates()), self.only,
+                               self.exclude)
         self.w("## Figures", "")
-        self.fig(F.val_loss(sw, order, os.path.join(d, "val_loss.png")),
+        left = sw.runs["config"].nunique() - len(order)
+        if left:
+            self.w("%d of %d configurations drawn (--only/--exclude); the tables above have "
+                   "them all." % (len(order), len(order) + left), "")
+        self.fig(F.val_loss(sw, order, os.path.join(d, "val_loss.png"), self.log_y),
                  "validation loss against step, tokens and time")
         self.fig(F.activations(sw, order, os.path.join(d, "mlp_activations.png")),
                  "MLP zero fraction and max activation per layer")
         self.fig(F.attention_entropy(sw, order, os.path.join(d, "attention_entropy.png")),
                  "attention entropy per layer")
-        self.fig(F.throughput(self.configs, os.path.join(d, "throughput.png")), "throughput")
-        if not self.fig(F.forest(self.contrasts, os.path.join(d, "forest.png")),
+        self.fig(F.throughput(self.configs[self.configs["config"].isin(order)],
+                              os.path.join(d, "throughput.png")), "throughput")
+        con = self.contrasts
+        if len(con):
+            con = con[con["config"].isin(order) & con["baseline"].isin(order)]
+        if not self.fig(F.forest(con, os.path.join(d, "forest.png")),
                         "contrasts against the baseline"):
             self.w("No forest plot: no contrasts.", "")
         if A.is_fixed_time(sw):
@@ -385,36 +432,98 @@ class Report:
         with open(path + ".tmp", "w") as f:
             f.write("\n".join(self.md).rstrip("\n") + "\n")
         os.replace(path + ".tmp", path)
+        self.page = None
+        try:
+            self.page = P.write_page(self, os.path.join(self.dir, "report.html"))
+        except P.PageUnavailable as e:
+            self.page_note = str(e)
         return path
 
 
-def write_report(sw, outdir, baseline=None):
-    """Writes outdir/report.md, the PNG figures and the CSV tables for a loaded Sweep;
-    returns the report's path. Raises analyze.BaselineError for a --baseline that matches
-    nothing (before anything is written)."""
+def write_report(sw, outdir, baseline=None, **options):
+    """Writes outdir/report.md, report.html, the PNG figures and the CSV tables for a
+    loaded Sweep; returns the report's path. options: only, exclude (configurations drawn
+    in the figures, see select_configs), log_y. Raises analyze.BaselineError for a
+    --baseline that matches nothing (before anything is written)."""
+    return _write(sw, outdir, baseline, **options).path
+
+
+def _write(sw, outdir, baseline=None, **options):
     A.baseline_map(sw, baseline)  # fail early on a bad --baseline
-    return Report(sw, outdir, baseline).write()
+    rep = Report(sw, outdir, baseline, **options)
+    rep.path = rep.write()
+    if getattr(rep, "page_note", None):
+        print("ablate-report: %s" % rep.page_note, file=sys.stderr)
+    return rep
+
+
+def verdict_text(rep):
+    """The verdict table for the terminal: one line per contrast, aligned."""
+    con = rep.contrasts
+    lines = [rep.baseline_why]
+    if not len(con):
+        lines.append("No contrasts yet.")
+        return "\n".join(lines) + "\n"
+    rows = [["configuration", "baseline", "difference", "95% CI", "p (Holm)", "verdict"]]
+    for _, r in con.iterrows():
+        rows.append([str(r["config"]), str(r["baseline"]), fsigned(r["diff"]),
+                     fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"])])
+    width = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    right = {2, 3, 4}
+    for r in rows:
+        lines.append("  ".join(v.rjust(w) if j in right else v.ljust(w)
+                               for j, (v, w) in enumerate(zip(r, width))).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def verdict_json(rep):
+    """The verdicts for scripts: the report's files, the baseline sentence and each
+    contrast's row of contrasts.csv (full precision; NaN as null)."""
+    import json
+    con = rep.contrasts
+    recs = []
+    for rec in con.to_dict("records"):
+        recs.append({k: (None if isinstance(v, float) and not math.isfinite(v) else
+                         v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()})
+    return json.dumps({"report": rep.path, "page": rep.page, "baseline": rep.baseline_why,
+                       "contrasts": recs}, indent=1, allow_nan=False) + "\n"
+
+
+def _patterns(values):
+    return [p for v in values or () for p in v.split(",") if p]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="ablate-report",
-        description="Writes DIR/report.md, figures (PNG) and tables (CSV) for a sweep file.")
+        description="Writes DIR/report.md, DIR/report.html, figures (PNG) and tables (CSV) "
+                    "for a sweep file, and prints the verdict table.")
     ap.add_argument("file", metavar="OUT.h5")
     ap.add_argument("-o", "--output", metavar="DIR", required=True)
     ap.add_argument("--baseline", metavar="NAME",
                     help="configuration (e.g. baseline, n_head=4) or variant to compare with")
+    ap.add_argument("--only", metavar="PATTERN", action="append",
+                    help="draw only these configurations in the PNG figures (shell patterns "
+                         "on the label, comma-separated or repeated)")
+    ap.add_argument("--exclude", metavar="PATTERN", action="append",
+                    help="leave these configurations out of the PNG figures")
+    ap.add_argument("--log-y", action="store_true", help="loss figures on a log scale")
+    ap.add_argument("--json", action="store_true",
+                    help="print the verdicts as JSON instead of the table")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     try:
         sw = load(a.file)
-        path = write_report(sw, a.output, a.baseline)
+        rep = _write(sw, a.output, a.baseline, only=_patterns(a.only),
+                     exclude=_patterns(a.exclude), log_y=a.log_y)
     except (SweepFileError, A.BaselineError) as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 2
     except OSError as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 1
-    print("ablate-report: %s (%d runs, %.1f s)" % (path, len(sw.runs), time.monotonic() - t0),
-          file=sys.stderr)
+    sys.stdout.write(verdict_json(rep) if a.json else verdict_text(rep))
+    print("ablate-report: %s%s (%d runs, %.1f s)"
+          % (rep.path, " and report.html" if rep.page else "", len(sw.runs),
+             time.monotonic() - t0), file=sys.stderr)
     return 0

@@ -72,6 +72,22 @@ def grid_time_sweep(d, seconds=0.25):
     return out
 
 
+def page_sweep(d):
+    """A 2 x 2 grid (activation x lr), 2 seeds, 40 steps; the base writes activation (relu)
+    and lr (1e-2), so activation=relu/lr=1e-2 is the baseline of three contrasts. Grid axes
+    for the page's filter and group-by."""
+    spec = C.write(os.path.join(d, "page.yaml"),
+                   C.micro_spec(C.corpus_path(), steps=40, seeds=(0, 1),
+                                grid="  model.activation: [relu, gelu]\n"
+                                     "  train.lr: [1e-2, 3e-3]\n",
+                                eval_every=10, stats_every=10,
+                                extra_base="model: {activation: relu}\n"))
+    out = os.path.join(d, "page.h5")
+    C.run(["run", spec, "-o", out, "--force", "--set", "sample.tokens=32"], expect_rc=0,
+          tag="page")
+    return out
+
+
 def stopped_sweep(d):
     """A sweep stopped by SIGTERM after its first run: done, interrupted and pending runs."""
     spec = C.write(os.path.join(d, "stop.yaml"),
