@@ -272,10 +272,11 @@ def test_sigint_mpirun():
     with C.workdir("sigint-mpi") as d:
         spec = endless_spec(d, seeds=(1, 2))
         out = os.path.join(d, "o.h5")
-        # mpirun SIGKILLs the ranks odls_base_sigkill_timeout s (default 1) after its SIGTERM:
-        # on a loaded machine rank 0 may need longer to write its stop (docs/architecture.md)
+        # mpirun kills the ranks odls_base_sigkill_timeout s (default 1) into its stop: on a
+        # loaded machine rank 0 may need longer to write its stop (docs/architecture.md; a
+        # much larger value delays mpirun's SIGTERM itself)
         with C.Job(["run", spec, "-o", out, "--view-interval", "0.1"], ranks=2,
-                   tag="sigint-mpi", env={"OMPI_MCA_odls_base_sigkill_timeout": "60"}) as job:
+                   tag="sigint-mpi", env={"OMPI_MCA_odls_base_sigkill_timeout": "5"}) as job:
             wait_run_in_progress(job, out)
             job.signal_leader_group(signal.SIGINT)
             rc, err = job.finish(60)
