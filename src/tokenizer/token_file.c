@@ -5,9 +5,10 @@
 #include <string.h>
 
 #include "util/file_io.h"
+#include "util/le.h"
 
 static int32_t read_i32_le(const unsigned char *p) {
-    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t v = le_get_u32(p);
     int32_t r;
     memcpy(&r, &v, sizeof r);
     return r;

@@ -2,50 +2,15 @@
 
 #include <string.h>
 
+#include "util/le.h"
 #include "worker/event_schema.h"
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define CODEC_LE 1
-#else
-#define CODEC_LE 0
-#endif
 
 #define TAG_FULL 0x80u
 
 /* ---- writing: the caller guarantees room ---- */
 
-static inline uint8_t *put_u64v(uint8_t *p, uint64_t v) {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 static inline uint64_t zigzag(int64_t v) {
     return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static inline uint8_t *put_f64(uint8_t *p, double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-#if CODEC_LE
-    memcpy(p, &u, 8);
-#else
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(u >> (8 * i));
-#endif
-    return p + 8;
-}
-
-static inline size_t uv_len(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
 }
 
 static int get_int_at(const char *body, size_t off) {
@@ -75,16 +40,16 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
         case EF_LONG: {
             long x;
             memcpy(&x, v, sizeof x);
-            p = put_u64v(p, zigzag(x));
+            p = le_put_uvarint(p, zigzag(x));
             break;
         }
         case EF_INT:
-            p = put_u64v(p, zigzag(get_int_at(body, f->offset)));
+            p = le_put_uvarint(p, zigzag(get_int_at(body, f->offset)));
             break;
         case EF_DOUBLE: {
             double d;
             memcpy(&d, v, sizeof d);
-            p = put_f64(p, d);
+            p = le_put_f64(p, d);
             break;
         }
         case EF_BOOL:
@@ -97,7 +62,7 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
         case EF_TEXT: {
             size_t n;
             const char *t = event_field_text(body, f, &n);
-            p = put_u64v(p, n);
+            p = le_put_uvarint(p, n);
             memcpy(p, t, n);
             p += n;
             break;
@@ -107,7 +72,7 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
             for (int h = 0; h < n; h++) {
                 double d;
                 memcpy(&d, v + (size_t)h * sizeof d, sizeof d);
-                p = put_f64(p, d);
+                p = le_put_f64(p, d);
             }
             break;
         }
@@ -123,10 +88,10 @@ static size_t field_size(const EventField *f, const char *body) {
         long x;
         if (!body) return 10;
         memcpy(&x, body + f->offset, sizeof x);
-        return uv_len(zigzag(x));
+        return le_uvarint_len(zigzag(x));
     }
     case EF_INT:
-        return body ? uv_len(zigzag(get_int_at(body, f->offset))) : 5;
+        return body ? le_uvarint_len(zigzag(get_int_at(body, f->offset))) : 5;
     case EF_DOUBLE:
         return 8;
     case EF_BOOL:
@@ -136,7 +101,7 @@ static size_t field_size(const EventField *f, const char *body) {
     case EF_TEXT: {
         size_t n = f->n - 1;
         if (body) event_field_text(body, f, &n);
-        return uv_len(n) + n;
+        return le_uvarint_len(n) + n;
     }
     case EF_HEADS:
         return 8 * (body ? (size_t)heads_count(body, f) : f->n);
@@ -173,60 +138,12 @@ size_t event_pack(const Event *ev, uint8_t *buf, size_t cap) {
 
 /* ---- reading: every field is bounds-checked ---- */
 
-typedef struct {
-    const uint8_t *p, *end;
-    int bad;
-} Rd;
-
-static inline uint64_t get_u64v(Rd *r) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (r->p >= r->end) {
-            r->bad = 1;
-            return 0;
-        }
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return v;
-    }
-    r->bad = 1;
-    return 0;
-}
-
-static inline int64_t get_iv(Rd *r) {
-    uint64_t u = get_u64v(r);
+static inline int64_t get_iv(LeReader *r) {
+    uint64_t u = le_read_uvarint(r);
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
-static inline double get_f64(Rd *r) {
-    if (r->end - r->p < 8) {
-        r->bad = 1;
-        r->p = r->end;
-        return 0;
-    }
-    uint64_t u;
-#if CODEC_LE
-    memcpy(&u, r->p, 8);
-#else
-    u = 0;
-    for (int i = 0; i < 8; i++)
-        u |= (uint64_t)r->p[i] << (8 * i);
-#endif
-    r->p += 8;
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
-static inline uint8_t get_u8(Rd *r) {
-    if (r->p >= r->end) {
-        r->bad = 1;
-        return 0;
-    }
-    return *r->p++;
-}
-
-static int read_field(Rd *r, char *body, const EventField *f) {
+static int read_field(LeReader *r, char *body, const EventField *f) {
     char *v = body + f->offset;
     switch (f->type) {
     case EF_LONG: {
@@ -242,24 +159,24 @@ static int read_field(Rd *r, char *body, const EventField *f) {
         return 0;
     }
     case EF_DOUBLE: {
-        double d = get_f64(r);
+        double d = le_read_f64(r);
         memcpy(v, &d, sizeof d);
         return 0;
     }
     case EF_BOOL:
     case EF_ENUM: {
-        int i = get_u8(r);
+        int i = le_read_u8(r);
         if (f->type == EF_ENUM && (size_t)i >= f->n) return -1;
         memcpy(v, &i, sizeof i);
         return 0;
     }
     case EF_STR:
     case EF_TEXT: {
-        uint64_t n = get_u64v(r);
-        if (r->bad || n >= f->n || n > (uint64_t)(r->end - r->p)) return -1;
-        memcpy(v, r->p, (size_t)n);
+        uint64_t n = le_read_uvarint(r);
+        const uint8_t *t = r->bad || n >= f->n ? NULL : le_read_bytes(r, (size_t)n);
+        if (!t) return -1;
+        memcpy(v, t, (size_t)n);
         v[n] = 0;
-        r->p += n;
         if (f->type == EF_TEXT) {
             int len = (int)n;
             memcpy(body + f->len_offset, &len, sizeof len);
@@ -270,7 +187,7 @@ static int read_field(Rd *r, char *body, const EventField *f) {
         int n = get_int_at(body, f[-1].offset);
         if (n < 0 || n > (int)f->n) return -1;
         for (int h = 0; h < n; h++) {
-            double d = get_f64(r);
+            double d = le_read_f64(r);
             memcpy(v + (size_t)h * sizeof d, &d, sizeof d);
         }
         return 0;
@@ -280,8 +197,8 @@ static int read_field(Rd *r, char *body, const EventField *f) {
 }
 
 int event_unpack(const uint8_t *buf, size_t n, Event *ev, size_t *used) {
-    Rd r = {buf, buf + n, 0};
-    uint8_t tag = get_u8(&r);
+    LeReader r = le_reader(buf, n);
+    uint8_t tag = le_read_u8(&r);
     uint8_t kind = tag & (uint8_t)~TAG_FULL;
     if (r.bad || kind >= EV_KIND_COUNT) return -1;
     ev->kind = (EventKind)kind;

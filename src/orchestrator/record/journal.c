@@ -1,5 +1,7 @@
+/* The journal's records on disk: framing (magic, type, run, length, payload, CRC-32C),
+ * buffered appends, fsync, torn tails and damage, locking and the sequential and random
+ * readers. What a payload holds is journal_records.c's. */
 #include "journal.h"
-#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +15,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "worker/knobs.h"
-#include "event_codec.h"
+#include "util/fsutil.h"
+#include "util/le.h"
 
 #if defined(__SSE4_2__) && defined(__x86_64__)
 #include <nmmintrin.h>
@@ -24,31 +26,6 @@
 #endif
 
 static const uint8_t MAGIC[4] = {'A', 'B', 'L', 'J'};
-
-const char *journal_type_name(int type) {
-    switch (type) {
-    case JREC_HEADER:
-        return "header";
-    case JREC_PLAN:
-        return "plan";
-    case JREC_RUN_BEGIN:
-        return "run_begin";
-    case JREC_EVENTS:
-        return "events";
-    case JREC_RUN_END:
-        return "run_end";
-    case JREC_CHECKPOINT:
-        return "checkpoint";
-    case JREC_SWEEP_END:
-        return "sweep_end";
-    case JREC_DAMAGE:
-        return "damage";
-    case JREC_DATA:
-        return "data";
-    default:
-        return "unknown";
-    }
-}
 
 /* ---------------- CRC-32C ---------------- */
 
@@ -87,8 +64,7 @@ uint32_t journal_crc32c(uint32_t crc, const void *data, size_t n) {
 #else
     pthread_once(&crc_once, crc_init);
     while (n >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
+        uint32_t lo = crc ^ le_get_u32(p);
         crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
               crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
               crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
@@ -99,25 +75,6 @@ uint32_t journal_crc32c(uint32_t crc, const void *data, size_t n) {
         crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
 #endif
     return ~crc;
-}
-
-/* ---------------- little helpers ---------------- */
-
-static void put32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-static void put64(uint8_t *p, uint64_t v) {
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) {
-    return get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
 /* fmt has one %s for path (cut to 400 bytes so the message fits). */
@@ -267,12 +224,12 @@ int journal_append2(Journal *j, int type, uint32_t run, const void *a, size_t al
     uint8_t head[JOURNAL_HEADER_BYTES], tail[4];
     memcpy(head, MAGIC, 4);
     head[4] = (uint8_t)type;
-    put32(head + 5, run);
-    put32(head + 9, (uint32_t)n);
+    le_put_u32(head + 5, run);
+    le_put_u32(head + 9, (uint32_t)n);
     uint32_t crc = journal_crc32c(0, head + 4, JOURNAL_HEADER_BYTES - 4);
     if (alen) crc = journal_crc32c(crc, a, alen);
     if (blen) crc = journal_crc32c(crc, b, blen);
-    put32(tail, crc);
+    le_put_u32(tail, crc);
     size_t total = JOURNAL_RECORD_OVERHEAD + n;
     if (j->len + total > j->cap && do_flush(j) != 0) return -1;
     if (total > j->cap) { /* bigger than the buffer: straight to the file */
@@ -341,6 +298,13 @@ int journal_close(Journal *j) {
 
 const char *journal_error(const Journal *j) {
     return j->err;
+}
+
+int journal_set_error(Journal *j, const char *what) {
+    seterr(j->err, "%s", j->path, 0);
+    size_t l = strlen(j->err);
+    snprintf(j->err + l, ABL_ERR_MAX - l, ": %s", what);
+    return -1;
 }
 uint64_t journal_size(const Journal *j) {
     return j->on_disk + j->len;
@@ -427,12 +391,12 @@ static int reader_fill(JournalReader *r, size_t want) {
 static long long check_record(const uint8_t *p, size_t n) {
     if (n < JOURNAL_HEADER_BYTES) return -(long long)JOURNAL_HEADER_BYTES;
     if (memcmp(p, MAGIC, 4) != 0 || p[4] == 0) return 0;
-    uint32_t len = get32(p + 9);
+    uint32_t len = le_get_u32(p + 9);
     if (len > JOURNAL_MAX_PAYLOAD) return 0;
     size_t total = JOURNAL_RECORD_OVERHEAD + (size_t)len;
     if (n < total) return -(long long)total;
     uint32_t crc = journal_crc32c(0, p + 4, JOURNAL_HEADER_BYTES - 4 + len);
-    if (crc != get32(p + JOURNAL_HEADER_BYTES + len)) return 0;
+    if (crc != le_get_u32(p + JOURNAL_HEADER_BYTES + len)) return 0;
     return (long long)total;
 }
 
@@ -531,8 +495,8 @@ int journal_reader_next(JournalReader *r, JournalRecord *rec) {
     rec->offset = r->buf_off + r->beg;
     rec->gap_before = gap;
     rec->type = p[4];
-    rec->run = get32(p + 5);
-    rec->len = get32(p + 9);
+    rec->run = le_get_u32(p + 5);
+    rec->len = le_get_u32(p + 9);
     rec->payload = p + JOURNAL_HEADER_BYTES;
     r->beg += (size_t)total;
     r->valid_end = r->buf_off + r->beg;
@@ -581,7 +545,7 @@ int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec
         seterr(r->err, "cannot read journal %s", r->path, errno);
         return -1;
     }
-    uint32_t len = get32(head + 9);
+    uint32_t len = le_get_u32(head + 9);
     if (memcmp(head, MAGIC, 4) != 0 || len > JOURNAL_MAX_PAYLOAD) {
         seterr(r->err, "%s: no valid record at that offset", r->path, 0);
         return -1;
@@ -610,7 +574,7 @@ int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec
     }
     rec->offset = offset;
     rec->type = head[4];
-    rec->run = get32(head + 5);
+    rec->run = le_get_u32(head + 5);
     rec->len = len;
     rec->payload = r->rbuf + JOURNAL_HEADER_BYTES;
     return 0;
@@ -621,10 +585,10 @@ int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t le
     uint8_t head[JOURNAL_HEADER_BYTES];
     if (len < JOURNAL_RECORD_OVERHEAD || pread_all(r->fd, head, sizeof head, offset) != 0) return 0;
     if (memcmp(head, MAGIC, 4) != 0 || head[4] < JREC_HEADER || head[4] > JREC_DATA ||
-        JOURNAL_RECORD_OVERHEAD + (uint64_t)get32(head + 9) != len)
+        JOURNAL_RECORD_OVERHEAD + (uint64_t)le_get_u32(head + 9) != len)
         return 0;
     *type = head[4];
-    *run = get32(head + 5);
+    *run = le_get_u32(head + 5);
     return 1;
 }
 
@@ -748,334 +712,4 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
         }
     }
     return journal_new(fd, path, scan->valid_bytes, err);
-}
-
-/* ---------------- payload building ---------------- */
-
-/* Payloads are built in the shared Buf (src/util/buf.h). */
-static void buf_u32(Buf *b, uint32_t v) {
-    uint8_t t[4];
-    put32(t, v);
-    buf_add(b, t, 4);
-}
-static void buf_u64(Buf *b, uint64_t v) {
-    uint8_t t[8];
-    put64(t, v);
-    buf_add(b, t, 8);
-}
-static void buf_str(Buf *b, const char *s, size_t n) {
-    if (n > 0xFFFFFFFFu) {
-        b->oom = 1;
-        return;
-    }
-    buf_u32(b, (uint32_t)n);
-    buf_add(b, s, n);
-}
-
-static int append_buf(Journal *j, int type, uint32_t run, Buf *b) {
-    int rc;
-    if (b->oom) {
-        seterr(j->err, "%s: out of memory building a record", j->path, 0);
-        rc = -1;
-    } else {
-        rc = journal_append(j, type, run, b->p, b->len);
-    }
-    free(b->p);
-    return rc;
-}
-
-static int append_kv(Journal *j, int type, const char *const *kv, int n_pairs) {
-    Buf b = {0};
-    for (int i = 0; i < n_pairs; i++) {
-        const char *k = kv[2 * i], *v = kv[2 * i + 1] ? kv[2 * i + 1] : "";
-        buf_str(&b, k, strlen(k));
-        buf_str(&b, v, strlen(v));
-    }
-    return append_buf(j, type, JOURNAL_NO_RUN, &b);
-}
-
-int journal_append_header(Journal *j, const char *const *kv, int n_pairs) {
-    return append_kv(j, JREC_HEADER, kv, n_pairs);
-}
-int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs) {
-    return append_kv(j, JREC_SWEEP_END, kv, n_pairs);
-}
-int journal_append_data(Journal *j, const char *const *kv, int n_pairs) {
-    return append_kv(j, JREC_DATA, kv, n_pairs);
-}
-
-int journal_config_text(const RunConfig *c, char *buf, size_t n) {
-    size_t len = 0;
-    char val[4 * ABL_PATH_MAX];
-    for (int i = 0; i < knob_count; i++) {
-        const Knob *k = &knob_table[i];
-        int vl = knob_format(c, k, val, sizeof val);
-        if (vl < 0 || (size_t)vl >= sizeof val) return -1;
-        size_t nl = strlen(k->name);
-        if (len + nl + 1 >= n) return -1;
-        memcpy(buf + len, k->name, nl);
-        len += nl;
-        buf[len++] = '=';
-        for (int v = 0; v < vl; v++) {
-            char ch = val[v];
-            const char *esc = ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : NULL;
-            size_t el = esc ? 2 : 1;
-            if (len + el >= n) return -1;
-            if (esc) {
-                buf[len++] = esc[0];
-                buf[len++] = esc[1];
-            } else {
-                buf[len++] = ch;
-            }
-        }
-        if (len + 1 >= n) return -1;
-        buf[len++] = '\n';
-    }
-    buf[len] = 0;
-    return (int)len;
-}
-
-int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
-                        uint64_t seed, const RunConfig *config) {
-    return journal_append_plan2(j, index, id16, name, seed, config, NULL);
-}
-
-int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
-                         uint64_t seed, const RunConfig *config, const char *overrides) {
-    size_t cap = 64 * 1024;
-    char *text = malloc(cap);
-    int tl = text ? journal_config_text(config, text, cap) : -1;
-    if (tl < 0) {
-        free(text);
-        seterr(j->err, "%s: cannot format a run config", j->path, 0);
-        return -1;
-    }
-    Buf b = {0};
-    char id[16];
-    memset(id, '0', sizeof id);
-    memcpy(id, id16, strnlen(id16, 16));
-    buf_add(&b, id, 16);
-    buf_u64(&b, seed);
-    buf_str(&b, name, strnlen(name, JOURNAL_NAME_MAX - 1));
-    buf_str(&b, text, (size_t)tl);
-    if (overrides) buf_str(&b, overrides, strlen(overrides));
-    free(text);
-    return append_buf(j, JREC_PLAN, index, &b);
-}
-
-int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
-                         int64_t resumed_from_step) {
-    Buf b = {0};
-    buf_u32(&b, attempt);
-    buf_u32(&b, (uint32_t)rank);
-    buf_u64(&b, (uint64_t)resumed_from_step);
-    buf_str(&b, host ? host : "", host ? strnlen(host, JOURNAL_HOST_MAX - 1) : 0);
-    return append_buf(j, JREC_RUN_BEGIN, run, &b);
-}
-
-int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
-                          size_t len) {
-    uint8_t a[4];
-    put32(a, attempt);
-    return journal_append2(j, JREC_EVENTS, run, a, 4, packed, len);
-}
-
-int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
-                       const EndEvent *end) {
-    Buf b = {0};
-    buf_u32(&b, attempt);
-    buf_u32(&b, (uint32_t)rank);
-    buf_str(&b, host ? host : "", host ? strnlen(host, JOURNAL_HOST_MAX - 1) : 0);
-    Event ev;
-    ev.kind = EV_END;
-    ev.u.end = *end;
-    uint8_t packed[EVENT_PACK_MAX];
-    size_t n = event_pack(&ev, packed, sizeof packed);
-    buf_add(&b, packed, n);
-    return append_buf(j, JREC_RUN_END, run, &b);
-}
-
-int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
-                              const char *path) {
-    Buf b = {0};
-    buf_u32(&b, attempt);
-    buf_u64(&b, (uint64_t)step);
-    buf_str(&b, path ? path : "", path ? strnlen(path, ABL_PATH_MAX - 1) : 0);
-    return append_buf(j, JREC_CHECKPOINT, run, &b);
-}
-
-int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path) {
-    Buf b = {0};
-    buf_u64(&b, offset);
-    buf_u64(&b, length);
-    buf_str(&b, saved_path, strnlen(saved_path, ABL_PATH_MAX - 1));
-    return append_buf(j, JREC_DAMAGE, JOURNAL_NO_RUN, &b);
-}
-
-/* ---------------- payload decoding ---------------- */
-
-typedef struct {
-    const uint8_t *p, *end;
-    int bad;
-} Cur;
-
-static uint32_t cur_u32(Cur *c) {
-    if (c->end - c->p < 4) {
-        c->bad = 1;
-        return 0;
-    }
-    uint32_t v = get32(c->p);
-    c->p += 4;
-    return v;
-}
-static uint64_t cur_u64(Cur *c) {
-    if (c->end - c->p < 8) {
-        c->bad = 1;
-        return 0;
-    }
-    uint64_t v = get64(c->p);
-    c->p += 8;
-    return v;
-}
-/* A str into a fixed buffer (must fit with its NUL). */
-static void cur_str(Cur *c, char *dst, size_t cap) {
-    uint32_t n = cur_u32(c);
-    if (c->bad || n >= cap || n > (size_t)(c->end - c->p)) {
-        c->bad = 1;
-        dst[0] = 0;
-        return;
-    }
-    memcpy(dst, c->p, n);
-    dst[n] = 0;
-    c->p += n;
-}
-static const char *cur_strref(Cur *c, size_t *len) {
-    uint32_t n = cur_u32(c);
-    if (c->bad || n > (size_t)(c->end - c->p)) {
-        c->bad = 1;
-        *len = 0;
-        return "";
-    }
-    const char *s = (const char *)c->p;
-    c->p += n;
-    *len = n;
-    return s;
-}
-
-void journal_kv_begin(JournalKvIter *it, const uint8_t *payload, size_t len) {
-    it->p = payload;
-    it->end = payload + len;
-}
-
-int journal_kv_next(JournalKvIter *it, const char **key, size_t *klen, const char **val,
-                    size_t *vlen) {
-    if (it->p == it->end) return 0;
-    Cur c = {it->p, it->end, 0};
-    *key = cur_strref(&c, klen);
-    *val = cur_strref(&c, vlen);
-    if (c.bad) return -1;
-    it->p = c.p;
-    return 1;
-}
-
-int journal_decode_plan(const JournalRecord *rec, JournalPlan *plan) {
-    Cur c = {rec->payload, rec->payload + rec->len, 0};
-    if (rec->type != JREC_PLAN || rec->len < 16) return -1;
-    plan->index = rec->run;
-    memcpy(plan->id, c.p, 16);
-    plan->id[16] = 0;
-    c.p += 16;
-    plan->seed = cur_u64(&c);
-    cur_str(&c, plan->name, sizeof plan->name);
-    plan->config_text = cur_strref(&c, &plan->config_len);
-    plan->overrides = NULL;
-    plan->overrides_len = 0;
-    if (!c.bad && c.p != c.end) plan->overrides = cur_strref(&c, &plan->overrides_len);
-    return c.bad || c.p != c.end ? -1 : 0;
-}
-
-int journal_decode_begin(const JournalRecord *rec, JournalBegin *b) {
-    Cur c = {rec->payload, rec->payload + rec->len, 0};
-    if (rec->type != JREC_RUN_BEGIN) return -1;
-    b->attempt = cur_u32(&c);
-    b->rank = (int32_t)cur_u32(&c);
-    b->resumed_from_step = (int64_t)cur_u64(&c);
-    cur_str(&c, b->host, sizeof b->host);
-    return c.bad || c.p != c.end ? -1 : 0;
-}
-
-int journal_decode_end(const JournalRecord *rec, JournalEnd *e) {
-    Cur c = {rec->payload, rec->payload + rec->len, 0};
-    if (rec->type != JREC_RUN_END) return -1;
-    e->attempt = cur_u32(&c);
-    e->rank = (int32_t)cur_u32(&c);
-    cur_str(&c, e->host, sizeof e->host);
-    if (c.bad) return -1;
-    Event ev;
-    size_t used;
-    if (event_unpack(c.p, (size_t)(c.end - c.p), &ev, &used) != 0 || ev.kind != EV_END ||
-        used != (size_t)(c.end - c.p))
-        return -1;
-    e->end = ev.u.end;
-    return 0;
-}
-
-int journal_decode_checkpoint(const JournalRecord *rec, JournalCheckpoint *ck) {
-    Cur c = {rec->payload, rec->payload + rec->len, 0};
-    if (rec->type != JREC_CHECKPOINT) return -1;
-    ck->attempt = cur_u32(&c);
-    ck->step = (int64_t)cur_u64(&c);
-    cur_str(&c, ck->path, sizeof ck->path);
-    return c.bad || c.p != c.end ? -1 : 0;
-}
-
-int journal_decode_damage(const JournalRecord *rec, JournalDamage *d) {
-    Cur c = {rec->payload, rec->payload + rec->len, 0};
-    if (rec->type != JREC_DAMAGE) return -1;
-    d->offset = cur_u64(&c);
-    d->length = cur_u64(&c);
-    cur_str(&c, d->saved_path, sizeof d->saved_path);
-    return c.bad || c.p != c.end ? -1 : 0;
-}
-
-int journal_decode_events(const JournalRecord *rec, uint32_t *attempt, const uint8_t **packed,
-                          size_t *len) {
-    if (rec->type != JREC_EVENTS || rec->len < 4) return -1;
-    *attempt = get32(rec->payload);
-    *packed = rec->payload + 4;
-    *len = rec->len - 4;
-    return 0;
-}
-
-int journal_plan_config(const JournalPlan *plan, RunConfig *c, char err[ABL_ERR_MAX]) {
-    run_config_default(c);
-    char line[4 * ABL_PATH_MAX];
-    const char *p = plan->config_text, *end = p + plan->config_len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        size_t n = 0;
-        for (const char *q = p; q < le; q++) {
-            char ch = *q;
-            if (ch == '\\' && q + 1 < le) {
-                q++;
-                ch = *q == 'n' ? '\n' : *q == 'r' ? '\r' : *q;
-            }
-            if (n + 1 >= sizeof line) {
-                snprintf(err, ABL_ERR_MAX, "plan of run %u: config line too long", plan->index);
-                return -1;
-            }
-            line[n++] = ch;
-        }
-        line[n] = 0;
-        if (n > 0) {
-            char e2[ABL_ERR_MAX];
-            if (knob_assign(c, line, e2) != 0) {
-                snprintf(err, ABL_ERR_MAX, "plan of run %u: %.400s", plan->index, e2);
-                return -1;
-            }
-        }
-        p = nl ? nl + 1 : end;
-    }
-    return 0;
 }

@@ -35,7 +35,12 @@
  *               tokenizer, vocab (SHA-256 hex), vocab_size, val_fraction, sha256, bytes;
  *               written when the sweep first sees the source, and again after a change
  *               accepted with --accept-data-change (the first one per path is the sweep's)
- * Readers ignore record types they do not know. */
+ * Readers ignore record types they do not know.
+ *
+ * Two files implement this header: journal.c the records (framing, CRC, buffered appends,
+ * fsync, torn tails and damage, locking, the readers), journal_records.c the payloads above
+ * (the typed appends and decoders below), both through util/le.h's little-endian writer and
+ * bounds-checked reader. */
 #ifndef ABLATE_ORCH_JOURNAL_H
 #define ABLATE_ORCH_JOURNAL_H
 
@@ -123,32 +128,13 @@ int journal_close(Journal *j);
  * truncated back to the last whole record and the unwritten records stay buffered, so a
  * later flush/sync may succeed. */
 const char *journal_error(const Journal *j);
+/* Sets the journal's error to "PATH: what" (a record that could not be built); returns -1. */
+int journal_set_error(Journal *j, const char *what);
 /* Logical size: bytes on disk plus bytes buffered. */
 uint64_t journal_size(const Journal *j);
 /* Bytes of whole records in the file (what a reader sees; after a failed write, the part
  * that was written). */
 uint64_t journal_written_size(const Journal *j);
-
-/* Typed appends (payload layouts above). kv is n_pairs (key, value) pairs. */
-int journal_append_header(Journal *j, const char *const *kv, int n_pairs);
-int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs);
-int journal_append_data(Journal *j, const char *const *kv, int n_pairs);
-int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
-                        uint64_t seed, const RunConfig *config);
-/* The same with the run's overrides ("model.norm=post model.n_head=4", as ablate plan
- * prints them); NULL omits them. */
-int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
-                         uint64_t seed, const RunConfig *config, const char *overrides);
-int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
-                         int64_t resumed_from_step);
-/* packed: events packed with event_pack, back to back (a worker's batch as received). */
-int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
-                          size_t len);
-int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
-                       const EndEvent *end);
-int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
-                              const char *path);
-int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path);
 
 /* ---------------- reading ---------------- */
 
@@ -185,7 +171,30 @@ int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t le
                                   uint32_t *run);
 void journal_reader_close(JournalReader *r);
 
-/* ---------------- payload decoding ---------------- */
+/* ---------------- payloads (journal_records.c): appending ---------------- */
+
+/* Typed appends (payload layouts above). kv is n_pairs (key, value) pairs. */
+int journal_append_header(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_sweep_end(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_data(Journal *j, const char *const *kv, int n_pairs);
+int journal_append_plan(Journal *j, uint32_t index, const char *id16, const char *name,
+                        uint64_t seed, const RunConfig *config);
+/* The same with the run's overrides ("model.norm=post model.n_head=4", as ablate plan
+ * prints them); NULL omits them. */
+int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const char *name,
+                         uint64_t seed, const RunConfig *config, const char *overrides);
+int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                         int64_t resumed_from_step);
+/* packed: events packed with event_pack, back to back (a worker's batch as received). */
+int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
+                          size_t len);
+int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
+                       const EndEvent *end);
+int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
+                              const char *path);
+int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path);
+
+/* ---------------- payloads (journal_records.c): decoding ---------------- */
 
 typedef struct {
     const uint8_t *p, *end;

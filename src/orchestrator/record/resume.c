@@ -140,9 +140,11 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (journal_decode_checkpoint(&rec, &c) != 0 || c.attempt < run->attempt) continue;
             run->ckpt_step = c.step;
             run->ckpt_attempt = c.attempt;
-        } else if (rec.type == JREC_EVENTS && rec.len >= 4) {
-            uint32_t attempt = (uint32_t)rec.payload[0] | (uint32_t)rec.payload[1] << 8 |
-                               (uint32_t)rec.payload[2] << 16 | (uint32_t)rec.payload[3] << 24;
+        } else if (rec.type == JREC_EVENTS) {
+            uint32_t attempt;
+            const uint8_t *packed;
+            size_t packed_len;
+            if (journal_decode_events(&rec, &attempt, &packed, &packed_len) != 0) continue;
             if (attempt > run->attempt) run->orphan = 1;
             if (refs_push(&run->events, attempt, rec.offset) != 0) {
                 rc = -2;
