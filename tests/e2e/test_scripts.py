@@ -47,7 +47,7 @@ def main():
         assert rc == 0 and m and int(m.group(1)) > 0, (
             "run-tests.sh after the quickstart lists no test (rc %d):\n%s\n%s" % (rc, out, err))
         assert cache_value(build, "BUILD_TESTING") == "ON"
-        for name in ("e2e_slurm", "analysis_report", "test_engine"):
+        for name in ("e2e_slurm", "analysis_report", r"test_engine\.determinism"):
             assert re.search(r"Test +#\d+: %s$" % name, out, re.M), "%s not listed" % name
         print("run-tests.sh after the quickstart: %s tests" % m.group(1))
 
