@@ -1113,10 +1113,19 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
                 "on %d %s, others by the processes that join it (lease %.0f s) -> %s\n",
                 join_name(s.join), n_live, done_before, nranks > 1 ? nranks - 1 : 1,
                 nranks > 1 ? "worker rank(s)" : "process", join_lease(s.join), o->out_path);
-    else
-        fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run on %d %s -> %s\n",
-                n_live, done_before, s.n_queue, nranks > 1 ? nranks - 1 : 1,
+    else {
+        /* after a requeue or a resume, say that the runs in progress continue, not restart */
+        int from_ckpt = 0;
+        char resumed[64] = "";
+        for (int q = 0; q < s.n_queue; q++)
+            if (s.runs[s.queue[q]].ckpt_step > 0) from_ckpt++;
+        if (from_ckpt)
+            snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", from_ckpt);
+        fprintf(stderr,
+                "ablate: %d runs planned (%d already finished), %d to run%s on %d %s -> %s\n",
+                n_live, done_before, s.n_queue, resumed, nranks > 1 ? nranks - 1 : 1,
                 nranks > 1 ? "worker rank(s)" : "process", o->out_path);
+    }
     double total_cost = 0;
     for (int i = 0; i < s.n_queue; i++)
         if (!s.runs[s.queue[i]].finished) total_cost += s.runs[s.queue[i]].cost;
