@@ -669,7 +669,7 @@ def case_export_none(S):
     (item 9). The batch script submitted by hand with --export=NONE and no binary to find
     ends with its status line, 4 (not started), not a bare exit 2."""
     h5 = os.path.join(S.d, "none dir", "n.h5")
-    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--srun", "--wait"], timeout=150,
+    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--srun", "--ranks", "1", "--wait"], timeout=150,
                           env=submit_env(SBATCH_EXPORT="NONE"))
     text = read(h5 + ".log")
     assert rc == 0, "export NONE: submit --wait exited %d:\n%s%s\n%s" % (rc, out, err, text)
