@@ -669,8 +669,8 @@ def case_export_none(S):
     (item 9). The batch script submitted by hand with --export=NONE and no binary to find
     ends with its status line, 4 (not started), not a bare exit 2."""
     h5 = os.path.join(S.d, "none dir", "n.h5")
-    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--srun", "--ranks", "1", "--wait"], timeout=150,
-                          env=submit_env(SBATCH_EXPORT="NONE"))
+    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--srun", "--ranks", "1", "--wait"],
+                          timeout=150, env=submit_env(SBATCH_EXPORT="NONE"))
     text = read(h5 + ".log")
     assert rc == 0, "export NONE: submit --wait exited %d:\n%s%s\n%s" % (rc, out, err, text)
     assert "ablate finish: sweep complete" in text, text[-3000:]
@@ -745,7 +745,8 @@ def case_array_surplus(S):
 
 def case_submit_options(S):
     """Items 6-9 with --dry-run: the printed sbatch lines carry every variable the jobs get
-    (--export=..., on the user's NONE: without ALL); --dependency goes to the sweep job
+    (under the user's --export=NONE in the jobs' --export, without ALL; by default as
+    VAR=value before sbatch, which ALL passes on); --dependency goes to the sweep job
     (the finish job depends on it); --mail-type/--mail-user go to the finish job (to the
     sweep job when there is none); a missing output directory is not refused (submit
     creates it; the dry run only says so)."""
@@ -768,9 +769,13 @@ def case_submit_options(S):
     assert "new does not exist: submit creates it" in out, out
     assert not os.path.exists(os.path.join(S.d, "new")), "a dry run created the directory"
     rc, out, err = submit(S, ["t.yaml", "-o", "dry2.h5", "--dry-run", "--", "--mail-type=END"])
-    sweep = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
-    assert rc == 0 and sweep and " --export=ALL,ABLATE_BIN=" in sweep[0] and \
-        "--mail-type=END" in sweep[0] and sweep[0].endswith(" --blas-threads 1"), out
+    sweep = [l.split() for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    assert rc == 0 and sweep, out
+    env = sweep[0][:sweep[0].index("sbatch")]
+    assert env == ["ABLATE_BIN=" + C.BIN, "ABLATE_SOURCE_DIR=" + C.SOURCE_DIR,
+                   "ABLATE_SLURM_DIR=" + os.path.join(C.SOURCE_DIR, "slurm")], out
+    assert not any(w.startswith("--export") for w in sweep[0]) and \
+        "--mail-type=END" in sweep[0] and sweep[0][-2:] == ["--blas-threads", "1"], out
 
 
 def case_admin_requeue(S):
