@@ -609,9 +609,15 @@ def case_array(S):
         assert "ablate job end" not in text[1], "h: task 1 was not cancelled:\n" + text[1]
         assert re.search(r"taken over from %s " % re.escape(gone), text[2] + text[3]), (
             "h: the run of the cancelled task 1 (%s) was not taken over:\n%s" % (gone, all_text))
-        assert "requeueing" in text[2] and "%s_2 start" % jid in text[2] and \
-            "restart 1" in text[2], "h: task 2 was not requeued:\n" + text[2]
-        for i in (2, 3):
+        assert "requeueing" in text[2], "h: task 2 was not requeued:\n" + text[2]
+        # its next start ran, unless task 3 completed the sweep while task 2 was pending
+        # again and cancelled it (a surplus task, issue 23)
+        ended = [3] + ([] if "cancelling the array's pending tasks %s_2" % jid in text[3]
+                       else [2])
+        if 2 in ended:
+            assert "%s_2 start" % jid in text[2] and "restart 1" in text[2], (
+                "h: task 2 did not start again:\n" + text[2])
+        for i in ended:
             m = END_RE.findall(text[i])
             assert m and m[-1] == "0", "h: task %d ended %s:\n%s" % (i, m, text[i])
         v = C.View(h5)
