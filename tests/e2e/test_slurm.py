@@ -863,10 +863,10 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("submit_cancelled", case_submit_cancelled, 2.5),
          ("submit_checks", case_submit_checks, 0.5),
          ("submit_options", case_submit_options, 0.5),
-         ("export_none", case_export_none, 6),
+         ("export_none", case_export_none, 12),
          ("launcher_failure", case_launcher_failure, 4),
-         ("array_surplus", case_array_surplus, 6),
-         ("admin_requeue", case_admin_requeue, 25),
+         ("array_surplus", case_array_surplus, 9),
+         ("admin_requeue", case_admin_requeue, None),  # 40 s: fits no wait
          ("submit_wait", case_submit_wait, None)]
 
 if __name__ == "__main__":
