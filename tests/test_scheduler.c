@@ -132,7 +132,9 @@ static int a_abandoned(Scheduler *s, int run) {
     Adaptive *a = (Adaptive *)s;
     return run < a->n0 && sched_abandoned(a->inner, run);
 }
-static void a_announce(Scheduler *s, int n_live, int n_done, const char *where, const char *out) {
+static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
+                       const char *out) {
+    (void)n_resumed;
     (void)s, (void)n_live, (void)n_done, (void)where, (void)out;
 }
 static void a_close(Scheduler *s) {

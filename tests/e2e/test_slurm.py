@@ -34,6 +34,15 @@ rank 0 orchestrates, 2 workers):
      while it holds a run (another task takes it over), task 2 gets USR1 (it checkpoints,
      releases its run and requeues itself); the finish job after the whole array finds
      the sweep complete, --wait exits 0; every run once, values identical.
+  i. issue 23 (SLURM as sites run it): export_none (--export=NONE as SBATCH_EXPORT: the
+     jobs still get what they need, into a directory submit creates; a job with no binary
+     ends "status 4 (not started)"); launcher_failure (mpirun refusing to run as root:
+     status 4, submit exits 4, not "a run failed"); array_surplus (a held surplus task is
+     cancelled once the sweep is complete, so --wait returns; thread variables of the
+     submitting shell do not reach the runs); submit_options (--dry-run shows every
+     exported variable, --dependency, --mail-type to the finish job, a missing directory);
+     admin_requeue (an admin's requeue: resumes from checkpoints and says so, no ready
+     file left, no "Forwarding signal 18").
 While (f) waits for its pass, the cases that fit in the wait run, and are reported in
 their place. There is no sacct: the job's state and exit code
 come from scontrol while the record lasts and from the job's own log."""
@@ -435,10 +444,22 @@ def case_preempted(S):
             subprocess.run(["scancel", urgent], capture_output=True)
 
 
-def submit(S, args, wait=True, timeout=60):
+def submit_env(**kw):
+    """The environment slurm/submit runs in: the tests' (ABLATE_BIN set), with the thread
+    variables a user's shell may have; `kw` sets (None: unsets) more."""
+    env = dict(C.ENV, ABLATE_BIN=C.BIN)
+    for k, v in kw.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def submit(S, args, wait=True, timeout=60, env=None):
     """slurm/submit SPEC ARGS in the work dir; returns (rc, stdout, stderr)."""
     r = subprocess.run([SUBMIT] + args, cwd=S.d, capture_output=True, text=True,
-                       timeout=timeout, env=dict(C.ENV, ABLATE_BIN=C.BIN))
+                       timeout=timeout, env=env or submit_env())
     C.log("  submit %s: exit %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
     return r.returncode, r.stdout, r.stderr
 
@@ -451,10 +472,10 @@ def queued_names():
 class Submitted:
     """slurm/submit ... --wait running in the background; the job ids as it prints them."""
 
-    def __init__(self, S, args):
+    def __init__(self, S, args, env=None):
         self.proc = subprocess.Popen([SUBMIT] + args, cwd=S.d, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
-                                     env=dict(C.ENV, ABLATE_BIN=C.BIN))
+                                     env=env or submit_env())
         self.lines, self.ids = [], {}
         while "finish" not in self.ids:
             line = self.proc.stdout.readline()
@@ -588,9 +609,15 @@ def case_array(S):
         assert "ablate job end" not in text[1], "h: task 1 was not cancelled:\n" + text[1]
         assert re.search(r"taken over from %s " % re.escape(gone), text[2] + text[3]), (
             "h: the run of the cancelled task 1 (%s) was not taken over:\n%s" % (gone, all_text))
-        assert "requeueing" in text[2] and "%s_2 start" % jid in text[2] and \
-            "restart 1" in text[2], "h: task 2 was not requeued:\n" + text[2]
-        for i in (2, 3):
+        assert "requeueing" in text[2], "h: task 2 was not requeued:\n" + text[2]
+        # its next start ran, unless task 3 completed the sweep while task 2 was pending
+        # again and cancelled it (a surplus task, issue 23)
+        ended = [3] + ([] if "cancelling the array's pending tasks %s_2" % jid in text[3]
+                       else [2])
+        if 2 in ended:
+            assert "%s_2 start" % jid in text[2] and "restart 1" in text[2], (
+                "h: task 2 did not start again:\n" + text[2])
+        for i in ended:
             m = END_RE.findall(text[i])
             assert m and m[-1] == "0", "h: task %d ended %s:\n%s" % (i, m, text[i])
         v = C.View(h5)
@@ -629,8 +656,153 @@ def case_submit_cancelled(S):
         assert "ablate finish: the sweep is not complete" in text, text
         assert re.search(r"ablate finish end \S+ status 3", text), text
         assert "(srun)" in text, text
+        assert not ready_files(h5), "x: ready files left after scancel: %s" % ready_files(h5)
     finally:
         sub.cancel()
+
+NOT_STARTED_RE = re.compile(r"^ablate job end \S+ status 4 \(not started\)$", re.M)
+
+
+def ready_files(h5):
+    d = os.path.dirname(h5)
+    return [f for f in os.listdir(d) if f.startswith(os.path.basename(h5) + ".ready-")]
+
+
+def case_export_none(S):
+    """Item 1, the site default `--export=NONE` (as SBATCH_EXPORT=NONE; with --srun, whose
+    ranks need no run-as-root variables): the jobs get ABLATE_BIN and the rest from the
+    --export that submit builds, and the sweep completes, into a directory submit creates
+    (item 9). The batch script submitted by hand with --export=NONE and no binary to find
+    ends with its status line, 4 (not started), not a bare exit 2."""
+    h5 = os.path.join(S.d, "none dir", "n.h5")
+    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--srun", "--ranks", "1", "--wait"],
+                          timeout=150, env=submit_env(SBATCH_EXPORT="NONE"))
+    text = read(h5 + ".log")
+    assert rc == 0, "export NONE: submit --wait exited %d:\n%s%s\n%s" % (rc, out, err, text)
+    assert "ablate finish: sweep complete" in text, text[-3000:]
+    v = C.View(h5)
+    C.assert_complete(v, len(S.ref.order), "export NONE")
+    C.assert_same(S.ref, v, "reference", "export NONE",
+                  ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+
+    log = os.path.join(S.d, "nobin.log")
+    r = subprocess.run(["sbatch", "--wait", "--export=NONE", "-n", "1", "-t", "2", "-o", log,
+                        SCRIPT, S.spec, os.path.join(S.d, "nobin.h5")],
+                       cwd=S.d, capture_output=True, text=True, timeout=90)
+    text = read(log)
+    assert r.returncode == 4 and NOT_STARTED_RE.search(text) and \
+        "no ablate binary" in text, "no binary: sbatch exit %d:\n%s\n%s" % (
+            r.returncode, r.stderr, text)
+
+
+def case_launcher_failure(S):
+    """Item 2: without the run-as-root variables mpirun refuses to start (as root): the
+    sweep job says "status 4 (not started)", not a run failure; submit --wait says that
+    ablate could not be started and exits 4; the finish job says the sweep recorded
+    nothing. (Not root: mpirun would not refuse; skipped.)"""
+    if os.geteuid() != 0:
+        C.log("  not root: mpirun does not refuse; skipped")
+        return
+    h5 = os.path.join(S.d, "l.h5")
+    env = submit_env(OMPI_ALLOW_RUN_AS_ROOT=None, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=None)
+    rc, out, err = submit(S, ["t.yaml", "-o", h5, "--wait"], timeout=150, env=env)
+    text = read(h5 + ".log")
+    assert rc == 4, "launcher failure: submit --wait exited %d:\n%s%s\n%s" % (
+        rc, out, err, text)
+    assert "could not start ablate" in out and "nothing was trained" in out, out
+    assert NOT_STARTED_RE.search(text) and "mpirun exited" in text, text
+    assert "the sweep recorded nothing" in text, text
+    assert not ready_files(h5), ready_files(h5)
+
+
+def case_array_surplus(S):
+    """Items 3 and 4. --array 3 --ranks 1 --wait on 4 runs, submitted held (-- --hold) from
+    a shell with OMP_NUM_THREADS=4 OPENBLAS_NUM_THREADS=3; tasks 1 and 2 are released,
+    task 3 stays held. The task that finds the sweep complete cancels task 3, so the finish
+    job runs and --wait returns 0 without it. submit warned about the thread variables,
+    and every run used one BLAS thread; values identical to the reference."""
+    h5 = os.path.join(S.d, "s.h5")
+    env = submit_env(OMP_NUM_THREADS="4", OPENBLAS_NUM_THREADS="3")
+    sub = Submitted(S, ["t.yaml", "-o", h5, "--array", "3", "--ranks", "1", "--wait",
+                        "--", "--hold"], env=env)
+    jid = sub.ids["array"]
+    try:
+        for i in (1, 2):
+            subprocess.run(["scontrol", "release", "%s_%d" % (jid, i)], check=True)
+        rc, out = sub.wait(timeout=90)
+        logs = {i: read("%s.%s_%d.log" % (h5, jid, i)) for i in (1, 2, 3)}
+        all_text = "\n".join("== task %d\n%s" % (i, t) for i, t in logs.items())
+        assert rc == 0 and "sweep complete" in out, "surplus: submit --wait exited %d:\n%s\n%s" % (
+            rc, out, all_text)
+        assert re.search(r"warning: OPENBLAS_NUM_THREADS=3 OMP_NUM_THREADS=4 in this shell: "
+                         r"ignored by the jobs' runs, which use 1 BLAS thread", out), out
+        assert "cancelling the array's pending tasks %s_3" % jid in logs[1] + logs[2], all_text
+        assert not logs[3], "task 3 ran:\n" + logs[3]
+        v = C.View(h5)
+        C.assert_complete(v, len(S.ref.order), "surplus")
+        C.assert_same(S.ref, v, "reference", "surplus",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(h5, "r") as f:
+            threads = sorted(set(int(t) for t in f["runs"]["blas_threads"]))
+        assert threads == [1], "surplus: the runs used %s BLAS threads" % threads
+    finally:
+        sub.cancel()
+
+
+def case_submit_options(S):
+    """Items 6-9 with --dry-run: the printed sbatch lines carry every variable the jobs get
+    (under the user's --export=NONE in the jobs' --export, without ALL; by default as
+    VAR=value before sbatch, which ALL passes on); --dependency goes to the sweep job
+    (the finish job depends on it); --mail-type/--mail-user go to the finish job (to the
+    sweep job when there is none); a missing output directory is not refused (submit
+    creates it; the dry run only says so)."""
+    args = ["t.yaml", "-o", "new/o.h5", "--dry-run", "--wait", "--cpus-per-task", "2", "--",
+            "--dependency=afterok:1", "--mail-type=END", "--mail-user", "me@example.org",
+            "--export=NONE"]
+    rc, out, err = submit(S, args)
+    assert rc == 0, "dry run: exit %d\n%s%s" % (rc, out, err)
+    sweep = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    fin = [l for l in out.splitlines() if "ablate-finish.sbatch" in l]
+    assert sweep and fin, out
+    sweep, fin = sweep[0], fin[0]
+    for var in ("ABLATE_BIN=" + C.BIN, "ABLATE_SOURCE_DIR=", "ABLATE_SLURM_DIR=",
+                "OMPI_MCA_hwloc_base_binding_policy=none", "SRUN_CPUS_PER_TASK=2"):
+        assert var in sweep and var in fin, "%s not exported:\n%s" % (var, out)
+    assert " --export=ABLATE_BIN=" in sweep, "NONE: no ALL expected\n" + out
+    assert " --dependency=afterok:1 " in sweep and "afterok" not in fin, out
+    assert "--mail-type=END" in fin and "--mail-user=me@example.org" in fin and \
+        "--mail" not in sweep, out
+    assert "new does not exist: submit creates it" in out, out
+    assert not os.path.exists(os.path.join(S.d, "new")), "a dry run created the directory"
+    rc, out, err = submit(S, ["t.yaml", "-o", "dry2.h5", "--dry-run", "--", "--mail-type=END"])
+    sweep = [l.split() for l in out.splitlines() if "ablate-sweep.sbatch" in l]
+    assert rc == 0 and sweep, out
+    env = sweep[0][:sweep[0].index("sbatch")]
+    assert env == ["ABLATE_BIN=" + C.BIN, "ABLATE_SOURCE_DIR=" + C.SOURCE_DIR,
+                   "ABLATE_SLURM_DIR=" + os.path.join(C.SOURCE_DIR, "slurm")], out
+    assert not any(w.startswith("--export") for w in sweep[0]) and \
+        "--mail-type=END" in sweep[0] and sweep[0][-2:] == ["--blas-threads", "1"], out
+
+
+def case_admin_requeue(S):
+    """Item 10 and 11: an admin's `scontrol requeue` while runs are in progress (SIGTERM to
+    every process of the job, no USR1): the next start resumes them from their periodic
+    checkpoints and says so; no ready file is left behind; values identical."""
+    spec, ref = S.long()
+    job = S.submit("r", spec=spec, ablate_opts=["--checkpoint-every", "1"])
+    ckpt = os.path.join(job.out + ".d", "ckpt")
+    try:
+        wait_log(job, lambda s: os.path.isdir(ckpt) and any(
+            f.endswith(".ckpt") for f in os.listdir(ckpt)), "a periodic checkpoint")
+        subprocess.run(["scontrol", "requeue", job.id], check=True)
+        check_requeued_complete(job, ref, job.out, "r (admin requeue)")
+        text = job.text()
+        assert re.search(r"\d+ to run \(\d+ resumed from their checkpoints\)", text), (
+            "r: the restart does not say it resumes from checkpoints:\n" + text[-4000:])
+        assert not ready_files(job.out), "r: ready files left: %s" % ready_files(job.out)
+        assert "Forwarding signal 18" not in text, text[-4000:]
+    finally:
+        job.cancel()
 
 
 class Early:
@@ -690,6 +862,11 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("no_requeue", case_no_requeue, 3.5),
          ("submit_cancelled", case_submit_cancelled, 2.5),
          ("submit_checks", case_submit_checks, 0.5),
+         ("submit_options", case_submit_options, 0.5),
+         ("export_none", case_export_none, 12),
+         ("launcher_failure", case_launcher_failure, 4),
+         ("array_surplus", case_array_surplus, 9),
+         ("admin_requeue", case_admin_requeue, None),  # 40 s: fits no wait
          ("submit_wait", case_submit_wait, None)]
 
 if __name__ == "__main__":
@@ -701,7 +878,8 @@ if __name__ == "__main__":
     slurm_up()
     with C.workdir("slurm") as d:
         chosen = [c for c in CASES if not sys.argv[1:] or c[0] in sys.argv[1:]]
-        S = Sweep(d, long=bool({"time_limit", "preempted", "array"} & {c[0] for c in chosen}))
+        S = Sweep(d, long=bool({"time_limit", "preempted", "array", "admin_requeue"}
+                               & {c[0] for c in chosen}))
         S.early = Early(S, [c for c in chosen if c[2] is not None])
         try:
             C.main([(n, S.early.case(n, f)) for n, f, _ in chosen])

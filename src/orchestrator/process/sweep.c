@@ -1013,10 +1013,13 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     if (journal_sync(s.j) != 0) stop_journal(&s);
     if (!stopping(&s)) rebuild_view(&s, 1);
+    int n_resumed = 0; /* runs to train that continue from a checkpoint */
+    for (int i = 0; i < s.n; i++)
+        if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0) n_resumed++;
     char where[64];
     snprintf(where, sizeof where, "%d %s", nranks > 1 ? nranks - 1 : 1,
              nranks > 1 ? "worker rank(s)" : "process");
-    s.sched->ops->announce(s.sched, n_live, done_before, where, o->out_path);
+    s.sched->ops->announce(s.sched, n_live, done_before, n_resumed, where, o->out_path);
     progress_init(&s.progress, n_live, done_before, total_cost);
 
     if (nranks > 1)

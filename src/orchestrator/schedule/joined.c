@@ -233,8 +233,9 @@ static int j_abandoned(Scheduler *s, int run) {
     return run >= 0 && run < s->n && J->st[run].lost;
 }
 
-static void j_announce(Scheduler *s, int n_live, int n_done, const char *where,
+static void j_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
                        const char *out_path) {
+    (void)n_resumed; /* which runs this process continues is known only as it claims them */
     Joined *J = (Joined *)s;
     fprintf(stderr,
             "ablate: joined the sweep as %s: %d runs planned (%d finished), trained here "

@@ -64,11 +64,15 @@ static int q_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
     return 0; /* a plain sweep rebuilds its view and ends as usual */
 }
 
-static void q_announce(Scheduler *s, int n_live, int n_done, const char *where,
+static void q_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
                        const char *out_path) {
     Queue *q = (Queue *)s;
-    fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run on %s -> %s\n",
-            n_live, n_done, q->n_queue, where, out_path);
+    /* after a requeue or a resume, say that the runs in progress continue, not restart */
+    char resumed[64] = "";
+    if (n_resumed)
+        snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
+    fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run%s on %s -> %s\n",
+            n_live, n_done, q->n_queue, resumed, where, out_path);
 }
 
 static void q_close(Scheduler *s) {

@@ -77,8 +77,9 @@ typedef struct {
      * trains, and keep nothing of it (its checkpoint files are its new holder's). */
     int (*abandoned)(Scheduler *s, int run);
     /* The sweep's first line: what it will do (n_live runs planned, n_done finished before,
-     * on `where`, into out_path). */
-    void (*announce)(Scheduler *s, int n_live, int n_done, const char *where, const char *out_path);
+     * n_resumed of the rest continuing from a checkpoint, on `where`, into out_path). */
+    void (*announce)(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
+                     const char *out_path);
     /* Every run was finished before this process started (n_live of them), and the sweep has
      * closed its journal, which holds nothing of this process's: a shared scheduler removes
      * that journal, so that joining a complete sweep leaves nothing behind, says so and
