@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan/plan.h"
@@ -37,7 +38,7 @@ int cmd_plan(int argc, char **argv) {
                 return 2;
             plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "ablate plan: unexpected argument '%s' (see --help)\n", argv[i]);
+            log_cmd("unexpected argument '%s' (see --help)", argv[i]);
             return 2;
         } else {
             path = argv[i];
@@ -55,7 +56,7 @@ int cmd_plan(int argc, char **argv) {
     if (spec_load(&spec, path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0 ||
         !(cost = plan_cost_compute(&plan, err))) {
         char shown[4 * ABL_ERR_MAX];
-        fprintf(stderr, "%s\n", text_escape(err, shown, sizeof shown));
+        log_line("%s", text_escape(err, shown, sizeof shown));
         goto out;
     }
     double total_flops = 0, total_tokens = 0, max_memory = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/log.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan/plan_cost.h"
@@ -75,7 +76,7 @@ static void announce_ready(int rank) {
     if (rank != 0) return;
     FILE *f = fopen(path, "w");
     if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0)
-        fprintf(stderr, "ablate: warning: cannot write ABLATE_READY_FILE %s\n", path);
+        log_warn("cannot write ABLATE_READY_FILE %s", path);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -117,7 +118,7 @@ int cmd_run(int argc, char **argv) {
             unsigned long long k = 0;
             if (cli_number("run", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
                 k > 1024) {
-                fprintf(stderr, "ablate run: --blas-threads takes 1 to 1024\n");
+                log_cmd("--blas-threads takes 1 to 1024");
                 bad = 1;
             }
             blas_request_threads((int)k);
@@ -128,35 +129,34 @@ int cmd_run(int argc, char **argv) {
         } else if (argv[i][0] != '-' && !o.spec_path) {
             o.spec_path = argv[i];
         } else {
-            fprintf(stderr, "ablate run: unexpected argument '%s' (see --help)\n", argv[i]);
+            log_cmd("unexpected argument '%s' (see --help)", argv[i]);
             bad = 1;
         }
     }
     o.sets = sets;
     if (!bad && o.join && o.force) {
-        fprintf(stderr, "ablate run: --join cannot be combined with --force (every joined process "
-                        "would start the sweep over); remove the output first, or use --force "
-                        "without --join\n");
+        log_cmd("--join cannot be combined with --force (every joined process "
+                "would start the sweep over); remove the output first, or use --force "
+                "without --join");
         bad = 1;
     }
     if (!bad && o.lease > 0 && !o.join) {
-        fprintf(stderr, "ablate run: --lease applies to --join only\n");
+        log_cmd("--lease applies to --join only");
         bad = 1;
     }
     if (!bad && o.accept_data_change && !o.resume && !o.join) {
-        fprintf(stderr, "ablate run: --accept-data-change applies to --resume and --join only (a "
-                        "new sweep has no data to differ from)\n");
+        log_cmd("--accept-data-change applies to --resume and --join only (a "
+                "new sweep has no data to differ from)");
         bad = 1;
     }
     if (!bad && (!o.spec_path || !o.out_path)) {
-        fprintf(stderr, "ablate run: %s\n",
-                !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
+        log_cmd("%s", !o.spec_path ? "no spec given" : "-o OUT.h5 is required");
         bad = 1;
     }
     size_t out_len = o.out_path ? strlen(o.out_path) : 1;
     if (!bad && (out_len == 0 || o.out_path[out_len - 1] == '/')) {
         /* "" would write ./.d/ and "dir/" dir/.d/: the results file needs a name */
-        fprintf(stderr, "ablate run: -o needs a file name for the results, got '%s'\n", o.out_path);
+        log_cmd("-o needs a file name for the results, got '%s'", o.out_path);
         bad = 1;
     }
     MPI_Init(&argc, &argv);

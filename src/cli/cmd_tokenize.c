@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/log.h"
 #include "commands.h"
 #include "tokenizer/bpe.h"
 #include "util/clock.h"
@@ -89,9 +90,7 @@ static int encode_file(Bpe *b, const char *in, const char *out, char err[ABL_ERR
     }
     int rc = token_file_write("output file", out, ids, n, err);
     free(ids);
-    if (rc == 0)
-        fprintf(stderr, "ablate tokenize: %s: %ld bytes -> %ld GPT-2 tokens in %.3f s -> %s\n", in,
-                len, n, dt, out);
+    if (rc == 0) log_cmd("%s: %ld bytes -> %ld GPT-2 tokens in %.3f s -> %s", in, len, n, dt, out);
     return rc;
 }
 
@@ -109,11 +108,10 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) {
             vocab = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "ablate tokenize: unknown or incomplete option '%s' (see --help)\n",
-                    argv[i]);
+            log_cmd("unknown or incomplete option '%s' (see --help)", argv[i]);
             return 2;
         } else if (in) {
-            fprintf(stderr, "ablate tokenize: more than one input file ('%s')\n", argv[i]);
+            log_cmd("more than one input file ('%s')", argv[i]);
             return 2;
         } else {
             in = argv[i];
@@ -131,11 +129,11 @@ int cmd_tokenize(int argc, char **argv) {
         bpe_vocab_dir(dir);
     Bpe *b = bpe_load(dir, err);
     if (!b) {
-        fprintf(stderr, "ablate tokenize: %s\n", err);
+        log_cmd("%s", err);
         return 1;
     }
     int rc = decode ? decode_file(b, in, out, err) : encode_file(b, in, out, err);
-    if (rc != 0) fprintf(stderr, "ablate tokenize: %s\n", err);
+    if (rc != 0) log_cmd("%s", err);
     bpe_free(b);
     return rc == 0 ? 0 : 1;
 }

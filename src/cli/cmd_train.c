@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "orchestrator/plan/plan.h"
@@ -73,7 +74,7 @@ int cmd_train(int argc, char **argv) {
             unsigned long long k = 0;
             if (cli_number("train", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
                 k > 1024) {
-                fprintf(stderr, "ablate train: --blas-threads takes 1 to 1024\n");
+                log_cmd("--blas-threads takes 1 to 1024");
                 return 2;
             }
             blas_request_threads((int)k);
@@ -81,13 +82,12 @@ int cmd_train(int argc, char **argv) {
             if (cli_number("train", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
                 return 2;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "ablate train: unknown or incomplete option '%s' (see --help)\n",
-                    argv[i]);
+            log_cmd("unknown or incomplete option '%s' (see --help)", argv[i]);
             return 2;
         } else if (!spec_path) {
             spec_path = argv[i];
         } else {
-            fprintf(stderr, "ablate train: more than one spec given ('%s')\n", argv[i]);
+            log_cmd("more than one spec given ('%s')", argv[i]);
             return 2;
         }
     }
@@ -96,8 +96,8 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (run_sel && have_seed) {
-        fprintf(stderr, "ablate train: --seed does not combine with --run (a planned run has its "
-                        "own seed; pick the run of that seed)\n");
+        log_cmd("--seed does not combine with --run (a planned run has its "
+                "own seed; pick the run of that seed)");
         return 2;
     }
     plan_cost_set_memory_limit(max_mem);
@@ -131,7 +131,7 @@ int cmd_train(int argc, char **argv) {
     /* what a sweep hands its worker: the resolved config and the run's seed */
     RunConfig cfg = cost[r].cfg;
     seed = plan.runs[r].seed;
-    if (run_sel) fprintf(stderr, "ablate: run %s (id %s)\n", plan.runs[r].name, plan.runs[r].id);
+    if (run_sel) log_info("run %s (id %s)", plan.runs[r].name, plan.runs[r].id);
     free(cost);
     plan_free(&plan);
     spec_free(&spec);
@@ -140,12 +140,12 @@ int cmd_train(int argc, char **argv) {
     blas_warn_threads("ablate train");
     Dataset data;
     if (dataset_load(&data, &cfg.data, cfg.model.context, err) != 0) {
-        fprintf(stderr, "ablate train: %s\n", err);
+        log_cmd("%s", err);
         return 2;
     }
     Trainer t;
     if (trainer_init(&t, &cfg, (uint64_t)seed, &data, err) != 0) {
-        fprintf(stderr, "ablate train: %s\n", err);
+        log_cmd("%s", err);
         dataset_free(&data);
         return 2;
     }
@@ -159,13 +159,12 @@ int cmd_train(int argc, char **argv) {
     trainer_free(&t);
     dataset_free(&data);
     if (js.write_errno) { /* a full disk, or the reader went away (SIGPIPE ignored) */
-        fprintf(stderr, "ablate train: cannot write the --json output: %s\n",
-                strerror(js.write_errno));
+        log_cmd("cannot write the --json output: %s", strerror(js.write_errno));
         return 1;
     }
     return st == RUN_DONE ? 0 : 1;
 fail:
-    fprintf(stderr, "%s\n", err);
+    log_line("%s", err);
     free(cost);
     plan_free(&plan);
     spec_free(&spec);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/log.h"
 #include "commands.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/schedule/join.h"
@@ -29,34 +30,34 @@ int cmd_view(int argc, char **argv) {
             return 0;
         }
         if (argv[i][0] == '-' || out) {
-            fprintf(stderr, "ablate view: unexpected argument '%s' (see --help)\n", argv[i]);
+            log_cmd("unexpected argument '%s' (see --help)", argv[i]);
             return 2;
         }
         out = argv[i];
     }
     if (!out || !out[0]) {
-        fprintf(stderr, "ablate view: no file given (see --help)\n");
+        log_cmd("no file given (see --help)");
         return 2;
     }
     char journal[ABL_PATH_MAX], err[ABL_ERR_MAX];
     H5ViewStats st;
     if (join_exists(out)) { /* a joined sweep: every process's journal */
         if (join_build_view(out, NULL, UINT64_MAX, &st, err) != 0) {
-            fprintf(stderr, "ablate view: %s\n", err);
+            log_cmd("%s", err);
             return 1;
         }
         return report(out, &st);
     }
     if (journal_path_for(out, journal, sizeof journal) != 0) {
-        fprintf(stderr, "ablate view: %s: path too long\n", out);
+        log_cmd("%s: path too long", out);
         return 2;
     }
     if (access(journal, R_OK) != 0) {
-        fprintf(stderr, "ablate view: %s has no journal %s to build it from\n", out, journal);
+        log_cmd("%s has no journal %s to build it from", out, journal);
         return 1;
     }
     if (h5view_build_stats(journal, out, &st, err) != 0) {
-        fprintf(stderr, "ablate view: %s\n", err);
+        log_cmd("%s", err);
         return 1;
     }
     /* the live view's segments, once no sweep is writing (a running one still uses them) */
@@ -69,9 +70,8 @@ int cmd_view(int argc, char **argv) {
 }
 
 static int report(const char *out, const H5ViewStats *st) {
-    fprintf(stderr,
-            "ablate view: %s: %ld runs (%ld done), %lld step rows, from %llu journal bytes "
-            "in %.2f s\n",
+    log_cmd("%s: %ld runs (%ld done), %lld step rows, from %llu journal bytes "
+            "in %.2f s",
             out, st->runs, st->runs_done, st->steps, (unsigned long long)st->journal_bytes,
             st->seconds);
     return 0;

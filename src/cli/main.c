@@ -5,6 +5,7 @@
 
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
+#include "util/log.h"
 #include "commands.h"
 #include "orchestrator/record/h5table.h"
 #include "util/addr_space.h"
@@ -56,8 +57,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "ablate: unknown command '%s'\n", argv[1]);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            log_set_command(commands[i].name); /* errors say "ablate NAME: ..." */
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    log_info("unknown command '%s'", argv[1]);
     usage(stderr);
     return 2;
 }

@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "token_cache.h"
 
 #include <errno.h>
@@ -67,11 +68,10 @@ long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
     int vocab = bpe_vocab_size(b);
     if (!dir[0] || make_dirs(dir) != 0) {
-        fprintf(stderr,
-                "ablate: warning: no usable token cache directory (%s%s; set %s); "
-                "tokenizing %s without caching it\n",
-                dir[0] ? dir : "no $HOME", dir[0] ? ": cannot create it" : "", TOKEN_CACHE_ENV,
-                data_path);
+        log_warn("no usable token cache directory (%s%s; set %s); "
+                 "tokenizing %s without caching it",
+                 dir[0] ? dir : "no $HOME", dir[0] ? ": cannot create it" : "", TOKEN_CACHE_ENV,
+                 data_path);
         n = bpe_encode(b, text, len, ids);
         goto done;
     }
@@ -90,8 +90,7 @@ long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text
     if (n >= 0) {
         char werr[ABL_ERR_MAX];
         if (token_file_write("token cache", path, *ids, n, werr) != 0)
-            fprintf(stderr, "ablate: warning: %s; %s will be tokenized again next time\n", werr,
-                    data_path);
+            log_warn("%s; %s will be tokenized again next time", werr, data_path);
     }
     if (fd >= 0) close(fd); /* releases the lock */
 done:

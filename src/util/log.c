@@ -40,7 +40,7 @@ static void emit(const char *prefix, const char *fmt, va_list ap) {
     emit(prefix, fmt, ap);                                                                         \
     va_end(ap)
 
-void log_error(const char *fmt, ...) {
+void log_cmd(const char *fmt, ...) {
     char prefix[48];
     snprintf(prefix, sizeof prefix, command[0] ? "ablate %s: " : "ablate: ", command);
     LOG_WITH(prefix);

@@ -1,15 +1,16 @@
 /* What ablate tells the user on stderr. Each call writes one whole line with one write(2),
  * so lines from the view thread, the dispatch loop and a signal's stop never interleave,
  * and a line is never cut by a concurrent writer. The prefixes are the ones users and
- * scripts read: "ablate CMD: " for an error of the command CMD (set once by main),
+ * scripts read: "ablate CMD: " for an error or the result line of the command CMD (set once
+ * by main),
  * "ablate: warning: " for a warning, "ablate: " for news. */
 #ifndef ABLATE_UTIL_LOG_H
 #define ABLATE_UTIL_LOG_H
 
 /* The command errors are attributed to ("run", "view", ...); NULL or "" for plain "ablate". */
 void log_set_command(const char *cmd);
-/* "ablate CMD: <message>\n" */
-void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "ablate CMD: <message>\n": the command's errors and result lines */
+void log_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "ablate: warning: <message>\n" */
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "ablate: <message>\n" */

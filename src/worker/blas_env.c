@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "blas_env.h"
 
 #include <cblas.h>
@@ -53,10 +54,9 @@ void blas_ensure_best_core(char **argv) {
     setenv("ABLATE_BLAS_REEXEC", "1", 1); /* never loop */
     execv("/proc/self/exe", argv);
     /* exec failed: carry on with the slower kernels, but say so once */
-    fprintf(stderr,
-            "ablate: warning: could not re-exec with OPENBLAS_CORETYPE=%s; "
-            "OpenBLAS uses its %s kernels\n",
-            best, blas_core());
+    log_warn("could not re-exec with OPENBLAS_CORETYPE=%s; "
+             "OpenBLAS uses its %s kernels",
+             best, blas_core());
 }
 
 const char *blas_thread_env(void) {
@@ -86,9 +86,8 @@ void blas_set_threads(void) {
 void blas_warn_threads(const char *who) {
     const char *var = blas_thread_env();
     if (!var || requested_threads > 0) return; /* an explicit --blas-threads needs no warning */
-    fprintf(stderr,
-            "%s: warning: %s=%s: OpenBLAS uses %d thread(s) per run instead of ablate's 1; "
-            "results are then bit-identical only to runs with the same thread count (unset it "
-            "to keep the default, or ask with --blas-threads)\n",
-            who, var, getenv(var), openblas_get_num_threads());
+    log_line("%s: warning: %s=%s: OpenBLAS uses %d thread(s) per run instead of ablate's 1; "
+             "results are then bit-identical only to runs with the same thread count (unset it "
+             "to keep the default, or ask with --blas-threads)",
+             who, var, getenv(var), openblas_get_num_threads());
 }

@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "run_exec.h"
 
 #include <errno.h>
@@ -222,8 +223,7 @@ static int save_checkpoint(void *ctx, const Trainer *t) {
     if (run_ckpt_path(a->out_path, a->id, t->step, path, sizeof path) != 0) return -1;
     int e = write_durably("checkpoint", path, write_checkpoint, (void *)t);
     if (e) {
-        fprintf(stderr, "ablate: warning: run %s: could not write checkpoint %s: %s\n", a->id, path,
-                strerror(e));
+        log_warn("run %s: could not write checkpoint %s: %s", a->id, path, strerror(e));
         rc->res->io_errno = e;
         return -1;
     }
@@ -274,7 +274,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         /* rank 0 verified the file before it copied the run's history into this attempt,
          * so this is rare (a file replaced since); the attempt ends without training and
          * rank 0 starts the run again from step 0 */
-        fprintf(stderr, "ablate: warning: %s; run %s will restart from step 0\n", err, a->id);
+        log_warn("%s; run %s will restart from step 0", err, a->id);
         res->ckpt_step = -1;
         end->status = RUN_INTERRUPTED;
         snprintf(end->message, sizeof end->message, "%s", err);

@@ -1,4 +1,5 @@
 /* Rank 0 of `ablate run`: plan, reconcile with the journal, dispatch, journal, rebuild. */
+#include "util/log.h"
 #include "sweep.h"
 
 #include <dirent.h>
@@ -112,8 +113,7 @@ static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
         return -1;
     }
     if (moved && fs_remove_tree(aside) != 0)
-        fprintf(stderr, "ablate: warning: --force could not delete all of %s (%s): remove it\n",
-                aside, strerror(errno));
+        log_warn("--force could not delete all of %s (%s): remove it", aside, strerror(errno));
     return 0;
 }
 
@@ -285,8 +285,7 @@ static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, i
         rc = -2;
     free(batch);
     if (rc == -1) {
-        fprintf(stderr, "ablate: cannot read run %s's history back: %s\n", r->pr->name,
-                journal_reader_error(from));
+        log_info("cannot read run %s's history back: %s", r->pr->name, journal_reader_error(from));
         refs_free(&mine);
         return -1;
     }
@@ -385,8 +384,7 @@ static void rebuild_view(Sweep *s, int force) {
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
     if (!force) return;
     s->view_failed = view_updater_wait(s->vu, err) != 0;
-    if (s->view_failed)
-        fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
+    if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
 }
 
 /* ------------------------------------------------------------------ runs */
@@ -412,7 +410,7 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
         if (run_ckpt_verify(a->ckpt_path, err) == 0) {
             a->resume_step = r->ckpt_step;
         } else {
-            fprintf(stderr, "ablate: %s; run %s restarts from its start\n", err, r->pr->name);
+            log_info("%s; run %s restarts from its start", err, r->pr->name);
             drop_checkpoint(s, r);
             a->ckpt_path[0] = '\0';
         }
@@ -728,13 +726,12 @@ static int handle_damage(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         if (journal_append_damage(s->j, d->offset, d->length, saved) != 0 || journal_sync(s->j))
             goto io;
         const char *what = d->record_type ? journal_type_name(d->record_type) : "unknown";
-        fprintf(stderr,
-                "ablate: journal %s: %llu damaged bytes at offset %llu (%s record%s) skipped; "
-                "later records kept; saved to %s; %s%s\n",
-                s->journal_path, (unsigned long long)d->length, (unsigned long long)d->offset, what,
-                d->record_type ? "" : "s", saved,
-                d->n_runs ? "runs that will re-run: " : "no run needs to re-run",
-                d->n_runs ? runs : "");
+        log_info("journal %s: %llu damaged bytes at offset %llu (%s record%s) skipped; "
+                 "later records kept; saved to %s; %s%s",
+                 s->journal_path, (unsigned long long)d->length, (unsigned long long)d->offset,
+                 what, d->record_type ? "" : "s", saved,
+                 d->n_runs ? "runs that will re-run: " : "no run needs to re-run",
+                 d->n_runs ? runs : "");
     }
     return 0;
 io:
@@ -831,8 +828,8 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         s->j = journal_open_append(s->journal_path, &scan, err); /* locks it first */
         if (!s->j) return -1;
         if (scan.dropped_bytes)
-            fprintf(stderr, "ablate: dropped a torn journal tail of %llu bytes\n",
-                    (unsigned long long)scan.dropped_bytes);
+            log_info("dropped a torn journal tail of %llu bytes",
+                     (unsigned long long)scan.dropped_bytes);
         if (resume_read(s->journal_path, rs, err) != 0) return -1;
         return handle_damage(s, rs, err);
     }
@@ -905,24 +902,23 @@ static int finish(Sweep *s) {
         char err[ABL_ERR_MAX];
         view_updater_request(s->vu, journal_written_size(s->j), 1);
         if (view_updater_wait(s->vu, err) != 0)
-            fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", s->o->out_path, err);
+            log_warn("could not rebuild %s: %s", s->o->out_path, err);
     }
     if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
     s->j = NULL;
     /* a SIGUSR1 that came once every run had ended stops nothing: the sweep is complete */
     if (finished < n || s->stop == STOP_IO) {
-        fprintf(stderr, "ablate: stopped with %d of %d runs finished; continue with %s\n", finished,
-                n, continue_with(s));
+        log_info("stopped with %d of %d runs finished; continue with %s", finished, n,
+                 continue_with(s));
         return SWEEP_EXIT_STOPPED;
     }
     if (s->view_failed) {
-        fprintf(stderr,
-                "ablate: all %d runs finished (%d failed), but %s could not be written; "
-                "`ablate view %s` writes it from the journal\n",
-                n, failed, s->o->out_path, s->o->out_path);
+        log_info("all %d runs finished (%d failed), but %s could not be written; "
+                 "`ablate view %s` writes it from the journal",
+                 n, failed, s->o->out_path, s->o->out_path);
         return SWEEP_EXIT_FAILED;
     }
-    fprintf(stderr, "ablate: all %d runs finished (%d failed) -> %s\n", n, failed, s->o->out_path);
+    log_info("all %d runs finished (%d failed) -> %s", n, failed, s->o->out_path);
     return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
 }
 
@@ -943,24 +939,24 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s.spec, &s.plan, err) != 0 ||
         !(s.cost = plan_cost_compute_ids(&s.plan, &ids, &n_ids, err))) {
-        fprintf(stderr, "%s\n", err);
+        log_line("%s", err);
         goto stop_workers;
     }
     if (out_guard_check(o->out_path, o->spec_path, &s.plan, err) != 0) {
-        fprintf(stderr, "ablate run: %s\n", err);
+        log_cmd("%s", err);
         goto stop_workers;
     }
     /* the data's identity, checked against the sweep's before anything is written */
     if (data_guard_begin(&s.data, ids, n_ids, err) != 0 ||
         (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
-        fprintf(stderr, "ablate run: %s\n", err);
+        log_cmd("%s", err);
         goto stop_workers;
     }
     if (open_journal(&s, &rs, err) != 0 ||
         data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
-        fprintf(stderr, "ablate run: %s\n", err);
+        log_cmd("%s", err);
         goto stop_workers;
     }
     for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
@@ -970,7 +966,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
             refs_free(&s.runs[i].events);
         }
     if (!(s.vu = view_updater_start(s.journal_path, o->out_path, s.sched->ops->shared, err))) {
-        fprintf(stderr, "ablate run: %s\n", err);
+        log_cmd("%s", err);
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
@@ -987,7 +983,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     if (!sr || sched_start(s.sched, sr, s.n) != 0) {
         free(sr);
-        fprintf(stderr, "ablate run: out of memory\n");
+        log_cmd("out of memory");
         rc = SWEEP_EXIT_FAILED;
         goto stop_workers;
     }
@@ -1036,8 +1032,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         const char *kv[] = {"end_time", t, "status", "stopped"};
         if (s.stop != STOP_IO) journal_append_sweep_end(s.j, kv, 2);
         journal_sync(s.j);
-        fprintf(stderr, "ablate: %s: stopped; continue with %s\n", sweep_signal_name(),
-                continue_with(&s));
+        log_info("%s: stopped; continue with %s", sweep_signal_name(), continue_with(&s));
         journal_close(s.j);
         s.j = NULL;
         rc = SWEEP_EXIT_STOPPED;

@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "sweep_progress.h"
 
 #include <math.h>
@@ -38,8 +39,8 @@ static void print_status(Progress *p, const char *last) {
         fprintf(stderr, "\r\033[K[%d/%d done, %d running, %d failed, %d diverged]%s  %s",
                 p->finished, p->total, p->running, p->failed, p->diverged, best, eta);
     else
-        fprintf(stderr, "[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s\n", p->finished,
-                p->total, last ? last : "", p->running, p->failed, p->diverged, best, eta);
+        log_line("[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s", p->finished, p->total,
+                 last ? last : "", p->running, p->failed, p->diverged, best, eta);
     fflush(stderr);
 }
 
@@ -75,7 +76,7 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
     else
         snprintf(last, sizeof last, "%s %s: %s", name,
                  end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);
-    if (p->tty && end->status == RUN_FAILED) fprintf(stderr, "\r\033[K%s\n", last);
+    if (p->tty && end->status == RUN_FAILED) log_line("\r\033[K%s", last);
     print_status(p, last);
 }
 

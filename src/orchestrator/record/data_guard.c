@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "data_guard.h"
 
 #include <errno.h>
@@ -55,10 +56,9 @@ static int compare_one(DataGuard *g, int i, const DataIdentity *was, int accept,
                  "%s; refused (%s, or --accept-data-change to go on with the new data)", msg, how);
         return -1;
     }
-    fprintf(stderr,
-            "ablate: warning: %s; accepted (--accept-data-change): unfinished runs on it restart "
-            "from step 0, and /runs puts runs of each data in their own groups\n",
-            msg);
+    log_warn("%s; accepted (--accept-data-change): unfinished runs on it restart "
+             "from step 0, and /runs puts runs of each data in their own groups",
+             msg);
     g->changed[i] = 1;
     g->was[i] = *was;
     return 0;

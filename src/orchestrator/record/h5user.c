@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "h5user.h"
 
 #include <stdio.h>
@@ -66,10 +67,9 @@ int h5user_carry(const char *old_path, hid_t new_file, char err[ABL_ERR_MAX]) {
     H5Literate(old, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, root_link, &s);
     H5Aiterate2(old, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, root_attr, &s);
     if (s.n)
-        fprintf(stderr,
-                "ablate: warning: %s: %s%s not written by ablate and not kept by its rebuild; "
-                "keep your own data under /%s (docs/hdf5-schema.md)\n",
-                old_path, s.lost.p ? s.lost.p : "", s.n > 8 ? ", ..." : "", USER_GROUP);
+        log_warn("%s: %s%s not written by ablate and not kept by its rebuild; "
+                 "keep your own data under /%s (docs/hdf5-schema.md)",
+                 old_path, s.lost.p ? s.lost.p : "", s.n > 8 ? ", ..." : "", USER_GROUP);
     buf_free(&s.lost);
     H5Fclose(old);
     return rc;

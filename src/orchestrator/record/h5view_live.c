@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/log.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "h5view_internal.h"
@@ -317,10 +318,9 @@ static long check_segments(H5Live *lv) {
         if (!what) continue;
         id->lost = 1;
         lost++;
-        fprintf(stderr,
-                "ablate: warning: live view: segment %s %s since it was written; the rows it "
-                "held are written again (readers of the previous %s get fill rows, run = -1)\n",
-                path, what, lv->out);
+        log_warn("live view: segment %s %s since it was written; the rows it "
+                 "held are written again (readers of the previous %s get fill rows, run = -1)",
+                 path, what, lv->out);
     }
     if (lost)
         for (int t = 0; t < N_TABLES; t++)

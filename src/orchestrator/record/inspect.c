@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "inspect.h"
 
 #include <errno.h>
@@ -472,11 +473,11 @@ int inspect_main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "ablate inspect: unknown option %s\n", argv[i]);
+            log_cmd("unknown option %s", argv[i]);
             usage(stderr);
             return 2;
         } else if (path) {
-            fprintf(stderr, "ablate inspect: one file at a time (got %s and %s)\n", path, argv[i]);
+            log_cmd("one file at a time (got %s and %s)", path, argv[i]);
             usage(stderr);
             return 2;
         } else {
@@ -484,7 +485,7 @@ int inspect_main(int argc, char **argv) {
         }
     }
     if (!path) {
-        fprintf(stderr, "ablate inspect: no file given\n");
+        log_cmd("no file given");
         usage(stderr);
         return 2;
     }
@@ -493,16 +494,15 @@ int inspect_main(int argc, char **argv) {
         int e = errno;
         char journal[4096];
         snprintf(journal, sizeof journal, "%s.d/journal", path);
-        fprintf(stderr, "ablate inspect: cannot open %s: %s\n", path, strerror(e));
+        log_cmd("cannot open %s: %s", path, strerror(e));
         if (e == ENOENT && access(journal, R_OK) == 0)
-            fprintf(stderr,
-                    "ablate inspect: the sweep's journal %s exists; the file is written "
-                    "at the sweep's first view rebuild\n",
+            log_cmd("the sweep's journal %s exists; the file is written "
+                    "at the sweep's first view rebuild",
                     journal);
         return 1;
     }
     if (S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "ablate inspect: %s is a directory, not an HDF5 file\n", path);
+        log_cmd("%s is a directory, not an HDF5 file", path);
         return 1;
     }
     /* Never take (or wait for) file locks: the sweep may be replacing the file. */
@@ -522,49 +522,47 @@ int inspect_main(int argc, char **argv) {
     htri_t is = H5Fis_hdf5(path);
 #endif
     if (is <= 0) {
-        fprintf(stderr, "ablate inspect: %s is not an HDF5 file (or is unreadable)\n", path);
+        log_cmd("%s is not an HDF5 file (or is unreadable)", path);
         goto done;
     }
     file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (file < 0) {
-        fprintf(stderr, "ablate inspect: cannot open %s as HDF5\n", path);
+        log_cmd("cannot open %s as HDF5", path);
         goto done;
     }
     long long version;
     if (read_int_attr(file, "ablate_schema_version", &version) != 0) {
-        fprintf(stderr,
-                "ablate inspect: %s is not an ablate file (no ablate_schema_version "
-                "attribute)\n",
+        log_cmd("%s is not an ablate file (no ablate_schema_version "
+                "attribute)",
                 path);
         goto done;
     }
     if (version > ABLATE_SCHEMA_VERSION) {
-        fprintf(stderr, "ablate inspect: %s has schema version %lld; this ablate reads up to %d\n",
-                path, version, ABLATE_SCHEMA_VERSION);
+        log_cmd("%s has schema version %lld; this ablate reads up to %d", path, version,
+                ABLATE_SCHEMA_VERSION);
         goto done;
     }
     if (version < ABLATE_SCHEMA_VERSION)
-        fprintf(stderr,
-                "ablate inspect: note: %s has schema version %lld (ablate 0.1.0); `ablate run "
-                "SPEC -o %s --resume` with its journal (%s.d) rewrites it as version %d\n",
+        log_cmd("note: %s has schema version %lld (ablate 0.1.0); `ablate run "
+                "SPEC -o %s --resume` with its journal (%s.d) rewrites it as version %d",
                 path, version, path, path, ABLATE_SCHEMA_VERSION);
     if (H5Lexists(file, "runs", H5P_DEFAULT) <= 0 ||
         (dset = H5Dopen2(file, "runs", H5P_DEFAULT)) < 0) {
-        fprintf(stderr, "ablate inspect: %s has no /runs table\n", path);
+        log_cmd("%s has no /runs table", path);
         goto done;
     }
     ftype = H5Dget_type(dset);
     space = H5Dget_space(dset);
     hsize_t nrows = 0;
     if (H5Tget_class(ftype) != H5T_COMPOUND || H5Sget_simple_extent_ndims(space) != 1) {
-        fprintf(stderr, "ablate inspect: %s: /runs is not a table\n", path);
+        log_cmd("%s: /runs is not a table", path);
         goto done;
     }
     H5Sget_simple_extent_dims(space, &nrows, NULL);
     int r = json ? dump_json(dset, ftype, nrows, stdout, err)
                  : print_table(dset, ftype, nrows, file, path, stdout, err);
     if (r != 0) {
-        fprintf(stderr, "ablate inspect: %s: %s\n", path, err);
+        log_cmd("%s: %s", path, err);
         goto done;
     }
     /* a live view's rows that a reader cannot get (a segment gone, another view's, too
@@ -574,7 +572,7 @@ int inspect_main(int argc, char **argv) {
     fflush(stdout);
     view_check(file, path, prefix, stderr);
     if (fflush(stdout) != 0) {
-        fprintf(stderr, "ablate inspect: cannot write output: %s\n", strerror(errno));
+        log_cmd("cannot write output: %s", strerror(errno));
         goto done;
     }
     rc = 0;

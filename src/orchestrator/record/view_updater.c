@@ -1,3 +1,4 @@
+#include "util/log.h"
 #include "view_updater.h"
 
 #include "worker/run_config.h"
@@ -56,8 +57,7 @@ static void *run(void *arg) {
         u->building = 0;
         u->last = st;
         /* one line when views start failing (a full disk), not one per try */
-        if (rc != 0 && !u->failed)
-            fprintf(stderr, "ablate: warning: could not rebuild %s: %s\n", u->out, err);
+        if (rc != 0 && !u->failed) log_warn("could not rebuild %s: %s", u->out, err);
         u->failed = rc != 0; /* the latest build decides: it covers all the earlier ones */
         if (rc != 0)
             snprintf(u->err, sizeof u->err, "%s", err);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/log.h"
 #include "join.h"
 #include "scheduler.h"
 #include "util/clock.h"
@@ -92,7 +93,7 @@ static JoinSource *join_source(Joined *J, const char *name) {
     js->size = -1;
     if ((!js->r && !(js->r = journal_reader_open(path, err))) ||
         resume_read(path, &js->rs, err) != 0) {
-        fprintf(stderr, "ablate: warning: %s\n", err);
+        log_warn("%s", err);
         return NULL;
     }
     js->size = size;
@@ -119,9 +120,9 @@ static void adopt(Joined *J, int i, const char *prev) {
         fail(J, "out of memory");
         return;
     }
-    fprintf(stderr, "ablate: run %s taken over from %s (%s), from %s\n", r->name,
-            prev[0] ? prev : "nobody", rr ? "it stopped or is gone" : "no record of it",
-            from ? "its checkpoint" : "its start");
+    log_info("run %s taken over from %s (%s), from %s", r->name, prev[0] ? prev : "nobody",
+             rr ? "it stopped or is gone" : "no record of it",
+             from ? "its checkpoint" : "its start");
 }
 
 /* The next run to train here: one we hold that waits again (its worker's own SIGUSR1), else
@@ -193,8 +194,7 @@ static void j_cancel(Scheduler *s, int run) {
         r->recheck = clock_seconds() + 1.0;
         return;
     }
-    if (r->held && join_release(J->join, s->runs[run].id, err) < 0)
-        fprintf(stderr, "ablate: warning: %s\n", err);
+    if (r->held && join_release(J->join, s->runs[run].id, err) < 0) log_warn("%s", err);
     r->held = 0;
 }
 
@@ -221,10 +221,9 @@ static void j_tick(Scheduler *s, double now) {
         JoinedRun *r = &J->st[i];
         if (!r->held || r->lost || r->finished || join_holds(J->join, s->runs[i].id)) continue;
         r->lost = 1;
-        fprintf(stderr,
-                "ablate: run %s was taken over by another process (this one did not renew its "
-                "lease of %.0f s); abandoning it here\n",
-                s->runs[i].name, join_lease(J->join));
+        log_info("run %s was taken over by another process (this one did not renew its "
+                 "lease of %.0f s); abandoning it here",
+                 s->runs[i].name, join_lease(J->join));
     }
 }
 
@@ -237,18 +236,16 @@ static void j_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
                        const char *out_path) {
     (void)n_resumed; /* which runs this process continues is known only as it claims them */
     Joined *J = (Joined *)s;
-    fprintf(stderr,
-            "ablate: joined the sweep as %s: %d runs planned (%d finished), trained here "
-            "on %s, others by the processes that join it (lease %.0f s) -> %s\n",
-            join_name(J->join), n_live, n_done, where, join_lease(J->join), out_path);
+    log_info("joined the sweep as %s: %d runs planned (%d finished), trained here "
+             "on %s, others by the processes that join it (lease %.0f s) -> %s",
+             join_name(J->join), n_live, n_done, where, join_lease(J->join), out_path);
 }
 
 static int j_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
     Joined *J = (Joined *)s;
     char err[ABL_ERR_MAX];
-    if (join_forget(J->join, out_path, err) != 0) fprintf(stderr, "ablate: warning: %s\n", err);
-    fprintf(stderr, "ablate: the joined sweep is already complete (%d runs) -> %s\n", n_live,
-            out_path);
+    if (join_forget(J->join, out_path, err) != 0) log_warn("%s", err);
+    log_info("the joined sweep is already complete (%d runs) -> %s", n_live, out_path);
     return 1;
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "util/log.h"
 #include "scheduler.h"
 
 typedef struct {
@@ -71,8 +72,8 @@ static void q_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     char resumed[64] = "";
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
-    fprintf(stderr, "ablate: %d runs planned (%d already finished), %d to run%s on %s -> %s\n",
-            n_live, n_done, q->n_queue, resumed, where, out_path);
+    log_info("%d runs planned (%d already finished), %d to run%s on %s -> %s", n_live, n_done,
+             q->n_queue, resumed, where, out_path);
 }
 
 static void q_close(Scheduler *s) {
