@@ -400,39 +400,40 @@ const char *h5v_table_name(int t) {
 
 static const char *const run_doc = "plan index of the run (row of /runs)";
 
-/* The HDF5 column of a field: numbers as themselves, enums as fixed strings, text as
- * variable-length UTF-8. */
-Col h5v_field_col(const EventField *f) {
+/* The HDF5 column of a field (an event field or a knob): numbers as themselves, enums as fixed
+ * strings, text as variable-length UTF-8. */
+Col h5v_field_col(const FieldDesc *f) {
     Col c = {f->name, C_F64, 0, f->units, f->desc};
     switch (f->type) {
-    case EF_LONG:
+    case FT_LONG:
         c.type = C_I64;
         break;
-    case EF_INT:
+    case FT_INT:
         c.type = C_I32;
         break;
-    case EF_BOOL:
+    case FT_BOOL:
         c.type = C_BOOL;
         break;
-    case EF_ENUM:
+    case FT_ENUM:
         c.type = C_STR;
         c.len = 2;
         for (size_t i = 0; i < f->n; i++)
             if (strlen(f->names[i]) + 1 > c.len) c.len = strlen(f->names[i]) + 1;
         break;
-    case EF_STR:
-    case EF_TEXT:
+    case FT_STR:
+    case FT_TEXT:
         c.type = C_VSTR;
         break;
-    default:
+    case FT_DOUBLE:
+    case FT_HEADS:
         break;
     }
     return c;
 }
 
-/* The count field of an EF_HEADS is its table's row count, not a column. */
+/* The count field of an FT_HEADS is its table's row count, not a column. */
 static int is_heads_count(const EventSchema *s, int k) {
-    return k + 1 < s->n_fields && s->fields[k + 1].type == EF_HEADS;
+    return k + 1 < s->n_fields && s->fields[k + 1].type == FT_HEADS;
 }
 
 static void metric_columns(Metric *m) {
@@ -442,8 +443,8 @@ static void metric_columns(Metric *m) {
     m->ncol = 1;
     m->heads = -1;
     for (int k = 0; k < s->n_fields && m->ncol < METRIC_MAX_COLS; k++) {
-        const EventField *f = &s->fields[k];
-        if (f->type == EF_HEADS) {
+        const FieldDesc *f = &s->fields[k];
+        if (f->type == FT_HEADS) {
             m->heads = k;
             continue;
         }
@@ -457,8 +458,8 @@ static void metric_columns(Metric *m) {
     m->nccol = 1;
     m->nckeys = 0;
     for (int k = 0; k < m->heads && m->nckeys < 6; k++) {
-        const EventField *f = &s->fields[k];
-        if ((f->type != EF_LONG && f->type != EF_INT) || is_heads_count(s, k)) continue;
+        const FieldDesc *f = &s->fields[k];
+        if ((f->type != FT_LONG && f->type != FT_INT) || is_heads_count(s, k)) continue;
         m->ckeys[m->nckeys++] = k;
         m->ccols[m->nccol++] = h5v_field_col(f);
     }
@@ -468,35 +469,33 @@ static void metric_columns(Metric *m) {
 }
 
 int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
-                  const EventField *f) {
-    double x = event_field_number(body, f);
+                  const FieldDesc *f) {
     switch (f->type) {
-    case EF_LONG:
-        set_i64(t, row, c, (int64_t)x);
+    case FT_LONG:
+        set_i64(t, row, c, (int64_t)field_integer(body, f));
         return 0;
-    case EF_INT:
-        set_i32(t, row, c, (int32_t)x);
+    case FT_INT:
+        set_i32(t, row, c, (int32_t)field_integer(body, f));
         return 0;
-    case EF_BOOL:
-        set_bool(t, row, c, x != 0);
+    case FT_BOOL:
+        set_bool(t, row, c, field_integer(body, f) != 0);
         return 0;
-    case EF_ENUM: {
-        int v = (int)x;
-        set_str(t, row, c, v >= 0 && (size_t)v < f->n ? f->names[v] : "?", col->len);
+    case FT_ENUM:
+        set_str(t, row, c, field_enum_name(body, f), col->len);
         return 0;
-    }
-    case EF_STR:
-    case EF_TEXT: {
+    case FT_STR:
+    case FT_TEXT: {
         size_t n;
-        const char *s = event_field_text(body, f, &n);
+        const char *s = field_text(body, f, &n);
         return set_vstr(t, row, c, s, n);
     }
-    case EF_DOUBLE:
-        set_f64(t, row, c, x);
+    case FT_DOUBLE:
+        set_f64(t, row, c, field_number(body, f));
         return 0;
-    default:
+    case FT_HEADS: /* a table of its own (Metric.child) */
         return 0;
     }
+    return 0;
 }
 
 static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
@@ -508,8 +507,8 @@ static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
     for (int c = 1; c < m->ncol; c++)
         if (h5v_put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
     if (m->heads < 0) return 0;
-    const EventField *hf = &s->fields[m->heads];
-    int n = (int)event_field_number(body, hf - 1);
+    const FieldDesc *hf = &s->fields[m->heads];
+    int n = (int)field_number(body, hf - 1);
     const double *v = (const double *)(const void *)((const char *)body + hf->offset);
     for (int h = 0; h < n && h < (int)hf->n; h++) {
         if (!(row = table_row(&m->c, err))) return -1;

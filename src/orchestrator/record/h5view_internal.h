@@ -77,7 +77,7 @@ typedef struct {
 typedef struct {
     EventKind kind;
     const char *name, *desc;
-    const char *child, *child_value, *child_desc; /* the table of an EF_HEADS field */
+    const char *child, *child_value, *child_desc; /* the table of an FT_HEADS field */
     Table t, c;
     Col cols[METRIC_MAX_COLS], ccols[8];
     int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
@@ -108,9 +108,9 @@ JournalReader *h5v_run_reader(const View *v, const RunState *rs);
 /* ST_* of a run, from its state and (has_end) its decoded RUN_END. */
 int h5v_run_status(const RunState *rs, const JournalEnd *end);
 /* The HDF5 column of an event field, and a field's value into a row. */
-Col h5v_field_col(const EventField *f);
+Col h5v_field_col(const FieldDesc *f);
 int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
-                  const EventField *f);
+                  const FieldDesc *f);
 /* The /runs part of the docs' schema tables; md_rows writes column rows. */
 void h5v_runs_markdown(Buf *b, const char *head);
 void h5v_md_rows(Buf *b, const Col *cols, int n);
