@@ -561,13 +561,16 @@ void h5v_metrics_layout(Metric *ms) {
     }
 }
 
-int h5v_metrics_create(Metric *ms, hid_t file, char *err) {
+int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err) {
     h5v_metrics_layout(ms);
     for (int i = 0; i < N_METRICS; i++) {
         Metric *m = &ms[i];
-        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0) return -1;
+        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0 ||
+            schema_table_add(schema, m->name, m->cols, m->ncol, err) != 0)
+            return -1;
         if (m->heads >= 0 &&
-            table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0)
+            (table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0 ||
+             schema_table_add(schema, m->child, m->ccols, m->nccol, err) != 0))
             return -1;
     }
     return 0;
@@ -626,7 +629,7 @@ static int pass2(View *v, hid_t file, char *err) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
-    if (h5v_metrics_create(ms, file, err) != 0) goto done;
+    if (h5v_metrics_create(ms, file, v->schema, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) {
@@ -679,7 +682,7 @@ static int not_an_attr(const char *k) {
 }
 
 /* /data_files from the header's "sha256<TAB>bytes<TAB>path" lines. */
-static int write_data_files(hid_t file, const char *text, char *err) {
+static int write_data_files(View *v, hid_t file, const char *text, char *err) {
     static const Col cols[] = {
         {"path", C_VSTR, 0, NULL, "data.path as the spec resolved it"},
         {"bytes", C_I64, 0, "bytes", "file size (-1 if unreadable)"},
@@ -692,6 +695,7 @@ static int write_data_files(hid_t file, const char *text, char *err) {
                           "The data files of the sweep (one row per distinct data.path), as "
                           "hashed when the (latest) session started.",
                           err);
+    if (rc == 0) rc = schema_table_add(v->schema, "data_files", cols, 3, err);
     for (const char *p = text; rc == 0 && p && *p;) {
         const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
         const char *t1 = memchr(p, '\t', (size_t)(end - p));
@@ -782,7 +786,7 @@ int h5v_write_root(View *v, hid_t file, char *err) {
                                            "tokens).") != 0)
         goto fail;
     const char *df = kv_get(&v->header, "data_files");
-    if (df && write_data_files(file, df, err) != 0) return -1;
+    if (df && write_data_files(v, file, df, err) != 0) return -1;
     return 0;
 fail:
     h5err(err, "cannot write the root attributes");
@@ -961,6 +965,8 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
 
     int rc = -1;
     hid_t file = -1;
+    Table schema;
+    table_init(&schema);
     for (int k = 0; k < n; k++)
         if (!(v.rd[k] = journal_reader_open(journals[k], err)) ||
             pass1_journal(&v, k, k == limited ? limit : UINT64_MAX, journals[k], err) != 0)
@@ -972,12 +978,16 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
         h5err(err, "cannot create %s", tmp);
         goto done;
     }
+    if (schema_table_create(&schema, file, err) != 0) goto done;
+    v.schema = &schema;
     if (h5v_write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     rc = 0;
-done:
+done:;
+    char e2[ABL_ERR_MAX];
+    if (table_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     rc = h5_finish_file(file, tmp, out_path, rc == 0, err);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
@@ -995,27 +1005,6 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 }
 
 /* ---------------- the docs' schema tables ---------------- */
-
-static const char *col_type_name(const Col *c, char *buf, size_t n) {
-    switch (c->type) {
-    case C_I32:
-        return "int32";
-    case C_I64:
-        return "int64";
-    case C_U64:
-        return "uint64";
-    case C_F64:
-        return "float64";
-    case C_BOOL:
-        return "bool";
-    case C_STR:
-        snprintf(buf, n, "S%zu", c->len);
-        return buf;
-    case C_VSTR:
-        return "str (UTF-8)";
-    }
-    return "?";
-}
 
 void h5v_md_rows(Buf *b, const Col *cols, int n) {
     char t[32];
@@ -1041,4 +1030,9 @@ void h5view_schema_markdown(Buf *b) {
     h5v_runs_markdown(b, head);
     buf_addc(b, '\n');
     h5v_live_markdown(b, head);
+    buf_printf(b,
+               "\n#### `/schema`\nIn every view file: one row per column of every table the "
+               "file holds (itself included), in the order the tables were written.\n\n%s",
+               head);
+    h5v_md_rows(b, schema_cols, schema_ncol);
 }

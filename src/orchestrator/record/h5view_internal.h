@@ -70,6 +70,7 @@ typedef struct {
                                into a scratch list */
     DataIdentity *data;     /* the sweep's data: the first DATA record of each source */
     int n_data;
+    Table *schema; /* the /schema of the view file being written (NULL: none) */
 } View;
 
 #define METRIC_MAX_COLS 24
@@ -91,8 +92,8 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err);
 void h5v_mark_stale(View *v);
 /* The metric tables' definitions and columns (no file touched). */
 void h5v_metrics_layout(Metric *ms);
-/* Creates the metric tables in file. */
-int h5v_metrics_create(Metric *ms, hid_t file, char *err);
+/* Creates the metric tables in file, listing them in schema (NULL: a segment, no schema). */
+int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err);
 /* Streams EVENTS records [from, n_ev) of run i into the tables (and its pass-2 state). */
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);

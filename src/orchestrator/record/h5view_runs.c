@@ -285,7 +285,8 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
                      "config knobs named by the knob, the start and end events' fields. "
                      "Unknown numbers are NaN (floats) or -1 (integers).",
                      err) != 0 ||
-        runs_axes_attr(v, &L, runs.dset) != 0)
+        runs_axes_attr(v, &L, runs.dset) != 0 ||
+        schema_table_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
         goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
