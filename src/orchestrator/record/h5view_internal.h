@@ -108,7 +108,7 @@ int h5v_parse_name(const char *name, NameFn fn, void *ctx);
 JournalReader *h5v_run_reader(const View *v, const RunState *rs);
 /* ST_* of a run, from its state and (has_end) its decoded RUN_END. */
 int h5v_run_status(const RunState *rs, const JournalEnd *end);
-/* The HDF5 column of an event field, and a field's value into a row. */
+/* The HDF5 column of a field (an event field or a knob), and its value into a row. */
 Col h5v_field_col(const FieldDesc *f);
 int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
                   const FieldDesc *f);
