@@ -75,9 +75,9 @@ static int is_model_knob(const Knob *k) {
 static void write_value(FILE *f, const RunConfig *rc, const Knob *k) {
     char v[64];
     knob_format(rc, k, v, sizeof v);
-    if (k->type == KNOB_ENUM || k->type == KNOB_STRING)
+    if (k->type == FT_ENUM || k->type == FT_STR)
         fprintf(f, "\"%s\"", v);
-    else if (k->type == KNOB_BOOL)
+    else if (k->type == FT_BOOL)
         fprintf(f, "%d", strcmp(v, "true") == 0);
     else
         fprintf(f, "%s", v);
@@ -87,7 +87,9 @@ static void write_value(FILE *f, const RunConfig *rc, const Knob *k) {
  * check_reference.py's coverage list (so a new knob or value fails it until a configuration
  * covers it). */
 static int write_knobs(void) {
-    static const char *const types[] = {"int", "long", "double", "bool", "enum", "string"};
+    static const char *const types[] = {
+        [FT_INT] = "int",   [FT_LONG] = "long", [FT_DOUBLE] = "double",
+        [FT_BOOL] = "bool", [FT_ENUM] = "enum", [FT_STR] = "string"};
     RunConfig rc;
     run_config_default(&rc);
     printf("[\n");
@@ -98,10 +100,10 @@ static int write_knobs(void) {
         printf("%s  {\"name\": \"%s\", \"type\": \"%s\", \"default\": ", first ? "" : ",\n",
                k->name + 6, types[k->type]);
         write_value(stdout, &rc, k);
-        if (k->type == KNOB_ENUM) {
+        if (k->type == FT_ENUM) {
             printf(", \"choices\": [");
-            for (int j = 0; j < k->n_choices; j++)
-                printf("%s\"%s\"", j ? ", " : "", k->choices[j]);
+            for (int j = 0; j < (int)k->n; j++)
+                printf("%s\"%s\"", j ? ", " : "", k->names[j]);
             printf("]");
         }
         printf("}");

@@ -23,6 +23,37 @@ def f_loss(run, step, attempt):
     return 5.0 - step / 1000.0 + run / 8.0 + (attempt - 1) * 100.0
 
 
+TYPE_NAMES = {"i4": "int32", "i8": "int64", "u8": "uint64", "f8": "float64", "b1": "bool"}
+
+
+def type_name(dt):
+    """The /schema type name of a column's numpy dtype."""
+    if dt.kind == "O":
+        return "str (UTF-8)"
+    if dt.kind == "S":
+        return "S%d" % dt.itemsize
+    return TYPE_NAMES[dt.str[1:]]
+
+
+def check_schema(f, check, what):
+    """/schema lists exactly the columns of every table in the file, in order, with the type
+    the table has and the units and description of its attributes."""
+    check("schema" in f, "%s: /schema exists" % what)
+    if "schema" not in f:
+        return
+    rows = [tuple(v.decode() for v in r) for r in f["schema"][:]]
+    listed = {}
+    for table, column, typ, units, desc in rows:
+        listed.setdefault(table, []).append((column, typ, units, desc))
+    tables = [n for n in f if isinstance(f[n], h5py.Dataset) and f[n].dtype.names]
+    check(sorted(listed) == sorted(tables), "%s: /schema tables %s != %s" % (what, sorted(listed), sorted(tables)))
+    for n in tables:
+        d = f[n]
+        want = [(c, type_name(d.dtype[c]), d.attrs.get("units." + c, ""), d.attrs.get("doc." + c, ""))
+                for c in d.dtype.names]
+        check(listed.get(n) == want, "%s: /schema rows of /%s: %r != %r" % (what, n, listed.get(n), want))
+
+
 def main():
     exe = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="ablate-h5view-py-")
@@ -94,6 +125,14 @@ def main():
             check(f["runs"].attrs["units.train.lr"] == "1", "units on knob columns")
             check(f["runs"].attrs["units.model.context"] == "tokens", "units on knob columns")
             check(math.isnan(runs["flops_per_token"][3]), "NaN flops for the pending run")
+            check_schema(f, check, "full view")
+        live = os.path.join(tmp, "live")
+        os.mkdir(live)
+        subprocess.run([exe, "--live-fixture", live, "3"], check=True)
+        with h5py.File(os.path.join(live, "out.h5"), "r") as lf:
+            check(lf.attrs["view"] == "live", "live fixture is a live view")
+            check("view_blocks" in lf, "live view has /view_blocks")
+            check_schema(lf, check, "live view")
         if shutil.which("h5dump"):
             r = subprocess.run(["h5dump", "-H", path], capture_output=True)
             check(r.returncode == 0, "h5dump -H")

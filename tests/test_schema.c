@@ -139,13 +139,11 @@ TEST(utf8) {
 TEST(stable_ids) {
     Knob *t = malloc(sizeof *t * (size_t)(knob_count + 1));
     memcpy(t, knob_table, sizeof *t * (size_t)knob_count);
-    t[knob_count] = (Knob){"train.new_knob",
-                           KNOB_DOUBLE,
-                           offsetof(RunConfig, sample.temperature),
-                           NULL,
-                           0,
-                           0,
-                           "a knob a later release adds"};
+    t[knob_count] = (Knob){.name = "train.new_knob",
+                           .type = FT_DOUBLE,
+                           .offset = offsetof(RunConfig, sample.temperature),
+                           .units = "1",
+                           .desc = "a knob a later release adds"};
     RunConfig c;
     run_config_default(&c);
     c.train.lr = 0.005;

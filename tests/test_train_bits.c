@@ -128,11 +128,11 @@ static int generate_configs(void) {
     for (int k = 0; k < knob_count; k++) {
         const Knob *kn = &knob_table[k];
         if (strncmp(kn->name, "model.", 6) != 0) continue;
-        int values = kn->type == KNOB_ENUM ? kn->n_choices : kn->type == KNOB_BOOL ? 2 : 0;
+        int values = kn->type == FT_ENUM ? (int)kn->n : kn->type == FT_BOOL ? 2 : 0;
         for (int v = 0; v < values && n < MAX_GENERATED; v++) {
             if (*(const int *)((const char *)&base + kn->offset) == v) continue;
             snprintf(gen_text[n], sizeof gen_text[n], "%s=%s", kn->name,
-                     kn->type == KNOB_ENUM ? kn->choices[v] : (v ? "true" : "false"));
+                     kn->type == FT_ENUM ? kn->names[v] : (v ? "true" : "false"));
             generated[n] = (Config){gen_text[n] + 6, 0, {gen_text[n], NULL}};
             n++;
         }

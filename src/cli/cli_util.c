@@ -68,13 +68,13 @@ void cli_print_knobs(FILE *f) {
     for (int i = 0; i < knob_count; i++) {
         const Knob *k = &knob_table[i];
         knob_format(&def, k, val, sizeof val);
-        if (k->type == KNOB_STRING && !val[0]) snprintf(val, sizeof val, "\"\"");
-        if (k->type == KNOB_STRING && val[0] == '\n') snprintf(val, sizeof val, "\"\\n\"");
-        fprintf(f, "  %-22s %-10s %s", k->name, val, k->help);
-        if (k->type == KNOB_ENUM) {
+        if (k->type == FT_STR && !val[0]) snprintf(val, sizeof val, "\"\"");
+        if (k->type == FT_STR && val[0] == '\n') snprintf(val, sizeof val, "\"\\n\"");
+        fprintf(f, "  %-22s %-10s %s", k->name, val, k->desc);
+        if (k->type == FT_ENUM) {
             fprintf(f, " (");
-            for (int j = 0; j < k->n_choices; j++)
-                fprintf(f, "%s%s", j ? "|" : "", k->choices[j]);
+            for (int j = 0; j < (int)k->n; j++)
+                fprintf(f, "%s%s", j ? "|" : "", k->names[j]);
             fprintf(f, ")");
         }
         fputc('\n', f);

@@ -8,16 +8,14 @@
  * the END of its kind's list (the journal keeps older events readable: the codec marks
  * events that carry fields beyond the version-1 prefix, see event_codec.h).
  *
- * X(S, name, type, n, names, units, description)
- *   type: EF_LONG (long), EF_INT (int), EF_DOUBLE, EF_BOOL (int 0/1), EF_ENUM (int index
- *   into names), EF_STR (char[n], NUL-terminated), EF_TEXT (char[n] bytes plus an int
- *   name_len: may hold NUL and bytes that are not UTF-8), EF_HEADS (double[n], one per
- *   attention head; its count is the EF_INT field just before it). */
+ * X(S, name, type, n, names, units, description): type is a FieldType (field.h), each row
+ * becomes one FieldDesc, the descriptor knobs use too. */
 #ifndef ABLATE_WORKER_EVENTS_H
 #define ABLATE_WORKER_EVENTS_H
 
 #include <stddef.h>
 
+#include "field.h"
 #include "run_config.h"
 
 #define ABL_MAX_HEADS  MODEL_MAX_HEADS
@@ -32,16 +30,6 @@ typedef enum { INSTAB_NONE, INSTAB_NONFINITE, INSTAB_ABOVE_UNIFORM, INSTAB_COUNT
 /* What repeats in a sample (sample_metrics.h): nothing, one token (the degenerate rule) or
  * a unit of tokens looping to the end. */
 typedef enum { REP_NONE, REP_TOKEN_RUN, REP_NGRAM_LOOP, REP_COUNT } Repetition;
-typedef enum {
-    EF_LONG,
-    EF_INT,
-    EF_DOUBLE,
-    EF_BOOL,
-    EF_ENUM,
-    EF_STR,
-    EF_TEXT,
-    EF_HEADS
-} EventFieldType;
 
 extern const char *const event_kind_names[EV_KIND_COUNT];
 extern const char *const run_status_names[RUN_STATUS_COUNT];
@@ -53,116 +41,116 @@ extern const char *const repetition_names[REP_COUNT];
 
 /* clang-format off */
 #define EVENT_START_FIELDS(X, S) \
-    X(S, params, EF_LONG, 0, NULL, "parameters", "trainable parameters") \
-    X(S, flops_per_token, EF_DOUBLE, 0, NULL, "FLOP/token", "training FLOPs per token (docs/metrics.md)") \
-    X(S, kv_bytes_per_token, EF_DOUBLE, 0, NULL, "bytes/token", "KV-cache bytes per generated token") \
-    X(S, blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type the run used") \
-    X(S, blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads the run used") \
-    X(S, start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when the run started (ISO 8601)") \
-    X(S, data_sha256, EF_STR, 65, NULL, NULL, "SHA-256 of the data file's bytes the run trained on (as its worker read them)") \
-    X(S, data_bytes, EF_LONG, 0, NULL, "bytes", "size of that data file") \
-    X(S, data_vocab, EF_STR, 65, NULL, NULL, "SHA-256 of the tokenizer's vocabulary (char: the data's distinct bytes)") \
-    X(S, data_vocab_size, EF_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)")
+    X(S, params, FT_LONG, 0, NULL, "parameters", "trainable parameters") \
+    X(S, flops_per_token, FT_DOUBLE, 0, NULL, "FLOP/token", "training FLOPs per token (docs/metrics.md)") \
+    X(S, kv_bytes_per_token, FT_DOUBLE, 0, NULL, "bytes/token", "KV-cache bytes per generated token") \
+    X(S, blas_core, FT_STR, 32, NULL, NULL, "OpenBLAS core type the run used") \
+    X(S, blas_threads, FT_INT, 0, NULL, "threads", "BLAS threads the run used") \
+    X(S, start_utc, FT_STR, EV_UTC_MAX, NULL, "UTC", "when the run started (ISO 8601)") \
+    X(S, data_sha256, FT_STR, 65, NULL, NULL, "SHA-256 of the data file's bytes the run trained on (as its worker read them)") \
+    X(S, data_bytes, FT_LONG, 0, NULL, "bytes", "size of that data file") \
+    X(S, data_vocab, FT_STR, 65, NULL, NULL, "SHA-256 of the tokenizer's vocabulary (char: the data's distinct bytes)") \
+    X(S, data_vocab_size, FT_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)")
 #define EVENT_START_V1 4
 
 #define EVENT_STEP_FIELDS(X, S) \
-    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken (1-based: 1 after the first update)") \
-    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed so far") \
-    X(S, loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of this step's batch") \
-    X(S, lr, EF_DOUBLE, 0, NULL, "1", "learning rate of this step") \
-    X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "global gradient norm before clipping") \
-    X(S, time, EF_DOUBLE, 0, NULL, "s", "training seconds so far")
+    X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken (1-based: 1 after the first update)") \
+    X(S, tokens, FT_LONG, 0, NULL, "tokens", "training tokens consumed so far") \
+    X(S, loss, FT_DOUBLE, 0, NULL, "nats/token", "training loss of this step's batch") \
+    X(S, lr, FT_DOUBLE, 0, NULL, "1", "learning rate of this step") \
+    X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "global gradient norm before clipping") \
+    X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds so far")
 #define EVENT_STEP_V1 6
 
 #define EVENT_EVAL_FIELDS(X, S) \
-    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken when evaluated (1-based)") \
-    X(S, val_loss, EF_DOUBLE, 0, NULL, "nats/token", "validation loss") \
-    X(S, val_acc, EF_DOUBLE, 0, NULL, "fraction", "validation next-token accuracy") \
-    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed at that step") \
-    X(S, time, EF_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)")
+    X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken when evaluated (1-based)") \
+    X(S, val_loss, FT_DOUBLE, 0, NULL, "nats/token", "validation loss") \
+    X(S, val_acc, FT_DOUBLE, 0, NULL, "fraction", "validation next-token accuracy") \
+    X(S, tokens, FT_LONG, 0, NULL, "tokens", "training tokens consumed at that step") \
+    X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)")
 #define EVENT_EVAL_V1 3
 
 #define EVENT_ACT_FIELDS(X, S) \
-    X(S, step, EF_LONG, 0, NULL, "steps", "optimizer steps taken (1-based)") \
-    X(S, layer, EF_INT, 0, NULL, "layer", "block index (0-based)") \
-    X(S, zero_frac, EF_DOUBLE, 0, NULL, "fraction", "MLP hidden activation after the nonlinearity (GLU: the gated product): share of exact zeros") \
-    X(S, max, EF_DOUBLE, 0, NULL, "1", "maximum of that activation") \
-    X(S, min, EF_DOUBLE, 0, NULL, "1", "minimum of that activation") \
-    X(S, mean, EF_DOUBLE, 0, NULL, "1", "mean of that activation") \
-    X(S, rms, EF_DOUBLE, 0, NULL, "1", "root mean square of that activation") \
-    X(S, resid_rms, EF_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
-    X(S, grad_norm, EF_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
-    X(S, n_head, EF_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
-    X(S, attn_entropy, EF_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions") \
-    X(S, near_zero_frac, EF_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)")
+    X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken (1-based)") \
+    X(S, layer, FT_INT, 0, NULL, "layer", "block index (0-based)") \
+    X(S, zero_frac, FT_DOUBLE, 0, NULL, "fraction", "MLP hidden activation after the nonlinearity (GLU: the gated product): share of exact zeros") \
+    X(S, max, FT_DOUBLE, 0, NULL, "1", "maximum of that activation") \
+    X(S, min, FT_DOUBLE, 0, NULL, "1", "minimum of that activation") \
+    X(S, mean, FT_DOUBLE, 0, NULL, "1", "mean of that activation") \
+    X(S, rms, FT_DOUBLE, 0, NULL, "1", "root mean square of that activation") \
+    X(S, resid_rms, FT_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
+    X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
+    X(S, n_head, FT_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
+    X(S, attn_entropy, FT_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions") \
+    X(S, near_zero_frac, FT_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)")
 #define EVENT_ACT_V1 11
 
 #define EVENT_SAMPLE_FIELDS(X, S) \
-    X(S, kind, EF_ENUM, SAMPLE_KIND_COUNT, sample_kind_names, NULL, "greedy or temperature") \
-    X(S, temperature, EF_DOUBLE, 0, NULL, "1", "sampling temperature (0 = greedy)") \
-    X(S, n_tokens, EF_INT, 0, NULL, "tokens", "tokens generated") \
-    X(S, text, EF_TEXT, ABL_SAMPLE_MAX, NULL, NULL, "the decoded sample (prompt excluded)") \
-    X(S, tokens_per_s, EF_DOUBLE, 0, NULL, "tokens/s", "generation speed with the KV cache") \
-    X(S, distinct_ratio, EF_DOUBLE, 0, NULL, "fraction", "distinct tokens / tokens") \
-    X(S, longest_run, EF_INT, 0, NULL, "tokens", "longest run of one repeated token") \
-    X(S, top_token_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the most frequent token") \
-    X(S, degenerate, EF_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)") \
-    X(S, ids, EF_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)") \
-    X(S, repetition, EF_ENUM, REP_COUNT, repetition_names, NULL, "none, token_run (degenerate) or ngram_loop: what repeats (docs/metrics.md)") \
-    X(S, loop_period, EF_INT, 0, NULL, "tokens", "tokens in the unit the sample ends looping on (0: no loop)") \
-    X(S, loop_frac, EF_DOUBLE, 0, NULL, "fraction", "share of the sample that final loop covers (0: no loop)")
+    X(S, kind, FT_ENUM, SAMPLE_KIND_COUNT, sample_kind_names, NULL, "greedy or temperature") \
+    X(S, temperature, FT_DOUBLE, 0, NULL, "1", "sampling temperature (0 = greedy)") \
+    X(S, n_tokens, FT_INT, 0, NULL, "tokens", "tokens generated") \
+    X(S, text, FT_TEXT, ABL_SAMPLE_MAX, NULL, NULL, "the decoded sample (prompt excluded)") \
+    X(S, tokens_per_s, FT_DOUBLE, 0, NULL, "tokens/s", "generation speed with the KV cache") \
+    X(S, distinct_ratio, FT_DOUBLE, 0, NULL, "fraction", "distinct tokens / tokens") \
+    X(S, longest_run, FT_INT, 0, NULL, "tokens", "longest run of one repeated token") \
+    X(S, top_token_frac, FT_DOUBLE, 0, NULL, "fraction", "share of the most frequent token") \
+    X(S, degenerate, FT_BOOL, 0, NULL, NULL, "judged degenerate (docs/metrics.md)") \
+    X(S, ids, FT_TEXT, ABL_SAMPLE_IDS, NULL, NULL, "the generated token ids, space-separated (as many as fit; text is them decoded)") \
+    X(S, repetition, FT_ENUM, REP_COUNT, repetition_names, NULL, "none, token_run (degenerate) or ngram_loop: what repeats (docs/metrics.md)") \
+    X(S, loop_period, FT_INT, 0, NULL, "tokens", "tokens in the unit the sample ends looping on (0: no loop)") \
+    X(S, loop_frac, FT_DOUBLE, 0, NULL, "fraction", "share of the sample that final loop covers (0: no loop)")
 #define EVENT_SAMPLE_V1 9
 
 #define EVENT_END_FIELDS(X, S) \
-    X(S, status, EF_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed or interrupted") \
-    X(S, steps, EF_LONG, 0, NULL, "steps", "optimizer steps taken") \
-    X(S, tokens, EF_LONG, 0, NULL, "tokens", "training tokens consumed") \
-    X(S, train_seconds, EF_DOUBLE, 0, NULL, "s", "training time (evaluation and sampling excluded)") \
-    X(S, tokens_per_s, EF_DOUBLE, 0, NULL, "tokens/s", "training throughput") \
-    X(S, final_val_loss, EF_DOUBLE, 0, NULL, "nats/token", "validation loss at the end") \
-    X(S, final_val_acc, EF_DOUBLE, 0, NULL, "fraction", "validation accuracy at the end") \
-    X(S, message, EF_STR, 256, NULL, NULL, "why a run failed or diverged") \
-    X(S, attempt_start_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt started (ISO 8601)") \
-    X(S, end_utc, EF_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt ended (ISO 8601)") \
-    X(S, peak_rss, EF_LONG, 0, NULL, "bytes", "peak resident memory of the process during the attempt (-1 unknown)") \
-    X(S, slurm_job_id, EF_STR, 32, NULL, NULL, "SLURM_JOB_ID of the attempt (empty outside SLURM)") \
-    X(S, slurm_array_task_id, EF_STR, 16, NULL, NULL, "SLURM_ARRAY_TASK_ID") \
-    X(S, slurm_restart_count, EF_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
-    X(S, slurm_partition, EF_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
-    X(S, slurm_nodelist, EF_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
-    X(S, instability, EF_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite or above_uniform: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
-    X(S, unstable_step, EF_LONG, 0, NULL, "steps", "step at which it fired (0: never)") \
-    X(S, unstable_loss, EF_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)") \
-    X(S, attempt_blas_core, EF_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
-    X(S, attempt_blas_threads, EF_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)")
+    X(S, status, FT_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed or interrupted") \
+    X(S, steps, FT_LONG, 0, NULL, "steps", "optimizer steps taken") \
+    X(S, tokens, FT_LONG, 0, NULL, "tokens", "training tokens consumed") \
+    X(S, train_seconds, FT_DOUBLE, 0, NULL, "s", "training time (evaluation and sampling excluded)") \
+    X(S, tokens_per_s, FT_DOUBLE, 0, NULL, "tokens/s", "training throughput") \
+    X(S, final_val_loss, FT_DOUBLE, 0, NULL, "nats/token", "validation loss at the end") \
+    X(S, final_val_acc, FT_DOUBLE, 0, NULL, "fraction", "validation accuracy at the end") \
+    X(S, message, FT_STR, 256, NULL, NULL, "why a run failed or diverged") \
+    X(S, attempt_start_utc, FT_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt started (ISO 8601)") \
+    X(S, end_utc, FT_STR, EV_UTC_MAX, NULL, "UTC", "when this attempt ended (ISO 8601)") \
+    X(S, peak_rss, FT_LONG, 0, NULL, "bytes", "peak resident memory of the process during the attempt (-1 unknown)") \
+    X(S, slurm_job_id, FT_STR, 32, NULL, NULL, "SLURM_JOB_ID of the attempt (empty outside SLURM)") \
+    X(S, slurm_array_task_id, FT_STR, 16, NULL, NULL, "SLURM_ARRAY_TASK_ID") \
+    X(S, slurm_restart_count, FT_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
+    X(S, slurm_partition, FT_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
+    X(S, slurm_nodelist, FT_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
+    X(S, instability, FT_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite or above_uniform: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
+    X(S, unstable_step, FT_LONG, 0, NULL, "steps", "step at which it fired (0: never)") \
+    X(S, unstable_loss, FT_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)") \
+    X(S, attempt_blas_core, FT_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
+    X(S, attempt_blas_threads, FT_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)")
 #define EVENT_END_V1 8
 /* clang-format on */
 
 /* Struct members from the lists. */
-#define EF_CTYPE_EF_LONG   long
-#define EF_CTYPE_EF_INT    int
-#define EF_CTYPE_EF_DOUBLE double
-#define EF_CTYPE_EF_BOOL   int
-#define EF_CTYPE_EF_ENUM   int
-#define EF_CTYPE_EF_STR    char
-#define EF_CTYPE_EF_TEXT   char
-#define EF_CTYPE_EF_HEADS  double
-#define EF_DIM_EF_LONG(n)
-#define EF_DIM_EF_INT(n)
-#define EF_DIM_EF_DOUBLE(n)
-#define EF_DIM_EF_BOOL(n)
-#define EF_DIM_EF_ENUM(n)
-#define EF_DIM_EF_STR(n)   [n]
-#define EF_DIM_EF_TEXT(n)  [n]
-#define EF_DIM_EF_HEADS(n) [n]
-#define EF_EXTRA_EF_LONG(name)
-#define EF_EXTRA_EF_INT(name)
-#define EF_EXTRA_EF_DOUBLE(name)
-#define EF_EXTRA_EF_BOOL(name)
-#define EF_EXTRA_EF_ENUM(name)
-#define EF_EXTRA_EF_STR(name)
-#define EF_EXTRA_EF_TEXT(name) int name##_len; /* bytes of text used */
-#define EF_EXTRA_EF_HEADS(name)
+#define EF_CTYPE_FT_LONG   long
+#define EF_CTYPE_FT_INT    int
+#define EF_CTYPE_FT_DOUBLE double
+#define EF_CTYPE_FT_BOOL   int
+#define EF_CTYPE_FT_ENUM   int
+#define EF_CTYPE_FT_STR    char
+#define EF_CTYPE_FT_TEXT   char
+#define EF_CTYPE_FT_HEADS  double
+#define EF_DIM_FT_LONG(n)
+#define EF_DIM_FT_INT(n)
+#define EF_DIM_FT_DOUBLE(n)
+#define EF_DIM_FT_BOOL(n)
+#define EF_DIM_FT_ENUM(n)
+#define EF_DIM_FT_STR(n)   [n]
+#define EF_DIM_FT_TEXT(n)  [n]
+#define EF_DIM_FT_HEADS(n) [n]
+#define EF_EXTRA_FT_LONG(name)
+#define EF_EXTRA_FT_INT(name)
+#define EF_EXTRA_FT_DOUBLE(name)
+#define EF_EXTRA_FT_BOOL(name)
+#define EF_EXTRA_FT_ENUM(name)
+#define EF_EXTRA_FT_STR(name)
+#define EF_EXTRA_FT_TEXT(name) int name##_len; /* bytes of text used */
+#define EF_EXTRA_FT_HEADS(name)
 #define EF_MEMBER(S, name, type, n, names, units, desc)                                            \
     EF_CTYPE_##type name EF_DIM_##type(n);                                                         \
     EF_EXTRA_##type(name)

@@ -10,74 +10,77 @@
 #include <string.h>
 
 #define OFF(field) offsetof(RunConfig, field)
-#define NUM(name, type, field, help)                                                               \
-    { name, type, OFF(field), NULL, 0, 0, help }
+/* One row per knob: its name, type, field, units (NULL: none) and help. */
+#define NUM(name, type, field, units, help)                                                        \
+    { name, type, OFF(field), 0, 0, NULL, units, help }
 #define ENUM(name, field, names, count, help)                                                      \
-    { name, KNOB_ENUM, OFF(field), names, count, 0, help }
+    { name, FT_ENUM, OFF(field), count, 0, names, NULL, help }
 #define STR(name, field, help)                                                                     \
-    { name, KNOB_STRING, OFF(field), NULL, 0, sizeof(((RunConfig *)0)->field), help }
+    { name, FT_STR, OFF(field), sizeof(((RunConfig *)0)->field), 0, NULL, NULL, help }
 
 const Knob knob_table[] = {
-    NUM("model.vocab_size", KNOB_INT, model.vocab_size,
+    NUM("model.vocab_size", FT_INT, model.vocab_size, "tokens",
         "vocabulary size (set from the data unless given)"),
-    NUM("model.context", KNOB_INT, model.context, "context length T"),
-    NUM("model.d_model", KNOB_INT, model.d_model, "residual width C"),
-    NUM("model.n_layer", KNOB_INT, model.n_layer, "number of blocks"),
-    NUM("model.n_head", KNOB_INT, model.n_head, "query heads"),
-    NUM("model.n_kv_head", KNOB_INT, model.n_kv_head,
+    NUM("model.context", FT_INT, model.context, "tokens", "context length T"),
+    NUM("model.d_model", FT_INT, model.d_model, "features", "residual width C"),
+    NUM("model.n_layer", FT_INT, model.n_layer, NULL, "number of blocks"),
+    NUM("model.n_head", FT_INT, model.n_head, NULL, "query heads"),
+    NUM("model.n_kv_head", FT_INT, model.n_kv_head, NULL,
         "key/value heads (0 = n_head; 1 = multi-query)"),
-    NUM("model.mlp_ratio", KNOB_DOUBLE, model.mlp_ratio, "MLP hidden width / d_model"),
+    NUM("model.mlp_ratio", FT_DOUBLE, model.mlp_ratio, "1", "MLP hidden width / d_model"),
     ENUM("model.activation", model.activation, activation_names, ACT_COUNT, "MLP nonlinearity"),
     ENUM("model.norm", model.norm, norm_names, NORM_COUNT, "norm placement"),
     ENUM("model.norm_type", model.norm_type, norm_type_names, NORMTYPE_COUNT, "norm kind"),
-    NUM("model.norm_affine", KNOB_BOOL, model.norm_affine,
+    NUM("model.norm_affine", FT_BOOL, model.norm_affine, NULL,
         "learnable norm gain (and layernorm shift)"),
-    NUM("model.norm_eps", KNOB_DOUBLE, model.norm_eps, "epsilon inside every norm"),
-    NUM("model.input_norm", KNOB_BOOL, model.input_norm, "normalize right after the embedding"),
-    NUM("model.final_norm", KNOB_BOOL, model.final_norm, "normalize before lm_head"),
-    NUM("model.qk_norm", KNOB_BOOL, model.qk_norm, "normalize q and k per head"),
+    NUM("model.norm_eps", FT_DOUBLE, model.norm_eps, "1", "epsilon inside every norm"),
+    NUM("model.input_norm", FT_BOOL, model.input_norm, NULL, "normalize right after the embedding"),
+    NUM("model.final_norm", FT_BOOL, model.final_norm, NULL, "normalize before lm_head"),
+    NUM("model.qk_norm", FT_BOOL, model.qk_norm, NULL, "normalize q and k per head"),
     ENUM("model.position", model.position, position_names, POS_COUNT, "position encoding"),
-    NUM("model.rope_base", KNOB_DOUBLE, model.rope_base, "RoPE frequency base"),
-    NUM("model.qkv_bias", KNOB_BOOL, model.qkv_bias, "bias on the q/k/v projection"),
-    NUM("model.out_bias", KNOB_BOOL, model.out_bias, "bias on the attention output projection"),
-    NUM("model.mlp_bias", KNOB_BOOL, model.mlp_bias, "biases on both MLP linears"),
-    NUM("model.tie_embeddings", KNOB_BOOL, model.tie_embeddings,
+    NUM("model.rope_base", FT_DOUBLE, model.rope_base, "1", "RoPE frequency base"),
+    NUM("model.qkv_bias", FT_BOOL, model.qkv_bias, NULL, "bias on the q/k/v projection"),
+    NUM("model.out_bias", FT_BOOL, model.out_bias, NULL, "bias on the attention output projection"),
+    NUM("model.mlp_bias", FT_BOOL, model.mlp_bias, NULL, "biases on both MLP linears"),
+    NUM("model.tie_embeddings", FT_BOOL, model.tie_embeddings, NULL,
         "lm_head shares the token embedding"),
-    NUM("model.init_std", KNOB_DOUBLE, model.init_std,
+    NUM("model.init_std", FT_DOUBLE, model.init_std, "1",
         "init std (residual projections / sqrt(2 n_layer))"),
-    NUM("train.lr", KNOB_DOUBLE, train.lr, "peak learning rate"),
-    NUM("train.beta1", KNOB_DOUBLE, train.beta1, "AdamW beta1"),
-    NUM("train.beta2", KNOB_DOUBLE, train.beta2, "AdamW beta2"),
-    NUM("train.eps", KNOB_DOUBLE, train.eps, "AdamW epsilon"),
-    NUM("train.weight_decay", KNOB_DOUBLE, train.weight_decay,
+    NUM("train.lr", FT_DOUBLE, train.lr, "1", "peak learning rate"),
+    NUM("train.beta1", FT_DOUBLE, train.beta1, "1", "AdamW beta1"),
+    NUM("train.beta2", FT_DOUBLE, train.beta2, "1", "AdamW beta2"),
+    NUM("train.eps", FT_DOUBLE, train.eps, "1", "AdamW epsilon"),
+    NUM("train.weight_decay", FT_DOUBLE, train.weight_decay, "1",
         "decoupled weight decay on 2-D tensors"),
     ENUM("train.schedule", train.schedule, schedule_names, SCHED_COUNT,
          "learning-rate schedule after warmup"),
-    NUM("train.warmup_steps", KNOB_INT, train.warmup_steps, "linear warmup steps"),
-    NUM("train.min_lr", KNOB_DOUBLE, train.min_lr, "learning rate at the end of the schedule"),
-    NUM("train.grad_clip", KNOB_DOUBLE, train.grad_clip, "global gradient-norm clip (0 = off)"),
-    NUM("train.batch_size", KNOB_INT, train.batch_size, "sequences per optimizer step"),
-    NUM("train.steps", KNOB_LONG, train.steps, "budget: optimizer steps"),
-    NUM("train.tokens", KNOB_LONG, train.tokens,
+    NUM("train.warmup_steps", FT_INT, train.warmup_steps, "steps", "linear warmup steps"),
+    NUM("train.min_lr", FT_DOUBLE, train.min_lr, "1", "learning rate at the end of the schedule"),
+    NUM("train.grad_clip", FT_DOUBLE, train.grad_clip, "1", "global gradient-norm clip (0 = off)"),
+    NUM("train.batch_size", FT_INT, train.batch_size, "sequences", "sequences per optimizer step"),
+    NUM("train.steps", FT_LONG, train.steps, "steps", "budget: optimizer steps"),
+    NUM("train.tokens", FT_LONG, train.tokens, "tokens",
         "budget: training tokens (rounded up to whole steps)"),
-    NUM("train.seconds", KNOB_DOUBLE, train.seconds, "budget: seconds of training time"),
-    NUM("train.eval_every", KNOB_INT, train.eval_every,
+    NUM("train.seconds", FT_DOUBLE, train.seconds, "s", "budget: seconds of training time"),
+    NUM("train.eval_every", FT_INT, train.eval_every, "steps",
         "evaluate every N steps (0 = at the end only)"),
-    NUM("train.eval_tokens", KNOB_LONG, train.eval_tokens, "validation tokens per evaluation"),
-    NUM("train.log_every", KNOB_INT, train.log_every, "step events every N steps"),
+    NUM("train.eval_tokens", FT_LONG, train.eval_tokens, "tokens",
+        "validation tokens per evaluation"),
+    NUM("train.log_every", FT_INT, train.log_every, "steps", "step events every N steps"),
     STR("data.path", data.path, "text or .bin file"),
     ENUM("data.tokenizer", data.tokenizer, tokenizer_names, TOK_COUNT,
          "char, byte, tokens (llm.c .bin) or gpt2 (GPT-2 BPE of UTF-8 text)"),
-    NUM("data.val_fraction", KNOB_DOUBLE, data.val_fraction,
+    NUM("data.val_fraction", FT_DOUBLE, data.val_fraction, "fraction",
         "last fraction of the stream held out"),
-    NUM("data.vocab_size", KNOB_INT, data.vocab_size,
+    NUM("data.vocab_size", FT_INT, data.vocab_size, "tokens",
         "vocabulary of a .bin file (0 = 50257; gpt2: 50257)"),
-    NUM("stats.every", KNOB_INT, stats.every,
+    NUM("stats.every", FT_INT, stats.every, "steps",
         "activation statistics every N steps (0 = at the end)"),
     STR("sample.prompt", sample.prompt, "prompt for the samples"),
-    NUM("sample.tokens", KNOB_INT, sample.tokens, "tokens per sample"),
-    NUM("sample.temperature", KNOB_DOUBLE, sample.temperature, "temperature of the second sample"),
-    NUM("save_weights", KNOB_BOOL, save_weights, "keep final weights in the output file"),
+    NUM("sample.tokens", FT_INT, sample.tokens, "tokens", "tokens per sample"),
+    NUM("sample.temperature", FT_DOUBLE, sample.temperature, "1",
+        "temperature of the second sample"),
+    NUM("save_weights", FT_BOOL, save_weights, NULL, "keep final weights in the output file"),
 };
 const int knob_count = (int)(sizeof knob_table / sizeof knob_table[0]);
 
@@ -125,9 +128,6 @@ const char *knob_suggest(const char *name) {
 static void *field(RunConfig *c, const Knob *k) {
     return (char *)c + k->offset;
 }
-static const void *cfield(const RunConfig *c, const Knob *k) {
-    return (const char *)c + k->offset;
-}
 
 /* The one number grammar of every numeric key (docs/spec.md, "Numbers"): decimal only,
  * [+-]digits[.digits][e[+-]digits] (or .digits): strtod alone would also take hex (0x10),
@@ -172,20 +172,20 @@ static int parse_long(const char *s, long *out) {
 int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX]) {
     void *f = field(c, k);
     switch (k->type) {
-    case KNOB_INT:
-    case KNOB_LONG: {
+    case FT_INT:
+    case FT_LONG: {
         long v;
-        if (parse_long(text, &v) != 0 || (k->type == KNOB_INT && (v < INT_MIN || v > INT_MAX))) {
+        if (parse_long(text, &v) != 0 || (k->type == FT_INT && (v < INT_MIN || v > INT_MAX))) {
             snprintf(err, ABL_ERR_MAX, "expected an integer for %s, got '%s'", k->name, text);
             return -1;
         }
-        if (k->type == KNOB_INT)
+        if (k->type == FT_INT)
             *(int *)f = (int)v;
         else
             *(long *)f = v;
         return 0;
     }
-    case KNOB_DOUBLE: {
+    case FT_DOUBLE: {
         char *end;
         errno = 0;
         double v = decimal_syntax(text) ? strtod(text, &end) : NAN;
@@ -196,7 +196,7 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
         *(double *)f = v;
         return 0;
     }
-    case KNOB_BOOL: {
+    case FT_BOOL: {
         static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
         for (int i = 0; i < 4; i++) {
             if (strcmp(text, yes[i]) == 0) return *(int *)f = 1, 0;
@@ -205,25 +205,29 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
         snprintf(err, ABL_ERR_MAX, "expected true or false for %s, got '%s'", k->name, text);
         return -1;
     }
-    case KNOB_ENUM: {
-        for (int i = 0; i < k->n_choices; i++)
-            if (strcmp(text, k->choices[i]) == 0) return *(int *)f = i, 0;
+    case FT_ENUM: {
+        for (int i = 0; i < (int)k->n; i++)
+            if (strcmp(text, k->names[i]) == 0) return *(int *)f = i, 0;
         int n = snprintf(err, ABL_ERR_MAX, "invalid value '%s' for %s (expected one of:", text,
                          k->name);
-        for (int i = 0; i < k->n_choices && n < ABL_ERR_MAX; i++)
-            n += snprintf(err + n, ABL_ERR_MAX - n, "%s %s", i ? "," : "", k->choices[i]);
+        for (int i = 0; i < (int)k->n && n < ABL_ERR_MAX; i++)
+            n += snprintf(err + n, ABL_ERR_MAX - n, "%s %s", i ? "," : "", k->names[i]);
         if (n < ABL_ERR_MAX) snprintf(err + n, ABL_ERR_MAX - n, ")");
         return -1;
     }
-    case KNOB_STRING:
-        if (strlen(text) >= k->size) {
+    case FT_STR:
+        if (strlen(text) >= k->n) {
             snprintf(err, ABL_ERR_MAX, "value of %s is too long (max %zu bytes)", k->name,
-                     k->size - 1);
+                     k->n - 1);
             return -1;
         }
         memcpy(f, text, strlen(text) + 1);
         return 0;
+    case FT_TEXT:
+    case FT_HEADS: /* event fields only */
+        break;
     }
+    snprintf(err, ABL_ERR_MAX, "%s cannot be set", k->name);
     return -1;
 }
 
@@ -251,26 +255,7 @@ int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]) {
 }
 
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n) {
-    const void *f = cfield(c, k);
-    switch (k->type) {
-    case KNOB_INT:
-        return snprintf(buf, n, "%d", *(const int *)f);
-    case KNOB_LONG:
-        return snprintf(buf, n, "%ld", *(const long *)f);
-    case KNOB_BOOL:
-        return snprintf(buf, n, "%s", *(const int *)f ? "true" : "false");
-    case KNOB_ENUM: {
-        int v = *(const int *)f;
-        return snprintf(buf, n, "%s", v >= 0 && v < k->n_choices ? k->choices[v] : "?");
-    }
-    case KNOB_STRING:
-        return snprintf(buf, n, "%s", (const char *)f);
-    case KNOB_DOUBLE: {
-        /* shortest text that reads back to the same double, so ids are stable */
-        return json_format_double(buf, n, *(const double *)f);
-    }
-    }
-    return 0;
+    return field_format(c, k, buf, n);
 }
 
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k) {
@@ -281,19 +266,8 @@ int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k) {
 }
 
 void knob_config_json_buf(const RunConfig *c, Buf *b) {
-    char val[ABL_PATH_MAX + 8];
     buf_addc(b, '{');
-    for (int i = 0; i < knob_count; i++) {
-        const Knob *k = &knob_table[i];
-        int n = knob_format(c, k, val, sizeof val);
-        if (n < 0) n = 0;
-        if ((size_t)n >= sizeof val) n = (int)sizeof val - 1;
-        buf_printf(b, "%s\"%s\":", i ? "," : "", k->name);
-        if (k->type == KNOB_ENUM || k->type == KNOB_STRING)
-            json_string(b, val, (size_t)n);
-        else
-            buf_add(b, val, (size_t)n);
-    }
+    field_json_members(b, c, knob_table, knob_count, 1, FIELD_JSON_CANONICAL);
     buf_addc(b, '}');
 }
 
@@ -303,42 +277,4 @@ int knob_config_json(const RunConfig *c, char *buf, size_t n) {
     int len = snprintf(buf, n, "%s", b.p ? b.p : "");
     buf_free(&b);
     return len;
-}
-
-/* Units of the knobs that have one; every other knob is a count, a choice or text. Kept
- * beside the table so a new knob with a unit is one more line here. */
-static const char *const knob_unit_table[][2] = {
-    {"model.vocab_size", "tokens"},
-    {"model.context", "tokens"},
-    {"model.d_model", "features"},
-    {"model.mlp_ratio", "1"},
-    {"model.norm_eps", "1"},
-    {"model.rope_base", "1"},
-    {"model.init_std", "1"},
-    {"train.lr", "1"},
-    {"train.beta1", "1"},
-    {"train.beta2", "1"},
-    {"train.eps", "1"},
-    {"train.weight_decay", "1"},
-    {"train.warmup_steps", "steps"},
-    {"train.min_lr", "1"},
-    {"train.grad_clip", "1"},
-    {"train.batch_size", "sequences"},
-    {"train.steps", "steps"},
-    {"train.tokens", "tokens"},
-    {"train.seconds", "s"},
-    {"train.eval_every", "steps"},
-    {"train.eval_tokens", "tokens"},
-    {"train.log_every", "steps"},
-    {"data.val_fraction", "fraction"},
-    {"data.vocab_size", "tokens"},
-    {"stats.every", "steps"},
-    {"sample.tokens", "tokens"},
-    {"sample.temperature", "1"},
-};
-
-const char *knob_units(const Knob *k) {
-    for (size_t i = 0; i < sizeof knob_unit_table / sizeof knob_unit_table[0]; i++)
-        if (!strcmp(knob_unit_table[i][0], k->name)) return knob_unit_table[i][1];
-    return NULL;
 }

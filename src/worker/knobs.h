@@ -1,25 +1,19 @@
-/* The table of user-visible knobs: dotted name -> field of RunConfig, with type and
- * allowed values. Spec parsing, --set, JSON/HDF5 output of resolved configs, the run id
- * hash and the runs table all walk this one table, so a new knob is one line here. */
+/* The table of user-visible knobs: dotted name -> field of RunConfig, with type, allowed
+ * values, units and help: FieldDesc rows (field.h). Spec parsing, --set, JSON/HDF5 output of
+ * resolved configs, the run id hash and the runs table all walk this one table, so a new knob is
+ * one line here. */
 #ifndef ABLATE_WORKER_KNOBS_H
 #define ABLATE_WORKER_KNOBS_H
 
 #include <stddef.h>
 
 #include "util/buf.h"
+#include "field.h"
 #include "run_config.h"
 
-typedef enum { KNOB_INT, KNOB_LONG, KNOB_DOUBLE, KNOB_BOOL, KNOB_ENUM, KNOB_STRING } KnobType;
-
-typedef struct {
-    const char *name; /* "model.n_head" */
-    KnobType type;
-    size_t offset;              /* into RunConfig */
-    const char *const *choices; /* KNOB_ENUM: names, indexed by value */
-    int n_choices;
-    size_t size; /* KNOB_STRING: buffer size */
-    const char *help;
-} Knob;
+/* A knob is a field of RunConfig (offset into it): FT_INT, FT_LONG, FT_DOUBLE, FT_BOOL,
+ * FT_ENUM (names, n of them) or FT_STR (a buffer of n bytes); desc is its help text. */
+typedef FieldDesc Knob;
 
 extern const Knob knob_table[];
 extern const int knob_count;
@@ -35,9 +29,6 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
 int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]);
 /* Canonical text of a knob's value (shortest round-trip for doubles); returns length. */
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n);
-/* The unit of a knob's value ("tokens", "steps", "s", "1" for dimensionless numbers), or
- * NULL for knobs without one (enums, booleans, strings, counts of things). */
-const char *knob_units(const Knob *k);
 /* Does a knob hold the same value in two configs? */
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k);
 /* Writes the whole resolved config as one JSON object {"model.context":16,...}. */

@@ -11,43 +11,8 @@
 
 void event_json(Buf *b, const Event *ev) {
     const EventSchema *s = &event_schema[ev->kind];
-    const char *body = event_cbody(ev);
     buf_printf(b, "{\"event\":\"%s\"", s->name);
-    for (int k = 0; k < s->n_fields; k++) {
-        const EventField *f = &s->fields[k];
-        buf_printf(b, ",\"%s\":", f->name);
-        switch (f->type) {
-        case EF_BOOL:
-            buf_adds(b, event_field_number(body, f) != 0 ? "true" : "false");
-            break;
-        case EF_ENUM: {
-            int v = (int)event_field_number(body, f);
-            buf_printf(b, "\"%s\"", v >= 0 && (size_t)v < f->n ? f->names[v] : "?");
-            break;
-        }
-        case EF_STR:
-        case EF_TEXT: {
-            size_t n;
-            const char *t = event_field_text(body, f, &n);
-            json_string(b, t, n);
-            break;
-        }
-        case EF_HEADS: {
-            int n = (int)event_field_number(body, f - 1);
-            const double *v = (const double *)(const void *)(body + f->offset);
-            buf_addc(b, '[');
-            for (int h = 0; h < n && h < (int)f->n; h++) {
-                if (h) buf_addc(b, ',');
-                json_number(b, v[h]);
-            }
-            buf_addc(b, ']');
-            break;
-        }
-        default:
-            json_number(b, event_field_number(body, f));
-            break;
-        }
-    }
+    field_json_members(b, event_cbody(ev), s->fields, s->n_fields, 0, FIELD_JSON_NUMBER);
     if (ev->kind == EV_START && ev->u.start.config) {
         buf_adds(b, ",\"config\":");
         knob_config_json_buf(ev->u.start.config, b);

@@ -19,8 +19,8 @@ static int get_int_at(const char *body, size_t off) {
     return v;
 }
 
-/* Entries of an EF_HEADS field: its count field (the one before it), clamped. */
-static int heads_count(const char *body, const EventField *f) {
+/* Entries of an FT_HEADS field: its count field (the one before it), clamped. */
+static int heads_count(const char *body, const FieldDesc *f) {
     int n = get_int_at(body, f[-1].offset);
     return n < 0 ? 0 : (n > (int)f->n ? (int)f->n : n);
 }
@@ -34,40 +34,40 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
     const char *body = event_cbody(ev);
     *p++ = (uint8_t)(ev->kind | TAG_FULL);
     for (int k = 0; k < s->n_fields; k++) {
-        const EventField *f = &s->fields[k];
+        const FieldDesc *f = &s->fields[k];
         const char *v = body + f->offset;
         switch (f->type) {
-        case EF_LONG: {
+        case FT_LONG: {
             long x;
             memcpy(&x, v, sizeof x);
             p = le_put_uvarint(p, zigzag(x));
             break;
         }
-        case EF_INT:
+        case FT_INT:
             p = le_put_uvarint(p, zigzag(get_int_at(body, f->offset)));
             break;
-        case EF_DOUBLE: {
+        case FT_DOUBLE: {
             double d;
             memcpy(&d, v, sizeof d);
             p = le_put_f64(p, d);
             break;
         }
-        case EF_BOOL:
+        case FT_BOOL:
             *p++ = (uint8_t)(get_int_at(body, f->offset) != 0);
             break;
-        case EF_ENUM:
+        case FT_ENUM:
             *p++ = (uint8_t)get_int_at(body, f->offset);
             break;
-        case EF_STR:
-        case EF_TEXT: {
+        case FT_STR:
+        case FT_TEXT: {
             size_t n;
-            const char *t = event_field_text(body, f, &n);
+            const char *t = field_text(body, f, &n);
             p = le_put_uvarint(p, n);
             memcpy(p, t, n);
             p += n;
             break;
         }
-        case EF_HEADS: {
+        case FT_HEADS: {
             int n = heads_count(body, f);
             for (int h = 0; h < n; h++) {
                 double d;
@@ -82,28 +82,28 @@ static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
 }
 
 /* Bytes of one field: as packed for this body, or the most it can take (body NULL). */
-static size_t field_size(const EventField *f, const char *body) {
+static size_t field_size(const FieldDesc *f, const char *body) {
     switch (f->type) {
-    case EF_LONG: {
+    case FT_LONG: {
         long x;
         if (!body) return 10;
         memcpy(&x, body + f->offset, sizeof x);
         return le_uvarint_len(zigzag(x));
     }
-    case EF_INT:
+    case FT_INT:
         return body ? le_uvarint_len(zigzag(get_int_at(body, f->offset))) : 5;
-    case EF_DOUBLE:
+    case FT_DOUBLE:
         return 8;
-    case EF_BOOL:
-    case EF_ENUM:
+    case FT_BOOL:
+    case FT_ENUM:
         return 1;
-    case EF_STR:
-    case EF_TEXT: {
+    case FT_STR:
+    case FT_TEXT: {
         size_t n = f->n - 1;
-        if (body) event_field_text(body, f, &n);
+        if (body) field_text(body, f, &n);
         return le_uvarint_len(n) + n;
     }
-    case EF_HEADS:
+    case FT_HEADS:
         return 8 * (body ? (size_t)heads_count(body, f) : f->n);
     }
     return 0;
@@ -143,47 +143,47 @@ static inline int64_t get_iv(LeReader *r) {
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
 }
 
-static int read_field(LeReader *r, char *body, const EventField *f) {
+static int read_field(LeReader *r, char *body, const FieldDesc *f) {
     char *v = body + f->offset;
     switch (f->type) {
-    case EF_LONG: {
+    case FT_LONG: {
         long x = (long)get_iv(r);
         memcpy(v, &x, sizeof x);
         return 0;
     }
-    case EF_INT: {
+    case FT_INT: {
         int64_t x = get_iv(r);
         if (x < -2147483647 - 1 || x > 2147483647) return -1;
         int i = (int)x;
         memcpy(v, &i, sizeof i);
         return 0;
     }
-    case EF_DOUBLE: {
+    case FT_DOUBLE: {
         double d = le_read_f64(r);
         memcpy(v, &d, sizeof d);
         return 0;
     }
-    case EF_BOOL:
-    case EF_ENUM: {
+    case FT_BOOL:
+    case FT_ENUM: {
         int i = le_read_u8(r);
-        if (f->type == EF_ENUM && (size_t)i >= f->n) return -1;
+        if (f->type == FT_ENUM && (size_t)i >= f->n) return -1;
         memcpy(v, &i, sizeof i);
         return 0;
     }
-    case EF_STR:
-    case EF_TEXT: {
+    case FT_STR:
+    case FT_TEXT: {
         uint64_t n = le_read_uvarint(r);
         const uint8_t *t = r->bad || n >= f->n ? NULL : le_read_bytes(r, (size_t)n);
         if (!t) return -1;
         memcpy(v, t, (size_t)n);
         v[n] = 0;
-        if (f->type == EF_TEXT) {
+        if (f->type == FT_TEXT) {
             int len = (int)n;
             memcpy(body + f->len_offset, &len, sizeof len);
         }
         return 0;
     }
-    case EF_HEADS: {
+    case FT_HEADS: {
         int n = get_int_at(body, f[-1].offset);
         if (n < 0 || n > (int)f->n) return -1;
         for (int h = 0; h < n; h++) {

@@ -6,9 +6,9 @@
  * tag is the kind, plus 0x80 when the event carries every declared field; without that
  * bit it carries only the kind's version-1 prefix (journals written by ablate 0.1.0, whose
  * tags never had the bit) and the other fields read as unknown (-1, NaN, ""). Integers
- * (EF_LONG, EF_INT) are zigzag LEB128 varints (1-10 bytes), doubles 8 raw IEEE-754 bytes
- * little-endian, EF_BOOL/EF_ENUM one byte, EF_STR/EF_TEXT a varint length and the bytes
- * (no NUL), EF_HEADS the entries its count field gave (the count is packed just before).
+ * (FT_LONG, FT_INT) are zigzag LEB128 varints (1-10 bytes), doubles 8 raw IEEE-754 bytes
+ * little-endian, FT_BOOL/FT_ENUM one byte, FT_STR/FT_TEXT a varint length and the bytes
+ * (no NUL), FT_HEADS the entries its count field gave (the count is packed just before).
  * A batch is simply packed events back to back.
  *
  * Typical sizes: step 37-45 bytes, eval ~45, act ~70 + 8 per head, end ~100 + message. */

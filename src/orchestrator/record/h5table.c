@@ -457,6 +457,68 @@ int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
     return rc;
 }
 
+const char *col_type_name(const Col *c, char *buf, size_t n) {
+    switch (c->type) {
+    case C_I32:
+        return "int32";
+    case C_I64:
+        return "int64";
+    case C_U64:
+        return "uint64";
+    case C_F64:
+        return "float64";
+    case C_BOOL:
+        return "bool";
+    case C_STR:
+        snprintf(buf, n, "S%zu", c->len);
+        return buf;
+    case C_VSTR:
+        return "str (UTF-8)";
+    }
+    return "?";
+}
+
+const Col schema_cols[] = {
+    {"table", C_VSTR, 0, NULL, "the table (dataset) name, without the leading /"},
+    {"column", C_VSTR, 0, NULL, "the column, as the table names it"},
+    {"type", C_VSTR, 0, NULL,
+     "int32, int64, uint64, float64, bool, S<n> (fixed-length, n bytes with the NUL) or "
+     "str (UTF-8) (variable-length)"},
+    {"units", C_VSTR, 0, NULL, "the column's units (its attribute units.<column>); empty: none"},
+    {"description", C_VSTR, 0, NULL, "what the column holds (its attribute doc.<column>)"},
+};
+const int schema_ncol = (int)(sizeof schema_cols / sizeof schema_cols[0]);
+
+int schema_table_create(Table *s, hid_t file, char *err) {
+    if (table_create(s, file, "schema", schema_cols, schema_ncol, 1,
+                     "One row per column of every table in this file, in the order the tables "
+                     "were written: the table, the column, its type, units and meaning "
+                     "(docs/hdf5-schema.md).",
+                     err) != 0)
+        return -1;
+    return schema_table_add(s, "schema", schema_cols, schema_ncol, err);
+}
+
+int schema_table_add(Table *s, const char *table, const Col *cols, int ncol, char *err) {
+    char tb[32];
+    for (int i = 0; s && i < ncol; i++) {
+        uint8_t *row = table_row(s, err);
+        if (!row) return -1;
+        const char *type = col_type_name(&cols[i], tb, sizeof tb);
+        const char *units = cols[i].units ? cols[i].units : "";
+        const char *doc = cols[i].doc ? cols[i].doc : "";
+        if (set_vstr(s, row, 0, table, strlen(table)) != 0 ||
+            set_vstr(s, row, 1, cols[i].name, strlen(cols[i].name)) != 0 ||
+            set_vstr(s, row, 2, type, strlen(type)) != 0 ||
+            set_vstr(s, row, 3, units, strlen(units)) != 0 ||
+            set_vstr(s, row, 4, doc, strlen(doc)) != 0) {
+            snprintf(err, ABL_ERR_MAX, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 hid_t h5_create_file(const char *path) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);

@@ -74,6 +74,20 @@ void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width);
 /* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize). 0 or -1 (memory). */
 int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n);
 
+/* The name a column's type is listed under (in /schema and docs/hdf5-schema.md): int32,
+ * int64, uint64, float64, bool, S<n> (fixed-length, n bytes with the NUL) or "str (UTF-8)"
+ * (variable-length). buf holds S<n>. */
+const char *col_type_name(const Col *c, char *buf, size_t n);
+/* /schema: one row per column of every table a file holds (table, column, type, units,
+ * description), from the same Col rows the tables are created with, so that a reader
+ * learns the columns, units and meanings from the file. Creates it listing its own
+ * columns; 0 or -1 with err. */
+extern const Col schema_cols[];
+extern const int schema_ncol;
+int schema_table_create(Table *s, hid_t file, char *err);
+/* Lists table's columns in s (a NULL s lists nothing). 0 or -1 with err. */
+int schema_table_add(Table *s, const char *table, const Col *cols, int ncol, char *err);
+
 /* A new file for a view or a segment: no file locking (readers open views while they are
  * replaced), no object timestamps (the same journal gives the same bytes). */
 hid_t h5_create_file(const char *path);

@@ -401,39 +401,40 @@ const char *h5v_table_name(int t) {
 
 static const char *const run_doc = "plan index of the run (row of /runs)";
 
-/* The HDF5 column of a field: numbers as themselves, enums as fixed strings, text as
- * variable-length UTF-8. */
-Col h5v_field_col(const EventField *f) {
+/* The HDF5 column of a field (an event field or a knob): numbers as themselves, enums as fixed
+ * strings, text as variable-length UTF-8. */
+Col h5v_field_col(const FieldDesc *f) {
     Col c = {f->name, C_F64, 0, f->units, f->desc};
     switch (f->type) {
-    case EF_LONG:
+    case FT_LONG:
         c.type = C_I64;
         break;
-    case EF_INT:
+    case FT_INT:
         c.type = C_I32;
         break;
-    case EF_BOOL:
+    case FT_BOOL:
         c.type = C_BOOL;
         break;
-    case EF_ENUM:
+    case FT_ENUM:
         c.type = C_STR;
         c.len = 2;
         for (size_t i = 0; i < f->n; i++)
             if (strlen(f->names[i]) + 1 > c.len) c.len = strlen(f->names[i]) + 1;
         break;
-    case EF_STR:
-    case EF_TEXT:
+    case FT_STR:
+    case FT_TEXT:
         c.type = C_VSTR;
         break;
-    default:
+    case FT_DOUBLE:
+    case FT_HEADS:
         break;
     }
     return c;
 }
 
-/* The count field of an EF_HEADS is its table's row count, not a column. */
+/* The count field of an FT_HEADS is its table's row count, not a column. */
 static int is_heads_count(const EventSchema *s, int k) {
-    return k + 1 < s->n_fields && s->fields[k + 1].type == EF_HEADS;
+    return k + 1 < s->n_fields && s->fields[k + 1].type == FT_HEADS;
 }
 
 static void metric_columns(Metric *m) {
@@ -443,8 +444,8 @@ static void metric_columns(Metric *m) {
     m->ncol = 1;
     m->heads = -1;
     for (int k = 0; k < s->n_fields; k++) { /* fits: the static asserts of h5view_internal.h */
-        const EventField *f = &s->fields[k];
-        if (f->type == EF_HEADS) {
+        const FieldDesc *f = &s->fields[k];
+        if (f->type == FT_HEADS) {
             m->heads = k;
             continue;
         }
@@ -458,8 +459,8 @@ static void metric_columns(Metric *m) {
     m->nccol = 1;
     m->nckeys = 0;
     for (int k = 0; k < m->heads && m->nckeys < 6; k++) {
-        const EventField *f = &s->fields[k];
-        if ((f->type != EF_LONG && f->type != EF_INT) || is_heads_count(s, k)) continue;
+        const FieldDesc *f = &s->fields[k];
+        if ((f->type != FT_LONG && f->type != FT_INT) || is_heads_count(s, k)) continue;
         m->ckeys[m->nckeys++] = k;
         m->ccols[m->nccol++] = h5v_field_col(f);
     }
@@ -469,35 +470,33 @@ static void metric_columns(Metric *m) {
 }
 
 int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
-                  const EventField *f) {
-    double x = event_field_number(body, f);
+                  const FieldDesc *f) {
     switch (f->type) {
-    case EF_LONG:
-        set_i64(t, row, c, (int64_t)x);
+    case FT_LONG:
+        set_i64(t, row, c, (int64_t)field_integer(body, f));
         return 0;
-    case EF_INT:
-        set_i32(t, row, c, (int32_t)x);
+    case FT_INT:
+        set_i32(t, row, c, (int32_t)field_integer(body, f));
         return 0;
-    case EF_BOOL:
-        set_bool(t, row, c, x != 0);
+    case FT_BOOL:
+        set_bool(t, row, c, field_integer(body, f) != 0);
         return 0;
-    case EF_ENUM: {
-        int v = (int)x;
-        set_str(t, row, c, v >= 0 && (size_t)v < f->n ? f->names[v] : "?", col->len);
+    case FT_ENUM:
+        set_str(t, row, c, field_enum_name(body, f), col->len);
         return 0;
-    }
-    case EF_STR:
-    case EF_TEXT: {
+    case FT_STR:
+    case FT_TEXT: {
         size_t n;
-        const char *s = event_field_text(body, f, &n);
+        const char *s = field_text(body, f, &n);
         return set_vstr(t, row, c, s, n);
     }
-    case EF_DOUBLE:
-        set_f64(t, row, c, x);
+    case FT_DOUBLE:
+        set_f64(t, row, c, field_number(body, f));
         return 0;
-    default:
+    case FT_HEADS: /* a table of its own (Metric.child) */
         return 0;
     }
+    return 0;
 }
 
 static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
@@ -509,8 +508,8 @@ static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
     for (int c = 1; c < m->ncol; c++)
         if (h5v_put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
     if (m->heads < 0) return 0;
-    const EventField *hf = &s->fields[m->heads];
-    int n = (int)event_field_number(body, hf - 1);
+    const FieldDesc *hf = &s->fields[m->heads];
+    int n = (int)field_number(body, hf - 1);
     const double *v = (const double *)(const void *)((const char *)body + hf->offset);
     for (int h = 0; h < n && h < (int)hf->n; h++) {
         if (!(row = table_row(&m->c, err))) return -1;
@@ -563,13 +562,16 @@ void h5v_metrics_layout(Metric *ms) {
     }
 }
 
-int h5v_metrics_create(Metric *ms, hid_t file, char *err) {
+int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err) {
     h5v_metrics_layout(ms);
     for (int i = 0; i < N_METRICS; i++) {
         Metric *m = &ms[i];
-        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0) return -1;
+        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0 ||
+            schema_table_add(schema, m->name, m->cols, m->ncol, err) != 0)
+            return -1;
         if (m->heads >= 0 &&
-            table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0)
+            (table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0 ||
+             schema_table_add(schema, m->child, m->ccols, m->nccol, err) != 0))
             return -1;
     }
     return 0;
@@ -628,7 +630,7 @@ static int pass2(View *v, hid_t file, char *err) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
-    if (h5v_metrics_create(ms, file, err) != 0) goto done;
+    if (h5v_metrics_create(ms, file, v->schema, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         if (!rs->planned) {
@@ -681,7 +683,7 @@ static int not_an_attr(const char *k) {
 }
 
 /* /data_files from the header's "sha256<TAB>bytes<TAB>path" lines. */
-static int write_data_files(hid_t file, const char *text, char *err) {
+static int write_data_files(View *v, hid_t file, const char *text, char *err) {
     static const Col cols[] = {
         {"path", C_VSTR, 0, NULL, "data.path as the spec resolved it"},
         {"bytes", C_I64, 0, "bytes", "file size (-1 if unreadable)"},
@@ -694,6 +696,7 @@ static int write_data_files(hid_t file, const char *text, char *err) {
                           "The data files of the sweep (one row per distinct data.path), as "
                           "hashed when the (latest) session started.",
                           err);
+    if (rc == 0) rc = schema_table_add(v->schema, "data_files", cols, 3, err);
     for (const char *p = text; rc == 0 && p && *p;) {
         const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
         const char *t1 = memchr(p, '\t', (size_t)(end - p));
@@ -784,7 +787,7 @@ int h5v_write_root(View *v, hid_t file, char *err) {
                                            "tokens).") != 0)
         goto fail;
     const char *df = kv_get(&v->header, "data_files");
-    if (df && write_data_files(file, df, err) != 0) return -1;
+    if (df && write_data_files(v, file, df, err) != 0) return -1;
     return 0;
 fail:
     h5err(err, "cannot write the root attributes");
@@ -963,6 +966,8 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
 
     int rc = -1;
     hid_t file = -1;
+    Table schema;
+    table_init(&schema);
     for (int k = 0; k < n; k++)
         if (!(v.rd[k] = journal_reader_open(journals[k], err)) ||
             pass1_journal(&v, k, k == limited ? limit : UINT64_MAX, journals[k], err) != 0)
@@ -974,13 +979,17 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
         h5err(err, "cannot create %s", tmp);
         goto done;
     }
+    if (schema_table_create(&schema, file, err) != 0) goto done;
+    v.schema = &schema;
     if (h5v_write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
-done:
+done:;
+    char e2[ABL_ERR_MAX];
+    if (table_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     rc = h5_finish_file(file, tmp, out_path, rc == 0, err);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
@@ -998,27 +1007,6 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 }
 
 /* ---------------- the docs' schema tables ---------------- */
-
-static const char *col_type_name(const Col *c, char *buf, size_t n) {
-    switch (c->type) {
-    case C_I32:
-        return "int32";
-    case C_I64:
-        return "int64";
-    case C_U64:
-        return "uint64";
-    case C_F64:
-        return "float64";
-    case C_BOOL:
-        return "bool";
-    case C_STR:
-        snprintf(buf, n, "S%zu", c->len);
-        return buf;
-    case C_VSTR:
-        return "str (UTF-8)";
-    }
-    return "?";
-}
 
 void h5v_md_rows(Buf *b, const Col *cols, int n) {
     char t[32];
@@ -1044,4 +1032,9 @@ void h5view_schema_markdown(Buf *b) {
     h5v_runs_markdown(b, head);
     buf_addc(b, '\n');
     h5v_live_markdown(b, head);
+    buf_printf(b,
+               "\n#### `/schema`\nIn every view file: one row per column of every table the "
+               "file holds (itself included), in the order the tables were written.\n\n%s",
+               head);
+    h5v_md_rows(b, schema_cols, schema_ncol);
 }

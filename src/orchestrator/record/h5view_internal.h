@@ -70,13 +70,14 @@ typedef struct {
                                into a scratch list */
     DataIdentity *data;     /* the sweep's data: the first DATA record of each source */
     int n_data;
+    Table *schema; /* the /schema of the view file being written (NULL: none) */
 } View;
 
 #define METRIC_MAX_COLS 24
 
 /* Every field of a metric table's kind is a column (plus run): a field appended to one of
  * events.h's lists past the limit stops the build here instead of going silently missing
- * from OUT.h5. (The count is an upper bound: an EF_HEADS field and its count go to the
+ * from OUT.h5. (The count is an upper bound: an FT_HEADS field and its count go to the
  * child table.) */
 #define H5V_COUNT_FIELD(S, name, type, n, names, units, desc) +1
 #define H5V_FITS(LIST)                                        (1 + (0 LIST(H5V_COUNT_FIELD, _)) <= METRIC_MAX_COLS)
@@ -88,7 +89,7 @@ _Static_assert(H5V_FITS(EVENT_SAMPLE_FIELDS), "EVENT_SAMPLE_FIELDS: raise METRIC
 typedef struct {
     EventKind kind;
     const char *name, *desc;
-    const char *child, *child_value, *child_desc; /* the table of an EF_HEADS field */
+    const char *child, *child_value, *child_desc; /* the table of an FT_HEADS field */
     Table t, c;
     Col cols[METRIC_MAX_COLS], ccols[8];
     int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
@@ -102,8 +103,8 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err);
 void h5v_mark_stale(View *v);
 /* The metric tables' definitions and columns (no file touched). */
 void h5v_metrics_layout(Metric *ms);
-/* Creates the metric tables in file. */
-int h5v_metrics_create(Metric *ms, hid_t file, char *err);
+/* Creates the metric tables in file, listing them in schema (NULL: a segment, no schema). */
+int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err);
 /* Streams EVENTS records [from, n_ev) of run i into the tables (and its pass-2 state). */
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);
@@ -118,10 +119,10 @@ int h5v_parse_name(const char *name, NameFn fn, void *ctx);
 JournalReader *h5v_run_reader(const View *v, const RunState *rs);
 /* ST_* of a run, from its state and (has_end) its decoded RUN_END. */
 int h5v_run_status(const RunState *rs, const JournalEnd *end);
-/* The HDF5 column of an event field, and a field's value into a row. */
-Col h5v_field_col(const EventField *f);
+/* The HDF5 column of a field (an event field or a knob), and its value into a row. */
+Col h5v_field_col(const FieldDesc *f);
 int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
-                  const EventField *f);
+                  const FieldDesc *f);
 /* The /runs part of the docs' schema tables; md_rows writes column rows. */
 void h5v_runs_markdown(Buf *b, const char *head);
 void h5v_md_rows(Buf *b, const Col *cols, int n);

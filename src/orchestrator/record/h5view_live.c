@@ -232,7 +232,7 @@ static int write_segment(H5Live *lv, char *err) {
         free(lv->segs[seg]);
         return -1;
     }
-    if (h5v_metrics_create(ms, f, err) != 0) goto done;
+    if (h5v_metrics_create(ms, f, NULL, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         LiveRun *l = &lv->lr[i];
@@ -359,6 +359,7 @@ static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *e
                               lv->seg_rows[l->b[i].seg][t]};
     rc = l->n ? table_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, l->n, err)
               : table_create(&tb, file, name, cols, ncol, 1, desc, err);
+    if (rc == 0) rc = schema_table_add(lv->v.schema, name, cols, ncol, err);
 done:;
     char e2[ABL_ERR_MAX];
     if (table_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
@@ -395,6 +396,7 @@ static int write_blocks(H5Live *lv, hid_t file, char *err) {
                           "Live view: where each block of rows of the metric tables comes "
                           "from (docs/hdf5-schema.md, the live view).",
                           err);
+    if (rc == 0) rc = schema_table_add(lv->v.schema, "view_blocks", block_cols, N_BLOCK_COLS, err);
     for (int t = 0; t < N_TABLES && rc == 0; t++) {
         if (!h5v_table_name(t)) continue;
         long long at = 0;
@@ -430,6 +432,10 @@ static int write_top(H5Live *lv, char *err) {
         return -1;
     }
     int rc = -1;
+    Table schema;
+    table_init(&schema);
+    if (schema_table_create(&schema, f, err) != 0) goto done;
+    lv->v.schema = &schema;
     if (h5v_write_root(&lv->v, f, err) != 0) goto done;
     if (attr_str(f, "view", "live") != 0 || attr_str(f, "view_generation", lv->gen) != 0) {
         h5err(err, "cannot write the root attributes");
@@ -448,7 +454,10 @@ static int write_top(H5Live *lv, char *err) {
     if (write_blocks(lv, f, err) != 0 || h5v_write_runs(&lv->v, f, err) != 0) goto done;
     if (h5user_carry(lv->out, f, err) != 0) goto done;
     rc = 0;
-done:
+done:;
+    char e2[ABL_ERR_MAX];
+    if (table_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    lv->v.schema = NULL;
     return h5_finish_file(f, tmp, lv->out, rc == 0, err);
 }
 

@@ -66,33 +66,6 @@ static void layout_add(RunsLayout *L, Col c, const char *prefix) {
     L->cols[i] = c;
 }
 
-static Col knob_col(const Knob *kn) {
-    Col c = {kn->name, C_F64, 0, knob_units(kn), kn->help};
-    switch (kn->type) {
-    case KNOB_INT:
-        c.type = C_I32;
-        break;
-    case KNOB_LONG:
-        c.type = C_I64;
-        break;
-    case KNOB_DOUBLE:
-        break;
-    case KNOB_BOOL:
-        c.type = C_BOOL;
-        break;
-    case KNOB_ENUM:
-        c.type = C_STR;
-        c.len = 2;
-        for (int i = 0; i < kn->n_choices; i++)
-            if (strlen(kn->choices[i]) + 1 > c.len) c.len = strlen(kn->choices[i]) + 1;
-        break;
-    case KNOB_STRING:
-        c.type = C_VSTR;
-        break;
-    }
-    return c;
-}
-
 static int runs_layout(const View *v, RunsLayout *L) {
     const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
     int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL + N_TABLES;
@@ -108,7 +81,7 @@ static int runs_layout(const View *v, RunsLayout *L) {
                    "axis");
     L->knob0 = L->ncol;
     for (int k = 0; k < knob_count; k++)
-        layout_add(L, knob_col(&knob_table[k]), "config");
+        layout_add(L, h5v_field_col(&knob_table[k]), "config");
     L->start0 = L->ncol;
     for (int k = 0; k < ss->n_fields && L->n_start < 32; k++) {
         L->start_field[L->n_start++] = k;
@@ -166,40 +139,11 @@ static int put_axis(void *ctx, const char *label, size_t llen, const char *val, 
     return 0;
 }
 
-static int put_knobs(Table *t, uint8_t *row, int c0, const RunConfig *cfg) {
-    for (int k = 0; k < knob_count; k++) {
-        const Knob *kn = &knob_table[k];
-        const char *f = (const char *)cfg + kn->offset;
-        int c = c0 + k, iv;
-        long lv;
-        double dv;
-        switch (kn->type) {
-        case KNOB_INT:
-        case KNOB_BOOL:
-            memcpy(&iv, f, sizeof iv);
-            if (kn->type == KNOB_INT)
-                set_i32(t, row, c, iv);
-            else
-                set_bool(t, row, c, iv);
-            break;
-        case KNOB_LONG:
-            memcpy(&lv, f, sizeof lv);
-            set_i64(t, row, c, lv);
-            break;
-        case KNOB_DOUBLE:
-            memcpy(&dv, f, sizeof dv);
-            set_f64(t, row, c, dv);
-            break;
-        case KNOB_ENUM:
-            memcpy(&iv, f, sizeof iv);
-            set_str(t, row, c, iv >= 0 && iv < kn->n_choices ? kn->choices[iv] : "?", 64);
-            break;
-        case KNOB_STRING:
-            if (set_vstr(t, row, c, f, strlen(f)) != 0) return -1;
-            break;
-        }
-    }
-    return 0;
+static int put_knobs(Table *t, uint8_t *row, int c0, const Col *cols, const RunConfig *cfg) {
+    int bad = 0;
+    for (int k = 0; k < knob_count; k++)
+        bad |= h5v_put_field(t, row, c0 + k, &cols[c0 + k], cfg, &knob_table[k]);
+    return bad;
 }
 
 /* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
@@ -225,7 +169,7 @@ static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32
     for (int k = 0; k < v->n_axes; k++)
         a.bad |= set_vstr(t, row, L->axis0 + k, "", 0);
     h5v_parse_name(plan->name, put_axis, &a);
-    return a.bad || put_knobs(t, row, L->knob0, cfg) != 0 ? -1 : 0;
+    return a.bad || put_knobs(t, row, L->knob0, L->cols, cfg) != 0 ? -1 : 0;
 }
 
 /* The results part of a row: status, the start and end events' fields, where it ran. */
@@ -341,7 +285,8 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
                      "config knobs named by the knob, the start and end events' fields. "
                      "Unknown numbers are NaN (floats) or -1 (integers).",
                      err) != 0 ||
-        runs_axes_attr(v, &L, runs.dset) != 0)
+        runs_axes_attr(v, &L, runs.dset) != 0 ||
+        schema_table_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
         goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
