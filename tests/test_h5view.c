@@ -567,7 +567,7 @@ static char *slurp(const char *path) {
     return strdup(buf);
 }
 
-static void test_inspect(const char *dir, const char *h5) {
+static void check_inspect(const char *dir, const char *h5) {
     char cap[600], bogus[600];
     snprintf(cap, sizeof cap, "%s/inspect.out", dir);
     char *a1[] = {"inspect", (char *)h5};
@@ -673,19 +673,49 @@ static int make_fixture(const char *dir, int complete, char *journal, char *out,
     return 0;
 }
 
-static void test_fixture(const char *dir) {
-    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
-    snprintf(sub, sizeof sub, "%s/running", dir);
-    mkdir(sub, 0777);
-    CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
+static const char *g_dir; /* the program's temporary directory, set by main */
+
+/* The running case's own directory, g_dir/CASE, made here. */
+static void case_dir(char *dir, size_t n) {
+    snprintf(dir, n, "%s/%s", g_dir, test_current);
+    mkdir(dir, 0777);
+}
+
+/* The fixture of an unfinished sweep in this case's directory, its journal locked as by a
+ * live rank 0 (until release_writer_lock). */
+static int running_fixture(char *journal, char *out, size_t n) {
+    char dir[600];
+    case_dir(dir, sizeof dir);
+    release_writer_lock(); /* a lock another case left would not be on this journal */
+    int rc = make_fixture(dir, 0, journal, out, n);
+    CHECK(rc == 0);
+    return rc;
+}
+
+TEST(fixture) {
+    char journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
     char tmp[800];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     CHECK(access(tmp, F_OK) != 0);
     check_fixture_file(out, 0);
-    test_inspect(dir, out);
+    release_writer_lock();
+}
 
-    /* The same journal once no process holds its lock (the sweep was killed): `ablate view`
-     * shows the sweep stopped and its run in progress interrupted, not running forever. */
+TEST(inspect) {
+    char dir[600], journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(dir, sizeof dir);
+    check_inspect(dir, out);
+    release_writer_lock();
+}
+
+/* The same journal once no process holds its lock (the sweep was killed): `ablate view`
+ * shows the sweep stopped and its run in progress interrupted, not running forever. */
+TEST(writer_gone) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     char stopped[800], copy[800];
     snprintf(stopped, sizeof stopped, "%s/stopped.h5", sub);
     snprintf(copy, sizeof copy, "%s/stopped.journal", sub); /* a copy nobody holds */
@@ -703,9 +733,15 @@ static void test_fixture(const char *dir) {
     CHECK(jb == (long long)jst.st_size);
     H5Aclose(ja);
     H5Fclose(sv);
+    release_writer_lock();
+}
 
-    /* Deterministic: the same journal gives the same bytes. A reader that has the old
-     * file open keeps reading it while the view is replaced. */
+/* Deterministic: the same journal gives the same bytes. A reader that has the old file
+ * open keeps reading it while the view is replaced. */
+TEST(deterministic) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     hid_t reader = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(reader >= 0);
     char again[800];
@@ -718,9 +754,14 @@ static void test_fixture(const char *dir) {
     CHECK(h5view_build(journal, out, err) == 0);
     CHECK(dset_rows(reader, "steps") == 110 && dset_rows(reader, "runs") == N_RUNS);
     H5Fclose(reader);
+    release_writer_lock();
+}
 
-    /* Readers while the view is rebuilt over and over (another process): every open and
-     * read succeeds and sees a whole file. */
+/* Readers while the view is rebuilt over and over (another process): every open and read
+ * succeeds and sees a whole file. */
+TEST(readers_during_rebuilds) {
+    char journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
     fflush(NULL);
     pid_t child = fork();
     if (child == 0) {
@@ -742,15 +783,31 @@ static void test_fixture(const char *dir) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK_MSG(failed_reads == 0, "%d of %d reads during rebuilds failed", failed_reads, reads);
     fprintf(stderr, "%d reads during 30 rebuilds, %d failed\n", reads, failed_reads);
+    release_writer_lock();
+}
 
-    /* A torn journal tail is ignored. */
+/* A torn journal tail is ignored. */
+TEST(torn_tail) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
+    char again[800];
+    snprintf(again, sizeof again, "%s/again.h5", sub);
+    H5ViewStats st;
     FILE *jf = fopen(journal, "ab");
     fwrite("ABLJ\x04\x00\x00\x00\x00\xff\x00\x00\x00garbage", 1, 20, jf);
     fclose(jf);
     CHECK(h5view_build_stats(journal, again, &st, err) == 0);
     CHECK(st.torn_bytes == 20 && st.steps == 110);
+    release_writer_lock();
+}
 
-    /* The same journal with SWEEP_END: complete, and the unfinished run is interrupted. */
+/* The same journal with SWEEP_END: complete, and the unfinished run is interrupted; and
+ * without it nor a writer: stopped. */
+TEST(complete_and_stopped) {
+    char dir[600], sub[700], journal[800], out[800];
+    case_dir(dir, sizeof dir);
+    release_writer_lock();
     snprintf(sub, sizeof sub, "%s/complete", dir);
     mkdir(sub, 0777);
     CHECK(make_fixture(sub, 1, journal, out, sizeof journal) == 0);
@@ -759,11 +816,16 @@ static void test_fixture(const char *dir) {
     mkdir(sub, 0777);
     CHECK(make_fixture(sub, 2, journal, out, sizeof journal) == 0);
     check_fixture_file(out, 2);
+}
 
-    /* A journal with nothing in it yet (the writer has not flushed): an empty view. */
+/* A journal with nothing in it yet (the writer has not flushed): an empty view. */
+TEST(empty_journal) {
+    char dir[600], err[ABL_ERR_MAX];
+    case_dir(dir, sizeof dir);
     char ej[800], eo[800];
     snprintf(ej, sizeof ej, "%s/empty.journal", dir);
     snprintf(eo, sizeof eo, "%s/empty.h5", dir);
+    H5ViewStats st;
     Journal *j = journal_create(ej, err);
     CHECK(j != NULL);
     write_header(j); /* buffered, not yet visible */
@@ -774,13 +836,17 @@ static void test_fixture(const char *dir) {
     CHECK(ef >= 0 && dset_rows(ef, "runs") == 0 && dset_rows(ef, "steps") == 0);
     H5Fclose(ef);
     journal_close(j);
+}
 
-    /* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted",
-     * and "running" again once its next attempt begins. */
+/* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted", and
+ * "running" again once its next attempt begins. */
+TEST(interrupted_run) {
+    char dir[600], err[ABL_ERR_MAX];
+    case_dir(dir, sizeof dir);
     char ij[800], io[800];
     snprintf(ij, sizeof ij, "%s/interrupted.journal", dir);
     snprintf(io, sizeof io, "%s/interrupted.h5", dir);
-    j = journal_create(ij, err);
+    Journal *j = journal_create(ij, err);
     CHECK(j != NULL);
     write_header(j);
     static RunConfig cfg;
@@ -820,9 +886,14 @@ static void test_fixture(const char *dir) {
     H5Fclose(sf);
     H5Tclose(smt);
     H5Tclose(s16);
-    release_writer_lock();
+}
 
-    /* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
+/* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
+TEST(build_errors) {
+    char dir[600], journal[700], out[700], tmp[800], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    release_writer_lock();
+    case_dir(dir, sizeof dir);
     snprintf(tmp, sizeof tmp, "%s/none/journal", dir);
     CHECK(h5view_build(tmp, out, err) != 0 && strstr(err, "No such file"));
     snprintf(tmp, sizeof tmp, "%s/no/such/dir/out.h5", dir);
@@ -964,7 +1035,9 @@ static int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, in
     return 0;
 }
 
-static void test_long(const char *dir) {
+TEST(long_sweep) {
+    char dir[600];
+    case_dir(dir, sizeof dir);
     bench_noise = 0;
     H5ViewStats st;
     long rss0 = max_rss_kb();
@@ -1045,11 +1118,10 @@ static long long live_rows(const char *out, const char *name, long per_run[8], l
 /* A segment deleted, truncated or replaced while the sweep runs: the writer says so
  * (lost_segments), writes the rows it held again, and the next OUT.h5 reads whole; the
  * OUT.h5 that mapped it reads fill rows (run = -1), never zeros. */
-static void test_live_lost_segment(const char *dir) {
+TEST(live_lost_segment) {
     char sub[600], journal[700], out[700], err[ABL_ERR_MAX] = "";
-    snprintf(sub, sizeof sub, "%s/live-lost", dir);
-    mkdir(sub, 0777);
-    CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     H5Live *lv = h5live_open(journal, out, err);
     CHECK(lv != NULL);
     if (!lv) return;
@@ -1104,17 +1176,10 @@ int main(int argc, char **argv) {
         bench_noise = 1;
         return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1) == 0 ? 0 : 1;
     }
-    const char *dir = test_tmpdir();
-    if (!dir) {
+    if (!(g_dir = test_tmpdir())) {
         fprintf(stderr, "cannot make a temporary directory\n");
         return 1;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    test_fixture(dir);
-    test_live_lost_segment(dir);
-    test_long(dir);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (!test_failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return test_finish("test_h5view");
+    return test_main(argc, argv, "test_h5view");
 }
