@@ -240,14 +240,10 @@ static int run_inspect(const char *out_file, int argc, char **argv) {
     return rc;
 }
 
+/* The file's text; "" when there is none. */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strdup(buf);
+    char *text = test_read_file(path, NULL);
+    return text ? text : calloc(1, 1);
 }
 
 static void check_inspect(const char *dir, const char *h5) {

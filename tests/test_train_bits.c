@@ -141,13 +141,6 @@ static int generate_configs(void) {
     return n;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* The environment the bits depend on: OpenBLAS's core, the compiler and flags of this build,
  * and the CPU's feature flags (the build uses -march=native). */
 static void fingerprint(char *buf, size_t n) {
@@ -206,8 +199,8 @@ static void train(const Config *cf, TextBuf *out) {
     AdamW opt = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
     for (int step = 0; step < STEPS; step++) {
         for (int i = 0; i < B * T; i++) {
-            x[i] = (int32_t)(splitmix64(&s) % 37);
-            y[i] = (int32_t)(splitmix64(&s) % 37);
+            x[i] = (int32_t)(test_splitmix64(&s) % 37);
+            y[i] = (int32_t)(test_splitmix64(&s) % 37);
         }
         m.collect_stats = step == 0 || step == STEPS - 1;
         gpt_zero_grad(&m);

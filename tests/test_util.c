@@ -156,6 +156,13 @@ long test_file_size(const char *path) {
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+uint64_t test_splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 int test_finish(const char *name) {
     if (test_failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);

@@ -12,6 +12,7 @@
 #define ABLATE_TEST_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int test_failures;
@@ -69,6 +70,9 @@ int test_write_file(const char *path, const void *data, size_t n);
 void test_write_text(const char *path, const char *text);
 char *test_read_file(const char *path, long *n);
 long test_file_size(const char *path);
+
+/* SplitMix64: the tests' fixed pseudo-random source (token ids, batches). */
+uint64_t test_splitmix64(uint64_t *state);
 
 int test_finish(const char *name);
 
