@@ -234,11 +234,6 @@ TEST(unstable) {
 }
 
 int main(int argc, char **argv) {
-    dir = test_tmpdir();
-    corpus = dir ? test_corpus(dir) : NULL;
-    if (!corpus) {
-        fprintf(stderr, "test_run_health: no temporary directory or corpus\n");
-        return 1;
-    }
+    if (test_tmpdir_corpus("test_run_health", &dir, &corpus) != 0) return 1;
     return test_main(argc, argv, "test_run_health");
 }

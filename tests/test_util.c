@@ -163,6 +163,14 @@ uint64_t test_splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+int test_tmpdir_corpus(const char *program, const char **dir, const char **corpus) {
+    *dir = test_tmpdir();
+    *corpus = *dir ? test_corpus(*dir) : NULL;
+    if (*corpus) return 0;
+    fprintf(stderr, "%s: no temporary directory or corpus\n", program);
+    return -1;
+}
+
 int test_finish(const char *name) {
     if (test_failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);

@@ -57,6 +57,9 @@ int test_write_corpus(const char *path, long n);
 const char *test_corpus(const char *tmpdir);
 /* A fresh temporary directory (mkdtemp). */
 const char *test_tmpdir(void);
+/* For programs whose cases train: test_tmpdir() and test_corpus() in it, into *dir and
+ * *corpus; -1 with a message naming the program when either cannot be had. */
+int test_tmpdir_corpus(const char *program, const char **dir, const char **corpus);
 
 /* path = the last test_tmpdir() / name. */
 void test_path(char *path, size_t cap, const char *name);
