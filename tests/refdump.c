@@ -36,6 +36,7 @@
 #include "model/config.h"
 #include "model/gemm.h"
 #include "model/gpt.h"
+#include "test_util.h"
 #include "worker/knobs.h"
 #include "worker/run_config.h"
 
@@ -58,13 +59,6 @@ static void write_bin(const char *name, const void *data, size_t elem, size_t n)
         fprintf(stderr, "refdump: short write of %s\n", name);
         exit(1);
     }
-}
-
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 static int is_model_knob(const Knob *k) {
@@ -230,9 +224,9 @@ int main(int argc, char **argv) {
     int32_t *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     uint64_t s = seed * 7919u + 17u;
     for (size_t i = 0; i < n; i++)
-        x[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+        x[i] = (int32_t)(test_splitmix64(&s) % (uint64_t)c.vocab_size);
     for (size_t i = 0; i < n; i++)
-        y[i] = (int32_t)(splitmix64(&s) % (uint64_t)c.vocab_size);
+        y[i] = (int32_t)(test_splitmix64(&s) % (uint64_t)c.vocab_size);
     write_bin("x.bin", x, sizeof *x, n);
     write_bin("y.bin", y, sizeof *y, n);
 

@@ -42,7 +42,19 @@ static double df(Activation a, double x) { /* central differences of f in double
     return (f(a, x + h) - f(a, x - h)) / (2 * h);
 }
 
-int main(void) {
+static const struct {
+    Activation a;
+    const char *name;
+    double tol_f, tol_df; /* in units of max(1, |x|) (f of tanh: of |tanh x|) */
+} acts[] = {{ACT_RELU, "relu", 0, 0},
+            {ACT_GELU, "gelu", 3e-7, 5e-7},
+            {ACT_GELU_TANH, "gelu_tanh", 3e-7, 5e-7},
+            {ACT_RELU2, "relu2", 2e-7, 0},
+            {ACT_TANH, "tanh", 4e-7, 5e-7},
+            {ACT_SILU, "silu", 3e-7, 5e-7}};
+
+/* acts[k] forward and backward against the formulas over a grid and tiny values. */
+static void check_activation(size_t k) {
     enum { GRID = 24001, TINY = 64, N = GRID + 2 * TINY };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *d = malloc(N * sizeof *d);
     float *ones = malloc(N * sizeof *ones);
@@ -54,17 +66,7 @@ int main(void) {
     }
     for (int i = 0; i < N; i++)
         ones[i] = 1.0f;
-    static const struct {
-        Activation a;
-        const char *name;
-        double tol_f, tol_df; /* in units of max(1, |x|) (f of tanh: of |tanh x|) */
-    } acts[] = {{ACT_RELU, "relu", 0, 0},
-                {ACT_GELU, "gelu", 3e-7, 5e-7},
-                {ACT_GELU_TANH, "gelu_tanh", 3e-7, 5e-7},
-                {ACT_RELU2, "relu2", 2e-7, 0},
-                {ACT_TANH, "tanh", 4e-7, 5e-7},
-                {ACT_SILU, "silu", 3e-7, 5e-7}};
-    for (size_t k = 0; k < sizeof acts / sizeof *acts; k++) {
+    {
         Activation a = acts[k].a;
         activation_forward(a, y, x, 1, N);
         activation_backward(a, d, ones, x, 1, N);
@@ -86,5 +88,27 @@ int main(void) {
                   at_df);
     }
     free(x), free(y), free(d), free(ones);
-    return test_finish("test_activations");
+}
+
+TEST(relu) {
+    check_activation(0);
+}
+TEST(gelu) {
+    check_activation(1);
+}
+TEST(gelu_tanh) {
+    check_activation(2);
+}
+TEST(relu2) {
+    check_activation(3);
+}
+TEST(tanh) {
+    check_activation(4);
+}
+TEST(silu) {
+    check_activation(5);
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_activations");
 }

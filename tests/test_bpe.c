@@ -80,14 +80,6 @@ TEST(utf8) {
     CHECK(utf8_replace_copy((const unsigned char *)"ab\xe2\x82\xac", 5, out, 5) == 2);
 }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void remove_dir(const char *dir) {
     DIR *dh = opendir(dir);
     if (!dh) return;
@@ -121,7 +113,7 @@ TEST(gpt2_dataset) {
     char body[4096] = "";
     for (int i = 0; i < 40; i++)
         strcat(body, "Hello world. The dog's 42 caf\xc3\xa9s!\n");
-    write_text(text, body);
+    test_write_text(text, body);
     DataConfig cfg = {.tokenizer = TOK_GPT2, .val_fraction = 0.1};
     snprintf(cfg.path, sizeof cfg.path, "%s", text);
     Dataset d;
@@ -187,7 +179,7 @@ TEST(missing_vocabulary) {
     char text[512], none[512];
     snprintf(text, sizeof text, "%s/text.txt", tmp);
     snprintf(none, sizeof none, "%s/no-vocab", tmp);
-    write_text(text, "some text that is long enough for a context of four\n");
+    test_write_text(text, "some text that is long enough for a context of four\n");
     char saved[1024] = "";
     if (getenv(BPE_VOCAB_ENV)) snprintf(saved, sizeof saved, "%s", getenv(BPE_VOCAB_ENV));
     setenv(BPE_VOCAB_ENV, none, 1);

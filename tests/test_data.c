@@ -11,33 +11,6 @@
 
 static const char *tmp;
 
-/* Every file the test creates is made through make_path, so cleanup() can remove them. */
-static char created[32][512];
-static int n_created;
-
-static void make_path(char *buf, size_t cap, const char *name) {
-    snprintf(buf, cap, "%s/%s", tmp, name);
-    for (int i = 0; i < n_created; i++)
-        if (strcmp(created[i], buf) == 0) return;
-    if (n_created < 32) snprintf(created[n_created++], sizeof created[0], "%s", buf);
-}
-
-static void cleanup(void) {
-    for (int i = 0; i < n_created; i++)
-        unlink(created[i]);
-    rmdir(tmp);
-}
-
-static int write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    if (n && fwrite(data, 1, n, f) != n) {
-        fclose(f);
-        return -1;
-    }
-    return fclose(f);
-}
-
 static void put_i32(unsigned char *p, int32_t v) {
     uint32_t u = (uint32_t)v;
     p[0] = (unsigned char)u;
@@ -59,7 +32,7 @@ static int write_bin(const char *path, int32_t magic, int32_t version, int32_t d
         buf[1024 + 2 * i] = (unsigned char)(toks[i] & 0xff);
         buf[1024 + 2 * i + 1] = (unsigned char)(toks[i] >> 8);
     }
-    int rc = write_bytes(path, buf, size);
+    int rc = test_write_file(path, buf, size);
     free(buf);
     return rc;
 }
@@ -84,16 +57,16 @@ static void expect_load_error(const DataConfig *cfg, int context, const char *wo
     if (rc == 0) dataset_free(&d);
 }
 
-static void test_char(void) {
+TEST(char) {
     char path[512];
-    make_path(path, sizeof path, "small.txt");
+    test_path(path, sizeof path, "small.txt");
     /* 200 bytes over a small alphabet with a newline and a space. */
     char text[201];
     const char *alphabet = "hello world\nthe cat sat";
     for (int i = 0; i < 200; i++)
         text[i] = alphabet[(i * 7 + i / 3) % (int)strlen(alphabet)];
     text[200] = '\0';
-    CHECK(write_bytes(path, text, 200) == 0);
+    CHECK(test_write_file(path, text, 200) == 0);
 
     DataConfig cfg = data_cfg(path, TOK_CHAR, 0.1);
     Dataset d;
@@ -169,9 +142,9 @@ static void test_char(void) {
 
     /* Empty and missing text files. */
     char empty[512], missing[512];
-    make_path(empty, sizeof empty, "empty.txt");
-    make_path(missing, sizeof missing, "no-such-file.txt");
-    CHECK(write_bytes(empty, "", 0) == 0);
+    test_path(empty, sizeof empty, "empty.txt");
+    test_path(missing, sizeof missing, "no-such-file.txt");
+    CHECK(test_write_file(empty, "", 0) == 0);
     DataConfig ce = data_cfg(empty, TOK_CHAR, 0.0);
     expect_load_error(&ce, 4, "empty");
     DataConfig cm = data_cfg(missing, TOK_CHAR, 0.0);
@@ -179,7 +152,7 @@ static void test_char(void) {
     expect_load_error(&cm, 4, "No such file");
 }
 
-static void test_corpus_file(void) {
+TEST(corpus_file) {
     const char *env = getenv("ABLATE_TEST_CORPUS");
     if (!env || access(env, R_OK) != 0) {
         fprintf(stderr, "test_data: $ABLATE_TEST_CORPUS not readable; Tiny Shakespeare checks "
@@ -198,13 +171,13 @@ static void test_corpus_file(void) {
     dataset_free(&d);
 }
 
-static void test_byte(void) {
+TEST(byte) {
     char path[512];
-    make_path(path, sizeof path, "bytes.bin");
+    test_path(path, sizeof path, "bytes.bin");
     unsigned char data[600];
     for (int i = 0; i < 600; i++)
         data[i] = (unsigned char)((i * 37 + 11) % 256);
-    CHECK(write_bytes(path, data, sizeof data) == 0);
+    CHECK(test_write_file(path, data, sizeof data) == 0);
     DataConfig cfg = data_cfg(path, TOK_BYTE, 0.25);
     Dataset d;
     char err[ABL_ERR_MAX] = "";
@@ -227,13 +200,13 @@ static void test_byte(void) {
     dataset_free(&d);
 }
 
-static void test_bin(void) {
+TEST(bin) {
     enum { N = 1000 };
     uint16_t toks[N];
     for (int i = 0; i < N; i++)
         toks[i] = (uint16_t)((i * 7919) % 50257);
     char path[512];
-    make_path(path, sizeof path, "tokens.bin");
+    test_path(path, sizeof path, "tokens.bin");
     CHECK(write_bin(path, 20240520, 1, N, toks, N) == 0);
 
     DataConfig cfg = data_cfg(path, TOK_TOKENS, 0.1);
@@ -278,7 +251,7 @@ static void test_bin(void) {
     for (int i = 0; i < 100; i++)
         small[i] = (uint16_t)(i % 50);
     char spath[512];
-    make_path(spath, sizeof spath, "small-vocab.bin");
+    test_path(spath, sizeof spath, "small-vocab.bin");
     CHECK(write_bin(spath, 20240520, 1, 100, small, 100) == 0);
     DataConfig cs = data_cfg(spath, TOK_TOKENS, 0.0);
     cs.vocab_size = 50;
@@ -295,7 +268,7 @@ static void test_bin(void) {
 
     /* Bad magic (the value found and the expected one). */
     char bpath[512];
-    make_path(bpath, sizeof bpath, "bad-magic.bin");
+    test_path(bpath, sizeof bpath, "bad-magic.bin");
     CHECK(write_bin(bpath, 12345, 1, N, toks, N) == 0);
     DataConfig cb = data_cfg(bpath, TOK_TOKENS, 0.1);
     expect_load_error(&cb, 32, "magic");
@@ -304,14 +277,14 @@ static void test_bin(void) {
 
     /* Unsupported version. */
     char vpath[512];
-    make_path(vpath, sizeof vpath, "version.bin");
+    test_path(vpath, sizeof vpath, "version.bin");
     CHECK(write_bin(vpath, 20240520, 7, N, toks, N) == 0);
     DataConfig cv = data_cfg(vpath, TOK_TOKENS, 0.1);
     expect_load_error(&cv, 32, "version 7");
 
     /* Truncated: declares N tokens, holds N/2 (both numbers in the message). */
     char tpath[512];
-    make_path(tpath, sizeof tpath, "truncated.bin");
+    test_path(tpath, sizeof tpath, "truncated.bin");
     CHECK(write_bin(tpath, 20240520, 1, N, toks, N / 2) == 0);
     DataConfig ct = data_cfg(tpath, TOK_TOKENS, 0.1);
     expect_load_error(&ct, 32, "truncated");
@@ -320,18 +293,18 @@ static void test_bin(void) {
 
     /* Shorter than the header. */
     char hpath[512];
-    make_path(hpath, sizeof hpath, "short.bin");
+    test_path(hpath, sizeof hpath, "short.bin");
     unsigned char hdr[100] = {0};
     put_i32(hdr, 20240520);
-    CHECK(write_bytes(hpath, hdr, sizeof hdr) == 0);
+    CHECK(test_write_file(hpath, hdr, sizeof hdr) == 0);
     DataConfig ch = data_cfg(hpath, TOK_TOKENS, 0.1);
     expect_load_error(&ch, 32, "header");
 
     /* Empty, missing. */
     char epath[512], mpath[512];
-    make_path(epath, sizeof epath, "empty.bin");
-    make_path(mpath, sizeof mpath, "missing.bin");
-    CHECK(write_bytes(epath, "", 0) == 0);
+    test_path(epath, sizeof epath, "empty.bin");
+    test_path(mpath, sizeof mpath, "missing.bin");
+    CHECK(test_write_file(epath, "", 0) == 0);
     DataConfig ce = data_cfg(epath, TOK_TOKENS, 0.1);
     expect_load_error(&ce, 32, "empty");
     DataConfig cm = data_cfg(mpath, TOK_TOKENS, 0.1);
@@ -353,7 +326,7 @@ static int load_ramp(Dataset *d, long n, double val_fraction, int context) {
     for (long i = 0; i < n; i++)
         toks[i] = (uint16_t)i;
     char path[512];
-    make_path(path, sizeof path, "ramp.bin");
+    test_path(path, sizeof path, "ramp.bin");
     int rc = write_bin(path, 20240520, 1, (int32_t)n, toks, n);
     free(toks);
     if (rc != 0) return -1;
@@ -365,7 +338,7 @@ static int load_ramp(Dataset *d, long n, double val_fraction, int context) {
     return rc;
 }
 
-static void test_batches(void) {
+TEST(batches) {
     enum { N = 5000, B = 4, T = 16 };
     Dataset d;
     CHECK(load_ramp(&d, N, 0.2, T) == 0);
@@ -414,7 +387,7 @@ static void test_batches(void) {
     dataset_free(&d);
 }
 
-static void test_val_windows(void) {
+TEST(val_windows) {
     enum { N = 5000, T = 16 };
     Dataset d;
     CHECK(load_ramp(&d, N, 0.2, T) == 0);
@@ -484,18 +457,11 @@ static void test_val_windows(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     tmp = test_tmpdir();
     if (!tmp) {
         fprintf(stderr, "test_data: cannot create a temporary directory\n");
         return 1;
     }
-    test_char();
-    test_corpus_file();
-    test_byte();
-    test_bin();
-    test_batches();
-    test_val_windows();
-    cleanup();
-    return test_finish("test_data");
+    return test_main(argc, argv, "test_data");
 }

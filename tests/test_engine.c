@@ -285,11 +285,6 @@ TEST(grad_clip) {
 }
 
 int main(int argc, char **argv) {
-    dir = test_tmpdir();
-    corpus = dir ? test_corpus(dir) : NULL;
-    if (!corpus) {
-        fprintf(stderr, "test_engine: no temporary directory or corpus\n");
-        return 1;
-    }
+    if (test_tmpdir_corpus("test_engine", &dir, &corpus) != 0) return 1;
     return test_main(argc, argv, "test_engine");
 }

@@ -14,14 +14,6 @@
 
 static char tmp[512], cache[600];
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static int count_entries(void) {
     char dir[700];
     snprintf(dir, sizeof dir, "%s/%s", cache, FILE_DIGEST_SUBDIR);
@@ -38,10 +30,10 @@ static int count_entries(void) {
 
 /* The digest is that of the bytes read; a file changed moments ago is never cached, so a
  * same-size rewrite within one clock tick cannot be answered by a stale entry. */
-static void test_read_digest(void) {
+TEST(read_digest) {
     char path[700], hex[65], want[65], err[ABL_ERR_MAX];
     snprintf(path, sizeof path, "%s/a.txt", tmp);
-    write_text(path, "hello, world\n");
+    test_write_text(path, "hello, world\n");
     unsigned char *buf;
     long len;
     int cached = -1;
@@ -50,7 +42,7 @@ static void test_read_digest(void) {
     CHECK(len == 13 && !strcmp(hex, want) && cached == 0);
     free(buf);
     CHECK_MSG(count_entries() == 0, "a file written just now was cached");
-    write_text(path, "world, hello\n"); /* same size, same inode, maybe the same mtime */
+    test_write_text(path, "world, hello\n"); /* same size, same inode, maybe the same mtime */
     CHECK(file_read_digest("data file", path, cache, &buf, &len, hex, &cached, err) == 0);
     sha256_buf_hex("world, hello\n", 13, want);
     CHECK_MSG(!strcmp(hex, want), "a same-size rewrite kept the old digest");
@@ -65,7 +57,7 @@ static void test_read_digest(void) {
 
 /* A file that has been still for a while (this source file) is hashed once, then known by
  * its identity on disk: the second check reads nothing but the cache entry. */
-static void test_cache_hit(void) {
+TEST(cache_hit) {
     const char *src = ABLATE_TEST_SOURCE;
     struct stat st;
     CHECK(stat(src, &st) == 0);
@@ -87,14 +79,14 @@ static void test_cache_hit(void) {
 
 /* dataset_load's identity: the same characters in another order are other data with the
  * same vocabulary; another character set has another vocabulary too. */
-static void test_dataset_identity(void) {
+TEST(dataset_identity) {
     char a[700], b[700], c[700], err[ABL_ERR_MAX];
     snprintf(a, sizeof a, "%s/x.txt", tmp);
     snprintf(b, sizeof b, "%s/y.txt", tmp);
     snprintf(c, sizeof c, "%s/z.txt", tmp);
-    write_text(a, "abcdefgh abcdefgh abcdefgh abcdefgh\n");
-    write_text(b, "hgfedcba hgfedcba hgfedcba hgfedcba\n");
-    write_text(c, "abcdxxxx abcdxxxx abcdxxxx abcdxxxx\n");
+    test_write_text(a, "abcdefgh abcdefgh abcdefgh abcdefgh\n");
+    test_write_text(b, "hgfedcba hgfedcba hgfedcba hgfedcba\n");
+    test_write_text(c, "abcdxxxx abcdxxxx abcdxxxx abcdxxxx\n");
     DataConfig dc;
     memset(&dc, 0, sizeof dc);
     dc.tokenizer = TOK_CHAR;
@@ -131,17 +123,11 @@ static void test_dataset_identity(void) {
     unlink(c);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const char *t = test_tmpdir();
     if (!t) return fprintf(stderr, "test_file_digest: no temporary directory\n"), 1;
     snprintf(tmp, sizeof tmp, "%s", t);
     snprintf(cache, sizeof cache, "%s/cache", tmp);
     setenv("ABLATE_CACHE_DIR", cache, 1);
-    test_read_digest();
-    test_cache_hit();
-    test_dataset_identity();
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) fprintf(stderr, "test_file_digest: could not remove %s\n", tmp);
-    return test_finish("test_file_digest");
+    return test_main(argc, argv, "test_file_digest");
 }

@@ -60,14 +60,6 @@ static int make_model(GPT *m, KVCache *kc, const char *const *sets) {
     return 0;
 }
 
-/* token ids for the test sequences (any fixed pseudo-random source will do) */
-static uint64_t next_random(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* max |a - b| / max |b| over n values */
 static double rel_err(const float *a, const float *b, int n) {
     double d = 0.0, s = 1e-30;
@@ -102,7 +94,8 @@ TEST(cache_matches_forward) {
         int32_t tok[13];
         uint64_t s = 99 + k;
         for (int i = 0; i <= T; i++)
-            tok[i] = (int32_t)(next_random(&s) % (uint64_t)V);
+            tok[i] = (int32_t)(test_splitmix64(&s) /* any fixed pseudo-random source will do */ %
+                               (uint64_t)V);
         /* every position of a full context */
         gpt_forward(&m, tok, NULL, 1, T);
         float *full = malloc(sizeof(float) * (size_t)T * V);

@@ -1,9 +1,10 @@
 /* The HDF5 view of the journal: a journal of a few fake runs (two attempts of one run, an
  * unfinished run, a pending run, a failed run) is rebuilt into OUT.h5 and read back with
  * the C API; the build is deterministic and safe for open readers; `ablate inspect` reads
- * it; a 200-run x 2000-step journal builds with bounded memory.
+ * it; a 200-run x 2000-step journal builds with bounded memory; a live view survives lost
+ * segments. The fixture journal itself is h5view_fixture.c.
  *
- * Modes: test_h5view                        the checks
+ * Modes: test_h5view [CASE...]              the checks (--list names the cases)
  *        test_h5view --fixture DIR          writes DIR/out.h5 (+ journal) for test_h5view.py
  *        test_h5view --live-fixture DIR N   the same as a live view over N segments (up to N
  *                                           updates), for tests/test_live_gaps.py
@@ -14,332 +15,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "orchestrator/record/event_codec.h"
-#include "orchestrator/record/h5view.h"
+#include "h5view_fixture.h"
 #include "orchestrator/record/inspect.h"
-#include "orchestrator/record/journal.h"
 #include "test_util.h"
 #include "worker/knobs.h"
-
-/* ---------------- deterministic values (mirrored in test_h5view.py) ---------------- */
-
-static double f_loss(int run, long step, int attempt) {
-    return 5.0 - step / 1000.0 + run / 8.0 + (attempt - 1) * 100.0;
-}
-static double f_lr(long step) {
-    return 0.001 * step / (step + 10.0);
-}
-static double f_grad(int run, long step) {
-    return 1.0 + run + 0.5 / step;
-}
-static double f_time(long step) {
-    return step * 0.25;
-}
-static double f_entropy(int layer, int head, long step) {
-    return layer + head / 4.0 + step / 1000.0;
-}
-
-#define N_RUNS     5
-#define FULL_STEPS 50
-static const char *const run_names[N_RUNS] = {"baseline", "heads=2", "lr=0.01", "pending",
-                                              "diverge"};
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* A run's event stream for one attempt, batched into EVENTS records of `batch` events. */
-typedef struct {
-    Journal *j;
-    uint32_t run, attempt;
-    uint8_t buf[64 * EVENT_PACK_MAX];
-    size_t len;
-    int n, batch;
-} Stream;
-
-static void stream_flush(Stream *s) {
-    if (s->n == 0) return;
-    CHECK(journal_append_events(s->j, s->run, s->attempt, s->buf, s->len) == 0);
-    s->len = 0;
-    s->n = 0;
-}
-
-static void stream_emit(Stream *s, const Event *ev) {
-    size_t n = event_pack(ev, s->buf + s->len, sizeof s->buf - s->len);
-    CHECK(n > 0);
-    s->len += n;
-    if (++s->n >= s->batch) stream_flush(s);
-}
-
-static void emit_start(Stream *s, int run) {
-    Event e = {.kind = EV_START};
-    e.u.start.params = 10000 + run;
-    e.u.start.flops_per_token = 6.0e4 + run;
-    e.u.start.kv_bytes_per_token = 512.0;
-    snprintf(e.u.start.blas_core, sizeof e.u.start.blas_core, "Haswell");
-    stream_emit(s, &e);
-}
-
-/* The events of one step of the fake training loop. */
-static void emit_step(Stream *s, int run, long step, int attempt, int with_acts) {
-    Event e = {.kind = EV_STEP};
-    e.u.step = (StepEvent){step,       step * 64,         f_loss(run, step, attempt),
-                           f_lr(step), f_grad(run, step), f_time(step)};
-    stream_emit(s, &e);
-    if (step % 10 == 0) {
-        Event v = {.kind = EV_EVAL};
-        v.u.eval = (EvalEvent){step, f_loss(run, step, attempt) + 0.125, step / 100.0, step * 64,
-                               f_time(step)};
-        stream_emit(s, &v);
-    }
-    if (with_acts && step % 25 == 0) {
-        for (int layer = 0; layer < 2; layer++) {
-            Event a = {.kind = EV_ACT};
-            ActEvent *x = &a.u.act;
-            x->step = step;
-            x->layer = layer;
-            x->zero_frac = 0.1 * layer + step / 1000.0;
-            x->max = 3.0 + layer;
-            x->min = -3.0 - layer;
-            x->mean = 0.01 * step;
-            x->rms = 1.0 + layer;
-            x->resid_rms = 2.0 + layer;
-            x->grad_norm = 0.5 * layer + step / 100.0;
-            x->n_head = 4;
-            for (int h = 0; h < 4; h++)
-                x->attn_entropy[h] = f_entropy(layer, h, step);
-            stream_emit(s, &a);
-        }
-    }
-}
-
-static void emit_samples(Stream *s, int run) {
-    static Event e;
-    for (int k = 0; k < 2; k++) {
-        memset(&e, 0, sizeof e);
-        e.kind = EV_SAMPLE;
-        SampleEvent *x = &e.u.sample;
-        x->kind = k ? SAMPLE_TEMPERATURE : SAMPLE_GREEDY;
-        x->temperature = k ? 0.8 : 0.0;
-        if (k)
-            snprintf(x->text, sizeof x->text, "run %d sampled: \"quoted\" \xc3\xa9", run);
-        else
-            snprintf(x->text, sizeof x->text, "run %d greedy\nthe king", run);
-        x->n_tokens = (int)strlen(x->text);
-        x->tokens_per_s = 1000.0 + run;
-        x->distinct_ratio = 0.5;
-        x->longest_run = 3;
-        x->top_token_frac = 0.25;
-        x->degenerate = k == 0;
-        stream_emit(s, &e);
-    }
-}
-
-static EndEvent make_end(int run, RunStatus status, long steps, int attempt) {
-    EndEvent e;
-    memset(&e, 0, sizeof e);
-    e.status = status;
-    e.steps = steps;
-    e.tokens = steps * 64;
-    e.train_seconds = f_time(steps);
-    e.tokens_per_s = 256.0;
-    e.final_val_loss = status == RUN_DONE ? f_loss(run, steps, attempt) + 0.125 : NAN;
-    e.final_val_acc = status == RUN_DONE ? 0.5 : NAN;
-    if (status == RUN_FAILED)
-        snprintf(e.message, sizeof e.message, "loss is NaN at step %ld", steps);
-    return e;
-}
-
-static const char *SPEC_TEXT = "sweep:\n  name: fixture\nbase:\n  model.n_head: 4\n";
-
-static void write_header(Journal *j) {
-    const char *kv[] = {"journal_version",
-                        JOURNAL_FORMAT_VERSION,
-                        "spec",
-                        SPEC_TEXT,
-                        "ablate_version",
-                        "0.1.0",
-                        "git_rev",
-                        "abc123def456",
-                        "compiler",
-                        "GNU 12.2.0",
-                        "c_flags",
-                        "-O3",
-                        "mpi_version",
-                        "Open MPI v4.1.4",
-                        "hdf5_version",
-                        "1.10.8",
-                        "openblas_version",
-                        "OpenBLAS 0.3.21",
-                        "blas_core",
-                        "Haswell",
-                        "ranks",
-                        "3",
-                        "hostnames",
-                        "node-a,node-b,node-c",
-                        "start_time",
-                        "2024-05-01T12:00:00Z",
-                        "vocab",
-                        "\n !abc",
-                        "custom_key",
-                        "custom value"};
-    CHECK(journal_append_header(j, kv, (int)(sizeof kv / sizeof *kv / 2)) == 0);
-}
-
-/* The fixture journal. complete: 1 with SWEEP_END; 2 with SWEEP_END status "stopped" (a
- * session that ended with runs unfinished). */
-static int write_fixture(const char *journal_path, int complete) {
-    char err[ABL_ERR_MAX];
-    Journal *j = journal_create(journal_path, err);
-    if (!j) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    write_header(j);
-    static RunConfig cfg;
-    for (int r = 0; r < N_RUNS; r++) {
-        run_config_default(&cfg);
-        cfg.model.n_head = r == 1 ? 2 : 4;
-        if (r == 1) cfg.model.activation = ACT_SWIGLU;
-        if (r == 2) cfg.train.lr = 0.01;
-        cfg.model.qk_norm = r == 4;
-        char id[17];
-        snprintf(id, sizeof id, "%016llx", 0xabcdef0000000000ull + (unsigned long long)r);
-        CHECK(journal_append_plan(j, (uint32_t)r, id, run_names[r], 100 + (uint64_t)r, &cfg) == 0);
-    }
-    static Stream s0, s1;
-    /* Runs 0 and 1 (attempt 1) interleaved; run 1's attempt 1 dies after step 30. */
-    CHECK(journal_append_begin(j, 0, 1, 1, "node-a", 0) == 0);
-    CHECK(journal_append_begin(j, 1, 1, 2, "node-b", 0) == 0);
-    s0 = (Stream){.j = j, .run = 0, .attempt = 1, .batch = 8};
-    s1 = (Stream){.j = j, .run = 1, .attempt = 1, .batch = 8};
-    emit_start(&s0, 0);
-    emit_start(&s1, 1);
-    for (long step = 1; step <= FULL_STEPS; step++) {
-        emit_step(&s0, 0, step, 1, 1);
-        if (step <= 30) emit_step(&s1, 1, step, 1, 1);
-        if (step == 20) {
-            stream_flush(&s1);
-            CHECK(journal_append_checkpoint(j, 1, 1, 20, "ckpt/run1-20.bin") == 0);
-        }
-    }
-    emit_samples(&s0, 0);
-    stream_flush(&s0);
-    stream_flush(&s1);
-    EndEvent e0 = make_end(0, RUN_DONE, FULL_STEPS, 1);
-    CHECK(journal_append_end(j, 0, 1, 1, "node-a", &e0) == 0);
-    CHECK(journal_sync(j) == 0);
-    /* Run 1 resumes from its checkpoint on node-a; run 2 starts and never finishes. */
-    CHECK(journal_append_begin(j, 1, 2, 1, "node-a", 20) == 0);
-    CHECK(journal_append_begin(j, 2, 1, 3, "node-c", 0) == 0);
-    static Stream s2;
-    s1 = (Stream){.j = j, .run = 1, .attempt = 2, .batch = 8};
-    s2 = (Stream){.j = j, .run = 2, .attempt = 1, .batch = 3};
-    emit_start(&s1, 1);
-    emit_start(&s2, 2);
-    for (long step = 1; step <= FULL_STEPS; step++) {
-        emit_step(&s1, 1, step, 2, 1);
-        if (step <= 7) emit_step(&s2, 2, step, 1, 0);
-    }
-    emit_samples(&s1, 1);
-    stream_flush(&s1);
-    stream_flush(&s2);
-    EndEvent e1 = make_end(1, RUN_DONE, FULL_STEPS, 2);
-    CHECK(journal_append_end(j, 1, 2, 1, "node-a", &e1) == 0);
-    /* Run 4 fails at step 3. */
-    CHECK(journal_append_begin(j, 4, 1, 2, "node-b", 0) == 0);
-    static Stream s4;
-    s4 = (Stream){.j = j, .run = 4, .attempt = 1, .batch = 64};
-    emit_start(&s4, 4);
-    for (long step = 1; step <= 3; step++)
-        emit_step(&s4, 4, step, 1, 0);
-    stream_flush(&s4);
-    EndEvent e4 = make_end(4, RUN_FAILED, 3, 1);
-    CHECK(journal_append_end(j, 4, 1, 2, "node-b", &e4) == 0);
-    if (complete) {
-        const char *kv[] = {"end_time", "2024-05-01T13:00:00Z", "status", "stopped"};
-        CHECK(journal_append_sweep_end(j, kv, complete == 2 ? 2 : 1) == 0);
-    }
-    return journal_close(j);
-}
-
-/* ---------------- reading back ---------------- */
-
-typedef struct {
-    int32_t run;
-    int64_t step, tokens;
-    double loss, lr, grad_norm, time;
-} StepRow;
-
-typedef struct {
-    int32_t index;
-    char id[17];
-    char *name; /* schema 2: text columns are variable-length UTF-8 */
-    uint64_t seed;
-    char status[12];
-    int32_t n_head;
-    char activation[16];
-    int8_t qk_norm;
-    double lr;
-    int64_t params;
-    int64_t steps;
-    double final_val_loss;
-    int32_t rank;
-    char *host;
-    int32_t attempts;
-    int64_t resumed_from_step, last_checkpoint_step;
-    char *message;
-    char *blas_core;
-} RunRow;
-
-static hid_t strt(size_t n) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, n);
-    return t;
-}
-
-static hid_t bool_type(void) {
-    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
-    int8_t f = 0, tr = 1;
-    H5Tenum_insert(t, "FALSE", &f);
-    H5Tenum_insert(t, "TRUE", &tr);
-    return t;
-}
-
-static long long dset_rows(hid_t file, const char *name) {
-    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0) return -1;
-    hid_t s = H5Dget_space(d);
-    hsize_t n = 0;
-    H5Sget_simple_extent_dims(s, &n, NULL);
-    H5Sclose(s);
-    H5Dclose(d);
-    return (long long)n;
-}
-
-static void str_attr(hid_t loc, const char *name, char *out, size_t n) {
-    out[0] = 0;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0) return;
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    char *s = NULL;
-    if (H5Aread(a, t, &s) >= 0 && s) {
-        snprintf(out, n, "%s", s);
-        H5free_memory(s);
-    }
-    H5Tclose(t);
-    H5Aclose(a);
-}
 
 static void check_fixture_file(const char *out, int complete) {
     hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -372,7 +55,7 @@ static void check_fixture_file(const char *out, int complete) {
     H5Tset_size(vt, H5T_VARIABLE);
     char *spec = NULL;
     CHECK(d >= 0 && H5Dread(d, vt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &spec) >= 0 && spec &&
-          !strcmp(spec, SPEC_TEXT));
+          !strcmp(spec, FIXTURE_SPEC_TEXT));
     if (spec) H5free_memory(spec);
     H5Dclose(d);
     H5Tclose(vt);
@@ -557,17 +240,13 @@ static int run_inspect(const char *out_file, int argc, char **argv) {
     return rc;
 }
 
+/* The file's text; "" when there is none. */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strdup(buf);
+    char *text = test_read_file(path, NULL);
+    return text ? text : calloc(1, 1);
 }
 
-static void test_inspect(const char *dir, const char *h5) {
+static void check_inspect(const char *dir, const char *h5) {
     char cap[600], bogus[600];
     snprintf(cap, sizeof cap, "%s/inspect.out", dir);
     char *a1[] = {"inspect", (char *)h5};
@@ -626,66 +305,49 @@ static void test_inspect(const char *dir, const char *h5) {
     free(txt);
 }
 
-/* ---------------- files ---------------- */
+static const char *g_dir; /* the program's temporary directory, set by main */
 
-static long fsize(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+/* The running case's own directory, g_dir/CASE, made here. */
+static void case_dir(char *dir, size_t n) {
+    snprintf(dir, n, "%s/%s", g_dir, test_current);
+    mkdir(dir, 0777);
 }
 
-static int same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        if (x != y) same = 0;
-        if (x == EOF || y == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
+/* The fixture of an unfinished sweep in this case's directory, its journal locked as by a
+ * live rank 0 (until release_writer_lock). */
+static int running_fixture(char *journal, char *out, size_t n) {
+    char dir[600];
+    case_dir(dir, sizeof dir);
+    release_writer_lock(); /* a lock another case left would not be on this journal */
+    int rc = make_fixture(dir, 0, journal, out, n);
+    CHECK(rc == 0);
+    return rc;
 }
 
-static int g_writer_lock = -1;
-
-static void release_writer_lock(void) {
-    if (g_writer_lock >= 0) close(g_writer_lock);
-    g_writer_lock = -1;
-}
-
-static int make_fixture(const char *dir, int complete, char *journal, char *out, size_t n) {
-    char err[ABL_ERR_MAX];
-    snprintf(out, n, "%s/out.h5", dir);
-    if (journal_ensure_dir(out, err) != 0 || journal_path_for(out, journal, n) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    if (write_fixture(journal, complete) != 0) return -1;
-    /* an unfinished sweep is "running" only while a process holds its journal's lock, as
-     * the sweep's rank 0 does; without it the view says it stopped. The lock stays in
-     * g_writer_lock until the caller lets the "sweep" go. */
-    if (!complete && g_writer_lock < 0) g_writer_lock = journal_lock_existing(journal, err);
-    int rc = h5view_build(journal, out, err);
-    if (rc != 0) {
-        fprintf(stderr, "h5view_build: %s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static void test_fixture(const char *dir) {
-    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
-    snprintf(sub, sizeof sub, "%s/running", dir);
-    mkdir(sub, 0777);
-    CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
+TEST(fixture) {
+    char journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
     char tmp[800];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     CHECK(access(tmp, F_OK) != 0);
     check_fixture_file(out, 0);
-    test_inspect(dir, out);
+    release_writer_lock();
+}
 
-    /* The same journal once no process holds its lock (the sweep was killed): `ablate view`
-     * shows the sweep stopped and its run in progress interrupted, not running forever. */
+TEST(inspect) {
+    char dir[600], journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(dir, sizeof dir);
+    check_inspect(dir, out);
+    release_writer_lock();
+}
+
+/* The same journal once no process holds its lock (the sweep was killed): `ablate view`
+ * shows the sweep stopped and its run in progress interrupted, not running forever. */
+TEST(writer_gone) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     char stopped[800], copy[800];
     snprintf(stopped, sizeof stopped, "%s/stopped.h5", sub);
     snprintf(copy, sizeof copy, "%s/stopped.journal", sub); /* a copy nobody holds */
@@ -703,9 +365,15 @@ static void test_fixture(const char *dir) {
     CHECK(jb == (long long)jst.st_size);
     H5Aclose(ja);
     H5Fclose(sv);
+    release_writer_lock();
+}
 
-    /* Deterministic: the same journal gives the same bytes. A reader that has the old
-     * file open keeps reading it while the view is replaced. */
+/* Deterministic: the same journal gives the same bytes. A reader that has the old file
+ * open keeps reading it while the view is replaced. */
+TEST(deterministic) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     hid_t reader = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(reader >= 0);
     char again[800];
@@ -718,9 +386,14 @@ static void test_fixture(const char *dir) {
     CHECK(h5view_build(journal, out, err) == 0);
     CHECK(dset_rows(reader, "steps") == 110 && dset_rows(reader, "runs") == N_RUNS);
     H5Fclose(reader);
+    release_writer_lock();
+}
 
-    /* Readers while the view is rebuilt over and over (another process): every open and
-     * read succeeds and sees a whole file. */
+/* Readers while the view is rebuilt over and over (another process): every open and read
+ * succeeds and sees a whole file. */
+TEST(readers_during_rebuilds) {
+    char journal[700], out[700];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
     fflush(NULL);
     pid_t child = fork();
     if (child == 0) {
@@ -742,15 +415,31 @@ static void test_fixture(const char *dir) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK_MSG(failed_reads == 0, "%d of %d reads during rebuilds failed", failed_reads, reads);
     fprintf(stderr, "%d reads during 30 rebuilds, %d failed\n", reads, failed_reads);
+    release_writer_lock();
+}
 
-    /* A torn journal tail is ignored. */
+/* A torn journal tail is ignored. */
+TEST(torn_tail) {
+    char sub[600], journal[700], out[700], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
+    char again[800];
+    snprintf(again, sizeof again, "%s/again.h5", sub);
+    H5ViewStats st;
     FILE *jf = fopen(journal, "ab");
     fwrite("ABLJ\x04\x00\x00\x00\x00\xff\x00\x00\x00garbage", 1, 20, jf);
     fclose(jf);
     CHECK(h5view_build_stats(journal, again, &st, err) == 0);
     CHECK(st.torn_bytes == 20 && st.steps == 110);
+    release_writer_lock();
+}
 
-    /* The same journal with SWEEP_END: complete, and the unfinished run is interrupted. */
+/* The same journal with SWEEP_END: complete, and the unfinished run is interrupted; and
+ * without it nor a writer: stopped. */
+TEST(complete_and_stopped) {
+    char dir[600], sub[700], journal[800], out[800];
+    case_dir(dir, sizeof dir);
+    release_writer_lock();
     snprintf(sub, sizeof sub, "%s/complete", dir);
     mkdir(sub, 0777);
     CHECK(make_fixture(sub, 1, journal, out, sizeof journal) == 0);
@@ -759,11 +448,16 @@ static void test_fixture(const char *dir) {
     mkdir(sub, 0777);
     CHECK(make_fixture(sub, 2, journal, out, sizeof journal) == 0);
     check_fixture_file(out, 2);
+}
 
-    /* A journal with nothing in it yet (the writer has not flushed): an empty view. */
+/* A journal with nothing in it yet (the writer has not flushed): an empty view. */
+TEST(empty_journal) {
+    char dir[600], err[ABL_ERR_MAX];
+    case_dir(dir, sizeof dir);
     char ej[800], eo[800];
     snprintf(ej, sizeof ej, "%s/empty.journal", dir);
     snprintf(eo, sizeof eo, "%s/empty.h5", dir);
+    H5ViewStats st;
     Journal *j = journal_create(ej, err);
     CHECK(j != NULL);
     write_header(j); /* buffered, not yet visible */
@@ -774,13 +468,17 @@ static void test_fixture(const char *dir) {
     CHECK(ef >= 0 && dset_rows(ef, "runs") == 0 && dset_rows(ef, "steps") == 0);
     H5Fclose(ef);
     journal_close(j);
+}
 
-    /* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted",
-     * and "running" again once its next attempt begins. */
+/* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted", and
+ * "running" again once its next attempt begins. */
+TEST(interrupted_run) {
+    char dir[600], err[ABL_ERR_MAX];
+    case_dir(dir, sizeof dir);
     char ij[800], io[800];
     snprintf(ij, sizeof ij, "%s/interrupted.journal", dir);
     snprintf(io, sizeof io, "%s/interrupted.h5", dir);
-    j = journal_create(ij, err);
+    Journal *j = journal_create(ij, err);
     CHECK(j != NULL);
     write_header(j);
     static RunConfig cfg;
@@ -820,155 +518,26 @@ static void test_fixture(const char *dir) {
     H5Fclose(sf);
     H5Tclose(smt);
     H5Tclose(s16);
-    release_writer_lock();
+}
 
-    /* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
+/* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
+TEST(build_errors) {
+    char dir[600], journal[700], out[700], tmp[800], err[ABL_ERR_MAX];
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    release_writer_lock();
+    case_dir(dir, sizeof dir);
     snprintf(tmp, sizeof tmp, "%s/none/journal", dir);
     CHECK(h5view_build(tmp, out, err) != 0 && strstr(err, "No such file"));
     snprintf(tmp, sizeof tmp, "%s/no/such/dir/out.h5", dir);
     CHECK(h5view_build(journal, tmp, err) != 0);
 }
 
-/* ---------------- a long sweep: bounded memory, rates ---------------- */
-
-static long max_rss_kb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-/* Bench mode: pseudo-random low bits in the metrics, so compression is realistic. */
-static int bench_noise = 0;
-static double noise(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(*s >> 11) * 0x1.0p-53;
-}
-
-/* RUNS runs of STEPS steps, 4 running at a time (events interleaved in 64-event batches),
- * evals every 100 steps, acts (4 layers x 4 heads) every 500; fdatasync after each RUN_END. */
-static int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbose) {
-    char out[600], journal[700], err[ABL_ERR_MAX];
-    snprintf(out, sizeof out, "%s/long.h5", dir);
-    if (journal_ensure_dir(out, err) != 0) return -1;
-    journal_path_for(out, journal, sizeof journal);
-    unlink(journal);
-    Journal *j = journal_create(journal, err);
-    if (!j) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    double t0 = now();
-    write_header(j);
-    static RunConfig cfg;
-    run_config_default(&cfg);
-    for (int r = 0; r < runs; r++) {
-        char id[17], name[32];
-        snprintf(id, sizeof id, "%016x", r);
-        snprintf(name, sizeof name, "run%d", r);
-        cfg.train.steps = steps;
-        journal_append_plan(j, (uint32_t)r, id, name, (uint64_t)r, &cfg);
-    }
-    enum { LANES = 4 };
-    static Stream lane[LANES];
-    long pos[LANES];
-    int next = 0, active = 0;
-    long long values = 0, events = 0;
-    uint64_t rng = 42;
-    for (int l = 0; l < LANES; l++)
-        pos[l] = -1;
-    while (next < runs || active) {
-        for (int l = 0; l < LANES; l++) {
-            if (pos[l] < 0 && next < runs) {
-                lane[l] = (Stream){.j = j, .run = (uint32_t)next, .attempt = 1, .batch = 64};
-                journal_append_begin(j, (uint32_t)next, 1, l + 1, "node", 0);
-                emit_start(&lane[l], next);
-                pos[l] = 1;
-                next++;
-                active++;
-            }
-            if (pos[l] < 0) continue;
-            int r = (int)lane[l].run;
-            for (int k = 0; k < 64 && pos[l] <= steps; k++, pos[l]++) {
-                Event e = {.kind = EV_STEP};
-                long s = pos[l];
-                e.u.step =
-                    (StepEvent){s, s * 64, f_loss(r, s, 1), f_lr(s), f_grad(r, s), f_time(s)};
-                if (bench_noise) {
-                    e.u.step.loss += 0.05 * noise(&rng);
-                    e.u.step.grad_norm += noise(&rng);
-                    e.u.step.time += 0.01 * noise(&rng);
-                }
-                stream_emit(&lane[l], &e);
-                events++;
-                values += 6;
-                if (s % 100 == 0) {
-                    Event v = {.kind = EV_EVAL};
-                    v.u.eval = (EvalEvent){s, 1.0, 0.5, s * 64, 0.5};
-                    stream_emit(&lane[l], &v);
-                    events++;
-                    values += 3;
-                }
-                if (s % 500 == 0) {
-                    for (int layer = 0; layer < 4; layer++) {
-                        Event a = {.kind = EV_ACT};
-                        a.u.act.step = s;
-                        a.u.act.layer = layer;
-                        a.u.act.n_head = 4;
-                        for (int h = 0; h < 4; h++)
-                            a.u.act.attn_entropy[h] = h;
-                        stream_emit(&lane[l], &a);
-                        events++;
-                        values += 12;
-                    }
-                }
-            }
-            if (pos[l] > steps) {
-                stream_flush(&lane[l]);
-                EndEvent e = make_end(r, RUN_DONE, steps, 1);
-                journal_append_end(j, (uint32_t)r, 1, l + 1, "node", &e);
-                if (journal_sync(j) != 0) {
-                    fprintf(stderr, "%s\n", journal_error(j));
-                    return -1;
-                }
-                pos[l] = -1;
-                active--;
-            }
-        }
-    }
-    const char *kv[] = {"end_time", "2024-05-01T13:00:00Z"};
-    journal_append_sweep_end(j, kv, 1);
-    uint64_t jbytes = journal_size(j);
-    if (journal_close(j) != 0) return -1;
-    double t1 = now();
-    long rss0 = max_rss_kb();
-    if (h5view_build_stats(journal, out, st, err) != 0) {
-        fprintf(stderr, "h5view_build: %s\n", err);
-        return -1;
-    }
-    long rss1 = max_rss_kb();
-    if (verbose) {
-        long long rows = st->steps + st->evals + st->acts + st->attn + st->samples + st->runs;
-        fprintf(stderr,
-                "journal: %d runs x %ld steps: %lld events, %lld metric values, %.1f MB, "
-                "%.1f bytes/event; appended (with fdatasync per run) in %.3f s: %.2f M "
-                "events/s, %.1f M values/s\n",
-                runs, steps, events, values, jbytes / 1e6, (double)jbytes / (double)events, t1 - t0,
-                events / (t1 - t0) / 1e6, values / (t1 - t0) / 1e6);
-        fprintf(stderr,
-                "h5view: %lld rows (steps %lld, evals %lld, acts %lld, attn %lld) in %.3f s: "
-                "%.2f M rows/s, %.2f M step rows/s; %.1f MB file; max RSS %ld -> %ld MB\n",
-                rows, st->steps, st->evals, st->acts, st->attn, st->seconds,
-                rows / st->seconds / 1e6, st->steps / st->seconds / 1e6, fsize(out) / 1e6,
-                rss0 / 1024, rss1 / 1024);
-    }
-    return 0;
-}
-
-static void test_long(const char *dir) {
-    bench_noise = 0;
+TEST(long_sweep) {
+    char dir[600];
+    case_dir(dir, sizeof dir);
     H5ViewStats st;
     long rss0 = max_rss_kb();
-    CHECK(long_sweep(dir, 200, 2000, &st, 1) == 0);
+    CHECK(long_sweep(dir, 200, 2000, &st, 1, 0) == 0);
     CHECK(st.runs == 200 && st.runs_done == 200);
     CHECK(st.steps == 200 * 2000LL && st.evals == 200 * 20LL && st.acts == 200 * 4 * 4LL &&
           st.attn == 200 * 64LL && st.skipped == 0);
@@ -1000,23 +569,6 @@ static void test_long(const char *dir) {
     CHECK_MSG(grown < 96 * 1024, "RSS grew by %ld MB", grown / 1024);
 }
 
-/* ---------------- the live view (h5view_live.c) ---------------- */
-
-/* The fixture as a live view built in n updates (each over a larger prefix of the
- * journal): OUT.h5 maps up to n segment files. */
-static int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
-    char journal[700], out[700], err[ABL_ERR_MAX] = "";
-    if (make_fixture(dir, 0, journal, out, sizeof journal) != 0) return -1;
-    H5Live *lv = h5live_open(journal, out, err);
-    int rc = lv ? 0 : -1;
-    long size = fsize(journal);
-    for (int k = 1; k <= n && rc == 0; k++)
-        rc = h5live_update(lv, (uint64_t)(size * k / n), last, err);
-    if (rc != 0) fprintf(stderr, "live view: %s\n", err);
-    h5live_close(lv);
-    return rc;
-}
-
 /* Rows of /name read through its virtual dataset: per run (runs 0..7), and how many had
  * the fill value's run = -1. -1 if unreadable. */
 static long long live_rows(const char *out, const char *name, long per_run[8], long *fill) {
@@ -1045,15 +597,14 @@ static long long live_rows(const char *out, const char *name, long per_run[8], l
 /* A segment deleted, truncated or replaced while the sweep runs: the writer says so
  * (lost_segments), writes the rows it held again, and the next OUT.h5 reads whole; the
  * OUT.h5 that mapped it reads fill rows (run = -1), never zeros. */
-static void test_live_lost_segment(const char *dir) {
+TEST(live_lost_segment) {
     char sub[600], journal[700], out[700], err[ABL_ERR_MAX] = "";
-    snprintf(sub, sizeof sub, "%s/live-lost", dir);
-    mkdir(sub, 0777);
-    CHECK(make_fixture(sub, 0, journal, out, sizeof journal) == 0);
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
     H5Live *lv = h5live_open(journal, out, err);
     CHECK(lv != NULL);
     if (!lv) return;
-    long size = fsize(journal);
+    long size = test_file_size(journal);
     H5ViewStats st;
     long per_run[8], fill;
     for (int k = 1; k <= 5; k++)
@@ -1101,20 +652,12 @@ int main(int argc, char **argv) {
     }
     if (argc == 5 && !strcmp(argv[1], "--bench")) {
         H5ViewStats st;
-        bench_noise = 1;
-        return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1) == 0 ? 0 : 1;
+        return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1, 1) == 0 ? 0 : 1;
     }
-    const char *dir = test_tmpdir();
-    if (!dir) {
+    if (!(g_dir = test_tmpdir())) {
         fprintf(stderr, "cannot make a temporary directory\n");
         return 1;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    test_fixture(dir);
-    test_live_lost_segment(dir);
-    test_long(dir);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (!test_failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return test_finish("test_h5view");
+    return test_main(argc, argv, "test_h5view");
 }

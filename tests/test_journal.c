@@ -14,32 +14,14 @@
 #include "test_util.h"
 #include "worker/knobs.h"
 
-static const char *dir;
-
-static void path_in(char *buf, size_t n, const char *name) {
-    snprintf(buf, n, "%s/%s", dir, name);
-}
-
-static long file_size(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 ? (long)st.st_size : -1;
-}
-
+/* The bytes of a file (test_read_file). */
 static uint8_t *read_file(const char *p, long *n) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    *n = file_size(p);
-    uint8_t *b = malloc((size_t)*n + 1);
-    if (fread(b, 1, (size_t)*n, f) != (size_t)*n) *n = -1;
-    fclose(f);
-    return b;
+    return (uint8_t *)test_read_file(p, n);
 }
 
-static void write_file(const char *p, const uint8_t *b, long n) {
-    FILE *f = fopen(p, "wb");
-    if (!f) return;
-    if (n > 0) fwrite(b, 1, (size_t)n, f);
-    fclose(f);
+/* Writes n bytes (none for n <= 0); a failed write shows in the checks on what is read. */
+static void write_file(const char *p, const void *b, long n) {
+    (void)test_write_file(p, b, n > 0 ? (size_t)n : 0);
 }
 
 static int same_double(double a, double b) {
@@ -150,7 +132,7 @@ static int events_equal(const Event *a, const Event *b) {
     }
 }
 
-static void test_codec(void) {
+TEST(codec) {
     static Event ev[6], back;
     fill_events(ev);
     static uint8_t buf[6 * EVENT_PACK_MAX];
@@ -267,7 +249,7 @@ static void write_sample_journal(const char *path, Expect *exp, RunConfig *cfg) 
     CHECK(k == N_RECORDS);
     uint64_t logical = journal_size(j);
     CHECK(journal_close(j) == 0);
-    CHECK((long)logical == file_size(path));
+    CHECK((long)logical == test_file_size(path));
 }
 
 static int count_records(const char *path, uint64_t *valid_end, uint64_t *torn) {
@@ -284,9 +266,9 @@ static int count_records(const char *path, uint64_t *valid_end, uint64_t *torn) 
     return rc < 0 ? -1 : n;
 }
 
-static void test_round_trip(void) {
+TEST(round_trip) {
     char path[512], err[ABL_ERR_MAX];
-    path_in(path, sizeof path, "rt.journal");
+    test_path(path, sizeof path, "rt.journal");
     Expect exp[N_RECORDS];
     static RunConfig cfg, back;
     write_sample_journal(path, exp, &cfg);
@@ -407,7 +389,7 @@ static void test_round_trip(void) {
     }
     CHECK(k == N_RECORDS);
     CHECK(journal_reader_torn_bytes(r) == 0);
-    CHECK((long)journal_reader_valid_end(r) == file_size(path));
+    CHECK((long)journal_reader_valid_end(r) == test_file_size(path));
     /* Random access re-reads and re-validates. */
     CHECK(journal_reader_read_at(r, exp[2].offset, &rec) == 0 && rec.type == JREC_RUN_BEGIN);
     CHECK(journal_reader_read_at(r, exp[2].offset + 1, &rec) != 0);
@@ -431,10 +413,10 @@ static void test_round_trip(void) {
 
 /* Cuts the journal at every byte offset inside its last record: the reader stops cleanly
  * after the earlier records, and open_append truncates exactly the torn part. */
-static void test_torn_tail(void) {
+TEST(torn_tail) {
     char path[512], cut_path[512], err[ABL_ERR_MAX];
-    path_in(path, sizeof path, "torn.journal");
-    path_in(cut_path, sizeof cut_path, "cut.journal");
+    test_path(path, sizeof path, "torn.journal");
+    test_path(cut_path, sizeof cut_path, "cut.journal");
     Expect exp[N_RECORDS];
     static RunConfig cfg;
     write_sample_journal(path, exp, &cfg);
@@ -461,7 +443,7 @@ static void test_torn_tail(void) {
             continue;
         }
         int ok = scan.dropped_bytes == (uint64_t)(cut - last) && scan.records == N_RECORDS - 1 &&
-                 scan.damaged_regions == 0 && file_size(cut_path) == last;
+                 scan.damaged_regions == 0 && test_file_size(cut_path) == last;
         ok &= journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0;
         ok &= journal_close(j) == 0;
         ok &= count_records(cut_path, &valid_end, &torn) == N_RECORDS && torn == 0;
@@ -492,10 +474,10 @@ static void test_torn_tail(void) {
     free(full);
 }
 
-static void test_corruption(void) {
+TEST(corruption) {
     char path[512], cpath[512], err[ABL_ERR_MAX];
-    path_in(path, sizeof path, "crc.journal");
-    path_in(cpath, sizeof cpath, "crc2.journal");
+    test_path(path, sizeof path, "crc.journal");
+    test_path(cpath, sizeof cpath, "crc2.journal");
     Expect exp[N_RECORDS];
     static RunConfig cfg;
     write_sample_journal(path, exp, &cfg);
@@ -542,7 +524,7 @@ static void test_corruption(void) {
         CHECK(scan.records == (uint64_t)(N_RECORDS - 1) && scan.valid_bytes == (uint64_t)n);
         CHECK(scan.dropped_bytes == 0 && scan.damaged_regions == 1);
         CHECK(scan.damaged_bytes == (uint64_t)(end - beg));
-        CHECK(file_size(cpath) == n);
+        CHECK(test_file_size(cpath) == n);
         CHECK(journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0);
         journal_close(j);
         CHECK(count_records(cpath, NULL, NULL) == N_RECORDS);
@@ -570,7 +552,7 @@ static void test_corruption(void) {
     CHECK(count_records(cpath, NULL, NULL) == 0);
 }
 
-static void test_crc(void) {
+TEST(crc) {
     CHECK(journal_crc32c(0, "123456789", 9) == 0xE3069283u);
     uint32_t c = journal_crc32c(0, "1234", 4);
     CHECK(journal_crc32c(c, "56789", 5) == 0xE3069283u);
@@ -581,7 +563,7 @@ static void test_crc(void) {
  * (64 events per EVENTS record), without fdatasync and with one per 5000-step run. */
 static void bench_append(int sync_per_run) {
     char path[512], err[ABL_ERR_MAX];
-    path_in(path, sizeof path, "bench.journal");
+    test_path(path, sizeof path, "bench.journal");
     unlink(path);
     Journal *j = journal_create(path, err);
     if (!j) return;
@@ -607,28 +589,21 @@ static void bench_append(int sync_per_run) {
             "append (%s): %ld step events in %.3f s: %.2f M events/s = %.1f M metric "
             "values/s, %.0f MB/s, %.1f bytes/event\n",
             sync_per_run ? "fdatasync per 5000-step run" : "no fdatasync", n_events, s,
-            n_events / s / 1e6, 6 * n_events / s / 1e6, file_size(path) / s / 1e6,
-            (double)file_size(path) / (double)n_events);
+            n_events / s / 1e6, 6 * n_events / s / 1e6, test_file_size(path) / s / 1e6,
+            (double)test_file_size(path) / (double)n_events);
     unlink(path);
 }
 
+/* Not a pass/fail check either: the append rate with and without a sync per run. */
+TEST(append_rate) {
+    bench_append(0);
+    bench_append(1);
+}
+
 int main(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    dir = test_tmpdir();
-    if (!dir) {
+    if (!test_tmpdir()) {
         fprintf(stderr, "cannot make a temporary directory\n");
         return 1;
     }
-    test_crc();
-    test_codec();
-    test_round_trip();
-    test_torn_tail();
-    test_corruption();
-    bench_append(0);
-    bench_append(1);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (!test_failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return test_finish("test_journal");
+    return test_main(argc, argv, "test_journal");
 }

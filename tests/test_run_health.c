@@ -21,7 +21,9 @@
 #include "worker/run_health.h"
 #include "worker/train.h"
 
-static void test_rule(void) {
+static const char *dir, *corpus; /* set by main for every case */
+
+TEST(rule) {
     RunHealth h;
     const int V = 65; /* ln 65 + 1 = 5.174 */
     double lim = run_health_limit(V);
@@ -129,7 +131,7 @@ static RunStatus run(const RunConfig *c, EventSink *sink, EndEvent *end, long st
 }
 
 /* The micro study's variants and the smooth activations, short: none is flagged. */
-static void test_ordinary(const char *corpus) {
+TEST(ordinary) {
     static const char *const sets[] = {
         "",
         "model.n_layer=4",
@@ -166,7 +168,7 @@ static void test_ordinary(const char *corpus) {
 
 /* lr 5 without clipping or warmup: the loss leaves ln V far behind at once, then the run
  * limps on to its budget: done, flagged. */
-static void test_unstable(const char *corpus, const char *dir) {
+TEST(unstable) {
     RunConfig c;
     recipe(&c, corpus, 40);
     c.train.lr = 5.0;
@@ -231,12 +233,7 @@ static void test_unstable(const char *corpus, const char *dir) {
     CHECK(end.instability == INSTAB_NONFINITE && end.unstable_step == end.steps);
 }
 
-int main(void) {
-    const char *dir = test_tmpdir();
-    const char *corpus = test_corpus(dir);
-    CHECK(corpus != NULL);
-    test_rule();
-    test_ordinary(corpus);
-    test_unstable(corpus, dir);
-    return test_finish("test_run_health");
+int main(int argc, char **argv) {
+    if (test_tmpdir_corpus("test_run_health", &dir, &corpus) != 0) return 1;
+    return test_main(argc, argv, "test_run_health");
 }

@@ -28,20 +28,28 @@ static SampleEvent measure_run(int n, int run) {
     return s;
 }
 
-int main(void) {
-    char text[512];
+TEST(newline_loop) {
+    char text[512] = "";
+    SampleEvent s;
     /* the RoPE model of study B: a loop of newlines */
     memset(text, '\n', 200);
     text[200] = 0;
-    SampleEvent s = measure_text(text);
+    s = measure_text(text);
     CHECK(s.degenerate && s.longest_run == 200 && s.top_token_frac == 1.0);
     CHECK(s.distinct_ratio == 1.0 / 200);
+}
 
+TEST(ordinary_text) {
+    SampleEvent s;
     /* ordinary text */
     s = measure_text("ROMEO: But soft, what light through yonder window breaks? It is the east, "
                      "and Juliet is the sun. Arise, fair sun, and kill the envious moon.");
     CHECK(!s.degenerate && s.longest_run == 2 && s.top_token_frac < 0.25); /* "kill" */
+}
 
+TEST(word_loop) {
+    char text[512] = "";
+    SampleEvent s;
     /* a word-level loop: not degenerate (one token does not dominate), an n-gram loop */
     text[0] = 0;
     while (strlen(text) < 200)
@@ -49,7 +57,11 @@ int main(void) {
     s = measure_text(text);
     CHECK(!s.degenerate && s.longest_run == 1);
     CHECK(s.repetition == REP_NGRAM_LOOP && s.loop_period == 9 && s.loop_frac == 1.0);
+}
 
+TEST(half_threshold) {
+    char text[512] = "";
+    SampleEvent s;
     /* newline every other token: the most frequent token is exactly half */
     for (int i = 0; i < 100; i++)
         text[i] = i % 2 ? 'a' + i % 20 : '\n';
@@ -59,7 +71,10 @@ int main(void) {
     text[0] = 'x'; /* one newline fewer: below half */
     s = measure_text(text);
     CHECK(s.top_token_frac < 0.5 && !s.degenerate);
+}
 
+TEST(run_threshold) {
+    SampleEvent s;
     /* runs: the limit is max(16, n/4) */
     s = measure_run(40, 16);
     CHECK(s.longest_run == 16 && s.degenerate);
@@ -69,18 +84,29 @@ int main(void) {
     CHECK(!s.degenerate);
     s = measure_run(200, 50);
     CHECK(s.degenerate);
+}
 
+TEST(token_run_kind) {
+    char text[512] = "";
+    SampleEvent s;
     /* the degenerate ones are token runs, whatever loop they also are */
     memset(text, '\n', 200);
     text[200] = 0;
     s = measure_text(text);
     CHECK(s.repetition == REP_TOKEN_RUN && s.loop_period == 1 && s.loop_frac == 1.0);
+}
 
+TEST(no_loop) {
+    SampleEvent s;
     /* ordinary text: no loop */
     s = measure_text("ROMEO: But soft, what light through yonder window breaks? It is the east, "
                      "and Juliet is the sun. Arise, fair sun, and kill the envious moon.");
     CHECK(s.repetition == REP_NONE && s.loop_period == 0 && s.loop_frac == 0.0);
+}
 
+TEST(the_the_loop) {
+    char text[512] = "";
+    SampleEvent s;
     /* "The the the ...": the longest run of one character is 1, yet it loops on " the" */
     snprintf(text, sizeof text, "ROMEO: The");
     while (strlen(text) < 120)
@@ -89,7 +115,11 @@ int main(void) {
     CHECK(!s.degenerate && s.longest_run == 1 && s.top_token_frac < 0.5);
     CHECK(s.repetition == REP_NGRAM_LOOP && s.loop_period == 4);
     CHECK_MSG(s.loop_frac == 114.0 / 122, "loop_frac %.6f", s.loop_frac); /* "he the ... the" */
+}
 
+TEST(loop_at_start) {
+    char text[512] = "";
+    SampleEvent s;
     /* a loop only at the start does not count: the loop must reach the end */
     text[0] = 0;
     while (strlen(text) < 100)
@@ -98,7 +128,11 @@ int main(void) {
                  "Juliet is the sun.");
     s = measure_text(text);
     CHECK(s.repetition == REP_NONE && s.loop_period == 0);
+}
 
+TEST(loop_coverage) {
+    char text[512] = "";
+    SampleEvent s;
     /* coverage: a period-5 tail of exactly half the sample loops, one token less does not */
     {
         static const char *prose = "But soft, what light through yonder window breaks, it is";
@@ -118,7 +152,11 @@ int main(void) {
                           s.repetition, s.loop_period, s.loop_frac);
         }
     }
+}
 
+TEST(loop_units) {
+    char text[512] = "";
+    SampleEvent s;
     /* three units at least: a unit of 40 seen twice over 80 of 100 tokens is no loop, thrice
      * over 120 of 150 is; a unit longer than 64 is never looked for */
     {
@@ -145,10 +183,16 @@ int main(void) {
         s = measure_text(text);
         CHECK(s.repetition == REP_NONE && s.loop_period == 0);
     }
+}
 
+TEST(empty_sample) {
+    SampleEvent s;
     /* nothing generated */
     sample_measure(NULL, 0, &s);
     CHECK(!s.degenerate && s.longest_run == 0 && s.distinct_ratio == 0.0);
     CHECK(s.repetition == REP_NONE && s.loop_period == 0 && s.loop_frac == 0.0);
-    return test_finish("test_samples");
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_samples");
 }

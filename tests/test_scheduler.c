@@ -367,22 +367,40 @@ static void test_tick(const Impl *impl) {
     teardown(&f);
 }
 
+/* The whole contract, one case per implementation (a new one in IMPLS gets its case here). */
+_Static_assert(sizeof IMPLS / sizeof IMPLS[0] == 3, "one TEST below per entry of IMPLS");
+
+static void contract(const Impl *impl) {
+    test_take_order(impl);
+    test_requeue(impl);
+    test_cancel(impl);
+    test_ended(impl);
+    test_drain(impl);
+    test_tick(impl);
+}
+
+TEST(queue) {
+    contract(&IMPLS[0]);
+}
+TEST(joined) {
+    contract(&IMPLS[1]);
+}
+TEST(adaptive) {
+    contract(&IMPLS[2]);
+}
+
 /* ------------------------------------------------------------------ joined only */
 
 static void write_claim(const char *out, const char *id, const char *text) {
     char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 64];
     journal_dir_for(out, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/join/claims/%s", dir, id);
-    FILE *fp = fopen(path, "w");
-    CHECK(fp != NULL);
-    if (!fp) return;
-    fputs(text, fp);
-    fclose(fp);
+    test_write_text(path, text);
 }
 
 /* A run whose claim says another process finished it is counted finished (through the
  * host) and never taken; at start and when met later. */
-static void test_joined_done_elsewhere(void) {
+TEST(joined_done_elsewhere) {
     Fixture f;
     char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
     memset(&f, 0, sizeof f);
@@ -417,7 +435,7 @@ static void test_joined_done_elsewhere(void) {
 /* Another process took a run of ours over (we did not renew our lease): after the next
  * heartbeat it is abandoned here; cancelled, it is ours no more; its later end is still
  * said done (ended() whoever holds it). */
-static void test_joined_taken_over(void) {
+TEST(joined_taken_over) {
     Fixture f;
     if (setup(&f, &IMPLS[1]) != 0) return;
     int a = take(&f);
@@ -433,18 +451,8 @@ static void test_joined_taken_over(void) {
     teardown(&f);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (!(g_tmp = test_tmpdir())) return fprintf(stderr, "cannot make a temporary directory\n"), 1;
     make_runs();
-    for (size_t i = 0; i < sizeof IMPLS / sizeof IMPLS[0]; i++) {
-        test_take_order(&IMPLS[i]);
-        test_requeue(&IMPLS[i]);
-        test_cancel(&IMPLS[i]);
-        test_ended(&IMPLS[i]);
-        test_drain(&IMPLS[i]);
-        test_tick(&IMPLS[i]);
-    }
-    test_joined_done_elsewhere();
-    test_joined_taken_over();
-    return test_finish("test_scheduler");
+    return test_main(argc, argv, "test_scheduler");
 }

@@ -2,9 +2,12 @@
 #define _XOPEN_SOURCE 700
 #include "test_util.h"
 
+#include "util/file_io.h"
+
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int test_failures = 0;
@@ -116,6 +119,56 @@ const char *test_tmpdir(void) {
     if (!mkdtemp(tmpdir_path)) return NULL;
     atexit(remove_tmpdir);
     return tmpdir_path;
+}
+
+void test_path(char *path, size_t cap, const char *name) {
+    snprintf(path, cap, "%s/%s", tmpdir_path, name);
+}
+
+int test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = n == 0 || fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+void test_write_text(const char *path, const char *text) {
+    CHECK_MSG(test_write_file(path, text, strlen(text)) == 0, "cannot write %s", path);
+}
+
+char *test_read_file(const char *path, long *n) {
+    unsigned char *bytes;
+    long len;
+    char err[ABL_ERR_MAX];
+    if (file_read_all("test file", path, &bytes, &len, err) != 0) return NULL;
+    char *text = realloc(bytes, (size_t)len + 1); /* room for the NUL */
+    if (!text) {
+        free(bytes);
+        return NULL;
+    }
+    text[len] = 0;
+    if (n) *n = len;
+    return text;
+}
+
+long test_file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+uint64_t test_splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int test_tmpdir_corpus(const char *program, const char **dir, const char **corpus) {
+    *dir = test_tmpdir();
+    *corpus = *dir ? test_corpus(*dir) : NULL;
+    if (*corpus) return 0;
+    fprintf(stderr, "%s: no temporary directory or corpus\n", program);
+    return -1;
 }
 
 int test_finish(const char *name) {

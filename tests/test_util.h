@@ -11,6 +11,8 @@
 #ifndef ABLATE_TEST_UTIL_H
 #define ABLATE_TEST_UTIL_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int test_failures;
@@ -55,6 +57,25 @@ int test_write_corpus(const char *path, long n);
 const char *test_corpus(const char *tmpdir);
 /* A fresh temporary directory (mkdtemp). */
 const char *test_tmpdir(void);
+/* For programs whose cases train: test_tmpdir() and test_corpus() in it, into *dir and
+ * *corpus; -1 with a message naming the program when either cannot be had. */
+int test_tmpdir_corpus(const char *program, const char **dir, const char **corpus);
+
+/* path = the last test_tmpdir() / name. */
+void test_path(char *path, size_t cap, const char *name);
+
+/* Files the tests write and read back: the whole file or nothing. test_write_file returns 0,
+ * or -1 when the file could not be written whole; test_write_text also counts that as a
+ * failed check in the running case. test_read_file returns the bytes, NUL-terminated (so a
+ * text file is a string), malloc'd, with their count in *n (n may be NULL); NULL when the
+ * file cannot be read. test_file_size is -1 for a file that is not there. */
+int test_write_file(const char *path, const void *data, size_t n);
+void test_write_text(const char *path, const char *text);
+char *test_read_file(const char *path, long *n);
+long test_file_size(const char *path);
+
+/* SplitMix64: the tests' fixed pseudo-random source (token ids, batches). */
+uint64_t test_splitmix64(uint64_t *state);
 
 int test_finish(const char *name);
 
