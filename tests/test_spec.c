@@ -85,7 +85,7 @@ static void expect_error(int line, const char *text, const char *const *sets, in
 #define EXPECT_ERROR(text, sets, n_sets, prefix, ...)                                              \
     expect_error(__LINE__, text, sets, n_sets, prefix, __VA_ARGS__, (const char *)NULL)
 
-static void test_grid_counts(void) {
+TEST(grid_counts) {
     const char *y = "data: {path: \"@DATA@\"}\n"
                     "grid:\n"
                     "  model.n_head: [1, 4, 8]\n"
@@ -143,7 +143,7 @@ static void test_grid_counts(void) {
     done(&s, &p);
 }
 
-static void test_zip_and_variants(void) {
+TEST(zip_and_variants) {
     const char *z = "data: {path: \"@DATA@\"}\n"
                     "grid:\n"
                     "  model.activation: [gelu, relu]\n"
@@ -196,7 +196,7 @@ static void test_zip_and_variants(void) {
     done(&s, &p);
 }
 
-static void test_base_sections(void) {
+TEST(base_sections) {
     const char *y = "description: base sections\n"
                     "data: {path: \"@DATA@\", tokenizer: byte, val_fraction: 0.2}\n"
                     "base:\n"
@@ -252,7 +252,7 @@ static void reference_id(const RunConfig *c, uint64_t seed, char id[17]) {
     snprintf(id, 17, "%016llx", (unsigned long long)h);
 }
 
-static void test_ids(void) {
+TEST(ids) {
     /* the same config written three ways gives the same id */
     const char *a = "data: {path: \"@DATA@\"}\n"
                     "base:\n"
@@ -289,7 +289,7 @@ static void test_ids(void) {
     done(&s3, &p3);
 }
 
-static void test_env_and_sets(void) {
+TEST(env_and_sets) {
     setenv("ABL_T_HEADS", "8", 1);
     setenv("ABL_T_EMPTY", "", 1);
     unsetenv("ABL_T_UNSET");
@@ -355,7 +355,7 @@ static void test_env_and_sets(void) {
 }
 
 /* A budget given with --set replaces the spec's budget, whatever its kind. */
-static void test_set_budget(void) {
+TEST(set_budget) {
     const char *y = "data: {path: \"@DATA@\"}\nbase: {train: {steps: 300}}\n";
     const char *sets[] = {"train.tokens=20000"};
     Spec s;
@@ -367,7 +367,7 @@ static void test_set_budget(void) {
     done(&s, &p);
 }
 
-static void test_errors(void) {
+TEST(errors) {
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -566,7 +566,7 @@ static void test_errors(void) {
     spec_free(&s);
 }
 
-static void test_aliases(void) {
+TEST(aliases) {
     const char *y = "data: {path: \"@DATA@\"}\n"
                     "grid:\n"
                     "  zip:\n"
@@ -582,7 +582,7 @@ static void test_aliases(void) {
     done(&s, &p);
 }
 
-static void test_fixture(void) {
+TEST(fixture) {
     char path[1100];
     snprintf(path, sizeof path, "%s/example.yaml", ABLATE_SPECS_DIR);
     setenv("ABLATE_DATA", g_data, 1);
@@ -611,7 +611,7 @@ static void test_fixture(void) {
 }
 
 /* Issue 8, item 14: limits and inputs that used to be caught late or wrongly. */
-static void test_bom(void) {
+TEST(bom) {
     /* a UTF-8 byte order mark is skipped (libyaml failed on the second line of a mapping
      * after it) and columns count from the first character after it */
     Spec s;
@@ -628,7 +628,7 @@ static void test_bom(void) {
                  NULL, 0, "t.yaml:1:24: ", "expected an integer for model.n_head");
 }
 
-static void test_data_file_kind(void) {
+TEST(data_file_kind) {
     /* a FIFO as data.path hung the planner (reading it blocks): refused where it is set */
     char fifo[1100], text[1400];
     snprintf(fifo, sizeof fifo, "%s/fifo", g_tmp);
@@ -641,7 +641,7 @@ static void test_data_file_kind(void) {
     unlink(fifo);
 }
 
-static void test_budget_overflow(void) {
+TEST(budget_overflow) {
     /* steps x batch x context past int64 planned negative tokens and PFLOP: refused where
      * the budget is written */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
@@ -667,7 +667,7 @@ static void test_budget_overflow(void) {
     CHECK(run_config_total_steps(&c) == 3);
 }
 
-static void test_run_names(void) {
+TEST(run_names) {
     /* names were cut at 255 bytes in the journal, so two runs could share one: a name past
      * PLAN_NAME_MAX is refused at the value that makes it long */
     char text[2048], a[300];
@@ -696,7 +696,7 @@ static void test_run_names(void) {
 
 /* Issue 8, items 13 and 14: what needs the data is checked when the plan is costed (before
  * `ablate run` writes anything), each error at the spec entry responsible. */
-static void test_plan_data(void) {
+TEST(plan_data) {
     g_cost = 1;
     /* a prompt character outside the corpus was silently dropped from the samples */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
@@ -750,7 +750,7 @@ static void test_plan_data(void) {
     g_cost = 0;
 }
 
-static void test_memory_limit(void) {
+TEST(memory_limit) {
     g_cost = 1;
     /* a run needing terabytes passed plan and failed after the output was created */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
@@ -814,7 +814,7 @@ static long match_compares(int n) {
     return compares;
 }
 
-static void test_resume_match(void) {
+TEST(resume_match) {
     long small = match_compares(1000), large = match_compares(40000);
     /* about one comparison per journaled run, whatever the size (a scan makes n^2 / 8) */
     CHECK_MSG(small >= 0 && small <= 2 * 500, "%ld id comparisons for 500 journal runs", small);
@@ -824,7 +824,7 @@ static void test_resume_match(void) {
 /* issue 17 item 11: the run limit applies after grid.exclude. 7 axes of 10 values
  * (10,000,000 points) that exclude down to one run plan that run; a grid that keeps more
  * than the limit is refused without building it; n_excluded counts what exclusion dropped. */
-static void test_exclude_limit(void) {
+TEST(exclude_limit) {
     static const char *axes[7] = {"train.lr",           "train.beta1",  "train.weight_decay",
                                   "train.warmup_steps", "train.min_lr", "train.grad_clip",
                                   "train.eval_tokens"};
@@ -870,7 +870,7 @@ static void test_exclude_limit(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {
         fprintf(stderr, "test_spec: no temporary directory\n");
@@ -881,22 +881,5 @@ int main(void) {
         fprintf(stderr, "test_spec: cannot write %s\n", g_data);
         return 1;
     }
-    test_grid_counts();
-    test_zip_and_variants();
-    test_base_sections();
-    test_ids();
-    test_env_and_sets();
-    test_set_budget();
-    test_errors();
-    test_aliases();
-    test_fixture();
-    test_bom();
-    test_data_file_kind();
-    test_budget_overflow();
-    test_run_names();
-    test_plan_data();
-    test_memory_limit();
-    test_resume_match();
-    test_exclude_limit();
-    return test_finish("test_spec");
+    return test_main(argc, argv, "test_spec");
 }
