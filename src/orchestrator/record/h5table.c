@@ -25,7 +25,7 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
 
 /* One line: what failed, and why. HDF5's own text for a failed write embeds a ctime()
  * with its newline and a dump of the call; when it names an errno, strerror says it. */
-void h5err(char *err, const char *fmt, ...) {
+void h5_err(char *err, const char *fmt, ...) {
     char what[300], h5[200] = "";
     va_list ap;
     va_start(ap, fmt);
@@ -53,43 +53,43 @@ void h5_process_init(void) {
 
 /* ---------------- tables: a chunked, compressed, extendible 1-D dataset ---------------- */
 
-static size_t col_size(const Col *c) {
+static size_t col_size(const H5Col *c) {
     switch (c->type) {
-    case C_I32:
+    case H5C_I32:
         return 4;
-    case C_I64:
-    case C_U64:
-    case C_F64:
+    case H5C_I64:
+    case H5C_U64:
+    case H5C_F64:
         return 8;
-    case C_BOOL:
+    case H5C_BOOL:
         return 1;
-    case C_STR:
+    case H5C_STR:
         return c->len;
-    case C_VSTR:
+    case H5C_VSTR:
         return sizeof(char *);
     }
     return 0;
 }
 
-static hid_t col_h5type(const Col *c) {
+static hid_t col_h5type(const H5Col *c) {
     hid_t t = -1;
     switch (c->type) {
-    case C_I32:
+    case H5C_I32:
         return H5Tcopy(H5T_NATIVE_INT32);
-    case C_I64:
+    case H5C_I64:
         return H5Tcopy(H5T_NATIVE_INT64);
-    case C_U64:
+    case H5C_U64:
         return H5Tcopy(H5T_NATIVE_UINT64);
-    case C_F64:
+    case H5C_F64:
         return H5Tcopy(H5T_NATIVE_DOUBLE);
-    case C_BOOL: { /* h5py reads this enum as numpy bool */
+    case H5C_BOOL: { /* h5py reads this enum as numpy bool */
         t = H5Tenum_create(H5T_NATIVE_INT8);
         int8_t f = 0, tr = 1;
         H5Tenum_insert(t, "FALSE", &f);
         H5Tenum_insert(t, "TRUE", &tr);
         return t;
     }
-    case C_STR:
+    case H5C_STR:
         t = H5Tcopy(H5T_C_S1);
         H5Tset_size(t, c->len);
         H5Tset_strpad(t, H5T_STR_NULLTERM);
@@ -97,7 +97,7 @@ static hid_t col_h5type(const Col *c) {
          * memory type can read it; HDF5 does not convert between ASCII and UTF-8 tags. */
         H5Tset_cset(t, H5T_CSET_ASCII);
         return t;
-    case C_VSTR:
+    case H5C_VSTR:
         t = H5Tcopy(H5T_C_S1);
         H5Tset_size(t, H5T_VARIABLE);
         H5Tset_cset(t, H5T_CSET_UTF8);
@@ -106,7 +106,7 @@ static hid_t col_h5type(const Col *c) {
     return -1;
 }
 
-int attr_str(hid_t loc, const char *name, const char *value) {
+int h5_attr_str(hid_t loc, const char *name, const char *value) {
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
@@ -123,7 +123,7 @@ int attr_str(hid_t loc, const char *name, const char *value) {
     return rc < 0 ? -1 : 0;
 }
 
-int attr_i64(hid_t loc, const char *name, long long value) {
+int h5_attr_i64(hid_t loc, const char *name, long long value) {
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &value);
@@ -132,7 +132,7 @@ int attr_i64(hid_t loc, const char *name, long long value) {
     return rc < 0 ? -1 : 0;
 }
 
-int attr_i32(hid_t loc, const char *name, int value) {
+int h5_attr_i32(hid_t loc, const char *name, int value) {
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, &value);
@@ -145,7 +145,7 @@ int attr_i32(hid_t loc, const char *name, int value) {
  * dataset whose segment file cannot be opened: HDF5 reports no error). Integers -1 and
  * floats NaN, so a fill row can never be taken for data: no real row has run = -1 (the
  * plan index) or step = -1. Unsigned integers get their maximum; strings are empty. */
-static int set_fill(hid_t dcpl, const Table *t) {
+static int set_fill(hid_t dcpl, const H5Table *t) {
     uint8_t *row = calloc(1, t->row_size);
     if (!row) return -1;
     for (int c = 0; c < t->ncol; c++) {
@@ -155,16 +155,16 @@ static int set_fill(hid_t dcpl, const Table *t) {
         uint64_t u64 = UINT64_MAX;
         double nan = NAN;
         switch (t->types[c]) {
-        case C_I32:
+        case H5C_I32:
             memcpy(at, &i32, sizeof i32);
             break;
-        case C_I64:
+        case H5C_I64:
             memcpy(at, &i64, sizeof i64);
             break;
-        case C_U64:
+        case H5C_U64:
             memcpy(at, &u64, sizeof u64);
             break;
-        case C_F64:
+        case H5C_F64:
             memcpy(at, &nan, sizeof nan);
             break;
         default:
@@ -186,7 +186,7 @@ static hid_t make_dcpl(hsize_t chunk) {
 }
 
 /* The row layout and HDF5 type of a table. */
-static int table_setup(Table *t, const char *name, const Col *cols, int ncol, int compound,
+static int table_setup(H5Table *t, const char *name, const H5Col *cols, int ncol, int compound,
                        char *err) {
     memset(t, 0, sizeof *t);
     t->dset = t->type = -1;
@@ -209,7 +209,7 @@ static int table_setup(Table *t, const char *name, const Col *cols, int ncol, in
             hid_t ct = col_h5type(&cols[i]);
             if (ct < 0 || H5Tinsert(t->type, cols[i].name, t->off[i], ct) < 0) {
                 if (ct >= 0) H5Tclose(ct);
-                h5err(err, "cannot build the type of /%s (column %s)", name, cols[i].name);
+                h5_err(err, "cannot build the type of /%s (column %s)", name, cols[i].name);
                 return -1;
             }
             H5Tclose(ct);
@@ -218,35 +218,35 @@ static int table_setup(Table *t, const char *name, const Col *cols, int ncol, in
         t->type = col_h5type(&cols[0]);
     }
     if (t->type < 0) {
-        h5err(err, "cannot build the type of /%s", name);
+        h5_err(err, "cannot build the type of /%s", name);
         return -1;
     }
     return 0;
 }
 
 /* The description and the per-column units/doc attributes. */
-static int table_attrs(Table *t, const char *name, const Col *cols, int ncol,
+static int table_attrs(H5Table *t, const char *name, const H5Col *cols, int ncol,
                        const char *description, char *err) {
-    if (attr_str(t->dset, "description", description) != 0) {
-        h5err(err, "cannot write attributes of /%s", name);
+    if (h5_attr_str(t->dset, "description", description) != 0) {
+        h5_err(err, "cannot write attributes of /%s", name);
         return -1;
     }
     for (int i = 0; i < ncol; i++) {
         char an[160];
         snprintf(an, sizeof an, "units.%s", cols[i].name);
-        int bad = cols[i].units && attr_str(t->dset, an, cols[i].units) != 0;
+        int bad = cols[i].units && h5_attr_str(t->dset, an, cols[i].units) != 0;
         snprintf(an, sizeof an, "doc.%s", cols[i].name);
-        bad |= cols[i].doc && attr_str(t->dset, an, cols[i].doc) != 0;
+        bad |= cols[i].doc && h5_attr_str(t->dset, an, cols[i].doc) != 0;
         if (bad) {
-            h5err(err, "cannot write attributes of /%s", name);
+            h5_err(err, "cannot write attributes of /%s", name);
             return -1;
         }
     }
     return 0;
 }
 
-int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
-                 const char *description, char *err) {
+int h5t_create(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int ncol, int compound,
+               const char *description, char *err) {
     if (table_setup(t, name, cols, ncol, compound, err) != 0) return -1;
     /* Power-of-two chunks of at most 1 MiB; the row buffer holds whole chunks. */
     hsize_t chunk = 64;
@@ -267,22 +267,22 @@ int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int nco
     if (set_fill(dcpl, t) != 0) {
         H5Pclose(dcpl);
         H5Sclose(space);
-        h5err(err, "cannot set the fill value of /%s", name);
+        h5_err(err, "cannot set the fill value of /%s", name);
         return -1;
     }
     t->dset = H5Dcreate2(loc, name, t->type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     H5Sclose(space);
     if (t->dset < 0) {
-        h5err(err, "cannot create dataset /%s", name);
+        h5_err(err, "cannot create dataset /%s", name);
         return -1;
     }
     return table_attrs(t, name, cols, ncol, description, err);
 }
 
-int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols, int ncol,
-                         int compound, const char *description, const TableBlock *blocks,
-                         int nblocks, char *err) {
+int h5t_create_virtual(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int ncol,
+                       int compound, const char *description, const TableBlock *blocks, int nblocks,
+                       char *err) {
     if (table_setup(t, name, cols, ncol, compound, err) != 0) return -1;
     hsize_t total = 0;
     for (int b = 0; b < nblocks; b++)
@@ -310,16 +310,16 @@ int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols,
     if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
     if (t->dset < 0) {
-        h5err(err, "cannot create virtual dataset /%s", name);
+        h5_err(err, "cannot create virtual dataset /%s", name);
         return -1;
     }
     t->nrows = total;
     return table_attrs(t, name, cols, ncol, description, err);
 }
 
-static void table_free_vstr(Table *t) {
+static void table_free_vstr(H5Table *t) {
     for (int c = 0; c < t->ncol; c++) {
-        if (t->types[c] != C_VSTR) continue;
+        if (t->types[c] != H5C_VSTR) continue;
         for (size_t r = 0; r < t->nbuf; r++) {
             char *s;
             memcpy(&s, t->buf + r * t->row_size + t->off[c], sizeof s);
@@ -329,7 +329,7 @@ static void table_free_vstr(Table *t) {
     t->vbytes = 0;
 }
 
-static int table_flush(Table *t, char *err) {
+static int table_flush(H5Table *t, char *err) {
     if (t->nbuf == 0) return 0;
     hsize_t start = t->nrows, count = t->nbuf, total = t->nrows + t->nbuf;
     int rc = -1;
@@ -343,7 +343,7 @@ static int table_flush(Table *t, char *err) {
         goto done;
     rc = 0;
 done:
-    if (rc != 0) h5err(err, "cannot write rows");
+    if (rc != 0) h5_err(err, "cannot write rows");
     if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
     table_free_vstr(t);
@@ -352,14 +352,14 @@ done:
     return rc;
 }
 
-uint8_t *table_row(Table *t, char *err) {
+uint8_t *h5t_row(H5Table *t, char *err) {
     if ((t->nbuf == t->cap || t->vbytes > TABLE_MAX_BYTES) && table_flush(t, err) != 0) return NULL;
     uint8_t *row = t->buf + t->row_size * t->nbuf++;
     memset(row, 0, t->row_size); /* fixed strings rely on zero padding */
     return row;
 }
 
-int table_close(Table *t, int discard, char *err) {
+int h5t_close(H5Table *t, int discard, char *err) {
     int rc = 0;
     if (!discard && t->dset >= 0 && t->buf)
         rc = table_flush(t, err);
@@ -375,27 +375,27 @@ int table_close(Table *t, int discard, char *err) {
     return rc;
 }
 
-void set_i32(Table *t, uint8_t *row, int c, int32_t v) {
+void h5t_set_i32(H5Table *t, uint8_t *row, int c, int32_t v) {
     memcpy(row + t->off[c], &v, 4);
 }
-void set_i64(Table *t, uint8_t *row, int c, int64_t v) {
+void h5t_set_i64(H5Table *t, uint8_t *row, int c, int64_t v) {
     memcpy(row + t->off[c], &v, 8);
 }
-void set_u64(Table *t, uint8_t *row, int c, uint64_t v) {
+void h5t_set_u64(H5Table *t, uint8_t *row, int c, uint64_t v) {
     memcpy(row + t->off[c], &v, 8);
 }
-void set_f64(Table *t, uint8_t *row, int c, double v) {
+void h5t_set_f64(H5Table *t, uint8_t *row, int c, double v) {
     memcpy(row + t->off[c], &v, 8);
 }
-void set_bool(Table *t, uint8_t *row, int c, int v) {
+void h5t_set_bool(H5Table *t, uint8_t *row, int c, int v) {
     row[t->off[c]] = v != 0;
 }
 /* Fixed string: truncated to the column width (rows are zeroed, so NUL-terminated). */
-void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width) {
+void h5t_set_str(H5Table *t, uint8_t *row, int c, const char *s, size_t width) {
     size_t n = strnlen(s, width - 1);
     memcpy(row + t->off[c], s, n);
 }
-int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n) {
+int h5t_set_vstr(H5Table *t, uint8_t *row, int c, const char *s, size_t n) {
     Buf b = {0};
     utf8_sanitize(&b, s, n);
     if (!b.p) buf_add(&b, "", 0);
@@ -417,7 +417,8 @@ static hid_t create_plain(hid_t loc, const char *name, hid_t type, hid_t space) 
     return d;
 }
 
-int write_string_dataset(hid_t file, const char *name, const char *value, const char *description) {
+int h5_write_string_dataset(hid_t file, const char *name, const char *value,
+                            const char *description) {
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
@@ -427,7 +428,7 @@ int write_string_dataset(hid_t file, const char *name, const char *value, const 
     utf8_sanitize(&b, value ? value : "", value ? strlen(value) : 0);
     const char *v = b.p ? b.p : "";
     int rc = (d >= 0 && !b.oom && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0 &&
-              attr_str(d, "description", description) == 0)
+              h5_attr_str(d, "description", description) == 0)
                  ? 0
                  : -1;
     if (d >= 0) H5Dclose(d);
@@ -437,19 +438,19 @@ int write_string_dataset(hid_t file, const char *name, const char *value, const 
     return rc;
 }
 
-void table_init(Table *t) {
+void h5t_init(H5Table *t) {
     memset(t, 0, sizeof *t);
     t->dset = t->type = -1;
 }
 
-int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
-                     const char *description) {
+int h5_write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
+                        const char *description) {
     hsize_t dims = n;
     hid_t s = H5Screate_simple(1, &dims, NULL);
     hid_t d = create_plain(loc, name, H5T_STD_U8LE, s);
     int rc = (d >= 0 &&
               (n == 0 || H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0) &&
-              attr_str(d, "description", description) == 0)
+              h5_attr_str(d, "description", description) == 0)
                  ? 0
                  : -1;
     if (d >= 0) H5Dclose(d);
@@ -457,61 +458,61 @@ int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
     return rc;
 }
 
-const char *col_type_name(const Col *c, char *buf, size_t n) {
+const char *h5t_col_type_name(const H5Col *c, char *buf, size_t n) {
     switch (c->type) {
-    case C_I32:
+    case H5C_I32:
         return "int32";
-    case C_I64:
+    case H5C_I64:
         return "int64";
-    case C_U64:
+    case H5C_U64:
         return "uint64";
-    case C_F64:
+    case H5C_F64:
         return "float64";
-    case C_BOOL:
+    case H5C_BOOL:
         return "bool";
-    case C_STR:
+    case H5C_STR:
         snprintf(buf, n, "S%zu", c->len);
         return buf;
-    case C_VSTR:
+    case H5C_VSTR:
         return "str (UTF-8)";
     }
     return "?";
 }
 
-const Col schema_cols[] = {
-    {"table", C_VSTR, 0, NULL, "the table (dataset) name, without the leading /"},
-    {"column", C_VSTR, 0, NULL, "the column, as the table names it"},
-    {"type", C_VSTR, 0, NULL,
+const H5Col schema_cols[] = {
+    {"table", H5C_VSTR, 0, NULL, "the table (dataset) name, without the leading /"},
+    {"column", H5C_VSTR, 0, NULL, "the column, as the table names it"},
+    {"type", H5C_VSTR, 0, NULL,
      "int32, int64, uint64, float64, bool, S<n> (fixed-length, n bytes with the NUL) or "
      "str (UTF-8) (variable-length)"},
-    {"units", C_VSTR, 0, NULL, "the column's units (its attribute units.<column>); empty: none"},
-    {"description", C_VSTR, 0, NULL, "what the column holds (its attribute doc.<column>)"},
+    {"units", H5C_VSTR, 0, NULL, "the column's units (its attribute units.<column>); empty: none"},
+    {"description", H5C_VSTR, 0, NULL, "what the column holds (its attribute doc.<column>)"},
 };
 const int schema_ncol = (int)(sizeof schema_cols / sizeof schema_cols[0]);
 
-int schema_table_create(Table *s, hid_t file, char *err) {
-    if (table_create(s, file, "schema", schema_cols, schema_ncol, 1,
-                     "One row per column of every table in this file, in the order the tables "
-                     "were written: the table, the column, its type, units and meaning "
-                     "(docs/hdf5-schema.md).",
-                     err) != 0)
+int h5t_schema_create(H5Table *s, hid_t file, char *err) {
+    if (h5t_create(s, file, "schema", schema_cols, schema_ncol, 1,
+                   "One row per column of every table in this file, in the order the tables "
+                   "were written: the table, the column, its type, units and meaning "
+                   "(docs/hdf5-schema.md).",
+                   err) != 0)
         return -1;
-    return schema_table_add(s, "schema", schema_cols, schema_ncol, err);
+    return h5t_schema_add(s, "schema", schema_cols, schema_ncol, err);
 }
 
-int schema_table_add(Table *s, const char *table, const Col *cols, int ncol, char *err) {
+int h5t_schema_add(H5Table *s, const char *table, const H5Col *cols, int ncol, char *err) {
     char tb[32];
     for (int i = 0; s && i < ncol; i++) {
-        uint8_t *row = table_row(s, err);
+        uint8_t *row = h5t_row(s, err);
         if (!row) return -1;
-        const char *type = col_type_name(&cols[i], tb, sizeof tb);
+        const char *type = h5t_col_type_name(&cols[i], tb, sizeof tb);
         const char *units = cols[i].units ? cols[i].units : "";
         const char *doc = cols[i].doc ? cols[i].doc : "";
-        if (set_vstr(s, row, 0, table, strlen(table)) != 0 ||
-            set_vstr(s, row, 1, cols[i].name, strlen(cols[i].name)) != 0 ||
-            set_vstr(s, row, 2, type, strlen(type)) != 0 ||
-            set_vstr(s, row, 3, units, strlen(units)) != 0 ||
-            set_vstr(s, row, 4, doc, strlen(doc)) != 0) {
+        if (h5t_set_vstr(s, row, 0, table, strlen(table)) != 0 ||
+            h5t_set_vstr(s, row, 1, cols[i].name, strlen(cols[i].name)) != 0 ||
+            h5t_set_vstr(s, row, 2, type, strlen(type)) != 0 ||
+            h5t_set_vstr(s, row, 3, units, strlen(units)) != 0 ||
+            h5t_set_vstr(s, row, 4, doc, strlen(doc)) != 0) {
             snprintf(err, ABL_ERR_MAX, "out of memory");
             return -1;
         }
@@ -535,7 +536,7 @@ hid_t h5_create_file(const char *path) {
 int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *err) {
     int rc = ok ? 0 : -1;
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0) {
-        h5err(err, "cannot close %s", tmp);
+        h5_err(err, "cannot close %s", tmp);
         rc = -1;
     }
     if (rc == 0 && fs_fsync(tmp, 0) != 0) {

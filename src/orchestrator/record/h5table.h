@@ -11,39 +11,39 @@
 
 #include "model/config.h"
 
-typedef enum { C_I32, C_I64, C_U64, C_F64, C_BOOL, C_STR, C_VSTR } ColType;
+typedef enum { H5C_I32, H5C_I64, H5C_U64, H5C_F64, H5C_BOOL, H5C_STR, H5C_VSTR } H5ColType;
 
 typedef struct {
     const char *name;
-    ColType type;
-    size_t len;        /* C_STR: bytes including the NUL */
+    H5ColType type;
+    size_t len;        /* H5C_STR: bytes including the NUL */
     const char *units; /* attribute units.<name>; NULL: none */
     const char *doc;   /* attribute doc.<name>; NULL: none */
-} Col;
+} H5Col;
 
 typedef struct {
     hid_t dset, type;
     int ncol, compound;
     size_t *off;
-    ColType *types;
+    H5ColType *types;
     size_t row_size;
     uint8_t *buf;
     size_t nbuf, cap, vbytes;
     hsize_t nrows;
-} Table;
+} H5Table;
 
 /* "what: HDF5: the innermost HDF5 error" into err. */
-void h5err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void h5_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Call once at process start, before any HDF5 call (see h5table.c). */
 void h5_process_init(void);
 
-/* A table that owns nothing yet (so table_close on it is safe). */
-void table_init(Table *t);
+/* A table that owns nothing yet (so h5t_close on it is safe). */
+void h5t_init(H5Table *t);
 /* compound = 0: a single-column dataset of that column's type. 0 or -1 with err. Its fill
  * value (what HDF5 returns for rows that have no source) has every integer column -1 (the
  * maximum if unsigned) and every float NaN: a fill row is never a real one. */
-int table_create(Table *t, hid_t loc, const char *name, const Col *cols, int ncol, int compound,
-                 const char *description, char *err);
+int h5t_create(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int ncol, int compound,
+               const char *description, char *err);
 /* Rows [start, start + count) of dataset `name` in file (a path relative to the directory
  * of the file that refers to it), whose dataset has `rows` rows in all. */
 typedef struct {
@@ -52,41 +52,41 @@ typedef struct {
 } TableBlock;
 /* A virtual dataset (HDF5 VDS) of the same layout, concatenating the blocks in order; no
  * rows can be added. 0 or -1 with err. */
-int table_create_virtual(Table *t, hid_t loc, const char *name, const Col *cols, int ncol,
-                         int compound, const char *description, const TableBlock *blocks,
-                         int nblocks, char *err);
+int h5t_create_virtual(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int ncol,
+                       int compound, const char *description, const TableBlock *blocks, int nblocks,
+                       char *err);
 /* The next (zeroed) row; NULL if a flush failed. */
-uint8_t *table_row(Table *t, char *err);
+uint8_t *h5t_row(H5Table *t, char *err);
 /* Flushes (unless discard) and releases everything; 0 or -1. */
-int table_close(Table *t, int discard, char *err);
+int h5t_close(H5Table *t, int discard, char *err);
 /* Rows written or buffered. */
-static inline long long table_rows(const Table *t) {
+static inline long long h5t_rows(const H5Table *t) {
     return (long long)(t->nrows + t->nbuf);
 }
 
-void set_i32(Table *t, uint8_t *row, int c, int32_t v);
-void set_i64(Table *t, uint8_t *row, int c, int64_t v);
-void set_u64(Table *t, uint8_t *row, int c, uint64_t v);
-void set_f64(Table *t, uint8_t *row, int c, double v);
-void set_bool(Table *t, uint8_t *row, int c, int v);
+void h5t_set_i32(H5Table *t, uint8_t *row, int c, int32_t v);
+void h5t_set_i64(H5Table *t, uint8_t *row, int c, int64_t v);
+void h5t_set_u64(H5Table *t, uint8_t *row, int c, uint64_t v);
+void h5t_set_f64(H5Table *t, uint8_t *row, int c, double v);
+void h5t_set_bool(H5Table *t, uint8_t *row, int c, int v);
 /* Fixed string, cut to the column width (width - 1 bytes). */
-void set_str(Table *t, uint8_t *row, int c, const char *s, size_t width);
+void h5t_set_str(H5Table *t, uint8_t *row, int c, const char *s, size_t width);
 /* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize). 0 or -1 (memory). */
-int set_vstr(Table *t, uint8_t *row, int c, const char *s, size_t n);
+int h5t_set_vstr(H5Table *t, uint8_t *row, int c, const char *s, size_t n);
 
 /* The name a column's type is listed under (in /schema and docs/hdf5-schema.md): int32,
  * int64, uint64, float64, bool, S<n> (fixed-length, n bytes with the NUL) or "str (UTF-8)"
  * (variable-length). buf holds S<n>. */
-const char *col_type_name(const Col *c, char *buf, size_t n);
+const char *h5t_col_type_name(const H5Col *c, char *buf, size_t n);
 /* /schema: one row per column of every table a file holds (table, column, type, units,
- * description), from the same Col rows the tables are created with, so that a reader
+ * description), from the same H5Col rows the tables are created with, so that a reader
  * learns the columns, units and meanings from the file. Creates it listing its own
  * columns; 0 or -1 with err. */
-extern const Col schema_cols[];
+extern const H5Col schema_cols[];
 extern const int schema_ncol;
-int schema_table_create(Table *s, hid_t file, char *err);
+int h5t_schema_create(H5Table *s, hid_t file, char *err);
 /* Lists table's columns in s (a NULL s lists nothing). 0 or -1 with err. */
-int schema_table_add(Table *s, const char *table, const Col *cols, int ncol, char *err);
+int h5t_schema_add(H5Table *s, const char *table, const H5Col *cols, int ncol, char *err);
 
 /* A new file for a view or a segment: no file locking (readers open views while they are
  * replaced), no object timestamps (the same journal gives the same bytes). */
@@ -97,13 +97,14 @@ hid_t h5_create_file(const char *path);
 int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *err);
 
 /* Attributes (strings are variable-length UTF-8, made valid). 0 or -1. */
-int attr_str(hid_t loc, const char *name, const char *value);
-int attr_i32(hid_t loc, const char *name, int value);
-int attr_i64(hid_t loc, const char *name, long long value);
+int h5_attr_str(hid_t loc, const char *name, const char *value);
+int h5_attr_i32(hid_t loc, const char *name, int value);
+int h5_attr_i64(hid_t loc, const char *name, long long value);
 /* A scalar variable-length UTF-8 string dataset with a description. */
-int write_string_dataset(hid_t loc, const char *name, const char *value, const char *description);
+int h5_write_string_dataset(hid_t loc, const char *name, const char *value,
+                            const char *description);
 /* A 1-D uint8 dataset with a description. */
-int write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
-                     const char *description);
+int h5_write_u8_dataset(hid_t loc, const char *name, const uint8_t *v, size_t n,
+                        const char *description);
 
 #endif

@@ -60,7 +60,7 @@ int h5user_carry(const char *old_path, hid_t new_file, char err[ABL_ERR_MAX]) {
     int rc = 0;
     if (H5Lexists(old, USER_GROUP, H5P_DEFAULT) > 0 &&
         H5Ocopy(old, USER_GROUP, new_file, USER_GROUP, H5P_DEFAULT, H5P_DEFAULT) < 0) {
-        h5err(err, "cannot copy /%s of %s into its rebuild", USER_GROUP, old_path);
+        h5_err(err, "cannot copy /%s of %s into its rebuild", USER_GROUP, old_path);
         rc = -1;
     }
     Scan s = {new_file, {0}, 0};

@@ -403,27 +403,27 @@ static const char *const run_doc = "plan index of the run (row of /runs)";
 
 /* The HDF5 column of a field (an event field or a knob): numbers as themselves, enums as fixed
  * strings, text as variable-length UTF-8. */
-Col h5v_field_col(const FieldDesc *f) {
-    Col c = {f->name, C_F64, 0, f->units, f->desc};
+H5Col h5v_field_col(const FieldDesc *f) {
+    H5Col c = {f->name, H5C_F64, 0, f->units, f->desc};
     switch (f->type) {
     case FT_LONG:
-        c.type = C_I64;
+        c.type = H5C_I64;
         break;
     case FT_INT:
-        c.type = C_I32;
+        c.type = H5C_I32;
         break;
     case FT_BOOL:
-        c.type = C_BOOL;
+        c.type = H5C_BOOL;
         break;
     case FT_ENUM:
-        c.type = C_STR;
+        c.type = H5C_STR;
         c.len = 2;
         for (size_t i = 0; i < f->n; i++)
             if (strlen(f->names[i]) + 1 > c.len) c.len = strlen(f->names[i]) + 1;
         break;
     case FT_STR:
     case FT_TEXT:
-        c.type = C_VSTR;
+        c.type = H5C_VSTR;
         break;
     case FT_DOUBLE:
     case FT_HEADS:
@@ -439,7 +439,7 @@ static int is_heads_count(const EventSchema *s, int k) {
 
 static void metric_columns(Metric *m) {
     const EventSchema *s = &event_schema[m->kind];
-    m->cols[0] = (Col){"run", C_I32, 0, NULL, run_doc};
+    m->cols[0] = (H5Col){"run", H5C_I32, 0, NULL, run_doc};
     m->field[0] = -1;
     m->ncol = 1;
     m->heads = -1;
@@ -464,34 +464,34 @@ static void metric_columns(Metric *m) {
         m->ckeys[m->nckeys++] = k;
         m->ccols[m->nccol++] = h5v_field_col(f);
     }
-    m->ccols[m->nccol++] = (Col){"head", C_I32, 0, NULL, "attention head (0-based)"};
+    m->ccols[m->nccol++] = (H5Col){"head", H5C_I32, 0, NULL, "attention head (0-based)"};
     m->ccols[m->nccol++] =
-        (Col){m->child_value, C_F64, 0, s->fields[m->heads].units, s->fields[m->heads].desc};
+        (H5Col){m->child_value, H5C_F64, 0, s->fields[m->heads].units, s->fields[m->heads].desc};
 }
 
-int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
+int h5v_put_field(H5Table *t, uint8_t *row, int c, const H5Col *col, const void *body,
                   const FieldDesc *f) {
     switch (f->type) {
     case FT_LONG:
-        set_i64(t, row, c, (int64_t)field_integer(body, f));
+        h5t_set_i64(t, row, c, (int64_t)field_integer(body, f));
         return 0;
     case FT_INT:
-        set_i32(t, row, c, (int32_t)field_integer(body, f));
+        h5t_set_i32(t, row, c, (int32_t)field_integer(body, f));
         return 0;
     case FT_BOOL:
-        set_bool(t, row, c, field_integer(body, f) != 0);
+        h5t_set_bool(t, row, c, field_integer(body, f) != 0);
         return 0;
     case FT_ENUM:
-        set_str(t, row, c, field_enum_name(body, f), col->len);
+        h5t_set_str(t, row, c, field_enum_name(body, f), col->len);
         return 0;
     case FT_STR:
     case FT_TEXT: {
         size_t n;
         const char *s = field_text(body, f, &n);
-        return set_vstr(t, row, c, s, n);
+        return h5t_set_vstr(t, row, c, s, n);
     }
     case FT_DOUBLE:
-        set_f64(t, row, c, field_number(body, f));
+        h5t_set_f64(t, row, c, field_number(body, f));
         return 0;
     case FT_HEADS: /* a table of its own (Metric.child) */
         return 0;
@@ -502,9 +502,9 @@ int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *bod
 static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
     const EventSchema *s = &event_schema[m->kind];
     const void *body = event_cbody(ev);
-    uint8_t *row = table_row(&m->t, err);
+    uint8_t *row = h5t_row(&m->t, err);
     if (!row) return -1;
-    set_i32(&m->t, row, 0, run);
+    h5t_set_i32(&m->t, row, 0, run);
     for (int c = 1; c < m->ncol; c++)
         if (h5v_put_field(&m->t, row, c, &m->cols[c], body, &s->fields[m->field[c]]) != 0) goto oom;
     if (m->heads < 0) return 0;
@@ -512,12 +512,12 @@ static int metric_row(Metric *m, int32_t run, const Event *ev, char *err) {
     int n = (int)field_number(body, hf - 1);
     const double *v = (const double *)(const void *)((const char *)body + hf->offset);
     for (int h = 0; h < n && h < (int)hf->n; h++) {
-        if (!(row = table_row(&m->c, err))) return -1;
-        set_i32(&m->c, row, 0, run);
+        if (!(row = h5t_row(&m->c, err))) return -1;
+        h5t_set_i32(&m->c, row, 0, run);
         for (int k = 0; k < m->nckeys; k++)
             h5v_put_field(&m->c, row, 1 + k, &m->ccols[1 + k], body, &s->fields[m->ckeys[k]]);
-        set_i32(&m->c, row, 1 + m->nckeys, h);
-        set_f64(&m->c, row, 2 + m->nckeys, v[h]);
+        h5t_set_i32(&m->c, row, 1 + m->nckeys, h);
+        h5t_set_f64(&m->c, row, 2 + m->nckeys, v[h]);
     }
     return 0;
 oom:
@@ -556,22 +556,22 @@ static int view_event(Metric *ms, RunState *rs, int32_t run, Event *ev, char *er
 void h5v_metrics_layout(Metric *ms) {
     for (int i = 0; i < N_METRICS; i++) {
         ms[i] = metric_defs[i];
-        table_init(&ms[i].t);
-        table_init(&ms[i].c);
+        h5t_init(&ms[i].t);
+        h5t_init(&ms[i].c);
         metric_columns(&ms[i]);
     }
 }
 
-int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err) {
+int h5v_metrics_create(Metric *ms, hid_t file, H5Table *schema, char *err) {
     h5v_metrics_layout(ms);
     for (int i = 0; i < N_METRICS; i++) {
         Metric *m = &ms[i];
-        if (table_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0 ||
-            schema_table_add(schema, m->name, m->cols, m->ncol, err) != 0)
+        if (h5t_create(&m->t, file, m->name, m->cols, m->ncol, 1, m->desc, err) != 0 ||
+            h5t_schema_add(schema, m->name, m->cols, m->ncol, err) != 0)
             return -1;
         if (m->heads >= 0 &&
-            (table_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0 ||
-             schema_table_add(schema, m->child, m->ccols, m->nccol, err) != 0))
+            (h5t_create(&m->c, file, m->child, m->ccols, m->nccol, 1, m->child_desc, err) != 0 ||
+             h5t_schema_add(schema, m->child, m->ccols, m->nccol, err) != 0))
             return -1;
     }
     return 0;
@@ -639,10 +639,10 @@ static int pass2(View *v, hid_t file, char *err) {
         }
         long long before[N_TABLES];
         for (int t = 0; t < N_TABLES; t++)
-            before[t] = table_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t);
+            before[t] = h5t_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t);
         if (h5v_run_events(v, ms, i, 0, ev, err) != 0) goto done;
         for (int t = 0; t < N_TABLES; t++)
-            rs->rows[t] = table_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t) - before[t];
+            rs->rows[t] = h5t_rows(t % 2 ? &ms[t / 2].c : &ms[t / 2].t) - before[t];
         free(rs->ev);
         rs->ev = NULL;
     }
@@ -651,11 +651,11 @@ done:
     free(ev);
     long long *counts[] = {&v->st.steps, &v->st.evals, &v->st.acts, &v->st.samples};
     for (int i = 0; i < N_METRICS; i++) {
-        *counts[i] = table_rows(&ms[i].t);
-        if (ms[i].heads >= 0) v->st.attn = table_rows(&ms[i].c);
+        *counts[i] = h5t_rows(&ms[i].t);
+        if (ms[i].heads >= 0) v->st.attn = h5t_rows(&ms[i].c);
         char e2[ABL_ERR_MAX];
-        if (table_close(&ms[i].t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-        if (table_close(&ms[i].c, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+        if (h5t_close(&ms[i].t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+        if (h5t_close(&ms[i].c, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
     return rc;
 }
@@ -684,51 +684,51 @@ static int not_an_attr(const char *k) {
 
 /* /data_files from the header's "sha256<TAB>bytes<TAB>path" lines. */
 static int write_data_files(View *v, hid_t file, const char *text, char *err) {
-    static const Col cols[] = {
-        {"path", C_VSTR, 0, NULL, "data.path as the spec resolved it"},
-        {"bytes", C_I64, 0, "bytes", "file size (-1 if unreadable)"},
-        {"sha256", C_STR, 65, NULL,
+    static const H5Col cols[] = {
+        {"path", H5C_VSTR, 0, NULL, "data.path as the spec resolved it"},
+        {"bytes", H5C_I64, 0, "bytes", "file size (-1 if unreadable)"},
+        {"sha256", H5C_STR, 65, NULL,
          "SHA-256 of the file, hex ('unreadable' if it could not be read)"},
     };
-    Table t;
-    table_init(&t);
-    int rc = table_create(&t, file, "data_files", cols, 3, 1,
-                          "The data files of the sweep (one row per distinct data.path), as "
-                          "hashed when the (latest) session started.",
-                          err);
-    if (rc == 0) rc = schema_table_add(v->schema, "data_files", cols, 3, err);
+    H5Table t;
+    h5t_init(&t);
+    int rc = h5t_create(&t, file, "data_files", cols, 3, 1,
+                        "The data files of the sweep (one row per distinct data.path), as "
+                        "hashed when the (latest) session started.",
+                        err);
+    if (rc == 0) rc = h5t_schema_add(v->schema, "data_files", cols, 3, err);
     for (const char *p = text; rc == 0 && p && *p;) {
         const char *nl = strchr(p, '\n'), *end = nl ? nl : p + strlen(p);
         const char *t1 = memchr(p, '\t', (size_t)(end - p));
         const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(end - t1 - 1)) : NULL;
         if (t2) {
-            uint8_t *row = table_row(&t, err);
+            uint8_t *row = h5t_row(&t, err);
             char hex[65];
             snprintf(hex, sizeof hex, "%.*s", (int)(t1 - p), p);
             if (!row)
                 rc = -1;
             else {
-                set_str(&t, row, 2, hex, 65);
-                set_i64(&t, row, 1, strtoll(t1 + 1, NULL, 10));
-                if (set_vstr(&t, row, 0, t2 + 1, (size_t)(end - t2 - 1)) != 0) rc = -1;
+                h5t_set_str(&t, row, 2, hex, 65);
+                h5t_set_i64(&t, row, 1, strtoll(t1 + 1, NULL, 10));
+                if (h5t_set_vstr(&t, row, 0, t2 + 1, (size_t)(end - t2 - 1)) != 0) rc = -1;
             }
         }
         p = nl ? nl + 1 : NULL;
     }
     char e2[ABL_ERR_MAX];
-    if (table_close(&t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     return rc;
 }
 
 int h5v_write_root(View *v, hid_t file, char *err) {
     const int nknown = (int)(sizeof known_attrs / sizeof *known_attrs);
-    if (attr_i32(file, "ablate_schema_version", ABLATE_SCHEMA_VERSION) != 0) goto fail;
+    if (h5_attr_i32(file, "ablate_schema_version", ABLATE_SCHEMA_VERSION) != 0) goto fail;
     for (int i = 0; i < nknown; i++)
-        if (attr_str(file, known_attrs[i], kv_get(&v->header, known_attrs[i])) != 0) goto fail;
+        if (h5_attr_str(file, known_attrs[i], kv_get(&v->header, known_attrs[i])) != 0) goto fail;
     const char *ranks = kv_get(&v->header, "ranks");
-    if (attr_i32(file, "ranks", ranks ? atoi(ranks) : 0) != 0) goto fail;
+    if (h5_attr_i32(file, "ranks", ranks ? atoi(ranks) : 0) != 0) goto fail;
     const char *end_time = sweep_complete(v) ? kv_get(&v->end, "end_time") : NULL;
-    if (attr_str(file, "end_time", end_time) != 0) goto fail;
+    if (h5_attr_str(file, "end_time", end_time) != 0) goto fail;
     /* a sweep that left without a SWEEP_END (kill -9, a node failure) is "stopped" once no
      * process holds its journal */
     const char *status = v->writer_gone ? "stopped" : "running";
@@ -742,10 +742,10 @@ int h5v_write_root(View *v, hid_t file, char *err) {
         status = s && s[0] ? s : "complete";
     }
     /* a joined sweep (join.h): how many processes' journals this view merges */
-    if (v->joined && attr_i32(file, "joined_processes", v->nrd) != 0) goto fail;
-    if (attr_str(file, "status", status) != 0) goto fail;
-    if (attr_i32(file, "sessions", (int)v->session) != 0) goto fail;
-    if (attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
+    if (v->joined && h5_attr_i32(file, "joined_processes", v->nrd) != 0) goto fail;
+    if (h5_attr_str(file, "status", status) != 0) goto fail;
+    if (h5_attr_i32(file, "sessions", (int)v->session) != 0) goto fail;
+    if (h5_attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
     /* how much of the journal this view shows: `ablate inspect` compares it with the
      * journal to say when the view is older */
     long long jb = (long long)v->st.journal_bytes;
@@ -758,15 +758,15 @@ int h5v_write_root(View *v, hid_t file, char *err) {
     /* Any other header keys (slurm_*, ...), as string attributes (first appearance order). */
     for (int i = 0; i < v->header.n; i++)
         if (!not_an_attr(v->header.v[i].key) &&
-            attr_str(file, v->header.v[i].key, v->header.v[i].val) != 0)
+            h5_attr_str(file, v->header.v[i].key, v->header.v[i].val) != 0)
             goto fail;
-    if (write_string_dataset(file, "spec", kv_get(&v->header, "spec"),
-                             "The sweep spec (YAML) as given.") != 0)
+    if (h5_write_string_dataset(file, "spec", kv_get(&v->header, "spec"),
+                                "The sweep spec (YAML) as given.") != 0)
         goto fail;
     const char *x = kv_get(&v->header, "spec_expanded");
-    if (x && write_string_dataset(file, "spec_expanded", x,
-                                  "The sweep spec with ${VAR} references resolved, as the "
-                                  "(latest) session read it.") != 0)
+    if (x && h5_write_string_dataset(file, "spec_expanded", x,
+                                     "The sweep spec with ${VAR} references resolved, as the "
+                                     "(latest) session read it.") != 0)
         goto fail;
     /* vocab_hex since 0.2 (a raw "vocab" value lost everything after a NUL byte) */
     Kv *hex = kv_find(&v->header, "vocab_hex", 9), *vocab = kv_find(&v->header, "vocab", 5);
@@ -781,16 +781,17 @@ int h5v_write_root(View *v, hid_t file, char *err) {
         nb = vocab->vlen < sizeof bytes ? vocab->vlen : sizeof bytes;
         memcpy(bytes, vocab->val, nb);
     }
-    if ((hex || vocab) && write_u8_dataset(file, "vocab", bytes, nb,
-                                           "The char tokenizer's vocabulary: token i is the byte "
-                                           "vocab[i] (a multi-byte UTF-8 character spans several "
-                                           "tokens).") != 0)
+    if ((hex || vocab) &&
+        h5_write_u8_dataset(file, "vocab", bytes, nb,
+                            "The char tokenizer's vocabulary: token i is the byte "
+                            "vocab[i] (a multi-byte UTF-8 character spans several "
+                            "tokens).") != 0)
         goto fail;
     const char *df = kv_get(&v->header, "data_files");
     if (df && write_data_files(v, file, df, err) != 0) return -1;
     return 0;
 fail:
-    h5err(err, "cannot write the root attributes");
+    h5_err(err, "cannot write the root attributes");
     return -1;
 }
 
@@ -833,13 +834,13 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
         if (!ok) continue; /* a torn or foreign file: the run's weights are simply absent */
         if (group < 0 &&
             (group = H5Gcreate2(file, "weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0) {
-            h5err(err, "cannot create /weights");
+            h5_err(err, "cannot create /weights");
             rc = -1;
             break;
         }
         hid_t g = H5Gcreate2(group, plan.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0 || attr_str(g, "name", plan.name) != 0 || attr_i32(g, "run", (int)i) != 0) {
-            h5err(err, "cannot create /weights/%s", plan.id);
+        if (g < 0 || h5_attr_str(g, "name", plan.name) != 0 || h5_attr_i32(g, "run", (int)i) != 0) {
+            h5_err(err, "cannot create /weights/%s", plan.id);
             rc = -1;
         }
         for (int k = 0; k < T_COUNT && rc == 0; k++) {
@@ -852,7 +853,7 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
                                   H5P_DEFAULT);
             if (ds < 0 || H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                                    buf + t[k].offset) < 0) {
-                h5err(err, "cannot write /weights/%s/%s", plan.id, t[k].name);
+                h5_err(err, "cannot write /weights/%s/%s", plan.id, t[k].name);
                 rc = -1;
             }
             if (ds >= 0) H5Dclose(ds);
@@ -862,10 +863,11 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
     }
     if (group >= 0) {
         if (rc == 0)
-            rc = attr_str(group, "description",
-                          "Final parameters of runs with save_weights: /weights/<run id>/<tensor>, "
-                          "float32, shaped and named as in src/model/gpt.h's tensor table "
-                          "(matrices are (out, in) like torch.nn.Linear).");
+            rc = h5_attr_str(
+                group, "description",
+                "Final parameters of runs with save_weights: /weights/<run id>/<tensor>, "
+                "float32, shaped and named as in src/model/gpt.h's tensor table "
+                "(matrices are (out, in) like torch.nn.Linear).");
         H5Gclose(group);
     }
     free(buf);
@@ -966,8 +968,8 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
 
     int rc = -1;
     hid_t file = -1;
-    Table schema;
-    table_init(&schema);
+    H5Table schema;
+    h5t_init(&schema);
     for (int k = 0; k < n; k++)
         if (!(v.rd[k] = journal_reader_open(journals[k], err)) ||
             pass1_journal(&v, k, k == limited ? limit : UINT64_MAX, journals[k], err) != 0)
@@ -976,10 +978,10 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
 
     file = h5_create_file(tmp);
     if (file < 0) {
-        h5err(err, "cannot create %s", tmp);
+        h5_err(err, "cannot create %s", tmp);
         goto done;
     }
-    if (schema_table_create(&schema, file, err) != 0) goto done;
+    if (h5t_schema_create(&schema, file, err) != 0) goto done;
     v.schema = &schema;
     if (h5v_write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, file, err) != 0) goto done;
@@ -989,7 +991,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     rc = 0;
 done:;
     char e2[ABL_ERR_MAX];
-    if (table_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     rc = h5_finish_file(file, tmp, out_path, rc == 0, err);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
@@ -1008,11 +1010,11 @@ int h5view_build(const char *journal_path, const char *out_path, char err[ABL_ER
 
 /* ---------------- the docs' schema tables ---------------- */
 
-void h5v_md_rows(Buf *b, const Col *cols, int n) {
+void h5v_md_rows(Buf *b, const H5Col *cols, int n) {
     char t[32];
     for (int i = 0; i < n; i++)
         buf_printf(b, "| `%s` | %s | %s | %s |\n", cols[i].name,
-                   col_type_name(&cols[i], t, sizeof t), cols[i].units ? cols[i].units : "",
+                   h5t_col_type_name(&cols[i], t, sizeof t), cols[i].units ? cols[i].units : "",
                    cols[i].doc ? cols[i].doc : "");
 }
 

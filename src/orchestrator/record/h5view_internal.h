@@ -70,7 +70,7 @@ typedef struct {
                                into a scratch list */
     DataIdentity *data;     /* the sweep's data: the first DATA record of each source */
     int n_data;
-    Table *schema; /* the /schema of the view file being written (NULL: none) */
+    H5Table *schema; /* the /schema of the view file being written (NULL: none) */
 } View;
 
 #define METRIC_MAX_COLS 24
@@ -90,8 +90,8 @@ typedef struct {
     EventKind kind;
     const char *name, *desc;
     const char *child, *child_value, *child_desc; /* the table of an FT_HEADS field */
-    Table t, c;
-    Col cols[METRIC_MAX_COLS], ccols[8];
+    H5Table t, c;
+    H5Col cols[METRIC_MAX_COLS], ccols[8];
     int field[METRIC_MAX_COLS]; /* field index of each column (column 0 is run) */
     int ncol, nccol, heads, ckeys[6], nckeys;
 } Metric;
@@ -104,7 +104,7 @@ void h5v_mark_stale(View *v);
 /* The metric tables' definitions and columns (no file touched). */
 void h5v_metrics_layout(Metric *ms);
 /* Creates the metric tables in file, listing them in schema (NULL: a segment, no schema). */
-int h5v_metrics_create(Metric *ms, hid_t file, Table *schema, char *err);
+int h5v_metrics_create(Metric *ms, hid_t file, H5Table *schema, char *err);
 /* Streams EVENTS records [from, n_ev) of run i into the tables (and its pass-2 state). */
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);
@@ -120,12 +120,12 @@ JournalReader *h5v_run_reader(const View *v, const RunState *rs);
 /* ST_* of a run, from its state and (has_end) its decoded RUN_END. */
 int h5v_run_status(const RunState *rs, const JournalEnd *end);
 /* The HDF5 column of a field (an event field or a knob), and its value into a row. */
-Col h5v_field_col(const FieldDesc *f);
-int h5v_put_field(Table *t, uint8_t *row, int c, const Col *col, const void *body,
+H5Col h5v_field_col(const FieldDesc *f);
+int h5v_put_field(H5Table *t, uint8_t *row, int c, const H5Col *col, const void *body,
                   const FieldDesc *f);
 /* The /runs part of the docs' schema tables; md_rows writes column rows. */
 void h5v_runs_markdown(Buf *b, const char *head);
-void h5v_md_rows(Buf *b, const Col *cols, int n);
+void h5v_md_rows(Buf *b, const H5Col *cols, int n);
 /* The live view's /view_blocks part of the docs' tables (h5view_live.c). */
 void h5v_live_markdown(Buf *b, const char *head);
 /* Frees what v holds (not the readers). */

@@ -186,7 +186,7 @@ static int grow_runs(H5Live *lv) {
     return 0;
 }
 
-static Table *metric_table(Metric *m, int t) {
+static H5Table *metric_table(Metric *m, int t) {
     return t % 2 ? &m[t / 2].c : &m[t / 2].t;
 }
 
@@ -227,7 +227,7 @@ static int write_segment(H5Live *lv, char *err) {
     int rc = -1;
     hid_t f = h5_create_file(path);
     if (f < 0) {
-        h5err(err, "cannot create %s", path);
+        h5_err(err, "cannot create %s", path);
         free(ev);
         free(lv->segs[seg]);
         return -1;
@@ -239,12 +239,12 @@ static int write_segment(H5Live *lv, char *err) {
         if (!rs->planned || rs->n_ev <= l->emitted) continue;
         hsize_t before[N_TABLES];
         for (int t = 0; t < N_TABLES; t++)
-            before[t] = (hsize_t)table_rows(metric_table(ms, t));
+            before[t] = (hsize_t)h5t_rows(metric_table(ms, t));
         if (h5v_run_events(v, ms, i, l->emitted, ev, err) != 0) goto done;
         l->emitted = rs->n_ev;
         for (int t = 0; t < N_TABLES; t++)
             if (add_block(&lv->blocks[t], seg, i, before[t],
-                          (hsize_t)table_rows(metric_table(ms, t)) - before[t]) != 0) {
+                          (hsize_t)h5t_rows(metric_table(ms, t)) - before[t]) != 0) {
                 snprintf(err, ABL_ERR_MAX, "out of memory");
                 goto done;
             }
@@ -252,22 +252,22 @@ static int write_segment(H5Live *lv, char *err) {
     rc = 0;
 done:
     for (int t = 0; t < N_TABLES; t++) {
-        Table *tb = metric_table(ms, t);
-        lv->seg_rows[seg][t] = (hsize_t)table_rows(tb);
+        H5Table *tb = metric_table(ms, t);
+        lv->seg_rows[seg][t] = (hsize_t)h5t_rows(tb);
         char e2[ABL_ERR_MAX];
-        if (table_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+        if (h5t_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
     /* what a reader checks a segment against: the generation of the OUT.h5 that maps it,
      * and the rows /view_blocks says it has */
-    int bad = rc == 0 && attr_str(f, "view_generation", lv->gen) != 0;
+    int bad = rc == 0 && h5_attr_str(f, "view_generation", lv->gen) != 0;
     for (int t = 0; t < N_TABLES && rc == 0 && !bad; t++) {
         char an[64];
         if (!h5v_table_name(t)) continue;
         snprintf(an, sizeof an, "rows_%s", h5v_table_name(t));
-        bad = attr_i64(f, an, (long long)lv->seg_rows[seg][t]) != 0;
+        bad = h5_attr_i64(f, an, (long long)lv->seg_rows[seg][t]) != 0;
     }
     if (bad) {
-        h5err(err, "cannot write the attributes of %s", path);
+        h5_err(err, "cannot write the attributes of %s", path);
         rc = -1;
     }
     free(ev);
@@ -340,11 +340,11 @@ static long check_segments(H5Live *lv) {
 static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *err) {
     const BlockList *l = &lv->blocks[t];
     const char *name = t % 2 ? m->child : m->name;
-    const Col *cols = t % 2 ? m->ccols : m->cols;
+    const H5Col *cols = t % 2 ? m->ccols : m->cols;
     int ncol = t % 2 ? m->nccol : m->ncol;
     const char *desc = t % 2 ? m->child_desc : m->desc;
-    Table tb;
-    table_init(&tb);
+    H5Table tb;
+    h5t_init(&tb);
     TableBlock *tbl = malloc(sizeof *tbl * (size_t)(l->n + 1));
     char(*paths)[ABL_PATH_MAX + 96] = malloc(sizeof *paths * (size_t)(lv->nseg + 1));
     int rc = -1;
@@ -357,25 +357,25 @@ static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *e
     for (int i = 0; i < l->n; i++)
         tbl[i] = (TableBlock){paths[l->b[i].seg], l->b[i].start, l->b[i].count,
                               lv->seg_rows[l->b[i].seg][t]};
-    rc = l->n ? table_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, l->n, err)
-              : table_create(&tb, file, name, cols, ncol, 1, desc, err);
-    if (rc == 0) rc = schema_table_add(lv->v.schema, name, cols, ncol, err);
+    rc = l->n ? h5t_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, l->n, err)
+              : h5t_create(&tb, file, name, cols, ncol, 1, desc, err);
+    if (rc == 0) rc = h5t_schema_add(lv->v.schema, name, cols, ncol, err);
 done:;
     char e2[ABL_ERR_MAX];
-    if (table_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     free(tbl);
     free(paths);
     return rc;
 }
 
 /* /view_blocks: where each block of rows of the live view's tables comes from. */
-static const Col block_cols[] = {
-    {"table", C_STR, 8, NULL, "the metric table (steps, evals, acts, attn or samples)"},
-    {"run", C_I32, 0, NULL, "plan index of the run whose rows the block holds"},
-    {"row", C_I64, 0, NULL, "first row of the block in the table"},
-    {"count", C_I64, 0, "rows", "rows in the block"},
-    {"file", C_VSTR, 0, NULL, "the segment file, relative to the directory of OUT.h5"},
-    {"file_rows", C_I64, 0, "rows",
+static const H5Col block_cols[] = {
+    {"table", H5C_STR, 8, NULL, "the metric table (steps, evals, acts, attn or samples)"},
+    {"run", H5C_I32, 0, NULL, "plan index of the run whose rows the block holds"},
+    {"row", H5C_I64, 0, NULL, "first row of the block in the table"},
+    {"count", H5C_I64, 0, "rows", "rows in the block"},
+    {"file", H5C_VSTR, 0, NULL, "the segment file, relative to the directory of OUT.h5"},
+    {"file_rows", H5C_I64, 0, "rows",
      "rows of the table in that file (its attribute rows_<table>); the file's attribute "
      "view_generation is the root attribute view_generation of this OUT.h5"},
 };
@@ -390,13 +390,13 @@ void h5v_live_markdown(Buf *b, const char *head) {
 }
 
 static int write_blocks(H5Live *lv, hid_t file, char *err) {
-    Table tb;
-    table_init(&tb);
-    int rc = table_create(&tb, file, "view_blocks", block_cols, N_BLOCK_COLS, 1,
-                          "Live view: where each block of rows of the metric tables comes "
-                          "from (docs/hdf5-schema.md, the live view).",
-                          err);
-    if (rc == 0) rc = schema_table_add(lv->v.schema, "view_blocks", block_cols, N_BLOCK_COLS, err);
+    H5Table tb;
+    h5t_init(&tb);
+    int rc = h5t_create(&tb, file, "view_blocks", block_cols, N_BLOCK_COLS, 1,
+                        "Live view: where each block of rows of the metric tables comes "
+                        "from (docs/hdf5-schema.md, the live view).",
+                        err);
+    if (rc == 0) rc = h5t_schema_add(lv->v.schema, "view_blocks", block_cols, N_BLOCK_COLS, err);
     for (int t = 0; t < N_TABLES && rc == 0; t++) {
         if (!h5v_table_name(t)) continue;
         long long at = 0;
@@ -404,22 +404,22 @@ static int write_blocks(H5Live *lv, hid_t file, char *err) {
             const LiveBlock *k = &lv->blocks[t].b[i];
             char f[ABL_PATH_MAX + 96];
             snprintf(f, sizeof f, "%s/%s", lv->rel, lv->segs[k->seg]);
-            uint8_t *row = table_row(&tb, err);
-            if (!row || set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
+            uint8_t *row = h5t_row(&tb, err);
+            if (!row || h5t_set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
                 if (row) snprintf(err, ABL_ERR_MAX, "out of memory");
                 rc = -1;
                 break;
             }
-            set_str(&tb, row, 0, h5v_table_name(t), 8);
-            set_i32(&tb, row, 1, (int32_t)k->run);
-            set_i64(&tb, row, 2, at);
-            set_i64(&tb, row, 3, (int64_t)k->count);
-            set_i64(&tb, row, 5, (int64_t)lv->seg_rows[k->seg][t]);
+            h5t_set_str(&tb, row, 0, h5v_table_name(t), 8);
+            h5t_set_i32(&tb, row, 1, (int32_t)k->run);
+            h5t_set_i64(&tb, row, 2, at);
+            h5t_set_i64(&tb, row, 3, (int64_t)k->count);
+            h5t_set_i64(&tb, row, 5, (int64_t)lv->seg_rows[k->seg][t]);
             at += (long long)k->count;
         }
     }
     char e2[ABL_ERR_MAX];
-    if (table_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     return rc;
 }
 
@@ -428,17 +428,17 @@ static int write_top(H5Live *lv, char *err) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", lv->out, (long)getpid());
     hid_t f = h5_create_file(tmp);
     if (f < 0) {
-        h5err(err, "cannot create %s", tmp);
+        h5_err(err, "cannot create %s", tmp);
         return -1;
     }
     int rc = -1;
-    Table schema;
-    table_init(&schema);
-    if (schema_table_create(&schema, f, err) != 0) goto done;
+    H5Table schema;
+    h5t_init(&schema);
+    if (h5t_schema_create(&schema, f, err) != 0) goto done;
     lv->v.schema = &schema;
     if (h5v_write_root(&lv->v, f, err) != 0) goto done;
-    if (attr_str(f, "view", "live") != 0 || attr_str(f, "view_generation", lv->gen) != 0) {
-        h5err(err, "cannot write the root attributes");
+    if (h5_attr_str(f, "view", "live") != 0 || h5_attr_str(f, "view_generation", lv->gen) != 0) {
+        h5_err(err, "cannot write the root attributes");
         goto done;
     }
     for (int t = 0; t < N_TABLES; t++)
@@ -456,7 +456,7 @@ static int write_top(H5Live *lv, char *err) {
     rc = 0;
 done:;
     char e2[ABL_ERR_MAX];
-    if (table_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&schema, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     lv->v.schema = NULL;
     return h5_finish_file(f, tmp, lv->out, rc == 0, err);
 }

@@ -17,7 +17,7 @@
 /* The columns of /runs: fixed, one per grid axis, one per knob, the start event's fields,
  * the end event's fields (but status), then where and how often the run ran. */
 typedef struct {
-    Col *cols;
+    H5Col *cols;
     char (*names)[COL_NAME_MAX];
     int ncol;
     int axis0, knob0, start0, end0, tail0, rows0;
@@ -28,26 +28,27 @@ typedef struct {
 enum { R_INDEX, R_ID, R_NAME, R_SEED, R_STATUS, R_VARIANT, R_GROUP, R_OVERRIDES, R_NFIXED };
 enum { R_RANK, R_HOST, R_ATTEMPTS, R_RESUMED, R_CKPT, R_NTAIL };
 
-static const Col fixed_cols[R_NFIXED] = {
-    {"index", C_I32, 0, NULL, "plan index (= run in the metric tables)"},
-    {"id", C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
-    {"name", C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
-    {"seed", C_U64, 0, NULL, "the run's seed"},
-    {"status", C_STR, STATUS_LEN, NULL, "pending, running, interrupted, done, diverged or failed"},
-    {"variant", C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
-    {"group", C_STR, 17, NULL,
+static const H5Col fixed_cols[R_NFIXED] = {
+    {"index", H5C_I32, 0, NULL, "plan index (= run in the metric tables)"},
+    {"id", H5C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
+    {"name", H5C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
+    {"seed", H5C_U64, 0, NULL, "the run's seed"},
+    {"status", H5C_STR, STATUS_LEN, NULL,
+     "pending, running, interrupted, done, diverged or failed"},
+    {"variant", H5C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
+    {"group", H5C_STR, 17, NULL,
      "hash of the configuration without the seed: seeds of one "
      "configuration share it (and their data: a run trained on data other than the "
      "sweep's first, accepted with --accept-data-change, has a group of its own)"},
-    {"overrides", C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
+    {"overrides", H5C_VSTR, 0, NULL, "what the variant and grid set, as `ablate plan` prints it"},
 };
-static const Col tail_cols[R_NTAIL] = {
-    {"rank", C_I32, 0, NULL, "MPI rank of the last attempt (-1 if never started)"},
-    {"host", C_VSTR, 0, NULL, "host of the last attempt"},
-    {"attempts", C_I32, 0, NULL, "attempts begun"},
-    {"resumed_from_step", C_I64, 0, "steps",
+static const H5Col tail_cols[R_NTAIL] = {
+    {"rank", H5C_I32, 0, NULL, "MPI rank of the last attempt (-1 if never started)"},
+    {"host", H5C_VSTR, 0, NULL, "host of the last attempt"},
+    {"attempts", H5C_I32, 0, NULL, "attempts begun"},
+    {"resumed_from_step", H5C_I64, 0, "steps",
      "the last attempt resumed from this checkpoint (0 = fresh)"},
-    {"last_checkpoint_step", C_I64, 0, "steps", "latest checkpoint (0 if none)"},
+    {"last_checkpoint_step", H5C_I64, 0, "steps", "latest checkpoint (0 if none)"},
 };
 
 static int layout_has(const RunsLayout *L, int upto, const char *name) {
@@ -57,7 +58,7 @@ static int layout_has(const RunsLayout *L, int upto, const char *name) {
 }
 
 /* Adds a column, renamed prefix.name if the name is taken. */
-static void layout_add(RunsLayout *L, Col c, const char *prefix) {
+static void layout_add(RunsLayout *L, H5Col c, const char *prefix) {
     int i = L->ncol++;
     if (layout_has(L, i, c.name) && prefix) {
         snprintf(L->names[i], COL_NAME_MAX, "%s.%s", prefix, c.name);
@@ -77,7 +78,7 @@ static int runs_layout(const View *v, RunsLayout *L) {
         layout_add(L, fixed_cols[i], NULL);
     L->axis0 = L->ncol;
     for (int a = 0; a < v->n_axes; a++)
-        layout_add(L, (Col){v->axes[a], C_VSTR, 0, NULL, "grid axis value, as in the run name"},
+        layout_add(L, (H5Col){v->axes[a], H5C_VSTR, 0, NULL, "grid axis value, as in the run name"},
                    "axis");
     L->knob0 = L->ncol;
     for (int k = 0; k < knob_count; k++)
@@ -105,10 +106,10 @@ static int runs_layout(const View *v, RunsLayout *L) {
         L->rows_table[L->n_rows++] = t;
         snprintf(L->names[L->ncol], COL_NAME_MAX, "rows_%s", tn);
         layout_add(L,
-                   (Col){L->names[L->ncol], C_I64, 0, "rows",
-                         "rows of the metric table it names (rows_steps: /steps) that this view "
-                         "holds for the run; a reader that gets fewer, or rows with run = -1 "
-                         "(the fill value), read rows that are unavailable"},
+                   (H5Col){L->names[L->ncol], H5C_I64, 0, "rows",
+                           "rows of the metric table it names (rows_steps: /steps) that this view "
+                           "holds for the run; a reader that gets fewer, or rows with run = -1 "
+                           "(the fill value), read rows that are unavailable"},
                    NULL);
     }
     return 0;
@@ -120,7 +121,7 @@ static void layout_free(RunsLayout *L) {
 }
 
 typedef struct {
-    Table *t;
+    H5Table *t;
     uint8_t *row;
     const RunsLayout *L;
     const View *v;
@@ -130,16 +131,16 @@ typedef struct {
 static int put_axis(void *ctx, const char *label, size_t llen, const char *val, size_t vlen) {
     AxisCtx *a = ctx;
     if (!label) {
-        a->bad |= set_vstr(a->t, a->row, R_VARIANT, val, vlen);
+        a->bad |= h5t_set_vstr(a->t, a->row, R_VARIANT, val, vlen);
         return 0;
     }
     for (int i = 0; i < a->v->n_axes; i++)
         if (strlen(a->v->axes[i]) == llen && !memcmp(a->v->axes[i], label, llen))
-            a->bad |= set_vstr(a->t, a->row, a->L->axis0 + i, val, vlen);
+            a->bad |= h5t_set_vstr(a->t, a->row, a->L->axis0 + i, val, vlen);
     return 0;
 }
 
-static int put_knobs(Table *t, uint8_t *row, int c0, const Col *cols, const RunConfig *cfg) {
+static int put_knobs(H5Table *t, uint8_t *row, int c0, const H5Col *cols, const RunConfig *cfg) {
     int bad = 0;
     for (int k = 0; k < knob_count; k++)
         bad |= h5v_put_field(t, row, c0 + k, &cols[c0 + k], cfg, &knob_table[k]);
@@ -148,7 +149,7 @@ static int put_knobs(Table *t, uint8_t *row, int c0, const Col *cols, const RunC
 
 /* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
  * message when the config cannot be read back. */
-static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32_t i,
+static int put_plan(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint32_t i,
                     const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
     char cerr[ABL_ERR_MAX], group[17] = "";
     if (journal_plan_config(plan, cfg, cerr) != 0) {
@@ -157,23 +158,23 @@ static int put_plan(View *v, const RunsLayout *L, Table *t, uint8_t *row, uint32
     } else {
         run_id_format(run_id_hash(cfg, NULL), group);
     }
-    set_i32(t, row, R_INDEX, (int32_t)i);
-    set_str(t, row, R_ID, plan->id, 17);
-    set_u64(t, row, R_SEED, plan->seed);
-    set_str(t, row, R_GROUP, group, 17);
+    h5t_set_i32(t, row, R_INDEX, (int32_t)i);
+    h5t_set_str(t, row, R_ID, plan->id, 17);
+    h5t_set_u64(t, row, R_SEED, plan->seed);
+    h5t_set_str(t, row, R_GROUP, group, 17);
     AxisCtx a = {t, row, L, v, 0};
-    a.bad |= set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
-    a.bad |= set_vstr(t, row, R_VARIANT, "", 0);
-    a.bad |= set_vstr(t, row, R_OVERRIDES, plan->overrides ? plan->overrides : "",
-                      plan->overrides ? plan->overrides_len : 0);
+    a.bad |= h5t_set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
+    a.bad |= h5t_set_vstr(t, row, R_VARIANT, "", 0);
+    a.bad |= h5t_set_vstr(t, row, R_OVERRIDES, plan->overrides ? plan->overrides : "",
+                          plan->overrides ? plan->overrides_len : 0);
     for (int k = 0; k < v->n_axes; k++)
-        a.bad |= set_vstr(t, row, L->axis0 + k, "", 0);
+        a.bad |= h5t_set_vstr(t, row, L->axis0 + k, "", 0);
     h5v_parse_name(plan->name, put_axis, &a);
     return a.bad || put_knobs(t, row, L->knob0, L->cols, cfg) != 0 ? -1 : 0;
 }
 
 /* The results part of a row: status, the start and end events' fields, where it ran. */
-static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, RunState *rs,
+static int put_results(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, RunState *rs,
                        JournalEnd *end, const char *message) {
     JournalReader *r = h5v_run_reader(v, rs);
     JournalRecord rec;
@@ -212,7 +213,7 @@ static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, Run
     int st = h5v_run_status(rs, end);
     if (st == ST_DONE) v->st.runs_done++;
     v->st.runs++;
-    set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
+    h5t_set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
     if (!rs->has_start) event_fields_default(&rs->start, EV_START, 0);
     const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
     int bad = 0;
@@ -222,13 +223,13 @@ static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, Run
     for (int k = 0; k < L->n_end; k++)
         bad |= h5v_put_field(t, row, L->end0 + k, &L->cols[L->end0 + k], &end->end,
                              &es->fields[L->end_field[k]]);
-    set_i32(t, row, L->tail0 + R_RANK, rank);
-    bad |= set_vstr(t, row, L->tail0 + R_HOST, host, strlen(host));
-    set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
-    set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
-    set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
+    h5t_set_i32(t, row, L->tail0 + R_RANK, rank);
+    bad |= h5t_set_vstr(t, row, L->tail0 + R_HOST, host, strlen(host));
+    h5t_set_i32(t, row, L->tail0 + R_ATTEMPTS, (int32_t)rs->attempts);
+    h5t_set_i64(t, row, L->tail0 + R_RESUMED, rs->resumed_from_step);
+    h5t_set_i64(t, row, L->tail0 + R_CKPT, rs->ckpt_step);
     for (int k = 0; k < L->n_rows; k++)
-        set_i64(t, row, L->rows0 + k, rs->rows[L->rows_table[k]]);
+        h5t_set_i64(t, row, L->rows0 + k, rs->rows[L->rows_table[k]]);
     return bad ? -1 : 0;
 }
 
@@ -236,13 +237,13 @@ static int put_results(View *v, const RunsLayout *L, Table *t, uint8_t *row, Run
  * built (data whose change was accepted with --accept-data-change resolves another one than
  * the run's PLAN record holds), and a group of its own for a run trained on data other than
  * the sweep's first for its source, so that no analysis pools runs of different data. */
-static void put_trained(const View *v, const RunsLayout *L, Table *t, uint8_t *row,
+static void put_trained(const View *v, const RunsLayout *L, H5Table *t, uint8_t *row,
                         const RunState *rs, const RunConfig *cfg) {
     if (!rs->has_start) return;
     const StartEvent *se = &rs->start;
     const Knob *vk = knob_find("model.vocab_size");
     if (se->data_vocab_size > 0 && vk)
-        set_i32(t, row, L->knob0 + (int)(vk - knob_table), (int32_t)se->data_vocab_size);
+        h5t_set_i32(t, row, L->knob0 + (int)(vk - knob_table), (int32_t)se->data_vocab_size);
     const DataIdentity *first = NULL;
     for (int i = 0; i < v->n_data && !first; i++)
         if (!strcmp(v->data[i].path, cfg->data.path) &&
@@ -253,7 +254,7 @@ static void put_trained(const View *v, const RunsLayout *L, Table *t, uint8_t *r
     char group[17];
     uint64_t h = fnv1a(run_id_hash(cfg, NULL), "data_sha256=", 12);
     run_id_format(fnv1a(h, se->data_sha256, strlen(se->data_sha256)), group);
-    set_str(t, row, R_GROUP, group, 17);
+    h5t_set_str(t, row, R_GROUP, group, 17);
 }
 
 static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
@@ -262,7 +263,7 @@ static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
         buf_adds(&b, L->cols[L->axis0 + a].name);
         buf_addc(&b, '\n');
     }
-    int rc = b.oom ? -1 : attr_str(dset, "axes", b.p ? b.p : "");
+    int rc = b.oom ? -1 : h5_attr_str(dset, "axes", b.p ? b.p : "");
     buf_free(&b);
     return rc;
 }
@@ -272,21 +273,21 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
     RunConfig *cfg = malloc(sizeof *cfg);
     JournalEnd *end = malloc(sizeof *end);
     JournalPlan *plan = malloc(sizeof *plan);
-    Table runs;
-    table_init(&runs);
+    H5Table runs;
+    h5t_init(&runs);
     int rc = -1;
     if (runs_layout(v, &L) != 0 || !cfg || !end || !plan) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
         goto done;
     }
-    if (table_create(&runs, file, "runs", L.cols, L.ncol, 1,
-                     "One row per planned run, in plan order (row i = plan index i = the run "
-                     "column of the metric tables): identity, grid axes (attribute axes), "
-                     "config knobs named by the knob, the start and end events' fields. "
-                     "Unknown numbers are NaN (floats) or -1 (integers).",
-                     err) != 0 ||
+    if (h5t_create(&runs, file, "runs", L.cols, L.ncol, 1,
+                   "One row per planned run, in plan order (row i = plan index i = the run "
+                   "column of the metric tables): identity, grid axes (attribute axes), "
+                   "config knobs named by the knob, the start and end events' fields. "
+                   "Unknown numbers are NaN (floats) or -1 (integers).",
+                   err) != 0 ||
         runs_axes_attr(v, &L, runs.dset) != 0 ||
-        schema_table_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
+        h5t_schema_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
         goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
@@ -299,7 +300,7 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
                      journal_reader_error(r));
             goto done;
         }
-        uint8_t *row = table_row(&runs, err);
+        uint8_t *row = h5t_row(&runs, err);
         if (!row) goto done;
         char message[256] = "";
         if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
@@ -312,7 +313,7 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
     rc = 0;
 done:;
     char e2[ABL_ERR_MAX];
-    if (table_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    if (h5t_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     layout_free(&L);
     free(cfg);
     free(end);
