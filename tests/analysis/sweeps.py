@@ -12,6 +12,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "analysis"))
 import common as C  # noqa: E402,F401
 
+def main_in_workdir(tag, files, tests):
+    """Runs tests (name, fn) with common.main, all in one temp dir given to them as
+    files["dir"] (removed when they pass, kept when one fails); exits as common.main does."""
+    with C.workdir(tag) as d:
+        files["dir"] = d
+        try:
+            C.main(tests)
+        except SystemExit as e:
+            if e.code:
+                raise
+    sys.exit(0)
+
+
 REPORT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "analysis", "ablate-report")
 
 # baseline and two one-knob variants that train, one that diverges, one that fails

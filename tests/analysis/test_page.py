@@ -339,14 +339,7 @@ def main():
     tests = [("browser", test_browser)] if "--browser" in sys.argv[1:] else \
         [("page_written", test_page_written), ("no_uplot", test_no_uplot),
          ("minmax_keep", test_minmax_keep), ("thousand_runs", test_thousand_runs)]
-    with C.workdir("analysis-page") as d:
-        FILES["dir"] = d
-        try:
-            C.main(tests)
-        except SystemExit as e:
-            if e.code:
-                raise
-    sys.exit(0)
+    W.main_in_workdir("analysis-page", FILES, tests)
 
 
 if __name__ == "__main__":

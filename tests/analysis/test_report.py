@@ -478,20 +478,16 @@ def test_stopped_sweep():
 
 def main():
     """All tests in one temp dir (removed when they pass, kept when one fails)."""
-    with C.workdir("analysis") as d:
-        FILES["dir"] = d
-        try:
-            C.main([("loader", test_loader), ("loader_schema1", test_loader_schema1),
-                    ("schema1_report", test_schema1_report),
-                    ("variants_report", test_variants_report),
-                    ("baseline_option", test_baseline_option),
-                    ("one_seed_no_baseline", test_one_seed_no_baseline),
-                    ("grid_fixed_time", test_grid_fixed_time),
-                    ("stopped_sweep", test_stopped_sweep)])
-        except SystemExit as e:
-            if e.code:
-                raise
-    sys.exit(0)
+    W.main_in_workdir("analysis", FILES, [
+        ("loader", test_loader),
+        ("loader_schema1", test_loader_schema1),
+        ("schema1_report", test_schema1_report),
+        ("variants_report", test_variants_report),
+        ("baseline_option", test_baseline_option),
+        ("one_seed_no_baseline", test_one_seed_no_baseline),
+        ("grid_fixed_time", test_grid_fixed_time),
+        ("stopped_sweep", test_stopped_sweep),
+    ])
 
 
 if __name__ == "__main__":

@@ -194,18 +194,14 @@ def test_preset_baseline():
 
 
 def main():
-    with C.workdir("analysis-items") as d:
-        FILES["dir"] = d
-        try:
-            C.main([("robust_limits", test_robust_limits), ("token_labels", test_token_labels),
-                    ("terminal_and_json", test_terminal_and_json),
-                    ("provenance_and_curves", test_provenance_and_curves),
-                    ("forest_levels", test_forest_levels),
-                    ("preset_baseline", test_preset_baseline)])
-        except SystemExit as e:
-            if e.code:
-                raise
-    sys.exit(0)
+    W.main_in_workdir("analysis-items", FILES, [
+        ("robust_limits", test_robust_limits),
+        ("token_labels", test_token_labels),
+        ("terminal_and_json", test_terminal_and_json),
+        ("provenance_and_curves", test_provenance_and_curves),
+        ("forest_levels", test_forest_levels),
+        ("preset_baseline", test_preset_baseline),
+    ])
 
 
 if __name__ == "__main__":
