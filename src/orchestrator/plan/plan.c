@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "run_id.h"
+#include "util/buf.h"
+#include "util/grow.h"
 
 _Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
@@ -30,7 +32,8 @@ void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]) {
 /* The run-specific assignments: the variant's entries, then one cell per axis key. */
 typedef struct {
     const SpecAssign **a;
-    int n, cap;
+    int n;
+    size_t cap;
 } Layer;
 
 static int budget_slot(const Knob *k) {
@@ -159,20 +162,11 @@ out:
 
 /* ---- names ---- */
 
-static void buf_cat(char **buf, size_t *len, size_t *cap, const char *s) {
-    size_t n = strlen(s);
-    if (!*buf || *len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 64;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *p = realloc(*buf, c);
-        if (!p) return; /* caller checks for NULL */
-        if (!*buf) p[0] = '\0';
-        *buf = p;
-        *cap = c;
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
+/* The built string, or NULL (and nothing kept) if an add ran out of memory. */
+static char *buf_string(Buf *b) {
+    if (!b->oom) return b->p;
+    buf_free(b);
+    return NULL;
 }
 
 /* The label of an axis key: the knob's short name unless another axis key shares it. */
@@ -189,12 +183,11 @@ static const char *axis_label(const Spec *s, const Knob *k) {
 
 /* "variant/key=value/.../" without the seed part (the caller appends "seed<N>"). */
 static char *run_prefix(const Spec *s, int variant, const int *point) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    buf_cat(&buf, &len, &cap, "");
+    Buf b = {0};
+    buf_adds(&b, "");
     if (s->n_variants > 0 || s->n_axes == 0) {
-        buf_cat(&buf, &len, &cap, variant >= 0 ? s->variants[variant].name : "baseline");
-        buf_cat(&buf, &len, &cap, "/");
+        buf_adds(&b, variant >= 0 ? s->variants[variant].name : "baseline");
+        buf_adds(&b, "/");
     }
     for (int a = 0; a < s->n_axes; a++) {
         const SpecAxis *ax = &s->axes[a];
@@ -204,37 +197,30 @@ static char *run_prefix(const Spec *s, int variant, const int *point) {
             snprintf(part, sizeof part, "%s=%s/", axis_label(s, c->knob), c->text);
             for (char *p = strchr(part, '=') + 1; p[1]; p++) /* keep the trailing '/' */
                 if (*p == '/' || isspace((unsigned char)*p)) *p = '_';
-            buf_cat(&buf, &len, &cap, part);
+            buf_adds(&b, part);
         }
     }
-    return buf;
+    return buf_string(&b);
 }
 
 static char *overrides_text(const Layer *l, const RunConfig *c) {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    buf_cat(&buf, &len, &cap, "");
+    Buf b = {0};
+    buf_adds(&b, "");
     for (int i = 0; i < l->n; i++) {
         char val[ABL_PATH_MAX + 64];
         knob_format(c, l->a[i]->knob, val, sizeof val);
-        if (i) buf_cat(&buf, &len, &cap, " ");
-        buf_cat(&buf, &len, &cap, l->a[i]->knob->name);
-        buf_cat(&buf, &len, &cap, "=");
-        buf_cat(&buf, &len, &cap, val);
+        if (i) buf_adds(&b, " ");
+        buf_adds(&b, l->a[i]->knob->name);
+        buf_adds(&b, "=");
+        buf_adds(&b, val);
     }
-    return buf;
+    return buf_string(&b);
 }
 
 /* ---- planning ---- */
 
 static int add_layer(Layer *l, const SpecAssign *a) {
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        const SpecAssign **p = realloc(l->a, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        l->a = p;
-        l->cap = cap;
-    }
+    if (GROW(l->a, l->cap, (size_t)l->n + 1) != 0) return -1;
     l->a[l->n++] = a;
     return 0;
 }
@@ -379,7 +365,7 @@ struct Walk {
     int *point, *deep; /* point: per axis; deep: per exclude entry */
     Layer l;
     long long kept, visited;
-    int cap; /* of p->runs */
+    size_t cap; /* of p->runs */
     int (*leaf)(Walk *w, char err[ABL_ERR_MAX]);
     char *ok_path;
 };
@@ -513,16 +499,10 @@ static int build_leaf(Walk *w, char err[ABL_ERR_MAX]) {
         return -1;
     }
     for (int si = 0; si < s->n_seeds; si++) {
-        if (p->n_runs == w->cap) {
-            int ncap = w->cap ? 2 * w->cap : 64;
-            PlannedRun *r = realloc(p->runs, (size_t)ncap * sizeof *r);
-            if (!r) {
-                free(prefix);
-                spec_fail(err, fallback_mark(s), "out of memory");
-                return -1;
-            }
-            p->runs = r;
-            w->cap = ncap;
+        if (GROW(p->runs, w->cap, (size_t)p->n_runs + 1) != 0) {
+            free(prefix);
+            spec_fail(err, fallback_mark(s), "out of memory");
+            return -1;
         }
         PlannedRun *r = &p->runs[p->n_runs];
         memset(r, 0, sizeof *r);

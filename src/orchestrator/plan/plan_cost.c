@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "util/addr_space.h"
+#include "util/grow.h"
 #include "worker/train.h"
 #include "vocab.h"
 
@@ -198,21 +199,20 @@ PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]) {
 }
 
 /* Keeps the identity of each distinct source once (the key data_guard.h uses). */
-static int add_identity(DataIdentity **ids, int *n, const DataIdentity *id) {
+static int add_identity(DataIdentity **ids, int *n, size_t *cap, const DataIdentity *id) {
     for (int k = 0; k < *n; k++)
         if (!strcmp((*ids)[k].path, id->path) && !strcmp((*ids)[k].tokenizer, id->tokenizer) &&
             (*ids)[k].val_fraction == id->val_fraction)
             return 0;
-    DataIdentity *m = realloc(*ids, sizeof *m * (size_t)(*n + 1));
-    if (!m) return -1;
-    *ids = m;
-    m[(*n)++] = *id;
+    if (GROW(*ids, *cap, (size_t)*n + 1) != 0) return -1;
+    (*ids)[(*n)++] = *id;
     return 0;
 }
 
 PlanCost *plan_cost_compute_ids(const Plan *p, DataIdentity **ids, int *n_ids,
                                 char err[ABL_ERR_MAX]) {
     if (ids) *ids = NULL, *n_ids = 0;
+    size_t ids_cap = 0;
     PlanCost *out = calloc((size_t)(p->n_runs > 0 ? p->n_runs : 1), sizeof *out);
     VocabCache *vc = vocab_cache_new();
     if (!out || !vc) {
@@ -230,7 +230,7 @@ PlanCost *plan_cost_compute_ids(const Plan *p, DataIdentity **ids, int *n_ids,
         const Dataset *d = vocab_dataset(vc, &out[i].cfg, msg);
         bad = d ? cost_run(p, i, d, &lim, &out[i], err)
                 : fail_at(p, i, data_culprit(p, i, msg), err, "%s", msg);
-        if (!bad && ids && add_identity(ids, n_ids, &d->identity) != 0)
+        if (!bad && ids && add_identity(ids, n_ids, &ids_cap, &d->identity) != 0)
             bad = 1, snprintf(err, ABL_ERR_MAX, "out of memory planning %d runs", p->n_runs);
     }
     vocab_cache_free(vc);

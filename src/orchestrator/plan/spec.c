@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "util/grow.h"
 #include "yaml_doc.h"
 
 #define SPEC_MAX_BYTES (16L << 20)
@@ -331,9 +332,8 @@ static int add_axis(Load *L, const YNode *group, int first, int count, int zip,
                              "zip lists must have the same length: %s has %d values, %s has %d",
                              k->name, list->n, group->keys[first]->text, list0->n);
     }
-    SpecAxis *axes = realloc(s->axes, (size_t)(s->n_axes + 1) * sizeof *axes);
-    if (!axes) return spec_fail(L->err, mark_of(s, group_node), "out of memory");
-    s->axes = axes;
+    if (GROW(s->axes, s->axes_cap, (size_t)s->n_axes + 1) != 0)
+        return spec_fail(L->err, mark_of(s, group_node), "out of memory");
     SpecAxis *ax = &s->axes[s->n_axes];
     memset(ax, 0, sizeof *ax);
     ax->n_keys = count;

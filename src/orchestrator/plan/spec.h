@@ -69,6 +69,7 @@ typedef struct {
     int n_sets;
 
     int n_axes;
+    size_t axes_cap;       /* allocated entries of axes (util/grow.h) */
     SpecAxis *axes;        /* file order; a zip group sits where "zip" is written */
     int n_variants;        /* 0 = one implicit, unlabelled baseline */
     SpecVariant *variants; /* "baseline" (always empty) first if present, then file order */

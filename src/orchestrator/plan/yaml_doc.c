@@ -6,6 +6,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "util/grow.h"
+
 #define YDOC_MAX_DEPTH 64
 #define YDOC_MAX_NODES 1000000 /* bounds alias expansion ("billion laughs") */
 
@@ -20,7 +22,8 @@ typedef struct {
     char *err;
     long n_nodes;
     Anchor *anchors;
-    int n_anchors, cap_anchors;
+    int n_anchors;
+    size_t cap_anchors;
 } Ctx;
 
 static int fail_at(Ctx *c, int line, int col, const char *fmt, ...) {
@@ -83,18 +86,9 @@ void ydoc_free(YNode *n) {
 }
 
 static int push(YNode *n, YNode *key, YNode *item) {
-    /* capacity is implied: 4, then doubling whenever n reaches a power of two */
-    if (n->n == 0 || (n->n >= 4 && (n->n & (n->n - 1)) == 0)) {
-        size_t cap = n->n ? 2 * (size_t)n->n : 4;
-        YNode **items = realloc(n->items, cap * sizeof *items);
-        if (!items) return -1;
-        n->items = items;
-        if (n->type == YNODE_MAP) {
-            YNode **keys = realloc(n->keys, cap * sizeof *keys);
-            if (!keys) return -1;
-            n->keys = keys;
-        }
-    }
+    size_t need = (size_t)n->n + 1;
+    if (GROW(n->items, n->cap_items, need) != 0) return -1;
+    if (n->type == YNODE_MAP && GROW(n->keys, n->cap_keys, need) != 0) return -1;
     if (n->type == YNODE_MAP) n->keys[n->n] = key;
     n->items[n->n++] = item;
     return 0;
@@ -128,13 +122,7 @@ fail:
 }
 
 static int add_anchor(Ctx *c, const char *name, YNode *node) {
-    if (c->n_anchors == c->cap_anchors) {
-        int cap = c->cap_anchors ? 2 * c->cap_anchors : 8;
-        Anchor *a = realloc(c->anchors, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        c->anchors = a;
-        c->cap_anchors = cap;
-    }
+    if (GROW(c->anchors, c->cap_anchors, (size_t)c->n_anchors + 1) != 0) return -1;
     char *dup = strdup(name);
     if (!dup) return -1;
     c->anchors[c->n_anchors].name = dup;

@@ -19,6 +19,7 @@ typedef struct YNode {
     int n;                /* YNODE_SEQ: items; YNODE_MAP: key/value pairs */
     struct YNode **keys;  /* YNODE_MAP: n scalar keys, in file order */
     struct YNode **items; /* YNODE_SEQ: n items; YNODE_MAP: the n values */
+    size_t cap_keys, cap_items; /* allocated entries of keys and items (util/grow.h) */
 } YNode;
 
 /* Parses text (len bytes) into *root. file only names the source in errors, which are one

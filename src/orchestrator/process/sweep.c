@@ -17,6 +17,7 @@
 #include "worker/blas_env.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
+#include "util/grow.h"
 #include "env_info.h"
 #include "orchestrator/record/data_guard.h"
 #include "out_guard.h"
@@ -576,7 +577,8 @@ static void run_mpi(Sweep *s, int nranks) {
     int *busy = malloc(sizeof(int) * (size_t)nranks); /* run index, -1 idle, -2 not ready */
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
-    int cap = 0, n_busy = 0, asked = 0;
+    size_t cap = 0;
+    int n_busy = 0, asked = 0;
     long idle_ns = 0;      /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
     if (!busy || !hosts) { /* nothing dispatched yet: every worker is told to exit */
         stop_io(s, "out of memory for the table of worker ranks");
@@ -631,20 +633,15 @@ static void run_mpi(Sweep *s, int nranks) {
         idle_ns = 0;
         int n;
         MPI_Get_count(&st, MPI_BYTE, &n);
-        if (n > cap) {
-            uint8_t *grown = realloc(buf, (size_t)n);
-            if (!grown) {
-                /* the message cannot be received, so its sender cannot be stopped in order:
-                 * the journal is made durable and the job ends as a kill would end it */
-                fprintf(stderr,
-                        "\nablate: out of memory for a %d-byte message from rank %d; the sweep "
-                        "ends here (finished runs are safe; continue with %s)\n",
-                        n, st.MPI_SOURCE, continue_with(s));
-                if (s->j) journal_sync(s->j);
-                MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_STOPPED);
-            }
-            buf = grown;
-            cap = n;
+        if (GROW(buf, cap, n < 0 ? 0 : n) != 0) {
+            /* the message cannot be received, so its sender cannot be stopped in order:
+             * the journal is made durable and the job ends as a kill would end it */
+            fprintf(stderr,
+                    "\nablate: out of memory for a %d-byte message from rank %d; the sweep "
+                    "ends here (finished runs are safe; continue with %s)\n",
+                    n, st.MPI_SOURCE, continue_with(s));
+            if (s->j) journal_sync(s->j);
+            MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_STOPPED);
         }
         MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         int src = st.MPI_SOURCE;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/file_io.h"
+#include "util/grow.h"
 
 static int same_source(const DataIdentity *id, const DataConfig *dc) {
     return !strcmp(id->path, dc->path) && !strcmp(id->tokenizer, tokenizer_names[dc->tokenizer]) &&
@@ -105,14 +106,9 @@ static int read_join_data(const char *out, DataIdentity **ids, int *n) {
         return -1;
     char *text = (char *)buf, *save = NULL;
     text[len > 0 ? len - 1 : 0] = '\0'; /* the last newline */
-    int cap = 0;
+    size_t cap = 0;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 4;
-            DataIdentity *m = realloc(*ids, sizeof *m * (size_t)cap);
-            if (!m) break;
-            *ids = m;
-        }
+        if (GROW(*ids, cap, (size_t)*n + 1) != 0) break;
         if (parse_line(line, &(*ids)[*n]) == 0) (*n)++;
     }
     free(buf);

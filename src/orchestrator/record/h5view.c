@@ -20,6 +20,7 @@
 #include "worker/knobs.h"
 #include "event_codec.h"
 #include "util/fsutil.h"
+#include "util/grow.h"
 #include "h5table.h"
 #include "h5view_internal.h"
 #include "data_guard.h"
@@ -53,13 +54,7 @@ static int kv_set(KvList *l, const char *key, size_t klen, const char *val, size
     Kv *kv = kv_find(l, key, klen);
     if (kv && keep_first) return 0;
     if (!kv) {
-        if (l->n == l->cap) {
-            int nc = l->cap ? 2 * l->cap : 32;
-            Kv *nv = realloc(l->v, (size_t)nc * sizeof *nv);
-            if (!nv) return -1;
-            l->v = nv;
-            l->cap = nc;
-        }
+        if (GROW(l->v, l->cap, (size_t)l->n + 1) != 0) return -1;
         kv = &l->v[l->n];
         kv->key = strndup(key, klen);
         kv->val = NULL;
@@ -118,28 +113,15 @@ static int collect_axes(View *v, const char *name) {
 
 static RunState *run_get(View *v, uint32_t index) {
     if (index >= MAX_RUN_INDEX) return NULL;
-    if (index >= v->cap) {
-        uint32_t nc = v->cap ? v->cap : 64;
-        while (nc <= index)
-            nc *= 2;
-        RunState *nr = realloc(v->runs, (size_t)nc * sizeof *nr);
-        if (!nr) return NULL;
-        memset(nr + v->cap, 0, (size_t)(nc - v->cap) * sizeof *nr);
-        v->runs = nr;
-        v->cap = nc;
-    }
+    size_t old = v->cap;
+    if (GROW(v->runs, v->cap, (size_t)index + 1) != 0) return NULL;
+    memset(v->runs + old, 0, (v->cap - old) * sizeof *v->runs);
     if (index >= v->nruns) v->nruns = index + 1;
     return &v->runs[index];
 }
 
 static int push_ev(RunState *rs, uint64_t off) {
-    if (rs->n_ev == rs->cap_ev) {
-        uint32_t nc = rs->cap_ev ? 2 * rs->cap_ev : 16;
-        uint64_t *ne = realloc(rs->ev, (size_t)nc * sizeof *ne);
-        if (!ne) return -1;
-        rs->ev = ne;
-        rs->cap_ev = nc;
-    }
+    if (GROW(rs->ev, rs->cap_ev, (size_t)rs->n_ev + 1) != 0) return -1;
     rs->ev[rs->n_ev++] = off;
     return 0;
 }
@@ -173,9 +155,7 @@ static int data_first(View *v, const JournalRecord *rec) {
         if (!strcmp(v->data[i].path, id.path) && !strcmp(v->data[i].tokenizer, id.tokenizer) &&
             v->data[i].val_fraction == id.val_fraction)
             return 0;
-    DataIdentity *d = realloc(v->data, sizeof *d * (size_t)(v->n_data + 1));
-    if (!d) return -1;
-    v->data = d;
+    if (GROW(v->data, v->cap_data, (size_t)v->n_data + 1) != 0) return -1;
     v->data[v->n_data++] = id;
     return 0;
 }
@@ -820,6 +800,8 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
         RunConfig cfg;
         char msg[ABL_ERR_MAX];
         TensorInfo t[T_COUNT];
+        /* realloc, not GROW: one buffer sized to each run's weights exactly (a doubled
+         * capacity could hold up to a model's size for nothing) */
         float *nb = NULL;
         int ok = fread(&h, sizeof h, 1, f) == 1 && h.magic == RUN_WEIGHTS_MAGIC &&
                  journal_plan_config(&plan, &cfg, msg) == 0;
@@ -896,6 +878,7 @@ void h5v_view_free(View *v) {
     free(v->data);
     v->data = NULL;
     v->n_data = 0;
+    v->cap_data = 0;
     kv_free(&v->header);
     kv_free(&v->end);
     for (int a = 0; a < v->n_axes; a++)
@@ -906,7 +889,8 @@ void h5v_view_free(View *v) {
 /* Pass 1 of journal k into its own run table, then merged into the view's. */
 static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char *err) {
     RunState *runs = v->runs;
-    uint32_t nruns = v->nruns, cap = v->cap;
+    uint32_t nruns = v->nruns;
+    size_t cap = v->cap;
     KvList scratch = {0};
     v->runs = NULL, v->nruns = 0, v->cap = 0;
     v->session = v->sweep_end_session = 0;

@@ -27,7 +27,8 @@ typedef struct {
 
 typedef struct {
     Kv *v;
-    int n, cap;
+    int n;
+    size_t cap;
 } KvList;
 
 #define N_METRICS 4               /* steps, evals, acts (+ attn), samples */
@@ -36,7 +37,8 @@ typedef struct {
 typedef struct {
     uint64_t plan_off, begin_off, end_off;
     uint64_t *ev; /* offsets of the EVENTS records of the last attempt */
-    uint32_t n_ev, cap_ev;
+    uint32_t n_ev;
+    size_t cap_ev;
     uint32_t attempt, attempts, begin_session;
     int64_t resumed_from_step, ckpt_step;
     uint8_t planned, begun, has_end, has_start, has_step;
@@ -54,7 +56,7 @@ typedef struct {
 typedef struct {
     RunState *runs;
     uint32_t nruns; /* 1 + the highest run index seen */
-    uint32_t cap;
+    size_t cap;     /* allocated entries of runs (util/grow.h) */
     KvList header, end;
     uint32_t session, sweep_end_session;
     char *axes[MAX_AXES]; /* grid axis labels as run names write them, first-seen order */
@@ -70,6 +72,7 @@ typedef struct {
                                into a scratch list */
     DataIdentity *data;     /* the sweep's data: the first DATA record of each source */
     int n_data;
+    size_t cap_data;
     H5Table *schema; /* the /schema of the view file being written (NULL: none) */
 } View;
 

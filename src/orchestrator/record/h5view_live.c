@@ -27,6 +27,7 @@
 #include "util/log.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
+#include "util/grow.h"
 #include "h5view_internal.h"
 #include "h5user.h"
 
@@ -37,7 +38,8 @@ typedef struct {
 
 typedef struct {
     LiveBlock *b;
-    int n, cap;
+    int n;
+    size_t cap;
 } BlockList;
 
 typedef struct {
@@ -62,10 +64,12 @@ struct H5Live {
     char **segs; /* file names in dir */
     hsize_t (*seg_rows)[N_TABLES];
     SegId *seg_id;
+    size_t cap_segs, cap_seg_rows, cap_seg_id; /* allocated entries (util/grow.h) */
     char gen[17]; /* this live view's generation: in OUT.h5 and in each of its segments */
     int nseg;
     LiveRun *lr;
     uint32_t nlr;
+    size_t cap_lr;
     BlockList blocks[N_TABLES];
     Metric layout[N_METRICS];
 };
@@ -144,13 +148,7 @@ int h5live_remove_segments(const char *out_path) {
 
 static int add_block(BlockList *l, uint32_t seg, uint32_t run, hsize_t start, hsize_t count) {
     if (count == 0) return 0;
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 64;
-        LiveBlock *nb = realloc(l->b, sizeof *nb * (size_t)nc);
-        if (!nb) return -1;
-        l->b = nb;
-        l->cap = nc;
-    }
+    if (GROW(l->b, l->cap, (size_t)l->n + 1) != 0) return -1;
     l->b[l->n++] = (LiveBlock){seg, run, start, count};
     return 0;
 }
@@ -178,10 +176,8 @@ static void rewrite_run(H5Live *lv, uint32_t run) {
 
 static int grow_runs(H5Live *lv) {
     if (lv->v.nruns <= lv->nlr) return 0;
-    LiveRun *n = realloc(lv->lr, sizeof *n * lv->v.nruns);
-    if (!n) return -1;
-    memset(n + lv->nlr, 0, sizeof *n * (lv->v.nruns - lv->nlr));
-    lv->lr = n;
+    if (GROW(lv->lr, lv->cap_lr, lv->v.nruns) != 0) return -1;
+    memset(lv->lr + lv->nlr, 0, sizeof *lv->lr * (lv->v.nruns - lv->nlr));
     lv->nlr = lv->v.nruns;
     return 0;
 }
@@ -210,14 +206,12 @@ static int write_segment(H5Live *lv, char *err) {
         snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", lv->dir, strerror(errno));
         return -1;
     }
-    char **ns = realloc(lv->segs, sizeof *ns * (size_t)(lv->nseg + 1));
-    if (ns) lv->segs = ns;
-    hsize_t(*nr)[N_TABLES] = realloc(lv->seg_rows, sizeof *nr * (size_t)(lv->nseg + 1));
-    if (nr) lv->seg_rows = nr;
-    SegId *ni = realloc(lv->seg_id, sizeof *ni * (size_t)(lv->nseg + 1));
-    if (ni) lv->seg_id = ni;
+    size_t need = (size_t)lv->nseg + 1;
+    int grown = GROW(lv->segs, lv->cap_segs, need) == 0 &&
+                GROW(lv->seg_rows, lv->cap_seg_rows, need) == 0 &&
+                GROW(lv->seg_id, lv->cap_seg_id, need) == 0;
     Event *ev = malloc(sizeof *ev);
-    if (!ns || !nr || !ni || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
+    if (!grown || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
         free(ev);
         snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/fsutil.h"
+#include "util/grow.h"
 #include "util/le.h"
 
 #if defined(__SSE4_2__) && defined(__x86_64__)
@@ -362,17 +363,9 @@ static int reader_fill(JournalReader *r, size_t want) {
             r->end -= r->beg;
             r->beg = 0;
         }
-        if (want > r->cap) {
-            size_t nc = r->cap;
-            while (nc < want)
-                nc *= 2;
-            uint8_t *nb = realloc(r->buf, nc);
-            if (!nb) {
-                seterr(r->err, "%s: out of memory", r->path, 0);
-                return -1;
-            }
-            r->buf = nb;
-            r->cap = nc;
+        if (GROW(r->buf, r->cap, want) != 0) {
+            seterr(r->err, "%s: out of memory", r->path, 0);
+            return -1;
         }
         ssize_t got = read(r->fd, r->buf + r->end, r->cap - r->end);
         if (got < 0) {
@@ -551,17 +544,9 @@ int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec
         return -1;
     }
     size_t total = JOURNAL_RECORD_OVERHEAD + (size_t)len;
-    if (total > r->rcap) {
-        size_t nc = r->rcap ? r->rcap : 65536;
-        while (nc < total)
-            nc *= 2;
-        uint8_t *nb = realloc(r->rbuf, nc);
-        if (!nb) {
-            seterr(r->err, "%s: out of memory", r->path, 0);
-            return -1;
-        }
-        r->rbuf = nb;
-        r->rcap = nc;
+    if (GROW(r->rbuf, r->rcap, total) != 0) {
+        seterr(r->err, "%s: out of memory", r->path, 0);
+        return -1;
     }
     memcpy(r->rbuf, head, sizeof head);
     if (pread_all(r->fd, r->rbuf + sizeof head, total - sizeof head, offset + sizeof head) != 0) {

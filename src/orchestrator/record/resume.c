@@ -1,6 +1,7 @@
 #include "resume.h"
 
 #include "data_guard.h"
+#include "util/grow.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -8,13 +9,7 @@
 #include <string.h>
 
 int refs_push(EventRecordRefs *v, uint32_t attempt, uint64_t offset) {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? 2 * v->cap : 16;
-        EventRecordRef *p = realloc(v->refs, cap * sizeof *p);
-        if (!p) return -1;
-        v->refs = p;
-        v->cap = cap;
-    }
+    if (GROW(v->refs, v->cap, v->n + 1) != 0) return -1;
     v->refs[v->n++] = (EventRecordRef){attempt, offset};
     return 0;
 }
@@ -26,16 +21,8 @@ void refs_free(EventRecordRefs *v) {
 
 static int grow(ResumeState *st, uint32_t index) {
     if (index < (uint32_t)st->n_runs) return 0;
-    if (index >= (uint32_t)st->cap) { /* doubling: one plan record per run stays linear */
-        size_t cap = st->cap ? 2 * (size_t)st->cap : 64;
-        while (cap <= index)
-            cap *= 2;
-        if (cap > INT_MAX) return -1;
-        ResumeRun *r = realloc(st->runs, sizeof *r * cap);
-        if (!r) return -1;
-        st->runs = r;
-        st->cap = (int)cap;
-    }
+    if (index >= INT_MAX) return -1; /* n_runs is an int */
+    if (GROW(st->runs, st->cap, (size_t)index + 1) != 0) return -1;
     memset(st->runs + st->n_runs, 0, sizeof *st->runs * ((size_t)index + 1 - (size_t)st->n_runs));
     st->n_runs = (int)index + 1;
     return 0;
@@ -43,10 +30,8 @@ static int grow(ResumeState *st, uint32_t index) {
 
 /* Records a damaged region met while reading, with the runs it may have held. */
 static int note_damage(ResumeState *st, JournalReader *r, uint64_t offset, uint64_t len) {
-    ResumeDamage *d = realloc(st->damage, sizeof *d * (size_t)(st->n_damage + 1));
-    if (!d) return -1;
-    st->damage = d;
-    d += st->n_damage++;
+    if (GROW(st->damage, st->cap_damage, (size_t)st->n_damage + 1) != 0) return -1;
+    ResumeDamage *d = &st->damage[st->n_damage++];
     memset(d, 0, sizeof *d);
     d->offset = offset;
     d->length = len;
@@ -83,6 +68,7 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
     int rc;
     uint64_t *handled = NULL; /* offsets named by DAMAGE records */
     int n_handled = 0;
+    size_t cap_handled = 0;
     while ((rc = journal_reader_next(r, &rec)) == 1) {
         if (rec.gap_before && note_damage(st, r, rec.offset - rec.gap_before, rec.gap_before)) {
             rc = -2;
@@ -90,23 +76,19 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
         }
         if (rec.type == JREC_DAMAGE) {
             JournalDamage dm;
-            uint64_t *h = realloc(handled, sizeof *h * (size_t)(n_handled + 1));
-            if (!h) {
+            if (GROW(handled, cap_handled, (size_t)n_handled + 1) != 0) {
                 rc = -2;
                 break;
             }
-            handled = h;
             if (journal_decode_damage(&rec, &dm) == 0) handled[n_handled++] = dm.offset;
             continue;
         }
         if (rec.type == JREC_DATA) {
-            DataIdentity *d = realloc(st->data, sizeof *d * (size_t)(st->n_data + 1));
-            if (!d) {
+            if (GROW(st->data, st->cap_data, (size_t)st->n_data + 1) != 0) {
                 rc = -2;
                 break;
             }
-            st->data = d;
-            if (data_guard_decode(&rec, &d[st->n_data]) == 0) st->n_data++;
+            if (data_guard_decode(&rec, &st->data[st->n_data]) == 0) st->n_data++;
             continue;
         }
         if (rec.type == JREC_PLAN) {

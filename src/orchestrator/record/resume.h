@@ -55,11 +55,13 @@ typedef struct {
     int n_runs;
     ResumeRun *runs; /* indexed by journal run index */
     uint64_t torn_bytes;
-    int cap; /* allocated entries of runs */
+    size_t cap; /* allocated entries of runs (util/grow.h) */
     ResumeDamage *damage;
     int n_damage;
+    size_t cap_damage;
     DataIdentity *data; /* the DATA records, in journal order (data_guard.h) */
     int n_data;
+    size_t cap_data;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);

@@ -17,6 +17,7 @@
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
+#include "util/grow.h"
 #include "orchestrator/record/journal.h"
 
 struct Join {
@@ -405,20 +406,16 @@ int join_list_journals(const char *out_path, char ***paths, int *n, char err[ABL
     }
     struct dirent *e;
     char **v = NULL;
-    int cnt = 0, cap = 0, rc = 0;
+    int cnt = 0, rc = 0;
+    size_t cap = 0;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char p[ABL_PATH_MAX + 300];
         snprintf(p, sizeof p, "%s/%s/journal", dir, e->d_name);
         if (access(p, R_OK) != 0) continue; /* a process that died before its journal */
-        if (cnt == cap) {
-            cap = cap ? 2 * cap : 8;
-            char **nv = realloc(v, sizeof *v * (size_t)cap);
-            if (!nv) {
-                rc = -1;
-                break;
-            }
-            v = nv;
+        if (GROW(v, cap, (size_t)cnt + 1) != 0) {
+            rc = -1;
+            break;
         }
         if (!(v[cnt] = strdup(p))) {
             rc = -1;

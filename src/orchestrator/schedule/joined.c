@@ -11,6 +11,7 @@
 #include "join.h"
 #include "scheduler.h"
 #include "util/clock.h"
+#include "util/grow.h"
 
 typedef struct {
     uint8_t finished; /* here or anywhere */
@@ -38,6 +39,7 @@ typedef struct {
     int failed;          /* an I/O error was reported: the sweep stops */
     JoinSource *src;     /* their journals, read for takeovers */
     int n_src;
+    size_t cap_src;
 } Joined;
 
 static void fail(Joined *J, const char *what) {
@@ -82,9 +84,7 @@ static JoinSource *join_source(Joined *J, const char *name) {
         if (!strcmp(J->src[k].name, name)) js = &J->src[k];
     if (js && js->size == size) return js;
     if (!js) {
-        JoinSource *n = realloc(J->src, sizeof *n * (size_t)(J->n_src + 1));
-        if (!n) return NULL;
-        J->src = n;
+        if (GROW(J->src, J->cap_src, (size_t)J->n_src + 1) != 0) return NULL;
         js = &J->src[J->n_src++];
         memset(js, 0, sizeof *js);
         snprintf(js->name, sizeof js->name, "%s", name);
