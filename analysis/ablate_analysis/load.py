@@ -20,10 +20,10 @@ import pandas as pd
 
 SCHEMA_VERSIONS = (1, 2)
 TABLES = ("steps", "evals", "acts", "attn", "samples")
-# Schema 1 only (ablate 0.1.0 wrote no /schema): the columns of each metric table when
-# the dataset is absent (a sweep that had not produced any such row yet), so that code
-# written against a finished sweep still runs. Schema 2 files say their own columns
-# (/schema), and write every table, empty or not.
+# Files without /schema only (schema 1: ablate 0.1.0, tests/fixtures/v1; early schema 2
+# views): the columns of each metric table when the dataset is absent (a sweep that had
+# not produced any such row yet), so that code written against a finished sweep still
+# runs. Newer files say their own columns (/schema) and write every table, empty or not.
 V1_EMPTY_COLUMNS = {
     "steps": ["run", "step", "tokens", "loss", "lr", "grad_norm", "time"],
     "evals": ["run", "step", "val_loss", "val_acc", "tokens", "time"],
@@ -35,9 +35,9 @@ V1_EMPTY_COLUMNS = {
 }
 # Identity columns copied from /runs onto every metric row.
 RUN_KEYS = ["name", "seed", "status", "config", "group", "variant"]
-# Schema 1 only (schema 2 lists them in /runs' attributes `unfinished` and `knobs`): the
-# statuses of runs that have not ended (the sweep is partial while any run has one), and
-# the knob columns of /runs.
+# Files without /runs' attributes `unfinished` and `knobs` only (schema 1; early schema 2
+# views): the statuses of runs that have not ended (the sweep is partial while any run
+# has one), and the knob columns of /runs.
 V1_UNFINISHED = ("pending", "running", "interrupted")
 V1_KNOB_RE = re.compile(r"^(model|train|data|stats|sample|config)\.|^save_weights$")
 SEED_RE = re.compile(r"^seed(\d+)$")
