@@ -14,6 +14,9 @@ import h5py
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "analysis"))
+
 SPEC = "sweep:\n  name: fixture\nbase:\n  model.n_head: 4\n"
 NAMES = ["baseline", "heads=2", "lr=0.01", "pending", "diverge"]
 STATUS = ["done", "done", "running", "pending", "failed"]
@@ -52,6 +55,52 @@ def check_schema(f, check, what):
         want = [(c, type_name(d.dtype[c]), d.attrs.get("units." + c, ""), d.attrs.get("doc." + c, ""))
                 for c in d.dtype.names]
         check(listed.get(n) == want, "%s: /schema rows of /%s: %r != %r" % (what, n, listed.get(n), want))
+
+
+def check_declared(path, tmp, check):
+    """Issue 16: what the loader needs of /runs and of absent tables is in the file (the
+    `knobs` and `unfinished` attributes of /runs, /schema), so that a new knob section, a
+    new run status or a new column needs no Python edit."""
+    import ablate_analysis as aa
+    with h5py.File(path, "r") as f:
+        runs = f["runs"]
+        knobs = [k for k in runs.attrs["knobs"].split("\n") if k]
+        check("model.n_head" in knobs and "save_weights" in knobs, "knobs attribute: %r" % knobs)
+        check(all(k in runs.dtype.names for k in knobs), "knobs are /runs columns")
+        check(not {"name", "status", "params", "final_val_loss"} & set(knobs), "knobs only")
+        check(runs.attrs["unfinished"] == "pending\nrunning\ninterrupted\n",
+              "unfinished attribute: %r" % runs.attrs["unfinished"])
+        samples = [r["column"].decode() for r in f["schema"][()] if r["table"] == b"samples"]
+    sw = aa.load(path)
+    check(sw.knobs == knobs, "loader's knobs from the attribute")
+    # a copy with a knob of a section the loader has never heard of, a run status of its
+    # own (listed as unfinished), and no /samples (its columns are taken from /schema)
+    cp = os.path.join(tmp, "declared.h5")
+    shutil.copy(path, cp)
+    with h5py.File(cp, "r+") as f:
+        old = f["runs"]
+        attrs = dict(old.attrs)
+        rows = old[()]
+        dt = np.dtype([(c, rows.dtype.fields[c][0]) for c in rows.dtype.names]
+                      + [("eval.every", "<i4")])
+        new = np.zeros(len(rows), dtype=dt)
+        for c in rows.dtype.names:
+            new[c] = rows[c]
+        new["eval.every"] = 7
+        new["status"] = [b"queued" if s in (b"pending", b"running") else s for s in rows["status"]]
+        del f["runs"]
+        d = f.create_dataset("runs", data=new)
+        for k, v in attrs.items():
+            d.attrs[k] = v
+        d.attrs["knobs"] = attrs["knobs"] + "eval.every\n"
+        d.attrs["unfinished"] = "queued\n"
+        f.attrs["status"] = "complete"
+        del f["samples"]
+    sw = aa.load(cp)
+    check("eval.every" in sw.knobs, "a knob of a new section is a knob: %r" % sw.knobs)
+    check(sw.partial and sw.unfinished == ("queued",), "a status the file lists as unfinished")
+    check(list(sw.samples.columns)[:len(samples)] == samples and "ids" in samples,
+          "absent /samples has /schema's columns: %r" % list(sw.samples.columns))
 
 
 def main():
@@ -126,6 +175,7 @@ def main():
             check(f["runs"].attrs["units.model.context"] == "tokens", "units on knob columns")
             check(math.isnan(runs["flops_per_token"][3]), "NaN flops for the pending run")
             check_schema(f, check, "full view")
+        check_declared(path, tmp, check)
         live = os.path.join(tmp, "live")
         os.mkdir(live)
         subprocess.run([exe, "--live-fixture", live, "3"], check=True)

@@ -162,12 +162,16 @@ def _ablate_binary():
 
 def resolved_base(sw):
     """The spec's base configuration as ablate resolves it, preset defaults included
-    ({knob: value}), or None when that cannot be had (no `ablate` binary: $ABLATE_BIN,
-    `ablate` on PATH or <repo>/build/ablate; no PyYAML; a base ablate refuses). It runs
+    ({knob: value}): the file's /base_config (sw.base_config). For files without it
+    (written before it was added) it is re-resolved, or None when that cannot be had (no
+    `ablate` binary: $ABLATE_BIN, `ablate` on PATH or <repo>/build/ablate; no PyYAML; a
+    base ablate refuses). It runs
     `ablate plan --json` on the spec's `base:` alone, with the grid, variants and seeds
     left out and the data replaced by a generated corpus of every printable ASCII
     character (the data set no knob a grid names, and the plan must not depend on the
     data being where they were)."""
+    if getattr(sw, "base_config", None) is not None:
+        return sw.base_config
     if hasattr(sw, "_resolved_base"):
         return sw._resolved_base
     sw._resolved_base = None
@@ -266,8 +270,10 @@ def baseline_map(sw, name=None):
         want, preset = {}, False
         for a in axes:
             k = _knob_of_axis(sw, a)
-            v = _spec_base_value(sw.spec, k) if k else None
-            if v is None and k:  # the preset's default (or ablate's own)
+            # the file's resolved base; older files: what the spec writes, else re-resolved
+            in_file = getattr(sw, "base_config", None) is not None
+            v = _spec_base_value(sw.spec, k) if k and not in_file else None
+            if v is None and k:  # the resolved base: the preset's default (or ablate's own)
                 v = (resolved_base(sw) or {}).get(k)
                 if isinstance(v, bool):
                     v = "true" if v else "false"

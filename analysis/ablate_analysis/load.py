@@ -9,6 +9,7 @@ attribute, `/evals` tokens and time) is taken from the file, and derived for sch
 files (see docs/analysis.md).
 """
 
+import json
 import os
 import re
 import warnings
@@ -19,9 +20,11 @@ import pandas as pd
 
 SCHEMA_VERSIONS = (1, 2)
 TABLES = ("steps", "evals", "acts", "attn", "samples")
-# Columns of each metric table when the dataset is absent (a sweep that has not produced
-# any such row yet), so that code written against a finished sweep still runs.
-EMPTY_COLUMNS = {
+# Files without /schema only (schema 1: ablate 0.1.0, tests/fixtures/v1; early schema 2
+# views): the columns of each metric table when the dataset is absent (a sweep that had
+# not produced any such row yet), so that code written against a finished sweep still
+# runs. Newer files say their own columns (/schema) and write every table, empty or not.
+V1_EMPTY_COLUMNS = {
     "steps": ["run", "step", "tokens", "loss", "lr", "grad_norm", "time"],
     "evals": ["run", "step", "val_loss", "val_acc", "tokens", "time"],
     "acts": ["run", "step", "layer", "zero_frac", "max", "min", "mean", "rms", "resid_rms",
@@ -32,9 +35,11 @@ EMPTY_COLUMNS = {
 }
 # Identity columns copied from /runs onto every metric row.
 RUN_KEYS = ["name", "seed", "status", "config", "group", "variant"]
-# Run statuses of runs that have not ended (the sweep is partial while any run has one).
-UNFINISHED = ("pending", "running", "interrupted")
-KNOB_RE = re.compile(r"^(model|train|data|stats|sample|config)\.|^save_weights$")
+# Files without /runs' attributes `unfinished` and `knobs` only (schema 1; early schema 2
+# views): the statuses of runs that have not ended (the sweep is partial while any run
+# has one), and the knob columns of /runs.
+V1_UNFINISHED = ("pending", "running", "interrupted")
+V1_KNOB_RE = re.compile(r"^(model|train|data|stats|sample|config)\.|^save_weights$")
 SEED_RE = re.compile(r"^seed(\d+)$")
 # The fixed (non-knob) columns of schema 1's /runs.
 V1_RUN_COLUMNS = ("index", "id", "name", "seed", "status", "params", "flops_per_token",
@@ -75,16 +80,21 @@ class Sweep:
              1: the labels of run names), e.g. ["n_head", "activation"], as `axis.<label>`
              when the label is also a table's column (`axis.lr`, `axis.steps`);
              axis_columns maps each label to its column
-    knobs    the knob columns of /runs (e.g. "model.n_head")
+    knobs    the knob columns of /runs (e.g. "model.n_head"; schema 2: those /runs' `knobs`
+             attribute lists)
+    base_config  the spec's base configuration as ablate resolved it, {knob: value} (the
+             file's /base_config), or None for files without it
     schema_version, status (the sweep's status attribute), partial (True while any run
-    is pending, running or interrupted, or the sweep itself is running)
+    is pending, running or interrupted (schema 2: a status /runs' `unfinished` attribute
+    lists; unfinished holds them), or the sweep itself is running)
     unavailable  {table: [run indices]} of rows that could not be read (a live view whose
              segment is gone, another view's, or not openable under the open-file limit):
              those runs' rows of that table are left out, never replaced by fill rows;
              unavailable_notes says why, one line per table. Empty when every row is there.
     """
 
-    def __init__(self, path, attrs, spec, runs, tables, axes, knobs):
+    def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
+                 base_config=None):
         self.path = path
         self.attrs = attrs
         self.spec = spec
@@ -100,7 +110,9 @@ class Sweep:
         self.knobs = knobs
         self.schema_version = int(attrs.get("ablate_schema_version", 1))
         self.status = str(attrs.get("status", ""))
-        self.partial = self.status == "running" or bool(runs["status"].isin(UNFINISHED).any())
+        self.unfinished = tuple(unfinished)
+        self.partial = self.status == "running" or bool(runs["status"].isin(unfinished).any())
+        self.base_config = base_config
         self.unavailable = {}
         self.unavailable_notes = []
 
@@ -336,6 +348,19 @@ def _load_once(path):
         axes_attr = f["runs"].attrs.get("axes")
         axis_cols = None if axes_attr is None else \
             [c for c in _text(axes_attr).split("\n") if c]
+        # schema 2: the knob columns and the statuses of unfinished runs, likewise
+        listed = {}
+        for a in ("knobs", "unfinished"):
+            v = f["runs"].attrs.get(a)
+            if v is not None:
+                listed[a] = [c for c in _text(v).split("\n") if c]
+        base_config = None
+        if "base_config" in f:
+            try:
+                base_config = json.loads(_text(f["base_config"][()]))
+            except ValueError:
+                raise SweepFileError("%s: /base_config is not a JSON object" % path)
+        schema_cols = _schema_columns(f) if "schema" in f else None
         plan_text = None
         if "plan_text" in f:
             plan_text = [_text(v) for v in f["plan_text"][()]]
@@ -344,13 +369,14 @@ def _load_once(path):
             if t in f and f[t].dtype.names:
                 raw[t] = _frame(f[t][()])
             else:
-                raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in EMPTY_COLUMNS[t]})
+                cols = V1_EMPTY_COLUMNS[t] if schema_cols is None else schema_cols.get(t, [])
+                raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
         data_files = _frame(f["data_files"][()]) if "data_files" in f else None
         bad = check_rows(path, f, runs, raw)
     for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
         df = raw[t]
         raw[t] = df[(df["run"] >= 0) & ~df["run"].isin(runs_bad)].reset_index(drop=True)
-    sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols)
+    sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols, listed, base_config)
     if data_files is not None:
         sw.data_files = data_files
     return sw, bad
@@ -362,11 +388,24 @@ def _axis_label(column):
     return column[5:] if column.startswith("axis.") else column
 
 
-def _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols=None):
+def _schema_columns(f):
+    """{table: [column, ...]} from the file's /schema (schema 2), in the tables' order."""
+    cols = {}
+    for row in f["schema"][()]:
+        cols.setdefault(_text(row["table"]), []).append(_text(row["column"]))
+    return cols
+
+
+def _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols=None, listed=None,
+              base_config=None):
+    listed = listed or {}
     if "index" not in runs:
         runs["index"] = np.arange(len(runs))
     runs["seed"] = runs["seed"].astype(np.int64)
-    knobs = [c for c in runs.columns if KNOB_RE.search(c)]
+    if "knobs" in listed:
+        knobs = [c for c in listed["knobs"] if c in runs.columns]
+    else:
+        knobs = [c for c in runs.columns if V1_KNOB_RE.search(c)]
     names = list(runs["name"])
     parsed = [parse_run_name(n) for n in names]
     runs["config"] = [config_label(n) for n in names]
@@ -427,7 +466,8 @@ def _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols=None):
         df = df.join(keys, on="run") if len(df) else df.assign(**{c: pd.Series(dtype=object)
                                                                    for c in RUN_KEYS + axes})
         tables[t] = df
-    sw = Sweep(path, attrs, spec, runs, tables, axes, knobs)
+    sw = Sweep(path, attrs, spec, runs, tables, axes, knobs,
+               listed.get("unfinished", V1_UNFINISHED), base_config)
     sw.axis_columns = axis_columns
     return sw
 

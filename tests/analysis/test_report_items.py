@@ -191,6 +191,14 @@ def test_preset_baseline():
     assert "preset's defaults" in why, why
     con = A.contrasts(sw, bmap)
     assert list(con["config"]) == ["n_head=2"] and np.isfinite(con["p"].iloc[0]), con
+    # issue 16: the file says the resolved base (/base_config), preset defaults included,
+    # so the baseline is found without reading the spec's YAML or running ablate
+    assert sw.base_config["model.n_head"] == 4 and sw.base_config["train.steps"] == 20, \
+        sw.base_config
+    bare = aa.load(out)
+    bare.spec = ""
+    bmap, why = A.baseline_map(bare)
+    assert bmap == {"n_head=2": "n_head=4"}, (bmap, why)
 
 
 def main():

@@ -10,6 +10,7 @@
 #include "git_rev.h" /* generated at build time (cmake/git_rev.cmake) */
 
 #include "worker/blas_env.h"
+#include "worker/knobs.h"
 #include "util/buf.h"
 #include "orchestrator/plan/plan.h"
 #include "util/clock.h"
@@ -128,6 +129,11 @@ void env_info_add_sweep(EnvInfo *e, const char *spec_text, const char *const *se
     char *x = spec_text ? spec_expand(spec_text, err) : NULL;
     if (x) env_info_add(e, "spec_expanded", x, strlen(x));
     free(x);
+    /* the base as resolved (preset defaults included), so readers need not re-resolve it */
+    if (plan && plan->spec) {
+        knob_config_json_buf(&plan->spec->base, &b);
+        add_buf(e, "base_config", &b);
+    }
     for (int i = 0; plan && i < plan->n_runs; i++) {
         const char *path = plan->runs[i].cfg.data.path;
         int seen = 0;

@@ -649,12 +649,19 @@ static const char *const known_attrs[] = {
 
 /* Header keys that are datasets or computed attributes, not copied as attributes. */
 static int not_an_attr(const char *k) {
-    static const char *const skip[] = {"spec",          "spec_expanded",
-                                       "vocab",         "vocab_hex",
-                                       "data_files",    "ranks",
-                                       "end_time",      "status",
-                                       "sessions",      "ablate_schema_version",
-                                       "view_built_by", ""};
+    static const char *const skip[] = {"spec",
+                                       "spec_expanded",
+                                       "base_config",
+                                       "vocab",
+                                       "vocab_hex",
+                                       "data_files",
+                                       "ranks",
+                                       "end_time",
+                                       "status",
+                                       "sessions",
+                                       "ablate_schema_version",
+                                       "view_built_by",
+                                       ""};
     for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
         if (!strcmp(k, skip[i])) return 1;
     for (size_t i = 0; i < sizeof known_attrs / sizeof *known_attrs; i++)
@@ -747,6 +754,13 @@ int h5v_write_root(View *v, hid_t file, char *err) {
     if (x && h5_write_string_dataset(file, "spec_expanded", x,
                                      "The sweep spec with ${VAR} references resolved, as the "
                                      "(latest) session read it.") != 0)
+        goto fail;
+    const char *bc = kv_get(&v->header, "base_config");
+    if (bc && h5_write_string_dataset(file, "base_config", bc,
+                                      "The spec's base configuration as ablate resolved it "
+                                      "(defaults, base.preset, base keys, --set): one JSON "
+                                      "object {knob: value}, as the (latest) session read "
+                                      "it.") != 0)
         goto fail;
     /* vocab_hex since 0.2 (a raw "vocab" value lost everything after a NUL byte) */
     Kv *hex = kv_find(&v->header, "vocab_hex", 9), *vocab = kv_find(&v->header, "vocab", 5);

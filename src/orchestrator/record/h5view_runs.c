@@ -34,7 +34,8 @@ static const H5Col fixed_cols[R_NFIXED] = {
     {"name", H5C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
     {"seed", H5C_U64, 0, NULL, "the run's seed"},
     {"status", H5C_STR, STATUS_LEN, NULL,
-     "pending, running, interrupted, done, diverged or failed"},
+     "pending, running, interrupted, done, diverged or failed (the attribute unfinished lists "
+     "those of runs that have not ended, one a line)"},
     {"variant", H5C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
     {"group", H5C_STR, 17, NULL,
      "hash of the configuration without the seed: seeds of one "
@@ -268,6 +269,28 @@ static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {
     return rc;
 }
 
+/* The knob columns, one name a line (as /runs names them; a reader needs no list of knob
+ * sections), and the statuses of runs that have not ended (the sweep is partial while a
+ * run has one), so that readers take both from the file. */
+static int runs_kind_attrs(const RunsLayout *L, hid_t dset) {
+    Buf b = {0}, u = {0};
+    for (int k = 0; k < knob_count; k++) {
+        buf_adds(&b, L->cols[L->knob0 + k].name);
+        buf_addc(&b, '\n');
+    }
+    for (int s = ST_PENDING; s < ST_DONE; s++) {
+        buf_adds(&u, h5view_status_names[s]);
+        buf_addc(&u, '\n');
+    }
+    int rc = -1;
+    if (!b.oom && !u.oom && h5_attr_str(dset, "knobs", b.p ? b.p : "") == 0 &&
+        h5_attr_str(dset, "unfinished", u.p ? u.p : "") == 0)
+        rc = 0;
+    buf_free(&b);
+    buf_free(&u);
+    return rc;
+}
+
 int h5v_write_runs(View *v, hid_t file, char *err) {
     RunsLayout L;
     RunConfig *cfg = malloc(sizeof *cfg);
@@ -283,10 +306,10 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
     if (h5t_create(&runs, file, "runs", L.cols, L.ncol, 1,
                    "One row per planned run, in plan order (row i = plan index i = the run "
                    "column of the metric tables): identity, grid axes (attribute axes), "
-                   "config knobs named by the knob, the start and end events' fields. "
-                   "Unknown numbers are NaN (floats) or -1 (integers).",
+                   "config knobs named by the knob (attribute knobs), the start and end "
+                   "events' fields. Unknown numbers are NaN (floats) or -1 (integers).",
                    err) != 0 ||
-        runs_axes_attr(v, &L, runs.dset) != 0 ||
+        runs_axes_attr(v, &L, runs.dset) != 0 || runs_kind_attrs(&L, runs.dset) != 0 ||
         h5t_schema_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
         goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
@@ -329,7 +352,8 @@ void h5v_runs_markdown(Buf *b, const char *head) {
     if (runs_layout(&v, &L) != 0) return;
     buf_printf(b,
                "#### `/runs`\nFixed columns, then one str column per grid axis (listed in the "
-               "attribute `axes`), then one column per knob (below), then:\n\n%s",
+               "attribute `axes`), then one column per knob (below; listed in the attribute "
+               "`knobs`), then:\n\n%s",
                head);
     h5v_md_rows(b, L.cols, R_NFIXED);
     h5v_md_rows(b, L.cols + L.start0, L.ncol - L.start0);
