@@ -566,7 +566,13 @@ TEST(long_sweep) {
     /* Bounded memory: the build's peak RSS grows by far less than the data (22 MB of step
      * rows alone); row buffers are at most 8 MiB per table. */
     long grown = max_rss_kb() - rss0;
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's quarantine keeps freed blocks resident (116 MB here when this case runs alone):
+     * the bound is a Release property, checked there */
+    (void)grown;
+#else
     CHECK_MSG(grown < 96 * 1024, "RSS grew by %ld MB", grown / 1024);
+#endif
 }
 
 /* Rows of /name read through its virtual dataset: per run (runs 0..7), and how many had
