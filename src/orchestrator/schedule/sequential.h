@@ -21,7 +21,7 @@
 #ifndef ABLATE_ORCHESTRATOR_SEQUENTIAL_H
 #define ABLATE_ORCHESTRATOR_SEQUENTIAL_H
 
-#include "util/fsutil.h" /* ABL_ERR_MAX */
+#include "model/config.h" /* ABL_ERR_MAX */
 
 #define SEQ_MAX_LOOKS 32
 
