@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "orchestrator/record/journal.h"
@@ -65,6 +66,17 @@ static void h_fail(void *ctx, const char *what) {
     Host *h = ctx;
     h->failed++;
     fprintf(stderr, "scheduler reported a failure: %s\n", what);
+}
+
+static int h_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    (void)ctx, (void)out_path, (void)err;
+    return 0;
+}
+
+static int h_refuse(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    (void)ctx;
+    snprintf(err, ABL_ERR_MAX, "%s: refused by the host", out_path);
+    return -1;
 }
 
 /* ------------------------------------------------------------------ a stub adaptive one */
@@ -220,7 +232,7 @@ static int setup(Fixture *f, const Impl *impl) {
     memset(f, 0, sizeof *f);
     cur = impl;
     f->extra = impl->extra;
-    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail};
+    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, h_admit};
     f->s = impl->open(f, &h, err);
     CHECK_MSG(f->s != NULL, "[%s] open: %s", impl->name, err);
     if (!f->s) return -1;
@@ -398,6 +410,24 @@ static void write_claim(const char *out, const char *id, const char *text) {
     test_write_text(path, text);
 }
 
+/* A shared scheduler asks the host before it writes anything: refused, it opens nothing and
+ * leaves no file beside the output (the sweep's data check for --join lives in the host). */
+TEST(joined_admit_refused) {
+    char err[ABL_ERR_MAX] = "", journal[ABL_PATH_MAX], out[ABL_PATH_MAX], dir[ABL_PATH_MAX];
+    snprintf(out, sizeof out, "%s/refused.h5", g_tmp);
+    journal_path_for(out, journal, sizeof journal);
+    journal_dir_for(out, dir, sizeof dir);
+    SchedConfig cfg = {out, &g_plan, 1, 60.0, 0};
+    Host host;
+    memset(&host, 0, sizeof host);
+    SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse};
+    Scheduler *s = scheduler_open(&cfg, &h, journal, err);
+    CHECK(s == NULL && strstr(err, "refused by the host") != NULL);
+    struct stat st;
+    CHECK(stat(dir, &st) != 0); /* nothing written */
+    sched_close(s);
+}
+
 /* A run whose claim says another process finished it is counted finished (through the
  * host) and never taken; at start and when met later. */
 TEST(joined_done_elsewhere) {
@@ -408,7 +438,7 @@ TEST(joined_done_elsewhere) {
     snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
     journal_path_for(f.out, journal, sizeof journal);
     SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
-    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail};
+    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit};
     f.s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(f.s != NULL, "%s", err);
     if (!f.s) return;

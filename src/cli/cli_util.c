@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "worker/knobs.h"
 
 /* strtod and strtoull accept leading spaces, signs, hex, "inf" and "nan"; options take plain
@@ -24,7 +25,7 @@ static int plain_decimal(const char *s, int allow_point) {
     return digits > 0;
 }
 
-int cli_number(const char *cmd, const char *opt, const char *text, CliNumber kind, void *out) {
+int cli_number(const char *opt, const char *text, CliNumber kind, void *out) {
     static const char *const expects[] = {"a non-negative integer", "a positive number of seconds",
                                           "a positive size in bytes (e.g. 512M, 16G)"};
     char num[64];
@@ -57,7 +58,7 @@ int cli_number(const char *cmd, const char *opt, const char *text, CliNumber kin
             return 0;
         }
     }
-    fprintf(stderr, "ablate %s: %s expects %s, got '%s'\n", cmd, opt, expects[kind], text);
+    log_cmd("%s expects %s, got '%s'", opt, expects[kind], text);
     return -1;
 }
 
@@ -81,12 +82,11 @@ void cli_print_knobs(FILE *f) {
     }
 }
 
-int cli_output_ok(const char *cmd) {
+int cli_output_ok(void) {
     errno = 0;
     int failed = fflush(stdout) != 0;
     int e = errno;
     if (!failed && !ferror(stdout)) return 0;
-    fprintf(stderr, "ablate %s: cannot write the output: %s\n", cmd,
-            e ? strerror(e) : "write error");
+    log_cmd("cannot write the output: %s", e ? strerror(e) : "write error");
     return -1;
 }

@@ -14,12 +14,12 @@ typedef enum {
 
 /* The one parser of numeric command-line values: the whole text must be a number of that
  * kind. On error prints "ablate CMD: OPT expects ..., got 'TEXT'" on stderr and returns -1. */
-int cli_number(const char *cmd, const char *opt, const char *text, CliNumber kind, void *out);
+int cli_number(const char *opt, const char *text, CliNumber kind, void *out);
 /* At the end of a command that printed its result on stdout: flushes it and checks that
  * every write succeeded. 0, or -1 after "ablate CMD: cannot write the output: CAUSE" on
  * stderr (a full disk, /dev/full, a closed pipe with SIGPIPE ignored): the caller exits 1,
  * never 0 after output that was lost. */
-int cli_output_ok(const char *cmd);
+int cli_output_ok(void);
 /* The knob table with defaults and help, for --help. */
 void cli_print_knobs(FILE *f);
 

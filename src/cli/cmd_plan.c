@@ -34,8 +34,7 @@ int cmd_plan(int argc, char **argv) {
             sets[n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
             double max_mem;
-            if (cli_number("plan", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
-                return 2;
+            if (cli_number("--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0) return 2;
             plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] == '-' || path) {
             log_cmd("unexpected argument '%s' (see --help)", argv[i]);
@@ -101,7 +100,7 @@ int cmd_plan(int argc, char **argv) {
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
     }
-    rc = cli_output_ok("plan") == 0 ? 0 : 1;
+    rc = cli_output_ok() == 0 ? 0 : 1;
 out:
     free(cost);
     plan_free(&plan);

@@ -103,28 +103,26 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--accept-data-change")) {
             o.accept_data_change = 1;
         } else if (!strcmp(argv[i], "--lease") && i + 1 < argc) {
-            bad |= cli_number("run", "--lease", argv[++i], CLI_SECONDS, &o.lease);
+            bad |= cli_number("--lease", argv[++i], CLI_SECONDS, &o.lease);
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
             sets[o.n_sets++] = argv[++i];
         } else if (!strcmp(argv[i], "--view-interval") && i + 1 < argc) {
-            bad |= cli_number("run", "--view-interval", argv[++i], CLI_SECONDS, &o.view_interval);
+            bad |= cli_number("--view-interval", argv[++i], CLI_SECONDS, &o.view_interval);
         } else if (!strcmp(argv[i], "--checkpoint-every") && i + 1 < argc) {
             if (!strcmp(argv[++i], "0")) /* only on SIGUSR1 */
                 o.checkpoint_every = 0;
             else
-                bad |= cli_number("run", "--checkpoint-every", argv[i], CLI_SECONDS,
-                                  &o.checkpoint_every);
+                bad |= cli_number("--checkpoint-every", argv[i], CLI_SECONDS, &o.checkpoint_every);
         } else if (!strcmp(argv[i], "--blas-threads") && i + 1 < argc) {
             unsigned long long k = 0;
-            if (cli_number("run", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
-                k > 1024) {
+            if (cli_number("--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 || k > 1024) {
                 log_cmd("--blas-threads takes 1 to 1024");
                 bad = 1;
             }
             blas_request_threads((int)k);
         } else if (!strcmp(argv[i], "--max-run-memory") && i + 1 < argc) {
             double max_mem = 0;
-            bad |= cli_number("run", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem);
+            bad |= cli_number("--max-run-memory", argv[++i], CLI_BYTES, &max_mem);
             plan_cost_set_memory_limit(max_mem);
         } else if (argv[i][0] != '-' && !o.spec_path) {
             o.spec_path = argv[i];

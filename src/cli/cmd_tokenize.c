@@ -118,7 +118,10 @@ int cmd_tokenize(int argc, char **argv) {
         }
     }
     if (!in || (!decode && !out)) {
-        if (in) fprintf(stderr, "ablate tokenize: -o OUT.bin is required\n\n");
+        if (in) {
+            log_cmd("-o OUT.bin is required");
+            log_line("%s", "");
+        }
         tokenize_usage(stderr);
         return 2;
     }

@@ -68,19 +68,17 @@ int cmd_train(int argc, char **argv) {
         } else if (strcmp(argv[i], "--run") == 0 && i + 1 < argc) {
             run_sel = argv[++i];
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
-            if (cli_number("train", "--seed", argv[++i], CLI_UINT, &seed) != 0) return 2;
+            if (cli_number("--seed", argv[++i], CLI_UINT, &seed) != 0) return 2;
             have_seed = 1;
         } else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc) {
             unsigned long long k = 0;
-            if (cli_number("train", "--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 ||
-                k > 1024) {
+            if (cli_number("--blas-threads", argv[++i], CLI_UINT, &k) != 0 || k < 1 || k > 1024) {
                 log_cmd("--blas-threads takes 1 to 1024");
                 return 2;
             }
             blas_request_threads((int)k);
         } else if (strcmp(argv[i], "--max-run-memory") == 0 && i + 1 < argc) {
-            if (cli_number("train", "--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0)
-                return 2;
+            if (cli_number("--max-run-memory", argv[++i], CLI_BYTES, &max_mem) != 0) return 2;
         } else if (argv[i][0] == '-') {
             log_cmd("unknown or incomplete option '%s' (see --help)", argv[i]);
             return 2;

@@ -39,9 +39,10 @@ int main(int argc, char **argv) {
     /* before anything that maps memory: under a small `ulimit -v` OpenBLAS, MPI and HDF5
      * hang or crash instead of failing (addr_space.h). _exit: OpenBLAS's exit handler
      * would wait for its thread that is spinning on a buffer it cannot map. */
+    if (argc >= 2 && argv[1][0] != '-') log_set_command(argv[1]); /* its errors name it */
     if (argc >= 2 && argv[1][0] != '-' &&
-        addr_space_check(argv[1], strcmp(argv[1], "run") == 0 ? ADDR_SPACE_RUN_EXTRA
-                                                              : ADDR_SPACE_OTHER_EXTRA) != 0)
+        addr_space_check(strcmp(argv[1], "run") == 0 ? ADDR_SPACE_RUN_EXTRA
+                                                     : ADDR_SPACE_OTHER_EXTRA) != 0)
         _exit(2);
     sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_best_core(argv);

@@ -1,4 +1,5 @@
 #include "addr_space.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ double addr_space_in_use(void) {
     return kb * 1024;
 }
 
-int addr_space_check(const char *cmd, double extra) {
+int addr_space_check(double extra) {
     double lim = addr_space_limit();
     if (lim <= 0) return 0;
     double used = addr_space_in_use(), need = used + extra;
@@ -35,12 +36,11 @@ int addr_space_check(const char *cmd, double extra) {
     if (!rank) rank = getenv("PMIX_RANK");
     if (!rank) rank = getenv("SLURM_PROCID");
     if (rank && strcmp(rank, "0") != 0) return -1;
-    fprintf(stderr,
-            "ablate %s: the address-space limit (ulimit -v) of %.0f MiB is too small: it "
+    log_cmd("the address-space limit (ulimit -v) of %.0f MiB is too small: it "
             "needs at least %.0f MiB (%.0f MiB mapped at start: libraries, OpenBLAS's threads "
             "and buffers; about %.0f MiB for MPI, HDF5 and the view thread) plus each run's "
-            "memory; raise `ulimit -v` (e.g. ulimit -v %.0f) or lift it\n",
-            cmd, lim / 1048576, need / 1048576, used / 1048576, extra / 1048576,
+            "memory; raise `ulimit -v` (e.g. ulimit -v %.0f) or lift it",
+            lim / 1048576, need / 1048576, used / 1048576, extra / 1048576,
             (need + 512.0 * 1048576) / 1024);
     return -1;
 }

@@ -28,6 +28,6 @@ double addr_space_limit(void);
 double addr_space_in_use(void);
 /* Refuses a command whose address-space limit leaves less than `extra` beyond what is
  * mapped now: 0 fine, -1 after one line on stderr naming the limit and what needs it. */
-int addr_space_check(const char *cmd, double extra);
+int addr_space_check(double extra);
 
 #endif

@@ -17,5 +17,9 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "<message>\n", no prefix: continuation lines, usage text. */
 void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A status line on a terminal: "\r\033[K<message>", no newline, rewritten by the next one.
+ * The next line of any of the other calls starts on a line of its own (a newline first), so
+ * the status is kept above it and never overwritten mid-line. */
+void log_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

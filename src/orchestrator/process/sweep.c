@@ -130,10 +130,9 @@ static const char *continue_with(const Sweep *s) {
 static void stop_io(Sweep *s, const char *what) {
     if (s->stop == STOP_IO) return;
     s->stop = STOP_IO;
-    fprintf(stderr,
-            "\nablate: %s; stopping the sweep (finished runs are safe; after freeing space, "
-            "continue with %s)\n",
-            what && what[0] ? what : "I/O error", continue_with(s));
+    log_info("%s; stopping the sweep (finished runs are safe; after freeing space, continue "
+             "with %s)",
+             what && what[0] ? what : "I/O error", continue_with(s));
 }
 
 static void stop_journal(Sweep *s) {
@@ -226,12 +225,10 @@ static void warn_blas_change(const SweepRun *r, const EndEvent *end) {
     if (!strcmp(r->blas_core, end->attempt_blas_core) &&
         r->blas_threads == end->attempt_blas_threads)
         return;
-    fprintf(stderr,
-            "\nablate: warning: run %s continued on BLAS core %s with %d thread(s) after "
-            "starting on %s with %d: its numbers match neither setting alone (docs/"
-            "architecture.md, Determinism)\n",
-            r->pr->name, end->attempt_blas_core, end->attempt_blas_threads, r->blas_core,
-            r->blas_threads);
+    log_warn("run %s continued on BLAS core %s with %d thread(s) after starting on %s with "
+             "%d: its numbers match neither setting alone (docs/architecture.md, Determinism)",
+             r->pr->name, end->attempt_blas_core, end->attempt_blas_threads, r->blas_core,
+             r->blas_threads);
 }
 
 /* A run continues from its checkpoint at step S in a new attempt: the events the
@@ -521,7 +518,7 @@ static TrainPoll local_poll(void *ctx) {
     if (sweep_signal_term()) return TRAIN_ABORT;
     if (sweep_signal_usr1() && !stopping(s)) { /* as run_mpi says it */
         s->stop = STOP_SIGNAL;
-        fprintf(stderr, "\nablate: %s: checkpointing 1 run(s) in progress\n", sweep_signal_name());
+        log_info("%s: checkpointing 1 run(s) in progress", sweep_signal_name());
     }
     sched_tick(s->sched, clock_seconds());
     if (s->local_run >= 0 && sched_abandoned(s->sched, s->local_run)) return TRAIN_ABORT;
@@ -598,8 +595,7 @@ static void run_mpi(Sweep *s, int nranks) {
         rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
-            fprintf(stderr, "\nablate: %s: checkpointing %d run(s) in progress\n",
-                    sweep_signal_name(), n_busy);
+            log_info("%s: checkpointing %d run(s) in progress", sweep_signal_name(), n_busy);
         }
         if (stopping(s) && !asked) { /* ask once; a worker between runs has nothing to save */
             asked = 1;
@@ -636,10 +632,9 @@ static void run_mpi(Sweep *s, int nranks) {
         if (GROW(buf, cap, n < 0 ? 0 : n) != 0) {
             /* the message cannot be received, so its sender cannot be stopped in order:
              * the journal is made durable and the job ends as a kill would end it */
-            fprintf(stderr,
-                    "\nablate: out of memory for a %d-byte message from rank %d; the sweep "
-                    "ends here (finished runs are safe; continue with %s)\n",
-                    n, st.MPI_SOURCE, continue_with(s));
+            log_info("out of memory for a %d-byte message from rank %d; the sweep ends here "
+                     "(finished runs are safe; continue with %s)",
+                     n, st.MPI_SOURCE, continue_with(s));
             if (s->j) journal_sync(s->j);
             MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_STOPPED);
         }
@@ -770,6 +765,12 @@ static void host_fail(void *ctx, const char *what) {
     stop_io(ctx, what);
 }
 
+/* A shared sweep's data must be the data its first process recorded. */
+static int host_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    Sweep *s = ctx;
+    return data_guard_shared_check(&s->data, out_path, s->o->accept_data_change, err);
+}
+
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     const SweepOptions *o = s->o;
     char dir[ABL_PATH_MAX];
@@ -780,7 +781,7 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     }
     int have_journal = exists(s->journal_path);
     SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force};
-    SchedHost host = {s, host_finished_elsewhere, host_continue_from, host_fail};
+    SchedHost host = {s, host_finished_elsewhere, host_continue_from, host_fail, host_admit};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
@@ -944,8 +945,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     /* the data's identity, checked against the sweep's before anything is written */
-    if (data_guard_begin(&s.data, ids, n_ids, err) != 0 ||
-        (o->join && data_guard_join_check(&s.data, o->out_path, o->accept_data_change, err) != 0)) {
+    if (data_guard_begin(&s.data, ids, n_ids, err) != 0) {
         log_cmd("%s", err);
         goto stop_workers;
     }

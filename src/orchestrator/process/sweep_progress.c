@@ -36,12 +36,11 @@ static void print_status(Progress *p, const char *last) {
     format_eta(p, eta, sizeof eta);
     if (isfinite(p->best)) snprintf(best, sizeof best, "  best %.4f (%s)", p->best, p->best_name);
     if (p->tty)
-        fprintf(stderr, "\r\033[K[%d/%d done, %d running, %d failed, %d diverged]%s  %s",
-                p->finished, p->total, p->running, p->failed, p->diverged, best, eta);
+        log_status("[%d/%d done, %d running, %d failed, %d diverged]%s  %s", p->finished, p->total,
+                   p->running, p->failed, p->diverged, best, eta);
     else
         log_line("[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s", p->finished, p->total,
                  last ? last : "", p->running, p->failed, p->diverged, best, eta);
-    fflush(stderr);
 }
 
 void progress_run_started(Progress *p) {
@@ -76,7 +75,7 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
     else
         snprintf(last, sizeof last, "%s %s: %s", name,
                  end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);
-    if (p->tty && end->status == RUN_FAILED) log_line("\r\033[K%s", last);
+    if (p->tty && end->status == RUN_FAILED) log_line("%s", last);
     print_status(p, last);
 }
 

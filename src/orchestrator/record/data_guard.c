@@ -115,7 +115,7 @@ static int read_join_data(const char *out, DataIdentity **ids, int *n) {
     return 0;
 }
 
-int data_guard_join_check(DataGuard *g, const char *out_path, int accept, char err[ABL_ERR_MAX]) {
+int data_guard_shared_check(DataGuard *g, const char *out_path, int accept, char err[ABL_ERR_MAX]) {
     DataIdentity *ids;
     int n, rc = 0;
     if (read_join_data(out_path, &ids, &n) != 0) return 0; /* the first process */
@@ -150,8 +150,8 @@ int data_guard_record(DataGuard *g, Journal *j, const char *join_out, int accept
     /* first writer wins: written aside, then linked into place (atomic, fails if present) */
     char path[ABL_PATH_MAX + 32], tmp[ABL_PATH_MAX + 64];
     join_data_path(join_out, path, sizeof path);
-    if (access(path, F_OK) == 0) /* written since data_guard_join_check looked */
-        return data_guard_join_check(g, join_out, accept, err);
+    if (access(path, F_OK) == 0) /* written since data_guard_shared_check looked */
+        return data_guard_shared_check(g, join_out, accept, err);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (file_write_atomic("join data", tmp, write_join_data, g, err) != 0) return -1;
     int linked = link(tmp, path) == 0 || errno == EEXIST;
@@ -160,7 +160,7 @@ int data_guard_record(DataGuard *g, Journal *j, const char *join_out, int accept
         snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    return data_guard_join_check(g, join_out, accept, err); /* another process was first */
+    return data_guard_shared_check(g, join_out, accept, err); /* another process was first */
 }
 
 const DataIdentity *data_guard_of(const DataGuard *g, const DataConfig *dc) {

@@ -33,9 +33,9 @@ int data_guard_begin(DataGuard *g, DataIdentity *ids, int n, char err[ABL_ERR_MA
  * on stderr and noted for data_guard_record and data_guard_changed. */
 int data_guard_compare(DataGuard *g, const DataIdentity *journaled, int n, int accept,
                        char err[ABL_ERR_MAX]);
-/* --join: compares with OUT.h5.d/join/data when another process wrote it (-1 refused, as
- * above). Call before joining, so a refused process leaves no file. */
-int data_guard_join_check(DataGuard *g, const char *out_path, int accept, char err[ABL_ERR_MAX]);
+/* A shared sweep (--join): compares with OUT.h5.d/join/data when another process wrote it
+ * (-1 refused, as above). Call before joining, so a refused process leaves no file. */
+int data_guard_shared_check(DataGuard *g, const char *out_path, int accept, char err[ABL_ERR_MAX]);
 /* Journals a DATA record per source not yet journaled (or changed); with join_out, writes
  * OUT.h5.d/join/data if no process did (first writer wins, atomically). 0, or -1 when the
  * journal failed (journal_error) or the join file lost a race to different data (err). */

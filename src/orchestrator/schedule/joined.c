@@ -290,6 +290,7 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
                  cfg->out_path, journal);
         return NULL;
     }
+    if (host && host->admit && host->admit(host->ctx, cfg->out_path, err) != 0) return NULL;
     Joined *J = calloc(1, sizeof *J);
     if (!J) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     J->base.ops = &joined_ops;

@@ -40,6 +40,9 @@ typedef struct {
     int (*continue_from)(void *ctx, int run, const ResumeRun *rr, JournalReader *from);
     /* An I/O error: the sweep stops (it says so once, as for its own errors). */
     void (*fail)(void *ctx, const char *what);
+    /* A shared scheduler asks, before it writes anything, whether this process may join
+     * (its data the same as the first process's): 0, or -1 with a one-line message. */
+    int (*admit)(void *ctx, const char *out_path, char err[ABL_ERR_MAX]);
 } SchedHost;
 
 /* How to open a scheduler: scheduler_open picks the implementation from these. */
