@@ -2,6 +2,7 @@
  * journal of a few fake runs, written from deterministic values, its views, a long
  * synthetic sweep. */
 #include "h5view_fixture.h"
+#include "orchestrator/record/h5table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -250,9 +251,7 @@ void str_attr(hid_t loc, const char *name, char *out, size_t n) {
     out[0] = 0;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
     if (a < 0) return;
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t t = h5_utf8_type();
     char *s = NULL;
     if (H5Aread(a, t, &s) >= 0 && s) {
         snprintf(out, n, "%s", s);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "h5view_fixture.h"
+#include "orchestrator/record/h5table.h"
 #include "orchestrator/record/inspect.h"
 #include "test_util.h"
 #include "worker/knobs.h"
@@ -69,9 +70,7 @@ static void check_fixture_file(const char *out, int complete) {
           tb = bool_type();
     H5Tinsert(mt, "index", HOFFSET(RunRow, index), H5T_NATIVE_INT32);
     H5Tinsert(mt, "id", HOFFSET(RunRow, id), t17);
-    hid_t tv = H5Tcopy(H5T_C_S1);
-    H5Tset_size(tv, H5T_VARIABLE);
-    H5Tset_cset(tv, H5T_CSET_UTF8);
+    hid_t tv = h5_utf8_type();
     H5Tinsert(mt, "name", HOFFSET(RunRow, name), tv);
     H5Tinsert(mt, "seed", HOFFSET(RunRow, seed), H5T_NATIVE_UINT64);
     H5Tinsert(mt, "status", HOFFSET(RunRow, status), t12);
@@ -198,9 +197,7 @@ static void check_fixture_file(const char *out, int complete) {
     } SampleRow;
     SampleRow sm[4];
     mt = H5Tcreate(H5T_COMPOUND, sizeof(SampleRow));
-    vt = H5Tcopy(H5T_C_S1);
-    H5Tset_size(vt, H5T_VARIABLE);
-    H5Tset_cset(vt, H5T_CSET_UTF8);
+    vt = h5_utf8_type();
     tb = bool_type();
     H5Tinsert(mt, "run", HOFFSET(SampleRow, run), H5T_NATIVE_INT32);
     H5Tinsert(mt, "text", HOFFSET(SampleRow, text), vt);

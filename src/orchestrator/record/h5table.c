@@ -71,6 +71,13 @@ static size_t col_size(const H5Col *c) {
     return 0;
 }
 
+hid_t h5_utf8_type(void) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    return t;
+}
+
 static hid_t col_h5type(const H5Col *c) {
     hid_t t = -1;
     switch (c->type) {
@@ -98,18 +105,13 @@ static hid_t col_h5type(const H5Col *c) {
         H5Tset_cset(t, H5T_CSET_ASCII);
         return t;
     case H5C_VSTR:
-        t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, H5T_VARIABLE);
-        H5Tset_cset(t, H5T_CSET_UTF8);
-        return t;
+        return h5_utf8_type();
     }
     return -1;
 }
 
 int h5_attr_str(hid_t loc, const char *name, const char *value) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t t = h5_utf8_type();
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
     Buf b = {0};
@@ -123,22 +125,23 @@ int h5_attr_str(hid_t loc, const char *name, const char *value) {
     return rc < 0 ? -1 : 0;
 }
 
-int h5_attr_i64(hid_t loc, const char *name, long long value) {
+/* A scalar attribute stored as file_type from a value in memory as mem_type. */
+static int attr_scalar(hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
+                       const void *value) {
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &value);
+    hid_t a = H5Acreate2(loc, name, file_type, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, mem_type, value);
     if (a >= 0) H5Aclose(a);
     H5Sclose(s);
     return rc < 0 ? -1 : 0;
 }
 
+int h5_attr_i64(hid_t loc, const char *name, long long value) {
+    return attr_scalar(loc, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value);
+}
+
 int h5_attr_i32(hid_t loc, const char *name, int value) {
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT, &value);
-    if (a >= 0) H5Aclose(a);
-    H5Sclose(s);
-    return rc < 0 ? -1 : 0;
+    return attr_scalar(loc, name, H5T_STD_I32LE, H5T_NATIVE_INT, &value);
 }
 
 /* The fill value of a table: what a reader gets for a row that has no source (a virtual
@@ -419,9 +422,7 @@ static hid_t create_plain(hid_t loc, const char *name, hid_t type, hid_t space) 
 
 int h5_write_string_dataset(hid_t file, const char *name, const char *value,
                             const char *description) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t t = h5_utf8_type();
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t d = create_plain(file, name, t, s);
     Buf b = {0};

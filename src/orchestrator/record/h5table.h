@@ -96,6 +96,10 @@ hid_t h5_create_file(const char *path);
  * (err set unless !ok came with its own). */
 int h5_finish_file(hid_t file, const char *tmp, const char *dest, int ok, char *err);
 
+/* Variable-length UTF-8 strings: the type of every free-text column, attribute and string
+ * dataset ablate writes, and the memory type to read them with. The caller closes it. */
+hid_t h5_utf8_type(void);
+
 /* Attributes (strings are variable-length UTF-8, made valid). 0 or -1. */
 int h5_attr_str(hid_t loc, const char *name, const char *value);
 int h5_attr_i32(hid_t loc, const char *name, int value);

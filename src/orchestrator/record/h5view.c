@@ -735,13 +735,7 @@ int h5v_write_root(View *v, hid_t file, char *err) {
     if (h5_attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
     /* how much of the journal this view shows: `ablate inspect` compares it with the
      * journal to say when the view is older */
-    long long jb = (long long)v->st.journal_bytes;
-    hid_t sp = H5Screate(H5S_SCALAR), a = -1;
-    if (sp >= 0) a = H5Acreate2(file, "journal_bytes", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int bad = a < 0 || H5Awrite(a, H5T_NATIVE_LLONG, &jb) < 0;
-    if (a >= 0) H5Aclose(a);
-    if (sp >= 0) H5Sclose(sp);
-    if (bad) goto fail;
+    if (h5_attr_i64(file, "journal_bytes", (long long)v->st.journal_bytes) != 0) goto fail;
     /* Any other header keys (slurm_*, ...), as string attributes (first appearance order). */
     for (int i = 0; i < v->header.n; i++)
         if (!not_an_attr(v->header.v[i].key) &&

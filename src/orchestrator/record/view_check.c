@@ -2,6 +2,7 @@
  * "While the sweep runs"). Segments are opened one at a time, so the check itself works
  * under an open-file limit that the virtual datasets' reads exceeded. */
 #include "view_check.h"
+#include "h5table.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -114,10 +115,8 @@ static Block *read_blocks(hid_t file, size_t *n) {
     hid_t d = H5Dopen2(file, "view_blocks", H5P_DEFAULT);
     long long len = d >= 0 ? dset_len(d) : 0;
     Block *b = len > 0 ? calloc((size_t)len, sizeof *b) : NULL;
-    hid_t s8 = H5Tcopy(H5T_C_S1), vs = H5Tcopy(H5T_C_S1), mt = H5Tcreate(H5T_COMPOUND, sizeof *b);
+    hid_t s8 = H5Tcopy(H5T_C_S1), vs = h5_utf8_type(), mt = H5Tcreate(H5T_COMPOUND, sizeof *b);
     H5Tset_size(s8, 8);
-    H5Tset_size(vs, H5T_VARIABLE);
-    H5Tset_cset(vs, H5T_CSET_UTF8);
     H5Tinsert(mt, "table", offsetof(Block, table), s8);
     H5Tinsert(mt, "run", offsetof(Block, run), H5T_NATIVE_INT32);
     H5Tinsert(mt, "row", offsetof(Block, row), H5T_NATIVE_INT64);
