@@ -227,15 +227,19 @@ static double skewed_null_fwe(const SeqRule *r6, int k, long studies) {
     return (double)bad / studies;
 }
 
-/* For comparison only: the rule with the power-family spending function a' t^rho (Kim &
- * DeMets 1987) in place of the O'Brien-Fleming type (same union bound, same validity
- * argument; it spends more at the early looks). */
-static SeqRule rule_power_family(const SeqRule *base, double rho) {
+/* For comparison only, the same rule (same union bound, same validity argument) with another
+ * spending function of the information fraction t: the power family a' t^rho (Kim & DeMets
+ * 1987; the rule is rho = 3), or, for rho = 0, the Lan-DeMets O'Brien-Fleming type
+ * 2 (1 - Phi(z_{1-a'/2} / sqrt(t))) (Lan & DeMets 1983), which spends almost nothing early. */
+static SeqRule rule_spending(const SeqRule *base, double rho) {
     SeqRule r = *base;
     double a1 = base->alpha / base->n_contrasts, spent = 0;
+    double z = -distrib_norm_quantile(a1 / 2);
     for (int k = 0; k < base->n_looks; k++) {
         double t = (double)base->looks[k] / base->looks[base->n_looks - 1];
-        double cum = k == base->n_looks - 1 ? a1 : a1 * pow(t, rho);
+        double cum = k == base->n_looks - 1 ? a1
+                     : rho > 0              ? a1 * pow(t, rho)
+                                            : erfc(z / sqrt(2 * t));
         r.level[k] = cum - spent;
         spent = cum;
         r.crit[k] = distrib_t_isf(r.level[k] / 2, base->looks[k] - 1);
@@ -320,17 +324,21 @@ int main(int argc, char **argv) {
            "design of the same power, found the same way):\n| spending | critical t at n = 3, 5, "
            "8, 12, 20 | runs | settled | fixed n | ratio | FWE all null, normal | FWE all null, "
            "skewness 0.5 |\n|---|---|--:|--:|--:|--:|--:|--:|\n");
-    static const double RHOS[] = {0, 2, 3};
+    static const double RHOS[] = {3, 2, 0};
     for (size_t j = 0; j < sizeof RHOS / sizeof RHOS[0]; j++) {
-        SeqRule a = RHOS[j] ? rule_power_family(&r, RHOS[j]) : r;
-        SeqRule a6 = RHOS[j] ? rule_power_family(&r6, RHOS[j]) : r6;
+        SeqRule a = j ? rule_spending(&r, RHOS[j]) : r; /* j = 0: the rule itself */
+        SeqRule a6 = j ? rule_spending(&r6, RHOS[j]) : r6;
         SeqResult sr = run_sequential(&a, studies);
         int nf = 0;
         for (int n = 2; n <= MAX_FIXED && !nf; n++)
             if (run_fixed(n, studies, fix_c) >= sr.settled) nf = n;
-        char name[32];
-        snprintf(name, sizeof name, RHOS[j] ? "power, rho %g" : "O'Brien-Fleming type (the rule)",
-                 RHOS[j]);
+        char name[40];
+        if (!j)
+            snprintf(name, sizeof name, "power, rho 3 (the rule)");
+        else if (RHOS[j] > 0)
+            snprintf(name, sizeof name, "power, rho %g", RHOS[j]);
+        else
+            snprintf(name, sizeof name, "Lan-DeMets O'Brien-Fleming type");
         printf("| %s | %.4g, %.4g, %.4g, %.4g, %.4g | %.1f | %.2f | %d | %.3f | %.4f | %.4f |\n",
                name, a.crit[0], a.crit[1], a.crit[2], a.crit[3], a.crit[4], sr.runs, sr.settled, nf,
                nf ? sr.runs / (11.0 * nf) : NAN, skewed_null_fwe(&a6, 0, studies),

@@ -48,9 +48,9 @@ static int close_rel(double got, double want, double tol) {
  *          (10,3,0.7),(50,50,0.5),(1001,1000,0.5)]])
  *   print(repr(isf(0.025, 1)))
  *   def rule(looks, alpha, C):   # the rule of docs/analysis.md, with scipy
- *       a1 = alpha / C; z = stats.norm.isf(a1/2); last = looks[-1]; spent = 0; out = []
+ *       a1 = alpha / C; last = looks[-1]; spent = 0; out = []
  *       for k, n in enumerate(looks):
- *           cum = a1 if k == len(looks)-1 else special.erfc(z/np.sqrt(2*n/last))
+ *           cum = a1 if k == len(looks)-1 else a1 * (n / last)**3
  *           lev = cum - spent; spent = cum
  *           out.append((repr(lev), repr(isf(lev/2, n-1))))
  *       return out
@@ -114,14 +114,16 @@ static const int LOOKS[] = {3, 5, 8, 12, 20};
 
 TEST(rule_levels_against_scipy) {
     static const double want6[N_LOOKS][2] = {
-        {9.628391283616084e-12, 322272.41569040716}, {1.3165443757133105e-07, 82.14321462749812},
-        {3.0134948099451117e-05, 9.492092658734313}, {0.0006290143542038145, 4.720423680480351},
-        {0.007674052366964105, 2.981221259648555},
+        {2.8124999999999996e-05, 188.55783081746284}, {0.00010208333333333334, 15.46307650418667},
+        {0.00040312500000000016, 6.302678264354418},  {0.0012666666666666664, 4.2949266100765495},
+        {0.006533333333333334, 3.0538149384062034},
     };
     static const double want10[N_LOOKS][2] = {
-        {4.23814304840268e-13, 1536074.1986665134},  {1.976207839477992e-08, 131.9891141475374},
-        {9.047030834644721e-06, 11.384349295411113}, {0.00028116632824514424, 5.229914048596936},
-        {0.004709766878418002, 3.2004186410398994},
+        {1.6874999999999997e-05, 243.4291668298564},
+        {6.125e-05, 17.596978716201495},
+        {0.00024187500000000007, 6.850525521102574},
+        {0.0007599999999999997, 4.603959029351519},
+        {0.00392, 3.282124935583537},
     };
     char err[ABL_ERR_MAX];
     SeqRule r;
@@ -194,15 +196,15 @@ TEST(look_verdicts) {
         double mean, sd;
         SeqVerdict want;
     } cases[] = {
-        {3, -0.05, 0.004, SEQ_BETTER}, /* t = -43: crit 4.72 at n = 12 */
+        {3, -0.05, 0.004, SEQ_BETTER}, /* t = -43: crit 4.29 at n = 12 */
         {3, 0.05, 0.004, SEQ_WORSE},
-        {3, 0.0005, 0.004, SEQ_EQUIVALENT}, /* half width 0.0055 */
-        {3, 0.006, 0.004, SEQ_WORSE},       /* t = 5.2 > 4.72, and inside ±0.01 as well */
-        {3, 0.006, 0.006, SEQ_OPEN},        /* t = 3.5 and 0.006 + 0.0082 > 0.01: neither */
-        {4, 0.004, 0.004, SEQ_WORSE},       /* n = 20, crit 2.98: t = 4.5 */
+        {3, 0.0005, 0.004, SEQ_EQUIVALENT}, /* half width 0.0050 */
+        {3, 0.006, 0.004, SEQ_WORSE},       /* t = 5.2 > 4.29, and inside ±0.01 as well */
+        {3, 0.006, 0.006, SEQ_OPEN},        /* t = 3.5 and 0.006 + 0.0074 > 0.01: neither */
+        {4, 0.004, 0.004, SEQ_WORSE},       /* n = 20, crit 3.05: t = 4.5 */
         {4, 0.009, 0.02, SEQ_UNRESOLVED},   /* last look, still open */
-        {0, -0.05, 0.004, SEQ_OPEN},        /* n = 3: crit 322,272 */
-        {2, -0.05, 0.004, SEQ_BETTER},      /* n = 8: crit 9.49, t = 35 */
+        {0, -0.05, 0.004, SEQ_OPEN},        /* n = 3: crit 188.6, t = 22 */
+        {2, -0.05, 0.004, SEQ_BETTER},      /* n = 8: crit 6.30, t = 35 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int n = LOOKS[cases[i].look];

@@ -1,10 +1,15 @@
 /* See sequential.h; docs/analysis.md ("The sequential rule") gives the formulas and why the
- * error rate holds. In short: contrast c spends a' = alpha / n_contrasts over its looks with
- * the Lan-DeMets O'Brien-Fleming-type function a'(t) = 2 (1 - Phi(z_{1-a'/2} / sqrt(t))) of
- * the information fraction t = looks[k] / looks[last]; look k gets the increment
+ * error rate holds. In short: each contrast spends a' = alpha / n_contrasts over its looks
+ * with the power-family spending function a'(t) = a' t^3 (Kim & DeMets 1987; rho = 3 is the
+ * member that tracks O'Brien & Fleming's boundaries, Jennison & Turnbull 2000, 7.3) of the
+ * information fraction t = looks[k] / looks[last]; look k gets the increment
  * level[k] = a'(t_k) - a'(t_{k-1}) and the t interval at that two-sided level. The levels
  * sum to a', so a union bound over looks and contrasts bounds the chance that any interval
- * ever misses its true difference by alpha, whatever the correlation between looks. */
+ * ever misses its true difference by alpha, whatever the correlation between looks.
+ * bench/sequential_runs.c compares it with the Lan-DeMets O'Brien-Fleming-type function
+ * 2 (1 - Phi(z_{1-a'/2} / sqrt(t))): that one spends almost nothing before the last look
+ * (critical t 132 at n = 5 of 20 with 10 contrasts, against 17.6 here) and needed 0.72x the
+ * runs of the fixed design at study B's effects, where this one needs 0.65x. */
 #include "orchestrator/schedule/sequential.h"
 
 #include <math.h>
@@ -30,10 +35,10 @@ const char *seq_verdict_name(SeqVerdict v) {
     return "?";
 }
 
-/* The O'Brien-Fleming-type spending function at information fraction t in (0, 1]:
- * 2 (1 - Phi(z / sqrt(t))) = erfc(z / sqrt(2 t)), exact in the far tail. */
-static double obf_spent(double z, double t) {
-    return erfc(z / sqrt(2 * t));
+/* The spending function at information fraction t in (0, 1]: the share t^3 of the budget,
+ * multiplied out (no pow) so that every rank computes the same bits. */
+static double spent_by(double budget, double t) {
+    return budget * (t * t * t);
 }
 
 int seq_rule_init(SeqRule *r, const int *looks, int n_looks, double alpha, double delta,
@@ -70,12 +75,11 @@ int seq_rule_init(SeqRule *r, const int *looks, int n_looks, double alpha, doubl
     }
     *r = (SeqRule){.n_looks = n_looks, .alpha = alpha, .delta = delta, .n_contrasts = n_contrasts};
     double a1 = alpha / n_contrasts; /* Bonferroni over the contrasts */
-    double z = -distrib_norm_quantile(a1 / 2);
     double last = looks[n_looks - 1], spent = 0;
     for (int k = 0; k < n_looks; k++) {
         r->looks[k] = looks[k];
         /* the last look spends what is left: exactly a' in all */
-        double cum = k == n_looks - 1 ? a1 : obf_spent(z, looks[k] / last);
+        double cum = k == n_looks - 1 ? a1 : spent_by(a1, looks[k] / last);
         r->level[k] = cum - spent;
         spent = cum;
         r->crit[k] = distrib_t_isf(r->level[k] / 2, looks[k] - 1);
