@@ -1,0 +1,348 @@
+/* The runs the sequential rule (issue 20, src/orchestrator/schedule/sequential.h) saves: at
+ * study B's measured effects and spreads (docs/studies.md, the 5-seed table: each contrast's
+ * mean paired difference and the sd of its paired differences, recovered from its 95% t
+ * interval), simulate STUDIES studies of the 10 contrasts with normal paired differences and
+ * count
+ *   sequential  the runs of the rule (looks 3,5,8,12,20; alpha 0.05; delta 0.01): each
+ *               configuration runs the seeds of the look where its contrast stopped, the
+ *               baseline as many as the longest contrast;
+ *   fixed       one look at n seeds for every arm, Bonferroni over the 10 contrasts at the
+ *               same alpha (the same family-wise error), the same verdicts (better / worse /
+ *               equivalent within delta off the interval), at the smallest n whose expected
+ *               number of contrasts settled correctly (the power) is at least the rule's;
+ * and the ratio sequential / fixed (target <= 0.7). Then the rule's family-wise error under
+ * skewed null differences (6 contrasts, as tests/test_sequential.c) by skewness: the limit
+ * docs/analysis.md states. Deterministic (xoshiro256**, fixed seeds).
+ *
+ *   sequential_runs [STUDIES]   (bench/sequential_runs.sh builds and runs it) */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "orchestrator/schedule/sequential.h"
+#include "util/distrib.h"
+
+/* ------------------------------------------------------------ random numbers */
+
+typedef struct {
+    uint64_t s[4];
+    int have;
+    double spare;
+} Rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(Rng *g, uint64_t seed) {
+    for (int i = 0; i < 4; i++)
+        g->s[i] = splitmix64(&seed);
+    g->have = 0;
+}
+
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(Rng *g) {
+    uint64_t *s = g->s, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+static double rng_unif(Rng *g) {
+    return ((rng_next(g) >> 11) + 1) * 0x1.0p-53;
+}
+
+static double rng_normal(Rng *g) {
+    if (g->have) {
+        g->have = 0;
+        return g->spare;
+    }
+    double u, v, w;
+    do {
+        u = 2 * rng_unif(g) - 1;
+        v = 2 * rng_unif(g) - 1;
+        w = u * u + v * v;
+    } while (w >= 1 || w == 0);
+    double f = sqrt(-2 * log(w) / w);
+    g->spare = v * f;
+    g->have = 1;
+    return u * f;
+}
+
+/* chi-square with k degrees of freedom, centred and scaled to variance 1 (k = 0: normal) */
+static double rng_chisq_std(Rng *g, int k) {
+    if (k == 0) return rng_normal(g);
+    if (k == 1) {
+        double z = rng_normal(g);
+        return (z * z - 1) / M_SQRT2;
+    }
+    double a = k / 2.0, d = a - 1.0 / 3, c = 1 / sqrt(9 * d); /* Marsaglia & Tsang */
+    for (;;) {
+        double x = rng_normal(g), v = 1 + c * x;
+        if (v <= 0) continue;
+        v = v * v * v;
+        if (log(rng_unif(g)) < 0.5 * x * x + d - d * v + d * log(v))
+            return (2 * d * v - k) / sqrt(2.0 * k);
+    }
+}
+
+/* ------------------------------------------------------------ study B */
+
+/* docs/studies.md, study B (5 seeds): difference and its 95% t interval per contrast. */
+static const struct {
+    const char *name;
+    double diff, lo, hi;
+} STUDY_B[] = {
+    {"context32", -0.0868, -0.0982, -0.0753}, {"d_model64", -0.0751, -0.0852, -0.0649},
+    {"layers1", 0.0693, 0.0590, 0.0796},      {"layers4", -0.0469, -0.0582, -0.0355},
+    {"heads2", 0.0129, 0.0042, 0.0216},       {"heads8", -0.0000, -0.0104, 0.0103},
+    {"gelu", -0.0090, -0.0169, -0.0011},      {"postnorm", 0.0051, -0.0038, 0.0140},
+    {"rope", -0.0124, -0.0294, 0.0047},       {"gqa2", 0.0074, 0.0003, 0.0145},
+};
+#define NC        10
+#define MAX_FIXED 80
+static const int LOOKS[] = {3, 5, 8, 12, 20};
+#define N_LOOKS 5
+#define ALPHA   0.05
+#define DELTA   0.01
+
+static double g_sd[NC];
+
+/* settled correctly: a verdict, and a true one */
+static int correct(SeqVerdict v, double diff) {
+    switch (v) {
+    case SEQ_BETTER:
+        return diff < 0;
+    case SEQ_WORSE:
+        return diff > 0;
+    case SEQ_EQUIVALENT:
+        return fabs(diff) < DELTA;
+    default:
+        return 0;
+    }
+}
+
+static int is_false(SeqVerdict v, double diff) {
+    return (v == SEQ_BETTER || v == SEQ_WORSE || v == SEQ_EQUIVALENT) && !correct(v, diff);
+}
+
+typedef struct {
+    double runs, settled, fwe; /* per study: expected runs, contrasts settled, P(false) */
+    double n_mean[NC], p_settled[NC];
+} SeqResult;
+
+/* The sequential procedure under rule r on study B: each contrast stops at its first verdict. */
+static SeqResult run_sequential(const SeqRule *r, long studies) {
+    Rng g;
+    rng_seed(&g, 20);
+    double d[MAX_FIXED];
+    SeqResult res = {0};
+    long fwe = 0;
+    for (long s = 0; s < studies; s++) {
+        int longest = 0, any_false = 0;
+        for (int c = 0; c < NC; c++) {
+            for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++)
+                d[i] = STUDY_B[c].diff + g_sd[c] * rng_normal(&g);
+            for (int k = 0; k < N_LOOKS; k++) {
+                SeqDecision dec = seq_look(r, k, d);
+                if (dec.verdict == SEQ_OPEN) continue;
+                int ok = correct(dec.verdict, STUDY_B[c].diff);
+                any_false |= is_false(dec.verdict, STUDY_B[c].diff);
+                res.p_settled[c] += ok;
+                res.settled += ok;
+                res.n_mean[c] += dec.n;
+                res.runs += dec.n;
+                if (dec.n > longest) longest = dec.n;
+                break;
+            }
+        }
+        res.runs += longest; /* the baseline */
+        fwe += any_false;
+    }
+    res.runs /= studies;
+    res.settled /= studies;
+    res.fwe = (double)fwe / studies;
+    for (int c = 0; c < NC; c++) {
+        res.n_mean[c] /= studies;
+        res.p_settled[c] /= studies;
+    }
+    return res;
+}
+
+/* The fixed design at n seeds per arm: expected contrasts settled, and per contrast. */
+static double run_fixed(int n, long studies, double p_c[NC]) {
+    char err[ABL_ERR_MAX];
+    SeqRule f;
+    int one[1] = {n};
+    seq_rule_init(&f, one, 1, ALPHA, DELTA, NC, err); /* one look: the fixed t interval */
+    Rng g;
+    rng_seed(&g, 1000 + n);
+    double d[MAX_FIXED], all = 0;
+    for (int c = 0; c < NC; c++) {
+        long ok = 0;
+        for (long s = 0; s < studies; s++) {
+            for (int i = 0; i < n; i++)
+                d[i] = STUDY_B[c].diff + g_sd[c] * rng_normal(&g);
+            ok += correct(seq_look(&f, 0, d).verdict, STUDY_B[c].diff);
+        }
+        p_c[c] = (double)ok / studies;
+        all += p_c[c];
+    }
+    return all;
+}
+
+/* P(any false verdict) of 6 contrasts, all null, chi-square paired differences with k degrees
+ * of freedom (0: normal), long tails alternating in sign. */
+static double skewed_null_fwe(const SeqRule *r6, int k, long studies) {
+    Rng g;
+    rng_seed(&g, 77 + (uint64_t)k);
+    double d[MAX_FIXED];
+    long bad = 0;
+    for (long s = 0; s < studies; s++) {
+        int any = 0;
+        for (int c = 0; c < 6; c++) {
+            double sign = c % 2 ? -1 : 1;
+            for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++)
+                d[i] = 0.008 * sign * rng_chisq_std(&g, k);
+            for (int j = 0; j < N_LOOKS; j++) {
+                SeqDecision dec = seq_look(r6, j, d);
+                if (dec.verdict == SEQ_OPEN) continue;
+                any |= is_false(dec.verdict, 0);
+                break;
+            }
+        }
+        bad += any;
+    }
+    return (double)bad / studies;
+}
+
+/* For comparison only, the same rule (same union bound, same validity argument) with another
+ * spending function of the information fraction t: the power family a' t^rho (Kim & DeMets
+ * 1987; the rule is rho = 3), or, for rho = 0, the Lan-DeMets O'Brien-Fleming type
+ * 2 (1 - Phi(z_{1-a'/2} / sqrt(t))) (Lan & DeMets 1983), which spends almost nothing early. */
+static SeqRule rule_spending(const SeqRule *base, double rho) {
+    SeqRule r = *base;
+    double a1 = base->alpha / base->n_contrasts, spent = 0;
+    double z = -distrib_norm_quantile(a1 / 2);
+    for (int k = 0; k < base->n_looks; k++) {
+        double t = (double)base->looks[k] / base->looks[base->n_looks - 1];
+        double cum = k == base->n_looks - 1 ? a1
+                     : rho > 0              ? a1 * pow(t, rho)
+                                            : erfc(z / sqrt(2 * t));
+        r.level[k] = cum - spent;
+        spent = cum;
+        r.crit[k] = distrib_t_isf(r.level[k] / 2, base->looks[k] - 1);
+    }
+    return r;
+}
+
+int main(int argc, char **argv) {
+    long studies = argc > 1 ? atol(argv[1]) : 20000;
+    if (studies < 100) {
+        fprintf(stderr, "sequential_runs: STUDIES must be >= 100\n");
+        return 2;
+    }
+    double t975 = distrib_t_isf(0.025, 4);
+    for (int c = 0; c < NC; c++)
+        g_sd[c] = (STUDY_B[c].hi - STUDY_B[c].lo) / 2 * sqrt(5.0) / t975;
+
+    char err[ABL_ERR_MAX];
+    SeqRule r, r6;
+    if (seq_rule_init(&r, LOOKS, N_LOOKS, ALPHA, DELTA, NC, err) ||
+        seq_rule_init(&r6, LOOKS, N_LOOKS, ALPHA, DELTA, 6, err)) {
+        fprintf(stderr, "sequential_runs: %s\n", err);
+        return 1;
+    }
+    printf("sequential_runs: study B's %d contrasts, looks", NC);
+    for (int k = 0; k < N_LOOKS; k++)
+        printf(" %d", LOOKS[k]);
+    printf(", alpha %g, delta %g, %ld simulated studies, normal paired differences\n", ALPHA, DELTA,
+           studies);
+    printf("rule: critical t");
+    for (int k = 0; k < N_LOOKS; k++)
+        printf(" %.4g", r.crit[k]);
+    printf(" at n =");
+    for (int k = 0; k < N_LOOKS; k++)
+        printf(" %d", LOOKS[k]);
+    printf("\n");
+
+    SeqResult seq = run_sequential(&r, studies);
+    /* the fixed design: the smallest n that settles as many contrasts */
+    double fix_c[NC], prev = 0, fix = 0;
+    int n_star = 0;
+    for (int n = 2; n <= MAX_FIXED && !n_star; n++) {
+        double got = run_fixed(n, studies, fix_c);
+        if (got >= seq.settled)
+            n_star = n, fix = got;
+        else
+            prev = got;
+    }
+    if (!n_star) {
+        printf("fixed: no n <= %d settles as many contrasts\n", MAX_FIXED);
+        return 0;
+    }
+    printf("\n| contrast | difference | sd of paired differences | sequential: mean seeds | "
+           "sequential: P(settled) | fixed at n = %d: P(settled) |\n|---|--:|--:|--:|--:|--:|\n",
+           n_star);
+    for (int c = 0; c < NC; c++)
+        printf("| %s | %+.4f | %.4f | %.1f | %.3f | %.3f |\n", STUDY_B[c].name, STUDY_B[c].diff,
+               g_sd[c], seq.n_mean[c], seq.p_settled[c], fix_c[c]);
+    printf("\nsequential: %.1f runs expected (10 configurations + the baseline), %.2f of 10 "
+           "contrasts settled correctly, P(any false verdict) = %.4f\n",
+           seq.runs, seq.settled, seq.fwe);
+    printf("fixed, same power: n = %d seeds per arm (%.2f settled; at n = %d: %.2f), %d runs\n",
+           n_star, fix, n_star - 1, prev, 11 * n_star);
+    printf("ratio sequential / fixed (same family-wise error and power): %.3f (target <= 0.7)\n",
+           seq.runs / (11.0 * n_star));
+    printf("ratio sequential / fixed at max = %d seeds (%d runs): %.3f\n", LOOKS[N_LOOKS - 1],
+           11 * LOOKS[N_LOOKS - 1], seq.runs / (11.0 * LOOKS[N_LOOKS - 1]));
+
+    printf(
+        "\nfamily-wise error, 6 contrasts all null, chi-square paired differences (skewness "
+        "sqrt(8/k)), %ld studies each:\n| k | skewness | P(any false verdict) |\n|--:|--:|--:|\n",
+        studies);
+    static const int KS[] = {0, 32, 16, 8, 4, 2, 1};
+    for (size_t j = 0; j < sizeof KS / sizeof KS[0]; j++) {
+        char k_name[16];
+        snprintf(k_name, sizeof k_name, KS[j] ? "%d" : "normal", KS[j]);
+        printf("| %s | %.2f | %.4f |\n", k_name, KS[j] ? sqrt(8.0 / KS[j]) : 0.0,
+               skewed_null_fwe(&r6, KS[j], studies));
+    }
+
+    printf("\nfor comparison, other spending functions (same union bound; runs against the fixed "
+           "design of the same power, found the same way):\n| spending | critical t at n = 3, 5, "
+           "8, 12, 20 | runs | settled | fixed n | ratio | FWE all null, normal | FWE all null, "
+           "skewness 0.5 |\n|---|---|--:|--:|--:|--:|--:|--:|\n");
+    static const double RHOS[] = {3, 2, 0};
+    for (size_t j = 0; j < sizeof RHOS / sizeof RHOS[0]; j++) {
+        SeqRule a = j ? rule_spending(&r, RHOS[j]) : r; /* j = 0: the rule itself */
+        SeqRule a6 = j ? rule_spending(&r6, RHOS[j]) : r6;
+        SeqResult sr = run_sequential(&a, studies);
+        int nf = 0;
+        for (int n = 2; n <= MAX_FIXED && !nf; n++)
+            if (run_fixed(n, studies, fix_c) >= sr.settled) nf = n;
+        char name[40];
+        if (!j)
+            snprintf(name, sizeof name, "power, rho 3 (the rule)");
+        else if (RHOS[j] > 0)
+            snprintf(name, sizeof name, "power, rho %g", RHOS[j]);
+        else
+            snprintf(name, sizeof name, "Lan-DeMets O'Brien-Fleming type");
+        printf("| %s | %.4g, %.4g, %.4g, %.4g, %.4g | %.1f | %.2f | %d | %.3f | %.4f | %.4f |\n",
+               name, a.crit[0], a.crit[1], a.crit[2], a.crit[3], a.crit[4], sr.runs, sr.settled, nf,
+               nf ? sr.runs / (11.0 * nf) : NAN, skewed_null_fwe(&a6, 0, studies),
+               skewed_null_fwe(&a6, 32, studies));
+    }
+    return 0;
+}
