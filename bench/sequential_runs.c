@@ -22,79 +22,18 @@
 
 #include "orchestrator/schedule/sequential.h"
 #include "util/distrib.h"
+#include "util/sim_rand.h"
 
 /* ------------------------------------------------------------ random numbers */
 
-typedef struct {
-    uint64_t s[4];
-    int have;
-    double spare;
-} Rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(Rng *g, uint64_t seed) {
-    for (int i = 0; i < 4; i++)
-        g->s[i] = splitmix64(&seed);
-    g->have = 0;
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(Rng *g) {
-    uint64_t *s = g->s, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-static double rng_unif(Rng *g) {
-    return ((rng_next(g) >> 11) + 1) * 0x1.0p-53;
-}
-
-static double rng_normal(Rng *g) {
-    if (g->have) {
-        g->have = 0;
-        return g->spare;
-    }
-    double u, v, w;
-    do {
-        u = 2 * rng_unif(g) - 1;
-        v = 2 * rng_unif(g) - 1;
-        w = u * u + v * v;
-    } while (w >= 1 || w == 0);
-    double f = sqrt(-2 * log(w) / w);
-    g->spare = v * f;
-    g->have = 1;
-    return u * f;
-}
-
 /* chi-square with k degrees of freedom, centred and scaled to variance 1 (k = 0: normal) */
-static double rng_chisq_std(Rng *g, int k) {
-    if (k == 0) return rng_normal(g);
+static double rng_chisq_std(SimRand *g, int k) {
+    if (k == 0) return sim_rand_normal(g);
     if (k == 1) {
-        double z = rng_normal(g);
+        double z = sim_rand_normal(g);
         return (z * z - 1) / M_SQRT2;
     }
-    double a = k / 2.0, d = a - 1.0 / 3, c = 1 / sqrt(9 * d); /* Marsaglia & Tsang */
-    for (;;) {
-        double x = rng_normal(g), v = 1 + c * x;
-        if (v <= 0) continue;
-        v = v * v * v;
-        if (log(rng_unif(g)) < 0.5 * x * x + d - d * v + d * log(v))
-            return (2 * d * v - k) / sqrt(2.0 * k);
-    }
+    return (2 * sim_rand_gamma(g, k / 2.0) - k) / sqrt(2.0 * k);
 }
 
 /* ------------------------------------------------------------ study B */
@@ -144,8 +83,8 @@ typedef struct {
 
 /* The sequential procedure under rule r on study B: each contrast stops at its first verdict. */
 static SeqResult run_sequential(const SeqRule *r, long studies) {
-    Rng g;
-    rng_seed(&g, 20);
+    SimRand g;
+    sim_rand_seed(&g, 20);
     double d[MAX_FIXED];
     SeqResult res = {0};
     long fwe = 0;
@@ -153,7 +92,7 @@ static SeqResult run_sequential(const SeqRule *r, long studies) {
         int longest = 0, any_false = 0;
         for (int c = 0; c < NC; c++) {
             for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++)
-                d[i] = STUDY_B[c].diff + g_sd[c] * rng_normal(&g);
+                d[i] = STUDY_B[c].diff + g_sd[c] * sim_rand_normal(&g);
             for (int k = 0; k < N_LOOKS; k++) {
                 SeqDecision dec = seq_look(r, k, d);
                 if (dec.verdict == SEQ_OPEN) continue;
@@ -186,14 +125,14 @@ static double run_fixed(int n, long studies, double p_c[NC]) {
     SeqRule f;
     int one[1] = {n};
     seq_rule_init(&f, one, 1, ALPHA, DELTA, NC, err); /* one look: the fixed t interval */
-    Rng g;
-    rng_seed(&g, 1000 + n);
+    SimRand g;
+    sim_rand_seed(&g, 1000 + n);
     double d[MAX_FIXED], all = 0;
     for (int c = 0; c < NC; c++) {
         long ok = 0;
         for (long s = 0; s < studies; s++) {
             for (int i = 0; i < n; i++)
-                d[i] = STUDY_B[c].diff + g_sd[c] * rng_normal(&g);
+                d[i] = STUDY_B[c].diff + g_sd[c] * sim_rand_normal(&g);
             ok += correct(seq_look(&f, 0, d).verdict, STUDY_B[c].diff);
         }
         p_c[c] = (double)ok / studies;
@@ -205,8 +144,8 @@ static double run_fixed(int n, long studies, double p_c[NC]) {
 /* P(any false verdict) of 6 contrasts, all null, chi-square paired differences with k degrees
  * of freedom (0: normal), long tails alternating in sign. */
 static double skewed_null_fwe(const SeqRule *r6, int k, long studies) {
-    Rng g;
-    rng_seed(&g, 77 + (uint64_t)k);
+    SimRand g;
+    sim_rand_seed(&g, 77 + (uint64_t)k);
     double d[MAX_FIXED];
     long bad = 0;
     for (long s = 0; s < studies; s++) {

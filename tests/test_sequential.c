@@ -14,6 +14,7 @@
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
 #include "util/distrib.h"
+#include "util/sim_rand.h"
 
 /* |got - want| <= tol * |want| (absolute tol when want is 0). */
 static int close_rel(double got, double want, double tol) {
@@ -241,71 +242,6 @@ TEST(look_verdicts) {
 
 /* ------------------------------------------------------------ the simulation */
 
-/* xoshiro256** (Blackman & Vigna), seeded by SplitMix64. */
-typedef struct {
-    uint64_t s[4];
-} Rng;
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static void rng_seed(Rng *g, uint64_t seed) {
-    for (int i = 0; i < 4; i++)
-        g->s[i] = test_splitmix64(&seed);
-}
-
-static uint64_t rng_next(Rng *g) {
-    uint64_t *s = g->s, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-/* uniform in (0, 1] */
-static double rng_unif(Rng *g) {
-    return ((rng_next(g) >> 11) + 1) * 0x1.0p-53;
-}
-
-/* standard normal: Marsaglia's polar method, both values used */
-typedef struct {
-    Rng g;
-    int have;
-    double spare;
-} Gen;
-
-static double gen_normal(Gen *q) {
-    if (q->have) {
-        q->have = 0;
-        return q->spare;
-    }
-    double u, v, w;
-    do {
-        u = 2 * rng_unif(&q->g) - 1;
-        v = 2 * rng_unif(&q->g) - 1;
-        w = u * u + v * v;
-    } while (w >= 1 || w == 0);
-    double f = sqrt(-2 * log(w) / w);
-    q->spare = v * f;
-    q->have = 1;
-    return u * f;
-}
-
-/* Gamma(a, 1), a >= 1: Marsaglia & Tsang (2000). */
-static double gen_gamma(Gen *q, double a) {
-    double d = a - 1.0 / 3, c = 1 / sqrt(9 * d);
-    for (;;) {
-        double x = gen_normal(q), v = 1 + c * x;
-        if (v <= 0) continue;
-        v = v * v * v;
-        if (log(rng_unif(&q->g)) < 0.5 * x * x + d - d * v + d * log(v)) return d * v;
-    }
-}
-
 /* The distributions of the paired differences, each scaled to mean 0 and variance 1. */
 typedef enum { D_NORMAL, D_T3, D_LOGNORMAL, D_CHISQ } DistKind;
 typedef struct {
@@ -321,23 +257,23 @@ static const Dist LOGNORMAL = {D_LOGNORMAL, 0.163, "lognormal sigma 0.163 (skewn
 static const Dist CHISQ = {D_CHISQ, 32, "chi-square 32 df (skewness 0.5)"};
 
 /* A draw of dist; skewed ones have the sign `sign` of their long tail. */
-static double gen_draw(Gen *q, const Dist *dist, double sign) {
+static double gen_draw(SimRand *q, const Dist *dist, double sign) {
     switch (dist->kind) {
     case D_NORMAL:
-        return gen_normal(q);
+        return sim_rand_normal(q);
     case D_T3: {
         /* t_3 / sqrt(3) = z / sqrt(chi2_3), chi2_3 = z'^2 + chi2_2, chi2_2 = -2 log U */
-        double z = gen_normal(q), w = gen_normal(q);
-        return z / sqrt(-2 * log(rng_unif(&q->g)) + w * w);
+        double z = sim_rand_normal(q), w = sim_rand_normal(q);
+        return z / sqrt(-2 * log(sim_rand_unif(q)) + w * w);
     }
     case D_LOGNORMAL: {
         double s2 = dist->param * dist->param;
-        return sign * (exp(dist->param * gen_normal(q)) - exp(s2 / 2)) /
+        return sign * (exp(dist->param * sim_rand_normal(q)) - exp(s2 / 2)) /
                sqrt((exp(s2) - 1) * exp(s2));
     }
     case D_CHISQ: {
         double k = dist->param;
-        return sign * (2 * gen_gamma(q, k / 2) - k) / sqrt(2 * k);
+        return sign * (2 * sim_rand_gamma(q, k / 2) - k) / sqrt(2 * k);
     }
     }
     return 0;
@@ -383,8 +319,8 @@ typedef struct {
  * stopping at its first verdict. */
 static SimResult simulate(const SeqRule *r, const Scenario *sc, const Dist *dist, long studies,
                           uint64_t seed) {
-    Gen q = {0};
-    rng_seed(&q.g, seed);
+    SimRand q;
+    sim_rand_seed(&q, seed);
     SimResult res = {.studies = studies};
     double d[N_CON][MAX_N], base[MAX_N], w_own = sc->shared ? sqrt(0.5) : 1;
     long seeds = 0;
