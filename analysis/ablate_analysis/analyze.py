@@ -1,9 +1,13 @@
 """The report's tables, computed from a loaded Sweep: per configuration (seeds pooled),
 per layer, contrasts against the baseline, grid marginals and budgets.
 
-Which runs count: a run enters the statistics when its status is `done` and its final
-validation loss is finite ("valid"). Failed and diverged runs are listed and left out;
-pending, running and interrupted runs are counted (the sweep is partial) and left out.
+Which runs count: a run enters the statistics when its status is `done`, its final
+validation loss is finite and the instability rule did not flag it ("valid"). Failed,
+diverged and unstable runs are listed, left out and counted in every cell that left them
+out ("(k of n excluded)"); pending, running and interrupted runs are counted (the sweep is
+partial) and left out. The instability flag is the run's own, decided in C
+(src/worker/run_health.c, docs/metrics.md "Instability") and read from /runs
+`instability`: it is never re-derived here.
 """
 
 import math
@@ -16,15 +20,68 @@ import pandas as pd
 from . import stats as S
 
 EXCLUDED = ("failed", "diverged")
+# Why an ended run is left out of the statistics (run_exclusions); "" for a run that counts.
+UNSTABLE = "unstable"
+NO_FINAL_LOSS = "no final loss"
 
 
 class BaselineError(ValueError):
     pass
 
 
-def valid_runs(sw):
+def flagged_unstable(runs):
+    """Boolean Series: the runs the instability rule flagged (/runs `instability` not
+    `none`, as run_health.c recorded it). Files without the column (written before it
+    existed) flag none: their diverged runs are left out by status all the same."""
+    if "instability" not in runs:
+        return pd.Series(False, index=runs.index)
+    v = runs["instability"].fillna("none").astype(str).str.strip()
+    return ~v.isin(("none", ""))
+
+
+def run_exclusions(sw):
+    """Per run of sw.runs (same index): why it is left out of the statistics: `failed`,
+    `diverged`, `unstable` (done, flagged by the C rule), `no final loss` (done without a
+    finite final validation loss); "" for a run that counts; None for a run that has not
+    ended (pending, running, interrupted: not excluded, just not there yet)."""
     r = sw.runs
-    return r[(r["status"] == "done") & np.isfinite(r["final_val_loss"].astype(float))]
+    st = r["status"].astype(str)
+    out = pd.Series([None] * len(r), index=r.index, dtype=object)
+    done = st == "done"
+    out[done] = ""
+    out[done & ~np.isfinite(r["final_val_loss"].astype(float))] = NO_FINAL_LOSS
+    out[done & flagged_unstable(r)] = UNSTABLE
+    for s in EXCLUDED:
+        out[st == s] = s
+    return out
+
+
+def valid_runs(sw):
+    """The runs that enter the statistics: done, a finite final validation loss, not
+    flagged unstable."""
+    return sw.runs[run_exclusions(sw) == ""]
+
+
+def exclusion_counts(sw):
+    """Per configuration (index): ended runs, excluded ones (failed, diverged, unstable,
+    no final loss), runs flagged unstable (diverged ones included: the rule flags every
+    diverged run) and those that trained (done or diverged: the instability rate's
+    denominator; a failed run never trained)."""
+    r = sw.runs
+    why = run_exclusions(sw)
+    st = r["status"].astype(str)
+    trained = st.isin(("done", "diverged"))
+    flag = (flagged_unstable(r) | (st == "diverged")) & trained
+    df = pd.DataFrame({"config": r["config"], "ended": why.notna(),
+                       "excluded": why.notna() & (why != ""), "unstable": flag,
+                       "trained": trained})
+    return df.groupby("config", sort=False)[["ended", "excluded", "unstable",
+                                             "trained"]].sum().astype(int)
+
+
+def excluded_note(k, n):
+    """The mark of a cell whose statistic left runs out: "(k of n excluded)", or ""."""
+    return "(%d of %d excluded)" % (k, n) if k else ""
 
 
 def _last_step_rows(df):
@@ -65,8 +122,10 @@ def per_config(sw):
     rows = []
     empty = valid.iloc[:0]
     valid_by = {c: g for c, g in valid.groupby("config", sort=False)}
+    exc = exclusion_counts(sw)
     for config, g in runs.groupby("config", sort=False):
         v = valid_by.get(config, empty)
+        xc = exc.loc[config]
         loss = S.mean_ci(v["final_val_loss"])
         acc = S.mean_ci(v["final_val_acc"])
         tps = S.mean_ci(v["tokens_per_s"])
@@ -86,9 +145,10 @@ def per_config(sw):
             config=config, group=g["group"].iloc[0], variant=g["variant"].iloc[0],
             **{a: g[a].iloc[0] for a in sw.axes},
             planned=len(g), done=int(counts.get("done", 0)),
-            excluded=int(sum(counts.get(s, 0) for s in EXCLUDED)),
-            unfinished=int(len(g) - counts.get("done", 0)
-                           - sum(counts.get(s, 0) for s in EXCLUDED)),
+            excluded=int(xc["excluded"]), ended=int(xc["ended"]),
+            unstable=int(xc["unstable"]), trained=int(xc["trained"]),
+            instability_rate=xc["unstable"] / xc["trained"] if xc["trained"] else math.nan,
+            unfinished=int(len(g) - xc["ended"]),
             n=loss["n"], seeds=" ".join(str(s) for s in sorted(v["seed"])),
             val_loss_mean=loss["mean"], val_loss_sd=loss["sd"], val_loss_lo=loss["lo"],
             val_loss_hi=loss["hi"], val_acc_mean=acc["mean"], val_acc_lo=acc["lo"],
@@ -298,6 +358,31 @@ def baseline_map(sw, name=None):
 
 # ---------------------------------------------------------------- contrasts
 
+def family_map(sw, bmap, patterns):
+    """(bmap restricted to the contrasts of the Holm family, sentence): --family PATTERN
+    (shell patterns on the configuration's label, as --only) chooses which contrasts form
+    the family that Holm adjusts over; without patterns the family is every contrast of
+    the file. Raises BaselineError for a sweep that pre-declared its family (/contrasts:
+    an adaptive sweep's verdicts are made in the sweep, at its family's levels, and are
+    never re-adjusted) and for patterns that select no contrast."""
+    import fnmatch
+    if not patterns:
+        return dict(bmap), ""
+    if getattr(sw, "declared_family", False):
+        raise BaselineError("--family: %s pre-declares its family of contrasts (/contrasts); "
+                            "its verdicts are not re-adjusted" % os.path.basename(sw.path))
+    fam = {c: b for c, b in bmap.items()
+           if any(fnmatch.fnmatchcase(c, p) for p in patterns)}
+    if bmap and not fam:
+        raise BaselineError("--family %s matches no contrasted configuration (%s%s)"
+                            % (",".join(patterns), ", ".join(list(bmap)[:12]),
+                               ", ..." if len(bmap) > 12 else ""))
+    left = [c for c in bmap if c not in fam]
+    return fam, ("Holm family chosen with --family %s: %d of %d contrasts%s."
+                 % (",".join(patterns), len(fam), len(bmap),
+                    "; not tested: %s" % ", ".join("`%s`" % c for c in left) if left else ""))
+
+
 def _by_seed(df, config, col):
     g = df[df["config"] == config]
     return dict(zip(g["seed"], g[col].astype(float)))
@@ -322,7 +407,8 @@ def contrasts(sw, bmap, values=None, col="final_val_loss", alpha=S.ALPHA):
     cols = ["config", "baseline", "method", "n", "na", "nb", "diff", "lo", "hi", "t", "df",
             "p", "p_holm", "verdict", "mdd", "seeds_needed"]
     if not rows:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=cols + ["excluded", "ended", "instability_rate",
+                                            "instability_rate_baseline"])
     out = pd.DataFrame(rows)
     out["p_holm"] = S.holm(out["p"])
     m = max(1, int(np.isfinite(out["p"]).sum()))
@@ -340,7 +426,56 @@ def contrasts(sw, bmap, values=None, col="final_val_loss", alpha=S.ALPHA):
     out["mdd"] = mdd
     out["seeds_needed"] = need
     out["alpha_power"] = level
-    return out[cols + ["sd_diff", "sd_a", "sd_b", "alpha_power"]]
+    out = out[cols + ["sd_diff", "sd_a", "sd_b", "alpha_power"]]
+    for annotate in CONTRAST_ANNOTATIONS:
+        out = annotate(sw, out)
+    return out
+
+
+def exclusion_columns(sw, con):
+    """The contrast rows' exclusions, as outcomes next to the verdict: `excluded` of
+    `ended` runs of the configuration and its baseline together (the cell's "(k of n
+    excluded)"), each side's own counts (`excluded_config`, `excluded_baseline`), and each
+    side's instability rate (`unstable` of `trained` runs: flagged by the C rule, diverged
+    included)."""
+    con = con.copy()
+    exc = exclusion_counts(sw)
+
+    def col(configs, what):
+        return [int(exc[what].get(c, 0)) for c in configs]
+    for side, key in (("config", "config"), ("baseline", "baseline")):
+        con["excluded_" + side] = col(con[key], "excluded")
+        con["ended_" + side] = col(con[key], "ended")
+        u, t = col(con[key], "unstable"), col(con[key], "trained")
+        suffix = "" if side == "config" else "_baseline"
+        con["unstable" + suffix] = u
+        con["trained" + suffix] = t
+        con["instability_rate" + suffix] = [a / b if b else math.nan for a, b in zip(u, t)]
+    con["excluded"] = con["excluded_config"] + con["excluded_baseline"]
+    con["ended"] = con["ended_config"] + con["ended_baseline"]
+    return con
+
+
+# Functions (sw, contrasts DataFrame) -> DataFrame that add columns to every contrast table
+# (the verdicts and the equal-tokens table alike), in order: a new outcome next to the
+# verdict is one more entry here and its columns in report.CONTRAST_COLUMNS.
+CONTRAST_ANNOTATIONS = [exclusion_columns]
+
+
+def not_compared(sw, bmap, con):
+    """[(config, baseline, excluded, ended)] of the pairs in bmap with no contrast row
+    because one side has no valid run, and some runs of theirs were excluded."""
+    exc = exclusion_counts(sw)
+    have = set(zip(con["config"], con["baseline"])) if len(con) else set()
+    out = []
+    for c, b in bmap.items():
+        if (c, b) in have:
+            continue
+        k = int(exc["excluded"].get(c, 0) + exc["excluded"].get(b, 0))
+        n = int(exc["ended"].get(c, 0) + exc["ended"].get(b, 0))
+        if k:
+            out.append((c, b, k, n))
+    return out
 
 
 # ---------------------------------------------------------------- grids
@@ -438,5 +573,11 @@ def overview(sw):
     compute = dict(train_seconds=float(r["train_seconds"].clip(lower=0).fillna(0).sum()),
                    tokens=float(tokens.sum()), flops=float(flops.sum()),
                    steps=float(r["steps"].clip(lower=0).sum()))
-    bad = r[r["status"].isin(EXCLUDED)][["name", "status", "steps", "message"]]
-    return status, compute, bad
+    why = run_exclusions(sw)
+    bad = r[why.notna() & (why != "")].copy()
+    bad["excluded"] = why[bad.index]
+    for c, fill in (("instability", "none"), ("unstable_step", -1), ("unstable_loss", math.nan)):
+        if c not in bad:
+            bad[c] = fill
+    return status, compute, bad[["name", "status", "excluded", "instability", "unstable_step",
+                                 "unstable_loss", "steps", "message"]]

@@ -84,6 +84,8 @@ class Sweep:
              attribute lists)
     base_config  the spec's base configuration as ablate resolved it, {knob: value} (the
              file's /base_config), or None for files without it
+    declared_family  True when the file pre-declares its family of contrasts (/contrasts,
+             an adaptive sweep): its Holm family is not the report's to choose
     schema_version, status (the sweep's status attribute), partial (True while any run
     is pending, running or interrupted (schema 2: a status /runs' `unfinished` attribute
     lists; unfinished holds them), or the sweep itself is running)
@@ -115,6 +117,7 @@ class Sweep:
         self.base_config = base_config
         self.unavailable = {}
         self.unavailable_notes = []
+        self.declared_family = False
 
     @property
     def description(self):
@@ -372,6 +375,8 @@ def _load_once(path):
                 cols = V1_EMPTY_COLUMNS[t] if schema_cols is None else schema_cols.get(t, [])
                 raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
         data_files = _frame(f["data_files"][()]) if "data_files" in f else None
+        # an adaptive sweep's pre-declared family of contrasts (/contrasts, issue 20)
+        declared = "contrasts" in f
         bad = check_rows(path, f, runs, raw)
     for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
         df = raw[t]
@@ -379,6 +384,7 @@ def _load_once(path):
     sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols, listed, base_config)
     if data_files is not None:
         sw.data_files = data_files
+    sw.declared_family = declared
     return sw, bad
 
 

@@ -235,9 +235,13 @@ CONTRAST_COLS = [("config", "configuration", None), ("baseline", "baseline", Non
                  ("method", "test", None), ("n", "n", -1), ("diff", "difference", 4),
                  ("lo", "95% CI lo", 4), ("hi", "95% CI hi", 4), ("p", "p", 4),
                  ("p_holm", "p (Holm)", 4), ("verdict", "verdict", None),
+                 ("excluded_text", "excluded", None),
+                 ("instability_rate", "unstable rate", 3),
+                 ("instability_rate_baseline", "baseline unstable rate", 3),
                  ("mdd", "smallest resolvable", 4), ("seeds_needed", "seeds needed", -1)]
 CONFIG_COLS = [("config", "configuration", None), ("n", "n", -1), ("planned", "planned", -1),
-               ("excluded", "failed/diverged", -1), ("val_loss_mean", "val loss", 4),
+               ("excluded", "excluded (failed, diverged, unstable)", -1),
+               ("instability_rate", "unstable rate", 3), ("val_loss_mean", "val loss", 4),
                ("val_loss_sd", "sd", 4), ("val_loss_lo", "95% CI lo", 4),
                ("val_loss_hi", "95% CI hi", 4), ("val_acc_mean", "val acc", 4),
                ("params", "params", -1), ("flops_per_token", "FLOPs/token", -1),
@@ -311,7 +315,8 @@ def page_data(rep):
                                "level": float(lv) if np.isfinite(lv) else None,
                                "verdict": r["verdict"]})
     tables = [
-        dict(id="verdict", title="Against the baseline", **_table(con, CONTRAST_COLS)),
+        dict(id="verdict", title="Against the baseline",
+             **_table(_with_excluded_text(con), CONTRAST_COLS)),
         dict(id="configs", title="Per configuration", **_table(rep.configs, CONFIG_COLS)),
         dict(id="layers", title="Per layer (last recorded step)",
              **_table(A.per_layer(sw), LAYER_COLS)),
@@ -344,11 +349,37 @@ def page_data(rep):
                  "baseline": getattr(rep, "baseline_why", ""),
                  "generated": datetime.datetime.now(datetime.timezone.utc)
                  .strftime("%Y-%m-%d %H:%M:%S UTC"),
-                 "uplot": UPLOT_VERSION},
+                 "uplot": UPLOT_VERSION, "live": live_note(rep)},
         "axes": axes, "configs": configs, "runs": run_list, "figures": figures,
         "layers": {"stats": stats, "layers": layers, "lines": layer_lines},
         "forest": forest, "tables": tables, "samples": samples, "provenance": prov,
     }
+
+
+def _with_excluded_text(con):
+    """con with `excluded_text`: "k of n" runs of the configuration and its baseline left
+    out (the markdown's "(k of n excluded)"), "" when none were."""
+    con = con.copy()
+    if "excluded" in con and len(con):
+        con["excluded_text"] = [("%d of %d" % (k, n)) if k else ""
+                                for k, n in zip(con["excluded"], con["ended"])]
+    return con
+
+
+def live_note(rep):
+    """While `ablate-report --watch` keeps the page current: the sentence saying how fresh
+    it is and that the sweep is still running (or None)."""
+    w = getattr(rep, "watch", None)
+    if not w or not w.get("running"):
+        return None
+    try:
+        t = os.stat(rep.sw.path).st_mtime
+        when = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    except OSError:
+        when = "unknown"
+    return ("Live: the sweep is still running. Data as of the view written %s; this page "
+            "reloads itself every %g s while ablate-report --watch runs." % (when, w["interval"]))
 
 
 def rep_known_attrs():
@@ -365,6 +396,10 @@ def write_page(rep, path):
         html = f.read()
     # the JSON sits in a <script> element: no "</" may close it early
     data = data.replace("</", "<\\/")
+    w = getattr(rep, "watch", None)
+    if w and w.get("running"):  # --watch: the browser reloads the page it rewrites
+        html = html.replace("<head>", '<head>\n<meta http-equiv="refresh" content="%d">'
+                            % max(1, int(math.ceil(w["interval"]))), 1)
     html = (html.replace("/*UPLOT_CSS*/", css).replace("/*UPLOT_JS*/", js.replace("</", "<\\/"))
             .replace("/*DATA*/", data))
     with open(path + ".tmp", "w") as f:

@@ -2,7 +2,8 @@
 PNG and every table as CSV; the verdict table on stdout.
 
     analysis/ablate-report OUT.h5 -o DIR [--baseline NAME] [--only P] [--exclude P]
-                           [--log-y] [--json]
+                           [--log-y] [--family P] [--watch [SECONDS]] [--json]
+    analysis/ablate-report A.h5 B.h5 -o DIR [--json]      (two sweeps: compare.py)
 """
 
 import argparse
@@ -122,11 +123,64 @@ def curves(sw):
         ["run", "metric", "step"], kind="stable").reindex(columns=cols)
 
 
+def _test_cell(r):
+    return "paired, %d seeds" % r["n"] if r["method"] == "paired" else \
+        "Welch, %d vs %d" % (r["nb"], r["na"])
+
+
+def _need_cell(r):
+    need = r["seeds_needed"]
+    if need == math.inf:
+        return "> %s" % format(S.MAX_SEEDS, ",")
+    return "—" if _nan(need) else "≈ %d" % need
+
+
+def with_excluded(text, k, n):
+    """A statistic's cell with the runs it left out: `text (k of n excluded)`."""
+    note = A.excluded_note(int(k), int(n)) if not (_nan(k) or _nan(n)) else ""
+    return "%s %s" % (text, note) if note else text
+
+
+def rate_cell(k, n):
+    """An instability rate: `k of n` (runs flagged of runs that trained), `—` for none."""
+    if _nan(n) or not n:
+        return "—"
+    return "%d of %d" % (k, n)
+
+
+def _instability_cell(r):
+    return "%s; baseline %s" % (rate_cell(r.get("unstable", math.nan), r.get("trained")),
+                                rate_cell(r.get("unstable_baseline", math.nan),
+                                          r.get("trained_baseline")))
+
+
+# The verdict table's columns, (header, alignment, cell of a contrasts row), in order: a
+# new outcome (e.g. a sequential verdict) is one more row here.
+CONTRAST_COLUMNS = [
+    ("configuration", "---", lambda r: r["config"]),
+    ("baseline", "---", lambda r: r["baseline"]),
+    ("test", "---", _test_cell),
+    ("difference", "--:", lambda r: with_excluded(fsigned(r["diff"]), r.get("excluded", 0),
+                                                   r.get("ended", 0))),
+    ("95% CI", "--:", lambda r: fci(r["lo"], r["hi"])),
+    ("p", "--:", lambda r: fp(r["p"])),
+    ("p (Holm)", "--:", lambda r: fp(r["p_holm"])),
+    ("verdict", "---", lambda r: "**%s**" % r["verdict"] if r["verdict"] in ("better", "worse")
+     else r["verdict"]),
+    ("unstable runs", "--:", _instability_cell),
+    ("smallest resolvable (80% power)", "--:", lambda r: fnum(r["mdd"])),
+    ("seeds for the observed difference", "--:", _need_cell),
+]
+
+
 class Report:
-    def __init__(self, sw, outdir, baseline=None, only=(), exclude=(), log_y=False):
+    def __init__(self, sw, outdir, baseline=None, only=(), exclude=(), log_y=False,
+                 family=(), watch=None):
         self.sw = sw
         self.dir = outdir
         self.baseline = baseline
+        self.family = list(family)
+        self.watch = watch  # {"interval": s, "running": bool} while --watch refreshes
         self.only, self.exclude, self.log_y = list(only), list(exclude), log_y
         self.md = []
         self.files = []
@@ -154,6 +208,9 @@ class Report:
         status, compute, bad = A.overview(sw)
         desc = sw.description
         self.w("# Sweep report: %s" % (desc or os.path.basename(sw.path)), "")
+        live = P.live_note(self)
+        if live:
+            self.w("> **%s** (report.md is rewritten with it.)" % live, "")
         if sw.partial:
             done = int(status.get("done", 0))
             self.w("> **Partial:** the sweep is `%s`; %d of %d runs are done. Statistics use "
@@ -196,11 +253,18 @@ class Report:
                          "training tokens", "training FLOPs"],
                         [[fnum(compute["train_seconds"], 1), fint(compute["steps"]),
                           fint(compute["tokens"]), fsig(compute["flops"])]]))
-        self.w("### Failed and diverged runs", "")
+        self.w("### Failed, diverged and unstable runs", "")
         if len(bad):
-            self.w("Left out of every statistic below.", "")
-            self.w(md_table(["run", "status", "steps", "message"],
-                            [[r["name"], r["status"], fint(r["steps"]), r["message"] or "—"]
+            self.w("Left out of every statistic below; each cell that leaves runs out says "
+                   "so (\"(k of n excluded)\"). *Unstable*: the run's training loss broke the "
+                   "instability rule (docs/metrics.md, \"Instability\"), decided by the run "
+                   "itself; such a run can be `done`.", "")
+            self.w(md_table(["run", "status", "steps", "message", "instability"],
+                            [[r["name"], r["status"], fint(r["steps"]), r["message"] or "—",
+                              "—" if str(r["instability"]).strip() in ("none", "") else
+                              "%s from step %s (loss %s)" % (r["instability"],
+                                                             fint(r["unstable_step"]),
+                                                             fsig(r["unstable_loss"]))]
                              for _, r in bad.iterrows()]))
         else:
             self.w("None.", "")
@@ -217,9 +281,12 @@ class Report:
         self.configs = c
         self.w("## Per configuration", "")
         self.w("Seeds pooled; a run counts when it is `done` with a finite final validation "
-               "loss. Loss: final validation loss (nats/token), mean ± sd over seeds and the "
-               "95% t interval of the mean. MLP and attention columns: last recorded step, "
-               "mean over layers (and heads) and seeds.", "")
+               "loss and was not flagged unstable. Loss: final validation loss (nats/token), "
+               "mean ± sd over seeds and the 95% t interval of the mean, with the runs it "
+               "left out (\"(k of n excluded)\": failed, diverged or unstable of the runs "
+               "that ended). *Unstable runs*: the instability rate, runs the rule flagged "
+               "(diverged ones included) of the runs that trained. MLP and attention "
+               "columns: last recorded step, mean over layers (and heads) and seeds.", "")
         if len(c) and (c["n"] <= 1).all():
             self.w("**One seed per configuration: no standard deviations, intervals or "
                    "tests** (run more seeds to resolve differences).", "")
@@ -230,16 +297,18 @@ class Report:
             loss = fnum(r["val_loss_mean"]) + ("" if _nan(r["val_loss_sd"]) else
                                               " ± " + fnum(r["val_loss_sd"]))
             n = "%d" % r["n"] + ("" if r["n"] == r["planned"] else " of %d" % r["planned"])
+            loss = with_excluded(loss, r["excluded"], r["ended"])
             rows.append([r["config"], n, loss, fci(r["val_loss_lo"], r["val_loss_hi"]),
+                         rate_cell(r["unstable"], r["trained"]),
                          fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["flops_per_token"]),
                          fint(r["kv_bytes_per_token"]), fint(r["tokens_per_s_mean"]),
                          fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_max"], 3),
                          fnum(r["attn_entropy"], 3),
                          "%d of %d" % (r["degenerate_greedy"], r["greedy_samples"])])
-        self.w(md_table(["configuration", "n", "val loss", "95% CI", "val acc", "params",
-                         "FLOPs/token", "KV B/token", "tokens/s", "MLP zero frac", "MLP max",
-                         "attn entropy", "degenerate greedy"], rows,
-                        ["---"] + ["--:"] * 12))
+        self.w(md_table(["configuration", "n", "val loss", "95% CI", "unstable runs",
+                         "val acc", "params", "FLOPs/token", "KV B/token", "tokens/s",
+                         "MLP zero frac", "MLP max", "attn entropy", "degenerate greedy"], rows,
+                        ["---"] + ["--:"] * 13))
         self.csv(c, "configs.csv")
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")
@@ -251,25 +320,9 @@ class Report:
         self.csv(layers, "layers.csv")
 
     def _contrast_table(self, con):
-        rows = []
-        for _, r in con.iterrows():
-            if r["method"] == "paired":
-                how = "paired, %d seeds" % r["n"]
-            else:
-                how = "Welch, %d vs %d" % (r["nb"], r["na"])
-            need = r["seeds_needed"]
-            if need == math.inf:
-                need = "> %s" % format(S.MAX_SEEDS, ",")
-            else:
-                need = "—" if _nan(need) else "≈ %d" % need
-            rows.append([r["config"], r["baseline"], how, fsigned(r["diff"]),
-                         fci(r["lo"], r["hi"]), fp(r["p"]), fp(r["p_holm"]),
-                         "**%s**" % r["verdict"] if r["verdict"] in ("better", "worse")
-                         else r["verdict"], fnum(r["mdd"]), need])
-        return md_table(["configuration", "baseline", "test", "difference", "95% CI", "p",
-                         "p (Holm)", "verdict", "smallest resolvable (80% power)",
-                         "seeds for the observed difference"], rows,
-                        ["---", "---", "---"] + ["--:"] * 4 + ["---", "--:", "--:"])
+        return md_table([c[0] for c in CONTRAST_COLUMNS],
+                        [[fn(r) for _, _, fn in CONTRAST_COLUMNS] for _, r in con.iterrows()],
+                        [c[1] for c in CONTRAST_COLUMNS])
 
     def _contrast_notes(self, con):
         if not len(con):
@@ -285,22 +338,33 @@ class Report:
                "design (its seeds and observed spread) detects with 80%% power; *seeds for "
                "the observed difference*: about how many seeds per configuration would detect "
                "a true difference of the observed size with 80%% power. Both at level %s "
-               "(0.05 / %d, the family's strictest Holm step), on the noncentral t."
-               % (fsig(lvl), len(con)), "")
+               "(0.05 / %d, the family's strictest Holm step), on the noncentral t. "
+               "\"(k of n excluded)\": runs of the configuration and its baseline that ended "
+               "but were left out (failed, diverged or flagged unstable); *unstable runs*: "
+               "each side's instability rate (runs flagged of runs that trained), an outcome "
+               "in its own right: a configuration that blows up on some seeds is compared on "
+               "its survivors only." % (fsig(lvl), len(con)), "")
 
     def against_baseline(self):
         sw = self.sw
         self.w("## Against the baseline", "")
         bmap, why = A.baseline_map(sw, self.baseline)
-        self.bmap = bmap
         self.baseline_why = "%s: %s." % ("Baseline" if bmap else "No baseline", why)
         self.w(self.baseline_why, "")
+        bmap, fam = A.family_map(sw, bmap, self.family)
+        self.bmap = bmap
+        if fam:
+            self.baseline_why += " " + fam
+            self.w(fam, "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
         if len(con):
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
-        elif bmap:
+        for c, b, k, n in A.not_compared(sw, bmap, con):
+            self.w("Not compared: `%s` against `%s`, no valid run on one side (%d of %d "
+                   "excluded)." % (c, b, k, n), "")
+        if not len(con) and bmap:
             self.w("No contrasts yet: no configuration and its baseline both have finished "
                    "runs.", "")
         self.csv(con, "contrasts.csv")
@@ -443,13 +507,15 @@ class Report:
 def write_report(sw, outdir, baseline=None, **options):
     """Writes outdir/report.md, report.html, the PNG figures and the CSV tables for a
     loaded Sweep; returns the report's path. options: only, exclude (configurations drawn
-    in the figures, see select_configs), log_y. Raises analyze.BaselineError for a
-    --baseline that matches nothing (before anything is written)."""
+    in the figures, see select_configs), log_y, family (patterns choosing the Holm family,
+    analyze.family_map). Raises analyze.BaselineError for a --baseline or --family that
+    matches nothing (before anything is written)."""
     return _write(sw, outdir, baseline, **options).path
 
 
 def _write(sw, outdir, baseline=None, **options):
-    A.baseline_map(sw, baseline)  # fail early on a bad --baseline
+    bmap, _ = A.baseline_map(sw, baseline)  # fail early on a bad --baseline or --family
+    A.family_map(sw, bmap, options.get("family", ()))
     rep = Report(sw, outdir, baseline, **options)
     rep.path = rep.write()
     if getattr(rep, "page_note", None):
@@ -464,10 +530,13 @@ def verdict_text(rep):
     if not len(con):
         lines.append("No contrasts yet.")
         return "\n".join(lines) + "\n"
-    rows = [["configuration", "baseline", "difference", "95% CI", "p (Holm)", "verdict"]]
+    rows = [["configuration", "baseline", "difference", "95% CI", "p (Holm)", "verdict",
+             "unstable runs"]]
     for _, r in con.iterrows():
-        rows.append([str(r["config"]), str(r["baseline"]), fsigned(r["diff"]),
-                     fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"])])
+        rows.append([str(r["config"]), str(r["baseline"]),
+                     with_excluded(fsigned(r["diff"]), r.get("excluded", 0), r.get("ended", 0)),
+                     fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"]),
+                     _instability_cell(r)])
     width = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     right = {2, 3, 4}
     for r in rows:
@@ -493,12 +562,72 @@ def _patterns(values):
     return [p for v in values or () for p in v.split(",") if p]
 
 
+WATCH_DEFAULT_S = 10.0
+
+
+def _file_identity(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def watch(a, options, out=sys.stdout, err=sys.stderr):
+    """--watch: rewrites the report whenever the sweep file changes (the live view is
+    replaced by rename at each update), checking every `a.watch` seconds; the page reloads
+    itself at that interval while the sweep runs and says how fresh it is. Stops after
+    the report of a file whose sweep is no longer running (its final view); returns the
+    exit code. A view that cannot be read for a moment (replaced while read) is tried
+    again at the next check."""
+    seen, last_err = None, None
+    waiting = False
+    while True:
+        ident = _file_identity(a.files[0])
+        if ident is None:
+            if not waiting:
+                print("ablate-report: watching %s: no such file yet, waiting for the sweep"
+                      % a.files[0], file=err, flush=True)
+                waiting = True
+        elif ident != seen:
+            t0 = time.monotonic()
+            try:
+                import warnings
+                from .load import UnavailableRowsWarning
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UnavailableRowsWarning)
+                    sw = load(a.files[0])
+                running = sw.status == "running"
+                rep = _write(sw, a.output, a.baseline,
+                             watch={"interval": a.watch, "running": running}, **options)
+            except A.BaselineError as e:
+                print("ablate-report: %s" % e, file=err)
+                return 2
+            except (SweepFileError, OSError) as e:
+                if str(e) != last_err:
+                    print("ablate-report: watching: %s (trying again)" % e, file=err, flush=True)
+                last_err = str(e)
+                time.sleep(a.watch)
+                continue
+            seen, last_err = ident, None
+            done = int((sw.runs["status"] == "done").sum())
+            print("ablate-report: %s %s (sweep %s, %d of %d runs done, %.1f s)"
+                  % ("refreshed" if running else "final report", rep.path, sw.status, done,
+                     len(sw.runs), time.monotonic() - t0), file=err, flush=True)
+            if not running:
+                out.write(verdict_json(rep) if a.json else verdict_text(rep))
+                return 0
+        time.sleep(a.watch)  # the refresh interval the user asked for, not a synchronisation
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="ablate-report",
         description="Writes DIR/report.md, DIR/report.html, figures (PNG) and tables (CSV) "
-                    "for a sweep file, and prints the verdict table.")
-    ap.add_argument("file", metavar="OUT.h5")
+                    "for a sweep file, and prints the verdict table. With two files, "
+                    "compares the two sweeps (DIR/compare.md, compare.csv).")
+    ap.add_argument("files", metavar="OUT.h5", nargs="+",
+                    help="the sweep file; or two (A.h5 B.h5) to compare two sweeps")
     ap.add_argument("-o", "--output", metavar="DIR", required=True)
     ap.add_argument("--baseline", metavar="NAME",
                     help="configuration (e.g. baseline, n_head=4) or variant to compare with")
@@ -508,20 +637,47 @@ def main(argv=None):
     ap.add_argument("--exclude", metavar="PATTERN", action="append",
                     help="leave these configurations out of the PNG figures")
     ap.add_argument("--log-y", action="store_true", help="loss figures on a log scale")
+    ap.add_argument("--family", metavar="PATTERN", action="append",
+                    help="the Holm family: only the contrasts of these configurations "
+                         "(shell patterns on the label, comma-separated or repeated; default "
+                         "every contrast; refused for a sweep that pre-declared its family)")
+    ap.add_argument("--watch", metavar="SECONDS", nargs="?", type=float,
+                    const=WATCH_DEFAULT_S,
+                    help="keep the report current while the sweep runs (checked every "
+                         "SECONDS, default %g; the page reloads itself), stop when it has "
+                         "ended" % WATCH_DEFAULT_S)
     ap.add_argument("--json", action="store_true",
                     help="print the verdicts as JSON instead of the table")
     a = ap.parse_args(argv)
+    if len(a.files) > 2:
+        ap.error("one sweep file, or two to compare")
+    if a.watch is not None and (len(a.files) != 1 or not a.watch > 0):
+        ap.error("--watch takes one sweep file and a positive number of seconds")
+    options = dict(only=_patterns(a.only), exclude=_patterns(a.exclude), log_y=a.log_y,
+                   family=_patterns(a.family))
     t0 = time.monotonic()
     try:
-        sw = load(a.file)
-        rep = _write(sw, a.output, a.baseline, only=_patterns(a.only),
-                     exclude=_patterns(a.exclude), log_y=a.log_y)
+        if a.watch is not None:
+            return watch(a, options)
+        if len(a.files) == 2:
+            from . import compare as K
+            sa, sb = load(a.files[0]), load(a.files[1])
+            path, rows = K.write(sa, sb, a.output)
+            sys.stdout.write(rows.to_json(orient="records", indent=1) + "\n" if a.json
+                             else K.text(rows))
+            print("ablate-report: %s (%d configurations in both, %.1f s)"
+                  % (path, len(rows), time.monotonic() - t0), file=sys.stderr)
+            return 0
+        sw = load(a.files[0])
+        rep = _write(sw, a.output, a.baseline, **options)
     except (SweepFileError, A.BaselineError) as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 2
     except OSError as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     sys.stdout.write(verdict_json(rep) if a.json else verdict_text(rep))
     print("ablate-report: %s%s (%d runs, %.1f s)"
           % (rep.path, " and report.html" if rep.page else "", len(sw.runs),

@@ -322,7 +322,7 @@ def test_variants_report():
     configs = check_config_stats(d, md, v)
     assert configs.loc["explode", "n"] == 0 and configs.loc["huge", "n"] == 0
     # failed and diverged runs listed with their messages
-    over = md.split("### Failed and diverged runs")[1].split("## Per configuration")[0]
+    over = md.split("### Failed, diverged and unstable runs")[1].split("## Per configuration")[0]
     for s in range(3):
         assert re.search(r"explode/seed%d \| diverged \| \d+ \| non-finite" % s, over), over
         assert re.search(r"huge/seed%d \| failed \| .*cannot allocate" % s, over), over

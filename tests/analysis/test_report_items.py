@@ -201,6 +201,213 @@ def test_preset_baseline():
     assert bmap == {"n_head=2": "n_head=4"}, (bmap, why)
 
 
+def flag_unstable(src, dst, config, seed, step=3, loss=9.875):
+    """A copy of sweep file src with the run config/seed<seed> flagged unstable in /runs as
+    run_health.c records it (instability above_uniform, its step and loss), its status
+    left `done`: a run that blew up and came back (tests/e2e/test_run_health.py makes a
+    real one; this keeps every other number of the test sweep)."""
+    import h5py
+    import shutil
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        runs = f["runs"][()]
+        names = [n.decode() if isinstance(n, bytes) else n for n in runs["name"]]
+        i = names.index("%s/seed%d" % (config, seed))
+        row = f["runs"][i]
+        row["instability"] = b"above_uniform"
+        row["unstable_step"] = step
+        row["unstable_loss"] = loss
+        f["runs"][i] = row
+    return i
+
+
+def test_unstable_excluded():
+    """Item 2 (the report's side): a done run the C rule flagged (/runs instability) is
+    listed, left out of every statistic, and each cell that left it out says "(k of n
+    excluded)"; the instability rate per configuration is in the verdict table (report.md,
+    contrasts.csv, the terminal, the page). The flag is the file's, not re-derived."""
+    from ablate_analysis import analyze as A
+    path = os.path.join(FILES["dir"], "unstable.h5")
+    flag_unstable(sweep(), path, BLOWN, 1)
+    sw = aa.load(path)
+    why = A.run_exclusions(sw)
+    flagged = sw.runs[sw.runs["instability"] != "none"]["name"].tolist()
+    assert flagged == [BLOWN + "/seed1"], flagged
+    assert list(sw.runs[why == "unstable"]["name"]) == flagged
+    assert (why[sw.runs["name"] != flagged[0]] == "").all(), why
+    d = os.path.join(FILES["dir"], "rep-unstable")
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                        path, "-o", d], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(d, "report.md")) as f:
+        md = f.read()
+    over = md.split("### Failed, diverged and unstable runs")[1].split("## Per configuration")[0]
+    assert "| %s/seed1 | done | 40 | — | above_uniform from step 3 (loss 9.88) |" % BLOWN \
+        in over, over
+    # the statistics: the flagged run's loss enters none of them
+    import h5py
+    with h5py.File(path, "r") as f:
+        raw = f["runs"][()]
+    loss = {n.decode() if isinstance(n, bytes) else n: v
+            for n, v in zip(raw["name"], raw["final_val_loss"])}
+    cfg = pd.read_csv(os.path.join(d, "configs.csv")).set_index("config")
+    r = cfg.loc[BLOWN]
+    assert (r["n"], r["excluded"], r["ended"], r["unstable"], r["trained"]) == (1, 1, 2, 1, 2), r
+    assert r["instability_rate"] == 0.5 and r["val_loss_mean"] == loss[BLOWN + "/seed0"], r
+    assert (cfg.drop(BLOWN)["excluded"] == 0).all() and (cfg.drop(BLOWN)["n"] == 2).all()
+    row = next(ln for ln in md.split("## Per configuration")[1].splitlines()
+               if ln.startswith("| %s |" % BLOWN))
+    assert "(1 of 2 excluded)" in row and "| 1 of 2 |" in row, row
+    con = pd.read_csv(os.path.join(d, "contrasts.csv")).set_index("config")
+    c = con.loc[BLOWN]
+    base = c["baseline"]
+    want = loss[BLOWN + "/seed0"] - (loss[base + "/seed0"] + loss[base + "/seed1"]) / 2
+    assert c["method"] == "welch" and abs(c["diff"] - want) < 1e-12, (c, want)
+    assert (c["excluded"], c["ended"], c["instability_rate"],
+            c["instability_rate_baseline"]) == (1, 4, 0.5, 0.0), c
+    assert (con.drop(BLOWN)["excluded"] == 0).all()
+    line = next(ln for ln in md.split("## Against the baseline")[1].splitlines()
+                if ln.startswith("| %s |" % BLOWN))
+    assert "%+.4f (1 of 4 excluded)" % want in line and "1 of 2; baseline 0 of 2" in line, line
+    others = [ln for ln in md.split("## Against the baseline")[1].split("##")[0].splitlines()
+              if ln.startswith("| activation=") and not ln.startswith("| %s |" % BLOWN)]
+    assert len(others) == 2 and not any("excluded)" in ln for ln in others), others
+    term = next(ln for ln in p.stdout.splitlines() if ln.startswith(BLOWN + " "))
+    assert "(1 of 4 excluded)" in term and "1 of 2; baseline 0 of 2" in term, p.stdout
+    if os.path.exists(os.path.join(d, "report.html")):
+        import re as _re
+        with open(os.path.join(d, "report.html")) as f:
+            html = f.read()
+        m = _re.search(r'<script id="data" type="application/json">(.*?)</script>', html, _re.S)
+        data = json.loads(m.group(1).replace("<\\/", "</"))
+        v = next(t for t in data["tables"] if t["id"] == "verdict")
+        keys = [k["key"] for k in v["columns"]]
+        rows = {r[keys.index("config")]: r for r in v["rows"]}
+        assert rows[BLOWN][keys.index("excluded_text")] == "1 of 4", rows[BLOWN]
+        assert rows[BLOWN][keys.index("instability_rate")] == 0.5
+
+
+def test_family():
+    """Item 7: --family chooses the Holm family (the contrasts of the configurations it
+    matches; Holm over those alone), says so, refuses patterns that match nothing, and
+    never re-adjusts a sweep that pre-declared its family (/contrasts)."""
+    import h5py
+    import shutil
+    from ablate_analysis import stats as S
+    d, out, _ = report("--family", "activation=gelu/*")
+    con = pd.read_csv(os.path.join(d, "contrasts.csv"))
+    assert list(con["config"]) == ["activation=gelu/lr=1e-2", "activation=gelu/lr=3e-3"], con
+    from ablate_analysis import analyze as A
+    sw = aa.load(sweep())
+    full = A.contrasts(sw, A.baseline_map(sw)[0]).set_index("config")  # every contrast
+    p = full.loc[con["config"], "p"].to_numpy()
+    assert np.allclose(con["p"], p, rtol=1e-12)
+    assert np.allclose(con["p_holm"], S.holm(p), rtol=1e-12), (con["p_holm"], S.holm(p))
+    assert not np.allclose(con["p_holm"], full.loc[con["config"], "p_holm"]), "no re-adjustment"
+    with open(os.path.join(d, "report.md")) as f:
+        md = f.read()
+    assert "Holm family chosen with --family activation=gelu/*: 2 of 3 contrasts; not " \
+        "tested: `activation=relu/lr=3e-3`." in md, md
+    assert "family of 2 contrasts" in md
+    assert "activation=relu/lr=3e-3 " not in out, out
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                        sweep(), "-o", os.path.join(FILES["dir"], "fam-none"), "--family",
+                        "nothing*"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "--family nothing* matches no contrasted configuration" \
+        in p.stderr, p.stderr
+    declared = os.path.join(FILES["dir"], "declared.h5")
+    shutil.copy(sweep(), declared)
+    with h5py.File(declared, "r+") as f:
+        f.create_dataset("contrasts", data=np.zeros(1))
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                        declared, "-o", os.path.join(FILES["dir"], "fam-decl"), "--family",
+                        "*"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "pre-declares its family of contrasts (/contrasts); its " \
+        "verdicts are not re-adjusted" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(FILES["dir"], "fam-decl", "report.md"))
+
+
+def edit_runs(path, fn):
+    """Rewrites /runs of the sweep file at path row by row: fn(name, row) edits the row."""
+    import h5py
+    with h5py.File(path, "r+") as f:
+        runs = f["runs"][()]
+        for i in range(len(runs)):
+            row = f["runs"][i]
+            name = row["name"].decode() if isinstance(row["name"], bytes) else row["name"]
+            fn(name, row)
+            f["runs"][i] = row
+
+
+def test_two_sweeps():
+    """The two-sweep comparison: configurations matched by their resolved knobs; B - A
+    paired by seed where the seeds and the data match (scipy's ttest_rel), Welch where the
+    data differ (ttest_ind, unequal variances), Holm across configurations; a
+    configuration only one sweep ran is named, not compared; the build attributes that
+    differ are marked. B is A's file with known changes (its losses shifted, one
+    configuration's data and another's learning rate changed)."""
+    import h5py
+    import shutil
+    from scipy import stats as st
+    from ablate_analysis import stats as S
+    a = sweep()
+    b = os.path.join(FILES["dir"], "b.h5")
+    shutil.copy(a, b)
+    shift = {"activation=relu/lr=1e-2": (0.05, 0.07), "activation=gelu/lr=1e-2": (-0.2, -0.1),
+             "activation=relu/lr=3e-3": (0.01, 0.3)}
+    other = "activation=relu/lr=3e-3"   # trained on other data in B
+    moved = "activation=gelu/lr=3e-3"   # another learning rate in B: only in A / only in B
+
+    def change(name, row):
+        cfg, seed = name.rsplit("/seed", 1)
+        if cfg in shift:
+            row["final_val_loss"] += shift[cfg][int(seed)]
+        if cfg == other:
+            row["data_sha256"] = "0" * 64
+        if cfg == moved:
+            row["train.lr"] = 5e-3
+    edit_runs(b, change)
+    with h5py.File(b, "r+") as f:
+        f.attrs["git_rev"] = "0123456789ab"
+    d = os.path.join(FILES["dir"], "cmp")
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                        a, b, "-o", d], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = pd.read_csv(os.path.join(d, "compare.csv")).set_index("config")
+    assert sorted(rows.index) == sorted(shift), rows.index
+    with h5py.File(a, "r") as f:
+        raw = f["runs"][()]
+    va = {(n.decode() if isinstance(n, bytes) else n): v
+          for n, v in zip(raw["name"], raw["final_val_loss"])}
+    ps = {}
+    for cfg, (d0, d1) in shift.items():
+        x = np.array([va["%s/seed0" % cfg], va["%s/seed1" % cfg]])
+        y = x + np.array([d0, d1])
+        r = rows.loc[cfg]
+        assert abs(r["diff"] - (y - x).mean()) < 1e-12, (cfg, r["diff"])
+        if cfg == other:
+            want = st.ttest_ind(y, x, equal_var=False)
+            assert r["method"] == "welch" and r["data"] == "different", r
+        else:
+            want = st.ttest_rel(y, x)
+            assert r["method"] == "paired" and r["data"] == "same", r
+        assert abs(r["p"] - want.pvalue) < 1e-9, (cfg, r["p"], want.pvalue)
+        ps[cfg] = r["p"]
+    holm = S.holm(np.array(list(ps.values())))
+    for (cfg, _), h in zip(ps.items(), holm):
+        assert abs(rows.loc[cfg, "p_holm"] - h) < 1e-12
+    with open(os.path.join(d, "compare.md")) as f:
+        md = f.read()
+    assert "Configurations only in A: `%s`." % moved in md, md
+    assert "Configurations only in B: `%s`." % moved in md, md
+    assert "| git_rev | `%s` | `0123456789ab` | **differs** |" % \
+        aa.load(a).attrs["git_rev"] in md, md
+    assert "| hdf5_version |" in md and "| same |" in md
+    assert "Not paired: 1 configuration(s) whose data differ" in md, md
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith(other + " "))
+    assert line.rstrip().endswith("different"), p.stdout
+
+
 def main():
     W.main_in_workdir("analysis-items", FILES, [
         ("robust_limits", test_robust_limits),
@@ -209,6 +416,9 @@ def main():
         ("provenance_and_curves", test_provenance_and_curves),
         ("forest_levels", test_forest_levels),
         ("preset_baseline", test_preset_baseline),
+        ("unstable_excluded", test_unstable_excluded),
+        ("family", test_family),
+        ("two_sweeps", test_two_sweeps),
     ])
 
 
