@@ -368,6 +368,8 @@ def test_two_sweeps():
             row["data_sha256"] = "0" * 64
         if cfg == moved:
             row["train.lr"] = 5e-3
+            if seed == "1":  # trained on other data than the rest of its configuration
+                row["data_sha256"] = "1" * 64
     edit_runs(b, change)
     with h5py.File(b, "r+") as f:
         f.attrs["git_rev"] = "0123456789ab"
@@ -406,6 +408,8 @@ def test_two_sweeps():
         aa.load(a).attrs["git_rev"] in md, md
     assert "| hdf5_version |" in md and "| same |" in md
     assert "Not paired: 1 configuration(s) whose data differ" in md, md
+    assert "Left out for having trained on other data than the rest of their configuration: " \
+        "%s/seed1 (B)." % moved in md, md
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith(other + " "))
     assert line.rstrip().endswith("different"), p.stdout
 
