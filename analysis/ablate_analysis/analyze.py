@@ -115,7 +115,8 @@ def per_config(sw):
     acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
     attn = _last_step_rows(sw.attn[sw.attn["run"].isin(valid["index"])])
     # per run: mean over layers (acts) and over layers and heads (attn)
-    act_run = acts.groupby("run")[["zero_frac", "max"]].mean() if len(acts) else None
+    act_cols = ["zero_frac", "max"] + [c for c in NEAR_ZERO if c in acts]
+    act_run = acts.groupby("run")[act_cols].mean() if len(acts) else None
     ent_run = attn.groupby("run")["entropy"].mean() if len(attn) else None
     samp = sw.samples
     greedy = samp[(samp["kind"] == "greedy") & samp["run"].isin(valid["index"])]
@@ -130,11 +131,13 @@ def per_config(sw):
         acc = S.mean_ci(v["final_val_acc"])
         tps = S.mean_ci(v["tokens_per_s"])
         idx = v["index"].to_numpy()
-        zf = mx = ent = math.nan
+        zf = mx = ent = nz = math.nan
         if act_run is not None:
-            a = act_run.reindex(idx).dropna()
+            a = act_run.reindex(idx).dropna(subset=["zero_frac", "max"])
             if len(a):
                 zf, mx = float(a["zero_frac"].mean()), float(a["max"].mean())
+                if NEAR_ZERO[0] in a:
+                    nz = float(a[NEAR_ZERO[0]].mean())
         if ent_run is not None:
             e = ent_run.reindex(idx).dropna()
             if len(e):
@@ -158,9 +161,33 @@ def per_config(sw):
             tokens_per_s_mean=tps["mean"], tokens_per_s_lo=tps["lo"], tokens_per_s_hi=tps["hi"],
             tokens_mean=float(v["tokens"].mean()) if len(v) else math.nan,
             train_seconds_mean=float(v["train_seconds"].mean()) if len(v) else math.nan,
-            mlp_zero_frac=zf, mlp_max=mx, attn_entropy=ent,
-            degenerate_greedy=int(gs["degenerate"].astype(bool).sum()), greedy_samples=len(gs)))
+            mlp_zero_frac=zf, mlp_near_zero_frac=nz, mlp_max=mx, attn_entropy=ent,
+            degenerate_greedy=int(gs["degenerate"].astype(bool).sum()), greedy_samples=len(gs),
+            **repetition_counts(gs)))
     return pd.DataFrame(rows)
+
+
+# /acts' share of |h| <= 0.1 x rms (docs/metrics.md): the sparsity of smooth activations
+NEAR_ZERO = ("near_zero_frac",)
+REPETITIONS = ("token_run", "ngram_loop")
+
+
+def repetition_kind(samples):
+    """Per sample: what it repeats, as /samples `repetition` records it (token_run,
+    ngram_loop, none); files without the column: token_run where `degenerate`, else none."""
+    if "repetition" in samples:
+        return samples["repetition"].fillna("none").astype(str).str.strip()
+    return samples["degenerate"].astype(bool).map({True: "token_run", False: "none"})
+
+
+def repetition_counts(greedy):
+    """{repeating_greedy: greedy samples that repeat themselves (any kind), token_run_greedy,
+    ngram_loop_greedy}."""
+    kind = repetition_kind(greedy) if len(greedy) else pd.Series([], dtype=object)
+    out = {"repeating_greedy": int((kind != "none").sum())}
+    for k in REPETITIONS:
+        out[k + "_greedy"] = int((kind == k).sum())
+    return out
 
 
 def per_layer(sw):
@@ -169,11 +196,16 @@ def per_layer(sw):
     valid = valid_runs(sw)
     acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
     attn = _last_step_rows(sw.attn[sw.attn["run"].isin(valid["index"])])
-    cols = ["config", "layer", "n", "mlp_zero_frac", "mlp_max", "attn_entropy"]
+    cols = ["config", "layer", "n", "mlp_zero_frac", "mlp_near_zero_frac", "mlp_max",
+            "attn_entropy"]
     if not len(acts):
         return pd.DataFrame(columns=cols)
+    extra = {"mlp_near_zero_frac": (NEAR_ZERO[0], "mean")} if NEAR_ZERO[0] in acts else {}
     a = acts.groupby(["config", "layer"], sort=False).agg(
-        n=("run", "nunique"), mlp_zero_frac=("zero_frac", "mean"), mlp_max=("max", "mean"))
+        n=("run", "nunique"), mlp_zero_frac=("zero_frac", "mean"), mlp_max=("max", "mean"),
+        **extra)
+    if not extra:
+        a["mlp_near_zero_frac"] = math.nan
     if len(attn):
         e = attn.groupby(["run", "config", "layer"])["entropy"].mean().reset_index()
         a = a.join(e.groupby(["config", "layer"])["entropy"].mean().rename("attn_entropy"))

@@ -70,7 +70,10 @@ def _side(sw, knobs):
     out = {}
     for key, g in runs.groupby("_key", sort=False):
         ids = g["_data"].dropna()
-        data = ids.value_counts().index[0] if len(ids) else None
+        data = None
+        if len(ids):  # most runs' data; a tie goes to the data of the first run in plan order
+            counts = ids.value_counts()
+            data = next(x for x in ids if counts[x] == counts.max())
         other = g[g["_data"].notna() & (g["_data"] != data)] if data is not None else g.iloc[:0]
         g = g.drop(other.index)
         ok = g[g["_why"] == ""]

@@ -246,10 +246,14 @@ CONFIG_COLS = [("config", "configuration", None), ("n", "n", -1), ("planned", "p
                ("val_loss_hi", "95% CI hi", 4), ("val_acc_mean", "val acc", 4),
                ("params", "params", -1), ("flops_per_token", "FLOPs/token", -1),
                ("tokens_per_s_mean", "tokens/s", -1), ("mlp_zero_frac", "MLP zero frac", 3),
+               ("mlp_near_zero_frac", "MLP near-zero frac", 3),
                ("mlp_max", "MLP max", 3), ("attn_entropy", "attn entropy", 3),
-               ("degenerate_greedy", "degenerate greedy", -1)]
+               ("degenerate_greedy", "degenerate greedy", -1),
+               ("repeating_greedy", "repeating greedy", -1),
+               ("ngram_loop_greedy", "greedy n-gram loops", -1)]
 LAYER_COLS = [("config", "configuration", None), ("layer", "layer", -1), ("n", "n", -1),
-              ("mlp_zero_frac", "MLP zero frac", 3), ("mlp_max", "MLP max", 3),
+              ("mlp_zero_frac", "MLP zero frac", 3),
+              ("mlp_near_zero_frac", "MLP near-zero frac", 3), ("mlp_max", "MLP max", 3),
               ("attn_entropy", "attn entropy", 3)]
 RUN_COLS = [("name", "run", None), ("config", "configuration", None), ("seed", "seed", -1),
             ("status", "status", None), ("steps", "steps", -1), ("tokens", "tokens", -1),
@@ -328,16 +332,19 @@ def page_data(rep):
 
     samples = {}
     s = sw.samples
+    rep_kind = A.repetition_kind(s) if len(s) else None
     for r, g in s.groupby("run", sort=False):
         if int(r) not in run_pos:
             continue
+        period = g["loop_period"] if "loop_period" in g else [0] * len(g)
         samples[run_pos[int(r)]] = [
             {"kind": k, "t": float(t) if np.isfinite(t) else None,
              "text": str(x)[:SAMPLE_CHARS], "distinct": float(d), "longest": int(lr_),
-             "degenerate": bool(dg)}
-            for k, t, x, d, lr_, dg in zip(g["kind"], g["temperature"].astype(float),
-                                          g["text"], g["distinct_ratio"].astype(float),
-                                          g["longest_run"], g["degenerate"])]
+             "degenerate": bool(dg), "repetition": rk, "period": int(pe)}
+            for k, t, x, d, lr_, dg, rk, pe in zip(g["kind"], g["temperature"].astype(float),
+                                                  g["text"], g["distinct_ratio"].astype(float),
+                                                  g["longest_run"], g["degenerate"],
+                                                  rep_kind[g.index], period)]
     attrs = dict(sw.attrs)
     prov = [[k, str(attrs[k]).strip()] for k in
             [k for k in rep_known_attrs() if k in attrs] +

@@ -148,6 +148,14 @@ def rate_cell(k, n):
     return "%d of %d" % (k, n)
 
 
+def repeating_cell(r):
+    """Greedy samples that repeat themselves: `k of n`, with the kinds found when k > 0."""
+    k, n = int(r["repeating_greedy"]), int(r["greedy_samples"])
+    kinds = ", ".join("%s %d" % (x, r[x + "_greedy"]) for x in A.REPETITIONS
+                      if r.get(x + "_greedy", 0))
+    return "%d of %d" % (k, n) + (" (%s)" % kinds if kinds else "")
+
+
 def _instability_cell(r):
     return "%s; baseline %s" % (rate_cell(r.get("unstable", math.nan), r.get("trained")),
                                 rate_cell(r.get("unstable_baseline", math.nan),
@@ -286,7 +294,12 @@ class Report:
                "left out (\"(k of n excluded)\": failed, diverged or unstable of the runs "
                "that ended). *Unstable runs*: the instability rate, runs the rule flagged "
                "(diverged ones included) of the runs that trained. MLP and attention "
-               "columns: last recorded step, mean over layers (and heads) and seeds.", "")
+               "columns: last recorded step, mean over layers (and heads) and seeds; "
+               "*near-zero frac*: the share of |h| ≤ 0.1 × the layer's rms, the sparsity of "
+               "smooth activations (GELU, Tanh), where the zero fraction counts exact zeros "
+               "only. *Repeating greedy*: greedy samples that repeat themselves, of those "
+               "taken, by kind (`token_run`: one token dominates; `ngram_loop`: the sample "
+               "ends in a loop of a few tokens, \"the the the\").", "")
         if len(c) and (c["n"] <= 1).all():
             self.w("**One seed per configuration: no standard deviations, intervals or "
                    "tests** (run more seeds to resolve differences).", "")
@@ -302,20 +315,21 @@ class Report:
                          rate_cell(r["unstable"], r["trained"]),
                          fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["flops_per_token"]),
                          fint(r["kv_bytes_per_token"]), fint(r["tokens_per_s_mean"]),
-                         fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_max"], 3),
-                         fnum(r["attn_entropy"], 3),
-                         "%d of %d" % (r["degenerate_greedy"], r["greedy_samples"])])
+                         fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_near_zero_frac"], 3),
+                         fnum(r["mlp_max"], 3), fnum(r["attn_entropy"], 3),
+                         repeating_cell(r)])
         self.w(md_table(["configuration", "n", "val loss", "95% CI", "unstable runs",
                          "val acc", "params", "FLOPs/token", "KV B/token", "tokens/s",
-                         "MLP zero frac", "MLP max", "attn entropy", "degenerate greedy"], rows,
-                        ["---"] + ["--:"] * 13))
+                         "MLP zero frac", "MLP near-zero frac", "MLP max", "attn entropy",
+                         "repeating greedy"], rows, ["---"] + ["--:"] * 14))
         self.csv(c, "configs.csv")
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")
-        self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP max",
-                         "attn entropy"],
+        self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP near-zero frac",
+                         "MLP max", "attn entropy"],
                         [[r["config"], int(r["layer"]), int(r["n"]), fnum(r["mlp_zero_frac"], 3),
-                          fnum(r["mlp_max"], 3), fnum(r["attn_entropy"], 3)]
+                          fnum(r["mlp_near_zero_frac"], 3), fnum(r["mlp_max"], 3),
+                          fnum(r["attn_entropy"], 3)]
                          for _, r in layers.iterrows()]))
         self.csv(layers, "layers.csv")
 
@@ -451,8 +465,10 @@ class Report:
             return
         prompt = sw.runs["sample.prompt"].iloc[0] if "sample.prompt" in sw.runs else ""
         self.w("Each configuration's samples from its lowest-seed finished run (prompt %s); "
-               "_degenerate_: the most frequent token is at least half the sample, or one "
-               "token repeats for max(16, n/4) positions. All samples are in samples.csv."
+               "_degenerate_ (`token_run`): the most frequent token is at least half the "
+               "sample, or one token repeats for max(16, n/4) positions; _ngram_loop_: the "
+               "sample ends in a loop of a few tokens covering at least half of it (\"the the "
+               "the\", docs/metrics.md). All samples are in samples.csv."
                % ("`%s`" % prompt.encode("unicode_escape").decode() if prompt else "empty"),
                "")
         valid = A.valid_runs(sw)
@@ -465,11 +481,19 @@ class Report:
             if not len(rs):
                 continue
             deg = self.configs.set_index("config").loc[config]
-            self.w("### %s (seed %d; degenerate greedy in %d of %d seeds)"
-                   % (config, run["seed"], deg["degenerate_greedy"], deg["greedy_samples"]), "")
-            for _, r in rs.iterrows():
+            self.w("### %s (seed %d; greedy samples repeating themselves: %s)"
+                   % (config, run["seed"], repeating_cell(deg)), "")
+            kinds = A.repetition_kind(rs)
+            for (_, r), kind in zip(rs.iterrows(), kinds):
                 label = r["kind"] + ("" if r["kind"] == "greedy" else " (T=%g)" % r["temperature"])
                 mark = " — **degenerate**" if bool(r["degenerate"]) else ""
+                if kind == "ngram_loop":
+                    mark += " — **repeats: ngram_loop** (a loop of %s tokens over %s of it)" % (
+                        fint(r.get("loop_period", math.nan)),
+                        "—" if _nan(r.get("loop_frac", math.nan)) else
+                        "%.0f%%" % (100 * r["loop_frac"]))
+                elif kind != "none":
+                    mark += " — repeats: %s" % kind
                 self.w("%s: distinct %.2f, longest run %d%s" % (label, r["distinct_ratio"],
                                                                r["longest_run"], mark), "")
                 text = r["text"]
@@ -477,7 +501,8 @@ class Report:
                     text = text.encode("unicode_escape").decode("ascii")
                 self.w(fence(text))
         cols = ["name", "config", "seed", "kind", "temperature", "n_tokens", "distinct_ratio",
-                "longest_run", "top_token_frac", "degenerate", "tokens_per_s", "text"]
+                "longest_run", "top_token_frac", "degenerate", "repetition", "loop_period",
+                "loop_frac", "tokens_per_s", "text"]
         self.csv(s[[c for c in cols if c in s]], "samples.csv")
 
     def write(self):

@@ -1,9 +1,11 @@
-"""ablate-report on what trying it found (issue 19, items 1, 3, 4, 7, 8, 9): figures that one
+"""ablate-report on what trying it found (issue 19, items 1-9): figures that one
 blown-up configuration cannot flatten (robust y-limits, --log-y, --only/--exclude), token
 axis labels that do not run together, the verdict table on the terminal and as --json,
 provenance values without trailing blanks, the curves as a long-form CSV, the forest
-plot's intervals at the Holm level of each verdict, and a grid's baseline found from the
-base's preset defaults."""
+plot's intervals at the Holm level of each verdict, a grid's baseline found from the
+base's preset defaults; runs flagged unstable by the C rule left out with "(k of n
+excluded)" and the instability rate per configuration, --family, two sweeps compared,
+greedy samples' repetition kinds and the near-zero fraction."""
 import json
 import os
 import subprocess
@@ -366,6 +368,8 @@ def test_two_sweeps():
             row["data_sha256"] = "0" * 64
         if cfg == moved:
             row["train.lr"] = 5e-3
+            if seed == "1":  # trained on other data than the rest of its configuration
+                row["data_sha256"] = "1" * 64
     edit_runs(b, change)
     with h5py.File(b, "r+") as f:
         f.attrs["git_rev"] = "0123456789ab"
@@ -404,8 +408,72 @@ def test_two_sweeps():
         aa.load(a).attrs["git_rev"] in md, md
     assert "| hdf5_version |" in md and "| same |" in md
     assert "Not paired: 1 configuration(s) whose data differ" in md, md
+    assert "Left out for having trained on other data than the rest of their configuration: " \
+        "%s/seed1 (B)." % moved in md, md
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith(other + " "))
     assert line.rstrip().endswith("different"), p.stdout
+
+
+def test_repetition_and_near_zero():
+    """Items 5 and 6 (the report's side): greedy samples that repeat themselves are counted
+    by the kind /samples `repetition` records, so a word loop ("the the the": longest run 1,
+    not degenerate) is no longer "degenerate 0 of n" and is named `ngram_loop` with its
+    period; the near-zero fraction of /acts (|h| <= 0.1 rms) is in the per-configuration and
+    per-layer tables, from the file's values."""
+    import h5py
+    import shutil
+    from ablate_analysis import analyze as A
+    path = os.path.join(FILES["dir"], "loops.h5")
+    shutil.copy(sweep(), path)
+    with h5py.File(path, "r+") as f:
+        names = [n.decode() if isinstance(n, bytes) else n for n in f["runs"]["name"]]
+        smp = f["samples"][()]
+        for i in range(len(smp)):
+            if smp["kind"][i] != b"greedy":
+                continue
+            row = f["samples"][i]
+            name = names[row["run"]]
+            loop = name.startswith(BLOWN + "/")  # both seeds of one configuration loop
+            row["degenerate"] = False
+            row["longest_run"] = 1 if loop else 2
+            row["repetition"] = b"ngram_loop" if loop else b"none"
+            row["loop_period"] = 4 if loop else 0
+            row["loop_frac"] = 0.99 if loop else 0.0
+            f["samples"][i] = row
+        acts = f["acts"][()]
+    sw = aa.load(path)
+    per = A.per_config(sw).set_index("config")
+    assert (per.loc[BLOWN, "repeating_greedy"], per.loc[BLOWN, "ngram_loop_greedy"],
+            per.loc[BLOWN, "degenerate_greedy"], per.loc[BLOWN, "greedy_samples"]) == \
+        (2, 2, 0, 2), per.loc[BLOWN]
+    assert (per.drop(BLOWN)["repeating_greedy"] == 0).all()
+    # near-zero: each run's last recorded step, mean over layers, then over the runs
+    run_of = sw.runs.set_index("index")["config"]
+    df = pd.DataFrame({c: acts[c] for c in ("run", "step", "layer", "near_zero_frac",
+                                             "zero_frac")})
+    df = df[df["step"] == df.groupby("run")["step"].transform("max")]
+    per_run = df.groupby("run")[["near_zero_frac", "zero_frac"]].mean()
+    want = per_run.groupby(run_of.reindex(per_run.index).to_numpy()).mean()
+    for c in per.index:
+        assert abs(per.loc[c, "mlp_near_zero_frac"] - want.loc[c, "near_zero_frac"]) < 1e-12, c
+        assert per.loc[c, "mlp_near_zero_frac"] >= per.loc[c, "mlp_zero_frac"], c
+    lay = A.per_layer(sw)
+    assert lay["mlp_near_zero_frac"].notna().all() and len(lay) == 2 * len(per), lay
+    d = os.path.join(FILES["dir"], "rep-loops")
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                        path, "-o", d], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(d, "report.md")) as f:
+        md = f.read()
+    row = next(ln for ln in md.split("## Per configuration")[1].splitlines()
+               if ln.startswith("| %s |" % BLOWN))
+    assert row.rstrip().endswith("| 2 of 2 (ngram_loop 2) |"), row
+    assert "%.3f" % per.loc[BLOWN, "mlp_near_zero_frac"] in row, row
+    assert "MLP near-zero frac" in md.split("### Per layer")[1].split("\n")[2], md
+    sec = md.split("### %s (seed 0;" % BLOWN)[1].split("### ")[0]
+    assert "greedy samples repeating themselves: 2 of 2 (ngram_loop 2))" in sec, sec[:300]
+    assert "greedy: distinct" in sec and "longest run 1 — **repeats: ngram_loop** (a loop " \
+        "of 4 tokens over 99% of it)" in sec, sec[:600]
 
 
 def main():
@@ -419,6 +487,7 @@ def main():
         ("unstable_excluded", test_unstable_excluded),
         ("family", test_family),
         ("two_sweeps", test_two_sweeps),
+        ("repetition_and_near_zero", test_repetition_and_near_zero),
     ])
 
 
