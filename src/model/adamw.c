@@ -2,8 +2,11 @@
 
 #include <math.h>
 
-void adamw_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-                  size_t n, int decay, const AdamW *opt, long t) {
+/* The update of one tensor; `scaled` is a constant at each call below, so each loop
+ * compiles without the branch and vectorizes. */
+static inline void update(float *restrict p, float *restrict g, float *restrict m,
+                          float *restrict v, size_t n, int decay, const AdamW *opt, long t,
+                          int scaled, float scale) {
     const float b1 = opt->beta1, b2 = opt->beta2, lr = opt->lr, eps = opt->eps;
     const float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     const float shrink = decay ? 1.0f - lr * opt->weight_decay : 1.0f;
@@ -11,10 +14,33 @@ void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
     const float step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
+        if (scaled) {
+            gi *= scale;
+            g[i] = gi;
+        }
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;
         v[i] = vi;
         p[i] = p[i] * shrink - step * mi / (sqrtf(vi) / sqrt_bc2 + eps);
+    }
+}
+
+void adamw_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                  size_t n, int decay, const AdamW *opt, long t) {
+    update(p, (float *)g, m, v, n, decay, opt, t, 0, 1.0f); /* unscaled: g is only read */
+}
+
+void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, long t) {
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *ti = &model->tensors[i];
+        if (ti->size == 0) continue;
+        size_t o = ti->offset;
+        if (scale != 1.0f)
+            update(model->params + o, model->grads + o, m + o, v + o, ti->size, ti->decay, opt, t,
+                   1, scale);
+        else
+            update(model->params + o, model->grads + o, m + o, v + o, ti->size, ti->decay, opt, t,
+                   0, 1.0f);
     }
 }
