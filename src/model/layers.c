@@ -390,7 +390,7 @@ void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, i
 
 /* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
  * -ffast-math and gives the same result on every run. */
-static float row_max(const float *restrict x, int n) {
+float row_max_lanes(const float *restrict x, int n) {
     float acc[LANES], b[8], c[4], m = -INFINITY;
     for (int k = 0; k < LANES; k++)
         acc[k] = -INFINITY;
@@ -409,7 +409,18 @@ static float row_max(const float *restrict x, int n) {
     return m;
 }
 
-/* x[j] = exp(x[j] - m) in place; returns the sum. */
+float exp_sum_lanes(const float *restrict x, int n, float m) {
+    float acc[LANES] = {0}, tail = 0.0f;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += exp_nonpos(x[j + k] - m);
+    for (; j < n; j++)
+        tail += exp_nonpos(x[j] - m);
+    return lanes_total(acc, tail);
+}
+
+/* x[j] = exp(x[j] - m) in place; returns the sum, as exp_sum_lanes adds it. */
 static float exp_sub_inplace(float *restrict x, int n, float m) {
     float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
@@ -427,40 +438,8 @@ static float exp_sub_inplace(float *restrict x, int n, float m) {
 }
 
 void softmax_row(float *x, int n) {
-    float m = row_max(x, n);
+    float m = row_max_lanes(x, n);
     float s = exp_sub_inplace(x, n, m), inv = 1.0f / s;
     for (int j = 0; j < n; j++)
         x[j] *= inv;
-}
-
-float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct) {
-    double loss = 0.0;
-    long hits = 0;
-    for (int i = 0; i < N; i++) {
-        float *l = logits + (size_t)i * V;
-        int y = targets[i];
-        float m = row_max(l, V), ly = l[y];
-        /* argmax == target: no logit above the target's, ties broken toward the lower id */
-        int hit = 1;
-        if (ly < m)
-            hit = 0;
-        else
-            for (int j = 0; j < y; j++)
-                if (l[j] == ly) {
-                    hit = 0;
-                    break;
-                }
-        hits += hit;
-        float s = exp_sub_inplace(l, V, m), inv = 1.0f / s;
-        loss += (double)logf(s) - (double)(ly - m);
-        for (int j = 0; j < V; j++)
-            l[j] *= inv;
-    }
-    if (correct) *correct = hits;
-    return (float)(loss / N);
-}
-
-void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V) {
-    for (int i = 0; i < N; i++)
-        probs[(size_t)i * V + targets[i]] -= 1.0f;
 }
