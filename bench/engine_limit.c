@@ -22,7 +22,8 @@
  *    step. "rest" is the step minus the per-layer reference products and all of those
  *    (embedding, residual adds, biases, transposed weight copies, and the difference between
  *    alone and in a step). The time outside GEMM allowed at the target is limit / 0.9 - limit;
- *  - with several K, the step's speed-up over the first K;
+ *  - with several K, the step's speed-up over the first K (K OpenBLAS threads and K threads
+ *    for the model's own loops, src/model/par.h, as --blas-threads K sets them);
  *  - at the first K: peak RSS (VmHWM) of the steps against the theoretical need (parameters,
  *    gradients, AdamW m and v, and the activations a lean trainer keeps per token) and
  *    against what gpt_alloc takes.
@@ -41,6 +42,7 @@
 #include "model/config.h"
 #include "model/gpt.h"
 #include "model/layers.h"
+#include "model/par.h"
 #include "model/xent.h"
 #include "worker/blas_env.h"
 #include "worker/provenance.h"
@@ -279,11 +281,13 @@ static int run_preset(const char *preset, int steps, const Options *o) {
 
     double med[MAX_K], best[MAX_K], rss = 0;
     for (int i = 0; i < o->nk; i++) {
-        openblas_set_num_threads(o->k[i]);
+        openblas_set_num_threads(o->k[i]); /* as blas_set_threads: both pools */
+        par_set_threads(o->k[i]);
         time_steps(&b, o->warmup, steps, &med[i], &best[i]);
         if (i == 0) rss = (double)provenance_peak_rss();
     }
     openblas_set_num_threads(o->k[0]);
+    par_set_threads(o->k[0]);
     double state, need = theoretical_bytes(&c, B, T, &state);
     double alloc = gpt_alloc_bytes(&c, B, T) + 2.0 * sizeof(float) * (double)b.g.n_params;
 

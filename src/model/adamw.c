@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "par.h"
+
 /* The update of one tensor; `scaled` is a constant at each call below, so each loop
  * compiles without the branch and vectorizes. */
 static inline void update(float *restrict p, float *restrict g, float *restrict m,
@@ -31,16 +33,31 @@ void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
     update(p, (float *)g, m, v, n, decay, opt, t, 0, 1.0f); /* unscaled: g is only read */
 }
 
+/* A piece of one tensor, for par_for: elements are independent, and pieces are whole
+ * multiples of 4,096 elements, so each vector loop covers the same elements for every K. */
+typedef struct {
+    float *p, *g, *m, *v;
+    int decay;
+    const AdamW *opt;
+    long t;
+    float scale;
+} StepJob;
+
+static void step_piece(void *ctx, size_t b, size_t e, int chunk) {
+    const StepJob *j = ctx;
+    (void)chunk;
+    if (j->scale != 1.0f)
+        update(j->p + b, j->g + b, j->m + b, j->v + b, e - b, j->decay, j->opt, j->t, 1, j->scale);
+    else
+        update(j->p + b, j->g + b, j->m + b, j->v + b, e - b, j->decay, j->opt, j->t, 0, 1.0f);
+}
+
 void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, long t) {
     for (int i = 0; i < T_COUNT; i++) {
         const TensorInfo *ti = &model->tensors[i];
         if (ti->size == 0) continue;
         size_t o = ti->offset;
-        if (scale != 1.0f)
-            update(model->params + o, model->grads + o, m + o, v + o, ti->size, ti->decay, opt, t,
-                   1, scale);
-        else
-            update(model->params + o, model->grads + o, m + o, v + o, ti->size, ti->decay, opt, t,
-                   0, 1.0f);
+        StepJob j = {model->params + o, model->grads + o, m + o, v + o, ti->decay, opt, t, scale};
+        par_for(ti->size, 4096, step_piece, &j);
     }
 }

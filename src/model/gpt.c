@@ -10,6 +10,7 @@
 #include "attention.h"
 #include "gemm.h"
 #include "layers.h"
+#include "par.h"
 #include "rng.h"
 #include "transpose.h"
 #include "xent.h"
@@ -295,7 +296,7 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_v, z.lane_tile},
         {&a->d_y, z.lane_tile},
         {&a->d_qk_row, training ? (H + KV) * hd : 0},
-        {&a->attn_scratch, training ? ATTN_LANES * Td : 0},
+        {&a->attn_scratch, training ? PAR_MAX_THREADS * ATTN_LANES * Td : 0},
         {&a->xent_tile, training ? (double)xent_scratch_floats(B * T, d.V) : 0},
         {&a->wt, wt_total},
     };
@@ -448,8 +449,13 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
     }
 }
 
+static void zero_piece(void *ctx, size_t b, size_t e, int chunk) {
+    (void)chunk;
+    memset((float *)ctx + b, 0, (e - b) * sizeof(float));
+}
+
 void gpt_zero_grad(GPT *m) {
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    par_for(m->n_params, 1 << 16, zero_piece, m->grads);
 }
 float *gpt_logits(GPT *m) {
     return m->a->logits;

@@ -6,6 +6,7 @@
 
 #include "fastmath.h"
 #include "gemm.h"
+#include "par.h"
 
 /* ---------------------------------------------------------------- matmul (via gemm.h) */
 
@@ -325,11 +326,26 @@ act_backward_as(const Activation act, float *restrict dpre, const float *restric
         dpre[i] = dh[i] * act_df(act, pre[i]);
 }
 
-void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
-    switch (act) {
+/* Rows of a pass for par_for: 16 at a time, so every chunk starts 64-byte aligned relative
+ * to the whole and ends on the whole's vector boundaries (the same bits for every K). */
+typedef struct {
+    Activation act;
+    float *out;
+    const float *a, *b;
+    int F;
+} ActJob;
+
+static void act_forward_rows(void *ctx, size_t r0, size_t r1, int chunk) {
+    const ActJob *j = ctx;
+    size_t F = (size_t)j->F, in = is_glu(j->act) ? 2 * F : F;
+    float *h = j->out + r0 * F;
+    const float *pre = j->a + r0 * in;
+    int N = (int)(r1 - r0);
+    (void)chunk;
+    switch (j->act) {
 #define FWD(A)                                                                                     \
     case A:                                                                                        \
-        act_forward_as(A, h, pre, N, F);                                                           \
+        act_forward_as(A, h, pre, N, j->F);                                                        \
         return;
         EACH_ACTIVATION(FWD)
 #undef FWD
@@ -338,18 +354,34 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
     }
 }
 
-void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
-                         int F) {
-    switch (act) {
+static void act_backward_rows(void *ctx, size_t r0, size_t r1, int chunk) {
+    const ActJob *j = ctx;
+    size_t F = (size_t)j->F, in = is_glu(j->act) ? 2 * F : F;
+    float *dpre = j->out + r0 * in;
+    const float *dh = j->a + r0 * F, *pre = j->b + r0 * in;
+    int N = (int)(r1 - r0);
+    (void)chunk;
+    switch (j->act) {
 #define BWD(A)                                                                                     \
     case A:                                                                                        \
-        act_backward_as(A, dpre, dh, pre, N, F);                                                   \
+        act_backward_as(A, dpre, dh, pre, N, j->F);                                                \
         return;
         EACH_ACTIVATION(BWD)
 #undef BWD
     case ACT_COUNT:
         abort();
     }
+}
+
+void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
+    ActJob j = {.act = act, .out = h, .a = pre, .F = F};
+    par_for((size_t)N, 16, act_forward_rows, &j);
+}
+
+void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
+                         int F) {
+    ActJob j = {.act = act, .out = dpre, .a = dh, .b = pre, .F = F};
+    par_for((size_t)N, 16, act_backward_rows, &j);
 }
 
 int activation_in_place(Activation act) {
