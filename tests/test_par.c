@@ -49,6 +49,30 @@ TEST(cover) {
     par_set_threads(1);
 }
 
+/* A par_for inside a piece runs inline and still covers its range once. */
+static void nested(void *ctx, size_t b, size_t e, int chunk) {
+    int *hits = ctx;
+    (void)chunk;
+    for (size_t i = b; i < e; i++) {
+        Cover c = {calloc(40, sizeof(int)), 0, 1, 40};
+        par_for(40, 1, mark, &c);
+        int once = 1;
+        for (int k = 0; k < 40; k++)
+            once &= c.hits[k] == 1;
+        __atomic_add_fetch(&hits[i], once && c.bad == 0, __ATOMIC_RELAXED);
+        free(c.hits);
+    }
+}
+
+TEST(nested) {
+    par_set_threads(3);
+    int hits[12] = {0};
+    par_for(12, 1, nested, hits);
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(hits[i] == 1, "outer index %d: inner par_for not covered once", i);
+    par_set_threads(1);
+}
+
 /* Three AdamW steps of a small GPT; returns its parameters (malloc'd). */
 static float *train(const char *activation_glu, int threads, size_t *np) {
     par_set_threads(threads);

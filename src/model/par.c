@@ -14,6 +14,7 @@ static struct {
     void (*fn)(void *, size_t, size_t, int);
     void *ctx;
     size_t n, piece;
+    int busy; /* a job is running */
 } P = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .go = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER,
@@ -68,7 +69,9 @@ void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t 
              void *ctx) {
     if (grain < 1) grain = 1;
     size_t k = (size_t)P.threads;
-    if (k <= 1 || n < 2 * grain) {
+    /* one job at a time: a par_for from inside a piece, or from another thread while a job
+     * runs, runs inline (the same bits: pieces never change results) */
+    if (k <= 1 || n < 2 * grain || __atomic_exchange_n(&P.busy, 1, __ATOMIC_ACQUIRE)) {
         if (n) fn(ctx, 0, n, 0);
         return;
     }
@@ -89,4 +92,5 @@ void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t 
     while (P.pending > 0)
         pthread_cond_wait(&P.done, &P.mu);
     pthread_mutex_unlock(&P.mu);
+    __atomic_store_n(&P.busy, 0, __ATOMIC_RELEASE);
 }

@@ -16,7 +16,8 @@
 
 /* fn(ctx, begin, end, chunk) for consecutive pieces of [0, n), each a multiple of grain
  * long except the last; chunk < par_threads() numbers the piece (per-chunk scratch).
- * Runs inline when there is one thread or n < 2 grain; returns when every piece is done. */
+ * Runs inline when there is one thread, n < 2 grain, or another par_for is running (from
+ * inside a piece, or from another thread); returns when every piece is done. */
 void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t end, int chunk),
              void *ctx);
 /* Threads par_for uses (1..PAR_MAX_THREADS; starts at 1). Not while a par_for runs. */
