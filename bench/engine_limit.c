@@ -7,9 +7,10 @@
  *                [--micro-steps S] [--book-steps S] [--warmup W] [--reps R] [--json]
  *
  * Per preset and thread count K it prints:
- *  - step: the median (and best) time of a training step as src/worker/train.c's train_step
- *    runs it on a batch already in memory: zero the gradients, forward with the loss,
- *    backward, gradient norm, adamw_step with the clip scale (the batch fetch is left out);
+ *  - step: the median (and best) wall time of a training step (and its CPU time) as
+ * src/worker/train.c's train_step runs it on a batch already in memory: zero the gradients, forward
+ * with the loss, backward, gradient norm, adamw_step with the clip scale (the batch fetch is left
+ * out);
  *  - the shape limit: the reference products of one step (bench/shapes/PRESET.txt: today's
  *    shapes and FLOP count, fixed even when the engine changes its own) timed alone through
  *    src/model/gemm.c, best of R; the step's fraction of it (target >= 90%) and, beside it,
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemm_timing.h"
 #include "model/adamw.h"
@@ -95,20 +97,36 @@ static void step(Bench *b) {
     adamw_step(g, b->m, b->v, scale, &opt, ++b->t);
 }
 
-/* Median and best of `steps` timed steps after `warmup`. */
-static void time_steps(Bench *b, int warmup, int steps, double *median, double *best) {
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median_of(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Median and best wall time, and median CPU time of the process (all its threads), of
+ * `steps` timed steps after `warmup`. On a loaded machine the CPU time of a one-thread step
+ * is the steadier figure; the speed-up with threads needs the wall time. */
+static void time_steps(Bench *b, int warmup, int steps, double *median, double *best, double *cpu) {
     double *dt = xmalloc((size_t)steps * sizeof(double));
+    double *dc = xmalloc((size_t)steps * sizeof(double));
     for (int i = 0; i < warmup; i++)
         step(b);
     for (int i = 0; i < steps; i++) {
-        double t0 = gemm_timing_now();
+        double t0 = gemm_timing_now(), c0 = cpu_now();
         step(b);
         dt[i] = gemm_timing_now() - t0;
+        dc[i] = cpu_now() - c0;
     }
-    qsort(dt, (size_t)steps, sizeof(double), cmp_double);
-    *median = steps % 2 ? dt[steps / 2] : 0.5 * (dt[steps / 2 - 1] + dt[steps / 2]);
+    *median = median_of(dt, steps);
     *best = dt[0];
+    *cpu = median_of(dc, steps);
     free(dt);
+    free(dc);
 }
 
 /* Bytes a lean trainer needs (bench/bench_report.py's theoretical_memory, the same count):
@@ -279,11 +297,11 @@ static int run_preset(const char *preset, int steps, const Options *o) {
         b.y[i] = (int32_t)(splitmix(&s) % (uint64_t)c.vocab_size);
     }
 
-    double med[MAX_K], best[MAX_K], rss = 0;
+    double med[MAX_K], best[MAX_K], cpu[MAX_K], rss = 0;
     for (int i = 0; i < o->nk; i++) {
         openblas_set_num_threads(o->k[i]); /* as blas_set_threads: both pools */
         par_set_threads(o->k[i]);
-        time_steps(&b, o->warmup, steps, &med[i], &best[i]);
+        time_steps(&b, o->warmup, steps, &med[i], &best[i], &cpu[i]);
         if (i == 0) rss = (double)provenance_peak_rss();
     }
     openblas_set_num_threads(o->k[0]);
@@ -306,8 +324,8 @@ static int run_preset(const char *preset, int steps, const Options *o) {
            preset, B, T, b.g.n_params, flops / 1e9);
     printf("   OpenBLAS core %s, %d thread(s); %d timed steps after %d warm-up\n", blas_core(),
            o->k[0], steps, o->warmup);
-    printf("   step            %9.3f ms median (best %.3f ms), %.0f tokens/s\n", 1e3 * st,
-           1e3 * best[0], N / st);
+    printf("   step            %9.3f ms median (best %.3f ms; CPU %.3f ms), %.0f tokens/s\n",
+           1e3 * st, 1e3 * best[0], 1e3 * cpu[0], N / st);
     printf("   shape limit     %9.3f ms (reference products alone, %.1f GFLOP/s)\n", 1e3 * limit,
            flops / limit / 1e9);
     printf("   step / limit    %9.1f %%   (target >= 90%%: %s)\n", 100 * limit / st,
@@ -332,8 +350,8 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     printf("     non-GEMM allowed at 90%% of the limit: %.3f ms; measured outside GEMM: %.3f ms\n",
            1e3 * (limit / 0.9 - limit), 1e3 * (st - limit));
     for (int i = 1; i < o->nk; i++)
-        printf("   threads %d       %9.3f ms median, x%.2f of %d thread(s)%s\n", o->k[i],
-               1e3 * med[i], med[0] / med[i], o->k[0],
+        printf("   threads %d       %9.3f ms median (CPU %.3f ms), x%.2f of %d thread(s)%s\n",
+               o->k[i], 1e3 * med[i], 1e3 * cpu[i], med[0] / med[i], o->k[0],
                o->k[i] == 2 && o->k[0] == 1
                    ? (med[0] / med[i] >= 1.8 ? "  (target x1.8: PASS)" : "  (target x1.8: FAIL)")
                    : "");
@@ -349,7 +367,8 @@ static int run_preset(const char *preset, int steps, const Options *o) {
                preset, blas_core(), B, T, flops, st, limit, limit / st, square,
                flops / st / 1e9 / square, rss, need);
         for (int i = 0; i < o->nk; i++)
-            printf("%s{\"k\": %d, \"step_s\": %.6f}", i ? ", " : "", o->k[i], med[i]);
+            printf("%s{\"k\": %d, \"step_s\": %.6f, \"cpu_s\": %.6f}", i ? ", " : "", o->k[i],
+                   med[i], cpu[i]);
         printf("], \"ops\": {");
         for (int i = 0; i < nops; i++)
             printf("%s\"%s\": %.6f", i ? ", " : "", ops[i].name, ops[i].seconds);

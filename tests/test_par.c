@@ -95,6 +95,7 @@ static float *train(const char *activation_glu, int threads, size_t *np) {
     int32_t x[9 * 16], y[9 * 16];
     uint64_t s = 17;
     xent_set_tile_floats(32L * B * T); /* 7 vocabulary tiles */
+    par_set_min_work(1);               /* every loop threaded, in its smallest grains */
     for (int step = 1; step <= 3; step++) {
         for (int i = 0; i < B * T; i++) {
             x[i] = (int32_t)(test_splitmix64(&s) % 203);
@@ -107,6 +108,7 @@ static float *train(const char *activation_glu, int threads, size_t *np) {
         adamw_step(&m, am, av, step == 2 ? 0.5f : 1.0f, &opt, step);
     }
     xent_set_tile_floats(0);
+    par_set_min_work(0);
     float *p = malloc(n * sizeof(float));
     memcpy(p, m.params, n * sizeof(float));
     *np = n;

@@ -34,7 +34,8 @@ void adamw_update(float *restrict p, const float *restrict g, float *restrict m,
 }
 
 /* A piece of one tensor, for par_for: elements are independent, and pieces are whole
- * multiples of 4,096 elements, so each vector loop covers the same elements for every K. */
+ * multiples of 4,096 elements (par_grain), so each vector loop covers the same elements
+ * for every K. */
 typedef struct {
     float *p, *g, *m, *v;
     int decay;
@@ -58,6 +59,6 @@ void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, l
         if (ti->size == 0) continue;
         size_t o = ti->offset;
         StepJob j = {model->params + o, model->grads + o, m + o, v + o, ti->decay, opt, t, scale};
-        par_for(ti->size, 4096, step_piece, &j);
+        par_for(ti->size, par_grain(4, 4096), step_piece, &j);
     }
 }

@@ -127,7 +127,7 @@ static void forward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
 void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
                        int T, int hd) {
     AttnJob j = {.y = y, .att = att, .q = q, .k = k, .v = v, .T = T, .hd = hd};
-    par_for((size_t)G, 1, forward_groups, &j);
+    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), forward_groups, &j);
 }
 
 /* With dp_t[s] = dy_t . v_s and dS_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd):
@@ -181,7 +181,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
                  .scratch = scratch,
                  .T = T,
                  .hd = hd};
-    par_for((size_t)G, 1, backward_groups, &j);
+    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), backward_groups, &j);
 }
 
 /* Where pair p's (hd) vector at position t starts in a rows tensor (see attn_to_lanes). */

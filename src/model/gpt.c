@@ -455,7 +455,7 @@ static void zero_piece(void *ctx, size_t b, size_t e, int chunk) {
 }
 
 void gpt_zero_grad(GPT *m) {
-    par_for(m->n_params, 1 << 16, zero_piece, m->grads);
+    par_for(m->n_params, par_grain(1, 16), zero_piece, m->grads);
 }
 float *gpt_logits(GPT *m) {
     return m->a->logits;

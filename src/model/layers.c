@@ -326,8 +326,9 @@ act_backward_as(const Activation act, float *restrict dpre, const float *restric
         dpre[i] = dh[i] * act_df(act, pre[i]);
 }
 
-/* Rows of a pass for par_for: 16 at a time, so every chunk starts 64-byte aligned relative
- * to the whole and ends on the whole's vector boundaries (the same bits for every K). */
+/* Rows of a pass for par_for, a multiple of 16 at a time (par_grain), so every chunk starts
+ * 64-byte aligned relative to the whole and ends on the whole's vector boundaries (the same
+ * bits for every K). */
 typedef struct {
     Activation act;
     float *out;
@@ -375,13 +376,13 @@ static void act_backward_rows(void *ctx, size_t r0, size_t r1, int chunk) {
 
 void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
     ActJob j = {.act = act, .out = h, .a = pre, .F = F};
-    par_for((size_t)N, 16, act_forward_rows, &j);
+    par_for((size_t)N, par_grain((size_t)F * 8, 16), act_forward_rows, &j);
 }
 
 void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
                          int F) {
     ActJob j = {.act = act, .out = dpre, .a = dh, .b = pre, .F = F};
-    par_for((size_t)N, 16, act_backward_rows, &j);
+    par_for((size_t)N, par_grain((size_t)F * 8, 16), act_backward_rows, &j);
 }
 
 int activation_in_place(Activation act) {

@@ -61,6 +61,19 @@ void par_set_threads(int k) {
     pthread_mutex_unlock(&P.mu);
 }
 
+static size_t min_work = PAR_MIN_WORK;
+
+void par_set_min_work(long work) {
+    min_work = work > 0 ? (size_t)work : PAR_MIN_WORK;
+}
+
+size_t par_grain(size_t unit_work, size_t multiple) {
+    if (multiple < 1) multiple = 1;
+    size_t g = unit_work ? (min_work + unit_work - 1) / unit_work : min_work;
+    g = (g + multiple - 1) / multiple * multiple;
+    return g ? g : multiple;
+}
+
 int par_threads(void) {
     return P.threads;
 }

@@ -13,6 +13,17 @@
 #include <stddef.h>
 
 #define PAR_MAX_THREADS 64
+/* Floats of work (elements, or multiply-adds) below which a piece is not worth waking a
+ * thread for (a wake-up costs microseconds; micro's loops are that short): callers size
+ * their grain from it, so small models run inline. */
+#define PAR_MIN_WORK (1 << 16)
+
+/* The grain, in units of `unit_work` each, that gives pieces of at least PAR_MIN_WORK,
+ * rounded up to a multiple of `multiple` (the alignment a caller's bits need). */
+size_t par_grain(size_t unit_work, size_t multiple);
+/* Tests: the minimum work of a piece (<= 0 restores PAR_MIN_WORK), so that small models
+ * take the threaded paths. */
+void par_set_min_work(long work);
 
 /* fn(ctx, begin, end, chunk) for consecutive pieces of [0, n), each a multiple of grain
  * long except the last; chunk < par_threads() numbers the piece (per-chunk scratch).

@@ -89,7 +89,7 @@ float xent_forward(float *logits, float *row_max, float *row_sum, const float *X
                        .V = V,
                        .v0 = v0,
                        .n = n};
-        par_for((size_t)N, 1, fold_rows, &job);
+        par_for((size_t)N, par_grain((size_t)n * 4, 1), fold_rows, &job);
     }
     double loss = 0.0;
     long hits = 0;
@@ -117,7 +117,7 @@ void xent_backward(float *dX, float *dW, const float *logits, const float *row_m
                        .V = V,
                        .v0 = v0,
                        .n = n};
-        par_for((size_t)N, 1, grad_rows, &job);
+        par_for((size_t)N, par_grain((size_t)n * 2, 1), grad_rows, &job);
         gemm(0, 0, N, C, n, alpha, scratch, n, W + (size_t)v0 * C, C, v0 == 0 ? 0.0f : 1.0f, dX, C);
         gemm(1, 0, n, C, N, alpha, scratch, n, X, C, 1.0f, dW + (size_t)v0 * C, C);
     }
