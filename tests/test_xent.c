@@ -120,6 +120,29 @@ TEST(tiles) {
     CHECK(one.correct == many.correct);
 }
 
+/* The scratch sized for N rows holds the tile of every smaller pass (an evaluation batch
+ * smaller than the training batch): N' w(N') can exceed N w(N) when w is rounded down. */
+TEST(scratch) {
+    const int vs[] = {65, 2000, 50257};
+    for (int k = 0; k < 3; k++) {
+        size_t need = 0;
+        for (int n = 1; n <= 3000; n++) {
+            size_t own = (size_t)n * (size_t)xent_tile_cols(n, vs[k]);
+            need = own > need ? own : need;
+            if (xent_scratch_floats(n, vs[k]) < need) {
+                CHECK_MSG(
+                    0, "V %d: scratch for %d rows %zu floats, a pass of at most %d rows needs %zu",
+                    vs[k], n, xent_scratch_floats(n, vs[k]), n, need);
+                break;
+            }
+            if (xent_scratch_floats(n, vs[k]) < (size_t)n) {
+                CHECK_MSG(0, "V %d: scratch for %d rows has no room for their argmax", vs[k], n);
+                break;
+            }
+        }
+    }
+}
+
 /* The model with many tiles against one: the same loss and gradients up to rounding. */
 TEST(model) {
     ModelConfig mc;

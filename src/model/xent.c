@@ -21,7 +21,12 @@ int xent_tile_cols(int N, int V) {
 }
 
 size_t xent_scratch_floats(int N, int V) {
-    return (size_t)N * (size_t)xent_tile_cols(N, V);
+    /* A pass of N' <= N rows takes N' w(N') floats: N' V when its tile is the whole
+     * vocabulary, 16 N' when clamped to 16 columns, at most tile_floats otherwise (w is
+     * rounded down). N * w(N) alone can be below a smaller pass's need. */
+    size_t nv = (size_t)N * (size_t)V, t = (size_t)tile_floats, floor16 = 16 * (size_t)N;
+    size_t most = t > floor16 ? t : floor16;
+    return nv < most ? nv : most;
 }
 
 /* One tile's rows, for par_for: each row's work is its own (the same bits for every K). */

@@ -34,7 +34,8 @@
 
 /* Vocabulary columns of a tile for N rows: a multiple of 16 (at least 16), or V itself. */
 int xent_tile_cols(int N, int V);
-/* Floats of the scratch xent_forward and xent_backward need (a tile; N ints at least). */
+/* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows
+ * (a tile; N ints at least). */
 size_t xent_scratch_floats(int N, int V);
 /* Tests: the tile size in floats (<= 0 restores XENT_TILE_FLOATS). */
 void xent_set_tile_floats(long n);
