@@ -45,8 +45,8 @@ def ablate_run(path, warmup):
 def theoretical_memory(start):
     """Bytes a lean pre-norm GPT trainer needs: weights + grads + Adam m and v (4 x params x 4 B)
     plus activations, counted per token (B*T of them), llm.c style:
-      top:       C (embedding sum) [+ C+2 input norm] [+ C+2 final norm] + V (logits; softmax
-                 probabilities and their gradient overwrite it in place)
+      top:       C (embedding sum) [+ C+2 input norm] [+ C+2 final norm] + V (logits; their
+                 softmax and gradient are made tile by tile, src/model/xent.h)
       per layer: norm1 C+2, qkv QKV, attention probabilities H*T, heads C, attn out C,
                  residual C, norm2 C+2, MLP pre-activation UP, activation FF, MLP out C,
                  residual C   (= 18C + 4 + H*T for a 4x non-gated MLP)

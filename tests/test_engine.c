@@ -1,13 +1,14 @@
 /* The engine's contract: the reference families' exact parameter counts, deterministic
  * training (same seed: identical bytes; another seed: different), a micro model that
  * memorizes a tiny corpus, divergence, the lr schedules, the three budgets and gradient
- * clipping. */
+ * clipping; the fused optimizer step against the passes it replaces. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "model/adamw.h"
 #include "model/gemm.h"
 #include "model/gpt.h"
 #include "test_util.h"
@@ -282,6 +283,56 @@ TEST(grad_clip) {
     }
     for (int k = 0; k < 3; k++)
         free(p[k]);
+}
+
+/* adamw_step (clip scale and AdamW of every tensor in one pass) against the passes it
+ * replaced: g *= scale over every gradient, then adamw_update tensor by tensor. The same
+ * bytes, in the parameters, the moments and the (clipped) gradients. */
+TEST(adamw_fused) {
+    ModelConfig mc;
+    model_config_default(&mc);
+    model_config_preset(&mc, "micro");
+    mc.vocab_size = 37;
+    char err[ABL_ERR_MAX];
+    GPT a, b;
+    CHECK_MSG(gpt_alloc(&a, &mc, 2, 8, err) == 0, "%s", err);
+    CHECK_MSG(gpt_alloc(&b, &mc, 2, 8, err) == 0, "%s", err);
+    size_t n = a.n_params, bytes = n * sizeof(float);
+    float *ma = calloc(n, sizeof(float)), *va = calloc(n, sizeof(float));
+    float *mb = calloc(n, sizeof(float)), *vb = calloc(n, sizeof(float));
+    CHECK(ma && va && mb && vb);
+    if (!(ma && va && mb && vb)) goto done;
+    gpt_init_weights(&a, 7);
+    memcpy(b.params, a.params, bytes);
+    uint64_t s = 11;
+    const float scales[3] = {1.0f, 0.37f, 1.0f};
+    for (int step = 0; step < 3; step++) {
+        for (size_t i = 0; i < n; i++)
+            a.grads[i] = (float)((int64_t)(test_splitmix64(&s) % 2001) - 1000) * 1e-4f;
+        memcpy(b.grads, a.grads, bytes);
+        AdamW opt = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+        if (scales[step] != 1.0f)
+            for (size_t i = 0; i < n; i++)
+                a.grads[i] *= scales[step];
+        for (int i = 0; i < T_COUNT; i++) {
+            const TensorInfo *ti = &a.tensors[i];
+            if (ti->size == 0) continue;
+            adamw_update(a.params + ti->offset, a.grads + ti->offset, ma + ti->offset,
+                         va + ti->offset, ti->size, ti->decay, &opt, step + 1);
+        }
+        adamw_step(&b, mb, vb, scales[step], &opt, step + 1);
+        CHECK_MSG(memcmp(a.params, b.params, bytes) == 0, "parameters differ at step %d", step);
+        CHECK_MSG(memcmp(a.grads, b.grads, bytes) == 0, "gradients differ at step %d", step);
+        CHECK_MSG(memcmp(ma, mb, bytes) == 0 && memcmp(va, vb, bytes) == 0,
+                  "moments differ at step %d", step);
+    }
+done:
+    free(ma);
+    free(va);
+    free(mb);
+    free(vb);
+    gpt_free(&a);
+    gpt_free(&b);
 }
 
 int main(int argc, char **argv) {

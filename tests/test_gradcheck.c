@@ -244,22 +244,26 @@ static void run_case(const Case *cs) {
     /* contract checks */
     gpt_forward(&m, xs, NULL, B, T);
     memcpy(logits_ref, gpt_logits(&m), (size_t)B * T * V * sizeof(float));
-    gpt_forward(&m, xs, ys, B, T);
-    double dl = 0;
-    for (int r = 0; r < B * T; r++) { /* with targets, gpt_logits holds softmax probabilities */
+    float loss_c = gpt_forward(&m, xs, ys, B, T);
+    double dl = 0, loss_ref = 0;
+    for (int r = 0; r < B * T; r++) { /* with targets, the same logits, and their loss */
         const float *lr = logits_ref + (size_t)r * V;
         double mx = lr[0], z = 0;
         for (int v = 1; v < V; v++)
             mx = fmax(mx, lr[v]);
         for (int v = 0; v < V; v++)
             z += exp(lr[v] - mx);
+        loss_ref += log(z) - (lr[ys[r]] - mx);
         for (int v = 0; v < V; v++)
-            dl = fmax(dl, fabs(gpt_logits(&m)[(size_t)r * V + v] - exp(lr[v] - mx) / z));
+            dl = fmax(dl, fabs(gpt_logits(&m)[(size_t)r * V + v] - lr[v]));
     }
+    loss_ref /= B * T;
     CHECK_MSG(dl < 1e-6,
-              "%s: probabilities after gpt_forward(x, y) differ from softmax of "
-              "gpt_forward(x, NULL)'s logits by %g",
+              "%s: logits after gpt_forward(x, y) differ from gpt_forward(x, NULL)'s by %g",
               cs->name, dl);
+    CHECK_MSG(fabs(loss_c - loss_ref) < 1e-5 * fabs(loss_ref),
+              "%s: loss %.9g, cross-entropy of the logits %.9g", cs->name, (double)loss_c,
+              loss_ref);
     {
         int32_t xsub[1 * (T - 1)];
         for (int t = 0; t < T - 1; t++)

@@ -29,8 +29,9 @@ static void train_usage(FILE *f) {
             "  --json                 JSON Lines on stdout: start, step, eval, act, sample, end\n"
             "  --max-run-memory SIZE  refuse a run that needs more memory than SIZE (e.g. 16G;\n"
             "                         default 80%% of physical memory, see docs/spec.md)\n"
-            "  --blas-threads K       OpenBLAS threads (1); results are bit-identical only\n"
-            "                         between runs with the same K\n\n"
+            "  --blas-threads K       threads per run: OpenBLAS and the model's loops (1);\n"
+            "                         results are bit-identical only between runs with the\n"
+            "                         same K\n\n"
             "Knobs (defaults shown; see docs/spec.md):\n");
     cli_print_knobs(f);
 }

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "gpt.h"
+
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
 } AdamW;
@@ -12,5 +14,14 @@ typedef struct {
  * is set (2-D tensors), as p -= lr * wd * p before the Adam step, as torch.optim.AdamW. */
 void adamw_update(float *p, const float *g, float *m, float *v, size_t n, int decay,
                   const AdamW *opt, long t);
+
+/* The optimizer step of a whole model in one pass over its parameters, gradients and the
+ * moments m, v (laid out as m->params): every gradient first scaled by `scale` and written
+ * back (gradient clipping; scale 1 leaves the gradients untouched, so the per-layer gradient
+ * norms read afterwards are those of the clipped gradients, as before), then adamw_update's
+ * arithmetic with each tensor's decay flag. Bit-identical to a separate pass g *= scale
+ * followed by adamw_update per tensor: the same float operations in the same order, minus
+ * one read and write of every gradient. */
+void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, long t);
 
 #endif

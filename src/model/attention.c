@@ -7,6 +7,7 @@
 
 #include "fastmath.h"
 #include "layers.h"
+#include "par.h"
 #include "transpose.h"
 
 /* One value of each of ATTN_LANES pairs (a GCC/Clang vector type): arithmetic on it is
@@ -95,11 +96,22 @@ static void lane_softmax(lane_t *p, int n) {
             x[s * ATTN_LANES + j] *= sum[j];
 }
 
-void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
-                       int T, int hd) {
+/* The arguments of a pass, for par_for: groups are independent, each a chunk's own work. */
+typedef struct {
+    float *y, *att, *dq, *dk, *dv, *scratch;
+    const float *q, *k, *v, *dy;
+    int T, hd;
+} AttnJob;
+
+static void forward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
+    const AttnJob *j = ctx;
+    float *y = j->y, *att = j->att;
+    const float *q = j->q, *k = j->k, *v = j->v;
+    int T = j->T, hd = j->hd;
+    (void)chunk;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t tile = (size_t)T * hd;
-    for (int g = 0; g < G; g++) {
+    for (size_t g = g0; g < g1; g++) {
         const lane_t *Q = (const lane_t *)q + g * tile, *K = (const lane_t *)k + g * tile;
         const lane_t *V = (const lane_t *)v + g * tile;
         lane_t *Y = (lane_t *)y + g * tile, *P = (lane_t *)att + (size_t)g * T * T;
@@ -112,18 +124,26 @@ void attention_forward(float *y, float *att, const float *q, const float *k, con
     }
 }
 
+void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
+                       int T, int hd) {
+    AttnJob j = {.y = y, .att = att, .q = q, .k = k, .v = v, .T = T, .hd = hd};
+    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), forward_groups, &j);
+}
+
 /* With dp_t[s] = dy_t . v_s and dS_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd):
  * dq_t = sum_s dS_t[s] k_s, dk_s = sum_t dS_t[s] q_t, dv_s = sum_t P_t[s] dy_t. Every sum runs
  * in registers (accumulating into dk, dv in memory made each update a load and a store):
  * dv from P's columns first, then P is overwritten row by row with dS, then dk from dS's
  * columns. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
-                        const float *q, const float *k, const float *v, int G, int T, int hd,
-                        float *scratch) {
+static void backward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
+    const AttnJob *j = ctx;
+    float *dq = j->dq, *dk = j->dk, *dv = j->dv, *att = j->att;
+    const float *q = j->q, *k = j->k, *v = j->v, *dy = j->dy;
+    int T = j->T, hd = j->hd;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t tile = (size_t)T * hd;
-    lane_t *dp = (lane_t *)scratch;
-    for (int g = 0; g < G; g++) {
+    lane_t *dp = (lane_t *)j->scratch + (size_t)chunk * T; /* the chunk's own */
+    for (size_t g = g0; g < g1; g++) {
         const lane_t *Q = (const lane_t *)q + g * tile, *K = (const lane_t *)k + g * tile;
         const lane_t *V = (const lane_t *)v + g * tile, *DY = (const lane_t *)dy + g * tile;
         lane_t *P = (lane_t *)att + (size_t)g * T * T;
@@ -145,6 +165,23 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
             lane_weighted_sum(DK + (size_t)s * hd, P + (size_t)s * T + s, (size_t)T,
                               Q + (size_t)s * hd, T - s, hd);
     }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
+                        const float *q, const float *k, const float *v, int G, int T, int hd,
+                        float *scratch) {
+    AttnJob j = {.dq = dq,
+                 .dk = dk,
+                 .dv = dv,
+                 .dy = dy,
+                 .att = att,
+                 .q = q,
+                 .k = k,
+                 .v = v,
+                 .scratch = scratch,
+                 .T = T,
+                 .hd = hd};
+    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), backward_groups, &j);
 }
 
 /* Where pair p's (hd) vector at position t starts in a rows tensor (see attn_to_lanes). */

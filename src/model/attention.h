@@ -43,7 +43,8 @@ void attention_forward(float *y, float *att, const float *q, const float *k, con
                        int T, int hd);
 
 /* dq, dk, dv (overwritten, same layout as q) from dy and the forward's q, k, v, att.
- * att is consumed: overwritten with the score gradients. scratch: T*ATTN_LANES floats. */
+ * att is consumed: overwritten with the score gradients. scratch: PAR_MAX_THREADS*T*ATTN_LANES
+ * floats (T*ATTN_LANES for each par_for chunk: the groups run on --blas-threads threads). */
 void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
                         const float *q, const float *k, const float *v, int G, int T, int hd,
                         float *scratch);

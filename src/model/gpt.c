@@ -10,8 +10,10 @@
 #include "attention.h"
 #include "gemm.h"
 #include "layers.h"
+#include "par.h"
 #include "rng.h"
 #include "transpose.h"
+#include "xent.h"
 
 /* The sizes every part of the model uses, derived from the config once. */
 typedef struct {
@@ -88,6 +90,7 @@ struct GptActs {
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
+    float *xent_max, *xent_sum;        /* (B,T) each row's logit maximum and sum of exps */
     /* forward scratch, one layer at a time */
     float *qk;     /* (B,T,QKV) q and k heads after the per-head norm and RoPE (v rows unused) */
     float *y;      /* lane layout (T,hd): attention output */
@@ -108,6 +111,7 @@ struct GptActs {
     float *d_y;             /* lane layout (T,hd) */
     float *d_qk_row;        /* (H + KV) hd: one token's q and k gradients before the norm */
     float *attn_scratch;    /* (T) lanes */
+    float *xent_tile;       /* the cross-entropy's tile (xent.h) */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
      * refreshed by every gpt_forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
@@ -271,6 +275,8 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->fn_mean, BT},
         {&a->fn_rstd, BT},
         {&a->logits, BT * V},
+        {&a->xent_max, training ? BT : 0},
+        {&a->xent_sum, training ? BT : 0},
         {&a->qk, BT * QKV},
         {&a->y, z.lane_tile},
         {&a->scores, training ? 0 : ctx},
@@ -290,7 +296,8 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_v, z.lane_tile},
         {&a->d_y, z.lane_tile},
         {&a->d_qk_row, training ? (H + KV) * hd : 0},
-        {&a->attn_scratch, training ? ATTN_LANES * Td : 0},
+        {&a->attn_scratch, training ? PAR_MAX_THREADS * ATTN_LANES * Td : 0},
+        {&a->xent_tile, training ? (double)xent_scratch_floats(B * T, d.V) : 0},
         {&a->wt, wt_total},
     };
     _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
@@ -442,8 +449,13 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
     }
 }
 
+static void zero_piece(void *ctx, size_t b, size_t e, int chunk) {
+    (void)chunk;
+    memset((float *)ctx + b, 0, (e - b) * sizeof(float));
+}
+
 void gpt_zero_grad(GPT *m) {
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    par_for(m->n_params, par_grain(1, 16), zero_piece, m->grads);
 }
 float *gpt_logits(GPT *m) {
     return m->a->logits;
@@ -818,9 +830,10 @@ static void block_backward(const Pass *p, int l) {
 
 /* ------------------------------------------------------------------ the model */
 
-/* tokens (B,T) -> logits (B,T,V) in p->a: embedding, input norm, the blocks, final norm,
- * lm_head. The one forward of training and generation. */
-static const float *forward_pass(const Pass *p, const int32_t *tokens) {
+/* tokens (B,T) -> the lm_head's input (B,T,C): embedding, input norm, the blocks, final
+ * norm. The one forward of training and generation; the lm_head follows (forward_pass), or
+ * with targets the tiled lm_head and loss (xent.h). */
+static const float *hidden_pass(const Pass *p, const int32_t *tokens) {
     const ModelConfig *c = &p->m->cfg;
     const ModelView *M = &p->m->view;
     GptActs *a = p->a;
@@ -851,9 +864,17 @@ static const float *forward_pass(const Pass *p, const int32_t *tokens) {
                  N);
         last = a->fn_out;
     }
-    matmul_forward(a->logits, last, M->w.lm_head, fwd_wt(p, M->wt.lm_head), NULL, N, C,
-                   c->vocab_size);
-    return a->logits;
+    return last;
+}
+
+/* tokens (B,T) -> logits (B,T,V) in p->a. */
+static const float *forward_pass(const Pass *p, const int32_t *tokens) {
+    const ModelConfig *c = &p->m->cfg;
+    const ModelView *M = &p->m->view;
+    const float *last = hidden_pass(p, tokens);
+    matmul_forward(p->a->logits, last, M->w.lm_head, fwd_wt(p, M->wt.lm_head), NULL, p->B * p->T,
+                   c->d_model, c->vocab_size);
+    return p->a->logits;
 }
 
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
@@ -867,10 +888,17 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     if (m->collect_stats) memset(m->stats, 0, (size_t)c->n_layer * sizeof *m->stats);
     refresh_transposed(m);
     Pass p = {.m = m, .a = a, .B = B, .T = T, .stats = m->collect_stats ? m->stats : NULL};
-    forward_pass(&p, x);
     m->loss = 0.0f;
     m->correct = 0;
-    if (y) m->loss = softmax_xent_forward(a->logits, y, N, c->vocab_size, &m->correct);
+    if (!y) {
+        forward_pass(&p, x);
+        return m->loss;
+    }
+    const ModelView *M = &m->view;
+    const float *last = hidden_pass(&p, x);
+    m->loss = xent_forward(a->logits, a->xent_max, a->xent_sum, last, M->w.lm_head,
+                           fwd_wt(&p, M->wt.lm_head), N, c->d_model, c->vocab_size, y, &m->correct,
+                           a->xent_tile);
     return m->loss;
 }
 
@@ -887,12 +915,12 @@ void gpt_backward(GPT *m) {
     int B = m->cur_B, T = m->cur_T, C = c->d_model, V = c->vocab_size, N = B * T;
     Pass p = {.m = m, .a = a, .B = B, .T = T};
 
-    softmax_xent_backward(a->logits, a->targets, N, V);
     const float *blocks_out = layer_acts(a, c->n_layer - 1).out;
     const float *last = c->final_norm ? a->fn_out : blocks_out;
-    /* d logits = (probs - onehot) / N, the 1/N applied by the GEMMs */
-    matmul_backward(c->final_norm ? a->d_final : a->d_resid, 0.0f, M->g.lm_head, NULL, a->logits,
-                    1.0f / (float)N, last, M->w.lm_head, N, C, V);
+    /* d logits = (probs - onehot) / N, tile by tile, the 1/N applied by the GEMMs */
+    xent_backward(c->final_norm ? a->d_final : a->d_resid, M->g.lm_head, a->logits, a->xent_max,
+                  a->xent_sum, a->targets, last, M->w.lm_head, N, C, V, 1.0f / (float)N,
+                  a->xent_tile);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
         norm_bwd(c, a->d_resid, a->d_final, blocks_out, a->fn_mean, a->fn_rstd, M->w.final_norm_w,

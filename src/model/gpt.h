@@ -136,14 +136,15 @@ double gpt_alloc_bytes(const ModelConfig *c, int B, int T);
  * draws from stream (RNG_STREAM_INIT, i) so the values do not depend on other tensors. */
 void gpt_init_weights(GPT *m, uint64_t seed);
 
-/* x, y: (B, T) token ids, B <= m->B and T <= m->T. Without targets (y == NULL) leaves the
- * logits in gpt_logits(m). With targets returns the mean cross-entropy, counts argmax hits in
- * m->correct, and leaves softmax probabilities in gpt_logits(m) for gpt_backward. */
+/* x, y: (B, T) token ids, B <= m->B and T <= m->T. Leaves the logits in gpt_logits(m).
+ * With targets (y != NULL) it also returns the mean cross-entropy and counts argmax hits in
+ * m->correct; the lm_head and the loss then run tiled over the vocabulary (xent.h), and
+ * gpt_backward turns the logits into their gradient tile by tile. */
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T);
 /* Gradients of the last forward's mean loss, ACCUMULATED into m->grads. */
 void gpt_backward(GPT *m);
 void gpt_zero_grad(GPT *m);
-/* (B, T, V) logits / probabilities / dlogits of the last forward or backward. */
+/* (B, T, V) logits of the last forward (with or without targets; gpt_backward leaves them). */
 float *gpt_logits(GPT *m);
 
 /* Activation buffers for passes of up to (B, T) rows. gpt_alloc makes the model's own, with

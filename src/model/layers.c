@@ -6,6 +6,7 @@
 
 #include "fastmath.h"
 #include "gemm.h"
+#include "par.h"
 
 /* ---------------------------------------------------------------- matmul (via gemm.h) */
 
@@ -325,11 +326,27 @@ act_backward_as(const Activation act, float *restrict dpre, const float *restric
         dpre[i] = dh[i] * act_df(act, pre[i]);
 }
 
-void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
-    switch (act) {
+/* Rows of a pass for par_for, a multiple of 16 at a time (par_grain), so every chunk starts
+ * 64-byte aligned relative to the whole and ends on the whole's vector boundaries (the same
+ * bits for every K). */
+typedef struct {
+    Activation act;
+    float *out;
+    const float *a, *b;
+    int F;
+} ActJob;
+
+static void act_forward_rows(void *ctx, size_t r0, size_t r1, int chunk) {
+    const ActJob *j = ctx;
+    size_t F = (size_t)j->F, in = is_glu(j->act) ? 2 * F : F;
+    float *h = j->out + r0 * F;
+    const float *pre = j->a + r0 * in;
+    int N = (int)(r1 - r0);
+    (void)chunk;
+    switch (j->act) {
 #define FWD(A)                                                                                     \
     case A:                                                                                        \
-        act_forward_as(A, h, pre, N, F);                                                           \
+        act_forward_as(A, h, pre, N, j->F);                                                        \
         return;
         EACH_ACTIVATION(FWD)
 #undef FWD
@@ -338,18 +355,34 @@ void activation_forward(Activation act, float *h, const float *pre, int N, int F
     }
 }
 
-void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
-                         int F) {
-    switch (act) {
+static void act_backward_rows(void *ctx, size_t r0, size_t r1, int chunk) {
+    const ActJob *j = ctx;
+    size_t F = (size_t)j->F, in = is_glu(j->act) ? 2 * F : F;
+    float *dpre = j->out + r0 * in;
+    const float *dh = j->a + r0 * F, *pre = j->b + r0 * in;
+    int N = (int)(r1 - r0);
+    (void)chunk;
+    switch (j->act) {
 #define BWD(A)                                                                                     \
     case A:                                                                                        \
-        act_backward_as(A, dpre, dh, pre, N, F);                                                   \
+        act_backward_as(A, dpre, dh, pre, N, j->F);                                                \
         return;
         EACH_ACTIVATION(BWD)
 #undef BWD
     case ACT_COUNT:
         abort();
     }
+}
+
+void activation_forward(Activation act, float *h, const float *pre, int N, int F) {
+    ActJob j = {.act = act, .out = h, .a = pre, .F = F};
+    par_for((size_t)N, par_grain((size_t)F * 8, 16), act_forward_rows, &j);
+}
+
+void activation_backward(Activation act, float *dpre, const float *dh, const float *pre, int N,
+                         int F) {
+    ActJob j = {.act = act, .out = dpre, .a = dh, .b = pre, .F = F};
+    par_for((size_t)N, par_grain((size_t)F * 8, 16), act_backward_rows, &j);
 }
 
 int activation_in_place(Activation act) {
@@ -390,7 +423,7 @@ void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, i
 
 /* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
  * -ffast-math and gives the same result on every run. */
-static float row_max(const float *restrict x, int n) {
+float row_max_lanes(const float *restrict x, int n) {
     float acc[LANES], b[8], c[4], m = -INFINITY;
     for (int k = 0; k < LANES; k++)
         acc[k] = -INFINITY;
@@ -409,7 +442,18 @@ static float row_max(const float *restrict x, int n) {
     return m;
 }
 
-/* x[j] = exp(x[j] - m) in place; returns the sum. */
+float exp_sum_lanes(const float *restrict x, int n, float m) {
+    float acc[LANES] = {0}, tail = 0.0f;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += exp_nonpos(x[j + k] - m);
+    for (; j < n; j++)
+        tail += exp_nonpos(x[j] - m);
+    return lanes_total(acc, tail);
+}
+
+/* x[j] = exp(x[j] - m) in place; returns the sum, as exp_sum_lanes adds it. */
 static float exp_sub_inplace(float *restrict x, int n, float m) {
     float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
@@ -427,40 +471,8 @@ static float exp_sub_inplace(float *restrict x, int n, float m) {
 }
 
 void softmax_row(float *x, int n) {
-    float m = row_max(x, n);
+    float m = row_max_lanes(x, n);
     float s = exp_sub_inplace(x, n, m), inv = 1.0f / s;
     for (int j = 0; j < n; j++)
         x[j] *= inv;
-}
-
-float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct) {
-    double loss = 0.0;
-    long hits = 0;
-    for (int i = 0; i < N; i++) {
-        float *l = logits + (size_t)i * V;
-        int y = targets[i];
-        float m = row_max(l, V), ly = l[y];
-        /* argmax == target: no logit above the target's, ties broken toward the lower id */
-        int hit = 1;
-        if (ly < m)
-            hit = 0;
-        else
-            for (int j = 0; j < y; j++)
-                if (l[j] == ly) {
-                    hit = 0;
-                    break;
-                }
-        hits += hit;
-        float s = exp_sub_inplace(l, V, m), inv = 1.0f / s;
-        loss += (double)logf(s) - (double)(ly - m);
-        for (int j = 0; j < V; j++)
-            l[j] *= inv;
-    }
-    if (correct) *correct = hits;
-    return (float)(loss / N);
-}
-
-void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V) {
-    for (int i = 0; i < N; i++)
-        probs[(size_t)i * V + targets[i]] -= 1.0f;
 }

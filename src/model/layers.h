@@ -49,12 +49,10 @@ void rope_angles(float *cos_row, float *sin_row, int pos, int hd, double base);
  * inverse = 1 rotates by -angle (the backward of a rotation is its transpose). */
 void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, int inverse);
 
-/* Mean cross-entropy of (N,V) logits against targets; overwrites logits with softmax
- * probabilities. *correct receives the number of rows whose argmax equals the target. */
-float softmax_xent_forward(float *logits, const int32_t *targets, int N, int V, long *correct);
-/* In place: probs -> probs - onehot(target). The gradient of the mean loss is that times
- * 1/N: the caller folds 1/N into the lm_head GEMMs' alpha instead of a pass over (N,V). */
-void softmax_xent_backward(float *probs, const int32_t *targets, int N, int V);
+/* The largest of x (n), and the sum of exp(x - m) over x (m >= every x): in LANES partial
+ * sums combined in a fixed order, so softmax_row and the cross-entropy (xent.c) add alike. */
+float row_max_lanes(const float *x, int n);
+float exp_sum_lanes(const float *x, int n, float m);
 
 /* x (n) -> exp(x - max) / sum, in place. */
 void softmax_row(float *x, int n);

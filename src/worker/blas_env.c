@@ -1,5 +1,6 @@
 #include "util/log.h"
 #include "blas_env.h"
+#include "model/par.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -81,6 +82,8 @@ void blas_set_threads(void) {
         openblas_set_num_threads(requested_threads);
     else if (!blas_thread_env())
         openblas_set_num_threads(1);
+    /* the model's loops outside the GEMMs run on as many (src/model/par.h) */
+    par_set_threads(openblas_get_num_threads());
 }
 
 void blas_warn_threads(const char *who) {

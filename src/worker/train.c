@@ -163,20 +163,13 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     double norm = gpt_grad_norm(g);
     *grad_norm = norm;
     if (!isfinite(norm)) return NAN;
-    if (tc->grad_clip > 0 && norm > tc->grad_clip) {
-        float s = (float)(tc->grad_clip / norm);
-        for (size_t i = 0; i < g->n_params; i++)
-            g->grads[i] *= s;
-    }
+    /* clipping rides in the optimizer's one pass over the gradients (adamw_step) */
+    float scale = 1.0f;
+    if (tc->grad_clip > 0 && norm > tc->grad_clip) scale = (float)(tc->grad_clip / norm);
     *lr = run_config_lr(tc, t->step, t->total_steps);
     AdamW opt = {(float)*lr, (float)tc->beta1, (float)tc->beta2, (float)tc->eps,
                  (float)tc->weight_decay};
-    for (int i = 0; i < T_COUNT; i++) {
-        const TensorInfo *ti = &g->tensors[i];
-        if (ti->size == 0) continue;
-        adamw_update(g->params + ti->offset, g->grads + ti->offset, t->m + ti->offset,
-                     t->v + ti->offset, ti->size, ti->decay, &opt, t->step + 1);
-    }
+    adamw_step(g, t->m, t->v, scale, &opt, t->step + 1);
     return loss;
 }
 

@@ -1,0 +1,38 @@
+/* Threads inside a run (--blas-threads K, issue 18): the model's loops outside the GEMMs
+ * cut into K contiguous chunks, OpenBLAS running the GEMMs on its own K threads. Without
+ * them a run on K cores spent the cross-entropy, AdamW, the activations and attention on
+ * one.
+ *
+ * Determinism: a chunk's work never depends on where the cuts fall. Callers give each index
+ * independent work (rows, attention lanes, parameters) and never reduce across chunks, and
+ * cut only at multiples of a grain that keeps every vector loop's body and tail on the
+ * same elements, so results are the same bits for every K (test_par checks it). */
+#ifndef ABLATE_MODEL_PAR_H
+#define ABLATE_MODEL_PAR_H
+
+#include <stddef.h>
+
+#define PAR_MAX_THREADS 64
+/* Floats of work (elements, or multiply-adds) below which a piece is not worth waking a
+ * thread for (a wake-up costs microseconds; micro's loops are that short): callers size
+ * their grain from it, so small models run inline. */
+#define PAR_MIN_WORK (1 << 16)
+
+/* The grain, in units of `unit_work` each, that gives pieces of at least PAR_MIN_WORK,
+ * rounded up to a multiple of `multiple` (the alignment a caller's bits need). */
+size_t par_grain(size_t unit_work, size_t multiple);
+/* Tests: the minimum work of a piece (<= 0 restores PAR_MIN_WORK), so that small models
+ * take the threaded paths. */
+void par_set_min_work(long work);
+
+/* fn(ctx, begin, end, chunk) for consecutive pieces of [0, n), each a multiple of grain
+ * long except the last; chunk < par_threads() numbers the piece (per-chunk scratch).
+ * Runs inline when there is one thread, n < 2 grain, or another par_for is running (from
+ * inside a piece, or from another thread); returns when every piece is done. */
+void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t end, int chunk),
+             void *ctx);
+/* Threads par_for uses (1..PAR_MAX_THREADS; starts at 1). Not while a par_for runs. */
+void par_set_threads(int k);
+int par_threads(void);
+
+#endif

@@ -1,0 +1,58 @@
+/* The lm_head and the cross-entropy over its logits, tiled over the vocabulary (issue 18).
+ *
+ * The (N, V) logits of a training step (1024 x 50,257 floats, 206 MB, on book) used to be
+ * written by one GEMM (which first zero-fills its output for beta = 0), then read and
+ * written by a max pass, an exp pass and a normalization pass, and read again by the two
+ * backward GEMMs. Here the forward computes them in tiles of all N rows x w vocabulary
+ * columns (about XENT_TILE_FLOATS floats) and folds each tile into
+ * every row's running maximum and sum of exponentials while it is fresh in cache (online
+ * log-sum-exp, Milakov & Gimelshein 2018); the backward turns a tile of the stored logits
+ * into probabilities minus the one-hot target in a tile-sized scratch and runs the two
+ * gradient GEMMs on it (the fused backward of Cut Cross-Entropy, Wijmans et al. 2024, but
+ * reading the stored logits instead of recomputing them: at book's shapes the lm_head is
+ * 89% of the step's GEMM FLOPs, and a recompute would add a third of them; measured, the
+ * lm_head and loss took 37-53% longer with it).
+ *
+ * Tiles span all rows, never a few rows of the whole vocabulary: a GEMM of ~8 rows would
+ * re-read the 25.7 MB weight per chunk. The weight is read once per pass.
+ *
+ * When w >= V (one tile: micro, every small vocabulary) the arithmetic is exactly that of
+ * the untiled code: the same GEMM calls, the same max, sum and normalization. With several
+ * tiles the sums are rescaled per tile and dX accumulates over tiles, so results differ in
+ * the last bits; they depend on N and V only, never on threads or ranks. */
+#ifndef ABLATE_MODEL_XENT_H
+#define ABLATE_MODEL_XENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 8 MiB tiles: 2,048 columns of book's 1,024 rows. Measured on the lm_head and loss of a
+ * book step alone (forward and backward, CPU time, one Zen 4 core under load): 256 columns
+ * 1-8% faster than untiled, 512 -2..12%, 1,024 10-15%, 2,048 10-20%, 4,096 12%; 64 columns
+ * 50% slower (each tile's GEMMs pack the rows' inputs again, and narrow products run
+ * below the kernels' rate). */
+#define XENT_TILE_FLOATS (1 << 21)
+
+/* Vocabulary columns of a tile for N rows: a multiple of 16 (at least 16), or V itself. */
+int xent_tile_cols(int N, int V);
+/* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows
+ * (a tile; N ints at least). */
+size_t xent_scratch_floats(int N, int V);
+/* Tests: the tile size in floats (<= 0 restores XENT_TILE_FLOATS). */
+void xent_set_tile_floats(long n);
+
+/* logits (N,V) = X (N,C) W^T, W (V,C) or its transpose Wt (C,V) when the caller keeps it
+ * (NULL otherwise), tile by tile; row_max, row_sum (N) receive each row's maximum and sum
+ * of exp(logit - max). Returns the mean cross-entropy against targets; *correct receives
+ * the rows whose argmax (ties toward the lower id) is the target. The logits stay. */
+float xent_forward(float *logits, float *row_max, float *row_sum, const float *X, const float *W,
+                   const float *Wt, int N, int C, int V, const int32_t *targets, long *correct,
+                   float *scratch);
+
+/* dX (N,C) = alpha (softmax - onehot) W (overwritten) and dW (V,C) += alpha (softmax -
+ * onehot)^T X, from the forward's logits, row_max and row_sum; alpha is the loss's 1/N. */
+void xent_backward(float *dX, float *dW, const float *logits, const float *row_max,
+                   const float *row_sum, const int32_t *targets, const float *X, const float *W,
+                   int N, int C, int V, float alpha, float *scratch);
+
+#endif

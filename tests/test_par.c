@@ -1,0 +1,141 @@
+/* Threads inside a run (src/model/par.h): par_for covers every index once in whole grains,
+ * and training gives the same bits with 1, 2, 3 and 5 threads (the model's loops outside
+ * the GEMMs; OpenBLAS stays on one thread, its own determinism is OpenBLAS's). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/adamw.h"
+#include "model/gpt.h"
+#include "model/par.h"
+#include "model/xent.h"
+#include "test_util.h"
+
+void openblas_set_num_threads(int);
+
+typedef struct {
+    int *hits, bad;
+    size_t grain, n;
+} Cover;
+
+static void mark(void *ctx, size_t b, size_t e, int chunk) {
+    Cover *c = ctx;
+    if (b % c->grain != 0 || (e != c->n && (e - b) % c->grain != 0) || chunk < 0 ||
+        chunk >= par_threads())
+        __atomic_add_fetch(&c->bad, 1, __ATOMIC_RELAXED);
+    for (size_t i = b; i < e; i++)
+        __atomic_add_fetch(&c->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+TEST(cover) {
+    const int ks[] = {1, 2, 3, 5};
+    const size_t ns[] = {0, 1, 7, 16, 33, 1000, 4097};
+    const size_t grains[] = {1, 4, 16};
+    for (size_t a = 0; a < 4; a++) {
+        par_set_threads(ks[a]);
+        CHECK(par_threads() == ks[a]);
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t g = 0; g < 3; g++) {
+                Cover c = {calloc(ns[b] + 1, sizeof(int)), 0, grains[g], ns[b]};
+                par_for(ns[b], grains[g], mark, &c);
+                int once = 1;
+                for (size_t i = 0; i < ns[b]; i++)
+                    once &= c.hits[i] == 1;
+                CHECK_MSG(once && c.bad == 0, "K=%d n=%zu grain=%zu: %s", ks[a], ns[b], grains[g],
+                          once ? "a piece not in whole grains" : "an index not covered once");
+                free(c.hits);
+            }
+    }
+    par_set_threads(1);
+}
+
+/* A par_for inside a piece runs inline and still covers its range once. */
+static void nested(void *ctx, size_t b, size_t e, int chunk) {
+    int *hits = ctx;
+    (void)chunk;
+    for (size_t i = b; i < e; i++) {
+        Cover c = {calloc(40, sizeof(int)), 0, 1, 40};
+        par_for(40, 1, mark, &c);
+        int once = 1;
+        for (int k = 0; k < 40; k++)
+            once &= c.hits[k] == 1;
+        __atomic_add_fetch(&hits[i], once && c.bad == 0, __ATOMIC_RELAXED);
+        free(c.hits);
+    }
+}
+
+TEST(nested) {
+    par_set_threads(3);
+    int hits[12] = {0};
+    par_for(12, 1, nested, hits);
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(hits[i] == 1, "outer index %d: inner par_for not covered once", i);
+    par_set_threads(1);
+}
+
+/* Three AdamW steps of a small GPT; returns its parameters (malloc'd). */
+static float *train(const char *activation_glu, int threads, size_t *np) {
+    par_set_threads(threads);
+    ModelConfig mc;
+    model_config_default(&mc);
+    model_config_preset(&mc, "micro");
+    mc.vocab_size = 203;
+    mc.mlp_ratio = 3.0; /* d_ff 96: rows not a multiple of the vector width's 16 floats */
+    mc.activation = activation_glu ? ACT_SWIGLU : ACT_GELU_TANH;
+    char err[ABL_ERR_MAX];
+    GPT m;
+    int B = 9, T = 16; /* 36 (batch, head) pairs: 3 attention lane groups */
+    if (gpt_alloc(&m, &mc, B, T, err) != 0) {
+        CHECK_MSG(0, "%s", err);
+        return NULL;
+    }
+    gpt_init_weights(&m, 5);
+    size_t n = m.n_params;
+    float *am = calloc(n, sizeof(float)), *av = calloc(n, sizeof(float));
+    int32_t x[9 * 16], y[9 * 16];
+    uint64_t s = 17;
+    xent_set_tile_floats(32L * B * T); /* 7 vocabulary tiles */
+    par_set_min_work(1);               /* every loop threaded, in its smallest grains */
+    for (int step = 1; step <= 3; step++) {
+        for (int i = 0; i < B * T; i++) {
+            x[i] = (int32_t)(test_splitmix64(&s) % 203);
+            y[i] = (int32_t)(test_splitmix64(&s) % 203);
+        }
+        gpt_zero_grad(&m);
+        gpt_forward(&m, x, y, B, T);
+        gpt_backward(&m);
+        AdamW opt = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+        adamw_step(&m, am, av, step == 2 ? 0.5f : 1.0f, &opt, step);
+    }
+    xent_set_tile_floats(0);
+    par_set_min_work(0);
+    float *p = malloc(n * sizeof(float));
+    memcpy(p, m.params, n * sizeof(float));
+    *np = n;
+    free(am);
+    free(av);
+    gpt_free(&m);
+    par_set_threads(1);
+    return p;
+}
+
+TEST(bits) {
+    openblas_set_num_threads(1);
+    for (int glu = 0; glu < 2; glu++) {
+        size_t n1, nk;
+        float *p1 = train(glu ? "glu" : NULL, 1, &n1);
+        const int ks[] = {2, 3, 5};
+        for (int i = 0; i < 3 && p1; i++) {
+            float *pk = train(glu ? "glu" : NULL, ks[i], &nk);
+            CHECK_MSG(pk && nk == n1 && memcmp(p1, pk, n1 * sizeof(float)) == 0,
+                      "%s: parameters after 3 steps differ between 1 and %d threads",
+                      glu ? "swiglu" : "gelu_tanh", ks[i]);
+            free(pk);
+        }
+        free(p1);
+    }
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_par");
+}

@@ -1,0 +1,184 @@
+/* The tiled lm_head and cross-entropy (src/model/xent.h): many tiles (with a partial last
+ * one) against one tile and against the textbook computation in double; argmax ties across
+ * tiles; the model's loss and gradients with many tiles against one. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt.h"
+#include "model/transpose.h"
+#include "model/xent.h"
+#include "test_util.h"
+
+enum { N = 24, C = 20, V = 203 };
+
+static float frand(uint64_t *s) {
+    return (float)((int64_t)(test_splitmix64(s) % 2001) - 1000) * 1e-3f;
+}
+
+static double max_rel(const float *a, const float *b, size_t n) {
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+typedef struct {
+    float logits[N * V], mx[N], sum[N], dX[N * C], dW[V * C], loss;
+    long correct;
+} Out;
+
+static void run(Out *o, const float *X, const float *W, const float *Wt, const int32_t *y,
+                long tile) {
+    static float scratch[N * V];
+    xent_set_tile_floats(tile);
+    memset(o->dW, 0, sizeof o->dW);
+    o->loss = xent_forward(o->logits, o->mx, o->sum, X, W, Wt, N, C, V, y, &o->correct, scratch);
+    xent_backward(o->dX, o->dW, o->logits, o->mx, o->sum, y, X, W, N, C, V, 1.0f / N, scratch);
+    xent_set_tile_floats(0);
+}
+
+TEST(tiles) {
+    static float X[N * C], W[V * C], Wt[C * V];
+    int32_t y[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N * C; i++)
+        X[i] = frand(&s);
+    for (int i = 0; i < V * C; i++)
+        W[i] = 3.0f * frand(&s);
+    for (int r = 0; r < N; r++)
+        y[r] = (int32_t)(test_splitmix64(&s) % V);
+    /* ties across tiles: rows 17 and 150 of W equal and far ahead for X rows 0 and 1; the
+     * argmax is the lower id, so both rows (target 17) are hits; with the later id both
+     * would miss */
+    for (int k = 0; k < C; k++)
+        W[17 * C + k] = W[150 * C + k] = 40.0f * X[k];
+    for (int k = 0; k < C; k++)
+        X[C + k] = X[k];
+    y[0] = 17;
+    y[1] = 17;
+    transpose(Wt, W, V, C);
+
+    static Out one, many, many_t;
+    run(&one, X, W, NULL, y, 1L << 30); /* one tile */
+    run(&many, X, W, NULL, y, 16L * N); /* 16 columns: 13 tiles, the last of 11 */
+    run(&many_t, X, W, Wt, y, 32L * N); /* transposed weight, 32 columns */
+    CHECK(xent_tile_cols(N, V) == V);   /* the default: one tile at this size */
+    xent_set_tile_floats(16L * N);
+    CHECK(xent_tile_cols(N, V) == 16);
+    xent_set_tile_floats(0);
+
+    /* the textbook computation in double */
+    double loss = 0;
+    long hits = 0;
+    static double dX[N * C], dW[V * C];
+    memset(dX, 0, sizeof dX);
+    memset(dW, 0, sizeof dW);
+    for (int r = 0; r < N; r++) {
+        double l[V], mx = -INFINITY, z = 0;
+        int arg = 0;
+        for (int v = 0; v < V; v++) {
+            l[v] = 0;
+            for (int k = 0; k < C; k++)
+                l[v] += (double)X[r * C + k] * W[v * C + k];
+            if (l[v] > mx) mx = l[v], arg = v;
+        }
+        for (int v = 0; v < V; v++)
+            z += exp(l[v] - mx);
+        loss += log(z) + mx - l[y[r]];
+        hits += arg == y[r];
+        for (int v = 0; v < V; v++) {
+            double g = (exp(l[v] - mx) / z - (v == y[r])) / N;
+            for (int k = 0; k < C; k++) {
+                dX[r * C + k] += g * W[v * C + k];
+                dW[v * C + k] += g * X[r * C + k];
+            }
+        }
+    }
+    loss /= N;
+    static float fX[N * C], fW[V * C];
+    for (int i = 0; i < N * C; i++)
+        fX[i] = (float)dX[i];
+    for (int i = 0; i < V * C; i++)
+        fW[i] = (float)dW[i];
+    const Out *outs[3] = {&one, &many, &many_t};
+    for (int k = 0; k < 3; k++) {
+        const Out *o = outs[k];
+        CHECK_MSG(fabs(o->loss - loss) < 1e-6 * fabs(loss), "case %d: loss %.9g, textbook %.9g", k,
+                  (double)o->loss, loss);
+        CHECK_MSG(o->correct == hits && hits >= 2, "case %d: %ld hits, textbook %ld", k, o->correct,
+                  hits);
+        CHECK_MSG(max_rel(o->dX, fX, N * C) < 2e-6, "case %d: dX off by %g", k,
+                  max_rel(o->dX, fX, N * C));
+        CHECK_MSG(max_rel(o->dW, fW, V * C) < 2e-6, "case %d: dW off by %g", k,
+                  max_rel(o->dW, fW, V * C));
+        CHECK_MSG(max_rel(o->logits, one.logits, N * V) < 1e-6, "case %d: logits differ", k);
+    }
+    CHECK(one.correct == many.correct);
+}
+
+/* The scratch sized for N rows holds the tile of every smaller pass (an evaluation batch
+ * smaller than the training batch): N' w(N') can exceed N w(N) when w is rounded down. */
+TEST(scratch) {
+    const int vs[] = {65, 2000, 50257};
+    for (int k = 0; k < 3; k++) {
+        size_t need = 0;
+        for (int n = 1; n <= 3000; n++) {
+            size_t own = (size_t)n * (size_t)xent_tile_cols(n, vs[k]);
+            need = own > need ? own : need;
+            if (xent_scratch_floats(n, vs[k]) < need) {
+                CHECK_MSG(
+                    0, "V %d: scratch for %d rows %zu floats, a pass of at most %d rows needs %zu",
+                    vs[k], n, xent_scratch_floats(n, vs[k]), n, need);
+                break;
+            }
+            if (xent_scratch_floats(n, vs[k]) < (size_t)n) {
+                CHECK_MSG(0, "V %d: scratch for %d rows has no room for their argmax", vs[k], n);
+                break;
+            }
+        }
+    }
+}
+
+/* The model with many tiles against one: the same loss and gradients up to rounding. */
+TEST(model) {
+    ModelConfig mc;
+    model_config_default(&mc);
+    model_config_preset(&mc, "micro");
+    mc.vocab_size = V;
+    char err[ABL_ERR_MAX];
+    GPT m;
+    CHECK_MSG(gpt_alloc(&m, &mc, 2, 12, err) == 0, "%s", err);
+    gpt_init_weights(&m, 3);
+    int32_t x[24], y[24];
+    uint64_t s = 9;
+    for (int i = 0; i < 24; i++) {
+        x[i] = (int32_t)(test_splitmix64(&s) % V);
+        y[i] = (int32_t)(test_splitmix64(&s) % V);
+    }
+    size_t n = m.n_params;
+    float *g1 = malloc(n * sizeof(float));
+    gpt_zero_grad(&m);
+    float l1 = gpt_forward(&m, x, y, 2, 12);
+    long c1 = m.correct;
+    gpt_backward(&m);
+    memcpy(g1, m.grads, n * sizeof(float));
+    xent_set_tile_floats(16L * 24); /* smaller than at allocation: the scratch suffices */
+    gpt_zero_grad(&m);
+    float l2 = gpt_forward(&m, x, y, 2, 12);
+    gpt_backward(&m);
+    xent_set_tile_floats(0);
+    CHECK_MSG(fabsf(l1 - l2) <= 1e-6f * fabsf(l1), "loss %.9g with one tile, %.9g with many",
+              (double)l1, (double)l2);
+    CHECK(c1 == m.correct);
+    CHECK_MSG(max_rel(m.grads, g1, n) < 1e-5, "gradients differ by %g", max_rel(m.grads, g1, n));
+    free(g1);
+    gpt_free(&m);
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_xent");
+}
