@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "orchestrator/record/resume.h"
@@ -1017,6 +1018,55 @@ TEST(replicate_errors) {
                  "t.yaml:8:28: ", "3 is not one of the values of grid axis model.n_head");
     snprintf(g, sizeof g, "%s  baseline: {model.n_layer: 3, model.activation: relu}\n", grid);
     EXPECT_ERROR(g, NULL, 0, "t.yaml:8:14: ", "model.n_layer is not a grid axis");
+}
+
+/* Issue 20: the contrasts, defined once in C: every configuration against the baseline,
+ * paired by seed index. */
+TEST(contrasts) {
+    Spec s;
+    Plan p;
+    Contrasts c;
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "variants: {baseline: {}, h2: {model.n_head: 2}, gelu: "
+                        "{model.activation: gelu}}\n"
+                        "replicate: {seeds: {min: 2, max: 4}, resolve: 0.01}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.n_configs == 3 && c.n_seeds == 4 && c.baseline == 0 && c.n_contrasts == 2);
+        CHECK(c.n_contrasts == 2 && c.config[0] == 1 && c.config[1] == 2);
+        CHECK(c.n_configs == 3 && !strcmp(c.config_name[0], "baseline") &&
+              !strcmp(c.config_name[1], "h2") && !strcmp(c.config_name[2], "gelu"));
+        /* seed index k of configuration 2 is plan run 2 * 4 + k, seed k */
+        CHECK(p.runs[contrasts_run(&c, 2, 3)].seed == 3 &&
+              p.runs[contrasts_run(&c, 2, 3)].variant == 2);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* a grid: the baseline point may be anywhere in plan order */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "grid: {model.n_head: [2, 4], model.activation: [relu, gelu]}\n"
+                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                        "            baseline: {model.n_head: 4, model.activation: relu}}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.n_configs == 4 && c.baseline == 2 && c.n_contrasts == 3);
+        CHECK(c.n_configs == 4 && !strcmp(c.config_name[2], "n_head=4/activation=relu"));
+        CHECK(c.n_contrasts == 3 && c.config[2] == 3);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* a baseline point that grid.exclude drops is refused where it is named */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: [2, 4]\n"
+                 "  exclude: [{model.n_head: 4}]\n"
+                 "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                 "            baseline: {model.n_head: 4}}\n",
+                 NULL, 0, "t.yaml:6:23: ", "excluded by grid.exclude");
 }
 
 int main(int argc, char **argv) {

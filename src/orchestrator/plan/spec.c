@@ -620,6 +620,7 @@ static int rep_baseline(Load *L, const YNode *v) {
                          "replicate.baseline: expected a mapping of grid knob: value naming one "
                          "grid point, got %s",
                          ydoc_kind(v));
+    r->baseline_mark = mark_of(s, v);
     if (!(r->baseline_point = malloc(sizeof(int) * (size_t)s->n_axes)))
         return spec_fail(L->err, mark_of(s, v), "out of memory");
     for (int a = 0; a < s->n_axes; a++)
