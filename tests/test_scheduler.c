@@ -36,7 +36,7 @@ static void make_runs(void) {
         g_planned[i].index = i;
         g_planned[i].name = g_names[i];
         memcpy(g_planned[i].id, g_ids[i], 17);
-        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5};
+        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5, RUN_DONE, 0, 0, 0};
     }
     g_plan.n_runs = N_RUNS;
     g_plan.runs = g_planned;
@@ -220,7 +220,7 @@ static int setup(Fixture *f, const Impl *impl) {
     memset(f, 0, sizeof *f);
     cur = impl;
     f->extra = impl->extra;
-    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail};
+    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, NULL, NULL};
     f->s = impl->open(f, &h, err);
     CHECK_MSG(f->s != NULL, "[%s] open: %s", impl->name, err);
     if (!f->s) return -1;
@@ -408,7 +408,7 @@ TEST(joined_done_elsewhere) {
     snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
     journal_path_for(f.out, journal, sizeof journal);
     SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
-    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail};
+    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, NULL, NULL};
     f.s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(f.s != NULL, "%s", err);
     if (!f.s) return;

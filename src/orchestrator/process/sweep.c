@@ -24,7 +24,10 @@
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/record/journal.h"
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
+#include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/schedule/sequential.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
@@ -54,6 +57,9 @@ typedef struct {
      * that continues it with another is warned about */
     char blas_core[sizeof(((StartEvent *)0)->blas_core)];
     int blas_threads;
+    /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
+    double final_val_loss, train_seconds;
+    int unstable;
 } SweepRun;
 
 /* Why the sweep stops before every run ended. */
@@ -77,6 +83,14 @@ typedef struct {
     ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
     int local_run;          /* one process: the run it is training (-1: none) */
     DataGuard data;         /* the identity of the plan's data (data_guard.h) */
+    /* replicate: (schedule/adaptive.c): the contrasts, the decisions the journal held when
+     * this session began (not journaled again), each contrast's latest, the runs not needed */
+    Contrasts contrasts;
+    const JournalDecision *journaled;
+    int n_journaled;
+    JournalDecision *latest; /* per contrast; look -2: nothing yet */
+    int n_not_needed;
+    double idle_worker_seconds; /* worker ranks idle while the sweep went on */
 } Sweep;
 
 static int exists(const char *p) {
@@ -337,6 +351,9 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->attempt = rs->runs[k].attempt;
         r->ckpt_step = rs->runs[k].ckpt_step;
         r->ckpt_attempt = rs->runs[k].ckpt_attempt;
+        r->final_val_loss = rs->runs[k].final_val_loss;
+        r->train_seconds = rs->runs[k].train_seconds;
+        r->unstable = rs->runs[k].unstable;
         if (!r->finished) { /* its history may be copied into the next attempt */
             r->events = rs->runs[k].events;
             memset(&rs->runs[k].events, 0, sizeof rs->runs[k].events);
@@ -770,6 +787,126 @@ static void host_fail(void *ctx, const char *what) {
     stop_io(ctx, what);
 }
 
+/* ------------------------------------------------------------------ replicate: */
+
+/* Each contrast's state for the progress line: "h2 open n=3 [-0.02,+0.01]", "gelu better". */
+static void contrast_line(Sweep *s) {
+    char *p = s->progress.contrasts;
+    size_t cap = sizeof s->progress.contrasts, len = 0;
+    p[0] = '\0';
+    for (int j = 0; j < s->contrasts.n_contrasts && len + 16 < cap; j++) {
+        const JournalDecision *d = &s->latest[j];
+        const char *name = s->contrasts.config_name[s->contrasts.config[j]];
+        int w;
+        if (d->look < -1)
+            w = snprintf(p + len, cap - len, "%s%s open", j ? ", " : "", name);
+        else if (d->verdict == SEQ_OPEN)
+            w = snprintf(p + len, cap - len, "%s%s open n=%d [%+.3f,%+.3f]", j ? ", " : "", name,
+                         d->n, d->lo, d->hi);
+        else
+            w = snprintf(p + len, cap - len, "%s%s %s", j ? ", " : "", name,
+                         seq_verdict_name((SeqVerdict)d->verdict));
+        if (w < 0 || (size_t)w >= cap - len) {
+            snprintf(p + len, cap - len, ", ...");
+            break;
+        }
+        len += (size_t)w;
+    }
+}
+
+static int same_decision(const JournalDecision *a, const JournalDecision *b) {
+    return a->contrast == b->contrast && a->look == b->look && a->n == b->n &&
+           a->verdict == b->verdict && !strcmp(a->note, b->note) &&
+           !memcmp(&a->diff, &b->diff, sizeof a->diff) && !memcmp(&a->lo, &b->lo, sizeof a->lo) &&
+           !memcmp(&a->hi, &b->hi, sizeof a->hi);
+}
+
+/* A decision of the adaptive scheduler: journaled (synced) unless the journal has it from an
+ * earlier session, where the replay must give the same one. */
+static int host_decided(void *ctx, const JournalDecision *d) {
+    Sweep *s = ctx;
+    if (d->contrast < 0 || d->contrast >= s->contrasts.n_contrasts) return -1;
+    s->latest[d->contrast] = *d;
+    const char *name = s->contrasts.config_name[s->contrasts.config[d->contrast]];
+    for (int i = 0; i < s->n_journaled; i++) {
+        const JournalDecision *o = &s->journaled[i];
+        if (o->contrast != d->contrast || o->look != d->look || o->verdict != d->verdict ||
+            strcmp(o->note, d->note))
+            continue;
+        if (!same_decision(o, d))
+            log_warn("replicate: contrast %s at n=%d now gives [%+.4f, %+.4f], the journal "
+                     "[%+.4f, %+.4f]: its runs' results changed",
+                     name, d->n, d->lo, d->hi, o->lo, o->hi);
+        return 0;
+    }
+    if (s->stop == STOP_IO) return -1;
+    if (journal_append_decision(s->j, d) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    log_info("replicate: %s vs %s: n=%d, difference %+.4f, interval [%+.4f, %+.4f] at level "
+             "%.3g: %s%s%s",
+             name, s->contrasts.config_name[s->contrasts.baseline], d->n, d->diff, d->lo, d->hi,
+             d->level, seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
+    contrast_line(s);
+    return 0;
+}
+
+/* A planned run its contrasts settled without: a RUN_END of attempt 0 (no attempt was
+ * made) with status not_needed, synced; it counts as finished from here on. */
+static int host_not_needed(void *ctx, int run, const char *why) {
+    Sweep *s = ctx;
+    if (run < 0 || run >= s->n || s->runs[run].finished) return 0;
+    SweepRun *r = &s->runs[run];
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    end.status = RUN_NOT_NEEDED;
+    end.final_val_loss = end.final_val_acc = end.unstable_loss = NAN;
+    end.peak_rss = -1;
+    end.slurm_restart_count = -1;
+    snprintf(end.message, sizeof end.message, "%s", why);
+    if (s->stop == STOP_IO) return -1;
+    if (journal_append_end(s->j, (uint32_t)run, 0, -1, "", &end) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    r->finished = 1;
+    r->status = RUN_NOT_NEEDED;
+    drop_checkpoint(s, r);
+    refs_free(&r->events);
+    s->n_not_needed++;
+    progress_run_elsewhere(&s->progress, r->cost);
+    return 0;
+}
+
+/* The rule and the contrasts, once per session before any decision (the view's /contrasts
+ * and root attributes). */
+static int write_replicate(Sweep *s, char err[ABL_ERR_MAX]) {
+    const SpecReplicate *rep = &s->spec.replicate;
+    if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
+    Contrasts *c = &s->contrasts;
+    if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int j = 0; j < c->n_contrasts; j++)
+        s->latest[j].look = -2;
+    JournalReplicate jr = {.alpha = rep->alpha,
+                           .delta = rep->delta,
+                           .core_hours = rep->core_hours,
+                           .min = rep->min,
+                           .max = rep->max,
+                           .n_looks = rep->n_looks,
+                           .n_contrasts = c->n_contrasts};
+    memcpy(jr.looks, rep->looks, sizeof jr.looks);
+    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
+    if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int j = 0; j < c->n_contrasts; j++)
+        names[j] = c->config_name[c->config[j]];
+    int rc = journal_append_replicate(s->j, &jr, names, c->config_name[c->baseline]);
+    free(names);
+    if (rc != 0) stop_journal(s);
+    return 0;
+}
+
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     const SweepOptions *o = s->o;
     char dir[ABL_PATH_MAX];
@@ -780,7 +917,8 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     }
     int have_journal = exists(s->journal_path);
     SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force};
-    SchedHost host = {s, host_finished_elsewhere, host_continue_from, host_fail};
+    SchedHost host = {
+        s, host_finished_elsewhere, host_continue_from, host_fail, host_decided, host_not_needed};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
@@ -967,6 +1105,13 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
+    s.journaled = rs.decisions;
+    s.n_journaled = rs.n_decisions;
+    if (s.spec.replicate.on && write_replicate(&s, err) != 0) {
+        log_cmd("%s", err);
+        rc = SWEEP_EXIT_FAILED;
+        goto stop_workers;
+    }
     /* a shared sweep's first identity is also where other processes check theirs */
     if (data_guard_record(&s.data, s.j, s.sched->ops->shared ? o->out_path : NULL,
                           o->accept_data_change, err))
@@ -975,8 +1120,14 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     SchedRun *sr = malloc(sizeof *sr * (size_t)(s.n + 1));
     for (int i = 0; sr && i < s.n; i++) {
         SweepRun *r = &s.runs[i];
-        sr[i] =
-            (SchedRun){r->dead ? "" : r->pr->id, r->dead ? "" : r->pr->name, r->cost, r->finished};
+        sr[i] = (SchedRun){r->dead ? "" : r->pr->id,
+                           r->dead ? "" : r->pr->name,
+                           r->cost,
+                           r->finished,
+                           r->status,
+                           r->final_val_loss,
+                           r->unstable,
+                           r->train_seconds};
     }
     if (!sr || sched_start(s.sched, sr, s.n) != 0) {
         free(sr);
@@ -1014,6 +1165,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
              nranks > 1 ? "worker rank(s)" : "process");
     s.sched->ops->announce(s.sched, n_live, done_before, n_resumed, where, o->out_path);
     progress_init(&s.progress, n_live, done_before, total_cost);
+    if (s.spec.replicate.on) contrast_line(&s);
 
     if (nranks > 1)
         run_mpi(&s, nranks);
@@ -1054,6 +1206,8 @@ out:
     free(hostnames);
     free(s.runs);
     free(s.cost);
+    free(s.latest);
+    contrasts_free(&s.contrasts);
     resume_free(&rs);
     data_guard_free(&s.data);
     plan_free(&s.plan);

@@ -33,8 +33,8 @@
 #define ABLATE_VERSION "unknown"
 #endif
 
-const char *const h5view_status_names[6] = {"pending", "running",  "interrupted",
-                                            "done",    "diverged", "failed"};
+const char *const h5view_status_names[7] = {"pending",  "running", "interrupted", "done",
+                                            "diverged", "failed",  "not_needed"};
 
 /* ---------------- pass 1 state ---------------- */
 
@@ -345,6 +345,8 @@ int h5v_run_status(const RunState *rs, const JournalEnd *end) {
             return ST_DIVERGED;
         case RUN_FAILED:
             return ST_FAILED;
+        case RUN_NOT_NEEDED:
+            return ST_NOT_NEEDED;
         default:
             return ST_INTERRUPTED;
         }

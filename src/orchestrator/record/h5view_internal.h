@@ -14,7 +14,16 @@
 #include "journal.h"
 #include "worker/data_identity.h"
 
-enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
+enum {
+    ST_PENDING,
+    ST_RUNNING,
+    ST_INTERRUPTED,
+    ST_DONE,
+    ST_DIVERGED,
+    ST_FAILED,
+    ST_NOT_NEEDED,
+    ST_COUNT
+};
 
 #define STATUS_LEN    12
 #define MAX_RUN_INDEX (1u << 24)

@@ -416,7 +416,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
             if (pass == 0) {
                 for (int c = 0; c < NC; c++)
                     if ((int)strlen(cell[c]) > w[c]) w[c] = (int)strlen(cell[c]);
-                for (int s = 0; s < 6; s++)
+                for (int s = 0; s < 7; s++)
                     if (!strcmp(r->status, h5view_status_names[s])) counts[s]++;
             } else {
                 for (int c = 0; c < NC; c++)
@@ -436,9 +436,9 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
     text_escape(start, shown[1], sizeof shown[1]);
     text_escape(end, shown[2], sizeof shown[2]);
     fprintf(out, "%s: %llu runs:", path, (unsigned long long)nrows);
-    static const int order[6] = {3, 1, 0, 2, 4, 5}; /* done running pending interrupted ... */
+    static const int order[7] = {3, 1, 0, 2, 4, 5, 6}; /* done running pending interrupted ... */
     int any = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         int s = order[k];
         if (!counts[s] && s != 3) continue;
         fprintf(out, "%s %ld %s", any ? "," : "", counts[s], h5view_status_names[s]);

@@ -1,0 +1,235 @@
+/* The adaptive scheduler of a replicate: sweep (schedule/adaptive.c, issue 20), driven with
+ * made-up results: seeds 1..looks[0] of every configuration first, a look only on seeds
+ * 1..n of both arms once they have ended, not_needed runs once a configuration is settled,
+ * unstable runs, the budget, and the same decisions replayed from finished runs (a resume).
+ * Uses whatever sequential.c is linked (the rule's own tests are test_sequential.c): the
+ * effects here are far from the margins every valid rule draws. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/plan/contrast.h"
+#include "orchestrator/plan/plan.h"
+#include "orchestrator/schedule/scheduler.h"
+#include "orchestrator/schedule/sequential.h"
+#include "test_util.h"
+
+static char g_data[1024];
+
+/* baseline, far (1 nat worse), same (equal within 1e-4); seeds 2..5, looks 2, 3, 5. */
+static const char *SPEC = "data: {path: \"%s\"}\n"
+                          "variants: {baseline: {}, far: {model.n_head: 2}, same: "
+                          "{model.n_head: 1}}\n"
+                          "replicate:\n"
+                          "  seeds: {min: 2, max: 5}\n"
+                          "  looks: [2, 3, 5]\n"
+                          "  resolve: 0.05\n"
+                          "  alpha: 0.05\n"
+                          "%s";
+
+typedef struct {
+    Spec spec;
+    Plan plan;
+    SchedRun *runs;
+    Scheduler *s;
+    JournalDecision dec[64];
+    int n_dec;
+    int not_needed[64];
+    int n_not_needed;
+} Fx;
+
+static int h_decided(void *ctx, const JournalDecision *d) {
+    Fx *f = ctx;
+    if (f->n_dec < 64) f->dec[f->n_dec++] = *d;
+    return 0;
+}
+static int h_not_needed(void *ctx, int run, const char *why) {
+    Fx *f = ctx;
+    (void)why;
+    if (f->n_not_needed < 64) f->not_needed[f->n_not_needed++] = run;
+    return 0;
+}
+
+/* The outcome of plan run i: configuration c = i / 5, seed k = i % 5. Baseline spreads
+ * widely over seeds (so only pairing settles anything), far = baseline + 1, same =
+ * baseline + tiny noise. */
+static double loss_of(int i) {
+    int c = i / 5, k = i % 5;
+    double base = 3.0 + 0.3 * ((k * 7) % 5);
+    if (c == 1) return base + 1.0 + 0.001 * k;
+    if (c == 2) return base + 0.0001 * ((k % 2) ? 1 : -1);
+    return base;
+}
+
+static int open_fx(Fx *f, const char *extra, int join, char err[ABL_ERR_MAX]) {
+    memset(f, 0, sizeof *f);
+    char text[2048];
+    snprintf(text, sizeof text, SPEC, g_data, extra);
+    if (spec_load_string(&f->spec, "t.yaml", text, NULL, 0, err) != 0) return -1;
+    if (plan_build(&f->spec, &f->plan, err) != 0) return -1;
+    f->runs = calloc((size_t)f->plan.n_runs, sizeof *f->runs);
+    for (int i = 0; i < f->plan.n_runs; i++)
+        f->runs[i] =
+            (SchedRun){f->plan.runs[i].id, f->plan.runs[i].name, 1.0, 0, RUN_DONE, NAN, 0, 0};
+    SchedConfig cfg = {"unused.h5", &f->plan, join, 60, 0};
+    SchedHost h = {f, NULL, NULL, NULL, h_decided, h_not_needed};
+    char journal[ABL_PATH_MAX] = "";
+    f->s = scheduler_open(&cfg, &h, journal, err);
+    return f->s ? 0 : -1;
+}
+
+static void close_fx(Fx *f) {
+    sched_close(f->s);
+    free(f->runs);
+    plan_free(&f->plan);
+    spec_free(&f->spec);
+}
+
+static EndEvent end_of(int i, double seconds) {
+    EndEvent e;
+    memset(&e, 0, sizeof e);
+    e.status = RUN_DONE;
+    e.final_val_loss = loss_of(i);
+    e.train_seconds = seconds;
+    return e;
+}
+
+TEST(first_look_settles) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    /* seeds 1..2 of every configuration, lowest seed index first */
+    int took[6], n = 0;
+    for (int run; n < 6 && (run = sched_take(f.s, 0)) >= 0;)
+        took[n++] = run;
+    CHECK(n == 6 && took[0] == 0 && took[1] == 5 && took[2] == 10 && took[3] == 1 && took[4] == 6 &&
+          took[5] == 11);
+    CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s)); /* nothing more until a look */
+    /* ends in an order that completes "same" before "far": a look only when both arms'
+     * seeds 1..2 have ended */
+    int order[6] = {0, 10, 11, 5, 1, 6};
+    for (int i = 0; i < 6; i++) {
+        EndEvent e = end_of(order[i], 1);
+        sched_ended(f.s, order[i], &e);
+        if (i == 3) CHECK(f.n_dec == 0); /* baseline seed 2 is not there yet */
+        if (i == 4) CHECK(f.n_dec == 1 && f.dec[0].contrast == 1);
+    }
+    CHECK(f.n_dec == 2);
+    if (f.n_dec == 2) {
+        CHECK(f.dec[0].contrast == 1 && f.dec[0].look == 0 && f.dec[0].n == 2 &&
+              f.dec[0].verdict == SEQ_EQUIVALENT);
+        CHECK(f.dec[1].contrast == 0 && f.dec[1].look == 0 && f.dec[1].verdict == SEQ_WORSE);
+        CHECK(fabs(f.dec[1].diff - 1.0005) < 1e-9 && f.dec[1].lo > 0 && f.dec[1].hi > 1);
+    }
+    /* every contrast settled: the 9 runs not taken are not needed, and nothing is left */
+    CHECK(f.n_not_needed == 9 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
+    close_fx(&f);
+}
+
+/* The same decisions from runs a resumed sweep finished before; results of seeds beyond a
+ * look never enter it. */
+TEST(replay) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    for (int i = 0; i < f.plan.n_runs; i++) {
+        int k = i % 5;
+        if (k >= 3) continue; /* seeds 1..3 ended; seed 3 with a wild result */
+        f.runs[i].finished = 1;
+        f.runs[i].final_val_loss = k == 2 ? 100.0 * (i + 1) : loss_of(i);
+    }
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK(f.n_dec == 2);
+    if (f.n_dec == 2) {
+        CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 2 && f.dec[0].verdict == SEQ_WORSE &&
+              fabs(f.dec[0].diff - 1.0005) < 1e-9);
+        CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 2 && f.dec[1].verdict == SEQ_EQUIVALENT);
+    }
+    CHECK(f.n_not_needed == 6 && !sched_more(f.s));
+    close_fx(&f);
+}
+
+/* An open contrast gets its next look's seeds (and the baseline's); an unstable run of
+ * seeds 1..n ends its contrast as unstable. */
+TEST(next_look_and_unstable) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    for (int i = 0; i < 6; i++) {
+        int run = sched_take(f.s, 0);
+        EndEvent e = end_of(run, 1);
+        if (run == 11) e.final_val_loss += 0.5; /* "same" seed 2 far off: open at n = 2 */
+        sched_ended(f.s, run, &e);
+    }
+    CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
+    /* seed 3 of "same" and of the baseline, nothing of "far" (settled) */
+    int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
+    CHECK((a == 2 && b == 12) || (a == 12 && b == 2));
+    CHECK(sched_take(f.s, 0) == -1);
+    CHECK(f.n_not_needed == 3); /* far's seeds 3..5 */
+    EndEvent e = end_of(2, 1);
+    sched_ended(f.s, 2, &e);
+    e = end_of(12, 1);
+    e.instability = INSTAB_ABOVE_UNIFORM; /* flagged, though done */
+    sched_ended(f.s, 12, &e);
+    CHECK(f.n_dec == 3 && f.dec[2].contrast == 1 && f.dec[2].look == 1 &&
+          f.dec[2].verdict == SEQ_UNSTABLE && strstr(f.dec[2].note, "same/seed2"));
+    CHECK(f.n_not_needed == 7 && !sched_more(f.s));
+    close_fx(&f);
+}
+
+/* The budget: no new run once spent, the open contrasts end unresolved (said in the note). */
+TEST(budget) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 0.001}\n", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    int run = sched_take(f.s, 0), other = sched_take(f.s, 0);
+    EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
+    sched_ended(f.s, run, &e);
+    CHECK(f.n_dec == 2 && f.dec[0].verdict == SEQ_UNRESOLVED && !strcmp(f.dec[0].note, "budget"));
+    CHECK(f.n_dec == 2 && f.dec[1].verdict == SEQ_UNRESOLVED && f.dec[1].look == -1);
+    CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
+    CHECK(f.n_not_needed == f.plan.n_runs - 2); /* the one still training is kept */
+    e = end_of(other, 1);
+    sched_ended(f.s, other, &e); /* changes nothing */
+    CHECK(f.n_dec == 2);
+    close_fx(&f);
+}
+
+/* A requeued run is taken again first. */
+TEST(requeue) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
+    sched_requeue(f.s, a);
+    CHECK(sched_more(f.s) && sched_take(f.s, 0) == a && sched_take(f.s, 0) != b);
+    close_fx(&f);
+}
+
+/* --join cannot decide from one journal's share yet: refused in one line. */
+TEST(join_refused) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK(open_fx(&f, "", 1, err) != 0 && !f.s);
+    CHECK_MSG(strstr(err, "cannot be joined") && !strchr(err, '\n'), "%s", err);
+    close_fx(&f);
+}
+
+int main(int argc, char **argv) {
+    const char *tmp = test_tmpdir();
+    if (!tmp) return 1;
+    snprintf(g_data, sizeof g_data, "%s/small.txt", tmp);
+    if (test_write_corpus(g_data, 4000) != 0) return 1;
+    return test_main(argc, argv, "test_adaptive");
+}
