@@ -578,10 +578,25 @@ static void send_stop(int rank, int32_t mode) {
     MPI_Send(&mode, 1, MPI_INT32_T, rank, TAG_STOP, MPI_COMM_WORLD);
 }
 
+/* Worker idle time (reported for replicate: sweeps, where the rule may leave workers
+ * waiting on a look): when each idle worker became idle. */
+static double *g_idle_since;
+
+static void worker_idle(int rank) {
+    if (g_idle_since) g_idle_since[rank] = clock_seconds();
+}
+
+static void worker_busy(Sweep *s, int rank) {
+    if (g_idle_since && g_idle_since[rank] > 0)
+        s->idle_worker_seconds += clock_seconds() - g_idle_since[rank];
+    if (g_idle_since) g_idle_since[rank] = 0;
+}
+
 /* Hands the next queued run to an idle worker; returns 1 if it did. */
 static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
     int idx = sched_take(s->sched, clock_seconds());
     if (idx < 0) return 0;
+    worker_busy(s, rank);
     RunAssignment a;
     prepare_assignment(s, idx, &a);
     if (record_begin(s, &a, rank, host) != 0) return 0;
@@ -610,6 +625,7 @@ static void run_mpi(Sweep *s, int nranks) {
     }
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
+    g_idle_since = calloc((size_t)nranks, sizeof *g_idle_since);
     for (;;) {
         if (sweep_signal_term()) break;
         rebuild_view(s, 0);
@@ -665,6 +681,7 @@ static void run_mpi(Sweep *s, int nranks) {
         if (st.MPI_TAG == TAG_READY) {
             snprintf(hosts[src], 64, "%.*s", n, (const char *)buf);
             busy[src] = -1;
+            worker_idle(src);
         } else if (st.MPI_TAG == TAG_EVENTS && n >= 8) {
             uint32_t run, attempt;
             memcpy(&run, buf, 4);
@@ -691,6 +708,7 @@ static void run_mpi(Sweep *s, int nranks) {
             we.host[sizeof we.host - 1] = '\0';
             busy[src] = -1;
             n_busy--;
+            worker_idle(src);
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
             if (!stopping(s) && !sweep_signal_usr1() && sched_more(s->sched))
                 n_busy += assign_next(s, src, hosts[src], busy);
@@ -701,6 +719,10 @@ static void run_mpi(Sweep *s, int nranks) {
     if (!sweep_signal_term())
         for (int r = 1; r < nranks; r++)
             send_stop(r, STOP_EXIT);
+    for (int r = 1; r < nranks; r++)
+        if (busy[r] == -1) worker_busy(s, r);
+    free(g_idle_since);
+    g_idle_since = NULL;
     free(buf);
     free(busy);
     free(hosts);
@@ -1013,6 +1035,25 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     return out;
 }
 
+/* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */
+static void replicate_summary(const Sweep *s, int n) {
+    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0};
+    for (int i = 0; i < s->n; i++)
+        not_needed +=
+            !s->runs[i].dead && s->runs[i].finished && s->runs[i].status == RUN_NOT_NEEDED;
+    for (int j = 0; j < s->contrasts.n_contrasts; j++) {
+        int v = s->latest[j].look < -1 ? SEQ_OPEN : s->latest[j].verdict;
+        if (v < 0 || v > SEQ_UNSTABLE) continue;
+        counts[v]++;
+        open += v == SEQ_OPEN;
+    }
+    log_info("replicate: %d of %d planned runs trained, %d not needed; worker ranks idle %.1f s "
+             "in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d unstable%s",
+             n - not_needed, n, not_needed, s->idle_worker_seconds, counts[SEQ_BETTER],
+             counts[SEQ_WORSE], counts[SEQ_EQUIVALENT], counts[SEQ_UNRESOLVED],
+             counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
+}
+
 /* The exit status (sweep.h) and the last line of the log. */
 static int finish(Sweep *s) {
     int failed = 0, finished = 0, n = 0;
@@ -1053,6 +1094,7 @@ static int finish(Sweep *s) {
                  n, failed, s->o->out_path, s->o->out_path);
         return SWEEP_EXIT_FAILED;
     }
+    if (s->spec.replicate.on) replicate_summary(s, n);
     log_info("all %d runs finished (%d failed) -> %s", n, failed, s->o->out_path);
     return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
 }
