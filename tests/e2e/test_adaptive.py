@@ -103,6 +103,14 @@ def kill_resume(tmp):
     assert "not_needed" in ref[3].values() or all(v == "done" for v in ref[3].values())
     _, ins, _ = C.run(["inspect", ref_out], expect_rc=0, tag="inspect")
     assert "contrasts (sequential" in ins and "lr_hi vs baseline:" in ins, ins[-1500:]
+    # a resume under another rule is refused, before anything is written
+    spec2 = C.write(os.path.join(tmp, "spec2.yaml"),
+                    open(spec).read().replace("alpha: 0.2", "alpha: 0.1"))
+    size = os.path.getsize(C.journal_path(ref_out))
+    rc, _, err = C.run(["run", spec2, "-o", ref_out, "--resume"], tag="changed")
+    lines = [l for l in err.splitlines() if "cannot resume" in l]
+    assert rc != 0 and len(lines) == 1 and "alpha changed" in lines[0], err[-2000:]
+    assert os.path.getsize(C.journal_path(ref_out)) == size
     trial(tmp, spec, ref, None, None, "inproc")
     trial(tmp, spec, ref, 3, 2, "mpi")
 

@@ -901,32 +901,93 @@ static int host_not_needed(void *ctx, int run, const char *why) {
     return 0;
 }
 
-/* The rule and the contrasts, once per session before any decision (the view's /contrasts
- * and root attributes). */
-static int write_replicate(Sweep *s, char err[ABL_ERR_MAX]) {
+/* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
+ * would be mixed with the new ones (the budget may change: a larger one continues the
+ * contrasts it left unresolved). 0, or -1 with a message. */
+static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
+                          const char *const *names, const char *baseline, char err[ABL_ERR_MAX]) {
+    if (!rs->replicate_off) return 0;
+    JournalReader *r = journal_reader_open(s->journal_path, err);
+    if (!r) return -1;
+    JournalRecord rec;
+    JournalReplicate was;
+    const char *why = NULL;
+    if (journal_reader_read_at(r, rs->replicate_off, &rec) != 0 ||
+        journal_decode_replicate(&rec, &was) != 0) {
+        why = "its replicate record cannot be read";
+    } else if (was.alpha != now->alpha || was.delta != now->delta || was.min != now->min ||
+               was.max != now->max || was.n_looks != now->n_looks ||
+               memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
+        why = "replicate: seeds, looks, resolve or alpha changed";
+    } else if (was.n_contrasts != now->n_contrasts) {
+        why = "its contrasts changed (variants or grid points added or removed)";
+    } else {
+        for (int k = 0; k < now->n_contrasts && !why; k++) {
+            const char *c, *b, *p;
+            size_t cl, bl, pl;
+            if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
+                cl != strlen(names[k]) || memcmp(c, names[k], cl) || bl != strlen(baseline) ||
+                memcmp(b, baseline, bl))
+                why = "its contrasts changed (variants, grid points or the baseline)";
+        }
+    }
+    journal_reader_close(r);
+    if (!why) return 0;
+    snprintf(err, ABL_ERR_MAX,
+             "%s: cannot resume: %s since the sweep began, and its decisions were made under "
+             "the old ones; use a new output file, or --force to start over",
+             s->o->spec_path, why);
+    return -1;
+}
+
+/* The rule and the contrasts as this session's REPLICATE record has them. names: one per
+ * contrast (malloc'd array; the strings are the contrasts'). */
+static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
     const SpecReplicate *rep = &s->spec.replicate;
+    const Contrasts *c = &s->contrasts;
+    *jr = (JournalReplicate){.alpha = rep->alpha,
+                             .delta = rep->delta,
+                             .core_hours = rep->core_hours,
+                             .min = rep->min,
+                             .max = rep->max,
+                             .n_looks = rep->n_looks,
+                             .n_contrasts = c->n_contrasts};
+    memcpy(jr->looks, rep->looks, sizeof jr->looks);
+    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
+    for (int j = 0; names && j < c->n_contrasts; j++)
+        names[j] = c->config_name[c->config[j]];
+    return names;
+}
+
+/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. */
+static int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
     if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
-    Contrasts *c = &s->contrasts;
+    const Contrasts *c = &s->contrasts;
     if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
         return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int j = 0; j < c->n_contrasts; j++)
         s->latest[j].look = -2;
-    JournalReplicate jr = {.alpha = rep->alpha,
-                           .delta = rep->delta,
-                           .core_hours = rep->core_hours,
-                           .min = rep->min,
-                           .max = rep->max,
-                           .n_looks = rep->n_looks,
-                           .n_contrasts = c->n_contrasts};
-    memcpy(jr.looks, rep->looks, sizeof jr.looks);
-    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
     if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    for (int j = 0; j < c->n_contrasts; j++)
-        names[j] = c->config_name[c->config[j]];
-    int rc = journal_append_replicate(s->j, &jr, names, c->config_name[c->baseline]);
+    int rc = same_replicate(s, rs, &jr, names, c->config_name[c->baseline], err);
     free(names);
-    if (rc != 0) stop_journal(s);
-    return 0;
+    return rc;
+}
+
+/* The rule and the contrasts, once per session before any decision (the view's /contrasts
+ * and root attributes). */
+static void write_replicate(Sweep *s) {
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
+    if (!names) {
+        stop_io(s, "out of memory");
+        return;
+    }
+    if (journal_append_replicate(s->j, &jr, names,
+                                 s->contrasts.config_name[s->contrasts.baseline]) != 0)
+        stop_journal(s);
+    free(names);
 }
 
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
@@ -1130,6 +1191,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     if (open_journal(&s, &rs, err) != 0 ||
+        (s.spec.replicate.on && replicate_begin(&s, &rs, err) != 0) ||
         data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
@@ -1149,11 +1211,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     write_header(&s, nranks, hostnames ? hostnames : "");
     s.journaled = rs.decisions;
     s.n_journaled = rs.n_decisions;
-    if (s.spec.replicate.on && write_replicate(&s, err) != 0) {
-        log_cmd("%s", err);
-        rc = SWEEP_EXIT_FAILED;
-        goto stop_workers;
-    }
+    if (s.spec.replicate.on) write_replicate(&s);
     /* a shared sweep's first identity is also where other processes check theirs */
     if (data_guard_record(&s.data, s.j, s.sched->ops->shared ? o->out_path : NULL,
                           o->accept_data_change, err))

@@ -91,6 +91,10 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (data_guard_decode(&rec, &st->data[st->n_data]) == 0) st->n_data++;
             continue;
         }
+        if (rec.type == JREC_REPLICATE) {
+            st->replicate_off = rec.offset;
+            continue;
+        }
         if (rec.type == JREC_DECISION) {
             if (GROW(st->decisions, st->cap_decisions, (size_t)st->n_decisions + 1) != 0) {
                 rc = -2;

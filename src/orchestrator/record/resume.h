@@ -67,6 +67,7 @@ typedef struct {
     DataIdentity *data; /* the DATA records, in journal order (data_guard.h) */
     int n_data;
     size_t cap_data;
+    uint64_t replicate_off;     /* the last REPLICATE record's offset (0: none) */
     JournalDecision *decisions; /* a replicate: sweep's DECISION records, journal order */
     int n_decisions;
     size_t cap_decisions;
