@@ -91,8 +91,7 @@ static int root_attrs(hid_t file, const JournalReplicate *r) {
            h5_attr_i32(file, "replicate_min", r->min) ||
            h5_attr_i32(file, "replicate_max", r->max) ||
            h5_attr_str(file, "replicate_looks", looks) ||
-           h5_attr_str(file, "replicate_rule",
-                       "sequential (schedule/sequential.h, docs/analysis.md)");
+           h5_attr_str(file, "replicate_rule", "schedule/sequential.h, docs/analysis.md");
 }
 
 int h5v_write_replicate(View *v, hid_t file, char *err) {
