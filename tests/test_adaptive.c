@@ -191,20 +191,24 @@ TEST(budget) {
     CHECK_MSG(open_fx(&f, "  budget: {core_hours: 0.001}\n", 0, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
-    int run = sched_take(f.s, 0), other = sched_take(f.s, 0);
+    int run = sched_take(f.s, 0), other = sched_take(f.s, 0), third = sched_take(f.s, 0);
     EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
     sched_ended(f.s, run, &e);
     CHECK(f.n_dec == 2 && f.dec[0].verdict == SEQ_UNRESOLVED && !strcmp(f.dec[0].note, "budget"));
     CHECK(f.n_dec == 2 && f.dec[1].verdict == SEQ_UNRESOLVED && f.dec[1].look == -1);
     CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
-    CHECK(f.n_not_needed == f.plan.n_runs - 2); /* the one still training is kept */
+    CHECK(f.n_not_needed == f.plan.n_runs - 3); /* the ones still training are kept */
+    /* one of them interrupted on its own is not needed any more: not taken again */
+    sched_requeue(f.s, third);
+    CHECK(f.n_not_needed == f.plan.n_runs - 2 && f.not_needed[f.n_not_needed - 1] == third);
+    CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
     e = end_of(other, 1);
     sched_ended(f.s, other, &e); /* changes nothing */
     CHECK(f.n_dec == 2);
     close_fx(&f);
 }
 
-/* A requeued run is taken again first. */
+/* A requeued or cancelled run is taken again first. */
 TEST(requeue) {
     Fx f;
     char err[ABL_ERR_MAX];
@@ -214,6 +218,8 @@ TEST(requeue) {
     int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
     sched_requeue(f.s, a);
     CHECK(sched_more(f.s) && sched_take(f.s, 0) == a && sched_take(f.s, 0) != b);
+    sched_cancel(f.s, b);
+    CHECK(sched_take(f.s, 0) == b && f.n_not_needed == 0);
     close_fx(&f);
 }
 

@@ -40,6 +40,7 @@ typedef struct {
     SeqRule rule;
     int *run_of;       /* [config * n_seeds + k]: journal index, -1 if not a run here */
     unsigned char *st; /* per journal index: R_* */
+    int *pos;          /* per journal index: config * n_seeds + k, or -1 (not a run here) */
     int *next;         /* per config: seeds below it are not R_TODO (a hint for take) */
     int *need;         /* per config: seeds 1..need[c] are wanted now */
     int *look;         /* per contrast: the next look to take */
@@ -173,8 +174,11 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
     Adaptive *a = (Adaptive *)s;
     int total = a->c.n_configs * a->c.n_seeds;
     if (sched_keep_runs(s, runs, n) != 0 || !(a->st = calloc((size_t)n + 1, 1)) ||
-        !(a->requeued = malloc(sizeof(int) * (size_t)(n + 1))))
+        !(a->requeued = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(a->pos = malloc(sizeof(int) * (size_t)(n + 1))))
         return -1;
+    for (int i = 0; i < n; i++)
+        a->pos[i] = -1;
     for (int i = 0; i < n; i++) {
         const SchedRun *r = &runs[i];
         a->st[i] = R_SKIPPED;
@@ -184,6 +188,7 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
             i < total && !strcmp(a->plan->runs[i].id, r->id) ? i : plan_find_id(a->plan, r->id);
         if (pi < 0 || pi >= total) continue;
         a->run_of[pi] = i;
+        a->pos[i] = pi;
         if (!r->finished)
             a->st[i] = R_TODO;
         else if (r->status == RUN_NOT_NEEDED)
@@ -232,12 +237,27 @@ static int a_more(Scheduler *s) {
     return 0;
 }
 
-/* Back to the front (taken next). */
-static void a_requeue(Scheduler *s, int run) {
+/* Given up by this process (the sweep stops): left unfinished, for the next session. */
+static void a_cancel(Scheduler *s, int run) {
     Adaptive *a = (Adaptive *)s;
     if (run < 0 || run >= s->n || a->st[run] != R_OUT) return;
     a->st[run] = R_TODO;
     a->requeued[a->n_requeued++] = run;
+}
+
+/* Interrupted on its own: back to the front (taken next), unless its configuration was
+ * settled while it trained: then it is not needed any more. */
+static void a_requeue(Scheduler *s, int run) {
+    Adaptive *a = (Adaptive *)s;
+    if (run < 0 || run >= s->n || a->st[run] != R_OUT) return;
+    int p = a->pos[run];
+    if (p >= 0 && a->need[p / a->c.n_seeds] == 0) {
+        a->st[run] = R_SKIPPED;
+        SchedHost *h = &a->base.host;
+        if (h->not_needed) h->not_needed(h->ctx, run, "replicate: its contrasts are settled");
+        return;
+    }
+    a_cancel(s, run);
 }
 
 static void a_ended(Scheduler *s, int run, const EndEvent *end) {
@@ -255,11 +275,7 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     }
     a->st[run] = R_ENDED;
     a->used += end->train_seconds;
-    for (int pi = 0; pi < a->c.n_configs * a->c.n_seeds; pi++)
-        if (a->run_of[pi] == run) {
-            settle(a, pi / a->c.n_seeds);
-            return;
-        }
+    if (a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
 }
 
 static void a_tick(Scheduler *s, double now) {
@@ -296,6 +312,7 @@ static void a_close(Scheduler *s) {
     contrasts_free(&a->c);
     free(a->run_of);
     free(a->st);
+    free(a->pos);
     free(a->next);
     free(a->need);
     free(a->look);
@@ -312,7 +329,7 @@ static const SchedOps adaptive_ops = {
     .take = a_take,
     .more = a_more,
     .requeue = a_requeue,
-    .cancel = a_requeue, /* given up: this process takes it again, later */
+    .cancel = a_cancel,
     .ended = a_ended,
     .tick = a_tick,
     .abandoned = a_abandoned,
