@@ -208,6 +208,27 @@ TEST(budget) {
     close_fx(&f);
 }
 
+/* A resume with a larger budget: runs the first session did not need (its budget ran out)
+ * train when a look needs them; the others stay not needed. */
+TEST(budget_raised) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 10}\n", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    for (int i = 0; i < f.plan.n_runs; i++) {
+        int k = i % 5;
+        f.runs[i].finished = 1;
+        f.runs[i].status = k < 2 ? RUN_DONE : RUN_NOT_NEEDED;
+        f.runs[i].final_val_loss = loss_of(i) + (i == 11 ? 0.5 : 0); /* "same" stays open */
+    }
+    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
+    CHECK(f.n_not_needed == 3); /* far's seeds 3..5 (the host keeps their status) */
+    int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
+    CHECK((a == 2 && b == 12) || (a == 12 && b == 2));
+    close_fx(&f);
+}
+
 /* A requeued or cancelled run is taken again first. */
 TEST(requeue) {
     Fx f;

@@ -346,7 +346,10 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->pr = &s->plan.runs[p];
         r->cfg = s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
-        r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED;
+        /* failed: trained again; not_needed: the adaptive scheduler says again (or needs
+         * it after all, under a larger budget) */
+        r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED &&
+                      rs->runs[k].status != RUN_NOT_NEEDED;
         r->status = rs->runs[k].status;
         r->attempt = rs->runs[k].attempt;
         r->ckpt_step = rs->runs[k].ckpt_step;
@@ -874,12 +877,17 @@ static int host_decided(void *ctx, const JournalDecision *d) {
     return 0;
 }
 
-/* A planned run its contrasts settled without: a RUN_END of attempt 0 (no attempt was
- * made) with status not_needed, synced; it counts as finished from here on. */
+/* A planned run its contrasts settled without: a RUN_END with status not_needed, synced,
+ * of its last attempt (0: it never began; else the one it was interrupted in, which this
+ * ends for good); it counts as finished from here on. */
 static int host_not_needed(void *ctx, int run, const char *why) {
     Sweep *s = ctx;
     if (run < 0 || run >= s->n || s->runs[run].finished) return 0;
     SweepRun *r = &s->runs[run];
+    if (r->status == RUN_NOT_NEEDED) { /* journaled so by a session before */
+        r->finished = 1;
+        return 0;
+    }
     EndEvent end;
     memset(&end, 0, sizeof end);
     end.status = RUN_NOT_NEEDED;
@@ -888,7 +896,8 @@ static int host_not_needed(void *ctx, int run, const char *why) {
     end.slurm_restart_count = -1;
     snprintf(end.message, sizeof end.message, "%s", why);
     if (s->stop == STOP_IO) return -1;
-    if (journal_append_end(s->j, (uint32_t)run, 0, -1, "", &end) != 0 || journal_sync(s->j) != 0) {
+    if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
+        journal_sync(s->j) != 0) {
         stop_journal(s);
         return -1;
     }

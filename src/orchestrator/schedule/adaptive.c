@@ -189,10 +189,10 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
         if (pi < 0 || pi >= total) continue;
         a->run_of[pi] = i;
         a->pos[i] = pi;
-        if (!r->finished)
+        /* a run an earlier session did not need has no result: the replay below gives it
+         * up again, unless a look needs it now (a larger budget than that session's) */
+        if (!r->finished || r->status == RUN_NOT_NEEDED)
             a->st[i] = R_TODO;
-        else if (r->status == RUN_NOT_NEEDED)
-            a->st[i] = R_SKIPPED;
         else
             a->st[i] = R_ENDED, a->used += r->train_seconds;
     }
