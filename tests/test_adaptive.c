@@ -3,7 +3,7 @@
  * 1..n of both arms once they have ended, not_needed runs once a configuration is settled,
  * unstable runs, the budget, and the same decisions replayed from finished runs (a resume).
  * Uses whatever sequential.c is linked (the rule's own tests are test_sequential.c): the
- * effects here are far from the margins every valid rule draws. */
+ * effects here are far from the margins any valid rule draws at 4 pairs (see SPEC). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +17,21 @@
 
 static char g_data[1024];
 
-/* baseline, far (1 nat worse), same (equal within 1e-4); seeds 2..5, looks 2, 3, 5. */
+/* baseline, far (1 nat worse), same (equal within 1e-5); 8 seeds, looks at 4, 6 and 8.
+ * Paired differences spread by 1e-5 at most: at 4 pairs every valid rule settles far
+ * (worse) and same (equivalent within 0.05) at its first look, however little alpha it
+ * spends there (an interval half-width of 1e-5 x even t = 10^3 is far from the margins). */
 static const char *SPEC = "data: {path: \"%s\"}\n"
                           "variants: {baseline: {}, far: {model.n_head: 2}, same: "
                           "{model.n_head: 1}}\n"
                           "replicate:\n"
-                          "  seeds: {min: 2, max: 5}\n"
-                          "  looks: [2, 3, 5]\n"
+                          "  seeds: {min: 4, max: 8}\n"
+                          "  looks: [4, 6, 8]\n"
                           "  resolve: 0.05\n"
                           "  alpha: 0.05\n"
                           "%s";
+#define NS        8 /* seeds per configuration */
+#define RUN(c, k) ((c)*NS + (k))
 
 typedef struct {
     Spec spec;
@@ -51,14 +56,14 @@ static int h_not_needed(void *ctx, int run, const char *why) {
     return 0;
 }
 
-/* The outcome of plan run i: configuration c = i / 5, seed k = i % 5. Baseline spreads
- * widely over seeds (so only pairing settles anything), far = baseline + 1, same =
- * baseline + tiny noise. */
+/* The outcome of plan run i: configuration c = i / NS, seed index k = i % NS. The baseline
+ * spreads widely over seeds (so only pairing settles anything), far = baseline + 1, same =
+ * baseline +- 1e-5. */
 static double loss_of(int i) {
-    int c = i / 5, k = i % 5;
+    int c = i / NS, k = i % NS;
     double base = 3.0 + 0.3 * ((k * 7) % 5);
-    if (c == 1) return base + 1.0 + 0.001 * k;
-    if (c == 2) return base + 0.0001 * ((k % 2) ? 1 : -1);
+    if (c == 1) return base + 1.0 + 1e-5 * (k % 2);
+    if (c == 2) return base + 1e-5 * ((k % 2) ? 1 : -1);
     return base;
 }
 
@@ -101,31 +106,32 @@ TEST(first_look_settles) {
     CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
-    /* seeds 1..2 of every configuration, lowest seed index first */
-    int took[6], n = 0;
-    for (int run; n < 6 && (run = sched_take(f.s, 0)) >= 0;)
+    /* seeds 1..4 of every configuration, lowest seed index first */
+    int took[12], n = 0;
+    for (int run; n < 12 && (run = sched_take(f.s, 0)) >= 0;)
         took[n++] = run;
-    CHECK(n == 6 && took[0] == 0 && took[1] == 5 && took[2] == 10 && took[3] == 1 && took[4] == 6 &&
-          took[5] == 11);
+    CHECK(n == 12);
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(took[i] == RUN(i % 3, i / 3), "take %d: run %d", i, took[i]);
     CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s)); /* nothing more until a look */
-    /* ends in an order that completes "same" before "far": a look only when both arms'
-     * seeds 1..2 have ended */
-    int order[6] = {0, 10, 11, 5, 1, 6};
-    for (int i = 0; i < 6; i++) {
+    /* a look only once seeds 1..4 of both arms have ended: the baseline and "same" first */
+    int order[12] = {RUN(0, 0), RUN(2, 0), RUN(2, 1), RUN(0, 1), RUN(2, 2), RUN(0, 2),
+                     RUN(2, 3), RUN(0, 3), RUN(1, 3), RUN(1, 0), RUN(1, 2), RUN(1, 1)};
+    for (int i = 0; i < 12; i++) {
         EndEvent e = end_of(order[i], 1);
         sched_ended(f.s, order[i], &e);
-        if (i == 3) CHECK(f.n_dec == 0); /* baseline seed 2 is not there yet */
-        if (i == 4) CHECK(f.n_dec == 1 && f.dec[0].contrast == 1);
+        if (i == 6 || i == 10) CHECK(f.n_dec == (i == 6 ? 0 : 1));
+        if (i == 7) CHECK(f.n_dec == 1 && f.dec[0].contrast == 1);
     }
     CHECK(f.n_dec == 2);
     if (f.n_dec == 2) {
-        CHECK(f.dec[0].contrast == 1 && f.dec[0].look == 0 && f.dec[0].n == 2 &&
+        CHECK(f.dec[0].contrast == 1 && f.dec[0].look == 0 && f.dec[0].n == 4 &&
               f.dec[0].verdict == SEQ_EQUIVALENT);
         CHECK(f.dec[1].contrast == 0 && f.dec[1].look == 0 && f.dec[1].verdict == SEQ_WORSE);
-        CHECK(fabs(f.dec[1].diff - 1.0005) < 1e-9 && f.dec[1].lo > 0 && f.dec[1].hi > 1);
+        CHECK(fabs(f.dec[1].diff - 1.000005) < 1e-9 && f.dec[1].lo > 0 && f.dec[1].hi > 1);
     }
-    /* every contrast settled: the 9 runs not taken are not needed, and nothing is left */
-    CHECK(f.n_not_needed == 9 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
+    /* every contrast settled: the 12 runs not taken are not needed, and nothing is left */
+    CHECK(f.n_not_needed == 12 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
     close_fx(&f);
 }
 
@@ -137,20 +143,30 @@ TEST(replay) {
     CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
     if (!f.s) return;
     for (int i = 0; i < f.plan.n_runs; i++) {
-        int k = i % 5;
-        if (k >= 3) continue; /* seeds 1..3 ended; seed 3 with a wild result */
+        int k = i % NS;
+        if (k > 4) continue; /* seeds 1..5 ended; seed 5 with a wild result */
         f.runs[i].finished = 1;
-        f.runs[i].final_val_loss = k == 2 ? 100.0 * (i + 1) : loss_of(i);
+        f.runs[i].final_val_loss = k == 4 ? 100.0 * (i + 1) : loss_of(i);
     }
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     CHECK(f.n_dec == 2);
     if (f.n_dec == 2) {
-        CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 2 && f.dec[0].verdict == SEQ_WORSE &&
-              fabs(f.dec[0].diff - 1.0005) < 1e-9);
-        CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 2 && f.dec[1].verdict == SEQ_EQUIVALENT);
+        CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 4 && f.dec[0].verdict == SEQ_WORSE &&
+              fabs(f.dec[0].diff - 1.000005) < 1e-9);
+        CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 4 && f.dec[1].verdict == SEQ_EQUIVALENT);
     }
-    CHECK(f.n_not_needed == 6 && !sched_more(f.s));
+    CHECK(f.n_not_needed == 9 && !sched_more(f.s));
     close_fx(&f);
+}
+
+/* Ends the first 12 runs (seeds 1..4), "same" seed 2 far off: "same" stays open. */
+static void first_look_same_open(Fx *f) {
+    for (int i = 0; i < 12; i++) {
+        int run = sched_take(f->s, 0);
+        EndEvent e = end_of(run, 1);
+        if (run == RUN(2, 1)) e.final_val_loss += 0.5;
+        sched_ended(f->s, run, &e);
+    }
 }
 
 /* An open contrast gets its next look's seeds (and the baseline's); an unstable run of
@@ -161,26 +177,23 @@ TEST(next_look_and_unstable) {
     CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
-    for (int i = 0; i < 6; i++) {
-        int run = sched_take(f.s, 0);
-        EndEvent e = end_of(run, 1);
-        if (run == 11) e.final_val_loss += 0.5; /* "same" seed 2 far off: open at n = 2 */
-        sched_ended(f.s, run, &e);
-    }
+    first_look_same_open(&f);
     CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
-    /* seed 3 of "same" and of the baseline, nothing of "far" (settled) */
-    int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
-    CHECK((a == 2 && b == 12) || (a == 12 && b == 2));
+    /* seeds 5 and 6 of "same" and of the baseline, nothing of "far" (settled) */
+    int t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = sched_take(f.s, 0);
+    CHECK(t[0] == RUN(0, 4) && t[1] == RUN(2, 4) && t[2] == RUN(0, 5) && t[3] == RUN(2, 5));
     CHECK(sched_take(f.s, 0) == -1);
-    CHECK(f.n_not_needed == 3); /* far's seeds 3..5 */
-    EndEvent e = end_of(2, 1);
-    sched_ended(f.s, 2, &e);
-    e = end_of(12, 1);
-    e.instability = INSTAB_ABOVE_UNIFORM; /* flagged, though done */
-    sched_ended(f.s, 12, &e);
+    CHECK(f.n_not_needed == 4); /* far's seeds 5..8 */
+    for (int i = 0; i < 4; i++) {
+        EndEvent e = end_of(t[i], 1);
+        if (i == 3) e.instability = INSTAB_ABOVE_UNIFORM; /* flagged, though done */
+        sched_ended(f.s, t[i], &e);
+    }
     CHECK(f.n_dec == 3 && f.dec[2].contrast == 1 && f.dec[2].look == 1 &&
-          f.dec[2].verdict == SEQ_UNSTABLE && strstr(f.dec[2].note, "same/seed2"));
-    CHECK(f.n_not_needed == 7 && !sched_more(f.s));
+          f.dec[2].verdict == SEQ_UNSTABLE && strstr(f.dec[2].note, "same/seed5"));
+    CHECK(f.n_not_needed == 8 && !sched_more(f.s));
     close_fx(&f);
 }
 
@@ -216,16 +229,16 @@ TEST(budget_raised) {
     CHECK_MSG(open_fx(&f, "  budget: {core_hours: 10}\n", 0, err) == 0, "%s", err);
     if (!f.s) return;
     for (int i = 0; i < f.plan.n_runs; i++) {
-        int k = i % 5;
+        int k = i % NS;
         f.runs[i].finished = 1;
-        f.runs[i].status = k < 2 ? RUN_DONE : RUN_NOT_NEEDED;
-        f.runs[i].final_val_loss = loss_of(i) + (i == 11 ? 0.5 : 0); /* "same" stays open */
+        f.runs[i].status = k < 4 ? RUN_DONE : RUN_NOT_NEEDED;
+        f.runs[i].final_val_loss = loss_of(i) + (i == RUN(2, 1) ? 0.5 : 0); /* same: open */
     }
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
-    CHECK(f.n_not_needed == 3); /* far's seeds 3..5 (the host keeps their status) */
+    CHECK(f.n_not_needed == 4); /* far's seeds 5..8 (the host keeps their status) */
     int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
-    CHECK((a == 2 && b == 12) || (a == 12 && b == 2));
+    CHECK(a == RUN(0, 4) && b == RUN(2, 4));
     close_fx(&f);
 }
 
