@@ -30,6 +30,8 @@
 #include "sequential.h"
 #include "util/log.h"
 
+_Static_assert(SPEC_MAX_LOOKS == SEQ_MAX_LOOKS, "replicate.looks and the rule's looks");
+
 enum { R_TODO, R_OUT, R_ENDED, R_SKIPPED }; /* SKIPPED: not_needed, or not a run */
 
 typedef struct {
