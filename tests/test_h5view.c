@@ -22,6 +22,8 @@
 #include "h5view_fixture.h"
 #include "orchestrator/record/h5table.h"
 #include "orchestrator/record/inspect.h"
+#include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
 #include "worker/knobs.h"
 
@@ -465,6 +467,103 @@ TEST(empty_journal) {
     CHECK(ef >= 0 && dset_rows(ef, "runs") == 0 && dset_rows(ef, "steps") == 0);
     H5Fclose(ef);
     journal_close(j);
+}
+
+/* Issue 20: a replicate: sweep's REPLICATE and DECISION records become /contrasts,
+ * /decisions and the replicate_* root attributes; a run journaled not_needed shows so. */
+TEST(replicate_tables) {
+    char dir[600], err[ABL_ERR_MAX], jp[800], out[800];
+    case_dir(dir, sizeof dir);
+    snprintf(jp, sizeof jp, "%s/rep.journal", dir);
+    snprintf(out, sizeof out, "%s/rep.h5", dir);
+    Journal *j = journal_create(jp, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return;
+    write_header(j);
+    RunConfig cfg;
+    run_config_default(&cfg);
+    CHECK(journal_append_plan(j, 0, "00000000000000aa", "h2/seed4", 4, &cfg) == 0);
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    end.status = RUN_NOT_NEEDED;
+    end.final_val_loss = NAN;
+    CHECK(journal_append_end(j, 0, 0, -1, "", &end) == 0);
+    JournalReplicate r = {.alpha = 0.05,
+                          .delta = 0.01,
+                          .min = 3,
+                          .max = 8,
+                          .n_looks = 3,
+                          .looks = {3, 5, 8},
+                          .n_contrasts = 2};
+    const char *names[] = {"h2", "gelu"};
+    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
+    JournalDecision d0 = {.contrast = 1,
+                          .look = 0,
+                          .n = 3,
+                          .diff = 0.5,
+                          .lo = 0.25,
+                          .hi = 0.75,
+                          .level = 0.01,
+                          .verdict = SEQ_WORSE};
+    JournalDecision d1 = {.contrast = 0,
+                          .look = 0,
+                          .n = 3,
+                          .diff = 0.0,
+                          .lo = -0.5,
+                          .hi = 0.5,
+                          .level = 0.01,
+                          .verdict = SEQ_OPEN};
+    CHECK(journal_append_decision(j, &d0) == 0 && journal_append_decision(j, &d1) == 0);
+    CHECK(journal_close(j) == 0);
+    CHECK_MSG(h5view_build(jp, out, err) == 0, "%s", err);
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f < 0) return;
+    char s[64];
+    str_attr(f, "replicate_looks", s, sizeof s);
+    CHECK(!strcmp(s, "3,5,8"));
+    double alpha = 0;
+    hid_t a = H5Aopen(f, "replicate_alpha", H5P_DEFAULT);
+    CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &alpha) >= 0 && alpha == 0.05);
+    if (a >= 0) H5Aclose(a);
+    CHECK(dset_rows(f, "contrasts") == 2 && dset_rows(f, "decisions") == 2);
+    typedef struct {
+        int32_t contrast, n;
+        char verdict[12];
+    } Row;
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, 12);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+    H5Tinsert(t, "contrast", HOFFSET(Row, contrast), H5T_NATIVE_INT32);
+    H5Tinsert(t, "n", HOFFSET(Row, n), H5T_NATIVE_INT32);
+    H5Tinsert(t, "verdict", HOFFSET(Row, verdict), st);
+    Row rows[2];
+    memset(rows, 0, sizeof rows);
+    hid_t d = H5Dopen2(f, "contrasts", H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+    CHECK(rows[0].contrast == 0 && !strcmp(rows[0].verdict, "open") && rows[0].n == 3);
+    CHECK(rows[1].contrast == 1 && !strcmp(rows[1].verdict, "worse"));
+    if (d >= 0) H5Dclose(d);
+    d = H5Dopen2(f, "decisions", H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+    CHECK(rows[0].contrast == 1 && !strcmp(rows[0].verdict, "worse"));
+    CHECK(rows[1].contrast == 0 && !strcmp(rows[1].verdict, "open"));
+    if (d >= 0) H5Dclose(d);
+    /* the run the contrasts settled without */
+    typedef struct {
+        char status[12];
+    } RunRow;
+    hid_t rt = H5Tcreate(H5T_COMPOUND, sizeof(RunRow));
+    H5Tinsert(rt, "status", 0, st);
+    RunRow rr = {""};
+    d = H5Dopen2(f, "runs", H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dread(d, rt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &rr) >= 0);
+    CHECK_MSG(!strcmp(rr.status, "not_needed"), "%s", rr.status);
+    if (d >= 0) H5Dclose(d);
+    H5Tclose(rt);
+    H5Tclose(t);
+    H5Tclose(st);
+    H5Fclose(f);
 }
 
 /* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted", and

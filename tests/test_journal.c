@@ -11,6 +11,7 @@
 
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/journal.h"
+#include "orchestrator/record/journal_replicate.h"
 #include "test_util.h"
 #include "worker/knobs.h"
 
@@ -413,6 +414,66 @@ TEST(round_trip) {
 
 /* Cuts the journal at every byte offset inside its last record: the reader stops cleanly
  * after the earlier records, and open_append truncates exactly the torn part. */
+/* Issue 20: a replicate: sweep's rule and contrasts, and its decisions, round-trip. */
+TEST(replicate_records) {
+    char path[512], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "rep.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return;
+    JournalReplicate r = {.alpha = 0.05,
+                          .delta = 0.01,
+                          .core_hours = 2.5,
+                          .min = 3,
+                          .max = 8,
+                          .n_looks = 3,
+                          .looks = {3, 5, 8},
+                          .n_contrasts = 2};
+    const char *names[] = {"h2", "gelu/model.n_head=4"};
+    JournalDecision d = {.contrast = 1,
+                         .look = 2,
+                         .n = 8,
+                         .diff = -0.125,
+                         .sd = 0.5,
+                         .lo = -0.25,
+                         .hi = 1.0 / 3,
+                         .level = 0.001,
+                         .verdict = 4};
+    snprintf(d.note, sizeof d.note, "budget");
+    JournalDecision none = {.contrast = 0, .look = -1, .verdict = 5};
+    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
+    CHECK(journal_append_decision(j, &d) == 0);
+    CHECK(journal_append_decision(j, &none) == 0);
+    CHECK(journal_close(j) == 0);
+    JournalReader *rd = journal_reader_open(path, err);
+    CHECK_MSG(rd != NULL, "%s", err);
+    if (!rd) return;
+    JournalRecord rec;
+    CHECK(journal_reader_next(rd, &rec) == 1 && rec.type == JREC_REPLICATE &&
+          rec.run == JOURNAL_NO_RUN && !strcmp(journal_type_name(rec.type), "replicate"));
+    JournalReplicate back;
+    CHECK(journal_decode_replicate(&rec, &back) == 0);
+    CHECK(back.alpha == 0.05 && back.delta == 0.01 && back.core_hours == 2.5 && back.min == 3 &&
+          back.max == 8 && back.n_looks == 3 && back.looks[1] == 5 && back.n_contrasts == 2);
+    const char *c, *b, *pr;
+    size_t cl, bl, pl;
+    CHECK(journal_replicate_contrast(&rec, 1, &c, &cl, &b, &bl, &pr, &pl) == 0);
+    CHECK(cl == strlen(names[1]) && !memcmp(c, names[1], cl) && bl == 8 &&
+          !memcmp(b, "baseline", 8) && pl == 4 && !memcmp(pr, "seed", 4));
+    CHECK(journal_replicate_contrast(&rec, 2, &c, &cl, &b, &bl, &pr, &pl) == -1);
+    JournalDecision e;
+    CHECK(journal_reader_next(rd, &rec) == 1 && rec.type == JREC_DECISION);
+    CHECK(journal_decode_decision(&rec, &e) == 0);
+    CHECK(e.contrast == 1 && e.look == 2 && e.n == 8 && e.diff == -0.125 && e.sd == 0.5 &&
+          e.lo == -0.25 && e.hi == 1.0 / 3 && e.level == 0.001 && e.verdict == 4 &&
+          !strcmp(e.note, "budget"));
+    CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_decision(&rec, &e) == 0);
+    CHECK(e.look == -1 && e.verdict == 5 && e.note[0] == '\0');
+    CHECK(journal_decode_replicate(&rec, &back) == -1); /* the wrong type */
+    journal_reader_close(rd);
+}
+
 TEST(torn_tail) {
     char path[512], cut_path[512], err[ABL_ERR_MAX];
     test_path(path, sizeof path, "torn.journal");

@@ -37,7 +37,7 @@ static void make_runs(void) {
         g_planned[i].index = i;
         g_planned[i].name = g_names[i];
         memcpy(g_planned[i].id, g_ids[i], 17);
-        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5};
+        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5, RUN_DONE, 0, 0, 0};
     }
     g_plan.n_runs = N_RUNS;
     g_plan.runs = g_planned;
@@ -232,7 +232,7 @@ static int setup(Fixture *f, const Impl *impl) {
     memset(f, 0, sizeof *f);
     cur = impl;
     f->extra = impl->extra;
-    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, h_admit};
+    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
     f->s = impl->open(f, &h, err);
     CHECK_MSG(f->s != NULL, "[%s] open: %s", impl->name, err);
     if (!f->s) return -1;
@@ -420,7 +420,7 @@ TEST(joined_admit_refused) {
     SchedConfig cfg = {out, &g_plan, 1, 60.0, 0};
     Host host;
     memset(&host, 0, sizeof host);
-    SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse};
+    SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse, NULL, NULL};
     Scheduler *s = scheduler_open(&cfg, &h, journal, err);
     CHECK(s == NULL && strstr(err, "refused by the host") != NULL);
     struct stat st;
@@ -438,7 +438,7 @@ TEST(joined_done_elsewhere) {
     snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
     journal_path_for(f.out, journal, sizeof journal);
     SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
-    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit};
+    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
     f.s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(f.s != NULL, "%s", err);
     if (!f.s) return;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "orchestrator/record/resume.h"
@@ -868,6 +869,204 @@ TEST(exclude_limit) {
         }
         CHECK_MSG(dt < 10, "planning took %.1f s", dt);
     }
+}
+
+/* Issue 20: replicate: instead of seeds: plans every configuration x max seeds (seeds
+ * 0..max-1, the ids `seeds: max` gives), with the rule's settings and the baseline. */
+TEST(replicate) {
+    Spec s;
+    Plan p;
+    const char *y = "data: {path: \"@DATA@\"}\n"
+                    "variants:\n"
+                    "  baseline: {}\n"
+                    "  h2: {model.n_head: 2}\n"
+                    "replicate:\n"
+                    "  seeds: {min: 3, max: 8}\n"
+                    "  resolve: 0.01\n"
+                    "  looks: [3, 5, 8]\n"
+                    "  alpha: 0.1\n"
+                    "  budget: {core_hours: 2.5}\n";
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs) {
+        const SpecReplicate *r = &s.replicate;
+        CHECK(r->on && r->min == 3 && r->max == 8 && r->n_looks == 3 && r->looks[1] == 5);
+        CHECK(r->delta == 0.01 && r->alpha == 0.1 && r->core_hours == 2.5);
+        CHECK(p.n_runs == 16 && s.n_seeds == 8 && p.runs[7].seed == 7 && p.runs[8].seed == 0);
+        done(&s, &p);
+    }
+    /* the same ids as seeds: 8 (fixed seeds today) */
+    const char *fixed = "data: {path: \"@DATA@\"}\n"
+                        "variants:\n"
+                        "  baseline: {}\n"
+                        "  h2: {model.n_head: 2}\n"
+                        "seeds: 8\n";
+    Spec s2;
+    Plan p2;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0 && load_plan(fixed, NULL, 0, &s2, &p2) == 0, "%s",
+              g_err);
+    for (int i = 0; i < p.n_runs && i < p2.n_runs; i++)
+        CHECK(!strcmp(p.runs[i].id, p2.runs[i].id));
+    done(&s, &p);
+    done(&s2, &p2);
+    /* defaults: alpha 0.05, no budget, looks from min to max growing about x1.5 */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "variants: {baseline: {}, h2: {model.n_head: 2}}\n"
+                        "replicate: {seeds: {min: 3, max: 20}, resolve: 0.01}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        const SpecReplicate *r = &s.replicate;
+        CHECK(r->alpha == 0.05 && r->core_hours == 0 && r->looks[0] == 3 &&
+              r->looks[r->n_looks - 1] == 20);
+        for (int i = 1; i < r->n_looks; i++)
+            CHECK(r->looks[i] > r->looks[i - 1]);
+        CHECK(!s.replicate.baseline_point);
+        done(&s, &p);
+    }
+    /* a grid names its baseline point (a zip group by any of its keys) */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "grid:\n"
+                        "  model.activation: [relu, gelu]\n"
+                        "  zip:\n"
+                        "    - {model.n_head: [2, 4], model.n_kv_head: [2, 4]}\n"
+                        "replicate:\n"
+                        "  seeds: {min: 2, max: 3}\n"
+                        "  resolve: 0.02\n"
+                        "  baseline: {model.activation: gelu, model.n_kv_head: 4}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK(p.n_runs == 12 && s.replicate.baseline_point);
+        CHECK(s.replicate.baseline_point && s.replicate.baseline_point[0] == 1 &&
+              s.replicate.baseline_point[1] == 1);
+        done(&s, &p);
+    }
+}
+
+TEST(replicate_errors) {
+    const char *head = "data: {path: \"@DATA@\"}\n"
+                       "variants: {baseline: {}, h2: {model.n_head: 2}}\n";
+    char t[2048];
+#define REP(body) (snprintf(t, sizeof t, "%s%s", head, body), t)
+    EXPECT_ERROR(REP("seeds: 3\nreplicate: {seeds: {min: 3, max: 5}, resolve: 0.01}\n"), NULL, 0,
+                 "t.yaml:3:1: ", "seeds: and replicate: exclude each other");
+    EXPECT_ERROR(REP("replicate: 5\n"), NULL, 0, "t.yaml:3:12: ", "replicate: expected a mapping");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  resolv: 0.01\n"), NULL, 0,
+                 "t.yaml:5:3: ", "unknown key 'replicate.resolv'",
+                 "did you mean 'replicate.resolve'");
+    EXPECT_ERROR(REP("replicate:\n  resolve: 0.01\n"), NULL, 0,
+                 "t.yaml:3:1: ", "replicate.seeds is required");
+    EXPECT_ERROR(REP("replicate:\n  seeds: 5\n  resolve: 0.01\n"), NULL, 0,
+                 "t.yaml:4:10: ", "replicate.seeds: expected {min: N, max: M}");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3}\n  resolve: 0.01\n"), NULL, 0,
+                 "t.yaml:4:10: ", "both min and max");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 1, max: 5}\n  resolve: 0.01\n"), NULL, 0,
+                 "t.yaml:4:16: ", "replicate.seeds.min", "from 2");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 5, max: 3}\n  resolve: 0.01\n"), NULL, 0,
+                 "t.yaml:4:24: ", "replicate.seeds.max: 3 is below min 5");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  mnx: 1\n"), NULL, 0,
+                 "t.yaml:5:3: ", "unknown key 'replicate.mnx'");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n"), NULL, 0,
+                 "t.yaml:3:1: ", "replicate.resolve is required");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  resolve: -1\n"), NULL, 0,
+                 "t.yaml:5:12: ", "replicate.resolve: expected a number above 0");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  resolve: 0.01\n  alpha: 0.5\n"),
+                 NULL, 0, "t.yaml:6:10: ", "replicate.alpha", "between 0 and 0.5");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  resolve: 0.01\n"
+                     "  budget: {core_hour: 1}\n"),
+                 NULL, 0, "t.yaml:6:12: ", "unknown key 'replicate.budget.core_hour'");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 5}\n  resolve: 0.01\n"
+                     "  budget: {core_hours: 0}\n"),
+                 NULL, 0, "t.yaml:6:24: ", "replicate.budget.core_hours");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 8}\n  resolve: 0.01\n"
+                     "  looks: [3, 5, 5, 8]\n"),
+                 NULL, 0, "t.yaml:6:17: ", "replicate.looks: must increase strictly");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 8}\n  resolve: 0.01\n"
+                     "  looks: [4, 8]\n"),
+                 NULL, 0, "t.yaml:6:11: ", "first look must be at seeds.min (3)");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 8}\n  resolve: 0.01\n"
+                     "  looks: [3, 5]\n"),
+                 NULL, 0, "t.yaml:6:14: ", "last look must be at seeds.max (8)");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 8}\n  resolve: 0.01\n"
+                     "  looks: 3\n"),
+                 NULL, 0, "t.yaml:6:10: ", "replicate.looks: expected a list");
+    EXPECT_ERROR(REP("replicate:\n  seeds: {min: 3, max: 8}\n  resolve: 0.01\n"
+                     "  baseline: {model.n_head: 2}\n"),
+                 NULL, 0, "t.yaml:6:3: ", "no grid");
+#undef REP
+    /* the baseline: variants need 'baseline', a grid needs replicate.baseline */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants: {h2: {model.n_head: 2}, h8: {model.n_head: 8}}\n"
+                 "replicate: {seeds: {min: 3, max: 5}, resolve: 0.01}\n",
+                 NULL, 0, "t.yaml:3:1: ", "'baseline: {}'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "replicate: {seeds: {min: 3, max: 5}, resolve: 0.01}\n",
+                 NULL, 0, "t.yaml:2:1: ", "at least two configurations");
+    const char *grid = "data: {path: \"@DATA@\"}\n"
+                       "grid:\n"
+                       "  model.n_head: [2, 4]\n"
+                       "  model.activation: [relu, gelu]\n"
+                       "replicate:\n"
+                       "  seeds: {min: 3, max: 5}\n"
+                       "  resolve: 0.01\n";
+    char g[2048];
+    EXPECT_ERROR(grid, NULL, 0, "t.yaml:5:1: ", "replicate.baseline is required with a grid");
+    snprintf(g, sizeof g, "%s  baseline: {model.n_head: 4}\n", grid);
+    EXPECT_ERROR(g, NULL, 0, "t.yaml:8:13: ", "grid axis model.activation", "no value");
+    snprintf(g, sizeof g, "%s  baseline: {model.n_head: 3, model.activation: relu}\n", grid);
+    EXPECT_ERROR(g, NULL, 0,
+                 "t.yaml:8:28: ", "3 is not one of the values of grid axis model.n_head");
+    snprintf(g, sizeof g, "%s  baseline: {model.n_layer: 3, model.activation: relu}\n", grid);
+    EXPECT_ERROR(g, NULL, 0, "t.yaml:8:14: ", "model.n_layer is not a grid axis");
+}
+
+/* Issue 20: the contrasts, defined once in C: every configuration against the baseline,
+ * paired by seed index. */
+TEST(contrasts) {
+    Spec s;
+    Plan p;
+    Contrasts c;
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "variants: {baseline: {}, h2: {model.n_head: 2}, gelu: "
+                        "{model.activation: gelu}}\n"
+                        "replicate: {seeds: {min: 2, max: 4}, resolve: 0.01}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.n_configs == 3 && c.n_seeds == 4 && c.baseline == 0 && c.n_contrasts == 2);
+        CHECK(c.n_contrasts == 2 && c.config[0] == 1 && c.config[1] == 2);
+        CHECK(c.n_configs == 3 && !strcmp(c.config_name[0], "baseline") &&
+              !strcmp(c.config_name[1], "h2") && !strcmp(c.config_name[2], "gelu"));
+        /* seed index k of configuration 2 is plan run 2 * 4 + k, seed k */
+        CHECK(p.runs[contrasts_run(&c, 2, 3)].seed == 3 &&
+              p.runs[contrasts_run(&c, 2, 3)].variant == 2);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* a grid: the baseline point may be anywhere in plan order */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "grid: {model.n_head: [2, 4], model.activation: [relu, gelu]}\n"
+                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                        "            baseline: {model.n_head: 4, model.activation: relu}}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.n_configs == 4 && c.baseline == 2 && c.n_contrasts == 3);
+        CHECK(c.n_configs == 4 && !strcmp(c.config_name[2], "n_head=4/activation=relu"));
+        CHECK(c.n_contrasts == 3 && c.config[2] == 3);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* a baseline point that grid.exclude drops is refused where it is named */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.n_head: [2, 4]\n"
+                 "  exclude: [{model.n_head: 4}]\n"
+                 "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                 "            baseline: {model.n_head: 4}}\n",
+                 NULL, 0, "t.yaml:6:23: ", "excluded by grid.exclude");
 }
 
 int main(int argc, char **argv) {

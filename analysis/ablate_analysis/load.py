@@ -95,6 +95,10 @@ class Sweep:
              unavailable_notes says why, one line per table. Empty when every row is there.
     """
 
+    # a replicate: sweep's /contrasts and /decisions (issue 20; read_replicate), else None
+    replicate_contrasts = None
+    replicate_decisions = None
+
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
                  base_config=None):
         self.path = path
@@ -377,6 +381,7 @@ def _load_once(path):
         data_files = _frame(f["data_files"][()]) if "data_files" in f else None
         # an adaptive sweep's pre-declared family of contrasts (/contrasts, issue 20)
         declared = "contrasts" in f
+        replicate = read_replicate(f)
         bad = check_rows(path, f, runs, raw)
     for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
         df = raw[t]
@@ -385,7 +390,19 @@ def _load_once(path):
     if data_files is not None:
         sw.data_files = data_files
     sw.declared_family = declared
+    if replicate is not None:
+        sw.replicate_contrasts, sw.replicate_decisions = replicate
     return sw, bad
+
+
+def read_replicate(f):
+    """A replicate: sweep's contrasts as the sweep defined them (/contrasts: contrast,
+    configuration, baseline, pairing, and each one's last verdict, n, difference, lo, hi)
+    and its sequential decisions (/decisions, in the order made), as two frames; None for
+    other files. The rule's settings are the root attributes replicate_*."""
+    if "contrasts" not in f or "decisions" not in f:
+        return None
+    return _frame(f["contrasts"][()]), _frame(f["decisions"][()])
 
 
 def _axis_label(column):

@@ -382,6 +382,47 @@ class Report:
             self.w("No contrasts yet: no configuration and its baseline both have finished "
                    "runs.", "")
         self.csv(con, "contrasts.csv")
+        self.sequential()
+
+    def sequential(self):
+        """A replicate: sweep's own verdicts (/contrasts, /decisions; issue 20): what the
+        sweep decided with its sequential rule, which the fixed-sample table above does not
+        replace, and the runs it used against a fixed design at max seeds."""
+        con, dec = self.sw.replicate_contrasts, self.sw.replicate_decisions
+        if con is None:
+            return
+        at = self.sw.attrs
+        st = self.sw.runs["status"]
+        n_configs = int(self.sw.runs["config"].nunique())
+        rmax = int(at.get("replicate_max", 0))
+        trained = int((st != "not_needed").sum())
+        self.w("### Sequential verdicts (the sweep's own)", "")
+        self.w("This sweep replicated until resolved (`replicate:`): its verdicts are "
+               "**sequential** (the rule the sweep ran: %s), each interval valid over "
+               "every look (at %s seeds) and every contrast at family-wise alpha %s, "
+               "equivalence within ±%s nats. The table above re-tests the same runs as if "
+               "their number had been fixed in advance; where they differ, these are the "
+               "sweep's decisions. Runs trained: %d of %d planned (a fixed design at "
+               "max = %d seeds would train %d; %d not needed)."
+               % (at.get("replicate_rule", "?"), at.get("replicate_looks", "?"),
+                  fsig(at.get("replicate_alpha", float("nan"))),
+                  fsig(at.get("replicate_delta", float("nan"))), trained, len(st), rmax,
+                  n_configs * rmax, int((st == "not_needed").sum())), "")
+        rows = []
+        for _, r in con.iterrows():
+            looks = dec[dec["contrast"] == r["contrast"]] if len(dec) else dec
+            level = looks["level"].iloc[-1] if len(looks) else float("nan")
+            note = looks["note"].iloc[-1] if len(looks) else ""
+            v = r["verdict"]
+            rows.append([r["configuration"], r["baseline"], r["pairing"],
+                         "**%s**" % v if v in ("better", "worse") else v,
+                         fint(r["n"]) if r["n"] > 0 else "—", fsigned(r["difference"]),
+                         fci(r["lo"], r["hi"]), fsig(level), note])
+        self.w(md_table(["configuration", "baseline", "paired by", "verdict", "n",
+                         "difference", "interval", "level", "note"], rows,
+                        ["---", "---", "---", "---", "--:", "--:", "--:", "--:", "---"]))
+        self.csv(con, "sequential_contrasts.csv")
+        self.csv(dec, "sequential_decisions.csv")
 
     def grids(self):
         sw = self.sw

@@ -6,6 +6,7 @@
 #include "util/log.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "util/json.h"
@@ -19,6 +20,31 @@ static void plan_usage(FILE *f) {
            "needs) with totals, without training. --json prints one object per run on\n"
            "stdout. A run needing more memory than --max-run-memory (default 80%% of\n"
            "physical memory) is refused, as 'ablate run' and 'ablate train' refuse it.\n");
+}
+
+/* A replicate: sweep trains between min and max seeds of each configuration: the range of
+ * runs and cost, and the contrasts (plan/contrast.h). */
+static void print_replicate(const Plan *plan, const PlanCost *cost) {
+    const SpecReplicate *r = &plan->spec->replicate;
+    Contrasts c;
+    char err[ABL_ERR_MAX];
+    if (contrasts_build(plan, &c, err) != 0) return; /* plan_build checked it */
+    double lo = 0;
+    for (int k = 0; k < c.n_configs; k++)
+        lo += plan_cost_core_hours(cost + contrasts_run(&c, k, 0), r->min, 50e9);
+    char looks[SPEC_MAX_LOOKS * 12] = "";
+    for (int i = 0; i < r->n_looks; i++)
+        snprintf(looks + strlen(looks), sizeof looks - strlen(looks), "%s%d", i ? ", " : "",
+                 r->looks[i]);
+    printf("replicate: %d configurations x %d to %d seeds: %d to %d runs, ~%.2g to ~%.2g "
+           "core-hours; looks at [%s] seeds, alpha %g over %d contrasts against %s, equivalence "
+           "within +-%g nats",
+           c.n_configs, r->min, r->max, c.n_configs * r->min, c.n_configs * r->max, lo,
+           plan_cost_core_hours(cost, plan->n_runs, 50e9), looks, r->alpha, c.n_contrasts,
+           c.config_name[c.baseline], r->delta);
+    if (r->core_hours > 0) printf("; budget %g core-hours", r->core_hours);
+    printf("\n");
+    contrasts_free(&c);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -99,6 +125,7 @@ int cmd_plan(int argc, char **argv) {
                "seconds)\nthe largest run needs about %s of memory; the limit per run is %s (%s)\n",
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
+        if (spec.replicate.on) print_replicate(&plan, cost);
     }
     rc = cli_output_ok() == 0 ? 0 : 1;
 out:

@@ -23,7 +23,16 @@
 #define ABL_SAMPLE_IDS 4096 /* bytes of a sample's ids as text ("464 3290 ...") */
 
 typedef enum { EV_START, EV_STEP, EV_EVAL, EV_ACT, EV_SAMPLE, EV_END, EV_KIND_COUNT } EventKind;
-typedef enum { RUN_DONE, RUN_DIVERGED, RUN_FAILED, RUN_INTERRUPTED, RUN_STATUS_COUNT } RunStatus;
+/* RUN_NOT_NEEDED: a planned run of a replicate: sweep that its contrasts settled without
+ * (schedule/adaptive.h); never trained, journaled so that a resume and the view know. */
+typedef enum {
+    RUN_DONE,
+    RUN_DIVERGED,
+    RUN_FAILED,
+    RUN_INTERRUPTED,
+    RUN_NOT_NEEDED,
+    RUN_STATUS_COUNT
+} RunStatus;
 typedef enum { SAMPLE_GREEDY, SAMPLE_TEMPERATURE, SAMPLE_KIND_COUNT } SampleKind;
 /* Which clause of the instability rule fired first (run_health.h, docs/metrics.md). */
 typedef enum { INSTAB_NONE, INSTAB_NONFINITE, INSTAB_ABOVE_UNIFORM, INSTAB_COUNT } Instability;
@@ -102,7 +111,7 @@ extern const char *const repetition_names[REP_COUNT];
 #define EVENT_SAMPLE_V1 9
 
 #define EVENT_END_FIELDS(X, S) \
-    X(S, status, FT_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed or interrupted") \
+    X(S, status, FT_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed, interrupted or not_needed (a replicate: sweep settled without it)") \
     X(S, steps, FT_LONG, 0, NULL, "steps", "optimizer steps taken") \
     X(S, tokens, FT_LONG, 0, NULL, "tokens", "training tokens consumed") \
     X(S, train_seconds, FT_DOUBLE, 0, NULL, "s", "training time (evaluation and sampling excluded)") \

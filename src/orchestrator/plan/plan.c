@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "contrast.h"
 
 #include "orchestrator/record/journal.h"
 
@@ -569,6 +570,11 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
         goto out;
     }
     if (check_duplicates(s, p, err) != 0) goto out;
+    if (s->replicate.on) { /* the baseline must be planned (contrast.h) */
+        Contrasts c;
+        if (contrasts_build(p, &c, err) != 0) goto out;
+        contrasts_free(&c);
+    }
     rc = 0;
 out:
     free(w.point);

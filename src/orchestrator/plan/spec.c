@@ -542,6 +542,248 @@ static int parse_seeds(Load *L, const YNode *v) {
     return 0;
 }
 
+/* ---- replicate: ---- */
+
+/* One integer of replicate: in [lo, hi]; key names it in the message. */
+static int rep_int(Load *L, const YNode *v, const char *key, int lo, int hi, int *out) {
+    char *t = value_text(L, v, key);
+    if (!t) return -1;
+    uint64_t x = 0;
+    int bad = parse_u64(t, &x) != 0 || x < (uint64_t)lo || x > (uint64_t)hi;
+    if (bad)
+        spec_fail(L->err, mark_of(L->s, v), "%s: expected an integer from %d to %d, got '%s'", key,
+                  lo, hi, t);
+    free(t);
+    *out = (int)x;
+    return bad ? -1 : 0;
+}
+
+/* One number of replicate: strictly inside (lo, hi) (hi 0: no upper bound). */
+static int rep_num(Load *L, const YNode *v, const char *key, double lo, double hi, double *out) {
+    char *t = value_text(L, v, key);
+    if (!t) return -1;
+    char *end;
+    errno = 0;
+    double x = strtod(t, &end);
+    int bad = errno || end == t || *end || !(x > lo) || (hi > 0 && !(x < hi));
+    if (bad) {
+        if (hi > 0)
+            spec_fail(L->err, mark_of(L->s, v),
+                      "%s: expected a number between %g and %g (exclusive), got '%s'", key, lo, hi,
+                      t);
+        else
+            spec_fail(L->err, mark_of(L->s, v), "%s: expected a number above %g, got '%s'", key, lo,
+                      t);
+    }
+    free(t);
+    *out = x;
+    return bad ? -1 : 0;
+}
+
+/* Unknown keys of a replicate: mapping, with a suggestion. */
+static int rep_keys(Load *L, const YNode *map, const char *prefix, const char *const *words) {
+    for (int i = 0; i < map->n; i++) {
+        int known = 0;
+        for (int j = 0; words[j]; j++)
+            known |= !strcmp(map->keys[i]->text, words[j]);
+        if (known) continue;
+        const char *guess = closest(map->keys[i]->text, words);
+        if (guess)
+            return spec_fail(L->err, mark_of(L->s, map->keys[i]),
+                             "unknown key '%s%s' (did you mean '%s%s'?)", prefix,
+                             map->keys[i]->text, prefix, guess);
+        return spec_fail(L->err, mark_of(L->s, map->keys[i]), "unknown key '%s%s'", prefix,
+                         map->keys[i]->text);
+    }
+    return 0;
+}
+
+/* Without replicate.looks: min, then about x1.5 each time (at least one seed more), then max:
+ * few looks, most of them late, where the rule spends little of its alpha. */
+static void rep_default_looks(SpecReplicate *r) {
+    r->n_looks = 0;
+    int n = r->min;
+    while (n < r->max && r->n_looks < SPEC_MAX_LOOKS - 1) {
+        r->looks[r->n_looks++] = n;
+        int next = (n * 3 + 1) / 2;
+        n = next > n ? next : n + 1;
+    }
+    r->looks[r->n_looks++] = r->max;
+}
+
+/* replicate.baseline: knob: value for the grid's axes (a zip group by any of its keys). */
+static int rep_baseline(Load *L, const YNode *v) {
+    Spec *s = L->s;
+    SpecReplicate *r = &s->replicate;
+    if (v->type != YNODE_MAP || v->n == 0)
+        return spec_fail(L->err, mark_of(s, v),
+                         "replicate.baseline: expected a mapping of grid knob: value naming one "
+                         "grid point, got %s",
+                         ydoc_kind(v));
+    r->baseline_mark = mark_of(s, v);
+    if (!(r->baseline_point = malloc(sizeof(int) * (size_t)s->n_axes)))
+        return spec_fail(L->err, mark_of(s, v), "out of memory");
+    for (int a = 0; a < s->n_axes; a++)
+        r->baseline_point[a] = -1;
+    for (int i = 0; i < v->n; i++) {
+        const YNode *key = v->keys[i];
+        const Knob *k = dotted_knob(L, key);
+        if (!k) return -1;
+        int at = 0;
+        const SpecAxis *ax = axis_with(s, k, &at);
+        if (!ax)
+            return spec_fail(
+                L->err, mark_of(s, key),
+                "replicate.baseline: %s is not a grid axis (the baseline names a grid point)",
+                k->name);
+        int a = (int)(ax - s->axes);
+        char *t = value_text(L, v->items[i], k->name);
+        if (!t) return -1;
+        RunConfig want, have;
+        run_config_default(&want);
+        char msg[ABL_ERR_MAX];
+        int rc = knob_set(&want, k, t, msg);
+        free(t);
+        if (rc != 0)
+            return spec_fail(L->err, mark_of(s, v->items[i]), "replicate.baseline: %s", msg);
+        int found = -1;
+        for (int p = 0; p < ax->n_points && found < 0; p++) {
+            run_config_default(&have);
+            knob_set(&have, k, ax->cells[p * ax->n_keys + at].text, msg);
+            if (knob_equal(&want, &have, k)) found = p;
+        }
+        if (found < 0)
+            return spec_fail(
+                L->err, mark_of(s, v->items[i]),
+                "replicate.baseline: %s is not one of the values of grid axis %s (line %d)",
+                v->items[i]->text, k->name, ax->key_marks[at].line);
+        if (r->baseline_point[a] >= 0 && r->baseline_point[a] != found)
+            return spec_fail(L->err, mark_of(s, key),
+                             "replicate.baseline: %s names another point of its zip group than the "
+                             "keys before it",
+                             k->name);
+        r->baseline_point[a] = found;
+    }
+    for (int a = 0; a < s->n_axes; a++)
+        if (r->baseline_point[a] < 0)
+            return spec_fail(
+                L->err, mark_of(s, v),
+                "replicate.baseline: grid axis %s (line %d) has no value: name one for every axis",
+                s->axes[a].cells[0].knob->name, s->axes[a].key_marks[0].line);
+    return 0;
+}
+
+static const char *const rep_words[] = {"seeds",  "resolve",  "looks", "alpha",
+                                        "budget", "baseline", NULL};
+
+static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
+    Spec *s = L->s;
+    SpecReplicate *r = &s->replicate;
+    r->on = 1;
+    r->mark = mark_of(s, key);
+    r->alpha = 0.05;
+    if (v->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, v),
+                         "replicate: expected a mapping with seeds, resolve, looks, alpha, budget, "
+                         "baseline; got %s",
+                         ydoc_kind(v));
+    if (rep_keys(L, v, "replicate.", rep_words) != 0) return -1;
+    const YNode *k = NULL, *x;
+    /* seeds: {min, max} */
+    if (!(x = ydoc_get(v, "seeds", &k)))
+        return spec_fail(L->err, r->mark,
+                         "replicate.seeds is required: {min: N, max: M} seeds per configuration");
+    if (x->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, x),
+                         "replicate.seeds: expected {min: N, max: M}, got %s", ydoc_kind(x));
+    static const char *const seed_words[] = {"min", "max", NULL};
+    if (rep_keys(L, x, "replicate.seeds.", seed_words) != 0) return -1;
+    const YNode *mn = ydoc_get(x, "min", NULL), *mx = ydoc_get(x, "max", NULL);
+    if (!mn || !mx)
+        return spec_fail(L->err, mark_of(s, x), "replicate.seeds: both min and max are required");
+    /* a t interval needs two differences */
+    if (rep_int(L, mn, "replicate.seeds.min", 2, SPEC_MAX_SEEDS, &r->min) != 0 ||
+        rep_int(L, mx, "replicate.seeds.max", 2, SPEC_MAX_SEEDS, &r->max) != 0)
+        return -1;
+    if (r->max < r->min)
+        return spec_fail(L->err, mark_of(s, mx), "replicate.seeds.max: %d is below min %d", r->max,
+                         r->min);
+    s->seeds_mark = mark_of(s, x);
+    /* resolve: delta */
+    if (!(x = ydoc_get(v, "resolve", NULL)))
+        return spec_fail(
+            L->err, r->mark,
+            "replicate.resolve is required: the equivalence margin in nats (e.g. 0.01)");
+    if (rep_num(L, x, "replicate.resolve", 0, 0, &r->delta) != 0) return -1;
+    if ((x = ydoc_get(v, "alpha", NULL)) &&
+        rep_num(L, x, "replicate.alpha", 0, 0.5, &r->alpha) != 0)
+        return -1;
+    if ((x = ydoc_get(v, "budget", NULL))) {
+        static const char *const budget_words[] = {"core_hours", NULL};
+        if (x->type != YNODE_MAP || x->n == 0)
+            return spec_fail(L->err, mark_of(s, x),
+                             "replicate.budget: expected {core_hours: H}, got %s", ydoc_kind(x));
+        if (rep_keys(L, x, "replicate.budget.", budget_words) != 0 ||
+            rep_num(L, ydoc_get(x, "core_hours", NULL), "replicate.budget.core_hours", 0, 0,
+                    &r->core_hours) != 0)
+            return -1;
+    }
+    /* looks: strictly increasing, from min to max */
+    if ((x = ydoc_get(v, "looks", NULL))) {
+        if (x->type != YNODE_SEQ || x->n == 0 || x->n > SPEC_MAX_LOOKS)
+            return spec_fail(L->err, mark_of(s, x),
+                             "replicate.looks: expected a list of 1 to %d seed counts, got %s",
+                             SPEC_MAX_LOOKS,
+                             x->type == YNODE_SEQ ? "a list of another length" : ydoc_kind(x));
+        for (int i = 0; i < x->n; i++) {
+            int n;
+            if (rep_int(L, x->items[i], "replicate.looks", 2, SPEC_MAX_SEEDS, &n) != 0) return -1;
+            if (i > 0 && n <= r->looks[i - 1])
+                return spec_fail(L->err, mark_of(s, x->items[i]),
+                                 "replicate.looks: must increase strictly (%d after %d)", n,
+                                 r->looks[i - 1]);
+            r->looks[r->n_looks++] = n;
+        }
+        if (r->looks[0] != r->min)
+            return spec_fail(L->err, mark_of(s, x->items[0]),
+                             "replicate.looks: the first look must be at seeds.min (%d), got %d",
+                             r->min, r->looks[0]);
+        if (r->looks[r->n_looks - 1] != r->max)
+            return spec_fail(L->err, mark_of(s, x->items[x->n - 1]),
+                             "replicate.looks: the last look must be at seeds.max (%d), got %d",
+                             r->max, r->looks[r->n_looks - 1]);
+    } else {
+        rep_default_looks(r);
+    }
+    /* the baseline: variant "baseline" (one-knob variants), grid point replicate.baseline */
+    x = ydoc_get(v, "baseline", &k);
+    if (s->n_variants > 0 && strcmp(s->variants[0].name, "baseline") != 0)
+        return spec_fail(L->err, r->mark,
+                         "replicate: the variants need a 'baseline: {}' entry (the base itself), "
+                         "which every other variant is compared against");
+    if (s->n_axes > 0 && !x)
+        return spec_fail(L->err, r->mark,
+                         "replicate.baseline is required with a grid: name the grid point every "
+                         "other configuration is compared against (e.g. {%s: %s})",
+                         s->axes[0].cells[0].knob->name, s->axes[0].cells[0].text);
+    if (x && s->n_axes == 0)
+        return spec_fail(L->err, mark_of(s, k),
+                         "replicate.baseline names a grid point, but the spec has no grid (with "
+                         "variants, 'baseline' is the baseline)");
+    if (x && rep_baseline(L, x) != 0) return -1;
+    if (s->n_axes == 0 && s->n_variants <= 1)
+        return spec_fail(
+            L->err, r->mark,
+            "replicate: needs at least two configurations (variants or a grid) to compare");
+    /* the plan holds seeds 0..max-1 of every configuration */
+    if (!(s->seeds = calloc((size_t)r->max, sizeof *s->seeds)))
+        return spec_fail(L->err, r->mark, "out of memory");
+    for (int i = 0; i < r->max; i++)
+        s->seeds[i] = (uint64_t)i;
+    s->n_seeds = r->max;
+    return 0;
+}
+
 static int apply_sets(Load *L, const char *const *sets, int n_sets) {
     Spec *s = L->s;
     if (n_sets > 0 && !(s->sets = calloc((size_t)n_sets, sizeof *s->sets))) {
@@ -578,8 +820,8 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
     return 0;
 }
 
-static const char *const top_words[] = {"data",  "base",        "grid", "variants",
-                                        "seeds", "description", NULL};
+static const char *const top_words[] = {"data",  "base",        "grid",      "variants",
+                                        "seeds", "description", "replicate", NULL};
 
 static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_sets) {
     Spec *s = L->s;
@@ -599,8 +841,8 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
                 return spec_fail(L->err, mark_of(s, root->keys[i]),
                                  "unknown key '%s' (did you mean '%s'?)", k, guess);
             return spec_fail(L->err, mark_of(s, root->keys[i]),
-                             "unknown key '%s' (expected data, base, grid, variants, seeds or "
-                             "description)",
+                             "unknown key '%s' (expected data, base, grid, variants, seeds, "
+                             "replicate or description)",
                              k);
         }
     }
@@ -629,7 +871,14 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
     }
     if ((v = ydoc_get(root, "grid", NULL)) && parse_grid(L, v) != 0) return -1;
     if ((v = ydoc_get(root, "variants", NULL)) && parse_variants(L, v) != 0) return -1;
-    if ((v = ydoc_get(root, "seeds", NULL))) {
+    const YNode *rep_key = NULL, *rep = ydoc_get(root, "replicate", &rep_key);
+    if (rep && (v = ydoc_get(root, "seeds", &key)))
+        return spec_fail(L->err, mark_of(s, key),
+                         "seeds: and replicate: exclude each other (replicate.seeds sets how "
+                         "many seeds each configuration gets)");
+    if (rep) {
+        if (parse_replicate(L, rep_key, rep) != 0) return -1;
+    } else if ((v = ydoc_get(root, "seeds", NULL))) {
         if (parse_seeds(L, v) != 0) return -1;
     } else {
         if (!(s->seeds = calloc(1, sizeof *s->seeds))) {
@@ -726,6 +975,7 @@ void spec_free(Spec *s) {
         free(s->sets[i]);
     free(s->sets);
     free(s->seeds);
+    free(s->replicate.baseline_point);
     free(s->base_src);
     free(s->description);
     free(s->text);

@@ -51,6 +51,27 @@ typedef struct {
     RunConfig match; /* base with the assignments applied (compared with knob_equal) */
 } SpecExclude;
 
+/* replicate: (docs/spec.md, "Replicate until resolved"): seeds are added per configuration
+ * until every contrast (each configuration against the baseline, paired by seed index) is
+ * settled by the sequential rule (schedule/sequential.h). The plan holds every
+ * configuration x max seeds (seeds 0..max-1, so run ids are as stable as with `seeds: max`);
+ * the adaptive scheduler decides which of them train. */
+#define SPEC_MAX_LOOKS 32 /* = SEQ_MAX_LOOKS */
+typedef struct {
+    int on;        /* a replicate: section was given */
+    SpecMark mark; /* of the replicate key */
+    int min, max;  /* seeds per configuration: the first and the last look */
+    int n_looks;   /* looks[0] == min < ... < looks[n_looks-1] == max */
+    int looks[SPEC_MAX_LOOKS];
+    double delta;      /* resolve: the equivalence margin in nats (> 0) */
+    double alpha;      /* family-wise error over all contrasts and looks (default 0.05) */
+    double core_hours; /* budget.core_hours; 0 = no budget */
+    /* The baseline configuration: the variant "baseline" (or the implicit one when there
+     * are no variants) at the grid point replicate.baseline names (required with a grid). */
+    int *baseline_point; /* n_axes entries: the value index on each axis (NULL: no grid) */
+    SpecMark baseline_mark;
+} SpecReplicate;
+
 typedef struct {
     char *path; /* as given (used as FILE in messages) */
     char *text; /* the raw spec text, NUL-terminated, for storing with the results */
@@ -78,6 +99,7 @@ typedef struct {
     int n_seeds;
     uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
     SpecMark seeds_mark;
+    SpecReplicate replicate; /* .on = 0 without a replicate: section */
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the

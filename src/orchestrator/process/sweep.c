@@ -24,7 +24,10 @@
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/record/journal.h"
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
+#include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/schedule/sequential.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
@@ -54,6 +57,9 @@ typedef struct {
      * that continues it with another is warned about */
     char blas_core[sizeof(((StartEvent *)0)->blas_core)];
     int blas_threads;
+    /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
+    double final_val_loss, train_seconds;
+    int unstable;
 } SweepRun;
 
 /* Why the sweep stops before every run ended. */
@@ -77,6 +83,14 @@ typedef struct {
     ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
     int local_run;          /* one process: the run it is training (-1: none) */
     DataGuard data;         /* the identity of the plan's data (data_guard.h) */
+    /* replicate: (schedule/adaptive.c): the contrasts, the decisions the journal held when
+     * this session began (not journaled again), each contrast's latest, the runs not needed */
+    Contrasts contrasts;
+    const JournalDecision *journaled;
+    int n_journaled;
+    JournalDecision *latest; /* per contrast; look -2: nothing yet */
+    int n_not_needed;
+    double idle_worker_seconds; /* worker ranks idle while the sweep went on */
 } Sweep;
 
 static int exists(const char *p) {
@@ -329,11 +343,17 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->pr = &s->plan.runs[p];
         r->cfg = s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
-        r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED;
+        /* failed: trained again; not_needed: the adaptive scheduler says again (or needs
+         * it after all, under a larger budget) */
+        r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED &&
+                      rs->runs[k].status != RUN_NOT_NEEDED;
         r->status = rs->runs[k].status;
         r->attempt = rs->runs[k].attempt;
         r->ckpt_step = rs->runs[k].ckpt_step;
         r->ckpt_attempt = rs->runs[k].ckpt_attempt;
+        r->final_val_loss = rs->runs[k].final_val_loss;
+        r->train_seconds = rs->runs[k].train_seconds;
+        r->unstable = rs->runs[k].unstable;
         if (!r->finished) { /* its history may be copied into the next attempt */
             r->events = rs->runs[k].events;
             memset(&rs->runs[k].events, 0, sizeof rs->runs[k].events);
@@ -558,10 +578,25 @@ static void send_stop(int rank, int32_t mode) {
     MPI_Send(&mode, 1, MPI_INT32_T, rank, TAG_STOP, MPI_COMM_WORLD);
 }
 
+/* Worker idle time (reported for replicate: sweeps, where the rule may leave workers
+ * waiting on a look): when each idle worker became idle. */
+static double *g_idle_since;
+
+static void worker_idle(int rank) {
+    if (g_idle_since) g_idle_since[rank] = clock_seconds();
+}
+
+static void worker_busy(Sweep *s, int rank) {
+    if (g_idle_since && g_idle_since[rank] > 0)
+        s->idle_worker_seconds += clock_seconds() - g_idle_since[rank];
+    if (g_idle_since) g_idle_since[rank] = 0;
+}
+
 /* Hands the next queued run to an idle worker; returns 1 if it did. */
 static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
     int idx = sched_take(s->sched, clock_seconds());
     if (idx < 0) return 0;
+    worker_busy(s, rank);
     RunAssignment a;
     prepare_assignment(s, idx, &a);
     if (record_begin(s, &a, rank, host) != 0) return 0;
@@ -590,6 +625,7 @@ static void run_mpi(Sweep *s, int nranks) {
     }
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
+    g_idle_since = calloc((size_t)nranks, sizeof *g_idle_since);
     for (;;) {
         if (sweep_signal_term()) break;
         rebuild_view(s, 0);
@@ -643,6 +679,7 @@ static void run_mpi(Sweep *s, int nranks) {
         if (st.MPI_TAG == TAG_READY) {
             snprintf(hosts[src], 64, "%.*s", n, (const char *)buf);
             busy[src] = -1;
+            worker_idle(src);
         } else if (st.MPI_TAG == TAG_EVENTS && n >= 8) {
             uint32_t run, attempt;
             memcpy(&run, buf, 4);
@@ -669,6 +706,7 @@ static void run_mpi(Sweep *s, int nranks) {
             we.host[sizeof we.host - 1] = '\0';
             busy[src] = -1;
             n_busy--;
+            worker_idle(src);
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
             if (!stopping(s) && !sweep_signal_usr1() && sched_more(s->sched))
                 n_busy += assign_next(s, src, hosts[src], busy);
@@ -679,6 +717,10 @@ static void run_mpi(Sweep *s, int nranks) {
     if (!sweep_signal_term())
         for (int r = 1; r < nranks; r++)
             send_stop(r, STOP_EXIT);
+    for (int r = 1; r < nranks; r++)
+        if (busy[r] == -1) worker_busy(s, r);
+    free(g_idle_since);
+    g_idle_since = NULL;
     free(buf);
     free(busy);
     free(hosts);
@@ -771,6 +813,193 @@ static int host_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
     return data_guard_shared_check(&s->data, out_path, s->o->accept_data_change, err);
 }
 
+/* ------------------------------------------------------------------ replicate: */
+
+/* Each contrast's state for the progress line: "h2 open n=3 [-0.02,+0.01]", "gelu better". */
+static void contrast_line(Sweep *s) {
+    char *p = s->progress.contrasts;
+    size_t cap = sizeof s->progress.contrasts, len = 0;
+    p[0] = '\0';
+    for (int j = 0; j < s->contrasts.n_contrasts && len + 16 < cap; j++) {
+        const JournalDecision *d = &s->latest[j];
+        const char *name = s->contrasts.config_name[s->contrasts.config[j]];
+        int w;
+        if (d->look < -1)
+            w = snprintf(p + len, cap - len, "%s%s open", j ? ", " : "", name);
+        else if (d->verdict == SEQ_OPEN)
+            w = snprintf(p + len, cap - len, "%s%s open n=%d [%+.3f,%+.3f]", j ? ", " : "", name,
+                         d->n, d->lo, d->hi);
+        else
+            w = snprintf(p + len, cap - len, "%s%s %s", j ? ", " : "", name,
+                         seq_verdict_name((SeqVerdict)d->verdict));
+        if (w < 0 || (size_t)w >= cap - len) {
+            snprintf(p + len, cap - len, ", ...");
+            break;
+        }
+        len += (size_t)w;
+    }
+}
+
+static int same_decision(const JournalDecision *a, const JournalDecision *b) {
+    return a->contrast == b->contrast && a->look == b->look && a->n == b->n &&
+           a->verdict == b->verdict && !strcmp(a->note, b->note) &&
+           !memcmp(&a->diff, &b->diff, sizeof a->diff) && !memcmp(&a->lo, &b->lo, sizeof a->lo) &&
+           !memcmp(&a->hi, &b->hi, sizeof a->hi);
+}
+
+/* A decision of the adaptive scheduler: journaled (synced) unless the journal has it from an
+ * earlier session, where the replay must give the same one. */
+static int host_decided(void *ctx, const JournalDecision *d) {
+    Sweep *s = ctx;
+    if (d->contrast < 0 || d->contrast >= s->contrasts.n_contrasts) return -1;
+    s->latest[d->contrast] = *d;
+    const char *name = s->contrasts.config_name[s->contrasts.config[d->contrast]];
+    for (int i = 0; i < s->n_journaled; i++) {
+        const JournalDecision *o = &s->journaled[i];
+        if (o->contrast != d->contrast || o->look != d->look || o->verdict != d->verdict ||
+            strcmp(o->note, d->note))
+            continue;
+        if (!same_decision(o, d))
+            log_warn("replicate: contrast %s at n=%d now gives [%+.4f, %+.4f], the journal "
+                     "[%+.4f, %+.4f]: its runs' results changed",
+                     name, d->n, d->lo, d->hi, o->lo, o->hi);
+        return 0;
+    }
+    if (s->stop == STOP_IO) return -1;
+    if (journal_append_decision(s->j, d) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    log_info("replicate: %s vs %s: n=%d, difference %+.4f, interval [%+.4f, %+.4f] at level "
+             "%.3g: %s%s%s",
+             name, s->contrasts.config_name[s->contrasts.baseline], d->n, d->diff, d->lo, d->hi,
+             d->level, seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
+    contrast_line(s);
+    return 0;
+}
+
+/* A planned run its contrasts settled without: a RUN_END with status not_needed, synced,
+ * of its last attempt (0: it never began; else the one it was interrupted in, which this
+ * ends for good); it counts as finished from here on. */
+static int host_not_needed(void *ctx, int run, const char *why) {
+    Sweep *s = ctx;
+    if (run < 0 || run >= s->n || s->runs[run].finished) return 0;
+    SweepRun *r = &s->runs[run];
+    if (r->status == RUN_NOT_NEEDED) { /* journaled so by a session before */
+        r->finished = 1;
+        return 0;
+    }
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    end.status = RUN_NOT_NEEDED;
+    end.final_val_loss = end.final_val_acc = end.unstable_loss = NAN;
+    end.peak_rss = -1;
+    end.slurm_restart_count = -1;
+    snprintf(end.message, sizeof end.message, "%s", why);
+    if (s->stop == STOP_IO) return -1;
+    if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
+        journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    r->finished = 1;
+    r->status = RUN_NOT_NEEDED;
+    drop_checkpoint(s, r);
+    refs_free(&r->events);
+    s->n_not_needed++;
+    progress_run_elsewhere(&s->progress, r->cost);
+    return 0;
+}
+
+/* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
+ * would be mixed with the new ones (the budget may change: a larger one continues the
+ * contrasts it left unresolved). 0, or -1 with a message. */
+static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
+                          const char *const *names, const char *baseline, char err[ABL_ERR_MAX]) {
+    if (!rs->replicate_off) return 0;
+    JournalReader *r = journal_reader_open(s->journal_path, err);
+    if (!r) return -1;
+    JournalRecord rec;
+    JournalReplicate was;
+    const char *why = NULL;
+    if (journal_reader_read_at(r, rs->replicate_off, &rec) != 0 ||
+        journal_decode_replicate(&rec, &was) != 0) {
+        why = "its replicate record cannot be read";
+    } else if (was.alpha != now->alpha || was.delta != now->delta || was.min != now->min ||
+               was.max != now->max || was.n_looks != now->n_looks ||
+               memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
+        why = "replicate: seeds, looks, resolve or alpha changed";
+    } else if (was.n_contrasts != now->n_contrasts) {
+        why = "its contrasts changed (variants or grid points added or removed)";
+    } else {
+        for (int k = 0; k < now->n_contrasts && !why; k++) {
+            const char *c, *b, *p;
+            size_t cl, bl, pl;
+            if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
+                cl != strlen(names[k]) || memcmp(c, names[k], cl) || bl != strlen(baseline) ||
+                memcmp(b, baseline, bl))
+                why = "its contrasts changed (variants, grid points or the baseline)";
+        }
+    }
+    journal_reader_close(r);
+    if (!why) return 0;
+    snprintf(err, ABL_ERR_MAX,
+             "%s: cannot resume: %s since the sweep began, and its decisions were made under "
+             "the old ones; use a new output file, or --force to start over",
+             s->o->spec_path, why);
+    return -1;
+}
+
+/* The rule and the contrasts as this session's REPLICATE record has them. names: one per
+ * contrast (malloc'd array; the strings are the contrasts'). */
+static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
+    const SpecReplicate *rep = &s->spec.replicate;
+    const Contrasts *c = &s->contrasts;
+    *jr = (JournalReplicate){.alpha = rep->alpha,
+                             .delta = rep->delta,
+                             .core_hours = rep->core_hours,
+                             .min = rep->min,
+                             .max = rep->max,
+                             .n_looks = rep->n_looks,
+                             .n_contrasts = c->n_contrasts};
+    memcpy(jr->looks, rep->looks, sizeof jr->looks);
+    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
+    for (int j = 0; names && j < c->n_contrasts; j++)
+        names[j] = c->config_name[c->config[j]];
+    return names;
+}
+
+/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. */
+static int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
+    if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
+    const Contrasts *c = &s->contrasts;
+    if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int j = 0; j < c->n_contrasts; j++)
+        s->latest[j].look = -2;
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
+    if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    int rc = same_replicate(s, rs, &jr, names, c->config_name[c->baseline], err);
+    free(names);
+    return rc;
+}
+
+/* The rule and the contrasts, once per session before any decision (the view's /contrasts
+ * and root attributes). */
+static void write_replicate(Sweep *s) {
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
+    if (!names) {
+        stop_io(s, "out of memory");
+        return;
+    }
+    if (journal_append_replicate(s->j, &jr, names,
+                                 s->contrasts.config_name[s->contrasts.baseline]) != 0)
+        stop_journal(s);
+    free(names);
+}
+
 static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     const SweepOptions *o = s->o;
     char dir[ABL_PATH_MAX];
@@ -781,7 +1010,13 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     }
     int have_journal = exists(s->journal_path);
     SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force};
-    SchedHost host = {s, host_finished_elsewhere, host_continue_from, host_fail, host_admit};
+    SchedHost host = {s,
+                      host_finished_elsewhere,
+                      host_continue_from,
+                      host_fail,
+                      host_admit,
+                      host_decided,
+                      host_not_needed};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
@@ -876,6 +1111,25 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     return out;
 }
 
+/* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */
+static void replicate_summary(const Sweep *s, int n) {
+    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0};
+    for (int i = 0; i < s->n; i++)
+        not_needed +=
+            !s->runs[i].dead && s->runs[i].finished && s->runs[i].status == RUN_NOT_NEEDED;
+    for (int j = 0; j < s->contrasts.n_contrasts; j++) {
+        int v = s->latest[j].look < -1 ? SEQ_OPEN : s->latest[j].verdict;
+        if (v < 0 || v > SEQ_UNSTABLE) continue;
+        counts[v]++;
+        open += v == SEQ_OPEN;
+    }
+    log_info("replicate: %d of %d planned runs trained, %d not needed; worker ranks idle %.1f s "
+             "in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d unstable%s",
+             n - not_needed, n, not_needed, s->idle_worker_seconds, counts[SEQ_BETTER],
+             counts[SEQ_WORSE], counts[SEQ_EQUIVALENT], counts[SEQ_UNRESOLVED],
+             counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
+}
+
 /* The exit status (sweep.h) and the last line of the log. */
 static int finish(Sweep *s) {
     int failed = 0, finished = 0, n = 0;
@@ -916,6 +1170,7 @@ static int finish(Sweep *s) {
                  n, failed, s->o->out_path, s->o->out_path);
         return SWEEP_EXIT_FAILED;
     }
+    if (s->spec.replicate.on) replicate_summary(s, n);
     log_info("all %d runs finished (%d failed) -> %s", n, failed, s->o->out_path);
     return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
 }
@@ -950,6 +1205,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     if (open_journal(&s, &rs, err) != 0 ||
+        (s.spec.replicate.on && replicate_begin(&s, &rs, err) != 0) ||
         data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
@@ -967,6 +1223,9 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto stop_workers;
     }
     write_header(&s, nranks, hostnames ? hostnames : "");
+    s.journaled = rs.decisions;
+    s.n_journaled = rs.n_decisions;
+    if (s.spec.replicate.on) write_replicate(&s);
     /* a shared sweep's first identity is also where other processes check theirs */
     if (data_guard_record(&s.data, s.j, s.sched->ops->shared ? o->out_path : NULL,
                           o->accept_data_change, err))
@@ -975,8 +1234,14 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     SchedRun *sr = malloc(sizeof *sr * (size_t)(s.n + 1));
     for (int i = 0; sr && i < s.n; i++) {
         SweepRun *r = &s.runs[i];
-        sr[i] =
-            (SchedRun){r->dead ? "" : r->pr->id, r->dead ? "" : r->pr->name, r->cost, r->finished};
+        sr[i] = (SchedRun){r->dead ? "" : r->pr->id,
+                           r->dead ? "" : r->pr->name,
+                           r->cost,
+                           r->finished,
+                           r->status,
+                           r->final_val_loss,
+                           r->unstable,
+                           r->train_seconds};
     }
     if (!sr || sched_start(s.sched, sr, s.n) != 0) {
         free(sr);
@@ -1014,6 +1279,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
              nranks > 1 ? "worker rank(s)" : "process");
     s.sched->ops->announce(s.sched, n_live, done_before, n_resumed, where, o->out_path);
     progress_init(&s.progress, n_live, done_before, total_cost);
+    if (s.spec.replicate.on) contrast_line(&s);
 
     if (nranks > 1)
         run_mpi(&s, nranks);
@@ -1054,6 +1320,8 @@ out:
     free(hostnames);
     free(s.runs);
     free(s.cost);
+    free(s.latest);
+    contrasts_free(&s.contrasts);
     resume_free(&rs);
     data_guard_free(&s.data);
     plan_free(&s.plan);

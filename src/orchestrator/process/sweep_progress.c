@@ -36,11 +36,13 @@ static void print_status(Progress *p, const char *last) {
     format_eta(p, eta, sizeof eta);
     if (isfinite(p->best)) snprintf(best, sizeof best, "  best %.4f (%s)", p->best, p->best_name);
     if (p->tty)
-        log_status("[%d/%d done, %d running, %d failed, %d diverged]%s  %s", p->finished, p->total,
-                   p->running, p->failed, p->diverged, best, eta);
+        log_status("[%d/%d done, %d running, %d failed, %d diverged]%s  %s%s%s", p->finished,
+                   p->total, p->running, p->failed, p->diverged, best, eta,
+                   p->contrasts[0] ? "  " : "", p->contrasts);
     else
-        log_line("[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s", p->finished, p->total,
-                 last ? last : "", p->running, p->failed, p->diverged, best, eta);
+        log_line("[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s%s%s", p->finished,
+                 p->total, last ? last : "", p->running, p->failed, p->diverged, best, eta,
+                 p->contrasts[0] ? "  " : "", p->contrasts);
 }
 
 void progress_run_started(Progress *p) {

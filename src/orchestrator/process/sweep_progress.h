@@ -11,6 +11,7 @@ typedef struct {
     double best;
     char best_name[128];
     int tty;
+    char contrasts[512]; /* a replicate: sweep's contrasts ("" none): each one's state */
 } Progress;
 
 void progress_init(Progress *p, int total, int finished_before, double cost_to_run);

@@ -406,6 +406,14 @@ int h5t_set_vstr(H5Table *t, uint8_t *row, int c, const char *s, size_t n) {
         buf_free(&b);
         return -1;
     }
+    /* a cell set twice (/runs' variant: "" first, then the run name's variant segment)
+     * frees its first string: rows start zeroed, so a pointer there is the table's */
+    char *old;
+    memcpy(&old, row + t->off[c], sizeof old);
+    if (old) {
+        t->vbytes -= strlen(old) + 1;
+        free(old);
+    }
     memcpy(row + t->off[c], &b.p, sizeof b.p); /* the table frees it after the flush */
     t->vbytes += b.len + 1;
     return 0;

@@ -33,8 +33,8 @@
 #define ABLATE_VERSION "unknown"
 #endif
 
-const char *const h5view_status_names[6] = {"pending", "running",  "interrupted",
-                                            "done",    "diverged", "failed"};
+const char *const h5view_status_names[7] = {"pending",  "running", "interrupted", "done",
+                                            "diverged", "failed",  "not_needed"};
 
 /* ---------------- pass 1 state ---------------- */
 
@@ -260,6 +260,10 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
             rs->ckpt_step = c.step;
             break;
         }
+        case JREC_REPLICATE:
+        case JREC_DECISION:
+            if (h5v_replicate_record(v, r, &rec) != 0) goto oom;
+            break;
         default:
             break; /* unknown record types: ignored */
         }
@@ -345,6 +349,8 @@ int h5v_run_status(const RunState *rs, const JournalEnd *end) {
             return ST_DIVERGED;
         case RUN_FAILED:
             return ST_FAILED;
+        case RUN_NOT_NEEDED:
+            return ST_NOT_NEEDED;
         default:
             return ST_INTERRUPTED;
         }
@@ -889,6 +895,11 @@ void h5v_view_free(View *v) {
     v->cap_data = 0;
     kv_free(&v->header);
     kv_free(&v->end);
+    free(v->dec);
+    v->dec = NULL;
+    v->n_dec = 0;
+    v->cap_dec = 0;
+    v->rep_rd = NULL;
     for (int a = 0; a < v->n_axes; a++)
         free(v->axes[a]);
     v->n_axes = 0;
@@ -978,6 +989,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (h5v_write_root(&v, file, err) != 0) goto done;
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
+    if (h5v_write_replicate(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
@@ -1026,6 +1038,7 @@ void h5view_schema_markdown(Buf *b) {
     h5v_runs_markdown(b, head);
     buf_addc(b, '\n');
     h5v_live_markdown(b, head);
+    h5v_replicate_markdown(b, head);
     buf_printf(b,
                "\n#### `/schema`\nIn every view file: one row per column of every table the "
                "file holds (itself included), in the order the tables were written.\n\n%s",

@@ -73,6 +73,6 @@ void h5live_close(H5Live *lv);
 int h5live_remove_segments(const char *out_path);
 
 /* Names used in the status column of /runs. */
-extern const char *const h5view_status_names[6]; /* pending running interrupted done ... */
+extern const char *const h5view_status_names[7]; /* pending running interrupted done ... */
 
 #endif

@@ -12,9 +12,19 @@
 #include "h5table.h"
 #include "h5view.h"
 #include "journal.h"
+#include "journal_replicate.h"
 #include "worker/data_identity.h"
 
-enum { ST_PENDING, ST_RUNNING, ST_INTERRUPTED, ST_DONE, ST_DIVERGED, ST_FAILED };
+enum {
+    ST_PENDING,
+    ST_RUNNING,
+    ST_INTERRUPTED,
+    ST_DONE,
+    ST_DIVERGED,
+    ST_FAILED,
+    ST_NOT_NEEDED,
+    ST_COUNT
+};
 
 #define STATUS_LEN    12
 #define MAX_RUN_INDEX (1u << 24)
@@ -74,6 +84,12 @@ typedef struct {
     int n_data;
     size_t cap_data;
     H5Table *schema; /* the /schema of the view file being written (NULL: none) */
+    /* a replicate: sweep (h5view_replicate.c): its last REPLICATE record, its decisions */
+    JournalReader *rep_rd; /* NULL: not a replicate: sweep */
+    uint64_t rep_off;
+    JournalDecision *dec;
+    int n_dec;
+    size_t cap_dec;
 } View;
 
 #define METRIC_MAX_COLS 24
@@ -131,6 +147,12 @@ void h5v_runs_markdown(Buf *b, const char *head);
 void h5v_md_rows(Buf *b, const H5Col *cols, int n);
 /* The live view's /view_blocks part of the docs' tables (h5view_live.c). */
 void h5v_live_markdown(Buf *b, const char *head);
+/* Pass 1 of a REPLICATE or DECISION record read with r; 0 or -1 (memory). */
+int h5v_replicate_record(View *v, JournalReader *r, const JournalRecord *rec);
+/* /contrasts, /decisions and the rule's root attributes of a replicate: sweep (nothing for
+ * another sweep); 0 or -1 with err. */
+int h5v_write_replicate(View *v, hid_t file, char *err);
+void h5v_replicate_markdown(Buf *b, const char *head);
 /* Frees what v holds (not the readers). */
 void h5v_view_free(View *v);
 

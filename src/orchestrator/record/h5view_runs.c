@@ -34,7 +34,8 @@ static const H5Col fixed_cols[R_NFIXED] = {
     {"name", H5C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
     {"seed", H5C_U64, 0, NULL, "the run's seed"},
     {"status", H5C_STR, STATUS_LEN, NULL,
-     "pending, running, interrupted, done, diverged or failed (the attribute unfinished lists "
+     "pending, running, interrupted, done, diverged, failed or not_needed (the attribute "
+     "unfinished lists "
      "those of runs that have not ended, one a line)"},
     {"variant", H5C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
     {"group", H5C_STR, 17, NULL,

@@ -267,6 +267,61 @@ static hid_t str_type(size_t n) {
     return t;
 }
 
+/* A replicate: sweep's contrasts (/contrasts, issue 20): each one open with its n and
+ * interval, or its verdict. Nothing for other files. */
+static void print_contrasts(hid_t file, FILE *out) {
+    if (H5Lexists(file, "contrasts", H5P_DEFAULT) <= 0) return;
+    typedef struct {
+        char *config, *baseline;
+        char verdict[12];
+        int32_t n;
+        double diff, lo, hi;
+    } Row;
+    hid_t d = H5Dopen2(file, "contrasts", H5P_DEFAULT);
+    if (d < 0) return;
+    hid_t sp = H5Dget_space(d);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    hid_t vs = vstr_type(), s12 = str_type(12), t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+    H5Tinsert(t, "configuration", HOFFSET(Row, config), vs);
+    H5Tinsert(t, "baseline", HOFFSET(Row, baseline), vs);
+    H5Tinsert(t, "verdict", HOFFSET(Row, verdict), s12);
+    H5Tinsert(t, "n", HOFFSET(Row, n), H5T_NATIVE_INT32);
+    H5Tinsert(t, "difference", HOFFSET(Row, diff), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "lo", HOFFSET(Row, lo), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "hi", HOFFSET(Row, hi), H5T_NATIVE_DOUBLE);
+    Row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    if (rows && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0) {
+        char alpha[32] = "?";
+        hid_t a = H5Aopen(file, "replicate_alpha", H5P_DEFAULT);
+        double al;
+        if (a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &al) >= 0)
+            snprintf(alpha, sizeof alpha, "%g", al);
+        if (a >= 0) H5Aclose(a);
+        fprintf(out,
+                "contrasts (sequential: intervals valid over every look and contrast, "
+                "family-wise alpha %s):\n",
+                alpha);
+        for (hssize_t i = 0; i < n; i++) {
+            const Row *r = &rows[i];
+            char c[512], b[512];
+            text_escape(r->config ? r->config : "", c, sizeof c);
+            text_escape(r->baseline ? r->baseline : "", b, sizeof b);
+            if (r->n <= 0)
+                fprintf(out, "  %s vs %s: %s, not looked at yet\n", c, b, r->verdict);
+            else
+                fprintf(out, "  %s vs %s: %s at n=%d, difference %+.4f [%+.4f, %+.4f]\n", c, b,
+                        r->verdict, r->n, r->diff, r->lo, r->hi);
+        }
+        H5Dvlen_reclaim(t, sp, H5P_DEFAULT, rows);
+    }
+    free(rows);
+    H5Tclose(t);
+    H5Tclose(vs);
+    H5Tclose(s12);
+    H5Sclose(sp);
+    H5Dclose(d);
+}
+
 /* Memory type of the RunRow fields that the file has. */
 static hid_t runrow_type(hid_t ftype) {
     struct {
@@ -416,7 +471,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
             if (pass == 0) {
                 for (int c = 0; c < NC; c++)
                     if ((int)strlen(cell[c]) > w[c]) w[c] = (int)strlen(cell[c]);
-                for (int s = 0; s < 6; s++)
+                for (int s = 0; s < 7; s++)
                     if (!strcmp(r->status, h5view_status_names[s])) counts[s]++;
             } else {
                 for (int c = 0; c < NC; c++)
@@ -436,9 +491,9 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
     text_escape(start, shown[1], sizeof shown[1]);
     text_escape(end, shown[2], sizeof shown[2]);
     fprintf(out, "%s: %llu runs:", path, (unsigned long long)nrows);
-    static const int order[6] = {3, 1, 0, 2, 4, 5}; /* done running pending interrupted ... */
+    static const int order[7] = {3, 1, 0, 2, 4, 5, 6}; /* done running pending interrupted ... */
     int any = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         int s = order[k];
         if (!counts[s] && s != 3) continue;
         fprintf(out, "%s %ld %s", any ? "," : "", counts[s], h5view_status_names[s]);
@@ -460,6 +515,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
                 "or stopped by SIGTERM); `ablate view %s` rebuilds it from the journal, "
                 "--resume continues the sweep\n",
                 path, path);
+    print_contrasts(file, out);
     return 0;
 }
 

@@ -35,6 +35,8 @@
  *               tokenizer, vocab (SHA-256 hex), vocab_size, val_fraction, sha256, bytes;
  *               written when the sweep first sees the source, and again after a change
  *               accepted with --accept-data-change (the first one per path is the sweep's)
+ *   REPLICATE, DECISION: a replicate: sweep's rule and contrasts, and its decisions
+ *               (layouts in journal_replicate.h)
  * Readers ignore record types they do not know.
  *
  * Two files implement this header: journal.c the records (framing, CRC, buffered appends,
@@ -69,6 +71,8 @@ typedef enum {
     JREC_SWEEP_END = 7,
     JREC_DAMAGE = 8,
     JREC_DATA = 9,
+    JREC_REPLICATE = 10, /* replicate: sweeps (journal_replicate.h) */
+    JREC_DECISION = 11,
 } JournalRecordType;
 
 /* "header", "plan", ...; "unknown" for other values. */

@@ -33,6 +33,10 @@ const char *journal_type_name(int type) {
         return "damage";
     case JREC_DATA:
         return "data";
+    case JREC_REPLICATE:
+        return "replicate";
+    case JREC_DECISION:
+        return "decision";
     default:
         return "unknown";
     }

@@ -91,6 +91,19 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (data_guard_decode(&rec, &st->data[st->n_data]) == 0) st->n_data++;
             continue;
         }
+        if (rec.type == JREC_REPLICATE) {
+            st->replicate_off = rec.offset;
+            continue;
+        }
+        if (rec.type == JREC_DECISION) {
+            if (GROW(st->decisions, st->cap_decisions, (size_t)st->n_decisions + 1) != 0) {
+                rc = -2;
+                break;
+            }
+            if (journal_decode_decision(&rec, &st->decisions[st->n_decisions]) == 0)
+                st->n_decisions++;
+            continue;
+        }
         if (rec.type == JREC_PLAN) {
             JournalPlan p;
             if (journal_decode_plan(&rec, &p) != 0 || grow(st, p.index) != 0) continue;
@@ -117,6 +130,9 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             run->attempt = e.attempt;
             run->finished = e.end.status != RUN_INTERRUPTED;
             run->status = e.end.status;
+            run->final_val_loss = e.end.final_val_loss;
+            run->unstable = e.end.status == RUN_DIVERGED || e.end.instability != INSTAB_NONE;
+            run->train_seconds = e.end.train_seconds;
         } else if (rec.type == JREC_CHECKPOINT) {
             JournalCheckpoint c;
             if (journal_decode_checkpoint(&rec, &c) != 0 || c.attempt < run->attempt) continue;
@@ -184,6 +200,7 @@ void resume_free(ResumeState *st) {
     free(st->damage);
     free(st->runs);
     free(st->data);
+    free(st->decisions);
     memset(st, 0, sizeof *st);
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "journal.h"
+#include "journal_replicate.h"
 #include "orchestrator/plan/plan.h"
 #include "worker/data_identity.h"
 
@@ -38,6 +39,10 @@ typedef struct {
     uint32_t ckpt_attempt; /* the attempt that wrote it */
     EventRecordRefs events;
     int orphan; /* records of an attempt whose RUN_BEGIN is missing (lost to damage) */
+    /* of its RUN_END (finished): what a replicate: sweep decides from (adaptive.h) */
+    double final_val_loss;
+    int unstable;         /* diverged, or flagged by the instability rule (run_health.h) */
+    double train_seconds; /* what it spent (the budget) */
 } ResumeRun;
 
 /* Damaged bytes between valid records that no earlier resume has handled (no DAMAGE
@@ -62,6 +67,10 @@ typedef struct {
     DataIdentity *data; /* the DATA records, in journal order (data_guard.h) */
     int n_data;
     size_t cap_data;
+    uint64_t replicate_off;     /* the last REPLICATE record's offset (0: none) */
+    JournalDecision *decisions; /* a replicate: sweep's DECISION records, journal order */
+    int n_decisions;
+    size_t cap_decisions;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);

@@ -9,6 +9,17 @@
 
 Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char journal[ABL_PATH_MAX],
                           char err[ABL_ERR_MAX]) {
+    if (cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on) {
+        /* every process would have to decide from the union of the journals; until that is
+         * built, refuse rather than decide from one journal's part of the results */
+        if (cfg->join) {
+            snprintf(err, ABL_ERR_MAX,
+                     "%s: a replicate: sweep cannot be joined (--join) yet; run it as one "
+                     "sweep (mpirun -n N ablate run ...), which --resume continues",
+                     cfg->plan->spec->path);
+            return NULL;
+        }
+    }
     if (cfg->join) return sched_joined_open(cfg, host, journal, err);
     char dir[ABL_PATH_MAX];
     if (join_exists(cfg->out_path) && !cfg->force) {
@@ -19,6 +30,8 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
                  cfg->out_path, dir);
         return NULL;
     }
+    if (cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on)
+        return sched_adaptive_open(cfg, host, err);
     return sched_queue_open(host, err);
 }
 

@@ -11,6 +11,7 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
+ *   adaptive.c a replicate: sweep: seeds only where a contrast is still open (issue 20)
  * Adaptive replication (more seeds where a contrast is still open) is a third one or a
  * policy over these: ended() hands over each run's final result, and take() may return runs
  * added since start(). tests/test_scheduler.c runs every implementation through the same
@@ -19,6 +20,7 @@
 #define ABLATE_ORCHESTRATOR_SCHEDULER_H
 
 #include "orchestrator/plan/plan.h"
+#include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/record/resume.h"
 #include "worker/events.h"
 
@@ -27,6 +29,11 @@ typedef struct {
     const char *id, *name;
     double cost;  /* the higher, the earlier it is taken (ties: the lower index first) */
     int finished; /* nothing to train: ended before, or not a run (a lost journal index) */
+    /* of a finished run's RUN_END, for adaptive replication (adaptive.c) */
+    RunStatus status;
+    double final_val_loss;
+    int unstable;         /* diverged, or flagged by the instability rule */
+    double train_seconds; /* what it spent, for the budget */
 } SchedRun;
 
 /* What a scheduler tells the sweep that runs it (any of these may be NULL in tests). */
@@ -43,6 +50,11 @@ typedef struct {
     /* A shared scheduler asks, before it writes anything, whether this process may join
      * (its data the same as the first process's): 0, or -1 with a one-line message. */
     int (*admit)(void *ctx, const char *out_path, char err[ABL_ERR_MAX]);
+    /* Adaptive replication (adaptive.c): a decision to journal durably (the host skips one
+     * its journal already holds), and a run that will not train (journaled as not_needed
+     * with why; it counts as finished from then on). 0, or -1 (the sweep is stopping). */
+    int (*decided)(void *ctx, const JournalDecision *d);
+    int (*not_needed)(void *ctx, int run, const char *why);
 } SchedHost;
 
 /* How to open a scheduler: scheduler_open picks the implementation from these. */
@@ -121,6 +133,9 @@ int scheduler_remove_output(const char *out_path, char err[ABL_ERR_MAX]);
 Scheduler *sched_queue_open(const SchedHost *host, char err[ABL_ERR_MAX]);
 Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
                              char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+/* cfg->plan's spec has replicate.on; NULL with a message. */
+Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
+                               char err[ABL_ERR_MAX]);
 
 /* For implementations: copies runs into s (start()'s common part), and fills order with
  * the unfinished ones, most expensive first; returns how many. order holds n entries. */

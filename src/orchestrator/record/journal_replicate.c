@@ -1,0 +1,122 @@
+#include "journal_replicate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+#include "util/le.h"
+
+static void buf_f64(Buf *b, double v) {
+    uint8_t t[8];
+    le_put_f64(t, v);
+    buf_add(b, t, sizeof t);
+}
+
+static int append(Journal *j, int type, Buf *b) {
+    int rc = b->oom ? journal_set_error(j, "out of memory building a record")
+                    : journal_append(j, type, JOURNAL_NO_RUN, b->p, b->len);
+    free(b->p);
+    return rc;
+}
+
+int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *const *names,
+                             const char *baseline) {
+    Buf b = {0};
+    buf_f64(&b, r->alpha);
+    buf_f64(&b, r->delta);
+    buf_f64(&b, r->core_hours);
+    le_buf_u32(&b, (uint32_t)r->min);
+    le_buf_u32(&b, (uint32_t)r->max);
+    le_buf_u32(&b, (uint32_t)r->n_looks);
+    for (int i = 0; i < r->n_looks; i++)
+        le_buf_u32(&b, (uint32_t)r->looks[i]);
+    le_buf_u32(&b, (uint32_t)r->n_contrasts);
+    for (int k = 0; k < r->n_contrasts; k++) {
+        le_buf_str(&b, names[k], strlen(names[k]));
+        le_buf_str(&b, baseline, strlen(baseline));
+        le_buf_str(&b, "seed", 4);
+    }
+    return append(j, JREC_REPLICATE, &b);
+}
+
+int journal_append_decision(Journal *j, const JournalDecision *d) {
+    Buf b = {0};
+    le_buf_u32(&b, (uint32_t)d->contrast);
+    le_buf_u32(&b, (uint32_t)(int32_t)d->look);
+    le_buf_u32(&b, (uint32_t)d->n);
+    buf_f64(&b, d->diff);
+    buf_f64(&b, d->sd);
+    buf_f64(&b, d->lo);
+    buf_f64(&b, d->hi);
+    buf_f64(&b, d->level);
+    le_buf_u32(&b, (uint32_t)d->verdict);
+    le_buf_str(&b, d->note, strlen(d->note));
+    return append(j, JREC_DECISION, &b);
+}
+
+/* Reads the fixed part; leaves c at the first contrast. */
+static int read_head(LeReader *c, const JournalRecord *rec, JournalReplicate *r) {
+    if (rec->type != JREC_REPLICATE) return -1;
+    memset(r, 0, sizeof *r);
+    r->alpha = le_read_f64(c);
+    r->delta = le_read_f64(c);
+    r->core_hours = le_read_f64(c);
+    r->min = (int)le_read_u32(c);
+    r->max = (int)le_read_u32(c);
+    uint32_t n = le_read_u32(c);
+    if (c->bad || n > SPEC_MAX_LOOKS) return -1;
+    r->n_looks = (int)n;
+    for (uint32_t i = 0; i < n; i++)
+        r->looks[i] = (int)le_read_u32(c);
+    uint32_t k = le_read_u32(c);
+    if (c->bad || k > (uint32_t)rec->len) return -1;
+    r->n_contrasts = (int)k;
+    return 0;
+}
+
+int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r) {
+    LeReader c = le_reader(rec->payload, rec->len);
+    if (read_head(&c, rec, r) != 0) return -1;
+    for (int k = 0; k < r->n_contrasts; k++) {
+        size_t n;
+        le_read_str(&c, &n);
+        le_read_str(&c, &n);
+        le_read_str(&c, &n);
+    }
+    return c.bad || c.p != c.end ? -1 : 0;
+}
+
+int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,
+                               size_t *config_len, const char **baseline, size_t *baseline_len,
+                               const char **pairing, size_t *pairing_len) {
+    LeReader c = le_reader(rec->payload, rec->len);
+    JournalReplicate r;
+    if (read_head(&c, rec, &r) != 0 || k < 0 || k >= r.n_contrasts) return -1;
+    for (int i = 0; i <= k; i++) {
+        *config = le_read_str(&c, config_len);
+        *baseline = le_read_str(&c, baseline_len);
+        *pairing = le_read_str(&c, pairing_len);
+    }
+    return c.bad ? -1 : 0;
+}
+
+int journal_decode_decision(const JournalRecord *rec, JournalDecision *d) {
+    LeReader c = le_reader(rec->payload, rec->len);
+    if (rec->type != JREC_DECISION) return -1;
+    memset(d, 0, sizeof *d);
+    d->contrast = (int)le_read_u32(&c);
+    d->look = (int)(int32_t)le_read_u32(&c);
+    d->n = (int)le_read_u32(&c);
+    d->diff = le_read_f64(&c);
+    d->sd = le_read_f64(&c);
+    d->lo = le_read_f64(&c);
+    d->hi = le_read_f64(&c);
+    d->level = le_read_f64(&c);
+    d->verdict = (int)le_read_u32(&c);
+    size_t n;
+    const char *note = le_read_str(&c, &n);
+    if (c.bad || c.p != c.end) return -1;
+    snprintf(d->note, sizeof d->note, "%.*s", (int)n, note);
+    return 0;
+}

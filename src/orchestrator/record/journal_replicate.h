@@ -1,0 +1,51 @@
+/* The journal records of a replicate: sweep (issue 20), framed like every other record
+ * (journal.h) and read by resume (the decisions already made) and by the view (/contrasts,
+ * /decisions and the rule's root attributes). Payloads (little-endian, "str" = u32 length +
+ * bytes):
+ *   REPLICATE  (type 10, run JOURNAL_NO_RUN, one per session, written before any run
+ *              starts) f64 alpha, f64 delta, f64 core_hours (0: no budget), u32 min,
+ *              u32 max, u32 n_looks, u32 looks[n_looks], u32 n_contrasts, then per
+ *              contrast: str configuration, str baseline, str pairing ("seed")
+ *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
+ *              contrast, i32 look (index into looks; -1: ended before its first look),
+ *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
+ *              two-sided level of the interval), u32 verdict (SeqVerdict), str note (why
+ *              a contrast ended without the rule: "budget", "unstable: RUN", or "")
+ * A contrast's decisions come in look order; its last one is its verdict. */
+#ifndef ABLATE_ORCH_JOURNAL_REPLICATE_H
+#define ABLATE_ORCH_JOURNAL_REPLICATE_H
+
+#include "journal.h"
+#include "orchestrator/plan/spec.h"
+
+#define JOURNAL_NOTE_MAX 128
+
+typedef struct {
+    double alpha, delta, core_hours;
+    int min, max, n_looks;
+    int looks[SPEC_MAX_LOOKS];
+    int n_contrasts;
+} JournalReplicate;
+
+typedef struct {
+    int contrast, look, n;
+    double diff, sd, lo, hi, level;
+    int verdict; /* SeqVerdict */
+    char note[JOURNAL_NOTE_MAX];
+} JournalDecision;
+
+/* names[j] / baseline: contrast j's configuration and the baseline's name. */
+int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *const *names,
+                             const char *baseline);
+int journal_append_decision(Journal *j, const JournalDecision *d);
+
+/* 0, or -1 if malformed. The contrast strings of a REPLICATE record are read with
+ * journal_replicate_contrast (each NULL-free, not NUL-terminated). */
+int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r);
+/* Contrast k's configuration, baseline and pairing strings; 0 or -1. */
+int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,
+                               size_t *config_len, const char **baseline, size_t *baseline_len,
+                               const char **pairing, size_t *pairing_len);
+int journal_decode_decision(const JournalRecord *rec, JournalDecision *d);
+
+#endif
