@@ -794,6 +794,45 @@ static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
 
 /* ------------------------------------------------------------------ mixture of experts */
 
+/* The router in plain loops, every expert's entries computed in the same order (double
+ * sums): a BLAS kernel or a vectorized exp rounds by lane position, so two experts with equal
+ * router rows could get different logits, probabilities or gradients; the tie would then not
+ * go to the lower index, and the rows would drift apart by round-off (k-th and (k+1)-th
+ * choices then decided by noise). Small: N E C multiply-adds against the experts' N k 8 C^2. */
+static void router_forward(float *z, float *prob, const float *x, const float *w, int N, int C,
+                           int E) {
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        float *zt = z + (size_t)t * E, *pt = prob + (size_t)t * E;
+        for (int e = 0; e < E; e++) {
+            const float *we = w + (size_t)e * C;
+            double acc = 0;
+            for (int i = 0; i < C; i++)
+                acc += (double)xt[i] * we[i];
+            zt[e] = (float)acc;
+        }
+        double mx = zt[0], sum = 0;
+        for (int e = 1; e < E; e++)
+            mx = zt[e] > mx ? zt[e] : mx;
+        for (int e = 0; e < E; e++)
+            sum += exp((double)zt[e] - mx);
+        for (int e = 0; e < E; e++)
+            pt[e] = (float)(exp((double)zt[e] - mx) / sum);
+    }
+}
+
+/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward). */
+static void router_weight_backward(float *dw, const float *dz, const float *x, int N, int C,
+                                   int E) {
+    for (int e = 0; e < E; e++)
+        for (int i = 0; i < C; i++) {
+            double acc = 0;
+            for (int t = 0; t < N; t++)
+                acc += (double)dz[(size_t)t * E + e] * x[(size_t)t * C + i];
+            dw[(size_t)e * C + i] += (float)acc;
+        }
+}
+
 /* The router's decisions for the pass's N tokens (gpt.h, "moe"): s->sel and s->gate per
  * token, the packed rows (s->row, s->asg, s->eoff) expert by expert, each expert's rows in
  * the order (choice j, token). Returns the number of packed rows. */
@@ -801,16 +840,18 @@ static int moe_route(const Pass *p, const LayerActs *s, int N) {
     const ModelConfig *c = &p->m->cfg;
     int E = c->moe_experts, K = c->moe_top_k;
     for (int t = 0; t < N; t++) {
-        const float *pr = s->rprob + (size_t)t * E;
+        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
         int32_t *sel = s->sel + (size_t)t * K;
         float *g = s->gate + (size_t)t * K, sum = 0.0f;
         for (int j = 0; j < K; j++) {
-            int best = -1; /* strict >: ties go to the lower index */
+            /* by the logits, the order of p: a vectorized exp may round equal logits to
+             * unequal probabilities; strict >: ties go to the lower index */
+            int best = -1;
             for (int e = 0; e < E; e++) {
                 int taken = 0;
                 for (int i = 0; i < j; i++)
                     taken |= sel[i] == e;
-                if (!taken && (best < 0 || pr[e] > pr[best])) best = e;
+                if (!taken && (best < 0 || z[e] > z[best])) best = e;
             }
             sel[j] = best;
             g[j] = pr[best];
@@ -885,10 +926,7 @@ static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
     const ModelConfig *c = &p->m->cfg;
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
-    matmul_forward(s->rlog, x, L->w.router_w, NULL, NULL, N, C, E);
-    memcpy(s->rprob, s->rlog, (size_t)N * E * sizeof(float));
-    for (int t = 0; t < N; t++)
-        softmax_row(s->rprob + (size_t)t * E, E);
+    router_forward(s->rlog, s->rprob, x, L->w.router_w, N, C, E);
     int rows = moe_route(p, s, N);
     if (!p->k) moe_aux(p, s, l, N); /* generation has no losses nor statistics */
     for (int r = 0; r < rows; r++)
@@ -1028,7 +1066,8 @@ static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
         for (int e = 0; e < E; e++)
             dz[e] = pr[e] * (dp[e] - pdp) + zc * pr[e];
     }
-    matmul_backward(dx, 1.0f, L->g.router_w, NULL, a->d_rlog, 1.0f, x, L->w.router_w, N, C, E);
+    router_weight_backward(L->g.router_w, a->d_rlog, x, N, C, E);
+    gemm(0, 0, N, C, E, 1.0f, a->d_rlog, E, L->w.router_w, C, 1.0f, dx, C); /* dx += dz W_r */
 }
 
 /* ------------------------------------------------------------------ the block */

@@ -12,7 +12,7 @@
  * mlp: h = act(x W_fc^T (+b)); GLU variants split W_fc's rows into gate [0,ff) and value
  *   [ff,2ff) and use act(gate) * value; out = h W_proj^T (+b).
  * moe (the MLP of an MoE block, model.moe_experts E > 1): router logits z = x W_r^T (E),
- *   p = softmax(z); the k experts of largest p (ties: the lower index) in order of p;
+ *   p = softmax(z); the k experts of largest z (= of p; ties: the lower index), in that order;
  *   gates g_j = p_{e_j} when k = 1 (Switch), p_{e_j} / sum_j' p_{e_j'} when k > 1 (Mixtral);
  *   out = sum_j g_j mlp_{e_j}(x), each expert an mlp above with its own weights (rows
  *   [e UP, (e+1) UP) of exp_fc.w, [e C, (e+1) C) of exp_proj.w). With a capacity, each
