@@ -130,6 +130,7 @@ struct GptActs {
     float *d_eo, *d_xg;     /* (B T k, C) MoE: dL/d the experts' outputs, inputs (packed) */
     float *d_gate;          /* (B,T,k) dL/d the gates */
     float *d_rlog;          /* (B,T,E) dL/d the router logits */
+    float *d_router;        /* (E,C) doubles: the router weight gradient's sums */
     float *attn_scratch;    /* (T) lanes */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
@@ -349,6 +350,7 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_xg, training ? z.NKC : 0},
         {&a->d_gate, training ? z.NK : 0},
         {&a->d_rlog, training ? z.RE : 0},
+        {&a->d_router, training && moe ? 2 * E * C : 0}, /* E C doubles */
         {&a->wt, wt_total},
     };
     _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
@@ -821,16 +823,21 @@ static void router_forward(float *z, float *prob, const float *x, const float *w
     }
 }
 
-/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward). */
-static void router_weight_backward(float *dw, const float *dz, const float *x, int N, int C,
-                                   int E) {
-    for (int e = 0; e < E; e++)
-        for (int i = 0; i < C; i++) {
-            double acc = 0;
-            for (int t = 0; t < N; t++)
-                acc += (double)dz[(size_t)t * E + e] * x[(size_t)t * C + i];
-            dw[(size_t)e * C + i] += (float)acc;
+/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
+ * acc (E C doubles of scratch) so that the rows are read in memory order. */
+static void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N,
+                                   int C, int E) {
+    memset(acc, 0, (size_t)E * C * sizeof *acc);
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        for (int e = 0; e < E; e++) {
+            double g = dz[(size_t)t * E + e], *ae = acc + (size_t)e * C;
+            for (int i = 0; i < C; i++)
+                ae[i] += g * xt[i];
         }
+    }
+    for (size_t i = 0; i < (size_t)E * C; i++)
+        dw[i] += (float)acc[i];
 }
 
 /* The router's decisions for the pass's N tokens (gpt.h, "moe"): s->sel and s->gate per
@@ -1066,7 +1073,7 @@ static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
         for (int e = 0; e < E; e++)
             dz[e] = pr[e] * (dp[e] - pdp) + zc * pr[e];
     }
-    router_weight_backward(L->g.router_w, a->d_rlog, x, N, C, E);
+    router_weight_backward(L->g.router_w, (double *)(void *)a->d_router, a->d_rlog, x, N, C, E);
     gemm(0, 0, N, C, E, 1.0f, a->d_rlog, E, L->w.router_w, C, 1.0f, dx, C); /* dx += dz W_r */
 }
 
