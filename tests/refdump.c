@@ -173,6 +173,10 @@ static void write_stats(const GPT *m) {
                 s->router_entropy, s->moe_balance, s->moe_zloss, s->moe_dropped);
         for (int e = 0; e < m->cfg.moe_experts; e++)
             fprintf(f, "%s%.17g", e ? ", " : "", s->expert_frac[e]);
+        fprintf(f, "], \"moh_entropy\": %.17g, \"moh_balance\": %.17g, \"head_frac\": [",
+                s->moh_entropy, s->moh_balance);
+        for (int h = 0; h < m->cfg.n_head; h++)
+            fprintf(f, "%s%.17g", h ? ", " : "", s->head_frac[h]);
         fprintf(f, "]}%s\n", l + 1 < m->cfg.n_layer ? "," : "");
     }
     fputs("]\n", f);

@@ -72,6 +72,9 @@ void model_config_default(ModelConfig *c) {
     c->moe_capacity = 0.0;
     c->moe_balance = 0.01; /* Switch Transformer's alpha */
     c->moe_zloss = 0.0;
+    c->moh_shared = 0;
+    c->moh_top_k = 0;
+    c->moh_balance = 0.01; /* the paper's beta */
 }
 
 int model_config_preset(ModelConfig *c, const char *name) {
@@ -114,6 +117,9 @@ int model_moe_layer_count(const ModelConfig *c) {
 }
 int model_expert_ff(const ModelConfig *c) {
     return c->moe_ratio > 0 ? (int)lround(c->moe_ratio * c->d_model) : model_d_ff(c);
+}
+int model_is_moh(const ModelConfig *c) {
+    return c->moh_top_k > 0;
 }
 int model_mlp_slot(const ModelConfig *c, int l) {
     int moe = model_layer_is_moe(c, l), n = 0;
@@ -172,6 +178,15 @@ int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("model.moe_balance must not be negative (got %g)", c->moe_balance);
     if (!(c->moe_zloss >= 0))
         ABL_FAIL("model.moe_zloss must not be negative (got %g)", c->moe_zloss);
+    if (c->moh_top_k < 0 || c->moh_shared < 0)
+        ABL_FAIL("model.moh_top_k and model.moh_shared must not be negative (got %d, %d)",
+                 c->moh_top_k, c->moh_shared);
+    if (model_is_moh(c) && (c->moh_shared < 1 || c->moh_shared + c->moh_top_k > c->n_head))
+        ABL_FAIL("model.moh_top_k %d needs model.moh_shared >= 1 shared heads and "
+                 "moh_shared + moh_top_k <= model.n_head (got %d shared of %d heads)",
+                 c->moh_top_k, c->moh_shared, c->n_head);
+    if (!(c->moh_balance >= 0))
+        ABL_FAIL("model.moh_balance must not be negative (got %g)", c->moh_balance);
     return 0;
 }
 
@@ -181,13 +196,20 @@ static size_t mlp_matmul_params(const ModelConfig *c, size_t ff) {
     return C * up + ff * C;
 }
 
-/* Matrix entries one token multiplies by in block l, shared by the FLOP formula: attention,
- * then the dense MLP, or the router and k experts. */
+/* Query heads a token uses: shared + routed top-k with a mixture of heads, else all. */
+static int active_heads(const ModelConfig *c) {
+    return model_is_moh(c) ? c->moh_shared + c->moh_top_k : c->n_head;
+}
+
+/* Matrix entries one token multiplies by in block l, shared by the FLOP formula: attention
+ * (k and v of every kv head; q and the output projection of its active heads; the
+ * mixture-of-heads router), then the dense MLP, or the router and k experts. */
 static size_t layer_matmul_params(const ModelConfig *c, int l) {
-    size_t C = (size_t)c->d_model, hd = (size_t)model_head_dim(c);
-    size_t qkv = C * (size_t)(c->n_head + 2 * model_kv_heads(c)) * hd;
-    if (!model_layer_is_moe(c, l)) return qkv + C * C + mlp_matmul_params(c, (size_t)model_d_ff(c));
-    return qkv + C * C + C * (size_t)c->moe_experts +
+    size_t C = (size_t)c->d_model, hd = (size_t)model_head_dim(c), a = (size_t)active_heads(c);
+    size_t attn = C * (2 * (size_t)model_kv_heads(c) + a) * hd + a * hd * C;
+    if (model_is_moh(c)) attn += C * (size_t)(c->n_head + 2);
+    if (!model_layer_is_moe(c, l)) return attn + mlp_matmul_params(c, (size_t)model_d_ff(c));
+    return attn + C * (size_t)c->moe_experts +
            (size_t)c->moe_top_k * mlp_matmul_params(c, (size_t)model_expert_ff(c));
 }
 
@@ -208,7 +230,9 @@ double model_flops_per_token(const ModelConfig *c) {
     double matmul = (double)c->vocab_size * (double)c->d_model; /* lm_head */
     for (int l = 0; l < c->n_layer; l++)
         matmul += (double)layer_matmul_params(c, l);
-    return 6.0 * matmul + 12.0 * c->n_layer * (double)c->context * c->d_model;
+    /* scores and mixing of the active heads (all of them without a mixture of heads) */
+    double attn_width = (double)active_heads(c) * model_head_dim(c);
+    return 6.0 * matmul + 12.0 * c->n_layer * (double)c->context * attn_width;
 }
 
 double model_kv_bytes_per_token(const ModelConfig *c) {

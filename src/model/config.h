@@ -69,6 +69,10 @@ typedef struct {
     double moe_capacity; /* capacity factor (0 = dropless) */
     double moe_balance;  /* alpha of the load-balancing loss alpha E sum_i f_i P_i */
     double moe_zloss;    /* beta of the router z-loss beta mean_t logsumexp(z_t)^2 */
+    /* Mixture-of-heads attention (Jin et al. 2024; docs/spec.md): moh_top_k 0 = off. */
+    int moh_shared;     /* heads always active (the first ones) */
+    int moh_top_k;      /* routed heads per token, of the n_head - moh_shared others */
+    double moh_balance; /* beta of the balance loss beta sum_i f_i P_i over routed heads */
 } ModelConfig;
 
 extern const char *const activation_names[ACT_COUNT];
@@ -100,6 +104,8 @@ int model_expert_ff(const ModelConfig *c);           /* hidden width of one expe
 int model_mlp_slot(const ModelConfig *c, int l);
 /* Token slots per expert for a pass of n tokens: ceil(capacity k n / E), or k n (dropless). */
 int model_moe_capacity(const ModelConfig *c, int n);
+
+int model_is_moh(const ModelConfig *c); /* moh_top_k > 0 */
 
 /* Number of trainable parameters. */
 size_t model_param_count(const ModelConfig *c);

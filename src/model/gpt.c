@@ -43,8 +43,9 @@ typedef struct {
     double BT, BTC, QKV, H, KV, UP, FF; /* UP, FF: the larger of the dense MLP's and k experts' */
     double RE, NK, NKC;                 /* MoE: (B,T,E), (B,T,k), (B,T,k,C); 0 when dense */
     double ints;                        /* MoE: int32 entries of one layer's routing tables */
-    double lane_tile, lane_att;         /* lane layout (attention.h): (T,hd) and (T,T) per pair */
-    int in_place;                       /* activation_in_place: fch holds the activation */
+    double MZ, MH, MC;          /* mixture of heads: (B,T,H+2), (B,T,H), (B,T,C); 0 without */
+    double lane_tile, lane_att; /* lane layout (attention.h): (T,hd) and (T,T) per pair */
+    int in_place;               /* activation_in_place: fch holds the activation */
 } LayerSizes;
 
 /* Every per-layer activation, one row each: X(field, floats of one layer's slice). GptActs
@@ -83,7 +84,11 @@ typedef struct {
     X(rprob, z.RE) /* (B,T,E) their softmax */                                                     \
     X(gate, z.NK)  /* (B,T,k) gate of each token's j-th expert */                                  \
     X(xg, z.NKC)   /* (B T k, C) packed: the inputs of each expert's tokens, expert by expert */   \
-    X(eo, z.NKC)   /* (B T k, C) packed: the experts' outputs (fch/fch_act are packed too) */
+    X(eo, z.NKC)   /* (B T k, C) packed: the experts' outputs (fch/fch_act are packed too) */      \
+    X(mz, z.MZ)    /* (B,T,H+2) mixture of heads: router logits (shared, routed, mix) */           \
+    X(mp, z.MZ)    /* (B,T,H+2) their softmaxes, part by part */                                   \
+    X(mg, z.MH)    /* (B,T,H) head gates (0: a routed head not chosen) */                          \
+    X(attg, z.MC)  /* (B,T,C) the gated heads, input of the output projection */
 
 #define GPT_ACT_FIELD(field, size) float *field;
 
@@ -130,7 +135,8 @@ struct GptActs {
     float *d_eo, *d_xg;     /* (B T k, C) MoE: dL/d the experts' outputs, inputs (packed) */
     float *d_gate;          /* (B,T,k) dL/d the gates */
     float *d_rlog;          /* (B,T,E) dL/d the router logits */
-    float *d_router;        /* (E,C) doubles: the router weight gradient's sums */
+    float *d_router;        /* (E or H+2, C) doubles: a router weight gradient's sums */
+    float *d_mz;            /* (B,T,H+2) dL/d the mixture-of-heads router logits */
     float *attn_scratch;    /* (T) lanes */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
@@ -209,6 +215,7 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
     tensor(&t[T_EXP_PROJ_B], "exp_proj.b", &o, moe && c->mlp_bias, 1, Lm, E * C, 0, 0, INIT_ZEROS);
     for (int i = T_ROUTER_W; i <= T_EXP_PROJ_B; i++)
         t[i].stack = STACK_MOE;
+    tensor(&t[T_MOH_W], "moh.w", &o, model_is_moh(c), 1, L, d.H + 2, C, 1, INIT_NORMAL);
     return o;
 }
 
@@ -283,7 +290,8 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
     a->B = B;
     a->T = T;
     double C = d.C, L = d.L, V = d.V, H = d.H, KV = d.KV;
-    double hd = d.hd, QKV = d.QKV, moe = d.Lm > 0, E = d.E, NK = moe ? (double)d.K : 0;
+    double hd = d.hd, QKV = d.QKV, moe = d.Lm > 0, moh = model_is_moh(c), E = d.E,
+           NK = moe ? (double)d.K : 0;
     /* the MLP buffers serve the dense MLP ((B,T) rows) and the experts ((B T k) packed rows) */
     double FF = fmax(d.FF, NK * d.FFE), UP = fmax(d.UP, NK * d.UPE);
     double BT = (double)B * T, ctx = c->context, Td = T;
@@ -304,7 +312,10 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
                                        .RE = moe ? BT * E : 0,
                                        .NK = BT * NK,
                                        .NKC = BT * NK * C,
-                                       .ints = moe ? 3 * BT * NK + E + 1 : 0};
+                                       .ints = moe ? 3 * BT * NK + E + 1 : 0,
+                                       .MZ = moh ? BT * (d.H + 2) : 0,
+                                       .MH = moh ? BT * d.H : 0,
+                                       .MC = moh ? BT * C : 0};
     double wt_total = 0;
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
@@ -350,7 +361,8 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_xg, training ? z.NKC : 0},
         {&a->d_gate, training ? z.NK : 0},
         {&a->d_rlog, training ? z.RE : 0},
-        {&a->d_router, training && moe ? 2 * E * C : 0}, /* E C doubles */
+        {&a->d_router, training ? 2 * fmax(moe ? E : 0, moh ? d.H + 2 : 0) * C : 0}, /* doubles */
+        {&a->d_mz, training ? z.MZ : 0},
         {&a->wt, wt_total},
     };
     _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
@@ -594,6 +606,168 @@ static void accumulate(float *out, const float *a, size_t n) {
         out[i] += a[i];
 }
 
+/* ------------------------------------------------------------------ routers */
+
+/* The router in plain loops, every expert's entries computed in the same order (double
+ * sums): a BLAS kernel or a vectorized exp rounds by lane position, so two experts with equal
+ * router rows could get different logits, probabilities or gradients; the tie would then not
+ * go to the lower index, and the rows would drift apart by round-off (k-th and (k+1)-th
+ * choices then decided by noise). Small: N E C multiply-adds against the experts' N k 8 C^2. */
+static void router_logits(float *z, const float *x, const float *w, int N, int C, int E) {
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        for (int e = 0; e < E; e++) {
+            const float *we = w + (size_t)e * C;
+            double acc = 0;
+            for (int i = 0; i < C; i++)
+                acc += (double)xt[i] * we[i];
+            z[(size_t)t * E + e] = (float)acc;
+        }
+    }
+}
+
+/* p (n) = softmax(z (n)) in double: equal logits give equal probabilities. */
+static void softmax_exact(float *p, const float *z, int n) {
+    double mx = z[0], sum = 0;
+    for (int e = 1; e < n; e++)
+        mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < n; e++)
+        sum += exp((double)z[e] - mx);
+    for (int e = 0; e < n; e++)
+        p[e] = (float)(exp((double)z[e] - mx) / sum);
+}
+
+/* dz (n) = d/dz of softmax given dp (n) and the probabilities p. */
+static void softmax_exact_backward(float *dz, const float *dp, const float *p, int n) {
+    double pdp = 0;
+    for (int e = 0; e < n; e++)
+        pdp += (double)p[e] * dp[e];
+    for (int e = 0; e < n; e++)
+        dz[e] = (float)(p[e] * (dp[e] - pdp));
+}
+
+/* chosen[i] (n) = whether i is among the k largest z (ties: the lower index). */
+static void top_k_mask(int *chosen, const float *z, int n, int k) {
+    for (int i = 0; i < n; i++)
+        chosen[i] = 0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!chosen[i] && (best < 0 || z[i] > z[best])) best = i;
+        chosen[best] = 1;
+    }
+}
+
+/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
+ * acc (E C doubles of scratch) so that the rows are read in memory order. */
+static void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N,
+                                   int C, int E) {
+    memset(acc, 0, (size_t)E * C * sizeof *acc);
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        for (int e = 0; e < E; e++) {
+            double g = dz[(size_t)t * E + e], *ae = acc + (size_t)e * C;
+            for (int i = 0; i < C; i++)
+                ae[i] += g * xt[i];
+        }
+    }
+    for (size_t i = 0; i < (size_t)E * C; i++)
+        dw[i] += (float)acc[i];
+}
+
+/* ------------------------------------------------------------------ mixture of heads */
+
+/* The head gates of the pass's rows (gpt.h, "moh") from the attention input x into s->mz,
+ * s->mp, s->mg; then attg = the heads of atty times their gates. The balance loss into p->aux
+ * (training) and the statistics into p->stats[l]. */
+static void moh_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                        const float *x) {
+    const ModelConfig *c = &p->m->cfg;
+    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
+    int Z = H + 2, K = c->moh_top_k, hd = C / H;
+    router_logits(s->mz, x, L->w.moh_w, N, C, Z);
+    double f[MODEL_MAX_HEADS] = {0}, P[MODEL_MAX_HEADS] = {0}, ent = 0;
+    for (int t = 0; t < N; t++) {
+        const float *z = s->mz + (size_t)t * Z;
+        float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
+        softmax_exact(pp, z, hs);
+        softmax_exact(pp + hs, z + hs, R);
+        softmax_exact(pp + H, z + H, 2);
+        int chosen[MODEL_MAX_HEADS];
+        top_k_mask(chosen, z + hs, R, K);
+        for (int h = 0; h < hs; h++)
+            g[h] = pp[H] * pp[h];
+        for (int i = 0; i < R; i++) {
+            float pr = pp[hs + i];
+            g[hs + i] = chosen[i] ? pp[H + 1] * pr : 0.0f;
+            f[i] += chosen[i] / (double)N;
+            P[i] += pr / (double)N;
+            ent -= pr > 0 ? pr * log((double)pr) / N : 0;
+        }
+        const float *y = s->atty + (size_t)t * C;
+        float *o = s->attg + (size_t)t * C;
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < hd; d++)
+                o[h * hd + d] = g[h] * y[h * hd + d];
+    }
+    if (p->k) return; /* generation has no losses nor statistics */
+    double bal = 0;
+    for (int i = 0; i < R; i++)
+        bal += f[i] * P[i];
+    bal *= c->moh_balance;
+    if (p->aux) *p->aux += (float)bal;
+    if (!p->stats) return;
+    LayerStats *st = &p->stats[l];
+    for (int h = 0; h < H; h++)
+        st->head_frac[h] = h < hs ? 1.0 : f[h - hs];
+    st->moh_entropy = ent;
+    st->moh_balance = bal;
+}
+
+/* On entry a->d_atty holds dL/d attg; on exit dL/d atty, with dL/d the router logits in
+ * a->d_mz (the balance loss's included). */
+static void moh_backward(const Pass *p, const LayerActs *s) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
+    int Z = H + 2, K = c->moh_top_k, hd = C / H;
+    double f[MODEL_MAX_HEADS] = {0};
+    int chosen[MODEL_MAX_HEADS];
+    for (int t = 0; t < N; t++) {
+        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
+        for (int i = 0; i < R; i++)
+            f[i] += chosen[i] / (double)N;
+    }
+    for (int t = 0; t < N; t++) {
+        const float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
+        const float *y = s->atty + (size_t)t * C;
+        float *dy = a->d_atty + (size_t)t * C, dg[MODEL_MAX_HEADS];
+        for (int h = 0; h < H; h++) { /* g_h y_h: d g_h = dy_h . y_h, d y_h = g_h dy_h */
+            float acc = 0.0f;
+            for (int d = 0; d < hd; d++) {
+                acc += dy[h * hd + d] * y[h * hd + d];
+                dy[h * hd + d] *= g[h];
+            }
+            dg[h] = acc;
+        }
+        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
+        float dp[MODEL_MAX_HEADS + 2], da[2] = {0.0f, 0.0f};
+        for (int h = 0; h < hs; h++) { /* g_h = a_0 ps_h */
+            da[0] += dg[h] * pp[h];
+            dp[h] = pp[H] * dg[h];
+        }
+        for (int i = 0; i < R; i++) { /* g = a_1 pr_i if chosen; balance: d P_i / d pr_ti = 1/N */
+            int h = hs + i;
+            if (chosen[i]) da[1] += dg[h] * pp[h];
+            dp[h] = (chosen[i] ? pp[H + 1] * dg[h] : 0.0f) + (float)(c->moh_balance * f[i] / N);
+        }
+        float *dz = a->d_mz + (size_t)t * Z;
+        softmax_exact_backward(dz, dp, pp, hs);
+        softmax_exact_backward(dz + hs, dp + hs, pp + hs, R);
+        softmax_exact_backward(dz + H, da, pp + H, 2);
+    }
+}
+
 /* ------------------------------------------------------------------ attention */
 
 /* The q and k heads of the pass's rows through the optional per-head norm and RoPE, into
@@ -671,8 +845,13 @@ static void attn_forward(const Pass *p, const LayerView *L, const LayerActs *s, 
         attend_cache(p, s, qk, l);
     else
         attend_rows(p, s, qk, l);
-    matmul_forward(y, s->atty, L->w.attn_proj_w, fwd_wt(p, L->wt.attn_proj_w), L->w.attn_proj_b, N,
-                   C, C);
+    const float *heads = s->atty;
+    if (model_is_moh(&p->m->cfg)) { /* each head times its gate */
+        moh_forward(p, L, s, l, x);
+        heads = s->attg;
+    }
+    matmul_forward(y, heads, L->w.attn_proj_w, fwd_wt(p, L->wt.attn_proj_w), L->w.attn_proj_b, N, C,
+                   C);
 }
 
 /* d_q, d_k, d_v (lanes) -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
@@ -713,13 +892,19 @@ static void attn_backward(const Pass *p, const LayerView *L, const LayerActs *s,
     GptActs *a = p->a;
     const Dims *d = &a->d;
     int B = p->B, T = p->T, N = B * T, C = d->C, H = d->H, hd = d->hd;
-    matmul_backward(a->d_atty, 0.0f, L->g.attn_proj_w, L->g.attn_proj_b, dy, 1.0f, s->atty,
-                    L->w.attn_proj_w, N, C, C);
+    int moh = model_is_moh(&p->m->cfg);
+    matmul_backward(a->d_atty, 0.0f, L->g.attn_proj_w, L->g.attn_proj_b, dy, 1.0f,
+                    moh ? s->attg : s->atty, L->w.attn_proj_w, N, C, C);
+    if (moh) moh_backward(p, s);
     attn_to_lanes(a->d_y, a->d_atty, B, T, H, hd, (size_t)C, 1);
     attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, s->att, s->q, s->k, s->v, attn_groups(B * H),
                        T, hd, a->attn_scratch);
     qk_backward(p, L, s);
     matmul_backward(dx, beta, L->g.qkv_w, L->g.qkv_b, a->d_qkv, 1.0f, x, L->w.qkv_w, N, C, d->QKV);
+    if (!moh) return;
+    int Z = H + 2; /* the mixture-of-heads router: its weights, and dx += dz W */
+    router_weight_backward(L->g.moh_w, (double *)(void *)a->d_router, a->d_mz, x, N, C, Z);
+    gemm(0, 0, N, C, Z, 1.0f, a->d_mz, Z, L->w.moh_w, C, 1.0f, dx, C);
 }
 
 /* ------------------------------------------------------------------ MLP */
@@ -795,50 +980,6 @@ static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
 }
 
 /* ------------------------------------------------------------------ mixture of experts */
-
-/* The router in plain loops, every expert's entries computed in the same order (double
- * sums): a BLAS kernel or a vectorized exp rounds by lane position, so two experts with equal
- * router rows could get different logits, probabilities or gradients; the tie would then not
- * go to the lower index, and the rows would drift apart by round-off (k-th and (k+1)-th
- * choices then decided by noise). Small: N E C multiply-adds against the experts' N k 8 C^2. */
-static void router_forward(float *z, float *prob, const float *x, const float *w, int N, int C,
-                           int E) {
-    for (int t = 0; t < N; t++) {
-        const float *xt = x + (size_t)t * C;
-        float *zt = z + (size_t)t * E, *pt = prob + (size_t)t * E;
-        for (int e = 0; e < E; e++) {
-            const float *we = w + (size_t)e * C;
-            double acc = 0;
-            for (int i = 0; i < C; i++)
-                acc += (double)xt[i] * we[i];
-            zt[e] = (float)acc;
-        }
-        double mx = zt[0], sum = 0;
-        for (int e = 1; e < E; e++)
-            mx = zt[e] > mx ? zt[e] : mx;
-        for (int e = 0; e < E; e++)
-            sum += exp((double)zt[e] - mx);
-        for (int e = 0; e < E; e++)
-            pt[e] = (float)(exp((double)zt[e] - mx) / sum);
-    }
-}
-
-/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
- * acc (E C doubles of scratch) so that the rows are read in memory order. */
-static void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N,
-                                   int C, int E) {
-    memset(acc, 0, (size_t)E * C * sizeof *acc);
-    for (int t = 0; t < N; t++) {
-        const float *xt = x + (size_t)t * C;
-        for (int e = 0; e < E; e++) {
-            double g = dz[(size_t)t * E + e], *ae = acc + (size_t)e * C;
-            for (int i = 0; i < C; i++)
-                ae[i] += g * xt[i];
-        }
-    }
-    for (size_t i = 0; i < (size_t)E * C; i++)
-        dw[i] += (float)acc[i];
-}
 
 /* The router's decisions for the pass's N tokens (gpt.h, "moe"): s->sel and s->gate per
  * token, the packed rows (s->row, s->asg, s->eoff) expert by expert, each expert's rows in
@@ -933,7 +1074,9 @@ static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
     const ModelConfig *c = &p->m->cfg;
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
-    router_forward(s->rlog, s->rprob, x, L->w.router_w, N, C, E);
+    router_logits(s->rlog, x, L->w.router_w, N, C, E);
+    for (int t = 0; t < N; t++)
+        softmax_exact(s->rprob + (size_t)t * E, s->rlog + (size_t)t * E, E);
     int rows = moe_route(p, s, N);
     if (!p->k) moe_aux(p, s, l, N); /* generation has no losses nor statistics */
     for (int r = 0; r < rows; r++)

@@ -21,6 +21,14 @@
  *   Auxiliary losses per MoE block, added to the objective but not to the reported loss:
  *   balance = alpha E sum_i f_i P_i, f_i = share of the N k assignments (before dropping)
  *   routed to i, P_i = mean_t p_i; z = beta mean_t logsumexp(z_t)^2.
+ * moh (mixture of heads, model.moh_top_k k > 0; Jin et al. 2024): heads [0, hs) are shared,
+ *   [hs, H) routed (R = H - hs). From the attention input x: z = x W_moh^T, rows [0, hs) the
+ *   shared router, [hs, H) the routed router, [H, H+2) the two-stage mix; ps, pr, a = softmax
+ *   of each part. Head h's output (its hd columns of atty) is multiplied by g_h before the
+ *   output projection: g_h = a_0 ps_h (shared), a_1 pr_i for the k routed heads of largest
+ *   z (ties: the lower index), 0 for the others. Every head is still computed. Auxiliary
+ *   loss: beta sum_i f_i P_i over routed heads, f_i = share of tokens routed to head i (sums
+ *   to k), P_i = mean_t pr_i.
  * Matrices are (out, in) as in torch.nn.Linear. */
 #ifndef ABLATE_MODEL_GPT_H
 #define ABLATE_MODEL_GPT_H
@@ -73,7 +81,8 @@
     X(T_EXP_FC_W, exp_fc_w)     /* (Lm, E UPe, C): expert e's fc.w is rows [e UPe, (e+1) UPe) */   \
     X(T_EXP_FC_B, exp_fc_b)     /* (Lm, E UPe) */                                                  \
     X(T_EXP_PROJ_W, exp_proj_w) /* (Lm, E C, FFe): expert e's fc_proj.w is rows [e C, (e+1) C) */  \
-    X(T_EXP_PROJ_B, exp_proj_b) /* (Lm, E C) */
+    X(T_EXP_PROJ_B, exp_proj_b) /* (Lm, E C) */                                                    \
+    X(T_MOH_W, moh_w)           /* (L, H + 2, C) mixture of heads: shared, routed, mix rows */
 
 #define GPT_TENSOR_ID(id, field) id,
 typedef enum {
@@ -135,6 +144,10 @@ typedef struct {
     double router_entropy;                 /* of p, nats, mean over tokens */
     double moe_balance, moe_zloss;         /* the block's auxiliary losses (weights applied) */
     double moe_dropped;                    /* share of assignments dropped by the capacity */
+    /* mixture of heads (zero without) */
+    double head_frac[MODEL_MAX_HEADS]; /* share of tokens each head is active for */
+    double moh_entropy;                /* of the routed heads' router, nats, mean over tokens */
+    double moh_balance;                /* the block's balance loss (weight applied) */
 } LayerStats;
 
 typedef struct {

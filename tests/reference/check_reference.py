@@ -151,6 +151,16 @@ def cfgs():
                                                          **{ZERO: "router.w"})))
     out.append(("moe-every_other-gemm-pieces", 3, 12, dict(moe, moe_layers="every_other",
                                                            mlp_bias=1, **{GEMM_LIMIT: 12288})))
+    # Mixture of heads (gpt.h, "moh"): shared + routed top-k heads, two-stage gates, the
+    # balance loss; with GQA and RoPE; and a zeroed router (ties: the first routed heads).
+    moh = dict(BASE, n_head=4, moh_shared=1, moh_top_k=2)
+    out.append(("moh-s1k2", 2, 8, dict(moh, moh_balance=0.1)))
+    out.append(("moh-s2k1-gqa-rope-ln", 2, 8, dict(moh, moh_shared=2, moh_top_k=1, n_kv_head=2,
+                                                    position="rope", norm_type="layernorm",
+                                                    norm_affine=1, qkv_bias=1, out_bias=1)))
+    out.append(("moh-s1k3-all-routed-post", 2, 8, dict(moh, moh_top_k=3, norm="post")))
+    out.append(("moh-ties-zero-router-moe", 2, 8, dict(moh, d_model=24, moh_top_k=1, moe_experts=3,
+                                                        moe_top_k=2, **{ZERO: "moh.w"})))
     return out
 
 
@@ -201,9 +211,11 @@ def coverage_problems(configs, knobs):
             seen.setdefault("rope_base!=default with rope", []).append(1)
         if float(full["mlp_ratio"]) != int(float(full["mlp_ratio"])):
             seen.setdefault("mlp_ratio non-integer", []).append(1)
+        if full["moh_top_k"] > 0 and ZERO in k and k[ZERO] == "moh.w":
+            seen.setdefault("moh router ties", []).append(1)
         if full["moe_experts"] > 1:
             seen.setdefault("moe top_k", []).append(min(int(full["moe_top_k"]), 3))
-            if ZERO in k:
+            if ZERO in k and k[ZERO] == "router.w":
                 seen.setdefault("moe router ties", []).append(int(full["moe_top_k"]))
             if float(full["moe_capacity"]) > 0:
                 seen.setdefault("moe capacity with top_k", []).append(int(full["moe_top_k"]))
@@ -220,7 +232,8 @@ def coverage_problems(configs, knobs):
                             f"{kn['default']}")
     need = {"n_kv_head": [0, 1, 2], "qk_norm+position": ["rope", "learned"],
             "rope_base!=default with rope": [1], "mlp_ratio non-integer": [1],
-            "moe top_k": [1, 2, 3], "moe router ties": [1, 2], "moe capacity with top_k": [1, 2]}
+            "moe top_k": [1, 2, 3], "moe router ties": [1, 2], "moe capacity with top_k": [1, 2],
+            "moh router ties": [1]}
     for key, values in need.items():
         missing = [v for v in values if v not in seen.get(key, [])]
         if missing:
@@ -296,6 +309,7 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
                          f"scale {scale:.3g})")
 
     moe = {m["l"]: m for m in trace.get("moe", [])}
+    moh = {m["l"]: m for m in trace.get("moh", [])}
     for l, sc in enumerate(stats_c):
         if l in moe:  # the router's statistics (gpt.h, LayerStats)
             m = moe[l]
@@ -307,7 +321,14 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
                 r = m[key].item()
                 check(key, l, sc[key], r, max(abs(r), 1e-30))
             check("moe_dropped", l, sc["moe_dropped"], m["moe_dropped"], 1.0)
-        elif any(v != 0 for v in sc.get("expert_frac", [])):
+        if l in moh:
+            m = moh[l]
+            for hh in range(cfg["n_head"]):
+                check(f"head_frac[{hh}]", l, sc["head_frac"][hh], m["head_frac"][hh].item(), 1.0)
+            check("moh_entropy", l, sc["moh_entropy"], m["moh_entropy"].item(), 1.0)
+            r = m["moh_balance"].item()
+            check("moh_balance", l, sc["moh_balance"], r, max(abs(r), 1e-30))
+        if l not in moe and any(v != 0 for v in sc.get("expert_frac", [])):
             fails.append(f"stats layer {l}: a dense block reports expert fractions")
         h = trace["h"][l]
         n = h.numel()
@@ -424,6 +445,8 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     # 3. initialization
     L = cfg["n_layer"]
     for key, shape, decay, init in expected:
+        if key == knobs.get(ZERO):  # zeroed on purpose after the initialization
+            continue
         v = slice_of(p0, key)
         if init == gpt_ref.INIT_ONES and not np.all(v == 1):
             fails.append(f"init: {key} not all ones")

@@ -114,6 +114,7 @@ def expected_tensors(cfg):
         "exp_fc.b": (Lm > 0 and bool(cfg["mlp_bias"]), (Lm, E * upe), 0, INIT_ZEROS),
         "exp_proj.w": (Lm > 0, (Lm, E * C, ffe), 1, INIT_RESIDUAL),
         "exp_proj.b": (Lm > 0 and bool(cfg["mlp_bias"]), (Lm, E * C), 0, INIT_ZEROS),
+        "moh.w": (cfg["moh_top_k"] > 0, (L, H + 2, C), 1, INIT_NORMAL),
     }
     return [(key, shape, decay, init) for key, (present, shape, decay, init) in spec.items()
             if present]
@@ -221,7 +222,31 @@ class RefGPT:
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         self._record("att", att)
         y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+        if cfg["moh_top_k"] > 0:
+            y = self.mixture_of_heads(x, y, l)
         return F.linear(y, self.P["attn_proj.w"][l], self._layer("attn_proj.b", l))
+
+    def mixture_of_heads(self, x, y, l):
+        """MoH (Jin et al. 2024) as gpt.h states it: every head computed, then weighted."""
+        cfg = self.cfg
+        B, T, C = x.shape
+        H, hs, K = cfg["n_head"], cfg["moh_shared"], cfg["moh_top_k"]
+        R, hd, N = H - hs, C // H, B * T
+        xf = x.reshape(N, C)
+        # one reduction per (token, row): equal router rows give equal logits (see moe)
+        z = (xf[:, None, :] * self.P["moh.w"][l][None, :, :]).sum(-1)   # (N, H + 2)
+        ps, pr, a = z[:, :hs].softmax(-1), z[:, hs:H].softmax(-1), z[:, H:].softmax(-1)
+        sel = torch.sort(-z[:, hs:H].detach(), dim=-1, stable=True).indices[:, :K]
+        mask = torch.zeros(N, R).scatter(1, sel, 1.0)
+        g = torch.cat([a[:, :1] * ps, a[:, 1:] * pr * mask], dim=1)      # (N, H)
+        f, P = mask.mean(0), pr.mean(0)
+        self.aux = self.aux + cfg["moh_balance"] * (f * P).sum()
+        if self.trace is not None:
+            ent = -(pr * pr.clamp_min(1e-300).log()).sum(-1).mean()
+            self.trace.setdefault("moh", []).append(dict(
+                l=l, head_frac=torch.cat([torch.ones(hs), f]).detach(),
+                moh_entropy=ent.detach(), moh_balance=(cfg["moh_balance"] * (f * P).sum()).detach()))
+        return (y.reshape(N, H, hd) * g[:, :, None]).reshape(B, T, C)
 
     def mlp(self, x, l):
         if is_moe_layer(self.cfg, l):
