@@ -117,6 +117,7 @@ static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint
             (unsigned long long)seed, m->n_params);
     fprintf(f, "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g,\n", model_param_count(c),
             gemm_small_limit());
+    fprintf(f, "  \"active_param_count\": %zu,\n", model_active_param_count(c));
     fprintf(f, "  \"assignments\": [");
     for (int i = 0; i < argc; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);

@@ -222,8 +222,13 @@ size_t model_active_param_count(const ModelConfig *c) {
     size_t ff = (size_t)model_expert_ff(c), C = (size_t)c->d_model;
     size_t expert =
         mlp_matmul_params(c, ff) + (c->mlp_bias ? (model_is_glu(c) ? 2 * ff : ff) + C : 0);
+    /* a mixture of heads leaves out the q rows (and q bias) and output-projection columns of
+     * the heads a token is not routed to */
+    size_t idle = (size_t)(c->n_head - active_heads(c)) * (size_t)model_head_dim(c);
+    size_t heads = (size_t)c->n_layer * idle * (2 * C + (c->qkv_bias ? 1 : 0));
     return model_param_count(c) -
-           (size_t)model_moe_layer_count(c) * (size_t)(c->moe_experts - c->moe_top_k) * expert;
+           (size_t)model_moe_layer_count(c) * (size_t)(c->moe_experts - c->moe_top_k) * expert -
+           heads;
 }
 
 double model_flops_per_token(const ModelConfig *c) {

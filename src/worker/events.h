@@ -91,7 +91,10 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, moe_zloss, FT_DOUBLE, 0, NULL, "1", "MoE router z-loss of the block (weight applied)") \
     X(S, moe_dropped, FT_DOUBLE, 0, NULL, "fraction", "share of the token-expert assignments dropped by the capacity") \
     X(S, moe_max_frac, FT_DOUBLE, 0, NULL, "fraction", "largest share f_i of assignments routed to one expert (1/E: balanced, 1: collapsed)") \
-    X(S, expert_frac, FT_STR, 512, NULL, "fraction", "f_i of every expert i, space-separated (%.4g each; empty for a dense block)")
+    X(S, expert_frac, FT_STR, 512, NULL, "fraction", "f_i of every expert i, space-separated (%.4g each; empty for a dense block)") \
+    X(S, moh_entropy, FT_DOUBLE, 0, NULL, "nats", "mixture of heads: entropy of the routed heads' router, mean over tokens (0 without)") \
+    X(S, moh_balance, FT_DOUBLE, 0, NULL, "1", "mixture of heads: the block's balance loss, beta sum f_i P_i (weight applied)") \
+    X(S, head_frac, FT_STR, 512, NULL, "fraction", "mixture of heads: share of tokens each head is active for, space-separated (shared heads 1; empty without)")
 #define EVENT_ACT_V1 11
 
 #define EVENT_SAMPLE_FIELDS(X, S) \

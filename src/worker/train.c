@@ -149,6 +149,14 @@ static void emit_acts(Trainer *t, EventSink *sink) {
         } else {
             a->moe_experts = 1;
         }
+        if (model_is_moh(&g->cfg)) {
+            size_t w = 0;
+            a->moh_entropy = s->moh_entropy;
+            a->moh_balance = s->moh_balance;
+            for (int h = 0; h < g->cfg.n_head && w < sizeof a->head_frac; h++)
+                w += (size_t)snprintf(a->head_frac + w, sizeof a->head_frac - w, "%s%.4g",
+                                      h ? " " : "", s->head_frac[h]);
+        }
         sink_emit(sink, &ev);
     }
 }

@@ -23,7 +23,8 @@ import common as C  # noqa: E402
 VARIANTS = ("  dense: {}\n"
             "  moe: {model.moe_experts: 4, model.moe_top_k: 2, model.moe_capacity: 1.0,"
             " model.moe_zloss: 0.001}\n"
-            "  alt: {model.moe_experts: 3, model.moe_layers: every_other}\n")
+            "  alt: {model.moe_experts: 3, model.moe_layers: every_other}\n"
+            "  moh: {model.moh_shared: 1, model.moh_top_k: 2}\n")
 
 
 def test_moe():
@@ -33,7 +34,8 @@ def test_moe():
                        C.micro_spec(corpus, steps=30, seeds=(5,), variants=VARIANTS,
                                     eval_every=10, stats_every=10))
         plan = {p["name"]: p for p in C.plan_json(spec)}
-        assert sorted(plan) == ["alt/seed5", "dense/seed5", "moe/seed5"], sorted(plan)
+        assert sorted(plan) == ["alt/seed5", "dense/seed5", "moe/seed5", "moh/seed5"], sorted(plan)
+        assert plan["moh/seed5"]["params"] > plan["moh/seed5"]["active_params"], plan["moh/seed5"]
         d, m = plan["dense/seed5"], plan["moe/seed5"]
         assert d["params"] == d["active_params"], d
         assert m["params"] > m["active_params"] > 0, m
@@ -41,7 +43,8 @@ def test_moe():
         spec0 = C.write(os.path.join(tmp, "spec0.yaml"), C.micro_spec(
             corpus, steps=30, seeds=(5,), eval_every=10, stats_every=10,
             extra_base="model: {moe_experts: 1, moe_top_k: 1, moe_ratio: 0, moe_layers: all,"
-                       " moe_capacity: 0, moe_balance: 0.01, moe_zloss: 0}"))
+                       " moe_capacity: 0, moe_balance: 0.01, moe_zloss: 0, moh_shared: 0,"
+                       " moh_top_k: 0, moh_balance: 0.01}"))
         (p0,) = C.plan_json(spec0)
         assert p0["id"] == d["id"], "dense id %s, with default MoE knobs %s" % (d["id"], p0["id"])
 
@@ -59,7 +62,7 @@ def test_moe():
         acts = ref.tables["acts"]
         evals = ref.tables["evals"]
         for name, moe_layers, E in (("moe/seed5", (0, 1), 4), ("alt/seed5", (1,), 3),
-                                    ("dense/seed5", (), 1)):
+                                    ("dense/seed5", (), 1), ("moh/seed5", (), 1)):
             rid = names[name]
             rows = {k[1:]: r for k, r in acts.items() if k[0] == rid}
             assert rows, "%s: no activation rows" % name
@@ -84,7 +87,15 @@ def test_moe():
                 assert max(dropped) == 0, (name, dropped)
             aux = [r["val_aux_loss"] for k, r in evals.items() if k[0] == rid]
             assert aux, name
-            assert (min(aux) > 0) if moe_layers else (max(aux) == 0), (name, aux)
+            routed = moe_layers or name == "moh/seed5"
+            assert (min(aux) > 0) if routed else (max(aux) == 0), (name, aux)
+            for r in rows.values():  # mixture of heads: 1 shared head always on, 2 of 3 routed
+                if name == "moh/seed5":
+                    hf = [float(x) for x in r["head_frac"].split()]
+                    assert len(hf) == 4 and hf[0] == 1 and abs(sum(hf[1:]) - 2) < 1e-3, (name, r)
+                    assert r["moh_balance"] > 0 and 0 < r["moh_entropy"] <= math.log(3) + 1e-9, r
+                else:
+                    assert r["head_frac"] == "" and r["moh_balance"] == 0, (name, r)
 
         # the recorded val_loss is the LM loss alone: `ablate train` reports the same value,
         # and its eval events carry the auxiliary loss apart

@@ -404,6 +404,9 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     if man["n_params"] != n_exp or man["model_param_count"] != n_exp:
         fails.append(f"n_params {man['n_params']} / model_param_count {man['model_param_count']}"
                      f" != reference count {n_exp}")
+    if man["active_param_count"] != gpt_ref.active_params(cfg):
+        fails.append(f"active parameters {man['active_param_count']} != reference count "
+                     f"{gpt_ref.active_params(cfg)}")
     spans = []
     for key, shape, decay, init in expected:
         t = got.get(key)

@@ -120,6 +120,23 @@ def expected_tensors(cfg):
             if present]
 
 
+def active_params(cfg):
+    """Parameters one token uses: all but, per MoE block, the E - k experts it is not routed
+    to, and, with a mixture of heads, the q rows (and q bias) and output-projection columns of
+    the heads it is not routed to."""
+    total = sum(math.prod(shape) for _, shape, _, _ in expected_tensors(cfg))
+    C, L, H, hd = cfg["d_model"], cfg["n_layer"], cfg["n_head"], head_dim(cfg)
+    ffe = expert_ff(cfg)
+    upe = 2 * ffe if cfg["activation"] in GLU else ffe
+    expert = upe * C + C * ffe + (upe + C if cfg["mlp_bias"] else 0)
+    Lm = sum(1 for l in range(L) if is_moe_layer(cfg, l))
+    total -= Lm * (cfg["moe_experts"] - cfg["moe_top_k"]) * expert
+    if cfg["moh_top_k"] > 0:
+        idle = (H - cfg["moh_shared"] - cfg["moh_top_k"]) * hd
+        total -= L * idle * (2 * C + (1 if cfg["qkv_bias"] else 0))
+    return total
+
+
 def normalize(x, w, b, cfg):
     """Normalizes over the last dimension with the configured norm type; w/b may be None."""
     eps = cfg["norm_eps"]
