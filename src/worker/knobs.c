@@ -53,7 +53,7 @@ const Knob knob_table[] = {
     NUM("model.moe_ratio", FT_DOUBLE, model.moe_ratio, "1",
         "expert hidden width / d_model (0 = mlp_ratio)"),
     ENUM("model.moe_layers", model.moe_layers, moe_layers_names, MOE_LAYERS_COUNT,
-         "blocks with the MoE MLP: all, or every_other (1, 3, ...)"),
+         "blocks with the MoE MLP (every_other: 1, 3, ...)"),
     NUM("model.moe_capacity", FT_DOUBLE, model.moe_capacity, "1",
         "expert capacity factor: ceil(f k B T / E) slots (0 = dropless)"),
     NUM("model.moe_balance", FT_DOUBLE, model.moe_balance, "1",
