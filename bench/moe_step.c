@@ -7,7 +7,10 @@
  * per-expert products; the step adds AdamW over the E-times larger MLP parameters. Also the
  * median thread CPU time of the whole step (wall time is only meaningful on a quiet machine).
  *
- *   moe_step [REPS] [E K ...]      default: 10 steps, E=8 K=1 and E=8 K=2 */
+ * The micro preset (batch 32 x context 16, vocab 65) is there too: its MLP is a larger share
+ * of the step, so the routing overhead weighs more.
+ *
+ *   moe_step [book|micro] [REPS] [E K ...]      default: book, 10 steps, E=8 K=1 and E=8 K=2 */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +37,9 @@ static int cmp(const void *a, const void *b) {
 }
 
 /* Median seconds of a forward + backward (fb) and of a whole step (step). */
-static int measure(const ModelConfig *c, int reps, double *fb, double *step, double *cpu,
+static int measure(const ModelConfig *c, int B, int reps, double *fb, double *step, double *cpu,
                    size_t *params) {
-    int B = 8, T = c->context;
+    int T = c->context;
     char err[ABL_ERR_MAX];
     GPT m;
     if (gpt_alloc(&m, c, B, T, err) != 0) {
@@ -88,6 +91,11 @@ static int measure(const ModelConfig *c, int reps, double *fb, double *step, dou
 }
 
 int main(int argc, char **argv) {
+    const char *preset = "book";
+    if (argc > 1 && (strcmp(argv[1], "book") == 0 || strcmp(argv[1], "micro") == 0)) {
+        preset = argv[1];
+        argc--, argv++;
+    }
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     if (reps < 1) reps = 1;
     int pairs[16][2] = {{8, 1}, {8, 2}}, np = 2;
@@ -101,12 +109,14 @@ int main(int argc, char **argv) {
     blas_set_threads();
     ModelConfig c;
     model_config_default(&c);
-    model_config_preset(&c, "book");
+    model_config_preset(&c, preset);
+    int B = 8;
+    if (strcmp(preset, "micro") == 0) c.vocab_size = 65, B = 32;
     double fb0, st0, cpu0;
     size_t p0;
-    if (measure(&c, reps, &fb0, &st0, &cpu0, &p0) != 0) return 1;
-    printf("moe_step: book preset, batch 8 x %d, %d timed steps, BLAS core %s, %d thread(s)\n",
-           c.context, reps, blas_core(), blas_threads());
+    if (measure(&c, B, reps, &fb0, &st0, &cpu0, &p0) != 0) return 1;
+    printf("moe_step: %s preset, batch %d x %d, %d timed steps, BLAS core %s, %d thread(s)\n",
+           preset, B, c.context, reps, blas_core(), blas_threads());
     printf("%-14s %10s %10s %12s %8s %10s %8s %10s %8s\n", "config", "params", "active",
            "fwd+bwd ms", "x dense", "step ms", "x dense", "CPU ms", "x dense");
     printf("%-14s %10zu %10zu %12.1f %8.2f %10.1f %8.2f %10.1f %8.2f\n", "dense", p0,
@@ -117,7 +127,7 @@ int main(int argc, char **argv) {
         mc.moe_top_k = pairs[i][1];
         double fb, st, cpu;
         size_t p;
-        if (measure(&mc, reps, &fb, &st, &cpu, &p) != 0) return 1;
+        if (measure(&mc, B, reps, &fb, &st, &cpu, &p) != 0) return 1;
         char name[32];
         snprintf(name, sizeof name, "E=%d k=%d", mc.moe_experts, mc.moe_top_k);
         printf("%-14s %10zu %10zu %12.1f %8.2f %10.1f %8.2f %10.1f %8.2f%s\n", name, p,
