@@ -49,8 +49,8 @@ void emit_step(Stream *s, int run, long step, int attempt, int with_acts) {
     stream_emit(s, &e);
     if (step % 10 == 0) {
         Event v = {.kind = EV_EVAL};
-        v.u.eval = (EvalEvent){step, f_loss(run, step, attempt) + 0.125, step / 100.0, step * 64,
-                               f_time(step)};
+        v.u.eval = (EvalEvent){
+            step, f_loss(run, step, attempt) + 0.125, step / 100.0, step * 64, f_time(step), 0.0};
         stream_emit(s, &v);
     }
     if (with_acts && step % 25 == 0) {
@@ -376,7 +376,7 @@ int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbo
                 values += 6;
                 if (s % 100 == 0) {
                     Event v = {.kind = EV_EVAL};
-                    v.u.eval = (EvalEvent){s, 1.0, 0.5, s * 64, 0.5};
+                    v.u.eval = (EvalEvent){s, 1.0, 0.5, s * 64, 0.5, 0.0};
                     stream_emit(&lane[l], &v);
                     events++;
                     values += 3;

@@ -1,4 +1,4 @@
-/* refdump OUTDIR B T SEED [--gemm-small-limit=MNK] [key=value ...]
+/* refdump OUTDIR B T SEED [--gemm-small-limit=MNK] [--zero=TENSOR] [key=value ...]
  * refdump --knobs
  *
  * Dumps everything tests/reference/check_reference.py needs to compare the C GPT against the
@@ -13,6 +13,7 @@
  *                  (MLP hidden, attention entropy per head, residual rms) and the layer's
  *                  gradient norm after its backward
  *   loss.txt       gpt_forward(x, y)
+ *   aux.txt        the auxiliary (MoE) losses of that forward
  *   grads.bin      gradients of that loss (gpt_backward after gpt_zero_grad)
  *   then 3 AdamW steps on the same batch (lr 1e-2, betas 0.9/0.95, eps 1e-8, weight decay
  *   0.1 on decay tensors only), each zero_grad + forward + backward + adamw_update per tensor:
@@ -22,7 +23,8 @@
  * Keys are RunConfig knobs (model.n_head=2); model.vocab_size is required. model.context
  * defaults to T when not given. --gemm-small-limit sets gemm_set_small_limit (src/model/gemm.h)
  * so that small products run in pieces, as the studies' sizes do on AVX-512 OpenBLAS; the
- * manifest records the limit in effect.
+ * manifest records the limit in effect. --zero sets a tensor (by its table name) to zero after
+ * the initialization: a zeroed MoE router ties every expert.
  * --knobs prints the model knobs of the knob table (name, type, default, enum choices) as JSON:
  * check_reference.py's coverage list is made from it. */
 #include <errno.h>
@@ -115,6 +117,7 @@ static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint
             (unsigned long long)seed, m->n_params);
     fprintf(f, "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g,\n", model_param_count(c),
             gemm_small_limit());
+    fprintf(f, "  \"active_param_count\": %zu,\n", model_active_param_count(c));
     fprintf(f, "  \"assignments\": [");
     for (int i = 0; i < argc; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : "", argv[i]);
@@ -165,6 +168,16 @@ static void write_stats(const GPT *m) {
                 gpt_layer_grad_norm(m, l), s->near_zero_frac);
         for (int h = 0; h < m->cfg.n_head; h++)
             fprintf(f, "%s%.17g", h ? ", " : "", s->attn_entropy[h]);
+        fprintf(f,
+                "], \"router_entropy\": %.17g, \"moe_balance\": %.17g, \"moe_zloss\": %.17g, "
+                "\"moe_dropped\": %.17g, \"expert_frac\": [",
+                s->router_entropy, s->moe_balance, s->moe_zloss, s->moe_dropped);
+        for (int e = 0; e < m->cfg.moe_experts; e++)
+            fprintf(f, "%s%.17g", e ? ", " : "", s->expert_frac[e]);
+        fprintf(f, "], \"moh_entropy\": %.17g, \"moh_balance\": %.17g, \"head_frac\": [",
+                s->moh_entropy, s->moh_balance);
+        for (int h = 0; h < m->cfg.n_head; h++)
+            fprintf(f, "%s%.17g", h ? ", " : "", s->head_frac[h]);
         fprintf(f, "]}%s\n", l + 1 < m->cfg.n_layer ? "," : "");
     }
     fputs("]\n", f);
@@ -190,7 +203,12 @@ int main(int argc, char **argv) {
     RunConfig rc;
     run_config_default(&rc);
     rc.model.context = T;
+    const char *zero = NULL;
     for (int i = 5; i < argc; i++) {
+        if (strncmp(argv[i], "--zero=", 7) == 0) {
+            zero = argv[i] + 7;
+            continue;
+        }
         const char *limit_opt = "--gemm-small-limit=";
         if (strncmp(argv[i], limit_opt, strlen(limit_opt)) == 0) {
             gemm_set_small_limit(strtod(argv[i] + strlen(limit_opt), NULL));
@@ -217,6 +235,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     gpt_init_weights(&m, seed);
+    if (zero) {
+        int found = 0;
+        for (int i = 0; i < T_COUNT; i++)
+            if (m.tensors[i].size && strcmp(m.tensors[i].name, zero) == 0) {
+                memset(m.params + m.tensors[i].offset, 0, m.tensors[i].size * sizeof(float));
+                found = 1;
+            }
+        if (!found) {
+            fprintf(stderr, "refdump: --zero=%s: no such tensor in this model\n", zero);
+            return 2;
+        }
+    }
     write_manifest(&rc, &m, B, T, seed, argc - 5, argv + 5);
     write_bin("params0.bin", m.params, sizeof(float), m.n_params);
 
@@ -241,6 +271,9 @@ int main(int argc, char **argv) {
     m.collect_stats = 0;
     FILE *f = open_out("loss.txt", "w");
     fprintf(f, "%.9g\n", loss);
+    fclose(f);
+    f = open_out("aux.txt", "w");
+    fprintf(f, "%.9g\n", m.aux_loss);
     fclose(f);
     write_bin("grads.bin", m.grads, sizeof(float), m.n_params);
     write_stats(&m);

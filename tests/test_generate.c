@@ -36,6 +36,11 @@ static const char *const CONFIGS[][8] = {
     {"model.activation=silu", "model.norm=post", "model.norm_type=layernorm", NULL},
     {"model.activation=gelu_tanh", "model.rope_base=500", "model.position=rope", NULL},
     {"model.activation=reglu", "model.norm=peri", "model.mlp_ratio=2.5", NULL},
+    /* routing is per token, so the cache routes each token as the full forward does */
+    {"model.moe_experts=4", "model.moe_top_k=2", "model.activation=gelu", "model.mlp_bias=true",
+     NULL},
+    {"model.n_head=4", "model.moh_shared=1", "model.moh_top_k=2", "model.moe_experts=3",
+     "model.moe_layers=every_other", "model.position=rope", NULL},
 };
 
 /* The base config plus sets, weights from a fixed seed, and its KV cache. */

@@ -110,6 +110,17 @@ static const Case cases[] = {
       "model.qk_norm=true", "model.position=learned", "model.n_head=2", "model.n_kv_head=0",
       "model.n_layer=2", "model.qkv_bias=true", "model.out_bias=false", "model.mlp_bias=true",
       "model.tie_embeddings=true", "model.mlp_ratio=2.0", NULL}},
+    /* mixture of experts and of heads: the loss differenced is LM + auxiliary losses */
+    {"moe-e3k2-gelu-cap-zloss",
+     {"model.activation=gelu", "model.norm=pre", "model.norm_type=layernorm",
+      "model.norm_affine=true", "model.n_head=2", "model.n_layer=2", "model.mlp_bias=true",
+      "model.moe_experts=3", "model.moe_top_k=2", "model.moe_capacity=1.0", "model.moe_balance=0.5",
+      "model.moe_zloss=0.1", "model.mlp_ratio=2.0", NULL}},
+    {"moh-s1k2-silu-moe-every-other",
+     {"model.activation=silu", "model.norm=pre", "model.norm_type=rmsnorm",
+      "model.norm_affine=true", "model.n_head=4", "model.n_layer=2", "model.moh_shared=1",
+      "model.moh_top_k=2", "model.moh_balance=0.5", "model.moe_experts=2",
+      "model.moe_layers=every_other", "model.mlp_ratio=2.0", NULL}},
 };
 
 static uint64_t lcg_state;
@@ -124,8 +135,10 @@ static int kinked(Activation a) {
 
 static int32_t xs[B * T], ys[B * T];
 
+/* The objective backward differentiates: the LM loss plus the auxiliary (MoE/MoH) losses. */
 static double loss_at(GPT *m) {
-    return (double)gpt_forward(m, xs, ys, B, T);
+    double lm = (double)gpt_forward(m, xs, ys, B, T);
+    return lm + (double)m->aux_loss;
 }
 
 static double worst_ratio; /* over all checks: |fd - an| / (RTOL max + ATOL) */
@@ -210,7 +223,8 @@ static void run_case(const Case *cs) {
             return;
         }
     const ModelConfig c = rc.model;
-    int kinks = kinked(c.activation);
+    /* routing (top-k, capacity) switches where two router scores cross: a kink, too */
+    int kinks = kinked(c.activation) || model_is_moe(&c) || model_is_moh(&c);
     if (model_config_validate(&c, err) != 0) {
         CHECK_MSG(0, "%s: invalid config: %s", cs->name, err);
         return;

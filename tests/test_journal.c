@@ -41,7 +41,7 @@ static void fill_events(Event *ev) {
     ev[1].kind = EV_STEP;
     ev[1].u.step = (StepEvent){123456, 9876543210L, 2.5, 3e-4, NAN, 12.75};
     ev[2].kind = EV_EVAL;
-    ev[2].u.eval = (EvalEvent){-5, INFINITY, 0.125, 77, 1.5};
+    ev[2].u.eval = (EvalEvent){-5, INFINITY, 0.125, 77, 1.5, 0.25};
     ev[3].kind = EV_ACT;
     ActEvent *a = &ev[3].u.act;
     a->step = 40;

@@ -87,7 +87,7 @@ TEST(roundtrip) {
     CHECK(back.u.sample.text_len == 6 && memcmp(back.u.sample.text, "a\0b\xff\xc3\xa9", 6) == 0);
     memset(&ev, 0, sizeof ev);
     ev.kind = EV_EVAL;
-    ev.u.eval = (EvalEvent){10, 2.5, 0.25, 640, 1.25};
+    ev.u.eval = (EvalEvent){10, 2.5, 0.25, 640, 1.25, 0.0};
     n = event_pack(&ev, buf, sizeof buf);
     CHECK(event_unpack(buf, n, &back, &used) == 0);
     CHECK(back.u.eval.tokens == 640 && back.u.eval.time == 1.25 && back.u.eval.val_acc == 0.25);

@@ -86,8 +86,8 @@ int cmd_plan(int argc, char **argv) {
     }
     double total_flops = 0, total_tokens = 0, max_memory = 0;
     if (!json)
-        printf("%-5s %-40s %-16s %6s %10s %11s %12s %10s %10s  %s\n", "#", "name", "id", "seed",
-               "params", "FLOPs/tok", "tokens", "PFLOP", "memory", "overrides");
+        printf("%-5s %-40s %-16s %6s %10s %10s %11s %12s %10s %10s  %s\n", "#", "name", "id",
+               "seed", "params", "active", "FLOPs/tok", "tokens", "PFLOP", "memory", "overrides");
     static char cfgjson[16384];
     for (int i = 0; i < plan.n_runs; i++) {
         const PlannedRun *r = &plan.runs[i];
@@ -102,17 +102,19 @@ int cmd_plan(int argc, char **argv) {
             printf(",\"id\":\"%s\",\"seed\":%llu,\"overrides\":", r->id,
                    (unsigned long long)r->seed);
             json_print_string(stdout, r->overrides);
-            printf(",\"params\":%ld,\"flops_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,"
-                   "\"tokens\":%ld,\"flops\":%.6g,\"memory_bytes\":%.0f,\"config\":%s}\n",
-                   c->params, c->flops_per_token, c->kv_bytes_per_token, c->tokens, c->flops,
-                   c->memory, cfgjson);
+            printf(
+                ",\"params\":%ld,\"active_params\":%ld,\"flops_per_token\":%.0f,"
+                "\"kv_bytes_per_token\":%.0f,\"tokens\":%ld,\"flops\":%.6g,\"memory_bytes\":%.0f,"
+                "\"config\":%s}\n",
+                c->params, c->active_params, c->flops_per_token, c->kv_bytes_per_token, c->tokens,
+                c->flops, c->memory, cfgjson);
         } else {
             char mem[32];
             plan_cost_format_bytes(c->memory, mem, sizeof mem);
             static char name[4096], over[16384]; /* values may hold control characters */
-            printf("%-5d %-40s %-16s %6llu %10ld %11.4g %12ld %10.4g %10s  %s\n", r->index,
+            printf("%-5d %-40s %-16s %6llu %10ld %10ld %11.4g %12ld %10.4g %10s  %s\n", r->index,
                    text_escape(r->name, name, sizeof name), r->id, (unsigned long long)r->seed,
-                   c->params, c->flops_per_token, c->tokens, c->flops / 1e15, mem,
+                   c->params, c->active_params, c->flops_per_token, c->tokens, c->flops / 1e15, mem,
                    r->overrides[0] ? text_escape(r->overrides, over, sizeof over) : "(base)");
         }
     }

@@ -11,6 +11,7 @@ const char *const activation_names[ACT_COUNT] = {"relu", "gelu",   "gelu_tanh", 
 const char *const norm_names[NORM_COUNT] = {"pre", "post", "peri", "none"};
 const char *const norm_type_names[NORMTYPE_COUNT] = {"rmsnorm", "layernorm"};
 const char *const position_names[POS_COUNT] = {"learned", "rope", "none"};
+const char *const moe_layers_names[MOE_LAYERS_COUNT] = {"all", "every_other"};
 
 /* The micro family of the one-knob study (seeds-digest.md, study B). */
 static void preset_micro(ModelConfig *c) {
@@ -64,6 +65,16 @@ void model_config_default(ModelConfig *c) {
     c->norm_eps = 1e-5;
     c->rope_base = 10000.0;
     c->init_std = 0.02;
+    c->moe_experts = 1;
+    c->moe_top_k = 1;
+    c->moe_ratio = 0.0;
+    c->moe_layers = MOE_LAYERS_ALL;
+    c->moe_capacity = 0.0;
+    c->moe_balance = 0.01; /* Switch Transformer's alpha */
+    c->moe_zloss = 0.0;
+    c->moh_shared = 0;
+    c->moh_top_k = 0;
+    c->moh_balance = 0.01; /* the paper's beta */
 }
 
 int model_config_preset(ModelConfig *c, const char *name) {
@@ -90,6 +101,37 @@ int model_d_ff(const ModelConfig *c) {
 }
 int model_is_glu(const ModelConfig *c) {
     return c->activation == ACT_SWIGLU || c->activation == ACT_GEGLU || c->activation == ACT_REGLU;
+}
+
+int model_is_moe(const ModelConfig *c) {
+    return c->moe_experts > 1;
+}
+int model_layer_is_moe(const ModelConfig *c, int l) {
+    return model_is_moe(c) && (c->moe_layers == MOE_LAYERS_ALL || l % 2 == 1);
+}
+int model_moe_layer_count(const ModelConfig *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layer; l++)
+        n += model_layer_is_moe(c, l);
+    return n;
+}
+int model_expert_ff(const ModelConfig *c) {
+    return c->moe_ratio > 0 ? (int)lround(c->moe_ratio * c->d_model) : model_d_ff(c);
+}
+int model_is_moh(const ModelConfig *c) {
+    return c->moh_top_k > 0;
+}
+int model_mlp_slot(const ModelConfig *c, int l) {
+    int moe = model_layer_is_moe(c, l), n = 0;
+    for (int i = 0; i < l; i++)
+        n += model_layer_is_moe(c, i) == moe;
+    return n;
+}
+int model_moe_capacity(const ModelConfig *c, int n) {
+    double all = (double)c->moe_top_k * n;
+    if (!(c->moe_capacity > 0)) return (int)all;
+    double cap = ceil(c->moe_capacity * all / c->moe_experts);
+    return cap < all ? (int)cap : (int)all;
 }
 
 int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
@@ -120,15 +162,55 @@ int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("model.rope_base must be greater than 1 (got %g)", c->rope_base);
     if (!(c->norm_eps > 0)) ABL_FAIL("model.norm_eps must be positive (got %g)", c->norm_eps);
     if (!(c->init_std > 0)) ABL_FAIL("model.init_std must be positive (got %g)", c->init_std);
+    if ((unsigned)c->moe_layers >= MOE_LAYERS_COUNT)
+        ABL_FAIL("model.moe_layers %d is not a choice", (int)c->moe_layers);
+    if (c->moe_experts < 1 || c->moe_experts > MODEL_MAX_EXPERTS)
+        ABL_FAIL("model.moe_experts must be in 1..%d (got %d)", MODEL_MAX_EXPERTS, c->moe_experts);
+    if (c->moe_top_k < 1 || c->moe_top_k > c->moe_experts)
+        ABL_FAIL("model.moe_top_k must be in 1..model.moe_experts (%d) (got %d)", c->moe_experts,
+                 c->moe_top_k);
+    if (!(c->moe_ratio >= 0) || (c->moe_ratio > 0 && model_expert_ff(c) < 1))
+        ABL_FAIL("model.moe_ratio must be 0 or give a positive expert width (got %g)",
+                 c->moe_ratio);
+    if (!(c->moe_capacity >= 0))
+        ABL_FAIL("model.moe_capacity must be 0 (dropless) or positive (got %g)", c->moe_capacity);
+    if (!(c->moe_balance >= 0))
+        ABL_FAIL("model.moe_balance must not be negative (got %g)", c->moe_balance);
+    if (!(c->moe_zloss >= 0))
+        ABL_FAIL("model.moe_zloss must not be negative (got %g)", c->moe_zloss);
+    if (c->moh_top_k < 0 || c->moh_shared < 0)
+        ABL_FAIL("model.moh_top_k and model.moh_shared must not be negative (got %d, %d)",
+                 c->moh_top_k, c->moh_shared);
+    if (model_is_moh(c) && (c->moh_shared < 1 || c->moh_shared + c->moh_top_k > c->n_head))
+        ABL_FAIL("model.moh_top_k %d needs model.moh_shared >= 1 shared heads and "
+                 "moh_shared + moh_top_k <= model.n_head (got %d shared of %d heads)",
+                 c->moh_top_k, c->moh_shared, c->n_head);
+    if (!(c->moh_balance >= 0))
+        ABL_FAIL("model.moh_balance must not be negative (got %g)", c->moh_balance);
     return 0;
 }
 
-/* Sizes of the per-layer matrices, shared by the count and the FLOP formula. */
-static size_t layer_matmul_params(const ModelConfig *c) {
-    size_t C = (size_t)c->d_model, hd = (size_t)model_head_dim(c);
-    size_t qkv = C * (size_t)(c->n_head + 2 * model_kv_heads(c)) * hd;
-    size_t ff = (size_t)model_d_ff(c), up = model_is_glu(c) ? 2 * ff : ff;
-    return qkv + C * C + C * up + ff * C;
+/* Matrix entries of an MLP of hidden width ff (both linears). */
+static size_t mlp_matmul_params(const ModelConfig *c, size_t ff) {
+    size_t C = (size_t)c->d_model, up = model_is_glu(c) ? 2 * ff : ff;
+    return C * up + ff * C;
+}
+
+/* Query heads a token uses: shared + routed top-k with a mixture of heads, else all. */
+static int active_heads(const ModelConfig *c) {
+    return model_is_moh(c) ? c->moh_shared + c->moh_top_k : c->n_head;
+}
+
+/* Matrix entries one token multiplies by in block l, shared by the FLOP formula: attention
+ * (k and v of every kv head; q and the output projection of its active heads; the
+ * mixture-of-heads router), then the dense MLP, or the router and k experts. */
+static size_t layer_matmul_params(const ModelConfig *c, int l) {
+    size_t C = (size_t)c->d_model, hd = (size_t)model_head_dim(c), a = (size_t)active_heads(c);
+    size_t attn = C * (2 * (size_t)model_kv_heads(c) + a) * hd + a * hd * C;
+    if (model_is_moh(c)) attn += C * (size_t)(c->n_head + 2);
+    if (!model_layer_is_moe(c, l)) return attn + mlp_matmul_params(c, (size_t)model_d_ff(c));
+    return attn + C * (size_t)c->moe_experts +
+           (size_t)c->moe_top_k * mlp_matmul_params(c, (size_t)model_expert_ff(c));
 }
 
 size_t model_param_count(const ModelConfig *c) {
@@ -136,10 +218,26 @@ size_t model_param_count(const ModelConfig *c) {
     return gpt_tensor_table(c, t);
 }
 
+size_t model_active_param_count(const ModelConfig *c) {
+    size_t ff = (size_t)model_expert_ff(c), C = (size_t)c->d_model;
+    size_t expert =
+        mlp_matmul_params(c, ff) + (c->mlp_bias ? (model_is_glu(c) ? 2 * ff : ff) + C : 0);
+    /* a mixture of heads leaves out the q rows (and q bias) and output-projection columns of
+     * the heads a token is not routed to */
+    size_t idle = (size_t)(c->n_head - active_heads(c)) * (size_t)model_head_dim(c);
+    size_t heads = (size_t)c->n_layer * idle * (2 * C + (c->qkv_bias ? 1 : 0));
+    return model_param_count(c) -
+           (size_t)model_moe_layer_count(c) * (size_t)(c->moe_experts - c->moe_top_k) * expert -
+           heads;
+}
+
 double model_flops_per_token(const ModelConfig *c) {
-    double matmul = (double)c->n_layer * (double)layer_matmul_params(c) +
-                    (double)c->vocab_size * (double)c->d_model; /* lm_head */
-    return 6.0 * matmul + 12.0 * c->n_layer * (double)c->context * c->d_model;
+    double matmul = (double)c->vocab_size * (double)c->d_model; /* lm_head */
+    for (int l = 0; l < c->n_layer; l++)
+        matmul += (double)layer_matmul_params(c, l);
+    /* scores and mixing of the active heads (all of them without a mixture of heads) */
+    double attn_width = (double)active_heads(c) * model_head_dim(c);
+    return 6.0 * matmul + 12.0 * c->n_layer * (double)c->context * attn_width;
 }
 
 double model_kv_bytes_per_token(const ModelConfig *c) {

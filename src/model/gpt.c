@@ -18,7 +18,9 @@
 /* The sizes every part of the model uses, derived from the config once. */
 typedef struct {
     int V, C, L, H, KV, hd, QKV, FF, UP;
-    int group; /* query heads per key/value head */
+    int group;          /* query heads per key/value head */
+    int E, K, FFE, UPE; /* experts, experts per token, an expert's ff and UP */
+    int Lm, Ld;         /* blocks with the MoE MLP, with the dense MLP */
 } Dims;
 
 static Dims dims_of(const ModelConfig *c) {
@@ -29,12 +31,21 @@ static Dims dims_of(const ModelConfig *c) {
     d.FF = model_d_ff(c);
     d.UP = model_is_glu(c) ? 2 * d.FF : d.FF;
     d.group = d.H / d.KV;
+    d.E = c->moe_experts;
+    d.K = c->moe_top_k;
+    d.FFE = model_expert_ff(c);
+    d.UPE = model_is_glu(c) ? 2 * d.FFE : d.FFE;
+    d.Lm = model_moe_layer_count(c);
+    d.Ld = d.L - d.Lm;
     return d;
 }
 
 /* Floats of one layer's slice of each per-layer activation, for passes of up to (B, T) rows. */
 typedef struct {
-    double BT, BTC, QKV, H, KV, UP, FF;
+    double BT, BTC, QKV, H, KV, UP, FF; /* UP, FF: the larger of the dense MLP's and k experts' */
+    double RE, NK, NKC;                 /* MoE: (B,T,E), (B,T,k), (B,T,k,C); 0 when dense */
+    double ints;                        /* MoE: int32 entries of one layer's routing tables */
+    double MZ, MH, MC;          /* mixture of heads: (B,T,H+2), (B,T,H), (B,T,C); 0 without */
     double lane_tile, lane_att; /* lane layout (attention.h): (T,hd) and (T,T) per pair */
     int in_place;               /* activation_in_place: fch holds the activation */
 } LayerSizes;
@@ -70,7 +81,16 @@ typedef struct {
     X(mon, z.BTC)                     /* (B,T,C) peri: normalized mo */                            \
     X(mon_mean, z.BT)                                                                              \
     X(mon_rstd, z.BT)                                                                              \
-    X(sum2, z.BTC) /* (B,T,C) post: before n2 */
+    X(sum2, z.BTC) /* (B,T,C) post: before n2 */                                                   \
+    X(rlog, z.RE)  /* (B,T,E) MoE router logits */                                                 \
+    X(rprob, z.RE) /* (B,T,E) their softmax */                                                     \
+    X(gate, z.NK)  /* (B,T,k) gate of each token's j-th expert */                                  \
+    X(xg, z.NKC)   /* (B T k, C) packed: the inputs of each expert's tokens, expert by expert */   \
+    X(eo, z.NKC)   /* (B T k, C) packed: the experts' outputs (fch/fch_act are packed too) */      \
+    X(mz, z.MZ)    /* (B,T,H+2) mixture of heads: router logits (shared, routed, mix) */           \
+    X(mp, z.MZ)    /* (B,T,H+2) their softmaxes, part by part */                                   \
+    X(mg, z.MH)    /* (B,T,H) head gates (0: a routed head not chosen) */                          \
+    X(attg, z.MC)  /* (B,T,C) the gated heads, input of the output projection */
 
 #define GPT_ACT_FIELD(field, size) float *field;
 
@@ -87,6 +107,11 @@ struct GptActs {
     float *in_mean, *in_rstd;  /* (B,T) */
     float *resid;              /* (L+1, B,T,C): resid[l] block l's input, resid[l+1] its output */
     GPT_LAYER_ACTS(GPT_ACT_FIELD) /* (L, ...) each */
+    /* MoE routing tables, int32, (L, ...) each (moe_route fills them) */
+    int32_t *sel;  /* (B,T,k) each token's experts, by decreasing probability */
+    int32_t *row;  /* (B,T,k) the packed row of each assignment, -1 if dropped */
+    int32_t *asg;  /* (B T k) the assignment (token t k + j) of each packed row */
+    int32_t *eoff; /* (E+1) each expert's first packed row */
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
     float *logits;                     /* (B,T,V) */
@@ -110,6 +135,11 @@ struct GptActs {
     float *d_q, *d_k, *d_v; /* lane layout, one layer */
     float *d_y;             /* lane layout (T,hd) */
     float *d_qk_row;        /* (H + KV) hd: one token's q and k gradients before the norm */
+    float *d_eo, *d_xg;     /* (B T k, C) MoE: dL/d the experts' outputs, inputs (packed) */
+    float *d_gate;          /* (B,T,k) dL/d the gates */
+    float *d_rlog;          /* (B,T,E) dL/d the router logits */
+    float *d_router;        /* (E or H+2, C) doubles: a router weight gradient's sums */
+    float *d_mz;            /* (B,T,H+2) dL/d the mixture-of-heads router logits */
     float *attn_scratch;    /* (T) lanes */
     float *xent_tile;       /* the cross-entropy's tile (xent.h) */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
@@ -129,6 +159,7 @@ static void tensor(TensorInfo *t, const char *name, size_t *off, int present, in
                    int d0, int d1, int decay, InitKind init) {
     t->name = name;
     t->per_layer = per_layer;
+    t->stack = STACK_ALL;
     t->decay = decay;
     t->init = init;
     t->ndim = 0;
@@ -165,37 +196,62 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
     tensor(&t[T_ATTN_ONORM_B], "attn_onorm.b", &o, peri && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
     tensor(&t[T_MLP_NORM_W], "mlp_norm.w", &o, blk && aff, 1, L, C, 0, 0, INIT_ONES);
     tensor(&t[T_MLP_NORM_B], "mlp_norm.b", &o, blk && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
-    tensor(&t[T_FC_W], "fc.w", &o, 1, 1, L, UP, C, 1, INIT_NORMAL);
-    tensor(&t[T_FC_B], "fc.b", &o, c->mlp_bias, 1, L, UP, 0, 0, INIT_ZEROS);
-    tensor(&t[T_FC_PROJ_W], "fc_proj.w", &o, 1, 1, L, C, FF, 1, INIT_RESIDUAL);
-    tensor(&t[T_FC_PROJ_B], "fc_proj.b", &o, c->mlp_bias, 1, L, C, 0, 0, INIT_ZEROS);
+    /* the dense MLP stacks over the blocks without experts (all of them when dense) */
+    int Ld = d.Ld, dense = Ld > 0;
+    tensor(&t[T_FC_W], "fc.w", &o, dense, 1, Ld, UP, C, 1, INIT_NORMAL);
+    tensor(&t[T_FC_B], "fc.b", &o, dense && c->mlp_bias, 1, Ld, UP, 0, 0, INIT_ZEROS);
+    tensor(&t[T_FC_PROJ_W], "fc_proj.w", &o, dense, 1, Ld, C, FF, 1, INIT_RESIDUAL);
+    tensor(&t[T_FC_PROJ_B], "fc_proj.b", &o, dense && c->mlp_bias, 1, Ld, C, 0, 0, INIT_ZEROS);
+    for (int i = T_FC_W; i <= T_FC_PROJ_B; i++)
+        t[i].stack = STACK_DENSE_MLP;
     tensor(&t[T_MLP_ONORM_W], "mlp_onorm.w", &o, peri && aff, 1, L, C, 0, 0, INIT_ONES);
     tensor(&t[T_MLP_ONORM_B], "mlp_onorm.b", &o, peri && aff && ln, 1, L, C, 0, 0, INIT_ZEROS);
     tensor(&t[T_FINAL_NORM_W], "final_norm.w", &o, c->final_norm && aff, 0, L, C, 0, 0, INIT_ONES);
     tensor(&t[T_FINAL_NORM_B], "final_norm.b", &o, c->final_norm && aff && ln, 0, L, C, 0, 0,
            INIT_ZEROS);
     tensor(&t[T_LM_HEAD], "lm_head.w", &o, !c->tie_embeddings, 0, L, V, C, 1, INIT_NORMAL);
+    /* the MoE MLP stacks over the blocks with experts */
+    int Lm = d.Lm, moe = Lm > 0, E = d.E;
+    tensor(&t[T_ROUTER_W], "router.w", &o, moe, 1, Lm, E, C, 1, INIT_NORMAL);
+    tensor(&t[T_EXP_FC_W], "exp_fc.w", &o, moe, 1, Lm, E * d.UPE, C, 1, INIT_NORMAL);
+    tensor(&t[T_EXP_FC_B], "exp_fc.b", &o, moe && c->mlp_bias, 1, Lm, E * d.UPE, 0, 0, INIT_ZEROS);
+    tensor(&t[T_EXP_PROJ_W], "exp_proj.w", &o, moe, 1, Lm, E * C, d.FFE, 1, INIT_RESIDUAL);
+    tensor(&t[T_EXP_PROJ_B], "exp_proj.b", &o, moe && c->mlp_bias, 1, Lm, E * C, 0, 0, INIT_ZEROS);
+    for (int i = T_ROUTER_W; i <= T_EXP_PROJ_B; i++)
+        t[i].stack = STACK_MOE;
+    tensor(&t[T_MOH_W], "moh.w", &o, model_is_moh(c), 1, L, d.H + 2, C, 1, INIT_NORMAL);
     return o;
 }
 
 /* Floats in one layer's slice of a tensor (all of it for a tensor that is not per layer). */
 static size_t layer_size(const GPT *m, TensorId id) {
     const TensorInfo *t = &m->tensors[id];
-    return t->per_layer ? t->size / (size_t)m->cfg.n_layer : t->size;
+    return t->per_layer && t->size ? t->size / (size_t)t->shape[0] : t->size;
+}
+
+/* Index of block l in a tensor's stack; -1 when the block has no slice of it (a dense
+ * block's expert tensors, an MoE block's dense MLP). */
+static int stack_slot(const GPT *m, TensorId id, int l) {
+    const TensorInfo *t = &m->tensors[id];
+    if (!t->per_layer || t->stack == STACK_ALL) return t->per_layer ? l : 0;
+    if ((t->stack == STACK_MOE) != model_layer_is_moe(&m->cfg, l)) return -1;
+    return model_mlp_slot(&m->cfg, l);
 }
 
 /* Pointer to layer l's slice of a tensor in a buffer (params or grads); NULL if absent. */
 static float *tp(const GPT *m, float *buf, TensorId id, int l) {
     const TensorInfo *t = &m->tensors[id];
-    if (t->size == 0) return NULL;
-    return buf + t->offset + (t->per_layer ? (size_t)l * layer_size(m, id) : 0);
+    int slot = stack_slot(m, id, l);
+    if (t->size == 0 || slot < 0) return NULL;
+    return buf + t->offset + (size_t)slot * (t->per_layer ? layer_size(m, id) : 0);
 }
 
 /* Layer l's transposed copy of a forward weight matrix, or NULL when none is kept. */
 static float *wt(const GPT *m, TensorId id, int l) {
     const GptActs *a = m->a;
-    if (a->wt_at[id] == NO_WT) return NULL;
-    return a->wt + a->wt_at[id] + (size_t)l * layer_size(m, id);
+    int slot = stack_slot(m, id, l);
+    if (a->wt_at[id] == NO_WT || slot < 0) return NULL;
+    return a->wt + a->wt_at[id] + (size_t)slot * layer_size(m, id);
 }
 
 /* The lm_head's matrix: wte when tied. */
@@ -216,8 +272,8 @@ static int fwd_matrices(const ModelConfig *c, FwdMatrix f[5]) {
     Dims d = dims_of(c);
     f[0] = (FwdMatrix){T_QKV_W, d.QKV, d.C, d.L};
     f[1] = (FwdMatrix){T_ATTN_PROJ_W, d.C, d.C, d.L};
-    f[2] = (FwdMatrix){T_FC_W, d.UP, d.C, d.L};
-    f[3] = (FwdMatrix){T_FC_PROJ_W, d.C, d.FF, d.L};
+    f[2] = (FwdMatrix){T_FC_W, d.UP, d.C, d.Ld};
+    f[3] = (FwdMatrix){T_FC_PROJ_W, d.C, d.FF, d.Ld};
     f[4] = (FwdMatrix){lm_head_id(c), d.V, d.C, 1};
     return 5;
 }
@@ -227,7 +283,7 @@ typedef struct {
     double n; /* floats; a double so that an absurd size (the planner's) is measured, not wrapped */
 } Req;
 
-#define GPT_MAX_REQ 64
+#define GPT_MAX_REQ 80
 
 /* The activation buffers of a pass over (B, T), in buffer order: fills req (pointing into
  * a, whose dims and transposed-copy offsets it sets) and returns how many. One table serves
@@ -238,7 +294,10 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
     a->B = B;
     a->T = T;
     double C = d.C, L = d.L, V = d.V, H = d.H, KV = d.KV;
-    double hd = d.hd, FF = d.FF, UP = d.UP, QKV = d.QKV;
+    double hd = d.hd, QKV = d.QKV, moe = d.Lm > 0, moh = model_is_moh(c), E = d.E,
+           NK = moe ? (double)d.K : 0;
+    /* the MLP buffers serve the dense MLP ((B,T) rows) and the experts ((B T k) packed rows) */
+    double FF = fmax(d.FF, NK * d.FFE), UP = fmax(d.UP, NK * d.UPE);
     double BT = (double)B * T, ctx = c->context, Td = T;
     /* attention over the pass's own rows: (batch, head) pairs in lanes, padded (training) */
     double lanes = training ? (double)attn_groups(B * d.H) * ATTN_LANES : 0;
@@ -253,7 +312,14 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
                                        .FF = BT * FF,
                                        .lane_tile = lanes * Td * hd,
                                        .lane_att = lanes * Td * Td,
-                                       .in_place = in_place};
+                                       .in_place = in_place,
+                                       .RE = moe ? BT * E : 0,
+                                       .NK = BT * NK,
+                                       .NKC = BT * NK * C,
+                                       .ints = moe ? 3 * BT * NK + E + 1 : 0,
+                                       .MZ = moh ? BT * (d.H + 2) : 0,
+                                       .MH = moh ? BT * d.H : 0,
+                                       .MC = moh ? BT * C : 0};
     double wt_total = 0;
     for (int i = 0; i < T_COUNT; i++)
         a->wt_at[i] = NO_WT;
@@ -298,6 +364,12 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_qk_row, training ? (H + KV) * hd : 0},
         {&a->attn_scratch, training ? PAR_MAX_THREADS * ATTN_LANES * Td : 0},
         {&a->xent_tile, training ? (double)xent_scratch_floats(B * T, d.V) : 0},
+        {&a->d_eo, training ? z.NKC : 0},
+        {&a->d_xg, training ? z.NKC : 0},
+        {&a->d_gate, training ? z.NK : 0},
+        {&a->d_rlog, training ? z.RE : 0},
+        {&a->d_router, training ? 2 * fmax(moe ? E : 0, moh ? d.H + 2 : 0) * C : 0}, /* doubles */
+        {&a->d_mz, training ? z.MZ : 0},
         {&a->wt, wt_total},
     };
     _Static_assert(sizeof table / sizeof table[0] <= GPT_MAX_REQ, "raise GPT_MAX_REQ");
@@ -310,9 +382,10 @@ static double aligned_floats(double n) {
     return ceil(n / 16) * 16;
 }
 
-/* All activation floats: the buffers, then the (B, T) token copies as int32 in the tail. */
-static double act_floats(const Req *req, int nreq, int B, int T) {
-    double total = 2.0 * B * T;
+/* All activation floats: the buffers, then the (B, T) token copies and the MoE routing
+ * tables as int32 in the tail. */
+static double act_floats(const GptActs *a, const Req *req, int nreq, int B, int T) {
+    double total = 2.0 * B * T + a->d.L * a->z.ints;
     for (int i = 0; i < nreq; i++)
         total += aligned_floats(req[i].n);
     return total;
@@ -321,7 +394,8 @@ static double act_floats(const Req *req, int nreq, int B, int T) {
 double gpt_acts_bytes(const ModelConfig *c, int B, int T, int training) {
     GptActs a;
     Req req[GPT_MAX_REQ];
-    return sizeof(float) * act_floats(req, act_layout(c, B, T, training, &a, req), B, T);
+    int nreq = act_layout(c, B, T, training, &a, req);
+    return sizeof(float) * act_floats(&a, req, nreq, B, T);
 }
 
 double gpt_alloc_bytes(const ModelConfig *c, int B, int T) {
@@ -334,7 +408,7 @@ GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training) {
     if (!a) return NULL;
     Req req[GPT_MAX_REQ];
     int nreq = act_layout(c, B, T, training, a, req);
-    double total = act_floats(req, nreq, B, T);
+    double total = act_floats(a, req, nreq, B, T);
     if (total * sizeof(float) > (double)(SIZE_MAX / 2) ||
         !(a->buf = aligned_alloc(64, (((size_t)total * sizeof(float)) + 63) & ~(size_t)63))) {
         free(a);
@@ -349,6 +423,11 @@ GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training) {
     size_t BT = (size_t)B * (size_t)T, hd = (size_t)a->d.hd;
     a->tokens = (int32_t *)p;
     a->targets = (int32_t *)(p + BT);
+    size_t NK = (size_t)a->z.NK, L = (size_t)a->d.L; /* MoE routing tables, (L, ...) each */
+    a->sel = a->targets + BT;
+    a->row = a->sel + L * NK;
+    a->asg = a->row + L * NK;
+    a->eoff = a->asg + L * NK;
     if (c->position == POS_ROPE)
         for (int t = 0; t < c->context; t++)
             rope_angles(a->rope_cos + (size_t)t * (hd / 2), a->rope_sin + (size_t)t * (hd / 2), t,
@@ -370,6 +449,7 @@ static void build_views(GPT *m) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerView *v = &m->layers[l];
         GPT_LAYER_TENSORS(GPT_VIEW)
+        GPT_MOE_TENSORS(GPT_VIEW)
     }
     {
         ModelView *v = &m->view;
@@ -466,8 +546,10 @@ static void refresh_transposed(GPT *m) {
     FwdMatrix fm[5];
     for (int i = 0, n = fwd_matrices(&m->cfg, fm); i < n; i++) {
         if (m->a->wt_at[fm[i].id] == NO_WT) continue;
-        for (int l = 0; l < fm[i].layers; l++)
-            transpose(wt(m, fm[i].id, l), tp(m, m->params, fm[i].id, l), fm[i].out, fm[i].in);
+        for (int l = 0; l < (m->tensors[fm[i].id].per_layer ? m->cfg.n_layer : 1); l++) {
+            float *copy = wt(m, fm[i].id, l); /* NULL: block l has no slice (MoE blocks' fc) */
+            if (copy) transpose(copy, tp(m, m->params, fm[i].id, l), fm[i].out, fm[i].in);
+        }
     }
 }
 
@@ -483,6 +565,7 @@ typedef struct {
     int B, T, pos0;
     float *k, *v;      /* generation: (L, KV, context, hd) cache; NULL in training */
     LayerStats *stats; /* [n_layer] to collect into, or NULL */
+    float *aux;        /* training: the MoE auxiliary losses are added here; NULL otherwise */
 } Pass;
 
 /* Layer l's slice of every per-layer activation (llm.c's layer prologue). */
@@ -490,6 +573,7 @@ typedef struct {
     float *in, *out; /* the residual stream into and out of the block */
     GPT_LAYER_ACTS(GPT_ACT_FIELD)
     float *h; /* (B,T,FF) the MLP hidden after the activation: fch_act, or fch in place */
+    int32_t *sel, *row, *asg, *eoff; /* MoE routing tables */
 } LayerActs;
 
 static LayerActs layer_acts(const GptActs *a, int l) {
@@ -500,6 +584,11 @@ static LayerActs layer_acts(const GptActs *a, int l) {
     GPT_LAYER_ACTS(GPT_ACT_SLICE)
 #undef GPT_ACT_SLICE
     s.h = z.in_place ? s.fch : s.fch_act;
+    size_t NK = (size_t)z.NK;
+    s.sel = a->sel + L * NK;
+    s.row = a->row + L * NK;
+    s.asg = a->asg + L * NK;
+    s.eoff = a->eoff + L * (size_t)(a->d.E + 1);
     return s;
 }
 
@@ -527,6 +616,168 @@ static void add(float *out, const float *a, const float *b, size_t n) {
 static void accumulate(float *out, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] += a[i];
+}
+
+/* ------------------------------------------------------------------ routers */
+
+/* The router in plain loops, every expert's entries computed in the same order (double
+ * sums): a BLAS kernel or a vectorized exp rounds by lane position, so two experts with equal
+ * router rows could get different logits, probabilities or gradients; the tie would then not
+ * go to the lower index, and the rows would drift apart by round-off (k-th and (k+1)-th
+ * choices then decided by noise). Small: N E C multiply-adds against the experts' N k 8 C^2. */
+static void router_logits(float *z, const float *x, const float *w, int N, int C, int E) {
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        for (int e = 0; e < E; e++) {
+            const float *we = w + (size_t)e * C;
+            double acc = 0;
+            for (int i = 0; i < C; i++)
+                acc += (double)xt[i] * we[i];
+            z[(size_t)t * E + e] = (float)acc;
+        }
+    }
+}
+
+/* p (n) = softmax(z (n)) in double: equal logits give equal probabilities. */
+static void softmax_exact(float *p, const float *z, int n) {
+    double mx = z[0], sum = 0;
+    for (int e = 1; e < n; e++)
+        mx = z[e] > mx ? z[e] : mx;
+    for (int e = 0; e < n; e++)
+        sum += exp((double)z[e] - mx);
+    for (int e = 0; e < n; e++)
+        p[e] = (float)(exp((double)z[e] - mx) / sum);
+}
+
+/* dz (n) = d/dz of softmax given dp (n) and the probabilities p. */
+static void softmax_exact_backward(float *dz, const float *dp, const float *p, int n) {
+    double pdp = 0;
+    for (int e = 0; e < n; e++)
+        pdp += (double)p[e] * dp[e];
+    for (int e = 0; e < n; e++)
+        dz[e] = (float)(p[e] * (dp[e] - pdp));
+}
+
+/* chosen[i] (n) = whether i is among the k largest z (ties: the lower index). */
+static void top_k_mask(int *chosen, const float *z, int n, int k) {
+    for (int i = 0; i < n; i++)
+        chosen[i] = 0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!chosen[i] && (best < 0 || z[i] > z[best])) best = i;
+        chosen[best] = 1;
+    }
+}
+
+/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
+ * acc (E C doubles of scratch) so that the rows are read in memory order. */
+static void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N,
+                                   int C, int E) {
+    memset(acc, 0, (size_t)E * C * sizeof *acc);
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C;
+        for (int e = 0; e < E; e++) {
+            double g = dz[(size_t)t * E + e], *ae = acc + (size_t)e * C;
+            for (int i = 0; i < C; i++)
+                ae[i] += g * xt[i];
+        }
+    }
+    for (size_t i = 0; i < (size_t)E * C; i++)
+        dw[i] += (float)acc[i];
+}
+
+/* ------------------------------------------------------------------ mixture of heads */
+
+/* The head gates of the pass's rows (gpt.h, "moh") from the attention input x into s->mz,
+ * s->mp, s->mg; then attg = the heads of atty times their gates. The balance loss into p->aux
+ * (training) and the statistics into p->stats[l]. */
+static void moh_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                        const float *x) {
+    const ModelConfig *c = &p->m->cfg;
+    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
+    int Z = H + 2, K = c->moh_top_k, hd = C / H;
+    router_logits(s->mz, x, L->w.moh_w, N, C, Z);
+    double f[MODEL_MAX_HEADS] = {0}, P[MODEL_MAX_HEADS] = {0}, ent = 0;
+    for (int t = 0; t < N; t++) {
+        const float *z = s->mz + (size_t)t * Z;
+        float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
+        softmax_exact(pp, z, hs);
+        softmax_exact(pp + hs, z + hs, R);
+        softmax_exact(pp + H, z + H, 2);
+        int chosen[MODEL_MAX_HEADS];
+        top_k_mask(chosen, z + hs, R, K);
+        for (int h = 0; h < hs; h++)
+            g[h] = pp[H] * pp[h];
+        for (int i = 0; i < R; i++) {
+            float pr = pp[hs + i];
+            g[hs + i] = chosen[i] ? pp[H + 1] * pr : 0.0f;
+            f[i] += chosen[i] / (double)N;
+            P[i] += pr / (double)N;
+            ent -= pr > 0 ? pr * log((double)pr) / N : 0;
+        }
+        const float *y = s->atty + (size_t)t * C;
+        float *o = s->attg + (size_t)t * C;
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < hd; d++)
+                o[h * hd + d] = g[h] * y[h * hd + d];
+    }
+    if (p->k) return; /* generation has no losses nor statistics */
+    double bal = 0;
+    for (int i = 0; i < R; i++)
+        bal += f[i] * P[i];
+    bal *= c->moh_balance;
+    if (p->aux) *p->aux += (float)bal;
+    if (!p->stats) return;
+    LayerStats *st = &p->stats[l];
+    for (int h = 0; h < H; h++)
+        st->head_frac[h] = h < hs ? 1.0 : f[h - hs];
+    st->moh_entropy = ent;
+    st->moh_balance = bal;
+}
+
+/* On entry a->d_atty holds dL/d attg; on exit dL/d atty, with dL/d the router logits in
+ * a->d_mz (the balance loss's included). */
+static void moh_backward(const Pass *p, const LayerActs *s) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
+    int Z = H + 2, K = c->moh_top_k, hd = C / H;
+    double f[MODEL_MAX_HEADS] = {0};
+    int chosen[MODEL_MAX_HEADS];
+    for (int t = 0; t < N; t++) {
+        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
+        for (int i = 0; i < R; i++)
+            f[i] += chosen[i] / (double)N;
+    }
+    for (int t = 0; t < N; t++) {
+        const float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
+        const float *y = s->atty + (size_t)t * C;
+        float *dy = a->d_atty + (size_t)t * C, dg[MODEL_MAX_HEADS];
+        for (int h = 0; h < H; h++) { /* g_h y_h: d g_h = dy_h . y_h, d y_h = g_h dy_h */
+            float acc = 0.0f;
+            for (int d = 0; d < hd; d++) {
+                acc += dy[h * hd + d] * y[h * hd + d];
+                dy[h * hd + d] *= g[h];
+            }
+            dg[h] = acc;
+        }
+        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
+        float dp[MODEL_MAX_HEADS + 2], da[2] = {0.0f, 0.0f};
+        for (int h = 0; h < hs; h++) { /* g_h = a_0 ps_h */
+            da[0] += dg[h] * pp[h];
+            dp[h] = pp[H] * dg[h];
+        }
+        for (int i = 0; i < R; i++) { /* g = a_1 pr_i if chosen; balance: d P_i / d pr_ti = 1/N */
+            int h = hs + i;
+            if (chosen[i]) da[1] += dg[h] * pp[h];
+            dp[h] = (chosen[i] ? pp[H + 1] * dg[h] : 0.0f) + (float)(c->moh_balance * f[i] / N);
+        }
+        float *dz = a->d_mz + (size_t)t * Z;
+        softmax_exact_backward(dz, dp, pp, hs);
+        softmax_exact_backward(dz + hs, dp + hs, pp + hs, R);
+        softmax_exact_backward(dz + H, da, pp + H, 2);
+    }
 }
 
 /* ------------------------------------------------------------------ attention */
@@ -606,8 +857,13 @@ static void attn_forward(const Pass *p, const LayerView *L, const LayerActs *s, 
         attend_cache(p, s, qk, l);
     else
         attend_rows(p, s, qk, l);
-    matmul_forward(y, s->atty, L->w.attn_proj_w, fwd_wt(p, L->wt.attn_proj_w), L->w.attn_proj_b, N,
-                   C, C);
+    const float *heads = s->atty;
+    if (model_is_moh(&p->m->cfg)) { /* each head times its gate */
+        moh_forward(p, L, s, l, x);
+        heads = s->attg;
+    }
+    matmul_forward(y, heads, L->w.attn_proj_w, fwd_wt(p, L->wt.attn_proj_w), L->w.attn_proj_b, N, C,
+                   C);
 }
 
 /* d_q, d_k, d_v (lanes) -> d_qkv (overwritten). Undoes RoPE, then the per-head norm. */
@@ -648,13 +904,19 @@ static void attn_backward(const Pass *p, const LayerView *L, const LayerActs *s,
     GptActs *a = p->a;
     const Dims *d = &a->d;
     int B = p->B, T = p->T, N = B * T, C = d->C, H = d->H, hd = d->hd;
-    matmul_backward(a->d_atty, 0.0f, L->g.attn_proj_w, L->g.attn_proj_b, dy, 1.0f, s->atty,
-                    L->w.attn_proj_w, N, C, C);
+    int moh = model_is_moh(&p->m->cfg);
+    matmul_backward(a->d_atty, 0.0f, L->g.attn_proj_w, L->g.attn_proj_b, dy, 1.0f,
+                    moh ? s->attg : s->atty, L->w.attn_proj_w, N, C, C);
+    if (moh) moh_backward(p, s);
     attn_to_lanes(a->d_y, a->d_atty, B, T, H, hd, (size_t)C, 1);
     attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, s->att, s->q, s->k, s->v, attn_groups(B * H),
                        T, hd, a->attn_scratch);
     qk_backward(p, L, s);
     matmul_backward(dx, beta, L->g.qkv_w, L->g.qkv_b, a->d_qkv, 1.0f, x, L->w.qkv_w, N, C, d->QKV);
+    if (!moh) return;
+    int Z = H + 2; /* the mixture-of-heads router: its weights, and dx += dz W */
+    router_weight_backward(L->g.moh_w, (double *)(void *)a->d_router, a->d_mz, x, N, C, Z);
+    gemm(0, 0, N, C, Z, 1.0f, a->d_mz, Z, L->w.moh_w, C, 1.0f, dx, C);
 }
 
 /* ------------------------------------------------------------------ MLP */
@@ -683,9 +945,18 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
     st->near_zero_frac = near / (double)n;
 }
 
+static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                        const float *x, float *y);
+static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
+                         const float *dy, float *dx, float beta);
+
 static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
                         const float *x, float *y) {
     const ModelConfig *c = &p->m->cfg;
+    if (model_layer_is_moe(c, l)) {
+        moe_forward(p, L, s, l, x, y);
+        return;
+    }
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, FF = d->FF;
     matmul_forward(s->fch, x, L->w.fc_w, fwd_wt(p, L->wt.fc_w), L->w.fc_b, N, C, d->UP);
@@ -698,9 +969,13 @@ static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
 }
 
 /* dx = beta dx + d/dx of the MLP sublayer given dy. */
-static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
-                         const float *dy, float *dx, float beta) {
+static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                         const float *x, const float *dy, float *dx, float beta) {
     const ModelConfig *c = &p->m->cfg;
+    if (model_layer_is_moe(c, l)) {
+        moe_backward(p, L, s, x, dy, dx, beta);
+        return;
+    }
     GptActs *a = p->a;
     const Dims *d = &a->d;
     int N = p->B * p->T, C = d->C, FF = d->FF;
@@ -714,6 +989,247 @@ static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
         activation_backward(c->activation, d_fch, a->d_h, s->fch, N, FF);
     }
     matmul_backward(dx, beta, L->g.fc_w, L->g.fc_b, d_fch, 1.0f, x, L->w.fc_w, N, C, d->UP);
+}
+
+/* ------------------------------------------------------------------ mixture of experts */
+
+/* The router's decisions for the pass's N tokens (gpt.h, "moe"): s->sel and s->gate per
+ * token, the packed rows (s->row, s->asg, s->eoff) expert by expert, each expert's rows in
+ * the order (choice j, token). Returns the number of packed rows. */
+static int moe_route(const Pass *p, const LayerActs *s, int N) {
+    const ModelConfig *c = &p->m->cfg;
+    int E = c->moe_experts, K = c->moe_top_k;
+    for (int t = 0; t < N; t++) {
+        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
+        int32_t *sel = s->sel + (size_t)t * K;
+        float *g = s->gate + (size_t)t * K, sum = 0.0f;
+        for (int j = 0; j < K; j++) {
+            /* by the logits, the order of p: a vectorized exp may round equal logits to
+             * unequal probabilities; strict >: ties go to the lower index */
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++)
+                    taken |= sel[i] == e;
+                if (!taken && (best < 0 || z[e] > z[best])) best = e;
+            }
+            sel[j] = best;
+            g[j] = pr[best];
+            sum += pr[best];
+        }
+        if (K > 1)
+            for (int j = 0; j < K; j++)
+                g[j] /= sum;
+    }
+    /* counting sort by expert; the capacity keeps each expert's first assignments */
+    int count[MODEL_MAX_EXPERTS] = {0}, fill[MODEL_MAX_EXPERTS] = {0};
+    for (int i = 0; i < N * K; i++)
+        count[s->sel[i]]++;
+    int cap = model_moe_capacity(c, N);
+    s->eoff[0] = 0;
+    for (int e = 0; e < E; e++)
+        s->eoff[e + 1] = s->eoff[e] + (count[e] < cap ? count[e] : cap);
+    for (int j = 0; j < K; j++)
+        for (int t = 0; t < N; t++) {
+            int i = t * K + j, e = s->sel[i];
+            if (fill[e] < s->eoff[e + 1] - s->eoff[e]) {
+                s->row[i] = s->eoff[e] + fill[e]++;
+                s->asg[s->row[i]] = i;
+            } else {
+                s->row[i] = -1;
+            }
+        }
+    return s->eoff[E];
+}
+
+/* Router statistics and the auxiliary losses of block l (weights applied): into p->aux
+ * (training) and p->stats[l] (when collected). */
+static void moe_aux(const Pass *p, const LayerActs *s, int l, int N) {
+    const ModelConfig *c = &p->m->cfg;
+    int E = c->moe_experts, K = c->moe_top_k;
+    double f[MODEL_MAX_EXPERTS] = {0}, P[MODEL_MAX_EXPERTS] = {0}, z2 = 0, ent = 0;
+    for (int i = 0; i < N * K; i++)
+        f[s->sel[i]] += 1.0 / ((double)N * K);
+    for (int t = 0; t < N; t++) {
+        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
+        double mx = z[0], se = 0;
+        for (int e = 1; e < E; e++)
+            mx = z[e] > mx ? z[e] : mx;
+        for (int e = 0; e < E; e++) {
+            P[e] += pr[e] / (double)N;
+            se += exp((double)z[e] - mx);
+            ent -= pr[e] > 0 ? pr[e] * log((double)pr[e]) / N : 0;
+        }
+        double lse = mx + log(se);
+        z2 += lse * lse / N;
+    }
+    double bal = 0;
+    for (int e = 0; e < E; e++)
+        bal += f[e] * P[e];
+    bal *= c->moe_balance * E;
+    double zl = c->moe_zloss * z2;
+    if (p->aux) *p->aux += (float)(bal + zl);
+    if (!p->stats) return;
+    LayerStats *st = &p->stats[l];
+    for (int e = 0; e < E; e++)
+        st->expert_frac[e] = f[e];
+    st->router_entropy = ent;
+    st->moe_balance = bal;
+    st->moe_zloss = zl;
+    st->moe_dropped = 1.0 - (double)s->eoff[E] / ((double)N * K);
+}
+
+/* y (B,T,C) = the MoE MLP of x: route, gather each expert's tokens, run the experts on their
+ * rows only, scatter back weighted by the gates. */
+static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
+                        const float *x, float *y) {
+    const ModelConfig *c = &p->m->cfg;
+    const Dims *d = &p->a->d;
+    int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
+    router_logits(s->rlog, x, L->w.router_w, N, C, E);
+    for (int t = 0; t < N; t++)
+        softmax_exact(s->rprob + (size_t)t * E, s->rlog + (size_t)t * E, E);
+    int rows = moe_route(p, s, N);
+    if (!p->k) moe_aux(p, s, l, N); /* generation has no losses nor statistics */
+    for (int r = 0; r < rows; r++)
+        memcpy(s->xg + (size_t)r * C, x + (size_t)(s->asg[r] / K) * C, (size_t)C * sizeof(float));
+    for (int e = 0; e < E; e++) {
+        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
+        if (n == 0) continue; /* an expert no token chose */
+        matmul_forward(s->fch + (size_t)r0 * UPE, s->xg + (size_t)r0 * C,
+                       L->w.exp_fc_w + (size_t)e * UPE * C, NULL,
+                       L->w.exp_fc_b ? L->w.exp_fc_b + (size_t)e * UPE : NULL, n, C, UPE);
+    }
+    if (p->a->z.in_place)
+        relu_forward_inplace(s->h, (size_t)rows * FFE);
+    else if (rows > 0)
+        activation_forward(c->activation, s->h, s->fch, rows, FFE);
+    if (p->stats && rows > 0) mlp_stats(&p->stats[l], s->h, (size_t)rows * FFE);
+    for (int e = 0; e < E; e++) {
+        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
+        if (n == 0) continue;
+        matmul_forward(s->eo + (size_t)r0 * C, s->h + (size_t)r0 * FFE,
+                       L->w.exp_proj_w + (size_t)e * C * FFE, NULL,
+                       L->w.exp_proj_b ? L->w.exp_proj_b + (size_t)e * C : NULL, n, FFE, C);
+    }
+    for (int t = 0; t < N; t++) { /* each token's experts in order j: a fixed summation order */
+        float *o = y + (size_t)t * C;
+        memset(o, 0, (size_t)C * sizeof(float));
+        for (int j = 0; j < K; j++) {
+            int r = s->row[t * K + j];
+            if (r < 0) continue; /* dropped */
+            float g = s->gate[t * K + j];
+            const float *eo = s->eo + (size_t)r * C;
+            for (int i = 0; i < C; i++)
+                o[i] += g * eo[i];
+        }
+    }
+}
+
+/* dx = beta dx + d/dx of the MoE MLP given dy, plus the auxiliary losses' gradients. */
+static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
+                         const float *dy, float *dx, float beta) {
+    const ModelConfig *c = &p->m->cfg;
+    GptActs *a = p->a;
+    const Dims *d = &a->d;
+    int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
+    int rows = s->eoff[E];
+    /* through the gates: d eo = g dy, d g = dy . eo (a dropped assignment's gate is unused) */
+    for (int i = 0; i < N * K; i++) {
+        int r = s->row[i];
+        const float *dyt = dy + (size_t)(i / K) * C;
+        a->d_gate[i] = 0.0f;
+        if (r < 0) continue;
+        float g = s->gate[i], dg = 0.0f, *de = a->d_eo + (size_t)r * C;
+        const float *eo = s->eo + (size_t)r * C;
+        for (int k = 0; k < C; k++) {
+            de[k] = g * dyt[k];
+            dg += dyt[k] * eo[k];
+        }
+        a->d_gate[i] = dg;
+    }
+    /* each expert on its rows */
+    for (int e = 0; e < E; e++) {
+        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
+        if (n == 0) continue;
+        matmul_backward(a->d_h + (size_t)r0 * FFE, 0.0f, L->g.exp_proj_w + (size_t)e * C * FFE,
+                        L->g.exp_proj_b ? L->g.exp_proj_b + (size_t)e * C : NULL,
+                        a->d_eo + (size_t)r0 * C, 1.0f, s->h + (size_t)r0 * FFE,
+                        L->w.exp_proj_w + (size_t)e * C * FFE, n, FFE, C);
+    }
+    float *d_fch = a->d_fch;
+    if (a->z.in_place) {
+        relu_backward_inplace(a->d_h, s->h, (size_t)rows * FFE);
+        d_fch = a->d_h;
+    } else if (rows > 0) {
+        activation_backward(c->activation, d_fch, a->d_h, s->fch, rows, FFE);
+    }
+    for (int e = 0; e < E; e++) {
+        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
+        if (n == 0) continue;
+        matmul_backward(a->d_xg + (size_t)r0 * C, 0.0f, L->g.exp_fc_w + (size_t)e * UPE * C,
+                        L->g.exp_fc_b ? L->g.exp_fc_b + (size_t)e * UPE : NULL,
+                        d_fch + (size_t)r0 * UPE, 1.0f, s->xg + (size_t)r0 * C,
+                        L->w.exp_fc_w + (size_t)e * UPE * C, n, C, UPE);
+    }
+    /* scatter back: each token's rows in order j */
+    for (int t = 0; t < N; t++) {
+        float *o = dx + (size_t)t * C;
+        if (beta == 0.0f)
+            memset(o, 0, (size_t)C * sizeof(float));
+        else if (beta != 1.0f)
+            for (int i = 0; i < C; i++)
+                o[i] *= beta;
+        for (int j = 0; j < K; j++) {
+            int r = s->row[t * K + j];
+            if (r < 0) continue;
+            const float *dg = a->d_xg + (size_t)r * C;
+            for (int i = 0; i < C; i++)
+                o[i] += dg[i];
+        }
+    }
+    /* the router: d p from the gates, the balance loss (f_i fixed, d P_i / d p_ti = 1 / N),
+     * then the softmax; the z-loss adds 2 beta lse_t p_ti / N to d z_ti */
+    double f[MODEL_MAX_EXPERTS] = {0};
+    for (int i = 0; i < N * K; i++)
+        f[s->sel[i]] += 1.0 / ((double)N * K);
+    for (int t = 0; t < N; t++) {
+        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
+        const float *dg = a->d_gate + (size_t)t * K, *g = s->gate + (size_t)t * K;
+        const int32_t *sel = s->sel + (size_t)t * K;
+        float dp[MODEL_MAX_EXPERTS] = {0};
+        for (int e = 0; e < E; e++)
+            dp[e] = (float)(c->moe_balance * E * f[e] / N);
+        if (K == 1) {
+            dp[sel[0]] += dg[0];
+        } else { /* g_j = p_j / S: d p_j = (d g_j - sum_m d g_m g_m) / S */
+            float S = 0.0f, dot = 0.0f;
+            for (int j = 0; j < K; j++) {
+                S += pr[sel[j]];
+                dot += dg[j] * g[j];
+            }
+            for (int j = 0; j < K; j++)
+                dp[sel[j]] += (dg[j] - dot) / S;
+        }
+        float pdp = 0.0f;
+        for (int e = 0; e < E; e++)
+            pdp += pr[e] * dp[e];
+        double lse = 0;
+        if (c->moe_zloss > 0) {
+            double mx = z[0], se = 0;
+            for (int e = 1; e < E; e++)
+                mx = z[e] > mx ? z[e] : mx;
+            for (int e = 0; e < E; e++)
+                se += exp((double)z[e] - mx);
+            lse = mx + log(se);
+        }
+        float zc = (float)(2.0 * c->moe_zloss * lse / N);
+        float *dz = a->d_rlog + (size_t)t * E;
+        for (int e = 0; e < E; e++)
+            dz[e] = pr[e] * (dp[e] - pdp) + zc * pr[e];
+    }
+    router_weight_backward(L->g.router_w, (double *)(void *)a->d_router, a->d_rlog, x, N, C, E);
+    gemm(0, 0, N, C, E, 1.0f, a->d_rlog, E, L->w.router_w, C, 1.0f, dx, C); /* dx += dz W_r */
 }
 
 /* ------------------------------------------------------------------ the block */
@@ -781,7 +1297,7 @@ static void block_backward(const Pass *p, int l) {
     switch (c->norm) {
     case NORM_PRE:
         /* out = sum1 + mlp(n2(sum1)): dr is d sum1's direct path */
-        mlp_backward(p, L, &s, s.n2, dr, din, 0.0f);
+        mlp_backward(p, L, &s, l, s.n2, dr, din, 0.0f);
         norm_bwd(c, dr, din, s.sum1, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
                  L->g.mlp_norm_b, N);
         /* sum1 = x + attn(n1(x)) */
@@ -795,7 +1311,7 @@ static void block_backward(const Pass *p, int l) {
         norm_bwd(c, dout, dr, s.sum2, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
                  L->g.mlp_norm_b, N);
         memcpy(din, dout, n * sizeof(float)); /* d n1: the direct path, then the MLP's */
-        mlp_backward(p, L, &s, s.n1, dout, din, 1.0f);
+        mlp_backward(p, L, &s, l, s.n1, dout, din, 1.0f);
         memset(dr, 0, n * sizeof(float));
         norm_bwd(c, dr, din, s.sum1, s.n1_mean, s.n1_rstd, L->w.attn_norm_w, L->g.attn_norm_w,
                  L->g.attn_norm_b, N);
@@ -808,7 +1324,7 @@ static void block_backward(const Pass *p, int l) {
         memset(dout, 0, n * sizeof(float));
         norm_bwd(c, dout, dr, s.mo, s.mon_mean, s.mon_rstd, L->w.mlp_onorm_w, L->g.mlp_onorm_w,
                  L->g.mlp_onorm_b, N);
-        mlp_backward(p, L, &s, s.n2, dout, din, 0.0f);
+        mlp_backward(p, L, &s, l, s.n2, dout, din, 0.0f);
         norm_bwd(c, dr, din, s.sum1, s.n2_mean, s.n2_rstd, L->w.mlp_norm_w, L->g.mlp_norm_w,
                  L->g.mlp_norm_b, N);
         /* sum1 = x + n1o(attn(n1(x))) */
@@ -820,7 +1336,7 @@ static void block_backward(const Pass *p, int l) {
                  L->g.attn_norm_b, N);
         break;
     case NORM_NONE:
-        mlp_backward(p, L, &s, s.sum1, dr, dr, 1.0f);
+        mlp_backward(p, L, &s, l, s.sum1, dr, dr, 1.0f);
         attn_backward(p, L, &s, s.in, dr, dr, 1.0f);
         break;
     case NORM_COUNT: /* not a placement: model_config_validate refuses it */
@@ -887,7 +1403,13 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     if (y) memcpy(a->targets, y, (size_t)N * sizeof(int32_t));
     if (m->collect_stats) memset(m->stats, 0, (size_t)c->n_layer * sizeof *m->stats);
     refresh_transposed(m);
-    Pass p = {.m = m, .a = a, .B = B, .T = T, .stats = m->collect_stats ? m->stats : NULL};
+    m->aux_loss = 0.0f;
+    Pass p = {.m = m,
+              .a = a,
+              .B = B,
+              .T = T,
+              .stats = m->collect_stats ? m->stats : NULL,
+              .aux = &m->aux_loss};
     m->loss = 0.0f;
     m->correct = 0;
     if (!y) {
@@ -969,8 +1491,8 @@ double gpt_layer_grad_norm(const GPT *m, int layer) {
     double s = 0.0;
     for (int i = 0; i < T_COUNT; i++) {
         const TensorInfo *t = &m->tensors[i];
-        if (!t->per_layer || t->size == 0) continue;
-        s += sumsq(tp(m, m->grads, (TensorId)i, layer), layer_size(m, (TensorId)i));
+        const float *g = t->per_layer ? tp(m, m->grads, (TensorId)i, layer) : NULL;
+        if (g) s += sumsq(g, layer_size(m, (TensorId)i));
     }
     return sqrt(s);
 }

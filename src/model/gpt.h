@@ -11,6 +11,24 @@
  *   query head h reading kv head h / (n_head / n_kv_head); out = y W_o^T (+b).
  * mlp: h = act(x W_fc^T (+b)); GLU variants split W_fc's rows into gate [0,ff) and value
  *   [ff,2ff) and use act(gate) * value; out = h W_proj^T (+b).
+ * moe (the MLP of an MoE block, model.moe_experts E > 1): router logits z = x W_r^T (E),
+ *   p = softmax(z); the k experts of largest z (= of p; ties: the lower index), in that order;
+ *   gates g_j = p_{e_j} when k = 1 (Switch), p_{e_j} / sum_j' p_{e_j'} when k > 1 (Mixtral);
+ *   out = sum_j g_j mlp_{e_j}(x), each expert an mlp above with its own weights (rows
+ *   [e UP, (e+1) UP) of exp_fc.w, [e C, (e+1) C) of exp_proj.w). With a capacity, each
+ *   expert takes its first cap assignments in the order (choice j, token): first choices of
+ *   every token before second choices; a dropped assignment contributes 0.
+ *   Auxiliary losses per MoE block, added to the objective but not to the reported loss:
+ *   balance = alpha E sum_i f_i P_i, f_i = share of the N k assignments (before dropping)
+ *   routed to i, P_i = mean_t p_i; z = beta mean_t logsumexp(z_t)^2.
+ * moh (mixture of heads, model.moh_top_k k > 0; Jin et al. 2024): heads [0, hs) are shared,
+ *   [hs, H) routed (R = H - hs). From the attention input x: z = x W_moh^T, rows [0, hs) the
+ *   shared router, [hs, H) the routed router, [H, H+2) the two-stage mix; ps, pr, a = softmax
+ *   of each part. Head h's output (its hd columns of atty) is multiplied by g_h before the
+ *   output projection: g_h = a_0 ps_h (shared), a_1 pr_i for the k routed heads of largest
+ *   z (ties: the lower index), 0 for the others. Every head is still computed. Auxiliary
+ *   loss: beta sum_i f_i P_i over routed heads, f_i = share of tokens routed to head i (sums
+ *   to k), P_i = mean_t pr_i.
  * Matrices are (out, in) as in torch.nn.Linear. */
 #ifndef ABLATE_MODEL_GPT_H
 #define ABLATE_MODEL_GPT_H
@@ -54,11 +72,22 @@
     X(T_FINAL_NORM_W, final_norm_w) /* (C) */                                                      \
     X(T_FINAL_NORM_B, final_norm_b) /* (C) */                                                      \
     X(T_LM_HEAD, lm_head)           /* (V, C), absent when tied to wte */
+/* The MoE MLP's tensors: per layer, stacked over the MoE blocks only (Lm of them), while the
+ * dense MLP's fc/fc_proj tensors stack over the other blocks (model_mlp_slot). After the head
+ * in the enum, so the dense tensors keep their ids (and init streams). UPe, FFe: an expert's
+ * UP and ff. */
+#define GPT_MOE_TENSORS(X)                                                                         \
+    X(T_ROUTER_W, router_w)     /* (Lm, E, C) */                                                   \
+    X(T_EXP_FC_W, exp_fc_w)     /* (Lm, E UPe, C): expert e's fc.w is rows [e UPe, (e+1) UPe) */   \
+    X(T_EXP_FC_B, exp_fc_b)     /* (Lm, E UPe) */                                                  \
+    X(T_EXP_PROJ_W, exp_proj_w) /* (Lm, E C, FFe): expert e's fc_proj.w is rows [e C, (e+1) C) */  \
+    X(T_EXP_PROJ_B, exp_proj_b) /* (Lm, E C) */                                                    \
+    X(T_MOH_W, moh_w)           /* (L, H + 2, C) mixture of heads: shared, routed, mix rows */
 
 #define GPT_TENSOR_ID(id, field) id,
 typedef enum {
     GPT_EMBED_TENSORS(GPT_TENSOR_ID) GPT_LAYER_TENSORS(GPT_TENSOR_ID)
-        GPT_HEAD_TENSORS(GPT_TENSOR_ID) T_COUNT
+        GPT_HEAD_TENSORS(GPT_TENSOR_ID) GPT_MOE_TENSORS(GPT_TENSOR_ID) T_COUNT
 } TensorId;
 
 /* Views: one pointer per tensor, into the parameters, the gradients, or the transposed
@@ -67,6 +96,7 @@ typedef enum {
 #define GPT_TENSOR_FIELD(id, field) float *field;
 typedef struct {
     GPT_LAYER_TENSORS(GPT_TENSOR_FIELD)
+    GPT_MOE_TENSORS(GPT_TENSOR_FIELD)
 } LayerTensors;
 typedef struct {
     GPT_EMBED_TENSORS(GPT_TENSOR_FIELD)
@@ -90,8 +120,10 @@ typedef struct {
     size_t size;   /* floats; 0 = absent */
     int decay;     /* weight decay applies: 2-D per layer (matrices and embeddings) */
     InitKind init;
-    int per_layer; /* leading dimension is n_layer */
+    int per_layer; /* leading dimension is a stack of blocks: see stack */
+    int stack;     /* which blocks: STACK_ALL (n_layer), STACK_DENSE_MLP, STACK_MOE */
 } TensorInfo;
+enum { STACK_ALL, STACK_DENSE_MLP, STACK_MOE };
 
 /* Fills the table for a config; returns the total number of floats. */
 size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]);
@@ -107,6 +139,15 @@ typedef struct {
     double near_zero_frac;                 /* of the same, |h| <= GPT_NEAR_ZERO * rms */
     double resid_rms;                      /* residual stream after the block */
     double attn_entropy[MODEL_MAX_HEADS];  /* per head, nats, mean over (b, t) */
+    /* MoE blocks (zero elsewhere) */
+    double expert_frac[MODEL_MAX_EXPERTS]; /* f_i: share of assignments routed to expert i */
+    double router_entropy;                 /* of p, nats, mean over tokens */
+    double moe_balance, moe_zloss;         /* the block's auxiliary losses (weights applied) */
+    double moe_dropped;                    /* share of assignments dropped by the capacity */
+    /* mixture of heads (zero without) */
+    double head_frac[MODEL_MAX_HEADS]; /* share of tokens each head is active for */
+    double moh_entropy;                /* of the routed heads' router, nats, mean over tokens */
+    double moh_balance;                /* the block's balance loss (weight applied) */
 } LayerStats;
 
 typedef struct {
@@ -121,7 +162,8 @@ typedef struct {
     int collect_stats;
     LayerStats *stats; /* [n_layer] */
     float loss;
-    long correct; /* rows whose argmax equals the target in the last forward */
+    float aux_loss; /* the last forward's MoE auxiliary losses (balance + z), summed over blocks */
+    long correct;   /* rows whose argmax equals the target in the last forward */
     int cur_B, cur_T;
 } GPT;
 
@@ -141,7 +183,8 @@ void gpt_init_weights(GPT *m, uint64_t seed);
  * m->correct; the lm_head and the loss then run tiled over the vocabulary (xent.h), and
  * gpt_backward turns the logits into their gradient tile by tile. */
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T);
-/* Gradients of the last forward's mean loss, ACCUMULATED into m->grads. */
+/* Gradients of the last forward's mean loss plus its auxiliary losses (aux_loss),
+ * ACCUMULATED into m->grads. */
 void gpt_backward(GPT *m);
 void gpt_zero_grad(GPT *m);
 /* (B, T, V) logits of the last forward (with or without targets; gpt_backward leaves them). */

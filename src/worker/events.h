@@ -59,7 +59,8 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, data_sha256, FT_STR, 65, NULL, NULL, "SHA-256 of the data file's bytes the run trained on (as its worker read them)") \
     X(S, data_bytes, FT_LONG, 0, NULL, "bytes", "size of that data file") \
     X(S, data_vocab, FT_STR, 65, NULL, NULL, "SHA-256 of the tokenizer's vocabulary (char: the data's distinct bytes)") \
-    X(S, data_vocab_size, FT_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)")
+    X(S, data_vocab_size, FT_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)") \
+    X(S, active_params, FT_LONG, 0, NULL, "parameters", "parameters one token uses (mixture of experts: without the experts it is not routed to; else = params)")
 #define EVENT_START_V1 4
 
 #define EVENT_STEP_FIELDS(X, S) \
@@ -76,7 +77,8 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, val_loss, FT_DOUBLE, 0, NULL, "nats/token", "validation loss") \
     X(S, val_acc, FT_DOUBLE, 0, NULL, "fraction", "validation next-token accuracy") \
     X(S, tokens, FT_LONG, 0, NULL, "tokens", "training tokens consumed at that step") \
-    X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)")
+    X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)") \
+    X(S, val_aux_loss, FT_DOUBLE, 0, NULL, "1", "auxiliary losses on the validation batches, weights applied (mixture of experts: balance + z-loss summed over the MoE blocks, mean over batches; 0 without); val_loss excludes them")
 #define EVENT_EVAL_V1 3
 
 #define EVENT_ACT_FIELDS(X, S) \
@@ -91,7 +93,17 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
     X(S, n_head, FT_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
     X(S, attn_entropy, FT_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions") \
-    X(S, near_zero_frac, FT_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)")
+    X(S, near_zero_frac, FT_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)") \
+    X(S, moe_experts, FT_INT, 0, NULL, NULL, "experts of the block (1: a dense MLP, and the moe_ fields below are 0)") \
+    X(S, router_entropy, FT_DOUBLE, 0, NULL, "nats", "MoE router: entropy of its probabilities, mean over tokens") \
+    X(S, moe_balance, FT_DOUBLE, 0, NULL, "1", "MoE load-balancing loss of the block, alpha E sum f_i P_i (weight applied)") \
+    X(S, moe_zloss, FT_DOUBLE, 0, NULL, "1", "MoE router z-loss of the block (weight applied)") \
+    X(S, moe_dropped, FT_DOUBLE, 0, NULL, "fraction", "share of the token-expert assignments dropped by the capacity") \
+    X(S, moe_max_frac, FT_DOUBLE, 0, NULL, "fraction", "largest share f_i of assignments routed to one expert (1/E: balanced, 1: collapsed)") \
+    X(S, expert_frac, FT_STR, 512, NULL, "fraction", "f_i of every expert i, space-separated (%.4g each; empty for a dense block)") \
+    X(S, moh_entropy, FT_DOUBLE, 0, NULL, "nats", "mixture of heads: entropy of the routed heads' router, mean over tokens (0 without)") \
+    X(S, moh_balance, FT_DOUBLE, 0, NULL, "1", "mixture of heads: the block's balance loss, beta sum f_i P_i (weight applied)") \
+    X(S, head_frac, FT_STR, 512, NULL, "fraction", "mixture of heads: share of tokens each head is active for, space-separated (shared heads 1; empty without)")
 #define EVENT_ACT_V1 11
 
 #define EVENT_SAMPLE_FIELDS(X, S) \

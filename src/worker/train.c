@@ -14,6 +14,7 @@
 void trainer_start_event(const RunConfig *cfg, StartEvent *ev) {
     memset(ev, 0, sizeof *ev);
     ev->params = (long)model_param_count(&cfg->model);
+    ev->active_params = (long)model_active_param_count(&cfg->model);
     ev->flops_per_token = model_flops_per_token(&cfg->model);
     ev->kv_bytes_per_token = model_kv_bytes_per_token(&cfg->model);
     snprintf(ev->blas_core, sizeof ev->blas_core, "%s", blas_core());
@@ -82,8 +83,8 @@ void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
     const Dataset *d = t->data;
     int B = t->cfg.train.batch_size, T = t->cfg.model.context;
     int n = dataset_val_windows(d, t->cfg.train.eval_tokens, T);
-    double loss = 0.0;
-    long hits = 0, count = 0;
+    double loss = 0.0, aux = 0.0;
+    long hits = 0, count = 0, batches = 0;
     for (int i = 0; i < n; i += B) {
         int bs = n - i < B ? n - i : B;
         for (int b = 0; b < bs; b++)
@@ -91,7 +92,10 @@ void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
         loss += (double)gpt_forward(&t->gpt, t->x, t->y, bs, T) * bs * T;
         hits += t->gpt.correct;
         count += (long)bs * T;
+        aux += t->gpt.aux_loss;
+        batches++;
     }
+    t->val_aux = batches ? aux / (double)batches : 0.0;
     *val_loss = loss / (double)count;
     *val_acc = (double)hits / (double)count;
 }
@@ -103,6 +107,7 @@ static void emit_eval(Trainer *t, EventSink *sink) {
     ev.u.eval = (EvalEvent){.step = t->step,
                             .val_loss = t->val_loss,
                             .val_acc = t->val_acc,
+                            .val_aux_loss = t->val_aux,
                             .tokens = t->tokens,
                             .time = t->train_seconds};
     sink_emit(sink, &ev);
@@ -127,6 +132,31 @@ static void emit_acts(Trainer *t, EventSink *sink) {
         for (int h = 0; h < g->cfg.n_head && h < ABL_MAX_HEADS; h++)
             a->attn_entropy[h] = s->attn_entropy[h];
         a->near_zero_frac = s->near_zero_frac;
+        if (model_layer_is_moe(&g->cfg, l)) {
+            int E = g->cfg.moe_experts;
+            size_t w = 0;
+            a->moe_experts = E;
+            a->router_entropy = s->router_entropy;
+            a->moe_balance = s->moe_balance;
+            a->moe_zloss = s->moe_zloss;
+            a->moe_dropped = s->moe_dropped;
+            for (int e = 0; e < E; e++) {
+                if (s->expert_frac[e] > a->moe_max_frac) a->moe_max_frac = s->expert_frac[e];
+                if (w < sizeof a->expert_frac)
+                    w += (size_t)snprintf(a->expert_frac + w, sizeof a->expert_frac - w, "%s%.4g",
+                                          e ? " " : "", s->expert_frac[e]);
+            }
+        } else {
+            a->moe_experts = 1;
+        }
+        if (model_is_moh(&g->cfg)) {
+            size_t w = 0;
+            a->moh_entropy = s->moh_entropy;
+            a->moh_balance = s->moh_balance;
+            for (int h = 0; h < g->cfg.n_head && w < sizeof a->head_frac; h++)
+                w += (size_t)snprintf(a->head_frac + w, sizeof a->head_frac - w, "%s%.4g",
+                                      h ? " " : "", s->head_frac[h]);
+        }
         sink_emit(sink, &ev);
     }
 }

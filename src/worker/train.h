@@ -24,6 +24,7 @@ typedef struct {
     long step, tokens;
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
+    double val_aux;           /* its auxiliary (MoE) losses, mean over the batches */
     long eval_step;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */

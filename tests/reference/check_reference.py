@@ -125,7 +125,48 @@ def cfgs():
     out.append(("gemm-pieces-gqa-rope", 4, 16, dict(BASE, n_head=4, n_kv_head=2,
                                                     position="rope", out_bias=1,
                                                     **{GEMM_LIMIT: 12288})))
+    # Mixture of experts (gpt.h, "moe"): top-1 (Switch gate) and top-2..3 (renormalized
+    # gates), every expert width, GLU experts with biases, both layer choices, the capacity
+    # (assignments dropped), both auxiliary losses, router ties and experts without tokens
+    # (a zeroed router: every probability 1/E, so the lowest indices take every token).
+    moe = dict(BASE, moe_experts=4)
+    out.append(("moe-e4k1-relu", 2, 8, dict(moe, activation="relu")))
+    out.append(("moe-e4k2-swiglu-bias-zloss", 2, 8, dict(moe, moe_top_k=2, activation="swiglu",
+                                                          moe_ratio=1.5, mlp_bias=1,
+                                                          norm_type="layernorm", norm_affine=1,
+                                                          moe_balance=0.1, moe_zloss=0.01)))
+    out.append(("moe-e8k1-every_other-cap-post", 2, 8, dict(moe, moe_experts=8, n_layer=3,
+                                                             moe_layers="every_other",
+                                                             moe_capacity=1.0, norm="post",
+                                                             activation="gelu")))
+    out.append(("moe-e4k2-cap0.5-peri", 3, 8, dict(moe, moe_top_k=2, moe_capacity=0.5,
+                                                    norm="peri", activation="gelu_tanh",
+                                                    moe_zloss=0.1)))
+    out.append(("moe-e3k3-rope-tied", 2, 8, dict(moe, moe_experts=3, moe_top_k=3,
+                                                  position="rope", tie_embeddings=1,
+                                                  activation="silu")))
+    out.append(("moe-ties-e3k1-zero-router", 2, 8, dict(moe, moe_experts=3, **{ZERO: "router.w"})))
+    out.append(("moe-ties-e5k2-zero-router", 2, 8, dict(moe, moe_experts=5, moe_top_k=2,
+                                                         activation="reglu",
+                                                         **{ZERO: "router.w"})))
+    out.append(("moe-every_other-gemm-pieces", 3, 12, dict(moe, moe_layers="every_other",
+                                                           mlp_bias=1, **{GEMM_LIMIT: 12288})))
+    # Mixture of heads (gpt.h, "moh"): shared + routed top-k heads, two-stage gates, the
+    # balance loss; with GQA and RoPE; and a zeroed router (ties: the first routed heads).
+    moh = dict(BASE, n_head=4, moh_shared=1, moh_top_k=2)
+    out.append(("moh-s1k2", 2, 8, dict(moh, moh_balance=0.1)))
+    out.append(("moh-s2k1-gqa-rope-ln", 2, 8, dict(moh, moh_shared=2, moh_top_k=1, n_kv_head=2,
+                                                    position="rope", norm_type="layernorm",
+                                                    norm_affine=1, qkv_bias=1, out_bias=1)))
+    out.append(("moh-s1k3-all-routed-post", 2, 8, dict(moh, moh_top_k=3, norm="post")))
+    out.append(("moh-ties-zero-router-moe", 2, 8, dict(moh, d_model=24, moh_top_k=1, moe_experts=3,
+                                                        moe_top_k=2, **{ZERO: "moh.w"})))
     return out
+
+
+# Not a model knob: refdump's --zero=NAME (zeroes a tensor after the initialization).
+ZERO = "_zero"
+NOT_KNOBS = {"_gemm_small_limit", ZERO}
 
 
 # Not a model knob: refdump's --gemm-small-limit (src/model/gemm.h).
@@ -160,7 +201,7 @@ def coverage_problems(configs, knobs):
     combos = set()
     for _, _, T, k in configs:
         full = dict(defaults, context=T)  # refdump's context is T unless given
-        full.update({key: v for key, v in k.items() if key != GEMM_LIMIT})
+        full.update({key: v for key, v in k.items() if key not in NOT_KNOBS})
         for key, val in full.items():
             seen.setdefault(key, []).append(int(val) if isinstance(val, bool) else val)
         combos.add((full["norm"], full["norm_type"], int(full["norm_affine"])))
@@ -170,6 +211,14 @@ def coverage_problems(configs, knobs):
             seen.setdefault("rope_base!=default with rope", []).append(1)
         if float(full["mlp_ratio"]) != int(float(full["mlp_ratio"])):
             seen.setdefault("mlp_ratio non-integer", []).append(1)
+        if full["moh_top_k"] > 0 and ZERO in k and k[ZERO] == "moh.w":
+            seen.setdefault("moh router ties", []).append(1)
+        if full["moe_experts"] > 1:
+            seen.setdefault("moe top_k", []).append(min(int(full["moe_top_k"]), 3))
+            if ZERO in k and k[ZERO] == "router.w":
+                seen.setdefault("moe router ties", []).append(int(full["moe_top_k"]))
+            if float(full["moe_capacity"]) > 0:
+                seen.setdefault("moe capacity with top_k", []).append(int(full["moe_top_k"]))
     problems = []
     for kn in knobs:
         name, got = kn["name"], seen.get(kn["name"], [])
@@ -182,7 +231,9 @@ def coverage_problems(configs, knobs):
             problems.append(f"model.{name}: no config sets a value other than the default "
                             f"{kn['default']}")
     need = {"n_kv_head": [0, 1, 2], "qk_norm+position": ["rope", "learned"],
-            "rope_base!=default with rope": [1], "mlp_ratio non-integer": [1]}
+            "rope_base!=default with rope": [1], "mlp_ratio non-integer": [1],
+            "moe top_k": [1, 2, 3], "moe router ties": [1, 2], "moe capacity with top_k": [1, 2],
+            "moh router ties": [1]}
     for key, values in need.items():
         missing = [v for v in values if v not in seen.get(key, [])]
         if missing:
@@ -207,7 +258,8 @@ def fmt_val(v):
 def run_refdump(refdump, outdir, B, T, seed, knobs):
     args = [refdump, outdir, str(B), str(T), str(seed)]
     args += [f"--gemm-small-limit={knobs[GEMM_LIMIT]}"] if GEMM_LIMIT in knobs else []
-    args += [f"model.{k}={fmt_val(v)}" for k, v in knobs.items() if k != GEMM_LIMIT]
+    args += [f"--zero={knobs[ZERO]}"] if ZERO in knobs else []
+    args += [f"model.{k}={fmt_val(v)}" for k, v in knobs.items() if k not in NOT_KNOBS]
     p = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         raise RuntimeError(f"refdump failed ({p.returncode}): {' '.join(args)}\n{p.stderr}")
@@ -256,7 +308,28 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
             fails.append(f"stats layer {l} {what}: C {c:.8g} ref {r:.8g} (error {e:.3g} of "
                          f"scale {scale:.3g})")
 
+    moe = {m["l"]: m for m in trace.get("moe", [])}
+    moh = {m["l"]: m for m in trace.get("moh", [])}
     for l, sc in enumerate(stats_c):
+        if l in moe:  # the router's statistics (gpt.h, LayerStats)
+            m = moe[l]
+            E = cfg["moe_experts"]
+            for e in range(E):
+                check(f"expert_frac[{e}]", l, sc["expert_frac"][e], m["expert_frac"][e].item(), 1.0)
+            check("router_entropy", l, sc["router_entropy"], m["router_entropy"].item(), 1.0)
+            for key in ("moe_balance", "moe_zloss"):
+                r = m[key].item()
+                check(key, l, sc[key], r, max(abs(r), 1e-30))
+            check("moe_dropped", l, sc["moe_dropped"], m["moe_dropped"], 1.0)
+        if l in moh:
+            m = moh[l]
+            for hh in range(cfg["n_head"]):
+                check(f"head_frac[{hh}]", l, sc["head_frac"][hh], m["head_frac"][hh].item(), 1.0)
+            check("moh_entropy", l, sc["moh_entropy"], m["moh_entropy"].item(), 1.0)
+            r = m["moh_balance"].item()
+            check("moh_balance", l, sc["moh_balance"], r, max(abs(r), 1e-30))
+        if l not in moe and any(v != 0 for v in sc.get("expert_frac", [])):
+            fails.append(f"stats layer {l}: a dense block reports expert fractions")
         h = trace["h"][l]
         n = h.numel()
         zeros = (h == 0).sum().item()
@@ -285,8 +358,9 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
         ent = (-plogp.sum(-1)).mean(dim=(0, 2))  # per head, mean over (b, t)
         for hh in range(cfg["n_head"]):
             check(f"attn_entropy[{hh}]", l, sc["attn_entropy"][hh], ent[hh].item(), 1.0)
-        gn = math.sqrt(sum(p.grad[l].pow(2).sum().item() for key, p in ref.P.items()
-                           if key not in gpt_ref.GLOBAL_KEYS))
+        gn = math.sqrt(sum(g.pow(2).sum().item() for g in
+                           (ref.layer_grad(key, l) for key in ref.P if key not in gpt_ref.GLOBAL_KEYS)
+                           if g is not None))
         check("grad_norm", l, sc["grad_norm"], gn, max(gn, 1e-30), TOL_GRAD_NORM)
     return worst
 
@@ -330,6 +404,9 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     if man["n_params"] != n_exp or man["model_param_count"] != n_exp:
         fails.append(f"n_params {man['n_params']} / model_param_count {man['model_param_count']}"
                      f" != reference count {n_exp}")
+    if man["active_param_count"] != gpt_ref.active_params(cfg):
+        fails.append(f"active parameters {man['active_param_count']} != reference count "
+                     f"{gpt_ref.active_params(cfg)}")
     spans = []
     for key, shape, decay, init in expected:
         t = got.get(key)
@@ -371,6 +448,8 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     # 3. initialization
     L = cfg["n_layer"]
     for key, shape, decay, init in expected:
+        if key == knobs.get(ZERO):  # zeroed on purpose after the initialization
+            continue
         v = slice_of(p0, key)
         if init == gpt_ref.INIT_ONES and not np.all(v == 1):
             fails.append(f"init: {key} not all ones")
@@ -401,7 +480,13 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
     row["loss"] = abs(loss_c - loss_r.item()) / abs(loss_r.item())
     if not row["loss"] <= TOL_LOSS:
         fails.append(f"loss: C {loss_c:.8g} ref {loss_r.item():.8g} rel error {row['loss']:.3g}")
-    row["grad"], row["grad_key"] = compare_grads(ref, loss_r, grads_c, slice_of, fails, "")
+    # the C's auxiliary loss (MoE: balance + z), and the gradients of LM loss + auxiliary
+    with open(os.path.join(outdir, "aux.txt")) as f:
+        aux_c = float(f.read())
+    aux_r = float(ref.aux)
+    if not abs(aux_c - aux_r) <= TOL_LOSS * max(abs(aux_r), 1e-3):
+        fails.append(f"auxiliary loss: C {aux_c:.8g} ref {aux_r:.8g}")
+    row["grad"], row["grad_key"] = compare_grads(ref, loss_r + ref.aux, grads_c, slice_of, fails, "")
     with open(os.path.join(outdir, "stats.json")) as f:
         row["stats"] = compare_stats(cfg, trace, ref, json.load(f), fails)
 
@@ -430,7 +515,7 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
             if not e <= TOL_LOSS:
                 fails.append(f"step {step} loss: C {losses_c[step - 1]:.8g} ref {loss_r.item():.8g}")
             row["loss"] = max(row["loss"], e)
-            e, k = compare_grads(ref, loss_r, g_step, slice_of, fails, f"step {step} ")
+            e, k = compare_grads(ref, loss_r + ref.aux, g_step, slice_of, fails, f"step {step} ")
             if e > row["grad"]:
                 row["grad"], row["grad_key"] = e, k
         for key, p in ref_opt.P.items():

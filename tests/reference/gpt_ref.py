@@ -27,6 +27,11 @@ GLU = {"swiglu", "geglu", "reglu"}
 NORMS = ["pre", "post", "peri", "none"]
 NORM_TYPES = ["rmsnorm", "layernorm"]
 POSITIONS = ["learned", "rope", "none"]
+MOE_LAYERS = ["all", "every_other"]
+# The MLP tensors stack over a subset of the blocks: the dense MLP's over blocks without
+# experts, the MoE MLP's over blocks with them (gpt.h, GPT_MOE_TENSORS).
+DENSE_MLP_KEYS = {"fc.w", "fc.b", "fc_proj.w", "fc_proj.b"}
+MOE_KEYS = {"router.w", "exp_fc.w", "exp_fc.b", "exp_proj.w", "exp_proj.b"}
 
 
 def d_ff(cfg):
@@ -42,6 +47,25 @@ def head_dim(cfg):
     return cfg["d_model"] // cfg["n_head"]
 
 
+def is_moe_layer(cfg, l):
+    return cfg["moe_experts"] > 1 and (cfg["moe_layers"] == "all" or l % 2 == 1)
+
+
+def expert_ff(cfg):
+    r = cfg["moe_ratio"]
+    return int(math.floor(r * cfg["d_model"] + 0.5)) if r > 0 else d_ff(cfg)
+
+
+def stack_index(cfg, key, l):
+    """Index of block l in the stack of tensor key, or None if the block has no slice."""
+    if key in DENSE_MLP_KEYS or key in MOE_KEYS:
+        moe = is_moe_layer(cfg, l)
+        if moe != (key in MOE_KEYS):
+            return None
+        return sum(1 for i in range(l) if is_moe_layer(cfg, i) == moe)
+    return l
+
+
 def expected_tensors(cfg):
     """[(key, shape, decay, init)] of the tensors present under cfg."""
     V, C, L = cfg["vocab_size"], cfg["d_model"], cfg["n_layer"]
@@ -52,6 +76,9 @@ def expected_tensors(cfg):
     has_block_norm = cfg["norm"] != "none"
     peri = cfg["norm"] == "peri"
     qkv_rows = (H + 2 * KV) * hd
+    Lm = sum(1 for l in range(L) if is_moe_layer(cfg, l))
+    Ld, E, ffe = L - Lm, cfg["moe_experts"], expert_ff(cfg)
+    upe = 2 * ffe if cfg["activation"] in GLU else ffe
 
     spec = {
         # key: (present, shape, decay, init)
@@ -73,18 +100,41 @@ def expected_tensors(cfg):
         "attn_onorm.b": (peri and aff and ln, (L, C), 0, INIT_ZEROS),
         "mlp_norm.w": (has_block_norm and aff, (L, C), 0, INIT_ONES),
         "mlp_norm.b": (has_block_norm and aff and ln, (L, C), 0, INIT_ZEROS),
-        "fc.w": (True, (L, up, C), 1, INIT_NORMAL),
-        "fc.b": (bool(cfg["mlp_bias"]), (L, up), 0, INIT_ZEROS),
-        "fc_proj.w": (True, (L, C, ff), 1, INIT_RESIDUAL),
-        "fc_proj.b": (bool(cfg["mlp_bias"]), (L, C), 0, INIT_ZEROS),
+        "fc.w": (Ld > 0, (Ld, up, C), 1, INIT_NORMAL),
+        "fc.b": (Ld > 0 and bool(cfg["mlp_bias"]), (Ld, up), 0, INIT_ZEROS),
+        "fc_proj.w": (Ld > 0, (Ld, C, ff), 1, INIT_RESIDUAL),
+        "fc_proj.b": (Ld > 0 and bool(cfg["mlp_bias"]), (Ld, C), 0, INIT_ZEROS),
         "mlp_onorm.w": (peri and aff, (L, C), 0, INIT_ONES),
         "mlp_onorm.b": (peri and aff and ln, (L, C), 0, INIT_ZEROS),
         "final_norm.w": (cfg["final_norm"] and aff, (C,), 0, INIT_ONES),
         "final_norm.b": (cfg["final_norm"] and aff and ln, (C,), 0, INIT_ZEROS),
         "lm_head.w": (not cfg["tie_embeddings"], (V, C), 1, INIT_NORMAL),
+        "router.w": (Lm > 0, (Lm, E, C), 1, INIT_NORMAL),
+        "exp_fc.w": (Lm > 0, (Lm, E * upe, C), 1, INIT_NORMAL),
+        "exp_fc.b": (Lm > 0 and bool(cfg["mlp_bias"]), (Lm, E * upe), 0, INIT_ZEROS),
+        "exp_proj.w": (Lm > 0, (Lm, E * C, ffe), 1, INIT_RESIDUAL),
+        "exp_proj.b": (Lm > 0 and bool(cfg["mlp_bias"]), (Lm, E * C), 0, INIT_ZEROS),
+        "moh.w": (cfg["moh_top_k"] > 0, (L, H + 2, C), 1, INIT_NORMAL),
     }
     return [(key, shape, decay, init) for key, (present, shape, decay, init) in spec.items()
             if present]
+
+
+def active_params(cfg):
+    """Parameters one token uses: all but, per MoE block, the E - k experts it is not routed
+    to, and, with a mixture of heads, the q rows (and q bias) and output-projection columns of
+    the heads it is not routed to."""
+    total = sum(math.prod(shape) for _, shape, _, _ in expected_tensors(cfg))
+    C, L, H, hd = cfg["d_model"], cfg["n_layer"], cfg["n_head"], head_dim(cfg)
+    ffe = expert_ff(cfg)
+    upe = 2 * ffe if cfg["activation"] in GLU else ffe
+    expert = upe * C + C * ffe + (upe + C if cfg["mlp_bias"] else 0)
+    Lm = sum(1 for l in range(L) if is_moe_layer(cfg, l))
+    total -= Lm * (cfg["moe_experts"] - cfg["moe_top_k"]) * expert
+    if cfg["moh_top_k"] > 0:
+        idle = (H - cfg["moh_shared"] - cfg["moh_top_k"]) * hd
+        total -= L * idle * (2 * C + (1 if cfg["qkv_bias"] else 0))
+    return total
 
 
 def normalize(x, w, b, cfg):
@@ -138,8 +188,10 @@ class RefGPT:
         self.tensors = expected_tensors(cfg)
         self.P = {key: torch.zeros(shape, requires_grad=True) for key, shape, _, _ in self.tensors}
         # set to a dict to record, per layer, the attention probabilities ("att", (B,H,T,T)),
-        # the MLP hidden after the nonlinearity ("h") and the block output ("resid")
+        # the MLP hidden after the nonlinearity ("h") and the block output ("resid"); MoE
+        # blocks: "h" holds the rows the experts ran on, and "moe" a dict of router statistics
         self.trace = None
+        self.aux = torch.zeros(())  # the last forward's MoE auxiliary losses
 
     def _record(self, what, value):
         if self.trace is not None:
@@ -156,7 +208,13 @@ class RefGPT:
 
     def _layer(self, key, l):
         p = self.P.get(key)
-        return None if p is None else p[l]
+        i = stack_index(self.cfg, key, l)
+        return None if p is None or i is None else p[i]
+
+    def layer_grad(self, key, l):
+        """Block l's slice of a per-layer tensor's gradient, or None."""
+        i = stack_index(self.cfg, key, l)
+        return None if i is None else self.P[key].grad[i]
 
     def attention(self, x, l):
         cfg = self.cfg
@@ -181,12 +239,94 @@ class RefGPT:
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         self._record("att", att)
         y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+        if cfg["moh_top_k"] > 0:
+            y = self.mixture_of_heads(x, y, l)
         return F.linear(y, self.P["attn_proj.w"][l], self._layer("attn_proj.b", l))
 
+    def mixture_of_heads(self, x, y, l):
+        """MoH (Jin et al. 2024) as gpt.h states it: every head computed, then weighted."""
+        cfg = self.cfg
+        B, T, C = x.shape
+        H, hs, K = cfg["n_head"], cfg["moh_shared"], cfg["moh_top_k"]
+        R, hd, N = H - hs, C // H, B * T
+        xf = x.reshape(N, C)
+        # one reduction per (token, row): equal router rows give equal logits (see moe)
+        z = (xf[:, None, :] * self.P["moh.w"][l][None, :, :]).sum(-1)   # (N, H + 2)
+        ps, pr, a = z[:, :hs].softmax(-1), z[:, hs:H].softmax(-1), z[:, H:].softmax(-1)
+        sel = torch.sort(-z[:, hs:H].detach(), dim=-1, stable=True).indices[:, :K]
+        mask = torch.zeros(N, R).scatter(1, sel, 1.0)
+        g = torch.cat([a[:, :1] * ps, a[:, 1:] * pr * mask], dim=1)      # (N, H)
+        f, P = mask.mean(0), pr.mean(0)
+        self.aux = self.aux + cfg["moh_balance"] * (f * P).sum()
+        if self.trace is not None:
+            ent = -(pr * pr.clamp_min(1e-300).log()).sum(-1).mean()
+            self.trace.setdefault("moh", []).append(dict(
+                l=l, head_frac=torch.cat([torch.ones(hs), f]).detach(),
+                moh_entropy=ent.detach(), moh_balance=(cfg["moh_balance"] * (f * P).sum()).detach()))
+        return (y.reshape(N, H, hd) * g[:, :, None]).reshape(B, T, C)
+
     def mlp(self, x, l):
-        h = activation(F.linear(x, self.P["fc.w"][l], self._layer("fc.b", l)), self.cfg)
+        if is_moe_layer(self.cfg, l):
+            return self.moe(x, l)
+        h = activation(F.linear(x, self._layer("fc.w", l), self._layer("fc.b", l)), self.cfg)
         self._record("h", h)
-        return F.linear(h, self.P["fc_proj.w"][l], self._layer("fc_proj.b", l))
+        return F.linear(h, self._layer("fc_proj.w", l), self._layer("fc_proj.b", l))
+
+    def moe(self, x, l):
+        """The mixture-of-experts MLP as gpt.h states it, written densely: every expert runs on
+        every token and the routing picks; the C runs each expert on its own tokens only."""
+        cfg = self.cfg
+        B, T, C = x.shape
+        N, E, K = B * T, cfg["moe_experts"], cfg["moe_top_k"]
+        ffe = expert_ff(cfg)
+        upe = 2 * ffe if cfg["activation"] in GLU else ffe
+        xf = x.reshape(N, C)
+        # one reduction per (token, expert), so equal router rows give equal logits (a matmul
+        # kernel may round columns differently and break a tie the model resolves by index)
+        z = (xf[:, None, :] * self._layer("router.w", l)[None, :, :]).sum(-1)   # (N, E)
+        p = z.softmax(-1)
+        # top k by decreasing p, ties to the lower index: a stable sort of -p
+        # (by the logits: torch's softmax may round equal logits to unequal probabilities)
+        sel = torch.sort(-z.detach(), dim=-1, stable=True).indices[:, :K]   # (N, K)
+        ps = p.gather(1, sel)
+        g = ps if K == 1 else ps / ps.sum(-1, keepdim=True)
+        # capacity: each expert keeps its first cap assignments in the order (choice j, token)
+        cap = K * N if cfg["moe_capacity"] <= 0 else min(K * N, math.ceil(cfg["moe_capacity"] * K * N / E))
+        kept = torch.zeros(N, K, dtype=torch.bool)
+        rows = [[] for _ in range(E)]
+        for j in range(K):
+            for t in range(N):
+                e = int(sel[t, j])
+                if len(rows[e]) < cap:
+                    rows[e].append(t)
+                    kept[t, j] = True
+        fc_w, proj_w = self._layer("exp_fc.w", l), self._layer("exp_proj.w", l)
+        fc_b, proj_b = self._layer("exp_fc.b", l), self._layer("exp_proj.b", l)
+        outs, hs = [], []
+        for e in range(E):
+            w1 = fc_w[e * upe:(e + 1) * upe]
+            b1 = None if fc_b is None else fc_b[e * upe:(e + 1) * upe]
+            w2 = proj_w[e * C:(e + 1) * C]
+            b2 = None if proj_b is None else proj_b[e * C:(e + 1) * C]
+            h = activation(F.linear(xf, w1, b1), cfg)                      # (N, ffe)
+            hs.append(h[rows[e]])
+            outs.append(F.linear(h, w2, b2))                               # (N, C)
+        eo = torch.stack(outs, 1)                                          # (N, E, C)
+        chosen = eo.gather(1, sel[:, :, None].expand(N, K, C))             # (N, K, C)
+        y = (chosen * (g * kept)[:, :, None]).sum(1)
+        self._record("h", torch.cat(hs, 0))
+        # auxiliary losses: f_i the share of the N K assignments (before dropping), P_i mean p
+        f = torch.bincount(sel.reshape(-1), minlength=E).to(p.dtype) / (N * K)
+        P = p.mean(0)
+        bal = cfg["moe_balance"] * E * (f * P).sum()
+        zl = cfg["moe_zloss"] * torch.logsumexp(z, -1).pow(2).mean()
+        self.aux = self.aux + bal + zl
+        ent = -(p * p.clamp_min(1e-300).log()).sum(-1).mean()
+        if self.trace is not None:
+            self.trace.setdefault("moe", []).append(dict(l=l, expert_frac=f.detach(), router_entropy=ent.detach(),
+                                 moe_balance=bal.detach(), moe_zloss=zl.detach(),
+                                 moe_dropped=1.0 - kept.sum().item() / (N * K)))
+        return y.reshape(B, T, C)
 
     def norm(self, x, name, l=None):
         w, b = self.P.get(name + ".w"), self.P.get(name + ".b")
@@ -198,6 +338,7 @@ class RefGPT:
     def forward(self, idx, targets=None):
         cfg = self.cfg
         B, T = idx.shape
+        self.aux = torch.zeros(())
         x = self.P["wte"][idx]
         if cfg["position"] == "learned":
             x = x + self.P["wpe"][:T]

@@ -172,6 +172,7 @@ static int cost_run(const Plan *p, int i, const Dataset *d, const MemoryLimit *l
     }
     RunCost *c = &out->c;
     c->params = (long)model_param_count(&cfg->model);
+    c->active_params = (long)model_active_param_count(&cfg->model);
     c->flops_per_token = model_flops_per_token(&cfg->model);
     c->kv_bytes_per_token = model_kv_bytes_per_token(&cfg->model);
     long steps = run_config_total_steps(cfg); /* validated: steps x B x T fits a long */

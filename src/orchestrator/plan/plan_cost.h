@@ -13,6 +13,7 @@
 
 typedef struct {
     long params;
+    long active_params; /* per token: params without the experts it is not routed to */
     double flops_per_token, kv_bytes_per_token;
     long tokens;    /* training tokens (0 for a time budget) */
     double flops;   /* flops_per_token * tokens */
