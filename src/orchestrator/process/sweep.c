@@ -402,18 +402,16 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->cfg = r->cfg;
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
     const DataIdentity *di = data_guard_of(&s->data, &r->cfg.data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
-        char err[ABL_ERR_MAX];
-        ckpt_file(s, r, r->ckpt_step, a->ckpt_path, sizeof a->ckpt_path);
-        if (run_ckpt_verify(a->ckpt_path, err) == 0) {
+        char err[ABL_ERR_MAX], path[ABL_PATH_MAX];
+        ckpt_file(s, r, r->ckpt_step, path, sizeof path);
+        if (run_ckpt_verify(path, err) == 0) {
             a->resume_step = r->ckpt_step;
         } else {
             log_info("%s; run %s restarts from its start", err, r->pr->name);
             drop_checkpoint(s, r);
-            a->ckpt_path[0] = '\0';
         }
     }
 }
@@ -432,7 +430,9 @@ static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *
     /* shared: the checkpoint this attempt continues from, in our own journal, so that a
      * process taking the run over from us needs no other journal than ours */
     if (s->sched->ops->shared && a->resume_step > 0) {
-        record_checkpoint(s, a->run, a->attempt, a->resume_step, a->ckpt_path);
+        char path[ABL_PATH_MAX];
+        ckpt_file(s, r, a->resume_step, path, sizeof path);
+        record_checkpoint(s, a->run, a->attempt, a->resume_step, path);
         if (stopping(s)) return -1;
     }
     r->rank = rank;
