@@ -38,8 +38,8 @@
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {
     const PlannedRun *pr;
-    RunConfig cfg; /* vocab resolved */
-    double cost;   /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
+    const RunConfig *cfg; /* vocab resolved: the plan cost's (not a copy: 1.5 KB a run) */
+    double cost;          /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
     int finished;
     RunStatus status;
     uint32_t attempt;
@@ -55,6 +55,9 @@ typedef struct {
     char blas_core[sizeof(((StartEvent *)0)->blas_core)];
     int blas_threads;
 } SweepRun;
+/* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
+ * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
+_Static_assert(sizeof(SweepRun) <= 256, "SweepRun: keep rank 0's per-run record small");
 
 /* Why the sweep stops before every run ended. */
 typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
@@ -330,7 +333,7 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
             continue;
         }
         r->pr = &s->plan.runs[p];
-        r->cfg = s->cost[p].cfg;
+        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED;
         r->status = rs->runs[k].status;
@@ -346,12 +349,12 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         int p = m.fresh[i];
         SweepRun *r = &s->runs[s->n + i];
         r->pr = &s->plan.runs[p];
-        r->cfg = s->cost[p].cfg;
+        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
         if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
-                                 &r->cfg, r->pr->overrides) != 0)
+                                 r->cfg, r->pr->overrides) != 0)
             stop_journal(s);
     }
     s->n += n_new;
@@ -399,10 +402,10 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->attempt = ++r->attempt;
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
-    a->cfg = r->cfg;
+    a->cfg = *r->cfg;
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    const DataIdentity *di = data_guard_of(&s->data, &r->cfg.data);
+    const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
         char err[ABL_ERR_MAX], path[ABL_PATH_MAX];
@@ -844,7 +847,7 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     /* the char vocabulary of the first run's data, so samples can be decoded */
     VocabCache *vc = vocab_cache_new();
     char err[ABL_ERR_MAX];
-    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->runs[0].cfg, err) : NULL;
+    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->cost[0].cfg, err) : NULL;
     if (d && d->tokenizer == TOK_CHAR)
         env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
@@ -958,7 +961,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
         if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
-            data_guard_changed(&s.data, &s.runs[i].cfg.data)) {
+            data_guard_changed(&s.data, &s.runs[i].cfg->data)) {
             drop_checkpoint(&s, &s.runs[i]);
             refs_free(&s.runs[i].events);
         }
