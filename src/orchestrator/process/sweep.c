@@ -26,6 +26,7 @@
 #include "orchestrator/record/journal.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
+#include "group_sync.h"
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
 #include "orchestrator/schedule/scheduler.h"
@@ -59,6 +60,14 @@ typedef struct {
  * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
 _Static_assert(sizeof(SweepRun) <= 256, "SweepRun: keep rank 0's per-run record small");
 
+/* A finished run's RUN_END written, waiting for the group sync that covers it before the
+ * run is announced (group_sync.h). */
+typedef struct {
+    uint32_t run, attempt;
+    uint64_t before, after; /* journal offsets around its RUN_END */
+    RunResult res;
+} PendingEnd;
+
 /* Why the sweep stops before every run ended. */
 typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
 
@@ -80,6 +89,10 @@ typedef struct {
     ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
     int local_run;          /* one process: the run it is training (-1: none) */
     DataGuard data;         /* the identity of the plan's data (data_guard.h) */
+    GroupSync *gs;          /* many ranks: syncs the journal on its own thread */
+    PendingEnd *pend;       /* RUN_ENDs written, not yet announced: [pend_head, npend) */
+    int npend, pend_head;
+    size_t cap_pend;
 } Sweep;
 
 static int exists(const char *p) {
@@ -382,7 +395,10 @@ static void rebuild_view(Sweep *s, int force) {
         stop_journal(s);
         return;
     }
-    view_updater_request(s->vu, journal_size(s->j), force);
+    /* not past a RUN_END that is not synced yet: the view shows a run done only once it is
+     * announced */
+    view_updater_request(
+        s->vu, s->pend_head < s->npend ? s->pend[s->pend_head].before : journal_size(s->j), force);
     /* keep views to at most ~10% of the time: their thread shares the machine with runs */
     double took = view_updater_last_seconds(s->vu);
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
@@ -461,16 +477,12 @@ static void record_events(Sweep *s, uint32_t run, uint32_t attempt, const uint8_
     if (attempt == r->attempt && event_unpack(p, n, &ev, &used) == 0) note_start(r, &ev);
 }
 
-/* A run's end. A finished run is reported done only once its RUN_END is synced: after a
- * failed write nothing is announced and the run stays unfinished for --resume. */
-static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const char *host,
-                       const RunResult *res) {
+/* A run's end once its RUN_END is durable, or is known not to be (durable 0): after a
+ * failed write or sync nothing is announced and the run stays unfinished for --resume. */
+static void end_recorded(Sweep *s, uint32_t run, uint32_t attempt, const RunResult *res,
+                         int durable) {
     SweepRun *r = &s->runs[run];
     const EndEvent *end = &res->end;
-    int durable = s->stop != STOP_IO &&
-                  journal_append_end(s->j, run, attempt, rank, host, end) == 0 &&
-                  journal_sync(s->j) == 0;
-    if (!durable && s->stop != STOP_IO) stop_journal(s);
     if (attempt == r->attempt) warn_blas_change(r, end);
     r->rank = -1;
     if (end->status == RUN_INTERRUPTED && sched_abandoned(s->sched, (int)run)) {
@@ -502,6 +514,47 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     progress_run_finished(&s->progress, r->pr->name, end, r->cost);
     sched_ended(s->sched, (int)run, end); /* after the RUN_END is synced */
     rebuild_view(s, 0);
+}
+
+/* Announces the runs whose RUN_END the group syncs have made durable, in journal order
+ * (wait: all of them, waiting for the syncs); after a failed sync, none: they stay
+ * unfinished. */
+static void pending_ends(Sweep *s, int wait) {
+    while (s->pend_head < s->npend) {
+        char err[ABL_ERR_MAX] = "";
+        if (wait) group_sync_wait(s->gs, s->pend[s->npend - 1].after, err);
+        int64_t durable = group_sync_durable(s->gs, err);
+        PendingEnd p = s->pend[s->pend_head];
+        if (durable >= 0 && (uint64_t)durable < p.after) return;
+        if (++s->pend_head > s->npend / 2) { /* keep it to the runs in flight */
+            s->npend -= s->pend_head;
+            memmove(s->pend, s->pend + s->pend_head, sizeof *s->pend * (size_t)s->npend);
+            s->pend_head = 0;
+        }
+        if (durable < 0) stop_io(s, err);
+        end_recorded(s, p.run, p.attempt, &p.res, durable >= 0);
+    }
+}
+
+/* A run's end. A finished run is reported done only once its RUN_END is synced: with many
+ * ranks by the group sync, later (pending_ends); else here. */
+static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const char *host,
+                       const RunResult *res) {
+    uint64_t before = journal_size(s->j);
+    int written =
+        s->stop != STOP_IO && journal_append_end(s->j, run, attempt, rank, host, &res->end) == 0;
+    if (written && s->gs) {
+        if (journal_flush(s->j) == 0 && GROW(s->pend, s->cap_pend, (size_t)s->npend + 1) == 0) {
+            uint64_t after = journal_size(s->j);
+            s->pend[s->npend++] = (PendingEnd){run, attempt, before, after, *res};
+            group_sync_request(s->gs, after);
+            return;
+        }
+        written = 0;
+    }
+    int durable = written && journal_sync(s->j) == 0;
+    if (!durable && s->stop != STOP_IO) stop_journal(s);
+    end_recorded(s, run, attempt, res, durable);
 }
 
 /* ------------------------------------------------------------------ one rank */
@@ -596,8 +649,11 @@ static void run_mpi(Sweep *s, int nranks) {
     }
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
+    char gerr[ABL_ERR_MAX]; /* without the thread, each RUN_END is synced in line */
+    s->gs = group_sync_start(journal_fd(s->j), s->journal_path, gerr);
     for (;;) {
         if (sweep_signal_term()) break;
+        pending_ends(s, 0);
         rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
@@ -618,7 +674,7 @@ static void run_mpi(Sweep *s, int nranks) {
             }
         for (int r = 1; r < nranks && !stopping(s); r++)
             if (busy[r] == -1 && sched_more(s->sched)) n_busy += assign_next(s, r, hosts[r], busy);
-        if (n_busy == 0 && (stopping(s) || !sched_more(s->sched))) {
+        if (n_busy == 0 && s->pend_head == s->npend && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
                 ready &= busy[r] != -2;
@@ -629,6 +685,7 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
             idle_ns = idle_ns ? (idle_ns < 5000000 ? idle_ns * 2 : 10000000) : 20000;
+            if (s->pend_head < s->npend && idle_ns > 1000000) idle_ns = 1000000; /* a sync */
             struct timespec ts = {0, idle_ns}; /* 20 us doubling to 10 ms */
             nanosleep(&ts, NULL);
             continue;
@@ -683,6 +740,11 @@ static void run_mpi(Sweep *s, int nranks) {
             if (we.run < (uint32_t)s->n) record_end(s, we.run, we.attempt, we.rank, we.host, &res);
             /* a run requeued by record_end goes to the first idle worker next time round */
         }
+    }
+    if (s->gs) {
+        pending_ends(s, 1);
+        group_sync_stop(s->gs);
+        s->gs = NULL;
     }
     if (!sweep_signal_term())
         for (int r = 1; r < nranks; r++)
@@ -1057,6 +1119,7 @@ out:
     free(hostnames);
     free(s.runs);
     free(s.cost);
+    free(s.pend);
     resume_free(&rs);
     data_guard_free(&s.data);
     plan_free(&s.plan);
