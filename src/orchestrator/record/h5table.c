@@ -403,6 +403,9 @@ int h5t_set_vstr(H5Table *t, uint8_t *row, int c, const char *s, size_t n) {
         buf_free(&b);
         return -1;
     }
+    char *old; /* a cell set again (/runs sets axis columns to "", then from the name) */
+    memcpy(&old, row + t->off[c], sizeof old);
+    free(old);
     memcpy(row + t->off[c], &b.p, sizeof b.p); /* the table frees it after the flush */
     t->vbytes += b.len + 1;
     return 0;
