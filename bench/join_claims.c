@@ -383,12 +383,12 @@ int main(int argc, char **argv) {
         else
             return fprintf(stderr, "join_claims: unknown option %s\n", argv[i]), 2;
     }
-    if ((argc - 2) % 2 || n_runs < 1 || n_runs > PLAN_MAX_RUNS || n_procs < 1 ||
+    if ((argc - 2) % 2 || n_runs < 1 || n_runs > PLAN_MAX_RUNS_DEFAULT || n_procs < 1 ||
         n_procs > MAX_PROCS || reps < 1 || !(dead_share > 0 && dead_share <= 1)) {
         fprintf(stderr,
                 "join_claims: bad options (1 <= RUNS <= %d, 1 <= PROCS <= %d, "
                 "REPS >= 1, 0 < SHARE <= 1)\n",
-                PLAN_MAX_RUNS, MAX_PROCS);
+                PLAN_MAX_RUNS_DEFAULT, MAX_PROCS);
         return 2;
     }
     make_plan();

@@ -453,3 +453,93 @@ int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
     h5live_close(lv);
     return rc;
 }
+
+/* Mappings of the virtual datasets of file (every table of a live view), or -1. */
+long long vds_mappings(const char *path) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    static const char *const tables[] = {"steps", "evals", "acts", "attn", "samples"};
+    long long n = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+        if (H5Lexists(f, tables[t], H5P_DEFAULT) <= 0) continue;
+        hid_t d = H5Dopen2(f, tables[t], H5P_DEFAULT);
+        hid_t p = d >= 0 ? H5Dget_create_plist(d) : -1;
+        size_t c = 0;
+        if (p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL && H5Pget_virtual_count(p, &c) >= 0)
+            n += (long long)c;
+        if (p >= 0) H5Pclose(p);
+        if (d >= 0) H5Dclose(d);
+    }
+    H5Fclose(f);
+    return n;
+}
+
+/* One tiny run's events (START, two steps, samples) in two halves: its start and first
+ * step, then the rest and its RUN_END. */
+static void many_first(Journal *j, int run) {
+    static Stream s;
+    s = (Stream){.j = j, .run = (uint32_t)run, .attempt = 1, .batch = 64};
+    CHECK(journal_append_begin(j, (uint32_t)run, 1, 1 + run % 7, "node-a", 0) == 0);
+    emit_start(&s, run % 8);
+    emit_step(&s, run % 8, 1, 1, 0);
+    stream_flush(&s);
+}
+
+static void many_last(Journal *j, int run) {
+    static Stream s;
+    s = (Stream){.j = j, .run = (uint32_t)run, .attempt = 1, .batch = 64};
+    emit_step(&s, run % 8, 2, 1, 0);
+    emit_samples(&s, run % 8);
+    stream_flush(&s);
+    EndEvent e = make_end(run % 8, RUN_DONE, 2, 1);
+    CHECK(journal_append_end(j, (uint32_t)run, 1, 1 + run % 7, "node-a", &e) == 0);
+}
+
+int live_many_runs(const char *dir, int runs, int per_update, int in_flight, LiveProgress fn,
+                   void *ctx) {
+    char journal[700], out[700], err[ABL_ERR_MAX] = "";
+    snprintf(journal, sizeof journal, "%s/many.h5.d/journal", dir);
+    snprintf(out, sizeof out, "%s/many.h5", dir);
+    char jd[700];
+    snprintf(jd, sizeof jd, "%s/many.h5.d", dir);
+    mkdir(jd, 0777);
+    Journal *j = journal_create(journal, err);
+    if (!j) return fprintf(stderr, "%s\n", err), -1;
+    write_header(j);
+    static RunConfig cfg;
+    run_config_default(&cfg);
+    for (int r = 0; r < runs; r++) {
+        char id[17], name[32];
+        snprintf(id, sizeof id, "%016llx", 0x1000000000000000ull + (unsigned long long)r);
+        snprintf(name, sizeof name, "many/seed%d", r);
+        cfg.train.lr = 1e-3 * (1 + r % 5);
+        CHECK(journal_append_plan(j, (uint32_t)r, id, name, (uint64_t)r, &cfg) == 0);
+    }
+    H5Live *lv = h5live_open(journal, out, err);
+    int rc = lv ? 0 : -1, begun = 0, ended = 0;
+    while (rc == 0 && ended < runs) {
+        /* per_update runs end; the next in_flight are begun, part-way */
+        for (int k = 0; k < per_update && ended < runs; k++) {
+            if (ended == begun) many_first(j, begun++);
+            many_last(j, ended++);
+        }
+        while (begun < runs && begun < ended + in_flight)
+            many_first(j, begun++);
+        if (journal_flush(j) != 0) rc = -1;
+        struct stat st;
+        H5ViewStats vs;
+        double t0 = clock_seconds();
+        if (rc == 0 && stat(journal, &st) == 0)
+            rc = h5live_update(lv, (uint64_t)st.st_size, &vs, err);
+        if (rc == 0 && fn) fn(ctx, ended, &vs, clock_seconds() - t0, out);
+        if (rc == 0 && ended == runs) { /* and one with nothing new */
+            t0 = clock_seconds();
+            rc = h5live_update(lv, (uint64_t)st.st_size, &vs, err);
+            if (rc == 0 && fn) fn(ctx, ended, &vs, clock_seconds() - t0, out);
+        }
+    }
+    if (rc != 0) fprintf(stderr, "live view: %s\n", err);
+    h5live_close(lv);
+    if (journal_close(j) != 0) rc = -1;
+    return rc;
+}

@@ -116,5 +116,16 @@ int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbo
 /* The fixture as a live view built in n updates (each over a larger prefix of the
  * journal): OUT.h5 maps up to n segment files. */
 int make_live_fixture(const char *dir, int n, H5ViewStats *last);
+/* The mappings of the virtual datasets of a view file (0 for a full build), or -1. */
+long long vds_mappings(const char *path);
+/* A live view (DIR/many.h5) of `runs` tiny runs (a START, two steps, samples), of which
+ * `per_update` end between two updates while the next `in_flight` are begun and part-way;
+ * fn (NULL: none) is called after each update with the runs ended, its stats, its time
+ * and the path of OUT.h5 (the last update has nothing new). 0, or -1 with a message on
+ * stderr. */
+typedef void (*LiveProgress)(void *ctx, long ended, const H5ViewStats *st, double seconds,
+                             const char *out);
+int live_many_runs(const char *dir, int runs, int per_update, int in_flight, LiveProgress fn,
+                   void *ctx);
 
 #endif

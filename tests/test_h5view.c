@@ -25,6 +25,7 @@
 #include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
+#include "util/fsutil.h"
 #include "worker/knobs.h"
 
 static void check_fixture_file(const char *out, int complete) {
@@ -739,6 +740,128 @@ TEST(live_lost_segment) {
     release_writer_lock();
 }
 
+/* The rows of /steps of a view file (run, step, loss), sorted by run then step; their count
+ * in *n. NULL if unreadable. */
+static StepRow *sorted_steps(const char *path, long long *n) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    *n = f >= 0 ? dset_rows(f, "steps") : -1;
+    StepRow *r = *n >= 0 ? calloc((size_t)*n + 1, sizeof *r) : NULL;
+    hid_t d = r ? H5Dopen2(f, "steps", H5P_DEFAULT) : -1;
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(StepRow));
+    H5Tinsert(mt, "run", HOFFSET(StepRow, run), H5T_NATIVE_INT32);
+    H5Tinsert(mt, "step", HOFFSET(StepRow, step), H5T_NATIVE_INT64);
+    H5Tinsert(mt, "loss", HOFFSET(StepRow, loss), H5T_NATIVE_DOUBLE);
+    if (d < 0 || (*n > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, r) < 0)) {
+        free(r);
+        r = NULL;
+    }
+    H5Tclose(mt);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    return r;
+}
+
+typedef struct {
+    int in_flight, checked, worst_over;
+    long long last_mappings;
+} ManyCheck;
+
+/* Mappings of the live view against the bound: per metric table with rows (steps and
+ * samples here) 2 log2(ended runs) + 4 for the packed segments, plus one block per run in
+ * progress. */
+static void many_progress(void *ctx, long ended, const H5ViewStats *st, double seconds,
+                          const char *out) {
+    (void)seconds;
+    ManyCheck *c = ctx;
+    long long m = vds_mappings(out);
+    long long bound = 2 * (2 * (long long)ceil(log2((double)ended + 1)) + 4) + c->in_flight;
+    CHECK_MSG(m >= 0 && m == st->mappings, "mappings: %lld in the file, %lld in the stats", m,
+              st->mappings);
+    if (m > bound && c->worst_over == 0)
+        fprintf(stderr, "  %ld runs ended: %lld mappings, bound %lld\n", ended, m, bound);
+    if (m > bound) c->worst_over++;
+    c->checked++;
+    c->last_mappings = m;
+}
+
+/* issue 18 item 2: a live view over many finished runs maps O(log runs) blocks (finished
+ * runs are packed into geometrically merged segments), keeps every run's rows contiguous,
+ * and holds the same rows as a full build. */
+TEST(live_mappings_bounded) {
+    char dir[600], journal[800], out[800], full[800], err[ABL_ERR_MAX] = "";
+    /* each update fsyncs its files: on a tmpfs the case takes seconds, not a minute */
+    char shm[] = "/dev/shm/ablate-test-XXXXXX";
+    int on_shm = access("/dev/shm", W_OK) == 0 && mkdtemp(shm) != NULL;
+    if (on_shm)
+        snprintf(dir, sizeof dir, "%s", shm);
+    else
+        case_dir(dir, sizeof dir);
+    release_writer_lock();
+    enum { RUNS = 300, PER_UPDATE = 10, IN_FLIGHT = 8 };
+    ManyCheck c = {IN_FLIGHT, 0, 0, 0};
+    CHECK(live_many_runs(dir, RUNS, PER_UPDATE, IN_FLIGHT, many_progress, &c) == 0);
+    CHECK_MSG(c.checked == RUNS / PER_UPDATE + 1 && c.worst_over == 0,
+              "%d updates, %d over the bound (last: %lld mappings)", c.checked, c.worst_over,
+              c.last_mappings);
+    snprintf(out, sizeof out, "%s/many.h5", dir);
+    snprintf(journal, sizeof journal, "%s/many.h5.d/journal", dir);
+    snprintf(full, sizeof full, "%s/full.h5", dir);
+    long long n = 0, nf = 0;
+    StepRow *live = sorted_steps(out, &n);
+    CHECK(live != NULL && n == 2 * RUNS);
+    /* grouped by run: once a run's rows end, they do not come back */
+    uint8_t *seen = calloc(RUNS, 1);
+    for (long long i = 0; live && seen && i < n; i++) {
+        int r = live[i].run;
+        CHECK_MSG(r >= 0 && r < RUNS, "row %lld: run %d", i, r);
+        if (r < 0 || r >= RUNS) break;
+        if (i > 0 && live[i - 1].run != r) {
+            CHECK_MSG(!seen[r], "run %d's rows are split (row %lld)", r, i);
+            if (seen[r]) break;
+        }
+        seen[r] = 1;
+    }
+    free(seen);
+    CHECK(h5view_build(journal, full, err) == 0);
+    StepRow *fb = sorted_steps(full, &nf);
+    CHECK(fb != NULL && nf == n);
+    /* the same rows: the live view's in its order, the full build's in plan order */
+    long long same = 0;
+    for (long long i = 0; live && fb && i < n && i < nf; i++)
+        for (long long k = 0; k < 2 && 2 * live[i].run + k < nf; k++) {
+            const StepRow *x = &fb[2 * live[i].run + k];
+            same += x->run == live[i].run && x->step == live[i].step && x->loss == live[i].loss;
+        }
+    CHECK_MSG(same == n, "%lld of %lld live rows match the full build", same, n);
+    free(live);
+    free(fb);
+    if (on_shm && test_failures == 0) fs_remove_tree(shm);
+}
+
+/* --live-bench: a line per update where the runs ended passed 1.25x the last line's (and
+ * the last two updates: the last with nothing new). */
+typedef struct {
+    long printed;
+    double total_s;
+    long updates;
+} LiveBench;
+
+static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seconds,
+                       const char *out) {
+    LiveBench *b = ctx;
+    b->total_s += seconds;
+    b->updates++;
+    int last = ended == st->runs_done && ended == st->runs; /* every planned run ended */
+    if (!last && ended < b->printed * 5 / 4 + 1) return;
+    b->printed = ended;
+    struct stat fs;
+    long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : -1;
+    printf("LIVE_VIEW ended=%ld update_s=%.4f mappings=%lld out_h5_bytes=%lld updates=%ld "
+           "total_update_s=%.2f\n",
+           ended, seconds, st->mappings, bytes, b->updates, b->total_s);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--fixture")) {
         char journal[700], out[700];
@@ -755,6 +878,14 @@ int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--bench")) {
         H5ViewStats st;
         return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1, 1) == 0 ? 0 : 1;
+    }
+    if (argc == 6 && !strcmp(argv[1], "--live-bench")) {
+        LiveBench b = {0, 0, 0};
+        printf("LIVE_VIEW runs=%s per_update=%s in_flight=%s\n", argv[2], argv[3], argv[4]);
+        return live_many_runs(argv[5], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), live_bench,
+                              &b) == 0
+                   ? 0
+                   : 1;
     }
     if (!(g_dir = test_tmpdir())) {
         fprintf(stderr, "cannot make a temporary directory\n");

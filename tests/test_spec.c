@@ -1069,6 +1069,34 @@ TEST(contrasts) {
                  NULL, 0, "t.yaml:6:23: ", "excluded by grid.exclude");
 }
 
+/* issue 18 item 5: the run limit is not compiled in. ABLATE_MAX_RUNS lowers or raises it;
+ * a spec over it is refused with a message naming the limit and the variable; a bad value
+ * is refused naming the variable. */
+TEST(max_runs_env) {
+    static const char text[] = "data: {path: \"@DATA@\"}\n"
+                               "grid: {train.lr: [1e-3, 2e-3, 3e-3]}\n"
+                               "seeds: 2\n"; /* 6 runs */
+    Spec s;
+    Plan p;
+    setenv("ABLATE_MAX_RUNS", "5", 1);
+    int rc = load_plan(text, NULL, 0, &s, &p);
+    CHECK_MSG(rc != 0 && strstr(g_err, "6 runs, more than the limit of 5") &&
+                  strstr(g_err, "ABLATE_MAX_RUNS=6"),
+              "%s", rc ? g_err : "planned");
+    if (rc == 0) done(&s, &p);
+    setenv("ABLATE_MAX_RUNS", "6", 1);
+    rc = load_plan(text, NULL, 0, &s, &p);
+    CHECK_MSG(rc == 0 && p.n_runs == 6, "%s", g_err);
+    if (rc == 0) done(&s, &p);
+    setenv("ABLATE_MAX_RUNS", "lots", 1);
+    rc = load_plan(text, NULL, 0, &s, &p);
+    CHECK_MSG(rc != 0 && strstr(g_err, "ABLATE_MAX_RUNS='lots'"), "%s", rc ? g_err : "planned");
+    if (rc == 0) done(&s, &p);
+    unsetenv("ABLATE_MAX_RUNS");
+    char err[ABL_ERR_MAX];
+    CHECK(plan_max_runs(err) == PLAN_MAX_RUNS_DEFAULT);
+}
+
 int main(int argc, char **argv) {
     g_tmp = test_tmpdir();
     if (!g_tmp) {

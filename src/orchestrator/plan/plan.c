@@ -366,13 +366,30 @@ struct Walk {
     int *point, *deep; /* point: per axis; deep: per exclude entry */
     Layer l;
     long long kept, visited;
-    size_t cap; /* of p->runs */
+    long long max_runs; /* plan_max_runs() */
+    size_t cap;         /* of p->runs */
     int (*leaf)(Walk *w, char err[ABL_ERR_MAX]);
     char *ok_path;
 };
 
 /* Nodes a walk may visit: bounds the time of a grid whose exclusions prune late. */
-#define PLAN_MAX_VISITS (100LL * PLAN_MAX_RUNS)
+#define PLAN_VISITS_PER_RUN 100LL
+
+long long plan_max_runs(char err[ABL_ERR_MAX]) {
+    const char *v = getenv("ABLATE_MAX_RUNS");
+    if (!v || !v[0]) return PLAN_MAX_RUNS_DEFAULT;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < 1 || n > PLAN_MAX_RUNS_CEILING) {
+        snprintf(err, ABL_ERR_MAX,
+                 "ABLATE_MAX_RUNS='%s': the most runs a spec may plan must be an integer from 1 "
+                 "to %d",
+                 v, PLAN_MAX_RUNS_CEILING);
+        return -1;
+    }
+    return n;
+}
 
 static int exclude_depth(const Spec *s, const SpecExclude *e) {
     int deep = -1;
@@ -417,11 +434,11 @@ static void add_excluded(Walk *w, int from_axis) {
 
 static int walk(Walk *w, int a, char err[ABL_ERR_MAX]) {
     const Spec *s = w->s;
-    if (++w->visited > PLAN_MAX_VISITS)
+    if (++w->visited > PLAN_VISITS_PER_RUN * w->max_runs)
         return spec_fail(err, fallback_mark(s),
                          "the grid has too many points to plan (more than %lld examined); "
                          "make it smaller or exclude with fewer, earlier axes",
-                         PLAN_MAX_VISITS);
+                         PLAN_VISITS_PER_RUN * w->max_runs);
     if (a == s->n_axes) {
         w->kept++;
         return w->leaf(w, err);
@@ -465,9 +482,11 @@ static int walk_all(Walk *w, char err[ABL_ERR_MAX]) {
 
 /* The count pass: stops as soon as the kept points' runs pass the limit. */
 static int count_leaf(Walk *w, char err[ABL_ERR_MAX]) {
-    if (w->kept * w->s->n_seeds <= PLAN_MAX_RUNS) return 0;
+    if (w->kept * w->s->n_seeds <= w->max_runs) return 0;
     return spec_fail(err, fallback_mark(w->s),
-                     "the spec plans more than %d runs after grid.exclude", PLAN_MAX_RUNS);
+                     "the spec plans more than %lld runs after grid.exclude, the limit: set "
+                     "ABLATE_MAX_RUNS to more to allow them (up to %d)",
+                     w->max_runs, PLAN_MAX_RUNS_CEILING);
 }
 
 /* The build pass: one planned run per seed of a kept point. */
@@ -542,10 +561,14 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     double total = (double)n_var * s->n_seeds;
     for (int a = 0; a < s->n_axes; a++)
         total *= s->axes[a].n_points;
-    if (total > PLAN_MAX_RUNS && s->n_excludes == 0)
-        return spec_fail(err, fallback_mark(s), "the spec plans %.0f runs (more than %d)", total,
-                         PLAN_MAX_RUNS);
-    Walk w = {.s = s, .p = p};
+    long long max_runs = plan_max_runs(err);
+    if (max_runs < 0) return -1; /* not the spec's fault: the message names the variable */
+    if (total > max_runs && s->n_excludes == 0)
+        return spec_fail(err, fallback_mark(s),
+                         "the spec plans %.0f runs, more than the limit of %lld: set "
+                         "ABLATE_MAX_RUNS=%.0f to allow them (up to %d)",
+                         total, max_runs, total, PLAN_MAX_RUNS_CEILING);
+    Walk w = {.s = s, .p = p, .max_runs = max_runs};
     w.point = calloc((size_t)s->n_axes + 1, sizeof *w.point);
     w.deep = calloc((size_t)s->n_excludes + 1, sizeof *w.deep);
     w.ok_path = calloc(ABL_PATH_MAX, 1);
@@ -556,7 +579,7 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     }
     for (int i = 0; i < s->n_excludes; i++)
         w.deep[i] = exclude_depth(s, &s->excludes[i]);
-    if (total > PLAN_MAX_RUNS) { /* count what exclusion keeps before building anything */
+    if (total > max_runs) { /* count what exclusion keeps before building anything */
         w.leaf = count_leaf;
         if (walk_all(&w, err) != 0) goto out;
         p->n_excluded = 0;

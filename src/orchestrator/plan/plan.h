@@ -9,8 +9,12 @@
 
 #include "spec.h"
 
-#define PLAN_MAX_RUNS 100000
-#define PLAN_NAME_MAX 255 /* bytes of a run name (the journal keeps names up to this) */
+/* The most runs a spec may plan: a guard against a grid that multiplies out by mistake,
+ * not a size of anything. ABLATE_MAX_RUNS raises (or lowers) it at run time, up to
+ * PLAN_MAX_RUNS_CEILING; every process that plans the sweep must see the same value. */
+#define PLAN_MAX_RUNS_DEFAULT 100000
+#define PLAN_MAX_RUNS_CEILING 100000000
+#define PLAN_NAME_MAX         255 /* bytes of a run name (the journal keeps names up to this) */
 
 typedef struct {
     int index;   /* position in the plan, 0-based */
@@ -37,6 +41,9 @@ typedef struct {
  * file, no two runs share an id or a name, names fit PLAN_NAME_MAX, and the plan is not
  * empty. */
 int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]);
+/* The limit in force: ABLATE_MAX_RUNS when set, else PLAN_MAX_RUNS_DEFAULT; -1 with a
+ * message naming the variable when it is not an integer in 1..PLAN_MAX_RUNS_CEILING. */
+long long plan_max_runs(char err[ABL_ERR_MAX]);
 void plan_free(Plan *p);
 /* Where run r got its value of knob k: the grid value or variant entry that set it, else
  * the base key (or the base/data section for a default). *from_run (if asked) is 1 when a

@@ -16,6 +16,17 @@
 #include <stdint.h>
 
 #include "worker/run_config.h"
+#include "run_exec.h"
+
+/* Open MPI's shared-memory eager limit (btl_vader_eager_limit, 4 KiB by default, the
+ * header included): a larger message waits for its receiver to post the receive, so rank
+ * 0 would wait for a busy worker to finish its run before it could serve anyone else. An
+ * assignment stays under it, with room for the transport's header (a few dozen bytes):
+ * paths derived from out_path and the run's id are not sent (run_exec.h). */
+#define PROTOCOL_EAGER_LIMIT 4096
+#define PROTOCOL_HEADER_ROOM 128
+_Static_assert(sizeof(RunAssignment) + PROTOCOL_HEADER_ROOM <= PROTOCOL_EAGER_LIMIT,
+               "RunAssignment no longer fits Open MPI's shared-memory eager limit");
 
 enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT };
 /* STOP_ABANDON: stop the run in progress without a checkpoint (a joined sweep gave it to

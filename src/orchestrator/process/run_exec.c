@@ -141,10 +141,15 @@ int run_ckpt_verify(const char *path, char err[ABL_ERR_MAX]) {
 }
 
 static int load_checkpoint(Trainer *t, const RunAssignment *a, char err[ABL_ERR_MAX]) {
-    if (run_ckpt_verify(a->ckpt_path, err) != 0) return -1;
-    FILE *f = fopen(a->ckpt_path, "rb");
+    char path[ABL_PATH_MAX];
+    if (run_ckpt_path(a->out_path, a->id, a->resume_step, path, sizeof path) != 0) {
+        snprintf(err, ABL_ERR_MAX, "the checkpoint path of run %s is too long", a->id);
+        return -1;
+    }
+    if (run_ckpt_verify(path, err) != 0) return -1;
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, ABL_ERR_MAX, "cannot open checkpoint %s: %s", a->ckpt_path, strerror(errno));
+        snprintf(err, ABL_ERR_MAX, "cannot open checkpoint %s: %s", path, strerror(errno));
         return -1;
     }
     char why[ABL_ERR_MAX] = "";
@@ -155,7 +160,7 @@ static int load_checkpoint(Trainer *t, const RunAssignment *a, char err[ABL_ERR_
                  (long long)a->resume_step);
         rc = -1;
     }
-    if (rc != 0) snprintf(err, ABL_ERR_MAX, "checkpoint %s: %s", a->ckpt_path, why);
+    if (rc != 0) snprintf(err, ABL_ERR_MAX, "checkpoint %s: %s", path, why);
     return rc;
 }
 
@@ -285,14 +290,17 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
     batch_flush(sink);
-    if (st == RUN_DONE && a->cfg.save_weights && a->weights_path[0]) {
-        int e = write_durably("weights", a->weights_path, write_weights, &t.gpt);
+    char weights[ABL_PATH_MAX] = "";
+    if (st == RUN_DONE && a->cfg.save_weights) {
+        int e = run_weights_path(a->out_path, a->id, weights, sizeof weights) != 0
+                    ? ENAMETOOLONG
+                    : write_durably("weights", weights, write_weights, &t.gpt);
         if (e) {
             st = RUN_INTERRUPTED;
             end->status = RUN_INTERRUPTED;
             res->io_errno = e;
             snprintf(end->message, sizeof end->message, "could not write the weights to %s: %s",
-                     a->weights_path, strerror(e));
+                     weights, strerror(e));
         }
     }
     if (sink->failed && st != RUN_FAILED) {

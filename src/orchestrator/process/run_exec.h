@@ -20,12 +20,14 @@ typedef struct {
     uint64_t seed;
     char id[17];
     RunConfig cfg;
-    char out_path[ABL_PATH_MAX];     /* OUT.h5: checkpoints go to OUT.h5.d/ckpt/ */
-    char ckpt_path[ABL_PATH_MAX];    /* the checkpoint to continue from (resume_step > 0) */
-    int64_t resume_step;             /* > 0: continue from the checkpoint at ckpt_path */
-    double ckpt_every;               /* seconds between periodic checkpoints; 0: none */
-    char weights_path[ABL_PATH_MAX]; /* final weights go here when cfg.save_weights */
-    char data_sha256[65];            /* the sweep's data (data_guard.h); "": not checked */
+    /* OUT.h5. The files of the run are named from it and id, not sent (protocol.h: the
+     * assignment fits the shared-memory eager limit): checkpoints OUT.h5.d/ckpt/
+     * (run_ckpt_path; the one to continue from is at resume_step), the final weights
+     * OUT.h5.d/weights/ (run_weights_path) */
+    char out_path[ABL_PATH_MAX];
+    int64_t resume_step;  /* > 0: continue from the checkpoint of this step */
+    double ckpt_every;    /* seconds between periodic checkpoints; 0: none */
+    char data_sha256[65]; /* the sweep's data (data_guard.h); "": not checked */
 } RunAssignment;
 
 typedef struct {

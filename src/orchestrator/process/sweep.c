@@ -29,6 +29,7 @@
 #include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/schedule/sequential.h"
 #include "orchestrator/plan/plan_cost.h"
+#include "group_sync.h"
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
 #include "orchestrator/schedule/scheduler.h"
@@ -41,8 +42,8 @@
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {
     const PlannedRun *pr;
-    RunConfig cfg; /* vocab resolved */
-    double cost;   /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
+    const RunConfig *cfg; /* vocab resolved: the plan cost's (not a copy: 1.5 KB a run) */
+    double cost;          /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
     int finished;
     RunStatus status;
     uint32_t attempt;
@@ -61,6 +62,17 @@ typedef struct {
     double final_val_loss, train_seconds;
     int unstable;
 } SweepRun;
+/* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
+ * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
+_Static_assert(sizeof(SweepRun) <= 256, "SweepRun: keep rank 0's per-run record small");
+
+/* A finished run's RUN_END written, waiting for the group sync that covers it before the
+ * run is announced (group_sync.h). */
+typedef struct {
+    uint32_t run, attempt;
+    uint64_t before, after; /* journal offsets around its RUN_END */
+    RunResult res;
+} PendingEnd;
 
 /* Why the sweep stops before every run ended. */
 typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
@@ -91,6 +103,10 @@ typedef struct {
     JournalDecision *latest; /* per contrast; look -2: nothing yet */
     int n_not_needed;
     double idle_worker_seconds; /* worker ranks idle while the sweep went on */
+    GroupSync *gs;              /* many ranks: syncs the journal on its own thread */
+    PendingEnd *pend;           /* RUN_ENDs written, not yet announced: [pend_head, npend) */
+    int npend, pend_head;
+    size_t cap_pend;
 } Sweep;
 
 static int exists(const char *p) {
@@ -341,7 +357,7 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
             continue;
         }
         r->pr = &s->plan.runs[p];
-        r->cfg = s->cost[p].cfg;
+        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* failed: trained again; not_needed: the adaptive scheduler says again (or needs
          * it after all, under a larger budget) */
@@ -363,12 +379,12 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         int p = m.fresh[i];
         SweepRun *r = &s->runs[s->n + i];
         r->pr = &s->plan.runs[p];
-        r->cfg = s->cost[p].cfg;
+        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
         if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
-                                 &r->cfg, r->pr->overrides) != 0)
+                                 r->cfg, r->pr->overrides) != 0)
             stop_journal(s);
     }
     s->n += n_new;
@@ -396,7 +412,10 @@ static void rebuild_view(Sweep *s, int force) {
         stop_journal(s);
         return;
     }
-    view_updater_request(s->vu, journal_size(s->j), force);
+    /* not past a RUN_END that is not synced yet: the view shows a run done only once it is
+     * announced */
+    view_updater_request(
+        s->vu, s->pend_head < s->npend ? s->pend[s->pend_head].before : journal_size(s->j), force);
     /* keep views to at most ~10% of the time: their thread shares the machine with runs */
     double took = view_updater_last_seconds(s->vu);
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
@@ -416,21 +435,19 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->attempt = ++r->attempt;
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
-    a->cfg = r->cfg;
+    a->cfg = *r->cfg;
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    run_weights_path(s->o->out_path, r->pr->id, a->weights_path, sizeof a->weights_path);
-    const DataIdentity *di = data_guard_of(&s->data, &r->cfg.data);
+    const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
-        char err[ABL_ERR_MAX];
-        ckpt_file(s, r, r->ckpt_step, a->ckpt_path, sizeof a->ckpt_path);
-        if (run_ckpt_verify(a->ckpt_path, err) == 0) {
+        char err[ABL_ERR_MAX], path[ABL_PATH_MAX];
+        ckpt_file(s, r, r->ckpt_step, path, sizeof path);
+        if (run_ckpt_verify(path, err) == 0) {
             a->resume_step = r->ckpt_step;
         } else {
             log_info("%s; run %s restarts from its start", err, r->pr->name);
             drop_checkpoint(s, r);
-            a->ckpt_path[0] = '\0';
         }
     }
 }
@@ -449,7 +466,9 @@ static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *
     /* shared: the checkpoint this attempt continues from, in our own journal, so that a
      * process taking the run over from us needs no other journal than ours */
     if (s->sched->ops->shared && a->resume_step > 0) {
-        record_checkpoint(s, a->run, a->attempt, a->resume_step, a->ckpt_path);
+        char path[ABL_PATH_MAX];
+        ckpt_file(s, r, a->resume_step, path, sizeof path);
+        record_checkpoint(s, a->run, a->attempt, a->resume_step, path);
         if (stopping(s)) return -1;
     }
     r->rank = rank;
@@ -475,16 +494,12 @@ static void record_events(Sweep *s, uint32_t run, uint32_t attempt, const uint8_
     if (attempt == r->attempt && event_unpack(p, n, &ev, &used) == 0) note_start(r, &ev);
 }
 
-/* A run's end. A finished run is reported done only once its RUN_END is synced: after a
- * failed write nothing is announced and the run stays unfinished for --resume. */
-static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const char *host,
-                       const RunResult *res) {
+/* A run's end once its RUN_END is durable, or is known not to be (durable 0): after a
+ * failed write or sync nothing is announced and the run stays unfinished for --resume. */
+static void end_recorded(Sweep *s, uint32_t run, uint32_t attempt, const RunResult *res,
+                         int durable) {
     SweepRun *r = &s->runs[run];
     const EndEvent *end = &res->end;
-    int durable = s->stop != STOP_IO &&
-                  journal_append_end(s->j, run, attempt, rank, host, end) == 0 &&
-                  journal_sync(s->j) == 0;
-    if (!durable && s->stop != STOP_IO) stop_journal(s);
     if (attempt == r->attempt) warn_blas_change(r, end);
     r->rank = -1;
     if (end->status == RUN_INTERRUPTED && sched_abandoned(s->sched, (int)run)) {
@@ -516,6 +531,47 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     progress_run_finished(&s->progress, r->pr->name, end, r->cost);
     sched_ended(s->sched, (int)run, end); /* after the RUN_END is synced */
     rebuild_view(s, 0);
+}
+
+/* Announces the runs whose RUN_END the group syncs have made durable, in journal order
+ * (wait: all of them, waiting for the syncs); after a failed sync, none: they stay
+ * unfinished. */
+static void pending_ends(Sweep *s, int wait) {
+    while (s->pend_head < s->npend) {
+        char err[ABL_ERR_MAX] = "";
+        if (wait) group_sync_wait(s->gs, s->pend[s->npend - 1].after, err);
+        int64_t durable = group_sync_durable(s->gs, err);
+        PendingEnd p = s->pend[s->pend_head];
+        if (durable >= 0 && (uint64_t)durable < p.after) return;
+        if (++s->pend_head > s->npend / 2) { /* keep it to the runs in flight */
+            s->npend -= s->pend_head;
+            memmove(s->pend, s->pend + s->pend_head, sizeof *s->pend * (size_t)s->npend);
+            s->pend_head = 0;
+        }
+        if (durable < 0) stop_io(s, err);
+        end_recorded(s, p.run, p.attempt, &p.res, durable >= 0);
+    }
+}
+
+/* A run's end. A finished run is reported done only once its RUN_END is synced: with many
+ * ranks by the group sync, later (pending_ends); else here. */
+static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const char *host,
+                       const RunResult *res) {
+    uint64_t before = journal_size(s->j);
+    int written =
+        s->stop != STOP_IO && journal_append_end(s->j, run, attempt, rank, host, &res->end) == 0;
+    if (written && s->gs) {
+        if (journal_flush(s->j) == 0 && GROW(s->pend, s->cap_pend, (size_t)s->npend + 1) == 0) {
+            uint64_t after = journal_size(s->j);
+            s->pend[s->npend++] = (PendingEnd){run, attempt, before, after, *res};
+            group_sync_request(s->gs, after);
+            return;
+        }
+        written = 0;
+    }
+    int durable = written && journal_sync(s->j) == 0;
+    if (!durable && s->stop != STOP_IO) stop_journal(s);
+    end_recorded(s, run, attempt, res, durable);
 }
 
 /* ------------------------------------------------------------------ one rank */
@@ -626,8 +682,11 @@ static void run_mpi(Sweep *s, int nranks) {
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
     g_idle_since = calloc((size_t)nranks, sizeof *g_idle_since);
+    char gerr[ABL_ERR_MAX]; /* without the thread, each RUN_END is synced in line */
+    s->gs = group_sync_start(journal_fd(s->j), s->journal_path, gerr);
     for (;;) {
         if (sweep_signal_term()) break;
+        pending_ends(s, 0);
         rebuild_view(s, 0);
         if (sweep_signal_usr1() && !stopping(s)) {
             s->stop = STOP_SIGNAL;
@@ -647,7 +706,7 @@ static void run_mpi(Sweep *s, int nranks) {
             }
         for (int r = 1; r < nranks && !stopping(s); r++)
             if (busy[r] == -1 && sched_more(s->sched)) n_busy += assign_next(s, r, hosts[r], busy);
-        if (n_busy == 0 && (stopping(s) || !sched_more(s->sched))) {
+        if (n_busy == 0 && s->pend_head == s->npend && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
                 ready &= busy[r] != -2;
@@ -658,6 +717,7 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
             idle_ns = idle_ns ? (idle_ns < 5000000 ? idle_ns * 2 : 10000000) : 20000;
+            if (s->pend_head < s->npend && idle_ns > 1000000) idle_ns = 1000000; /* a sync */
             struct timespec ts = {0, idle_ns}; /* 20 us doubling to 10 ms */
             nanosleep(&ts, NULL);
             continue;
@@ -713,6 +773,11 @@ static void run_mpi(Sweep *s, int nranks) {
             if (we.run < (uint32_t)s->n) record_end(s, we.run, we.attempt, we.rank, we.host, &res);
             /* a run requeued by record_end goes to the first idle worker next time round */
         }
+    }
+    if (s->gs) {
+        pending_ends(s, 1);
+        group_sync_stop(s->gs);
+        s->gs = NULL;
     }
     if (!sweep_signal_term())
         for (int r = 1; r < nranks; r++)
@@ -1080,7 +1145,7 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     /* the char vocabulary of the first run's data, so samples can be decoded */
     VocabCache *vc = vocab_cache_new();
     char err[ABL_ERR_MAX];
-    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->runs[0].cfg, err) : NULL;
+    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->cost[0].cfg, err) : NULL;
     if (d && d->tokenizer == TOK_CHAR)
         env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
@@ -1214,7 +1279,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
         if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
-            data_guard_changed(&s.data, &s.runs[i].cfg.data)) {
+            data_guard_changed(&s.data, &s.runs[i].cfg->data)) {
             drop_checkpoint(&s, &s.runs[i]);
             refs_free(&s.runs[i].events);
         }
@@ -1322,6 +1387,7 @@ out:
     free(s.cost);
     free(s.latest);
     contrasts_free(&s.contrasts);
+    free(s.pend);
     resume_free(&rs);
     data_guard_free(&s.data);
     plan_free(&s.plan);

@@ -71,7 +71,8 @@ void h5t_set_f64(H5Table *t, uint8_t *row, int c, double v);
 void h5t_set_bool(H5Table *t, uint8_t *row, int c, int v);
 /* Fixed string, cut to the column width (width - 1 bytes). */
 void h5t_set_str(H5Table *t, uint8_t *row, int c, const char *s, size_t width);
-/* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize). 0 or -1 (memory). */
+/* Variable-length UTF-8 string: s[0..n) made valid UTF-8 (utf8_sanitize); setting a cell
+ * again replaces (frees) its string. 0 or -1 (memory). */
 int h5t_set_vstr(H5Table *t, uint8_t *row, int c, const char *s, size_t n);
 
 /* The name a column's type is listed under (in /schema and docs/hdf5-schema.md): int32,

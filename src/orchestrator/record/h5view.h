@@ -29,6 +29,7 @@ typedef struct {
     unsigned long long journal_bytes, torn_bytes; /* valid journal bytes; torn tail ignored */
     double seconds;                               /* wall time of the build */
     long lost_segments; /* live view: segments found gone, truncated or replaced (rewritten) */
+    long long mappings; /* live view: virtual-dataset mappings of OUT.h5, all tables */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn

@@ -15,7 +15,18 @@
  *
  * The cost of an update: the new journal bytes, the new rows, plus /runs (one row per
  * planned run) and one mapping per block. The sweep ends with a full build, which writes
- * the self-contained file and lets the segments go. */
+ * the self-contained file and lets the segments go.
+ *
+ * Finished runs are packed (issue 18: a mapping per finished run made a 10,000-run view
+ * slow to write and to open): once PACK_MIN_RUNS runs have ended for good, they are
+ * written, whole and in run order, into a packed segment, instead of into the update's
+ * segment. Packed segments form a stack whose weights (EVENTS records)
+ * at least halve from bottom to top: a new one first absorbs every packed segment above
+ * it lighter than twice its weight, rewriting their runs (from the journal) with its own,
+ * as a binary counter carries. A row is so rewritten O(log runs) times, and OUT.h5 maps
+ * O(log runs) packed segments, one mapping each (consecutive blocks of one segment are one
+ * mapping), then the blocks of the runs still in progress. Every run's rows are
+ * contiguous: the packed runs first, segment by segment, then the others by run. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -44,7 +55,15 @@ typedef struct {
 
 typedef struct {
     uint32_t attempt, emitted; /* the attempt whose rows are in segments, and its records */
+    uint32_t pseg;             /* packed: the packed segment holding all its rows */
+    uint8_t packed;            /* ended for good, its rows whole in segment pseg */
 } LiveRun;
+
+/* A packed segment (see the top): its index and its runs' EVENTS records. */
+typedef struct {
+    uint32_t seg;
+    double weight;
+} Packed;
 
 /* A segment as written: a later update finds it gone, truncated or replaced if these differ
  * (a reader of OUT.h5 would get fill rows for it, or another generation's rows). */
@@ -72,6 +91,11 @@ struct H5Live {
     size_t cap_lr;
     BlockList blocks[N_TABLES];
     Metric layout[N_METRICS];
+    Packed *packed; /* the stack, bottom (heaviest) first */
+    int npacked;
+    size_t cap_packed;
+    long long mappings; /* of the last OUT.h5, all tables */
+    int packing;        /* this update packs the finished runs (PACK_MIN_RUNS) */
 };
 
 static int segdir_of(const char *out, char *dir, size_t dn, char *rel, size_t rn) {
@@ -123,6 +147,7 @@ void h5live_close(H5Live *lv) {
     free(lv->seg_rows);
     free(lv->seg_id);
     free(lv->lr);
+    free(lv->packed);
     for (int t = 0; t < N_TABLES; t++)
         free(lv->blocks[t].b);
     free(lv);
@@ -169,6 +194,7 @@ static void rewrite_run(H5Live *lv, uint32_t run) {
     RunState *rs = &lv->v.runs[run];
     drop_run(lv, run);
     lv->lr[run].emitted = 0;
+    lv->lr[run].packed = 0;
     rs->has_start = rs->has_step = 0; /* pass-2 state, rebuilt from the first event */
     rs->last_step = rs->last_tokens = 0;
     rs->last_time = 0;
@@ -186,15 +212,42 @@ static H5Table *metric_table(Metric *m, int t) {
     return t % 2 ? &m[t / 2].c : &m[t / 2].t;
 }
 
+/* Ended for good (done, diverged, failed): its rows will not change in this session. An
+ * interrupted run may continue in a new attempt. */
+static int finished(const H5Live *lv, uint32_t i) {
+    const RunState *rs = &lv->v.runs[i];
+    return rs->planned && rs->has_end && rs->end_status != RUN_INTERRUPTED &&
+           rs->attempt == lv->lr[i].attempt;
+}
+
+/* Finished runs are packed once at least this many wait: packing a few gains nothing, and
+ * a small sweep's view stays one segment per update. */
+#define PACK_MIN_RUNS 16
+
+static uint32_t unpacked_finished(const H5Live *lv) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < lv->v.nruns; i++)
+        n += finished(lv, i) && !lv->lr[i].packed;
+    return n;
+}
+
+/* Whether run i goes into the segment being written: only[i] when given, else every run
+ * but, when this update packs, the finished ones not yet packed (the packed segment gets
+ * them). */
+static int selected(const H5Live *lv, const uint8_t *only, uint32_t i) {
+    if (only) return only[i];
+    return !(lv->packing && finished(lv, i) && !lv->lr[i].packed);
+}
+
 /* ---------------------------------------------------------------- one segment */
 
-/* The rows that arrived since the last update, into a new segment: 0 (nothing new is fine),
- * -1 with err. */
-static int write_segment(H5Live *lv, char *err) {
+/* The rows of the selected runs (selected()) that are not in a segment yet, into a new
+ * segment: 0 (nothing new is fine), -1 with err. */
+static int write_segment(H5Live *lv, const uint8_t *only, char *err) {
     View *v = &lv->v;
     int any = 0;
     for (uint32_t i = 0; i < v->nruns && !any; i++)
-        any = v->runs[i].planned && v->runs[i].n_ev > lv->lr[i].emitted;
+        any = v->runs[i].planned && v->runs[i].n_ev > lv->lr[i].emitted && selected(lv, only, i);
     if (!any) return 0;
     char name[64], path[ABL_PATH_MAX + 96];
     snprintf(name, sizeof name, "seg-%ld-%d.h5", (long)getpid(), lv->nseg);
@@ -230,7 +283,7 @@ static int write_segment(H5Live *lv, char *err) {
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         LiveRun *l = &lv->lr[i];
-        if (!rs->planned || rs->n_ev <= l->emitted) continue;
+        if (!rs->planned || rs->n_ev <= l->emitted || !selected(lv, only, i)) continue;
         hsize_t before[N_TABLES];
         for (int t = 0; t < N_TABLES; t++)
             before[t] = (hsize_t)h5t_rows(metric_table(ms, t));
@@ -266,11 +319,13 @@ done:
     }
     free(ev);
     if (h5_finish_file(f, path, NULL, rc == 0, err) != 0) {
-        /* its blocks are not referenced: a later update writes them again */
-        for (uint32_t i = 0; i < v->nruns; i++) {
-            lv->lr[i].emitted = 0;
-            drop_run(lv, i);
-        }
+        /* its blocks are not referenced: a later update writes their runs again */
+        for (int t = 0; t < N_TABLES; t++)
+            for (int i = 0; i < lv->blocks[t].n;)
+                if (lv->blocks[t].b[i].seg == seg)
+                    rewrite_run(lv, lv->blocks[t].b[i].run); /* drops it: look at i again */
+                else
+                    i++;
         free(lv->segs[seg]);
         return -1;
     }
@@ -329,7 +384,100 @@ static long check_segments(H5Live *lv) {
     return lost;
 }
 
+/* The runs that ended for good since the last update, whole, into a new packed segment,
+ * with the runs of the packed segments it absorbs (see the top). 0, or -1 with err (the
+ * runs concerned are written again by a later update). */
+static int pack_finished(H5Live *lv, char *err) {
+    View *v = &lv->v;
+    uint8_t *only = calloc((size_t)v->nruns + 1, 1);
+    if (!only) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    double weight = 0;
+    int any = 0;
+    for (uint32_t i = 0; i < v->nruns; i++)
+        if (finished(lv, i) && !lv->lr[i].packed) {
+            only[i] = 1;
+            weight += 1.0 + v->runs[i].n_ev;
+            any = 1;
+        }
+    if (!any) {
+        free(only);
+        return 0;
+    }
+    while (lv->npacked > 0 && lv->packed[lv->npacked - 1].weight < 2 * weight) {
+        const Packed *p = &lv->packed[--lv->npacked];
+        weight += p->weight;
+        for (uint32_t i = 0; i < v->nruns; i++)
+            if (lv->lr[i].packed && lv->lr[i].pseg == p->seg) only[i] = 1;
+    }
+    for (uint32_t i = 0; i < v->nruns; i++)
+        if (only[i]) rewrite_run(lv, i);
+    int seg = lv->nseg;
+    if (GROW(lv->packed, lv->cap_packed, (size_t)lv->npacked + 1) != 0) {
+        free(only);
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    }
+    if (write_segment(lv, only, err) != 0) {
+        free(only);
+        return -1;
+    }
+    /* a run without rows (failed before its first event) is packed in no segment */
+    uint32_t at = lv->nseg > seg ? (uint32_t)seg : UINT32_MAX;
+    for (uint32_t i = 0; i < v->nruns; i++)
+        if (only[i]) lv->lr[i] = (LiveRun){lv->lr[i].attempt, lv->lr[i].emitted, at, 1};
+    if (lv->nseg > seg) lv->packed[lv->npacked++] = (Packed){(uint32_t)seg, weight};
+    free(only);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- OUT.h5 */
+
+/* The order of the rows in OUT.h5: the packed segments bottom to top, each in run order,
+ * then the runs in progress by run, their blocks in the order they were written. */
+typedef struct {
+    uint64_t k[3];
+    LiveBlock b;
+} SortedBlock;
+
+static int cmp_sorted(const void *pa, const void *pb) {
+    const SortedBlock *a = pa, *b = pb;
+    for (int i = 0; i < 3; i++)
+        if (a->k[i] != b->k[i]) return a->k[i] < b->k[i] ? -1 : 1;
+    return 0;
+}
+
+static int order_blocks(H5Live *lv, char *err) {
+    int *pos = malloc(sizeof *pos * ((size_t)lv->nseg + 1));
+    if (!pos) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int k = 0; k < lv->nseg; k++)
+        pos[k] = -1;
+    for (int p = 0; p < lv->npacked; p++)
+        pos[lv->packed[p].seg] = p;
+    int rc = 0;
+    for (int t = 0; t < N_TABLES && rc == 0; t++) {
+        BlockList *l = &lv->blocks[t];
+        SortedBlock *sb = malloc(sizeof *sb * ((size_t)l->n + 1));
+        if (!sb) {
+            rc = -1;
+            snprintf(err, ABL_ERR_MAX, "out of memory");
+            break;
+        }
+        for (int i = 0; i < l->n; i++) {
+            const LiveBlock *b = &l->b[i];
+            const LiveRun *r = &lv->lr[b->run];
+            int packed = r->packed && r->pseg == b->seg && pos[b->seg] >= 0;
+            sb[i].b = *b;
+            sb[i].k[0] = packed ? (uint64_t)pos[b->seg] : (uint64_t)lv->npacked;
+            sb[i].k[1] = b->run;
+            sb[i].k[2] = packed ? b->start : ((uint64_t)b->seg << 40) | b->start;
+        }
+        qsort(sb, (size_t)l->n, sizeof *sb, cmp_sorted);
+        for (int i = 0; i < l->n; i++)
+            l->b[i] = sb[i].b;
+        free(sb);
+    }
+    free(pos);
+    return rc;
+}
 
 static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *err) {
     const BlockList *l = &lv->blocks[t];
@@ -348,11 +496,19 @@ static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *e
     }
     for (int k = 0; k < lv->nseg; k++)
         snprintf(paths[k], sizeof paths[k], "%s/%s", lv->rel, lv->segs[k]);
-    for (int i = 0; i < l->n; i++)
-        tbl[i] = (TableBlock){paths[l->b[i].seg], l->b[i].start, l->b[i].count,
-                              lv->seg_rows[l->b[i].seg][t]};
-    rc = l->n ? h5t_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, l->n, err)
-              : h5t_create(&tb, file, name, cols, ncol, 1, desc, err);
+    /* one mapping for consecutive rows of one segment (a packed segment's runs) */
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        const LiveBlock *b = &l->b[i];
+        TableBlock *last = n ? &tbl[n - 1] : NULL;
+        if (last && last->file == paths[b->seg] && last->start + last->count == b->start)
+            last->count += b->count;
+        else
+            tbl[n++] = (TableBlock){paths[b->seg], b->start, b->count, lv->seg_rows[b->seg][t]};
+    }
+    lv->mappings += n;
+    rc = n ? h5t_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, n, err)
+           : h5t_create(&tb, file, name, cols, ncol, 1, desc, err);
     if (rc == 0) rc = h5t_schema_add(lv->v.schema, name, cols, ncol, err);
 done:;
     char e2[ABL_ERR_MAX];
@@ -435,6 +591,8 @@ static int write_top(H5Live *lv, char *err) {
         h5_err(err, "cannot write the root attributes");
         goto done;
     }
+    lv->mappings = 0;
+    if (order_blocks(lv, err) != 0) goto done;
     for (int t = 0; t < N_TABLES; t++)
         if ((t % 2 == 0 || lv->layout[t / 2].heads >= 0) &&
             virtual_table(lv, f, &lv->layout[t / 2], t, err) != 0)
@@ -490,8 +648,12 @@ int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_E
         goto done;
     }
     v->st.lost_segments = lost;
+    v->st.mappings = -1;
     v->st.runs = v->st.runs_done = 0; /* counted again by /runs */
-    if (write_segment(lv, err) != 0 || write_top(lv, err) != 0) goto done;
+    lv->packing = unpacked_finished(lv) >= PACK_MIN_RUNS;
+    if (write_segment(lv, NULL, err) != 0 || (lv->packing && pack_finished(lv, err) != 0) ||
+        write_top(lv, err) != 0)
+        goto done;
     long long *rows[N_TABLES] = {&v->st.steps, NULL,        &v->st.evals,   NULL,
                                  &v->st.acts,  &v->st.attn, &v->st.samples, NULL};
     for (int t = 0; t < N_TABLES; t++) {
@@ -500,6 +662,7 @@ int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_E
             n += (long long)lv->blocks[t].b[k].count;
         if (rows[t]) *rows[t] = n;
     }
+    v->st.mappings = lv->mappings;
     rc = 0;
 done:
     H5Eclear2(H5E_DEFAULT);

@@ -279,6 +279,10 @@ int journal_flush(Journal *j) {
     return do_flush(j);
 }
 
+int journal_fd(const Journal *j) {
+    return j->fd;
+}
+
 int journal_sync(Journal *j) {
     if (journal_flush(j) != 0) return -1;
     if (fdatasync(j->fd) != 0) {

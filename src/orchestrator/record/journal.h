@@ -136,6 +136,9 @@ const char *journal_error(const Journal *j);
 int journal_set_error(Journal *j, const char *what);
 /* Logical size: bytes on disk plus bytes buffered. */
 uint64_t journal_size(const Journal *j);
+/* The file descriptor records are written to: another thread may fdatasync it (group
+ * commit, process/group_sync.h) while this one appends. */
+int journal_fd(const Journal *j);
 /* Bytes of whole records in the file (what a reader sees; after a failed write, the part
  * that was written). */
 uint64_t journal_written_size(const Journal *j);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The live view's cost as runs finish (issue 18, "Sweeps of 10^5 runs"): a journal of RUNS
+# tiny runs (a start, two steps, samples), PER_UPDATE of them ending between two live
+# updates while the next IN_FLIGHT are part-way, brought up to date by h5live_update as
+# the view thread of `ablate run` does. Prints a line per update where the runs ended grew
+# by 1.25x, and the last two (the last with nothing new):
+#   LIVE_VIEW ended=N update_s=S mappings=M out_h5_bytes=B updates=U total_update_s=T
+# update_s: that update's time; mappings: virtual-dataset mappings in OUT.h5 (all tables),
+# which is also what a reader's open costs. Target: both grow at most logarithmically with
+# the runs ended. The driver is tests/test_h5view --live-bench (the test fixture's journal
+# writer); segments are written to --dir (default a temp dir, on /dev/shm when there).
+#
+#   bench/live_view.sh [--runs 20000] [--per-update 200] [--in-flight 64] [--build DIR] [--dir DIR]
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNS=20000 PER=200 FLIGHT=64 BUILD="$REPO/build" DIR=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --per-update) PER="$2"; shift 2 ;;
+    --in-flight) FLIGHT="$2"; shift 2 ;;
+    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
+    --dir) DIR="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "live_view.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j2 --target test_h5view >/dev/null
+if [ -n "$DIR" ]; then
+    mkdir -p "$DIR"
+else
+    base=/tmp
+    [ -w /dev/shm ] && base=/dev/shm
+    DIR="$(mktemp -d "$base/live_view.XXXXXX")"
+    trap 'rm -rf "$DIR"' EXIT
+fi
+echo "live_view: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $DIR"
+"$BUILD/tests/test_h5view" --live-bench "$RUNS" "$PER" "$FLIGHT" "$DIR"
