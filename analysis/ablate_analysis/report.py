@@ -372,6 +372,14 @@ class Report:
             self.w(fam, "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
+        # a replicate: sweep's verdicts are its sequential ones: they come first, and the
+        # fixed-sample table below is labelled as what it is (issue 20)
+        self.sequential()
+        if len(con) and sw.replicate_contrasts is not None:
+            self.w("### As if the number of seeds had been fixed (not the sweep's test)", "")
+            self.w("The sweep chose how many seeds each contrast got from the results so far, "
+                   "so the fixed-sample p-values and Holm verdicts below do not hold their "
+                   "level; they are shown for comparison with fixed-seed studies only.", "")
         if len(con):
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
@@ -382,12 +390,12 @@ class Report:
             self.w("No contrasts yet: no configuration and its baseline both have finished "
                    "runs.", "")
         self.csv(con, "contrasts.csv")
-        self.sequential()
 
     def sequential(self):
         """A replicate: sweep's own verdicts (/contrasts, /decisions; issue 20): what the
-        sweep decided with its sequential rule, which the fixed-sample table above does not
-        replace, and the runs it used against a fixed design at max seeds."""
+        sweep decided with its sequential rule, ahead of the fixed-sample table (which
+        re-tests the same runs as if their number had been fixed), and the runs it used
+        against a fixed design at max seeds."""
         con, dec = self.sw.replicate_contrasts, self.sw.replicate_decisions
         if con is None:
             return
@@ -400,9 +408,8 @@ class Report:
         self.w("This sweep replicated until resolved (`replicate:`): its verdicts are "
                "**sequential** (the rule the sweep ran: %s), each interval valid over "
                "every look (at %s seeds) and every contrast at family-wise alpha %s, "
-               "equivalence within ±%s nats. The table above re-tests the same runs as if "
-               "their number had been fixed in advance; where they differ, these are the "
-               "sweep's decisions. Runs trained: %d of %d planned (a fixed design at "
+               "equivalence within ±%s nats. These are the sweep's decisions; the table "
+               "below re-tests the same runs as if their number had been fixed. Runs trained: %d of %d planned (a fixed design at "
                "max = %d seeds would train %d; %d not needed)."
                % (at.get("replicate_rule", "?"), at.get("replicate_looks", "?"),
                   fsig(at.get("replicate_alpha", float("nan"))),
@@ -589,8 +596,24 @@ def _write(sw, outdir, baseline=None, **options):
     return rep
 
 
+def _aligned(rows, right):
+    width = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    return ["  ".join(v.rjust(w) if j in right else v.ljust(w)
+                      for j, (v, w) in enumerate(zip(r, width))).rstrip() for r in rows]
+
+
 def verdict_text(rep):
-    """The verdict table for the terminal: one line per contrast, aligned."""
+    """The verdict table for the terminal: one line per contrast, aligned. A replicate:
+    sweep's are its sequential verdicts (the file's /contrasts), as the report leads with."""
+    seq = rep.sw.replicate_contrasts
+    if seq is not None:
+        rows = [["configuration", "baseline", "n", "difference", "interval", "verdict"]]
+        for _, r in seq.iterrows():
+            rows.append([str(r["configuration"]), str(r["baseline"]),
+                         fint(r["n"]) if r["n"] > 0 else "-", fsigned(r["difference"]),
+                         fci(r["lo"], r["hi"]), str(r["verdict"])])
+        return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look)."
+                          % rep.baseline_why] + _aligned(rows, {2, 3, 4})) + "\n"
     con = rep.contrasts
     lines = [rep.baseline_why]
     if not len(con):
@@ -603,12 +626,7 @@ def verdict_text(rep):
                      with_excluded(fsigned(r["diff"]), r.get("excluded", 0), r.get("ended", 0)),
                      fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"]),
                      _instability_cell(r)])
-    width = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
-    right = {2, 3, 4}
-    for r in rows:
-        lines.append("  ".join(v.rjust(w) if j in right else v.ljust(w)
-                               for j, (v, w) in enumerate(zip(r, width))).rstrip())
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _aligned(rows, {2, 3, 4})) + "\n"
 
 
 def verdict_json(rep):

@@ -38,6 +38,11 @@ def test_sequential_section():
     assert p.returncode == 0, p.stderr
     md = open(os.path.join(d, "report.md")).read()
     assert "### Sequential verdicts" in md and "**sequential**" in md, md[-3000:]
+    # the sweep's own verdicts lead; the fixed-sample table follows, labelled as not its test
+    fixed = md.find("### As if the number of seeds had been fixed")
+    assert 0 <= md.index("### Sequential verdicts") < fixed, md[-3000:]
+    # the terminal's table is the sequential one too, a line per contrast with its verdict
+    assert "Sequential verdicts (the sweep's own" in p.stdout, p.stdout
     with h5py.File(out, "r") as f:
         con = f["contrasts"][()]
         st = [s.decode() for s in f["runs"]["status"]]
@@ -49,6 +54,8 @@ def test_sequential_section():
         name, verdict = row["configuration"].decode(), row["verdict"].decode()
         line = [l for l in section.splitlines() if l.startswith("| %s |" % name)]
         assert line, (name, section[:2000])
+        term = [l for l in p.stdout.splitlines() if l.startswith(name + " ")]
+        assert term and term[0].rstrip().endswith(verdict), (name, p.stdout)
         assert verdict in line[0] and ("%+.4f" % row["difference"]) in line[0].replace(
             "−", "-"), (line[0], verdict, row["difference"])
     assert os.path.exists(os.path.join(d, "sequential_decisions.csv"))
