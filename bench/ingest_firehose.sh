@@ -25,7 +25,7 @@
 #   --batch-bytes B    bytes per EVENTS message, as run_exec.c [65536]
 #   --reps N           repetitions of each configuration (all printed) [1]
 #   --build DIR        ablate build dir with the static libraries [build-sbench]
-#   --corpus PATH      text file for the spec's data [/work/shared/data/tinyshakespeare.txt]
+#   --corpus PATH      text file for the spec's data [$ABLATE_CORPUS, data/, ../shared/data/]
 #   --out DIR          keep the outputs in DIR (default: a temp dir, removed)
 set -euo pipefail
 
@@ -50,10 +50,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for c in "$CORPUS" "${ABLATE_CORPUS:-}" "$REPO/data/tinyshakespeare.txt" /work/shared/data/tinyshakespeare.txt; do
-    if [ -n "$c" ] && [ -f "$c" ]; then CORPUS="$(realpath "$c")"; break; fi
-done
+. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
+bench_corpus
 if [ -z "$CORPUS" ] || [ ! -f "$CORPUS" ]; then
     # any text will do: rank 0 only loads it for the plan's vocabulary
     CORPUS="$(mktemp /tmp/ingest_corpus.XXXXXX.txt)"

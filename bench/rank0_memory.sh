@@ -27,10 +27,8 @@ while [ $# -gt 0 ]; do
     *) echo "rank0_memory.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for c in "$CORPUS" "${ABLATE_CORPUS:-}" "$REPO/data/tinyshakespeare.txt" /work/shared/data/tinyshakespeare.txt; do
-    if [ -n "$c" ] && [ -f "$c" ]; then CORPUS="$(realpath "$c")"; break; fi
-done
+. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
+bench_corpus
 [ -f "$CORPUS" ] || { echo "rank0_memory.sh: no corpus (--corpus PATH)" >&2; exit 2; }
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j2 --target ablate >/dev/null

@@ -22,7 +22,7 @@
 #   --view-interval S    passed to ablate run (default: ablate's own, 30 s)
 #   --ablate PATH        use this ablate binary (default: build build-sbench/ablate)
 #   --build DIR          ablate build dir [build-sbench]
-#   --corpus PATH        Tiny Shakespeare [$ABLATE_CORPUS, data/, /work/shared/data/]
+#   --corpus PATH        Tiny Shakespeare [$ABLATE_CORPUS, data/, ../shared/data/]
 #   --out DIR            keep the sweeps' outputs and logs in DIR (default: temp, removed)
 #   --join K             instead: the same sweep as one MPI job of K workers (mpirun -n K+1)
 #                        and as K joined in-process `ablate run --join` processes started
@@ -45,10 +45,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for c in "$CORPUS" "${ABLATE_CORPUS:-}" "$REPO/data/tinyshakespeare.txt" /work/shared/data/tinyshakespeare.txt; do
-    if [ -n "$c" ] && [ -f "$c" ]; then CORPUS="$(realpath "$c")"; break; fi
-done
+. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
+bench_corpus
 TMP_CORPUS=""
 if [ -z "$CORPUS" ] || [ ! -f "$CORPUS" ]; then
     # no Tiny Shakespeare: ~1 MB of generated play-like text (char tokenizer, similar vocab)
