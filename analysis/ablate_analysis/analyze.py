@@ -214,6 +214,48 @@ def per_layer(sw):
     return a.reset_index()[cols]
 
 
+ROUTING_NUM = ("router_entropy", "moe_max_frac", "moe_balance", "moe_zloss", "moe_dropped",
+               "moh_entropy", "moh_balance")
+ROUTING_SHARES = ("expert_frac", "head_frac")
+
+
+def _mean_shares(texts):
+    """The element-wise mean of space-separated shares ("0.25 0.5 0.25"), formatted alike;
+    "" when none of them has any."""
+    rows = [[float(x) for x in str(t).split()] for t in texts if str(t).strip()]
+    if not rows or len({len(r) for r in rows}) != 1:
+        return ""
+    return " ".join("%.4g" % v for v in np.mean(np.array(rows), axis=0))
+
+
+def routing(sw, last_only=True):
+    """Mixture-of-experts and mixture-of-heads routing per configuration and layer (issue
+    21): each expert's and head's share of the tokens, the router's entropy, the balance and
+    z-losses, the share dropped by a capacity, averaged over the valid runs, at the last
+    recorded step (last_only) or at every recorded step (a column `step`). Only the blocks
+    that route; empty for a sweep without MoE or MoH (or a file from before them)."""
+    cols = ["config", "layer"] + ([] if last_only else ["step"]) + ["n"] + \
+        list(ROUTING_NUM) + list(ROUTING_SHARES)
+    acts = sw.acts
+    if not len(acts) or not all(c in acts for c in ROUTING_NUM + ROUTING_SHARES):
+        return pd.DataFrame(columns=cols)
+    valid = valid_runs(sw)
+    acts = acts[acts["run"].isin(valid["index"])]
+    if last_only:
+        acts = _last_step_rows(acts)
+    routed = acts["expert_frac"].astype(str).str.strip().ne("") | \
+        acts["head_frac"].astype(str).str.strip().ne("")
+    acts = acts[routed]
+    if not len(acts):
+        return pd.DataFrame(columns=cols)
+    keys = ["config", "layer"] + ([] if last_only else ["step"])
+    g = acts.groupby(keys, sort=False)
+    out = g.agg(n=("run", "nunique"), **{c: (c, "mean") for c in ROUTING_NUM})
+    for c in ROUTING_SHARES:
+        out[c] = g[c].agg(_mean_shares)
+    return out.reset_index()[cols]
+
+
 # ---------------------------------------------------------------- baseline
 
 def _canon(v):

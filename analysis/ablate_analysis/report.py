@@ -332,6 +332,30 @@ class Report:
                           fnum(r["attn_entropy"], 3)]
                          for _, r in layers.iterrows()]))
         self.csv(layers, "layers.csv")
+        self.routing()
+
+    def routing(self):
+        """Mixture of experts and of heads: how each routed block shares its tokens."""
+        r = A.routing(self.sw)
+        if not len(r):
+            return
+        self.w("### Routing (mixture of experts and of heads; last recorded step)", "")
+        self.w("Per routed block: each expert's share of the token-expert assignments and each "
+               "head's share of the tokens (1/E each when balanced; one share near 1 is a "
+               "collapsed router), the largest expert share, the router's entropy (nats, mean "
+               "over tokens), the balance and z-losses with their weights applied, and the "
+               "share of assignments a capacity dropped; mean over the valid runs. Every "
+               "recorded step is in `routing.csv`.", "")
+        self.w(md_table(["configuration", "layer", "n", "expert shares", "max share",
+                         "router entropy", "balance loss", "z-loss", "dropped", "head shares",
+                         "MoH entropy", "MoH balance"],
+                        [[x["config"], int(x["layer"]), int(x["n"]), x["expert_frac"] or "—",
+                          fnum(x["moe_max_frac"], 3), fnum(x["router_entropy"], 3),
+                          fsig(x["moe_balance"]), fsig(x["moe_zloss"]), fnum(x["moe_dropped"], 3),
+                          x["head_frac"] or "—", fnum(x["moh_entropy"], 3),
+                          fsig(x["moh_balance"])] for _, x in r.iterrows()],
+                        ["---", "--:", "--:", "---"] + ["--:"] * 5 + ["---", "--:", "--:"]))
+        self.csv(A.routing(self.sw, last_only=False), "routing.csv")
 
     def _contrast_table(self, con):
         return md_table([c[0] for c in CONTRAST_COLUMNS],
