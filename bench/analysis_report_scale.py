@@ -40,6 +40,9 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import analysis_report_speed  # noqa: E402  (its corpus search)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT_TARGET_S, PAGE_TARGET_S, PAGE_MB = 60.0, 5.0, 10.0
 COPIES = 50
@@ -61,14 +64,7 @@ seeds: 5
 """
 
 
-def corpus():
-    for p in (os.environ.get("ABLATE_CORPUS"), os.path.join(ROOT, "data", "tinyshakespeare.txt"),
-              os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")):
-        if p and os.path.isfile(p):
-            return os.path.abspath(p)
-    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "get-corpus.sh")],
-                       capture_output=True, text=True, check=True)
-    return p.stdout.strip()
+corpus = analysis_report_speed.corpus  # the same search: ABLATE_CORPUS, data/, ../shared/
 
 
 def _s(v):
