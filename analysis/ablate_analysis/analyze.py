@@ -214,6 +214,25 @@ def per_layer(sw):
     return a.reset_index()[cols]
 
 
+def sequential_contrasts(sw):
+    """A replicate: sweep's own verdicts as a contrasts frame (config, baseline, diff, lo,
+    hi, level, verdict, n), for the forest plot and the page: each contrast's interval is
+    the sequential one of its last look (valid over every look and contrast), at the level
+    that look spent. None for a sweep with fixed seeds."""
+    con, dec = sw.replicate_contrasts, sw.replicate_decisions
+    if con is None:
+        return None
+    level = {}
+    for _, d in dec.iterrows() if len(dec) else []:
+        level[int(d["contrast"])] = float(d["level"])
+    return pd.DataFrame({
+        "config": con["configuration"].astype(str), "baseline": con["baseline"].astype(str),
+        "diff": con["difference"].astype(float), "lo": con["lo"].astype(float),
+        "hi": con["hi"].astype(float),
+        "level": [level.get(int(c), math.nan) for c in con["contrast"]],
+        "verdict": con["verdict"].astype(str), "n": con["n"], "sequential": True})
+
+
 ROUTING_NUM = ("router_entropy", "moe_max_frac", "moe_balance", "moe_zloss", "moe_dropped",
                "moh_entropy", "moh_balance")
 ROUTING_SHARES = ("expert_frac", "head_frac")

@@ -271,7 +271,7 @@ def throughput(configs, path):
     return _save(fig, path)
 
 
-VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red"}
+VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "equivalent": "tab:blue"}
 
 
 def forest_intervals(contrasts, alpha=0.05):
@@ -283,6 +283,8 @@ def forest_intervals(contrasts, alpha=0.05):
     level (the test level) in the rows' order."""
     from scipy import stats as st
     c = contrasts
+    if "sequential" in c.columns:  # analyze.sequential_contrasts: the sweep's own intervals
+        return c[["lo", "hi", "level"]]
     p = c["p"].to_numpy(float)
     ok = np.isfinite(p)
     m = int(ok.sum())
@@ -339,9 +341,14 @@ def forest(contrasts, path, what="final validation loss"):
     ax.set_yticklabels(["%s − %s (%.3g%%)" % (r["config"], r["baseline"], 100 * (1 - lv))
                         for (_, r), lv in zip(c.iterrows(), iv["level"])], fontsize=8)
     ax.set_xlabel("difference in %s; < 0 = lower loss than the baseline" % what)
-    ax.set_title("Contrasts against the baseline, each interval at the level of its Holm step "
-                 "(in brackets)\n(green better, red worse, grey not resolved; arrows: cut)",
-                 fontsize=9)
+    if "sequential" in c.columns:
+        ax.set_title("The sweep's sequential verdicts: each interval the one of its last look, "
+                     "valid over every look\n(level spent at that look in brackets; green "
+                     "better, red worse, blue equivalent, grey open; arrows: cut)", fontsize=9)
+    else:
+        ax.set_title("Contrasts against the baseline, each interval at the level of its Holm "
+                     "step (in brackets)\n(green better, red worse, grey not resolved; "
+                     "arrows: cut)", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 

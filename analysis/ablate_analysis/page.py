@@ -306,11 +306,13 @@ def page_data(rep):
     stats, layers, layer_lines = _layer_lines(sw, config_pos, CURVE_NUMBERS // 4)
 
     con = rep.contrasts
+    seq = A.sequential_contrasts(rep.sw)  # a replicate: sweep: its own sequential verdicts
+    fcon = con if seq is None else seq
     forest = []
-    if len(con):
+    if len(fcon):
         from .figures import forest_intervals
-        iv = forest_intervals(con)  # at the level each Holm verdict used
-        for (_, r), lo, hi, lv in zip(con.iterrows(), iv["lo"], iv["hi"], iv["level"]):
+        iv = forest_intervals(fcon)  # at the level each Holm verdict (or look) used
+        for (_, r), lo, hi, lv in zip(fcon.iterrows(), iv["lo"], iv["hi"], iv["level"]):
             if np.isfinite(float(r["diff"])):
                 forest.append({"config": r["config"], "baseline": r["baseline"],
                                "diff": float(r["diff"]),
@@ -356,7 +358,7 @@ def page_data(rep):
                  "baseline": getattr(rep, "baseline_why", ""),
                  "generated": datetime.datetime.now(datetime.timezone.utc)
                  .strftime("%Y-%m-%d %H:%M:%S UTC"),
-                 "uplot": UPLOT_VERSION, "live": live_note(rep)},
+                 "uplot": UPLOT_VERSION, "live": live_note(rep), "sequential": seq is not None},
         "axes": axes, "configs": configs, "runs": run_list, "figures": figures,
         "layers": {"stats": stats, "layers": layers, "lines": layer_lines},
         "forest": forest, "tables": tables, "samples": samples, "provenance": prov,

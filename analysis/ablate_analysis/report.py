@@ -518,7 +518,8 @@ class Report:
                  "attention entropy per layer")
         self.fig(F.throughput(self.configs[self.configs["config"].isin(order)],
                               os.path.join(d, "throughput.png")), "throughput")
-        con = self.contrasts
+        seq = A.sequential_contrasts(sw)  # a replicate: sweep: its own verdicts
+        con = self.contrasts if seq is None else seq
         if len(con):
             con = con[con["config"].isin(order) & con["baseline"].isin(order)]
         if not self.fig(F.forest(con, os.path.join(d, "forest.png")),

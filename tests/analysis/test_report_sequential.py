@@ -1,7 +1,10 @@
 """ablate-report on a replicate: sweep (issue 20): the report reads /contrasts and
 /decisions, says its verdicts are sequential, its numbers agree with the file, and it
 states the runs used against a fixed design at max seeds."""
+import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -59,6 +62,19 @@ def test_sequential_section():
         assert verdict in line[0] and ("%+.4f" % row["difference"]) in line[0].replace(
             "−", "-"), (line[0], verdict, row["difference"])
     assert os.path.exists(os.path.join(d, "sequential_decisions.csv"))
+    # the page's forest plot draws the sweep's own sequential intervals (issue 19, item 4)
+    html = open(os.path.join(d, "report.html")).read()
+    m = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
+    data = json.loads(m.group(1).replace("<\\/", "</"))
+    assert data["meta"]["sequential"] is True
+    forest = {r["config"]: r for r in data["forest"]}
+    for row in con:
+        name = row["configuration"].decode()
+        if not math.isfinite(row["difference"]):
+            continue
+        r = forest[name]
+        assert r["verdict"] == row["verdict"].decode(), (r, row)
+        assert abs(r["lo"] - row["lo"]) < 1e-12 and abs(r["hi"] - row["hi"]) < 1e-12, (r, row)
 
 
 def test_fixed_sweep_has_none():

@@ -97,6 +97,9 @@ def kill_resume(tmp):
     ref_out = os.path.join(tmp, "ref.h5")
     rc, _, err = C.run(["run", spec, "-o", ref_out], tag="ref")
     assert rc == 0, err[-3000:]
+    # its ETA is an upper bound (every run it may still need), and says so
+    etas = re.findall(r"  ETA (\S+)", err)
+    assert etas and all(e in ("--", "<=") for e in etas), etas[:8]
     ref = decisions(ref_out)
     assert any(r[-2] == "open" for r in ref[0]), "no contrast stayed open at its first look: " \
         "nothing to kill mid-way (%s)" % (ref[0],)

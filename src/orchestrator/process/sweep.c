@@ -1344,6 +1344,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
              nranks > 1 ? "worker rank(s)" : "process");
     s.sched->ops->announce(s.sched, n_live, done_before, n_resumed, where, o->out_path);
     progress_init(&s.progress, n_live, done_before, total_cost);
+    s.progress.eta_upper = s.spec.replicate.on;
     if (s.spec.replicate.on) contrast_line(&s);
 
     if (nranks > 1)

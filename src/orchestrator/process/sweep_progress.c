@@ -25,14 +25,15 @@ static void format_eta(const Progress *p, char *buf, size_t n) {
         return;
     }
     double eta = p->cost_left / (p->cost_done / elapsed);
+    const char *le = p->eta_upper ? "<= " : ""; /* runs a settled contrast drops shorten it */
     if (eta >= 3600)
-        snprintf(buf, n, "ETA %dh%02dm", (int)(eta / 3600), (int)fmod(eta / 60, 60));
+        snprintf(buf, n, "ETA %s%dh%02dm", le, (int)(eta / 3600), (int)fmod(eta / 60, 60));
     else
-        snprintf(buf, n, "ETA %dm%02ds", (int)(eta / 60), (int)fmod(eta, 60));
+        snprintf(buf, n, "ETA %s%dm%02ds", le, (int)(eta / 60), (int)fmod(eta, 60));
 }
 
 static void print_status(Progress *p, const char *last) {
-    char eta[32], best[192] = "";
+    char eta[40], best[192] = "";
     format_eta(p, eta, sizeof eta);
     if (isfinite(p->best)) snprintf(best, sizeof best, "  best %.4f (%s)", p->best, p->best_name);
     if (p->tty)

@@ -12,6 +12,7 @@ typedef struct {
     char best_name[128];
     int tty;
     char contrasts[512]; /* a replicate: sweep's contrasts ("" none): each one's state */
+    int eta_upper;       /* a replicate: sweep: the ETA counts every run it may still need */
 } Progress;
 
 void progress_init(Progress *p, int total, int finished_before, double cost_to_run);
