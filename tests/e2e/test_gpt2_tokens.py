@@ -306,7 +306,7 @@ def test_book_specs():
         env = dict(ENV, ABLATE_DATA=corpus_path(d), ABLATE_CACHE_DIR=os.path.join(d, "cache"))
         env.pop("ABLATE_BOOK_DATA", None)
         for name, runs in (("book-heads-tokens", 15), ("book-heads-time", 15),
-                           ("book-activations", 20)):
+                           ("book-activations", 20), ("book-heads-tokens-adaptive", 30)):
             plan = plan_json(os.path.join(SOURCE_DIR, "sweeps", name + ".yaml"), env=env)
             assert len(plan) == runs, (name, len(plan))
             for r in plan:
