@@ -31,7 +31,6 @@ meaningful on an idle machine).
 import argparse
 import hashlib
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import analysis_report_speed  # noqa: E402  (its corpus search)
+import analysis_report_speed  # noqa: E402  (its corpus search and report timing)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORT_TARGET_S, PAGE_TARGET_S, PAGE_MB = 60.0, 5.0, 10.0
@@ -143,21 +142,8 @@ def make_file(a):
 
 
 def time_report(a, h5):
-    walls, cpus = [], []
     out = os.path.join(a.dir, "report")
-    for i in range(a.reps):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "analysis", "ablate-report"),
-                            h5, "-o", out], capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if p.returncode != 0:
-            raise RuntimeError("ablate-report failed:\n" + p.stderr[-3000:])
-        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        walls.append(wall)
-        cpus.append(cpu)
-        print("report rep %d: %.1f s wall, %.1f s CPU" % (i + 1, wall, cpu))
+    walls, cpus = analysis_report_speed.time_report(h5, out, a.reps, "report rep")
     return statistics.median(walls), statistics.median(cpus), os.path.join(out, "report.html")
 
 

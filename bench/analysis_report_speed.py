@@ -50,6 +50,26 @@ def corpus():
     return p.stdout.strip()
 
 
+def time_report(h5, out, reps, label):
+    """(walls, cpus) of reps runs of ablate-report on h5 into out, each printed with label;
+    RuntimeError with its stderr's tail when one fails."""
+    walls, cpus = [], []
+    for i in range(reps):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "analysis", "ablate-report"),
+                            h5, "-o", out], capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError("ablate-report failed:\n" + p.stderr[-3000:])
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        walls.append(wall)
+        cpus.append(cpu)
+        print("%s %d: %.1f s wall, %.1f s CPU" % (label, i + 1, wall, cpu))
+    return walls, cpus
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=os.path.join(ROOT, "build-bench-analysis"))
@@ -69,22 +89,11 @@ def main():
             print("making the sweep failed:\n" + p.stderr[-3000:])
             return 1
         print("made %s in %.0f s" % (h5, time.monotonic() - t0))
-    walls, cpus = [], []
-    for i in range(a.reps):
-        out = os.path.join(a.dir, "report")
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "analysis", "ablate-report"),
-                            h5, "-o", out], capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if p.returncode != 0:
-            print("ablate-report failed:\n" + p.stderr[-3000:])
-            return 1
-        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        walls.append(wall)
-        cpus.append(cpu)
-        print("rep %d: %.1f s wall, %.1f s CPU" % (i + 1, wall, cpu))
+    try:
+        walls, cpus = time_report(h5, os.path.join(a.dir, "report"), a.reps, "rep")
+    except RuntimeError as e:
+        print(e)
+        return 1
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     wall, cpu = statistics.median(walls), statistics.median(cpus)

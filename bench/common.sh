@@ -1,4 +1,4 @@
-# Sourced by the bench scripts after their options are parsed (REPO set, CORPUS possibly set).
+# Sourced by the bench scripts before they parse their options (REPO set).
 # Open MPI refuses to run as root without these; CI and the benchmark machines run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -12,4 +12,16 @@ bench_corpus() {
         if [ -n "$c" ] && [ -f "$c" ]; then CORPUS="$(realpath "$c")"; return 0; fi
     done
     return 0
+}
+
+# bench_opt ARGS...: the options every bench script shares, for the `*)` arm of its own
+# option loop: --build DIR, --corpus PATH, -h/--help (the script's header comment), and the
+# one-line error for an unknown option. Sets BENCH_SHIFT to the arguments it used.
+bench_opt() {
+    case "$1" in
+    --build) BUILD="$(realpath -m "$2")"; BENCH_SHIFT=2 ;;
+    --corpus) CORPUS="$2"; BENCH_SHIFT=2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "$(basename "$0"): unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
 }

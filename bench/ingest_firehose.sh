@@ -32,6 +32,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RANKS=8,16 RUNS=64 STEPS=20000 LENGTHS=1,10 STATS_EVERY=100 VIEW_INTERVAL=30
 BATCH=65536 REPS=1 BUILD="$REPO/build-sbench" CORPUS="" OUT=""
+. "$REPO/bench/common.sh" # run-as-root variables, bench_opt, bench_corpus
 while [ $# -gt 0 ]; do
     case "$1" in
     --ranks) RANKS="$2"; shift 2 ;;
@@ -42,15 +43,11 @@ while [ $# -gt 0 ]; do
     --view-interval) VIEW_INTERVAL="$2"; shift 2 ;;
     --batch-bytes) BATCH="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
-    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
-    --corpus) CORPUS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ingest_firehose.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
 
-. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
 bench_corpus
 if [ -z "$CORPUS" ] || [ ! -f "$CORPUS" ]; then
     # any text will do: rank 0 only loads it for the plan's vocabulary

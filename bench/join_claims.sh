@@ -18,6 +18,7 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$REPO/build" PARENT="${TMPDIR:-/tmp}" ARGS=()
+. "$REPO/bench/common.sh" # run-as-root variables, bench_opt, bench_corpus
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) PARENT="$2"; shift 2 ;;
@@ -25,9 +26,7 @@ while [ $# -gt 0 ]; do
     --procs) ARGS+=(-p "$2"); shift 2 ;;
     --reps) ARGS+=(-r "$2"); shift 2 ;;
     --dead-share) ARGS+=(-t "$2"); shift 2 ;;
-    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "join_claims.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
 WORK="$(mktemp -d "$PARENT/join_claims.XXXXXX")"

@@ -14,15 +14,14 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS=20000 PER=200 FLIGHT=64 BUILD="$REPO/build" DIR=""
+. "$REPO/bench/common.sh" # run-as-root variables, bench_opt, bench_corpus
 while [ $# -gt 0 ]; do
     case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
     --per-update) PER="$2"; shift 2 ;;
     --in-flight) FLIGHT="$2"; shift 2 ;;
-    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
     --dir) DIR="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "live_view.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -15,19 +15,16 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="1000 4000" W=2 VIEW=1 BUILD="$REPO/build" CORPUS="" OUT=""
+. "$REPO/bench/common.sh" # run-as-root variables, bench_opt, bench_corpus
 while [ $# -gt 0 ]; do
     case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
     --workers) W="$2"; shift 2 ;;
     --view-interval) VIEW="$2"; shift 2 ;;
-    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
-    --corpus) CORPUS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "rank0_memory.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
-. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
 bench_corpus
 [ -f "$CORPUS" ] || { echo "rank0_memory.sh: no corpus (--corpus PATH)" >&2; exit 2; }
 [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -33,19 +33,16 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$REPO/build-sbench" ABLATE="" CORPUS="" PYARGS=()
+. "$REPO/bench/common.sh" # run-as-root variables, bench_opt, bench_corpus
 while [ $# -gt 0 ]; do
     case "$1" in
     --workers|--runs|--steps|--eval-tokens|--sample-tokens|--reps|--view-interval|--out|--join)
         PYARGS+=("$1" "$2"); shift 2 ;;
     --ablate) ABLATE="$(realpath "$2")"; shift 2 ;;
-    --build) BUILD="$(realpath -m "$2")"; shift 2 ;;
-    --corpus) CORPUS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "sweep_dispatch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
 
-. "$REPO/bench/common.sh" # run-as-root variables, bench_corpus
 bench_corpus
 TMP_CORPUS=""
 if [ -z "$CORPUS" ] || [ ! -f "$CORPUS" ]; then
