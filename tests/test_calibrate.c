@@ -28,10 +28,10 @@ TEST(summary) {
 TEST(budget_steps) {
     /* the study's case: 1,300 tokens/s x 300 s / (2 x 128) tokens a step = 1523.4 -> 1523 */
     CHECK(calib_budget_steps(1300, 300, 256) == 1523);
-    CHECK(calib_budget_steps(1000, 1.0, 400) == 3);  /* 2.5 rounds away from zero */
-    CHECK(calib_budget_steps(1000, 1.0, 800) == 1);  /* 1.25 */
-    CHECK(calib_budget_steps(10, 1.0, 1000) == 1);   /* at least one step */
-    CHECK(calib_budget_steps(0, 300, 256) == 0);     /* no throughput: no budget */
+    CHECK(calib_budget_steps(1000, 1.0, 400) == 3); /* 2.5 rounds away from zero */
+    CHECK(calib_budget_steps(1000, 1.0, 800) == 1); /* 1.25 */
+    CHECK(calib_budget_steps(10, 1.0, 1000) == 1);  /* at least one step */
+    CHECK(calib_budget_steps(0, 300, 256) == 0);    /* no throughput: no budget */
     CHECK(calib_budget_steps(NAN, 300, 256) == 0);
     CHECK(calib_budget_steps(1300, 300, 0) == 0);
     CHECK(calib_budget_steps(1e300, 1e300, 1) == 0); /* beyond any step count */
@@ -52,7 +52,8 @@ TEST(validate) {
     CHECK(knob_find("train.calibrate") && knob_find("train.calibrate_steps"));
     CHECK(c.train.calibrate == 0 && c.train.calibrate_steps == 20); /* off by default */
     c.train.calibrate = 3; /* with the default step budget */
-    CHECK(run_config_validate(&c, err) != 0 && strstr(err, "train.calibrate 3 needs a time budget"));
+    CHECK(run_config_validate(&c, err) != 0 &&
+          strstr(err, "train.calibrate 3 needs a time budget"));
     c.train.steps = 0;
     c.train.seconds = 2;
     CHECK_MSG(run_config_validate(&c, err) == 0, "%s", err);

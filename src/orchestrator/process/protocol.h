@@ -33,7 +33,16 @@
 _Static_assert(sizeof(RunAssignment) + PROTOCOL_HEADER_ROOM <= PROTOCOL_EAGER_LIMIT,
                "RunAssignment no longer fits Open MPI's shared-memory eager limit");
 
-enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT, TAG_CALIB, TAG_CALIB_DONE };
+enum {
+    TAG_READY = 11,
+    TAG_ASSIGN,
+    TAG_EVENTS,
+    TAG_END,
+    TAG_STOP,
+    TAG_CKPT,
+    TAG_CALIB,
+    TAG_CALIB_DONE
+};
 /* STOP_ABANDON: stop the run in progress without a checkpoint (a joined sweep gave it to
  * another process, join.h) */
 enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1, STOP_ABANDON = 2 };

@@ -264,8 +264,7 @@ static const Dataset *sweep_data(const RunAssignment *a, VocabCache *vc, char er
     return d;
 }
 
-int run_calibrate(const RunAssignment *a, VocabCache *vc, CalibTrial *out,
-                  char err[ABL_ERR_MAX]) {
+int run_calibrate(const RunAssignment *a, VocabCache *vc, CalibTrial *out, char err[ABL_ERR_MAX]) {
     const Dataset *d = sweep_data(a, vc, err);
     return d ? calib_trial(&a->cfg, a->seed, d, out, err) : -1;
 }
@@ -287,8 +286,9 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     const TrainConfig *tc = &a->cfg.train;
     if (tc->seconds > 0 && tc->calibrate > 0 && tc->calibrated_steps <= 0) {
         /* never train a calibrated configuration by the clock: it would be silently unfair */
-        snprintf(err, sizeof err, "train.calibrate: the configuration has no calibrated budget "
-                                  "(its calibration failed)");
+        snprintf(err, sizeof err,
+                 "train.calibrate: the configuration has no calibrated budget "
+                 "(its calibration failed)");
         goto fail;
     }
     const Dataset *d = sweep_data(a, vc, err);

@@ -597,7 +597,6 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     end_recorded(s, run, attempt, res, durable);
 }
 
-
 /* ------------------------------------------------------------------ calibration */
 
 /* A run's configuration name: its name without the last "/seedN" segment. */

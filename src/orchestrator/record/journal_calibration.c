@@ -50,8 +50,7 @@ int journal_decode_calibration(const JournalRecord *rec, JournalCalibration *c) 
     if (rec->type != JREC_CALIBRATION) return -1;
     LeReader r = le_reader(rec->payload, rec->len);
     memset(c, 0, sizeof *c);
-    if (read_s(&r, c->group, sizeof c->group) || read_s(&r, c->config, sizeof c->config))
-        return -1;
+    if (read_s(&r, c->group, sizeof c->group) || read_s(&r, c->config, sizeof c->config)) return -1;
     c->trial = (int)le_read_u32(&r);
     c->t.steps = (int)le_read_u32(&r);
     c->warmup = (int)le_read_u32(&r);
