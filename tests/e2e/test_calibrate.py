@@ -126,6 +126,42 @@ def test_in_process():
         all("-> %d steps" % n in text for n in steps), text
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_idle_workers_sleep():
+    """A worker with nothing to do sleeps between probes (Open MPI's blocking probe spins a
+    whole core): while one worker holds the sweep's only run (the test hook, sleeping), the
+    other (idle) worker rank is measured over a window of at least a second of wall time and must
+    use under 5% of a core. The window measures; it synchronizes nothing (the held run is a
+    state: its .held file)."""
+    tmp = C.workdir_persistent("calibrate-idle")
+    text = spec_text(C.corpus_path(tmp)).replace("grid:\n  model.n_head: [1, 2]\n", "")
+    spec = C.write(os.path.join(tmp, "s.yaml"), text.replace("seeds: [0, 1]", "seeds: [0]"))
+    out = os.path.join(tmp, "out.h5")
+    hold = os.path.join(tmp, "hold")
+    with C.Job(["run", spec, "-o", out], ranks=3, env=C.hold_env(hold), tag="idle") as job:
+        C.wait_until(lambda: os.path.isdir(hold) and C.held(hold), job, "the run held")
+        ranks = job.ablate_ranks()
+        begins = [p for typ, _run, p in C.journal_records(C.journal_path(out))[0] if typ == 3]
+        (busy,) = struct.unpack_from("<i", begins[-1], 4)  # RUN_BEGIN: u32 attempt, i32 rank
+        workers = [ranks[r] for r in sorted(ranks) if r > 0 and r != busy]
+        assert len(ranks) == 3 and len(workers) == 1, (ranks, busy)
+        import time
+        t0, c0 = time.monotonic(), [cpu_seconds(p) for p in workers]
+        while time.monotonic() - t0 < 1.0:
+            time.sleep(0.1)
+        wall = time.monotonic() - t0
+        share = [(cpu_seconds(p) - c) / wall for p, c in zip(workers, c0)]
+        C.log("  the idle worker rank used %.4f of a core while rank %d held the run" %
+              (share[0], busy))
+        assert max(share) < 0.05, "a waiting worker spins: %s of a core" % share
+
+
 def test_errors():
     """calibrate without a time budget: FILE:LINE:COL naming the key; with --join: refused."""
     tmp = C.workdir_persistent("calibrate-err")
@@ -146,4 +182,4 @@ def test_errors():
 
 if __name__ == "__main__":
     C.main([("errors", test_errors), ("in_process", test_in_process),
-            ("kill_resume", test_kill_resume)])
+            ("kill_resume", test_kill_resume), ("idle_workers_sleep", test_idle_workers_sleep)])
