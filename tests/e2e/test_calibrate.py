@@ -176,6 +176,14 @@ def test_errors():
     rc, _, err = C.run(["run", good, "-o", os.path.join(tmp, "j.h5"), "--join"], expect_rc=2,
                        tag="cal-join")
     assert good + ":5:" in err and "cannot be used with --join" in err, err
+    # ablate train: its trials in line, then exactly the calibrated steps
+    import json
+    import re
+    rc, out, err = C.run(["train", good, "--json"], expect_rc=0, tag="cal-train")
+    trials = re.findall(r"calibration: trial \d/%d: ([0-9.]+) tokens/s" % K, err)
+    steps = re.search(r"calibration: median .* = (\d+) steps", err)
+    end = [json.loads(l) for l in out.splitlines() if '"event":"end"' in l][-1]
+    assert len(trials) == K and steps and end["steps"] == int(steps.group(1)), (err, end)
     rc, out, _ = C.run(["plan", good], expect_rc=0, tag="cal-plan")
     assert "calibration" in out and "2 configuration(s) x %d trial(s)" % K in out, out
 
