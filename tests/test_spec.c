@@ -368,6 +368,28 @@ TEST(set_budget) {
     done(&s, &p);
 }
 
+/* train.calibrate needs a time budget: the error names the file, line and key. */
+TEST(calibrate_errors) {
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {steps: 50, calibrate: 3}\n",
+                 NULL, 0, "t.yaml:3:", "train.calibrate 3 needs a time budget", "train.seconds");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {seconds: 5}\n"
+                 "grid:\n"
+                 "  train.calibrate: [2, -1]\n",
+                 NULL, 0, "t.yaml:5:", "train.calibrate must be >= 0");
+    const char *y = "data: {path: \"@DATA@\"}\nbase: {train: {seconds: 5, calibrate: 2}}\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs == 1)
+        CHECK(p.runs[0].cfg.train.calibrate == 2 && p.runs[0].cfg.train.seconds == 5 &&
+              p.runs[0].cfg.train.calibrated_steps == 0);
+    done(&s, &p);
+}
+
 TEST(errors) {
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"

@@ -9,8 +9,45 @@
 #include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
+#include "orchestrator/plan/run_id.h"
+#include "worker/calibrate.h"
 #include "util/json.h"
 #include "worker/knobs.h"
+
+/* Calibrated fixed time (train.calibrate): the phase the sweep runs before any run, K
+ * timing trials per configuration one at a time, and what it costs (at 50 GFLOP/s). */
+static void print_calibration(const Plan *plan, const PlanCost *cost) {
+    uint64_t *seen = calloc((size_t)plan->n_runs + 1, sizeof *seen);
+    int configs = 0, trials = 0, k0 = -1, uniform = 1;
+    double seconds = 0;
+    for (int i = 0; seen && i < plan->n_runs; i++) {
+        const RunConfig *c = &cost[i].cfg;
+        if (!(c->train.seconds > 0) || c->train.calibrate <= 0) continue;
+        uint64_t h = run_id_hash(c, NULL);
+        int dup = 0;
+        for (int j = 0; j < configs && !dup; j++)
+            dup = seen[j] == h;
+        if (dup) continue;
+        seen[configs++] = h;
+        trials += c->train.calibrate;
+        uniform &= k0 < 0 || k0 == c->train.calibrate;
+        k0 = c->train.calibrate;
+        double tokens = (double)(CALIB_WARMUP_STEPS + c->train.calibrate_steps) *
+                        c->train.batch_size * c->model.context;
+        seconds += c->train.calibrate * tokens * cost[i].c.flops_per_token / 50e9;
+    }
+    free(seen);
+    if (!configs) return;
+    if (uniform)
+        printf("calibration: %d configuration(s) x %d trial(s)", configs, k0);
+    else
+        printf("calibration: %d configuration(s), %d trials in all", configs, trials);
+    printf(" (train.calibrate; %d warm-up + train.calibrate_steps timed steps each), timed one "
+           "at a time on one core before any run while every other rank idles: ~%.3g s at 50 "
+           "GFLOP/s; each run then trains round(median tokens/s x train.seconds / tokens per "
+           "step) steps\n",
+           CALIB_WARMUP_STEPS, seconds);
+}
 
 static void plan_usage(FILE *f) {
     fprintf(
@@ -128,6 +165,7 @@ int cmd_plan(int argc, char **argv) {
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
         if (spec.replicate.on) print_replicate(&plan, cost);
+        print_calibration(&plan, cost);
     }
     rc = cli_output_ok() == 0 ? 0 : 1;
 out:

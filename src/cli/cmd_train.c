@@ -10,6 +10,7 @@
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "worker/blas_env.h"
+#include "worker/calibrate.h"
 #include "worker/sinks.h"
 #include "worker/train.h"
 
@@ -48,6 +49,34 @@ static int find_run(const Plan *p, const char *sel) {
  * for nobody was what `| head -1` got with SIGPIPE ignored). */
 static TrainPoll json_failed(void *ctx) {
     return ((const JsonSink *)ctx)->write_errno ? TRAIN_ABORT : TRAIN_CONTINUE;
+}
+
+/* train.calibrate: the run's trials in line, then its calibrated step budget, as a sweep
+ * gives it (worker/calibrate.h; a sweep journals its trials, this only says them). */
+static int calibrate(RunConfig *cfg, uint64_t seed, const Dataset *d, char err[ABL_ERR_MAX]) {
+    int k = cfg->train.calibrate;
+    if (!(cfg->train.seconds > 0) || k <= 0) return 0;
+    double *tps = calloc((size_t)k, sizeof *tps);
+    if (!tps) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int i = 0; i < k; i++) {
+        CalibTrial t;
+        if (calib_trial(cfg, seed, d, &t, err) != 0) {
+            free(tps);
+            return -1;
+        }
+        tps[i] = t.tokens_per_s;
+        log_info("calibration: trial %d/%d: %.1f tokens/s (load %.2f)", i + 1, k, t.tokens_per_s,
+                 t.load1);
+    }
+    double med, lo, hi;
+    calib_summary(tps, k, &med, &lo, &hi);
+    free(tps);
+    long per_step = (long)cfg->train.batch_size * cfg->model.context;
+    cfg->train.calibrated_steps = calib_budget_steps(med, cfg->train.seconds, per_step);
+    log_info("calibration: median %.1f tokens/s (min %.1f, max %.1f) x %g s / %ld tokens a step "
+             "= %ld steps",
+             med, lo, hi, cfg->train.seconds, per_step, cfg->train.calibrated_steps);
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -140,6 +169,11 @@ int cmd_train(int argc, char **argv) {
     Dataset data;
     if (dataset_load(&data, &cfg.data, cfg.model.context, err) != 0) {
         log_cmd("%s", err);
+        return 2;
+    }
+    if (calibrate(&cfg, (uint64_t)seed, &data, err) != 0) {
+        log_cmd("%s", err);
+        dataset_free(&data);
         return 2;
     }
     Trainer t;

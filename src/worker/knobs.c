@@ -82,6 +82,11 @@ const Knob knob_table[] = {
     NUM("train.tokens", FT_LONG, train.tokens, "tokens",
         "budget: training tokens (rounded up to whole steps)"),
     NUM("train.seconds", FT_DOUBLE, train.seconds, "s", "budget: seconds of training time"),
+    NUM("train.calibrate", FT_INT, train.calibrate, "trials",
+        "calibrated fixed time: timing trials per configuration before the sweep; each run "
+        "then trains round(median tokens/s x train.seconds / tokens per step) steps (0 = off)"),
+    NUM("train.calibrate_steps", FT_INT, train.calibrate_steps, "steps",
+        "timed steps of one calibration trial (after 3 untimed warm-up steps)"),
     NUM("train.eval_every", FT_INT, train.eval_every, "steps",
         "evaluate every N steps (0 = at the end only)"),
     NUM("train.eval_tokens", FT_LONG, train.eval_tokens, "tokens",

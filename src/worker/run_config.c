@@ -28,6 +28,7 @@ void run_config_default(RunConfig *c) {
     t->eval_every = 200;
     t->eval_tokens = 16384;
     t->log_every = 1;
+    t->calibrate_steps = 20;
     c->data.tokenizer = TOK_CHAR;
     c->data.val_fraction = 0.1;
     c->stats.every = 100;
@@ -69,6 +70,13 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("train.tokens %ld, rounded up to whole steps of train.batch_size %d x "
                  "model.context %d tokens, is more than 2^63-1",
                  t->tokens, t->batch_size, m.context);
+    if (t->calibrate < 0) ABL_FAIL("train.calibrate must be >= 0 (got %d; 0 = off)", t->calibrate);
+    if (t->calibrate > 0 && !(t->seconds > 0))
+        ABL_FAIL("train.calibrate %d needs a time budget: it turns train.seconds into a step "
+                 "budget from measured tokens/s (set train.seconds, or drop train.calibrate)",
+                 t->calibrate);
+    if (t->calibrate_steps < 1)
+        ABL_FAIL("train.calibrate_steps must be positive (got %d)", t->calibrate_steps);
     if (t->eval_every < 0) ABL_FAIL("train.eval_every must be >= 0");
     if (t->eval_tokens < 1) ABL_FAIL("train.eval_tokens must be positive");
     if (t->log_every < 1) ABL_FAIL("train.log_every must be positive");
@@ -92,6 +100,7 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
 long run_config_total_steps(const RunConfig *c) {
     const TrainConfig *t = &c->train;
     if (t->steps > 0) return t->steps;
+    if (t->seconds > 0) return t->calibrated_steps > 0 ? t->calibrated_steps : -1;
     if (t->tokens > 0) {
         long per_step = (long)t->batch_size * c->model.context;
         if (per_step < 1) return -1;

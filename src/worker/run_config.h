@@ -28,6 +28,15 @@ typedef struct {
     long steps;
     long tokens;
     double seconds; /* training time only; evaluation and statistics excluded */
+    /* Calibrated fixed time (docs/spec.md): with seconds > 0 and calibrate = K > 0, a sweep
+     * first times K short trials of the configuration (calibrate_steps steps each after
+     * CALIB_WARMUP_STEPS), then trains it for calibrated_steps = round(median tokens/s x
+     * seconds / tokens per step) exactly like a steps budget. calibrated_steps is no knob:
+     * the sweep sets it from the journaled trials (0: not calibrated, train by time;
+     * -1: its calibration failed, the run fails). */
+    int calibrate;
+    int calibrate_steps;
+    long calibrated_steps;
     int eval_every; /* steps; 0 = only at the end */
     long eval_tokens;
     int log_every; /* step events every N steps (the last step is always logged) */
@@ -64,7 +73,8 @@ void run_config_default(RunConfig *c);
 int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]);
 /* The learning rate at a step under the configured schedule and total steps. */
 double run_config_lr(const TrainConfig *t, long step, long total_steps);
-/* Total optimizer steps for step/token budgets; -1 for a time budget. */
+/* Total optimizer steps for step/token budgets and a calibrated time budget; -1 for a time
+ * budget not (yet) calibrated. */
 long run_config_total_steps(const RunConfig *c);
 
 #endif

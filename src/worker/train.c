@@ -174,7 +174,8 @@ static void emit_step(const Trainer *t, EventSink *sink, double loss, double lr,
 
 static int budget_left(const Trainer *t) {
     const TrainConfig *tc = &t->cfg.train;
-    if (tc->seconds > 0) return t->train_seconds < tc->seconds;
+    /* a calibrated time budget has its steps (total_steps > 0) and runs like a step budget */
+    if (tc->seconds > 0 && t->total_steps < 0) return t->train_seconds < tc->seconds;
     return t->step < t->total_steps;
 }
 
@@ -201,6 +202,17 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
                  (float)tc->weight_decay};
     adamw_step(g, t->m, t->v, scale, &opt, t->step + 1);
     return loss;
+}
+
+double trainer_time_steps(Trainer *t, int warmup, int steps) {
+    double seconds = 0.0;
+    for (int i = 0; i < warmup + steps; i++) {
+        double grad_norm, lr, t0 = clock_seconds();
+        train_step(t, 0, &grad_norm, &lr);
+        if (i >= warmup) seconds += clock_seconds() - t0;
+        t->step++;
+    }
+    return seconds;
 }
 
 /* Token ids as text, "464 3290 ...": as many as fit in cap (NUL included). */

@@ -55,6 +55,11 @@ double trainer_memory_bytes(const RunConfig *cfg, long data_tokens);
  * event is filled in *end (also for RUN_INTERRUPTED, which emits no end event). */
 RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end);
 
+/* A timing trial (calibrate.h): warmup untimed steps, then steps timed ones, each the real
+ * optimizer step of trainer_run (no evaluation, statistics, samples or events); returns
+ * the seconds of the timed steps, measured as trainer_run measures training time. */
+double trainer_time_steps(Trainer *t, int warmup, int steps);
+
 /* Validation loss and next-token accuracy over the fixed validation windows. */
 void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
 

@@ -9,12 +9,17 @@
  *   worker -> 0  TAG_END     WorkerEnd header, then one packed EV_END event
  *   0 -> worker  TAG_STOP    i32 mode: STOP_EXIT (leave the loop), STOP_CHECKPOINT
  *                            (checkpoint the run in progress, report, then wait) or
- *                            STOP_ABANDON (stop it without a checkpoint, report, wait) */
+ *                            STOP_ABANDON (stop it without a checkpoint, report, wait)
+ *   0 -> worker  TAG_CALIB   RunAssignment of a calibration trial (train.calibrate): run is
+ *                            the configuration's first run, attempt the trial number; the
+ *                            worker times it (calib_trial) and sends nothing else
+ *   worker -> 0  TAG_CALIB_DONE  WorkerCalib: the trial as measured, or why it failed */
 #ifndef ABLATE_ORCHESTRATOR_PROTOCOL_H
 #define ABLATE_ORCHESTRATOR_PROTOCOL_H
 
 #include <stdint.h>
 
+#include "worker/calibrate.h"
 #include "worker/run_config.h"
 #include "run_exec.h"
 
@@ -28,7 +33,16 @@
 _Static_assert(sizeof(RunAssignment) + PROTOCOL_HEADER_ROOM <= PROTOCOL_EAGER_LIMIT,
                "RunAssignment no longer fits Open MPI's shared-memory eager limit");
 
-enum { TAG_READY = 11, TAG_ASSIGN, TAG_EVENTS, TAG_END, TAG_STOP, TAG_CKPT };
+enum {
+    TAG_READY = 11,
+    TAG_ASSIGN,
+    TAG_EVENTS,
+    TAG_END,
+    TAG_STOP,
+    TAG_CKPT,
+    TAG_CALIB,
+    TAG_CALIB_DONE
+};
 /* STOP_ABANDON: stop the run in progress without a checkpoint (a joined sweep gave it to
  * another process, join.h) */
 enum { STOP_EXIT = 0, STOP_CHECKPOINT = 1, STOP_ABANDON = 2 };
@@ -47,5 +61,13 @@ typedef struct {
     int64_t step;
     char path[ABL_PATH_MAX];
 } WorkerCheckpoint;
+
+typedef struct {
+    uint32_t run, trial;
+    int32_t ok; /* 0: failed, message says why */
+    int32_t reserved;
+    CalibTrial t;
+    char message[256];
+} WorkerCalib;
 
 #endif

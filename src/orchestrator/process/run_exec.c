@@ -247,6 +247,28 @@ static int write_weights(FILE *f, void *ctx) {
     return fwrite(g->params, sizeof(float), g->n_params, f) == g->n_params ? 0 : -1;
 }
 
+/* The run's data, when it is the sweep's (else NULL with a message). */
+static const Dataset *sweep_data(const RunAssignment *a, VocabCache *vc, char err[ABL_ERR_MAX]) {
+    const Dataset *d = vocab_dataset(vc, &a->cfg, err);
+    if (d && a->data_sha256[0] && strcmp(d->identity.sha256, a->data_sha256) != 0) {
+        /* another copy on this node, or the file changed since the sweep read it: training
+         * on it would mix two data sets in one sweep */
+        char host[64] = "";
+        gethostname(host, sizeof host - 1);
+        snprintf(err, ABL_ERR_MAX,
+                 "data file %s on %s is not the sweep's: sha256 %.12s... (%lld bytes) here, "
+                 "the sweep's is %.12s...",
+                 a->cfg.data.path, host, d->identity.sha256, d->identity.bytes, a->data_sha256);
+        return NULL;
+    }
+    return d;
+}
+
+int run_calibrate(const RunAssignment *a, VocabCache *vc, CalibTrial *out, char err[ABL_ERR_MAX]) {
+    const Dataset *d = sweep_data(a, vc, err);
+    return d ? calib_trial(&a->cfg, a->seed, d, out, err) : -1;
+}
+
 RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out,
                       RunResult *res) {
     char err[ABL_ERR_MAX] = "";
@@ -261,18 +283,15 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         goto fail;
     }
     *sink = (BatchSink){.base = {batch_emit}, .a = a, .out = out, .sent_at = clock_seconds()};
-    const Dataset *d = vocab_dataset(vc, &a->cfg, err);
-    if (d && a->data_sha256[0] && strcmp(d->identity.sha256, a->data_sha256) != 0) {
-        /* another copy on this node, or the file changed since the sweep read it: training
-         * on it would mix two data sets in one sweep */
-        char host[64] = "";
-        gethostname(host, sizeof host - 1);
+    const TrainConfig *tc = &a->cfg.train;
+    if (tc->seconds > 0 && tc->calibrate > 0 && tc->calibrated_steps <= 0) {
+        /* never train a calibrated configuration by the clock: it would be silently unfair */
         snprintf(err, sizeof err,
-                 "data file %s on %s is not the sweep's: sha256 %.12s... (%lld bytes) here, "
-                 "the sweep's is %.12s...",
-                 a->cfg.data.path, host, d->identity.sha256, d->identity.bytes, a->data_sha256);
+                 "train.calibrate: the configuration has no calibrated budget "
+                 "(its calibration failed)");
         goto fail;
     }
+    const Dataset *d = sweep_data(a, vc, err);
     if (!d || trainer_init(&t, &a->cfg, a->seed, d, err) != 0) goto fail;
     have_trainer = 1;
     if (a->resume_step > 0 && load_checkpoint(&t, a, err) != 0) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "worker/calibrate.h"
 #include "worker/train.h"
 #include "orchestrator/plan/vocab.h"
 
@@ -53,6 +54,11 @@ typedef struct {
  * checksum, truncated, another run's) is reported on stderr with its path and the run
  * starts from step 0: a bad checkpoint never fails a run. */
 RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *out, RunResult *res);
+
+/* One calibration trial of the assignment's configuration (worker/calibrate.h) on the
+ * sweep's data: 0, or -1 with a message. A calibrated run (train.calibrate > 0) whose
+ * assignment carries no calibrated_steps fails in run_execute rather than train by time. */
+int run_calibrate(const RunAssignment *a, VocabCache *vc, CalibTrial *out, char err[ABL_ERR_MAX]);
 
 /* OUT.h5.d/ckpt/<id>-<step>.ckpt */
 int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf, size_t n);

@@ -26,6 +26,7 @@
 #include "orchestrator/record/journal.h"
 #include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
+#include "orchestrator/record/journal_calibration.h"
 #include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/schedule/sequential.h"
 #include "orchestrator/plan/plan_cost.h"
@@ -61,6 +62,7 @@ typedef struct {
     /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
     double final_val_loss, train_seconds;
     int unstable;
+    int calib; /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
  * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
@@ -73,6 +75,19 @@ typedef struct {
     uint64_t before, after; /* journal offsets around its RUN_END */
     RunResult res;
 } PendingEnd;
+
+/* Calibrated fixed time (worker/calibrate.h): one per configuration whose unfinished runs
+ * have train.calibrate > 0. Its trials are timed before any run trains, one at a time. */
+typedef struct {
+    char group[17];                  /* run_id_hash without the seed (/runs' group) */
+    char config[JOURNAL_CONFIG_MAX]; /* its first run's name without the seed segment */
+    int rep;                         /* that run: the config and seed the trials time */
+    int k;                           /* trials wanted (train.calibrate) */
+    double *tps;                     /* k entries: tokens/s of trial i+1 */
+    uint8_t *have;                   /* k entries: trial i+1 is journaled */
+    int failed;                      /* a trial could not run: its runs fail */
+    long steps;                      /* the budget, once all k trials are in (else 0) */
+} CalibGroup;
 
 /* Why the sweep stops before every run ended. */
 typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
@@ -107,6 +122,9 @@ typedef struct {
     PendingEnd *pend;           /* RUN_ENDs written, not yet announced: [pend_head, npend) */
     int npend, pend_head;
     size_t cap_pend;
+    CalibGroup *calib; /* calibrated fixed time: the configurations to time */
+    int n_calib;
+    int calib_busy; /* a trial is being timed (no view is built meanwhile) */
 } Sweep;
 
 static int exists(const char *p) {
@@ -401,6 +419,7 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
  * `ablate view OUT.h5` writes it. */
 static void rebuild_view(Sweep *s, int force) {
     double t = clock_seconds();
+    if (!force && s->calib_busy) return; /* a trial is timed on an otherwise idle machine */
     if (!force && (t - s->last_view < s->view_seconds || view_updater_busy(s->vu))) return;
     char err[ABL_ERR_MAX] = "";
     s->last_view = t;
@@ -436,6 +455,10 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
     a->cfg = *r->cfg;
+    if (r->calib >= 0) { /* its calibrated budget; -1: the calibration failed (run_exec.h) */
+        const CalibGroup *g = &s->calib[r->calib];
+        a->cfg.train.calibrated_steps = g->failed || g->steps <= 0 ? -1 : g->steps;
+    }
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
     const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
@@ -574,6 +597,164 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     end_recorded(s, run, attempt, res, durable);
 }
 
+/* ------------------------------------------------------------------ calibration */
+
+/* A run's configuration name: its name without the last "/seedN" segment. */
+static void config_name(const char *name, char *out, size_t n) {
+    const char *slash = strrchr(name, '/');
+    const char *seg = slash ? slash + 1 : name;
+    size_t len = strncmp(seg, "seed", 4) == 0 ? (size_t)(slash ? slash - name : 0) : strlen(name);
+    snprintf(out, n, "%.*s", (int)len, len ? name : "(base)");
+}
+
+/* Once every trial of a configuration is in: its budget, said once. */
+static void calib_complete(Sweep *s, CalibGroup *c, int say) {
+    for (int i = 0; i < c->k; i++)
+        if (!c->have[i]) return;
+    const RunConfig *cfg = s->runs[c->rep].cfg;
+    double med, lo, hi;
+    calib_summary(c->tps, c->k, &med, &lo, &hi);
+    long per_step = (long)cfg->train.batch_size * cfg->model.context;
+    c->steps = calib_budget_steps(med, cfg->train.seconds, per_step);
+    if (say)
+        log_info("calibration: %s: median %.1f tokens/s (min %.1f, max %.1f, %d trials) x %g s / "
+                 "%ld tokens a step = %ld steps",
+                 c->config, med, lo, hi, c->k, cfg->train.seconds, per_step, c->steps);
+}
+
+/* The configurations to calibrate (those of unfinished runs with train.calibrate > 0), with
+ * the trials an earlier session journaled: those are never timed again. */
+static int calib_setup(Sweep *s, const ResumeState *rs) {
+    for (int i = 0; i < s->n; i++)
+        s->runs[i].calib = -1;
+    for (int i = 0; i < s->n; i++) {
+        SweepRun *r = &s->runs[i];
+        if (r->dead || r->finished || !(r->cfg->train.seconds > 0) || r->cfg->train.calibrate <= 0)
+            continue;
+        char group[17];
+        run_id_format(run_id_hash(r->cfg, NULL), group);
+        int g = 0;
+        while (g < s->n_calib && strcmp(s->calib[g].group, group))
+            g++;
+        if (g == s->n_calib) {
+            CalibGroup *ng = realloc(s->calib, sizeof *ng * (size_t)(s->n_calib + 1));
+            if (!ng) return -1;
+            s->calib = ng;
+            CalibGroup *c = &s->calib[s->n_calib++];
+            memset(c, 0, sizeof *c);
+            memcpy(c->group, group, sizeof group);
+            config_name(r->pr->name, c->config, sizeof c->config);
+            c->rep = i;
+            c->k = r->cfg->train.calibrate;
+            c->tps = calloc((size_t)c->k, sizeof *c->tps);
+            c->have = calloc((size_t)c->k, 1);
+            if (!c->tps || !c->have) return -1;
+            for (int j = 0; j < rs->n_calib; j++) {
+                const JournalCalibration *jc = &rs->calib[j];
+                if (strcmp(jc->group, group) || jc->trial > c->k || c->have[jc->trial - 1])
+                    continue;
+                c->have[jc->trial - 1] = 1;
+                c->tps[jc->trial - 1] = jc->t.tokens_per_s;
+            }
+        }
+        r->calib = g;
+    }
+    int todo = 0, all = 0;
+    for (int g = 0; g < s->n_calib; g++) {
+        for (int t = 0; t < s->calib[g].k; t++)
+            todo += !s->calib[g].have[t];
+        all += s->calib[g].k;
+        calib_complete(s, &s->calib[g], 1);
+    }
+    if (s->n_calib)
+        log_info("calibration: %d configuration(s), %d trial(s) to time (%d journaled before), "
+                 "one at a time, before any run",
+                 s->n_calib, todo, all - todo);
+    return 0;
+}
+
+static void calib_free(Sweep *s) {
+    for (int g = 0; g < s->n_calib; g++) {
+        free(s->calib[g].tps);
+        free(s->calib[g].have);
+    }
+    free(s->calib);
+}
+
+/* The next trial to time: 0 and its configuration and number, or -1 when none is left. */
+static int calib_next(const Sweep *s, int *g, int *trial) {
+    for (int i = 0; i < s->n_calib; i++) {
+        if (s->calib[i].failed) continue;
+        for (int t = 0; t < s->calib[i].k; t++)
+            if (!s->calib[i].have[t]) return *g = i, *trial = t + 1, 0;
+    }
+    return -1;
+}
+
+/* A trial's assignment: the configuration's first run, attempt = the trial number. */
+static void calib_assignment(const Sweep *s, int g, int trial, RunAssignment *a) {
+    const SweepRun *r = &s->runs[s->calib[g].rep];
+    memset(a, 0, sizeof *a);
+    a->run = (uint32_t)s->calib[g].rep;
+    a->attempt = (uint32_t)trial;
+    a->seed = r->pr->seed;
+    memcpy(a->id, r->pr->id, sizeof a->id);
+    a->cfg = *r->cfg;
+    snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
+    const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
+    if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
+}
+
+/* A trial timed (ok) or failed: journaled and synced before anything else happens, so that a
+ * resume never times it again. */
+static void calib_record(Sweep *s, int g, int trial, int ok, const CalibTrial *t,
+                         const char *message) {
+    CalibGroup *c = &s->calib[g];
+    if (!ok) {
+        c->failed = 1;
+        log_info("calibration: %s: trial %d failed (%s); its runs fail", c->config, trial, message);
+        return;
+    }
+    JournalCalibration jc;
+    memset(&jc, 0, sizeof jc);
+    memcpy(jc.group, c->group, sizeof jc.group);
+    snprintf(jc.config, sizeof jc.config, "%s", c->config);
+    jc.trial = trial;
+    jc.warmup = CALIB_WARMUP_STEPS;
+    jc.t = *t;
+    if (s->stop == STOP_IO) return;
+    if (journal_append_calibration(s->j, &jc) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return;
+    }
+    c->have[trial - 1] = 1;
+    c->tps[trial - 1] = t->tokens_per_s;
+    log_info("calibration: %s: trial %d/%d: %.1f tokens/s on %s (load %.2f, BLAS %s)", c->config,
+             trial, c->k, t->tokens_per_s, t->host, t->load1, t->blas_core);
+    calib_complete(s, c, 1);
+}
+
+/* One process: every trial in line, before any run. */
+static void calib_local(Sweep *s) {
+    VocabCache *vc = vocab_cache_new();
+    int g, trial;
+    while (!stopping(s) && !sweep_signal_term() && calib_next(s, &g, &trial) == 0) {
+        if (sweep_signal_usr1()) {
+            s->stop = STOP_SIGNAL;
+            break;
+        }
+        RunAssignment a;
+        calib_assignment(s, g, trial, &a);
+        CalibTrial t;
+        char err[ABL_ERR_MAX] = "";
+        s->calib_busy = 1;
+        int ok = run_calibrate(&a, vc, &t, err) == 0;
+        s->calib_busy = 0;
+        calib_record(s, g, trial, ok, &t, err);
+    }
+    vocab_cache_free(vc);
+}
+
 /* ------------------------------------------------------------------ one rank */
 
 static int local_send(void *ctx, const RunAssignment *a, const uint8_t *p, size_t n) {
@@ -602,6 +783,7 @@ static TrainPoll local_poll(void *ctx) {
 }
 
 static void run_local(Sweep *s, const char *host) {
+    calib_local(s);
     VocabCache *vc = vocab_cache_new();
     RunOutput out = {local_send, local_checkpointed, local_poll, s};
     for (;;) {
@@ -662,7 +844,8 @@ static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
 }
 
 static void run_mpi(Sweep *s, int nranks) {
-    int *busy = malloc(sizeof(int) * (size_t)nranks); /* run index, -1 idle, -2 not ready */
+    /* run index, -1 idle, -2 not ready, -3 timing a calibration trial */
+    int *busy = malloc(sizeof(int) * (size_t)nranks);
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     uint8_t *buf = NULL;
     size_t cap = 0;
@@ -704,8 +887,24 @@ static void run_mpi(Sweep *s, int nranks) {
                 send_stop(r, STOP_ABANDON);
                 s->runs[busy[r]].rank = -2; /* asked once */
             }
-        for (int r = 1; r < nranks && !stopping(s); r++)
-            if (busy[r] == -1 && sched_more(s->sched)) n_busy += assign_next(s, r, hosts[r], busy);
+        int cg, ctrial;
+        if (!stopping(s) && calib_next(s, &cg, &ctrial) == 0) {
+            /* calibration first, one trial at a time: every other rank sleeps meanwhile */
+            for (int r = 1; r < nranks && !s->calib_busy; r++)
+                if (busy[r] == -1) {
+                    RunAssignment a;
+                    calib_assignment(s, cg, ctrial, &a);
+                    worker_busy(s, r);
+                    MPI_Send(&a, (int)sizeof a, MPI_BYTE, r, TAG_CALIB, MPI_COMM_WORLD);
+                    busy[r] = -3;
+                    s->calib_busy = 1;
+                    n_busy++;
+                }
+        } else {
+            for (int r = 1; r < nranks && !stopping(s); r++)
+                if (busy[r] == -1 && sched_more(s->sched))
+                    n_busy += assign_next(s, r, hosts[r], busy);
+        }
         if (n_busy == 0 && s->pend_head == s->npend && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
@@ -745,6 +944,20 @@ static void run_mpi(Sweep *s, int nranks) {
             memcpy(&run, buf, 4);
             memcpy(&attempt, buf + 4, 4);
             record_events(s, run, attempt, buf + 8, (size_t)n - 8);
+        } else if (st.MPI_TAG == TAG_CALIB_DONE && n == (int)sizeof(WorkerCalib)) {
+            WorkerCalib wc;
+            memcpy(&wc, buf, sizeof wc);
+            wc.message[sizeof wc.message - 1] = '\0';
+            wc.t.host[sizeof wc.t.host - 1] = wc.t.blas_core[sizeof wc.t.blas_core - 1] = '\0';
+            wc.t.utc[sizeof wc.t.utc - 1] = '\0';
+            busy[src] = -1;
+            n_busy--;
+            s->calib_busy = 0;
+            worker_idle(src);
+            for (int g = 0; g < s->n_calib; g++)
+                if (s->calib[g].rep == (int)wc.run && wc.trial >= 1 &&
+                    (int)wc.trial <= s->calib[g].k)
+                    calib_record(s, g, (int)wc.trial, wc.ok, &wc.t, wc.message);
         } else if (st.MPI_TAG == TAG_CKPT && n == (int)sizeof(WorkerCheckpoint)) {
             WorkerCheckpoint c;
             memcpy(&c, buf, sizeof c);
@@ -1240,6 +1453,19 @@ static int finish(Sweep *s) {
     return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
 }
 
+/* Calibration under --join is refused: each process would time its own trials on its own
+ * machine's load, and the runs of one configuration would get different budgets. */
+static int calib_refuse_join(const Plan *p, char err[ABL_ERR_MAX]) {
+    const Knob *k = knob_find("train.calibrate");
+    for (int i = 0; i < p->n_runs; i++)
+        if (p->runs[i].cfg.train.calibrate > 0)
+            return spec_fail(err, plan_source(p, &p->runs[i], k, NULL),
+                             "train.calibrate cannot be used with --join yet (each process "
+                             "would time the configurations on its own machine and load): run "
+                             "the sweep without --join, or with train.calibrate: 0");
+    return 0;
+}
+
 int sweep_rank0(const SweepOptions *o, int nranks) {
     Sweep s;
     memset(&s, 0, sizeof s);
@@ -1260,6 +1486,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         log_line("%s", err);
         goto stop_workers;
     }
+    if (o->join && calib_refuse_join(&s.plan, err) != 0) {
+        log_line("%s", err);
+        goto stop_workers;
+    }
     if (out_guard_check(o->out_path, o->spec_path, &s.plan, err) != 0) {
         log_cmd("%s", err);
         goto stop_workers;
@@ -1275,6 +1505,11 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {
         log_cmd("%s", err);
+        goto stop_workers;
+    }
+    if (calib_setup(&s, &rs) != 0) {
+        log_cmd("out of memory");
+        rc = SWEEP_EXIT_FAILED;
         goto stop_workers;
     }
     for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
@@ -1389,6 +1624,7 @@ out:
     free(s.latest);
     contrasts_free(&s.contrasts);
     free(s.pend);
+    calib_free(&s);
     resume_free(&rs);
     data_guard_free(&s.data);
     plan_free(&s.plan);

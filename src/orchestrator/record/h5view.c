@@ -264,6 +264,9 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
         case JREC_DECISION:
             if (h5v_replicate_record(v, r, &rec) != 0) goto oom;
             break;
+        case JREC_CALIBRATION:
+            if (h5v_calibration_record(v, &rec) != 0) goto oom;
+            break;
         default:
             break; /* unknown record types: ignored */
         }
@@ -900,6 +903,10 @@ void h5v_view_free(View *v) {
     v->n_dec = 0;
     v->cap_dec = 0;
     v->rep_rd = NULL;
+    free(v->cal);
+    v->cal = NULL;
+    v->n_cal = 0;
+    v->cap_cal = 0;
     for (int a = 0; a < v->n_axes; a++)
         free(v->axes[a]);
     v->n_axes = 0;
@@ -990,6 +997,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (pass2(&v, file, err) != 0) goto done;
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (h5v_write_replicate(&v, file, err) != 0) goto done;
+    if (h5v_write_calibration(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
@@ -1039,6 +1047,7 @@ void h5view_schema_markdown(Buf *b) {
     buf_addc(b, '\n');
     h5v_live_markdown(b, head);
     h5v_replicate_markdown(b, head);
+    h5v_calibration_markdown(b, head);
     buf_printf(b,
                "\n#### `/schema`\nIn every view file: one row per column of every table the "
                "file holds (itself included), in the order the tables were written.\n\n%s",

@@ -12,6 +12,7 @@
 #include "h5table.h"
 #include "h5view.h"
 #include "journal.h"
+#include "journal_calibration.h"
 #include "journal_replicate.h"
 #include "worker/data_identity.h"
 
@@ -90,6 +91,10 @@ typedef struct {
     JournalDecision *dec;
     int n_dec;
     size_t cap_dec;
+    /* calibrated fixed time (h5view_calibration.c): the trials, first of each */
+    JournalCalibration *cal;
+    int n_cal;
+    size_t cap_cal;
 } View;
 
 #define METRIC_MAX_COLS 24
@@ -153,6 +158,15 @@ int h5v_replicate_record(View *v, JournalReader *r, const JournalRecord *rec);
  * another sweep); 0 or -1 with err. */
 int h5v_write_replicate(View *v, hid_t file, char *err);
 void h5v_replicate_markdown(Buf *b, const char *head);
+/* Pass 1 of a CALIBRATION record; 0 or -1 (memory). */
+int h5v_calibration_record(View *v, const JournalRecord *rec);
+/* /calibration (nothing without trials); 0 or -1 with err. */
+int h5v_write_calibration(View *v, hid_t file, char *err);
+void h5v_calibration_markdown(Buf *b, const char *head);
+/* The calibrated-budget columns of /runs, and a run's values into them from column c0. */
+#define H5V_CALIB_RUN_COLS 5
+extern const H5Col h5v_calib_run_cols[H5V_CALIB_RUN_COLS];
+void h5v_calibration_put(const View *v, H5Table *t, uint8_t *row, int c0, const RunConfig *cfg);
 /* Frees what v holds (not the readers). */
 void h5v_view_free(View *v);
 

@@ -604,7 +604,7 @@ static int write_top(H5Live *lv, char *err) {
         for (int i = 0; i < lv->blocks[t].n; i++)
             lv->v.runs[lv->blocks[t].b[i].run].rows[t] += (int64_t)lv->blocks[t].b[i].count;
     if (write_blocks(lv, f, err) != 0 || h5v_write_runs(&lv->v, f, err) != 0 ||
-        h5v_write_replicate(&lv->v, f, err) != 0)
+        h5v_write_replicate(&lv->v, f, err) != 0 || h5v_write_calibration(&lv->v, f, err) != 0)
         goto done;
     if (h5user_carry(lv->out, f, err) != 0) goto done;
     rc = 0;

@@ -20,7 +20,7 @@ typedef struct {
     H5Col *cols;
     char (*names)[COL_NAME_MAX];
     int ncol;
-    int axis0, knob0, start0, end0, tail0, rows0;
+    int axis0, knob0, start0, end0, tail0, calib0, rows0;
     int rows_table[N_TABLES], n_rows; /* the metric table of each rows_* column */
     int start_field[32], end_field[32], n_start, n_end;
 } RunsLayout;
@@ -71,7 +71,8 @@ static void layout_add(RunsLayout *L, H5Col c, const char *prefix) {
 
 static int runs_layout(const View *v, RunsLayout *L) {
     const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
-    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL + N_TABLES;
+    int max = R_NFIXED + v->n_axes + knob_count + ss->n_fields + es->n_fields + R_NTAIL +
+              H5V_CALIB_RUN_COLS + N_TABLES;
     memset(L, 0, sizeof *L);
     L->cols = calloc((size_t)max, sizeof *L->cols);
     L->names = calloc((size_t)max, sizeof *L->names);
@@ -99,6 +100,9 @@ static int runs_layout(const View *v, RunsLayout *L) {
     L->tail0 = L->ncol;
     for (int i = 0; i < R_NTAIL; i++)
         layout_add(L, tail_cols[i], "run");
+    L->calib0 = L->ncol;
+    for (int i = 0; i < H5V_CALIB_RUN_COLS; i++)
+        layout_add(L, h5v_calib_run_cols[i], "run");
     /* what a reader must get: any reader (h5py, pandas, R) compares its rows per run with
      * these, so a live view's rows that cannot be read are never taken for fewer rows */
     L->rows0 = L->ncol;
@@ -333,6 +337,7 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
             goto done;
         }
         if (!message[0]) put_trained(v, &L, &runs, row, rs, cfg);
+        h5v_calibration_put(v, &runs, row, L.calib0, message[0] ? NULL : cfg);
     }
     rc = 0;
 done:;

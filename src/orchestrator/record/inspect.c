@@ -19,6 +19,7 @@
 #include "h5view.h"
 #include "view_check.h"
 #include "journal.h"
+#include "worker/calibrate.h"
 
 #define BLOCK_ROWS 4096
 
@@ -322,6 +323,86 @@ static void print_contrasts(hid_t file, FILE *out) {
     H5Dclose(d);
 }
 
+/* Calibrated fixed time (/calibration, train.calibrate): per configuration its trials'
+ * median, spread and load, and the step budget its runs got (/runs calibrated_steps).
+ * Nothing for other files. */
+static void print_calibration(hid_t file, FILE *out) {
+    if (H5Lexists(file, "calibration", H5P_DEFAULT) <= 0) return;
+    typedef struct {
+        char *config;
+        char group[17];
+        double tps, load1;
+    } Row;
+    typedef struct {
+        char group[17];
+        int64_t steps;
+    } RunR;
+    hid_t d = H5Dopen2(file, "calibration", H5P_DEFAULT);
+    hid_t rd = H5Dopen2(file, "runs", H5P_DEFAULT);
+    if (d < 0 || rd < 0) {
+        if (d >= 0) H5Dclose(d);
+        if (rd >= 0) H5Dclose(rd);
+        return;
+    }
+    hid_t sp = H5Dget_space(d), rsp = H5Dget_space(rd);
+    hssize_t n = H5Sget_simple_extent_npoints(sp), nr = H5Sget_simple_extent_npoints(rsp);
+    hid_t vs = vstr_type(), s17 = str_type(17), t = H5Tcreate(H5T_COMPOUND, sizeof(Row)),
+          rt = H5Tcreate(H5T_COMPOUND, sizeof(RunR));
+    H5Tinsert(t, "configuration", HOFFSET(Row, config), vs);
+    H5Tinsert(t, "group", HOFFSET(Row, group), s17);
+    H5Tinsert(t, "tokens_per_s", HOFFSET(Row, tps), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "load1", HOFFSET(Row, load1), H5T_NATIVE_DOUBLE);
+    H5Tinsert(rt, "group", HOFFSET(RunR, group), s17);
+    H5Tinsert(rt, "calibrated_steps", HOFFSET(RunR, steps), H5T_NATIVE_INT64);
+    Row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+    RunR *runs = nr > 0 ? calloc((size_t)nr, sizeof *runs) : NULL;
+    double *x = n > 0 ? calloc((size_t)n, sizeof *x) : NULL;
+    if (rows && runs && x && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0 &&
+        H5Dread(rd, rt, H5S_ALL, H5S_ALL, H5P_DEFAULT, runs) >= 0) {
+        fprintf(out, "calibration (train.calibrate: each configuration's timing trials; its "
+                     "runs train round(median x train.seconds / tokens per step) steps):\n");
+        for (hssize_t i = 0; i < n; i++) {
+            int first = 1, k = 0;
+            double lmin = INFINITY, lmax = -INFINITY;
+            for (hssize_t j = 0; j < n && first; j++)
+                first = j >= i || strcmp(rows[j].group, rows[i].group) != 0;
+            if (!first) continue;
+            for (hssize_t j = i; j < n; j++)
+                if (!strcmp(rows[j].group, rows[i].group)) {
+                    x[k++] = rows[j].tps;
+                    if (rows[j].load1 < lmin) lmin = rows[j].load1;
+                    if (rows[j].load1 > lmax) lmax = rows[j].load1;
+                }
+            double med, lo, hi;
+            calib_summary(x, k, &med, &lo, &hi);
+            long long steps = 0;
+            for (hssize_t j = 0; j < nr && !steps; j++)
+                if (!strcmp(runs[j].group, rows[i].group)) steps = (long long)runs[j].steps;
+            char c[512];
+            text_escape(rows[i].config ? rows[i].config : "", c, sizeof c);
+            fprintf(out,
+                    "  %s: %d trial(s), median %.1f tokens/s (min %.1f, max %.1f), load %.2f-%.2f",
+                    c, k, med, lo, hi, lmin, lmax);
+            if (steps > 0)
+                fprintf(out, " -> %lld steps\n", steps);
+            else
+                fprintf(out, ", not all trials timed yet\n");
+        }
+        H5Dvlen_reclaim(t, sp, H5P_DEFAULT, rows);
+    }
+    free(rows);
+    free(runs);
+    free(x);
+    H5Tclose(t);
+    H5Tclose(rt);
+    H5Tclose(vs);
+    H5Tclose(s17);
+    H5Sclose(sp);
+    H5Sclose(rsp);
+    H5Dclose(d);
+    H5Dclose(rd);
+}
+
 /* Memory type of the RunRow fields that the file has. */
 static hid_t runrow_type(hid_t ftype) {
     struct {
@@ -516,6 +597,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
                 "--resume continues the sweep\n",
                 path, path);
     print_contrasts(file, out);
+    print_calibration(file, out);
     return 0;
 }
 

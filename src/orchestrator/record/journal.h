@@ -37,6 +37,8 @@
  *               accepted with --accept-data-change (the first one per path is the sweep's)
  *   REPLICATE, DECISION: a replicate: sweep's rule and contrasts, and its decisions
  *               (layouts in journal_replicate.h)
+ *   CALIBRATION one timing trial of a configuration with train.calibrate (its layout in
+ *               journal_calibration.h)
  * Readers ignore record types they do not know.
  *
  * Two files implement this header: journal.c the records (framing, CRC, buffered appends,
@@ -73,6 +75,7 @@ typedef enum {
     JREC_DATA = 9,
     JREC_REPLICATE = 10, /* replicate: sweeps (journal_replicate.h) */
     JREC_DECISION = 11,
+    JREC_CALIBRATION = 12, /* calibrated fixed time (journal_calibration.h) */
 } JournalRecordType;
 
 /* "header", "plan", ...; "unknown" for other values. */

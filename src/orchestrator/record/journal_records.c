@@ -37,6 +37,8 @@ const char *journal_type_name(int type) {
         return "replicate";
     case JREC_DECISION:
         return "decision";
+    case JREC_CALIBRATION:
+        return "calibration";
     default:
         return "unknown";
     }

@@ -104,6 +104,14 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
                 st->n_decisions++;
             continue;
         }
+        if (rec.type == JREC_CALIBRATION) {
+            if (GROW(st->calib, st->cap_calib, (size_t)st->n_calib + 1) != 0) {
+                rc = -2;
+                break;
+            }
+            if (journal_decode_calibration(&rec, &st->calib[st->n_calib]) == 0) st->n_calib++;
+            continue;
+        }
         if (rec.type == JREC_PLAN) {
             JournalPlan p;
             if (journal_decode_plan(&rec, &p) != 0 || grow(st, p.index) != 0) continue;
@@ -201,6 +209,7 @@ void resume_free(ResumeState *st) {
     free(st->runs);
     free(st->data);
     free(st->decisions);
+    free(st->calib);
     memset(st, 0, sizeof *st);
 }
 

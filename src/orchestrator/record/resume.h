@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "journal.h"
+#include "journal_calibration.h"
 #include "journal_replicate.h"
 #include "orchestrator/plan/plan.h"
 #include "worker/data_identity.h"
@@ -71,6 +72,9 @@ typedef struct {
     JournalDecision *decisions; /* a replicate: sweep's DECISION records, journal order */
     int n_decisions;
     size_t cap_decisions;
+    JournalCalibration *calib; /* CALIBRATION records (trials timed), journal order */
+    int n_calib;
+    size_t cap_calib;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);
