@@ -51,9 +51,9 @@ typedef struct {
     int failed;                /* fail calls (none expected) */
 } Host;
 
-static void h_elsewhere(void *ctx, int run, RunStatus st) {
+static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
     Host *h = ctx;
-    (void)st;
+    (void)res;
     if (run >= 0 && run < N_RUNS + 8) h->elsewhere[run]++;
 }
 static int h_continue(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
@@ -195,7 +195,7 @@ static Scheduler *open_joined(Fixture *f, const SchedHost *h, char err[ABL_ERR_M
     char journal[ABL_PATH_MAX];
     snprintf(f->out, sizeof f->out, "%s/joined-%d.h5", g_tmp, k++);
     journal_path_for(f->out, journal, sizeof journal);
-    SchedConfig cfg = {f->out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {f->out, &g_plan, 1, 60.0, 0, NULL};
     Scheduler *s = scheduler_open(&cfg, h, journal, err);
     if (s && !(f->j = journal_create(journal, err))) {
         sched_close(s);
@@ -417,7 +417,7 @@ TEST(joined_admit_refused) {
     snprintf(out, sizeof out, "%s/refused.h5", g_tmp);
     journal_path_for(out, journal, sizeof journal);
     journal_dir_for(out, dir, sizeof dir);
-    SchedConfig cfg = {out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {out, &g_plan, 1, 60.0, 0, NULL};
     Host host;
     memset(&host, 0, sizeof host);
     SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse, NULL, NULL};
@@ -437,7 +437,7 @@ TEST(joined_done_elsewhere) {
     cur = &IMPLS[1];
     snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
     journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
     SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
     f.s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(f.s != NULL, "%s", err);
