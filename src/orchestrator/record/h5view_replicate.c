@@ -228,7 +228,8 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
     h5v_md_rows(b, contrast_cols, N_CONTRAST_COLS);
     buf_printf(b,
                "\n#### `/decisions`\nOnly in a `replicate:` sweep: every look of every "
-               "contrast, in the order made; a contrast's last row is its verdict. The rule's "
+               "contrast, in the order made (a joined sweep: each once, though every process "
+               "journals it); a contrast's last row is its verdict. The rule's "
                "settings are root attributes: `replicate_alpha`, `replicate_delta`, "
                "`replicate_looks` (comma-separated seed counts), `replicate_min`, "
                "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`.\n\n%s",
