@@ -5,7 +5,8 @@ of one uninterrupted process.
 The spec and the reference are test_adaptive.py's. Two joined processes start together;
 each holds the first run of seed index 2 it gets (the test hold hook; seed 2 is handed out
 only once a look left a contrast open, so the look-0 decisions are durable by then). The
-first to hold one is SIGKILLed there; a third process joins in its place, then the other is
+first to hold one is SIGKILLed there; a third process (under mpirun, 2 ranks) joins in its
+place, then the other is
 let go, and one of them takes the killed one's run over. Then /decisions (sorted by contrast and look: their
 journal order depends on timing), /contrasts, the rule and each run's status (done or
 not_needed) must equal the reference's, every decision must be the mean paired difference
@@ -99,7 +100,7 @@ def joined(tmp):
         victim.reap(30)
         # the sweep cannot end before the killed process's run trains, and the other holds
         # every seed-2 run it gets: the late one joins an unfinished sweep
-        late = C.Job(join_args(spec, out), tag="late")
+        late = C.Job(join_args(spec, out), ranks=2, tag="late")  # mpirun: rank 0 + a worker
         C.wait_until(lambda: "joined the sweep as" in late.stderr(), late, "the late join")
         C.release(holds[1 - k])  # the other goes on, its later seed-2 runs too
         for name, j in (("other", other), ("late", late)):
