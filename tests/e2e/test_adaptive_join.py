@@ -6,10 +6,10 @@ The spec and the reference are test_adaptive.py's. Two joined processes start to
 each holds the first run of seed index 2 it gets (the test hold hook; seed 2 is handed out
 only once a look left a contrast open, so the look-0 decisions are durable by then). The
 first to hold one is SIGKILLed there; a third process (under mpirun, 2 ranks) joins in its
-place, then the other is
-let go, and one of them takes the killed one's run over. Then /decisions (sorted by contrast and look: their
-journal order depends on timing), /contrasts, the rule and each run's status (done or
-not_needed) must equal the reference's, every decision must be the mean paired difference
+place, then the other is let go, and one of them takes the killed one's run over. Then
+/decisions (sorted by contrast and look: their journal order depends on timing),
+/contrasts, the rule and each run's status (done or not_needed) must equal the
+reference's, every decision must be the mean paired difference
 of exactly seeds 1..n of both arms (from /runs), the view shows each decision once though
 every process journaled it, and a process joining with another rule is refused in one line
 without leaving a file.
