@@ -444,6 +444,34 @@ TEST(joined_shared) {
     close_fx(&b);
 }
 
+/* The budget under --join: once spent, the runs nobody holds are given up, and a run
+ * another process holds is waited for (its result changes nothing). */
+TEST(joined_budget) {
+    Fx a;
+    char err[ABL_ERR_MAX], out[1200], path[ABL_PATH_MAX + 64];
+    snprintf(out, sizeof out, "%s/budget.h5", g_tmp);
+    CHECK_MSG(open_fx(&a, "  budget: {core_hours: 0.001}\n", out, err) == 0, "%s", err);
+    if (!a.s) return;
+    Journal *other = other_holds(out, a.plan.runs[RUN(0, 1)].id);
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    int run = sched_take(a.s, 0), second = sched_take(a.s, 0);
+    CHECK(run == RUN(0, 0) && second == RUN(1, 0));
+    EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
+    sched_ended(a.s, run, &e);
+    CHECK(a.n_dec == 2 && a.dec[0].verdict == SEQ_UNRESOLVED);
+    CHECK(a.n_not_needed == a.plan.n_runs - 3); /* ours training and the other's are kept */
+    CHECK(sched_take(a.s, 10) == -1 && sched_more(a.s));
+    join_path(out, "claims/", path, sizeof path);
+    strcat(path, a.plan.runs[RUN(0, 1)].id);
+    test_write_text(path, "done 20260101T000000Z-other-1\nresult done 0x1p+2 0 0x1p+2\n");
+    CHECK(sched_take(a.s, 20) == -1 && !sched_more(a.s) && a.n_elsewhere == 1);
+    e = end_of(second, 1);
+    sched_ended(a.s, second, &e);
+    CHECK(a.n_dec == 2);
+    close_fx(&a);
+    journal_close(other);
+}
+
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;

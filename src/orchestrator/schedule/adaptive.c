@@ -334,7 +334,13 @@ static int watch_elsewhere(Adaptive *a, double now) {
  * --join the first of those this process can claim; -1 also when others hold the rest). */
 static int a_take(Scheduler *s, double now) {
     Adaptive *a = (Adaptive *)s;
-    if (a->out_of_budget) return -1;
+    if (a->out_of_budget) {
+        if (a->inner && now >= a->next_scan) {
+            a->next_scan = now + 0.2;
+            watch_elsewhere(a, now);
+        }
+        return -1;
+    }
     while (a->n_requeued) {
         int run = a->requeued[--a->n_requeued];
         int o = own(a, run); /* still ours, unless taken over while it waited */
@@ -376,19 +382,23 @@ static int a_take(Scheduler *s, double now) {
     return -1;
 }
 
+/* --join: runs held elsewhere end there; this process waits for them, as joined.c does */
+static int any_elsewhere(const Adaptive *a) {
+    for (int r = 0; a->inner && r < a->base.n; r++)
+        if (a->st[r] == R_ELSEWHERE) return 1;
+    return 0;
+}
+
 static int a_more(Scheduler *s) {
     Adaptive *a = (Adaptive *)s;
-    if (a->out_of_budget) return 0;
+    if (a->out_of_budget) return any_elsewhere(a);
     if (a->n_requeued) return 1;
     for (int c = 0; c < a->c.n_configs; c++)
         for (int k = a->next[c]; k < a->need[c]; k++) {
             int r = run_at(a, c, k);
             if (r >= 0 && a->st[r] == R_TODO) return 1;
         }
-    /* --join: runs held elsewhere end there; this process waits for them, as joined.c does */
-    for (int r = 0; a->inner && r < a->base.n; r++)
-        if (a->st[r] == R_ELSEWHERE) return 1;
-    return 0;
+    return any_elsewhere(a);
 }
 
 /* Given up by this process (the sweep stops): left unfinished, for the next session (under
