@@ -51,6 +51,7 @@ typedef struct {
     int n_elsewhere;
     JoinResult elsewhere[64];
     Journal *j;
+    int unjournaled; /* decisions not journaled (a process killed before it journaled them) */
 } Fx;
 
 static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
@@ -62,6 +63,7 @@ static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
 static int h_decided(void *ctx, const JournalDecision *d) {
     Fx *f = ctx;
     if (f->n_dec < 64) f->dec[f->n_dec++] = *d;
+    if (f->j && !f->unjournaled) CHECK(journal_append_decision(f->j, d) == 0); /* as the sweep */
     return 0;
 }
 static int h_not_needed(void *ctx, int run, const char *why) {
@@ -470,6 +472,46 @@ TEST(joined_budget) {
     CHECK(a.n_dec == 2);
     close_fx(&a);
     journal_close(other);
+}
+
+static int count_entries(const char *dir);
+
+/* One process trains the whole sweep (journaling its decisions unless unjournaled); then
+ * another joins the complete sweep: it replays the same decisions, and its journal goes
+ * (1) when the first one's journal holds them all, else stays (0). */
+static int late_join_leaves(const char *name, int unjournaled) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200], procs[ABL_PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s/%s.h5", g_tmp, name);
+    CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
+    if (!a.s) return -1;
+    a.unjournaled = unjournaled;
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    for (int run; (run = sched_take(a.s, 0)) >= 0;) {
+        EndEvent e = end_of(run, 1);
+        sched_ended(a.s, run, &e);
+    }
+    CHECK(!sched_more(a.s) && a.n_dec == 2 && a.n_not_needed == 12);
+    CHECK(journal_sync(a.j) == 0);
+    CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
+    if (!b.s) return -1;
+    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    check_same_decisions(&a, &b);
+    CHECK(b.n_elsewhere == b.plan.n_runs && !sched_more(b.s));
+    join_path(out, "procs", procs, sizeof procs);
+    CHECK(count_entries(procs) == 2);
+    CHECK(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out) == 1);
+    int left = count_entries(procs);
+    close_fx(&a);
+    close_fx(&b);
+    return left == 1;
+}
+
+/* Joining a complete sweep leaves nothing, unless it made a decision no journal held (all
+ * the processes that could have made it were killed first): then its journal keeps it. */
+TEST(joined_complete) {
+    CHECK(late_join_leaves("complete", 0) == 1);
+    CHECK(late_join_leaves("complete-lost", 1) == 0);
 }
 
 static int count_entries(const char *dir) {

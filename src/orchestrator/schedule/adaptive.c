@@ -38,6 +38,7 @@
 #include "scheduler.h"
 #include "sequential.h"
 #include "util/buf.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 _Static_assert(SPEC_MAX_LOOKS == SEQ_MAX_LOOKS, "replicate.looks and the rule's looks");
@@ -72,6 +73,8 @@ typedef struct {
     char *rule_text; /* the rule and contrasts every joined process must share */
     int starting;    /* start(): results heard from the claims wait for the replay */
     int settling, resettle;
+    JournalDecision *made; /* --join: every decision this process made, in order */
+    size_t n_made, cap_made;
 } Adaptive;
 
 static int config_of(const Adaptive *a, int j) {
@@ -107,6 +110,7 @@ static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
 
 static void decide(Adaptive *a, const JournalDecision *d) {
     a->last[d->contrast] = *d;
+    if (a->inner && GROW(a->made, a->cap_made, a->n_made + 1) == 0) a->made[a->n_made++] = *d;
     SchedHost *h = &a->base.host;
     if (h->decided) h->decided(h->ctx, d); /* a failure stops the sweep (the host says so) */
 }
@@ -459,9 +463,55 @@ static int a_abandoned(Scheduler *s, int run) {
     return a->inner && sched_abandoned(a->inner, run);
 }
 
+/* --join: is each decision this process made in another process's journal? Normally: a
+ * done claim is written after the decisions its result led to in its process, and every
+ * live process stays until it has heard every result (and so made every decision). Not
+ * when every process that could have made one was killed between the last result's claim
+ * and its next look. Reads those journals once (only when joining a complete sweep). */
+static int decisions_elsewhere(Adaptive *a, const char *out_path) {
+    char **paths, own[ABL_PATH_MAX], err[ABL_ERR_MAX];
+    int n;
+    if (!a->n_made) return 1;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return 0;
+    sched_joined_journal(a->inner, own);
+    unsigned char *seen = calloc(a->n_made + 1, 1);
+    size_t n_seen = 0;
+    for (int k = 0; seen && k < n && n_seen < a->n_made; k++) {
+        if (!strcmp(paths[k], own)) continue;
+        JournalReader *r = journal_reader_open(paths[k], err);
+        JournalRecord rec;
+        JournalDecision d;
+        while (r && journal_reader_next(r, &rec) == 1) {
+            if (rec.type != JREC_DECISION || journal_decode_decision(&rec, &d) != 0) continue;
+            for (size_t i = 0; i < a->n_made; i++) {
+                const JournalDecision *m = &a->made[i];
+                if (!seen[i] && m->contrast == d.contrast && m->look == d.look &&
+                    m->verdict == d.verdict && !strcmp(m->note, d.note))
+                    seen[i] = 1, n_seen++;
+            }
+        }
+        if (r) journal_reader_close(r);
+    }
+    free(seen);
+    join_free_list(paths, n);
+    return n_seen == a->n_made;
+}
+
+/* --join: every run was finished before this process came. Its journal, which holds only
+ * the decisions its replay made, goes as for any joined sweep, unless one of those is in no
+ * other journal: then it stays, and the view is rebuilt with it. */
 static int a_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
     Adaptive *a = (Adaptive *)s;
-    return a->inner ? a->inner->ops->complete_on_start(a->inner, n_live, out_path) : 0;
+    if (!a->inner) return 0;
+    if (decisions_elsewhere(a, out_path))
+        return a->inner->ops->complete_on_start(a->inner, n_live, out_path);
+    char err[ABL_ERR_MAX];
+    log_info("the joined sweep is already complete (%d runs), but no journal held some of its "
+             "decisions (the processes that could make them were killed first): this "
+             "process's journal keeps them -> %s",
+             n_live, out_path);
+    if (join_build_view(out_path, NULL, 0, NULL, err) != 0) log_warn("%s", err);
+    return 1;
 }
 
 static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
@@ -490,6 +540,7 @@ static void a_close(Scheduler *s) {
     sched_close(a->inner);
     free(a->recheck);
     free(a->rule_text);
+    free(a->made);
     contrasts_free(&a->c);
     free(a->run_of);
     free(a->st);

@@ -216,6 +216,10 @@ static void j_ended(Scheduler *s, int run, const EndEvent *end) {
     if (join_done(J->join, s->runs[run].id, &res, err) < 0) fail(J, err);
 }
 
+void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]) {
+    join_journal_of(((Joined *)s)->join, NULL, journal, ABL_PATH_MAX);
+}
+
 int sched_joined_claim(Scheduler *s, int run) {
     Joined *J = (Joined *)s;
     if (run < 0 || run >= s->n || J->failed) return -1;

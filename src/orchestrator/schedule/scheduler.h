@@ -148,6 +148,8 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
  * another live process; 2: finished (the host heard its result through finished_elsewhere);
  * -1: an I/O error (reported through the host's fail). */
 int sched_joined_claim(Scheduler *s, int run);
+/* This process's journal in the joined sweep s. */
+void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]);
 
 /* The one instability rule a replicate: sweep decides by: diverged, or flagged by the
  * instability rule (run_health.h). */
