@@ -476,10 +476,11 @@ TEST(joined_budget) {
 
 static int count_entries(const char *dir);
 
-/* One process trains the whole sweep (journaling its decisions unless unjournaled); then
- * another joins the complete sweep: it replays the same decisions, and its journal goes
- * (1) when the first one's journal holds them all, else stays (0). */
-static int late_join_leaves(const char *name, int unjournaled) {
+/* One process trains the whole sweep (journaling its decisions unless unjournaled; with
+ * left_one, killed before it gave up its last run no look needs); then another joins the
+ * complete sweep: it replays the same decisions (and gives that run up), and its journal
+ * goes (1) when the first one's journal holds all it recorded, else stays (0). */
+static int late_join_leaves(const char *name, int unjournaled, int left_one) {
     Fx a, b;
     char err[ABL_ERR_MAX], out[1200], procs[ABL_PATH_MAX + 16];
     snprintf(out, sizeof out, "%s/%s.h5", g_tmp, name);
@@ -493,11 +494,18 @@ static int late_join_leaves(const char *name, int unjournaled) {
     }
     CHECK(!sched_more(a.s) && a.n_dec == 2 && a.n_not_needed == 12);
     CHECK(journal_sync(a.j) == 0);
+    if (left_one) { /* its claim still held by A, which is gone (no heartbeat, no journal) */
+        char path[ABL_PATH_MAX + 64];
+        join_path(out, "claims/", path, sizeof path);
+        strcat(path, a.plan.runs[a.not_needed[11]].id);
+        test_write_text(path, "held 20260101T000000Z-gone-1\n");
+    }
     CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
     if (!b.s) return -1;
     CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
     check_same_decisions(&a, &b);
-    CHECK(b.n_elsewhere == b.plan.n_runs && !sched_more(b.s));
+    CHECK(b.n_elsewhere == b.plan.n_runs - left_one && b.n_not_needed == left_one);
+    CHECK(!sched_more(b.s));
     join_path(out, "procs", procs, sizeof procs);
     CHECK(count_entries(procs) == 2);
     CHECK(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out) == 1);
@@ -507,11 +515,12 @@ static int late_join_leaves(const char *name, int unjournaled) {
     return left == 1;
 }
 
-/* Joining a complete sweep leaves nothing, unless it made a decision no journal held (all
- * the processes that could have made it were killed first): then its journal keeps it. */
+/* Joining a complete sweep leaves nothing, unless it recorded what no journal held (a
+ * decision, or a run given up, left by processes killed first): then its journal keeps it. */
 TEST(joined_complete) {
-    CHECK(late_join_leaves("complete", 0) == 1);
-    CHECK(late_join_leaves("complete-lost", 1) == 0);
+    CHECK(late_join_leaves("complete", 0, 0) == 1);
+    CHECK(late_join_leaves("complete-lost", 1, 0) == 0);
+    CHECK(late_join_leaves("complete-given", 0, 1) == 0);
 }
 
 static int count_entries(const char *dir) {

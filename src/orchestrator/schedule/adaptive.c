@@ -75,6 +75,7 @@ typedef struct {
     int settling, resettle;
     JournalDecision *made; /* --join: every decision this process made, in order */
     size_t n_made, cap_made;
+    int n_given; /* --join: runs this process journaled not_needed */
 } Adaptive;
 
 static int config_of(const Adaptive *a, int j) {
@@ -131,6 +132,7 @@ static void give_up(Adaptive *a, int run, const char *why) {
         return;
     }
     if (!a->inner) return;
+    a->n_given++;
     EndEvent end;
     memset(&end, 0, sizeof end);
     end.status = RUN_NOT_NEEDED;
@@ -497,18 +499,19 @@ static int decisions_elsewhere(Adaptive *a, const char *out_path) {
     return n_seen == a->n_made;
 }
 
-/* --join: every run was finished before this process came. Its journal, which holds only
- * the decisions its replay made, goes as for any joined sweep, unless one of those is in no
- * other journal: then it stays, and the view is rebuilt with it. */
+/* --join: every run was finished before this process came, some maybe by its own replay.
+ * Its journal, which holds only what the replay recorded, goes as for any joined sweep,
+ * unless that is in no other journal (a decision, or runs it gave up, which a process
+ * killed first had left): then it stays, and the view is rebuilt with it. */
 static int a_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
     Adaptive *a = (Adaptive *)s;
     if (!a->inner) return 0;
-    if (decisions_elsewhere(a, out_path))
+    if (!a->n_given && decisions_elsewhere(a, out_path))
         return a->inner->ops->complete_on_start(a->inner, n_live, out_path);
     char err[ABL_ERR_MAX];
-    log_info("the joined sweep is already complete (%d runs), but no journal held some of its "
-             "decisions (the processes that could make them were killed first): this "
-             "process's journal keeps them -> %s",
+    log_info("the joined sweep is complete (%d runs), with what no other journal held (the "
+             "processes that would have recorded it were killed first): this process's "
+             "journal keeps it -> %s",
              n_live, out_path);
     if (join_build_view(out_path, NULL, 0, NULL, err) != 0) log_warn("%s", err);
     return 1;
