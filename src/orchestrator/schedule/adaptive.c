@@ -1,5 +1,5 @@
 /* The adaptive scheduler (scheduler.h) of a replicate: sweep (issue 20, docs/spec.md
- * "replicate"): one process, seeds only where a contrast is still open.
+ * "replicate"): seeds only where a contrast is still open (one process, or many with --join).
  *
  * The plan holds every configuration x max seeds (contrast.h). Every configuration first
  * trains seeds 1..looks[0]; a contrast (configuration vs baseline, paired by seed index) is
