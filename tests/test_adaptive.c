@@ -1,21 +1,26 @@
 /* The adaptive scheduler of a replicate: sweep (schedule/adaptive.c, issue 20), driven with
  * made-up results: seeds 1..looks[0] of every configuration first, a look only on seeds
  * 1..n of both arms once they have ended, not_needed runs once a configuration is settled,
- * unstable runs, the budget, and the same decisions replayed from finished runs (a resume).
+ * unstable runs, the budget, and the same decisions replayed from finished runs (a resume);
+ * then under --join (over joined.c, in a join/ directory of the test's own): processes that
+ * decide from the results in each other's claims, and a process with another rule refused.
  * Uses whatever sequential.c is linked (the rule's own tests are test_sequential.c): the
  * effects here are far from the margins any valid rule draws at 4 pairs (see SPEC). */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
+#include "orchestrator/record/journal.h"
 #include "orchestrator/schedule/scheduler.h"
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
 
-static char g_data[1024];
+static char g_data[1024], g_tmp[1024];
 
 /* baseline, far (1 nat worse), same (equal within 1e-5); 8 seeds, looks at 4, 6 and 8.
  * Paired differences spread by 1e-5 at most: at 4 pairs every valid rule settles far
@@ -42,11 +47,23 @@ typedef struct {
     int n_dec;
     int not_needed[64];
     int n_not_needed;
+    /* --join: results heard from other processes' claims, and our own journal */
+    int n_elsewhere;
+    JoinResult elsewhere[64];
+    Journal *j;
+    int unjournaled; /* decisions not journaled (a process killed before it journaled them) */
 } Fx;
+
+static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
+    Fx *f = ctx;
+    f->n_elsewhere++;
+    if (run >= 0 && run < 64) f->elsewhere[run] = *res;
+}
 
 static int h_decided(void *ctx, const JournalDecision *d) {
     Fx *f = ctx;
     if (f->n_dec < 64) f->dec[f->n_dec++] = *d;
+    if (f->j && !f->unjournaled) CHECK(journal_append_decision(f->j, d) == 0); /* as the sweep */
     return 0;
 }
 static int h_not_needed(void *ctx, int run, const char *why) {
@@ -67,7 +84,8 @@ static double loss_of(int i) {
     return base;
 }
 
-static int open_fx(Fx *f, const char *extra, int join, char err[ABL_ERR_MAX]) {
+/* join_out: a joined sweep's output, this Fx one process of it (NULL: one process). */
+static int open_fx(Fx *f, const char *extra, const char *join_out, char err[ABL_ERR_MAX]) {
     memset(f, 0, sizeof *f);
     char text[2048];
     snprintf(text, sizeof text, SPEC, g_data, extra);
@@ -77,15 +95,18 @@ static int open_fx(Fx *f, const char *extra, int join, char err[ABL_ERR_MAX]) {
     for (int i = 0; i < f->plan.n_runs; i++)
         f->runs[i] =
             (SchedRun){f->plan.runs[i].id, f->plan.runs[i].name, 1.0, 0, RUN_DONE, NAN, 0, 0};
-    SchedConfig cfg = {"unused.h5", &f->plan, join, 60, 0};
-    SchedHost h = {f, NULL, NULL, NULL, NULL, h_decided, h_not_needed};
+    SchedConfig cfg = {join_out ? join_out : "unused.h5", &f->plan, join_out != NULL, 60, 0, NULL};
+    SchedHost h = {f, h_elsewhere, NULL, NULL, NULL, h_decided, h_not_needed};
     char journal[ABL_PATH_MAX] = "";
+    if (join_out) journal_path_for(join_out, journal, sizeof journal);
     f->s = scheduler_open(&cfg, &h, journal, err);
+    if (f->s && join_out && !(f->j = journal_create(journal, err))) return -1; /* as the sweep */
     return f->s ? 0 : -1;
 }
 
 static void close_fx(Fx *f) {
     sched_close(f->s);
+    if (f->j) journal_close(f->j);
     free(f->runs);
     plan_free(&f->plan);
     spec_free(&f->spec);
@@ -103,7 +124,7 @@ static EndEvent end_of(int i, double seconds) {
 TEST(first_look_settles) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     /* seeds 1..4 of every configuration, lowest seed index first */
@@ -140,7 +161,7 @@ TEST(first_look_settles) {
 TEST(replay) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     for (int i = 0; i < f.plan.n_runs; i++) {
         int k = i % NS;
@@ -174,7 +195,7 @@ static void first_look_same_open(Fx *f) {
 TEST(next_look_and_unstable) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     first_look_same_open(&f);
@@ -201,7 +222,7 @@ TEST(next_look_and_unstable) {
 TEST(budget) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 0.001}\n", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 0.001}\n", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     int run = sched_take(f.s, 0), other = sched_take(f.s, 0), third = sched_take(f.s, 0);
@@ -226,7 +247,7 @@ TEST(budget) {
 TEST(budget_raised) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 10}\n", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "  budget: {core_hours: 10}\n", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     for (int i = 0; i < f.plan.n_runs; i++) {
         int k = i % NS;
@@ -246,7 +267,7 @@ TEST(budget_raised) {
 TEST(requeue) {
     Fx f;
     char err[ABL_ERR_MAX];
-    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
     CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
     int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
@@ -257,19 +278,281 @@ TEST(requeue) {
     close_fx(&f);
 }
 
-/* --join cannot decide from one journal's share yet: refused in one line. */
-TEST(join_refused) {
-    Fx f;
-    char err[ABL_ERR_MAX];
-    CHECK(open_fx(&f, "", 1, err) != 0 && !f.s);
-    CHECK_MSG(strstr(err, "cannot be joined") && !strchr(err, '\n'), "%s", err);
-    close_fx(&f);
+/* ------------------------------------------------------------------ --join */
+
+static int same_bits(double x, double y) {
+    return !memcmp(&x, &y, sizeof x);
+}
+
+/* Both processes made the same decisions (each contrast's, in look order; the order between
+ * contrasts follows when each heard the results). */
+static void check_same_decisions(const Fx *a, const Fx *b) {
+    CHECK_MSG(a->n_dec == b->n_dec, "%d and %d decisions", a->n_dec, b->n_dec);
+    for (int i = 0; i < a->n_dec; i++) {
+        const JournalDecision *x = &a->dec[i], *y = NULL;
+        for (int k = 0; k < b->n_dec && !y; k++)
+            if (b->dec[k].contrast == x->contrast && b->dec[k].look == x->look) y = &b->dec[k];
+        CHECK_MSG(y != NULL, "contrast %d look %d: only in one process", x->contrast, x->look);
+        if (!y) continue;
+        CHECK(x->n == y->n && x->verdict == y->verdict && !strcmp(x->note, y->note));
+        CHECK(same_bits(x->diff, y->diff) && same_bits(x->sd, y->sd) && same_bits(x->lo, y->lo) &&
+              same_bits(x->hi, y->hi) && same_bits(x->level, y->level));
+    }
+}
+
+/* OUT.h5.d/join/NAME under this test's output out. */
+static void join_path(const char *out, const char *name, char *buf, size_t n) {
+    char dir[ABL_PATH_MAX];
+    journal_dir_for(out, dir, sizeof dir);
+    snprintf(buf, n, "%s/join/%s", dir, name);
+}
+
+/* A third process, "other", alive (its journal locked here, its heartbeat fresh) and
+ * holding run id. */
+static Journal *other_holds(const char *out, const char *id) {
+    char dir[ABL_PATH_MAX + 64], path[ABL_PATH_MAX + 128], err[ABL_ERR_MAX];
+    join_path(out, "procs/20260101T000000Z-other-1", dir, sizeof dir);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/alive", dir);
+    test_write_text(path, "");
+    snprintf(path, sizeof path, "%s/journal", dir);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    join_path(out, "claims/", path, sizeof path);
+    strcat(path, id);
+    test_write_text(path, "held 20260101T000000Z-other-1\n");
+    return j;
+}
+
+/* Two joined processes: A trains seeds 1..4 of every configuration, B (which could claim
+ * none of them) decides from the results in A's done claims, and makes exactly A's
+ * decisions; A gives up the runs no look needs (B finds them done, not_needed), except one
+ * a third process holds: kept there as speculative, both wait for it, and its result
+ * changes nothing. */
+TEST(joined_decides_from_claims) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200];
+    snprintf(out, sizeof out, "%s/claims.h5", g_tmp);
+    CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
+    if (!a.s || !b.s) return;
+    CHECK(a.s->ops->shared && !strcmp(a.s->ops->continue_flag, "--join"));
+    const int spec = RUN(1, 5); /* far/seed6: held by "other" */
+    Journal *other = other_holds(out, a.plan.runs[spec].id);
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    for (int i = 0; i < 12; i++) {
+        int run = sched_take(a.s, 0);
+        CHECK_MSG(run == RUN(i % 3, i / 3), "take %d: run %d", i, run);
+    }
+    CHECK(sched_take(a.s, 0) == -1 && !sched_more(a.s));
+    CHECK(sched_take(b.s, 0) == -1 && sched_more(b.s)); /* A holds them: B waits */
+    for (int i = 0; i < 12; i++) {
+        EndEvent e = end_of(RUN(i % 3, i / 3), 1);
+        sched_ended(a.s, RUN(i % 3, i / 3), &e);
+    }
+    CHECK(a.n_dec == 2 && a.n_not_needed == 11 && a.n_elsewhere == 0);
+    CHECK(sched_more(a.s)); /* the speculative run, held elsewhere */
+    CHECK(sched_take(b.s, 10) == -1);
+    check_same_decisions(&a, &b);
+    CHECK_MSG(b.n_not_needed == 0 && b.n_elsewhere == 23, "%d not needed, %d heard", b.n_not_needed,
+              b.n_elsewhere);
+    CHECK(same_bits(b.elsewhere[RUN(1, 2)].final_val_loss, loss_of(RUN(1, 2))) &&
+          b.elsewhere[RUN(1, 2)].status == RUN_DONE);
+    CHECK(b.elsewhere[RUN(2, 6)].status == RUN_NOT_NEEDED);
+    CHECK(sched_more(b.s));
+    /* "other" finishes its run: both stop waiting; it decides nothing */
+    char path[ABL_PATH_MAX + 64];
+    join_path(out, "claims/", path, sizeof path);
+    strcat(path, a.plan.runs[spec].id);
+    test_write_text(path, "done 20260101T000000Z-other-1\nresult done 0x1p+9 0 0x1p+0\n");
+    CHECK(sched_take(a.s, 20) == -1 && !sched_more(a.s));
+    CHECK(sched_take(b.s, 20) == -1 && !sched_more(b.s));
+    CHECK(a.n_dec == 2 && b.n_dec == 2 && a.n_elsewhere == 1 && b.n_elsewhere == 24);
+    CHECK(a.elsewhere[spec].final_val_loss == 512.0);
+    close_fx(&a);
+    close_fx(&b);
+    journal_close(other);
+}
+
+/* The result of run in joined_shared: "same" seed 2 far off, so that "same" stays open
+ * past its first look. */
+static EndEvent shared_end(int run) {
+    EndEvent e = end_of(run, 1);
+    if (run == RUN(2, 1)) e.final_val_loss += 0.5;
+    return e;
+}
+
+/* Two processes share the runs (each claims what the other has not) and end them in turn:
+ * both make the decisions one process makes from the same results (look by look, every
+ * number identical), and the runs that one process gives up are given up here too, each
+ * by exactly one of the two. */
+TEST(joined_shared) {
+    Fx ref, a, b;
+    char err[ABL_ERR_MAX], out[1200];
+    CHECK_MSG(open_fx(&ref, "", NULL, err) == 0, "%s", err);
+    if (!ref.s) return;
+    CHECK(sched_start(ref.s, ref.runs, ref.plan.n_runs) == 0);
+    for (int run; (run = sched_take(ref.s, 0)) >= 0;) {
+        EndEvent e = shared_end(run);
+        sched_ended(ref.s, run, &e);
+    }
+    CHECK(!sched_more(ref.s) && ref.n_dec >= 3); /* "same" looked at more than once */
+    snprintf(out, sizeof out, "%s/shared.h5", g_tmp);
+    CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
+    CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
+    if (!a.s || !b.s) return;
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    int mine[2][12], n[2] = {0, 0};
+    Fx *p[2] = {&a, &b};
+    for (int i = 0; i < 12; i++) {
+        int run = sched_take(p[i % 2]->s, 0);
+        CHECK(run >= 0 && run < 24 && run % NS < 4);
+        if (run >= 0) mine[i % 2][n[i % 2]++] = run;
+    }
+    CHECK(n[0] == 6 && n[1] == 6);
+    double now = 0;
+    for (int i = 0; i < 6; i++)
+        for (int w = 0; w < 2; w++) {
+            EndEvent e = shared_end(mine[w][i]);
+            sched_ended(p[w]->s, mine[w][i], &e);
+        }
+    /* "same" is open at seed 4: seeds 5, 6 of it and the baseline, shared out again */
+    for (int round = 0; round < 20 && (sched_more(a.s) || sched_more(b.s)); round++) {
+        now += 2;
+        for (int w = 0; w < 2; w++) {
+            int run;
+            while ((run = sched_take(p[w]->s, now)) >= 0) {
+                EndEvent e = shared_end(run);
+                sched_ended(p[w]->s, run, &e);
+            }
+        }
+    }
+    CHECK(!sched_more(a.s) && !sched_more(b.s));
+    check_same_decisions(&ref, &a);
+    check_same_decisions(&ref, &b);
+    int given[64] = {0}, ref_given[64] = {0};
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < p[w]->n_not_needed; i++)
+            given[p[w]->not_needed[i]]++;
+    for (int i = 0; i < ref.n_not_needed; i++)
+        ref_given[ref.not_needed[i]]++;
+    for (int r = 0; r < 24; r++)
+        CHECK_MSG(given[r] == ref_given[r], "run %d given up %d times, by one process %d", r,
+                  given[r], ref_given[r]);
+    close_fx(&ref);
+    close_fx(&a);
+    close_fx(&b);
+}
+
+/* The budget under --join: once spent, the runs nobody holds are given up, and a run
+ * another process holds is waited for (its result changes nothing). */
+TEST(joined_budget) {
+    Fx a;
+    char err[ABL_ERR_MAX], out[1200], path[ABL_PATH_MAX + 64];
+    snprintf(out, sizeof out, "%s/budget.h5", g_tmp);
+    CHECK_MSG(open_fx(&a, "  budget: {core_hours: 0.001}\n", out, err) == 0, "%s", err);
+    if (!a.s) return;
+    Journal *other = other_holds(out, a.plan.runs[RUN(0, 1)].id);
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    int run = sched_take(a.s, 0), second = sched_take(a.s, 0);
+    CHECK(run == RUN(0, 0) && second == RUN(1, 0));
+    EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
+    sched_ended(a.s, run, &e);
+    CHECK(a.n_dec == 2 && a.dec[0].verdict == SEQ_UNRESOLVED);
+    CHECK(a.n_not_needed == a.plan.n_runs - 3); /* ours training and the other's are kept */
+    CHECK(sched_take(a.s, 10) == -1 && sched_more(a.s));
+    join_path(out, "claims/", path, sizeof path);
+    strcat(path, a.plan.runs[RUN(0, 1)].id);
+    test_write_text(path, "done 20260101T000000Z-other-1\nresult done 0x1p+2 0 0x1p+2\n");
+    CHECK(sched_take(a.s, 20) == -1 && !sched_more(a.s) && a.n_elsewhere == 1);
+    e = end_of(second, 1);
+    sched_ended(a.s, second, &e);
+    CHECK(a.n_dec == 2);
+    close_fx(&a);
+    journal_close(other);
+}
+
+static int count_entries(const char *dir);
+
+/* One process trains the whole sweep (journaling its decisions unless unjournaled; with
+ * left_one, killed before it gave up its last run no look needs); then another joins the
+ * complete sweep: it replays the same decisions (and gives that run up), and its journal
+ * goes (1) when the first one's journal holds all it recorded, else stays (0). */
+static int late_join_leaves(const char *name, int unjournaled, int left_one) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200], procs[ABL_PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s/%s.h5", g_tmp, name);
+    CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
+    if (!a.s) return -1;
+    a.unjournaled = unjournaled;
+    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    for (int run; (run = sched_take(a.s, 0)) >= 0;) {
+        EndEvent e = end_of(run, 1);
+        sched_ended(a.s, run, &e);
+    }
+    CHECK(!sched_more(a.s) && a.n_dec == 2 && a.n_not_needed == 12);
+    CHECK(journal_sync(a.j) == 0);
+    if (left_one) { /* its claim still held by A, which is gone (no heartbeat, no journal) */
+        char path[ABL_PATH_MAX + 64];
+        join_path(out, "claims/", path, sizeof path);
+        strcat(path, a.plan.runs[a.not_needed[11]].id);
+        test_write_text(path, "held 20260101T000000Z-gone-1\n");
+    }
+    CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
+    if (!b.s) return -1;
+    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    check_same_decisions(&a, &b);
+    CHECK(b.n_elsewhere == b.plan.n_runs - left_one && b.n_not_needed == left_one);
+    CHECK(!sched_more(b.s));
+    join_path(out, "procs", procs, sizeof procs);
+    CHECK(count_entries(procs) == 2);
+    CHECK(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out) == 1);
+    int left = count_entries(procs);
+    close_fx(&a);
+    close_fx(&b);
+    return left == 1;
+}
+
+/* Joining a complete sweep leaves nothing, unless it recorded what no journal held (a
+ * decision, or a run given up, left by processes killed first): then its journal keeps it. */
+TEST(joined_complete) {
+    CHECK(late_join_leaves("complete", 0, 0) == 1);
+    CHECK(late_join_leaves("complete-lost", 1, 0) == 0);
+    CHECK(late_join_leaves("complete-given", 0, 1) == 0);
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* A process whose replicate: rule differs from the first process's is refused in one line,
+ * before it leaves any file. */
+TEST(joined_rule_refused) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200], procs[ABL_PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s/rule.h5", g_tmp);
+    CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
+    join_path(out, "procs", procs, sizeof procs);
+    CHECK(count_entries(procs) == 1);
+    CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
+    CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
+    CHECK(count_entries(procs) == 1);
+    close_fx(&a);
+    close_fx(&b);
 }
 
 int main(int argc, char **argv) {
     const char *tmp = test_tmpdir();
     if (!tmp) return 1;
     snprintf(g_data, sizeof g_data, "%s/small.txt", tmp);
+    snprintf(g_tmp, sizeof g_tmp, "%s", tmp);
     if (test_write_corpus(g_data, 4000) != 0) return 1;
     return test_main(argc, argv, "test_adaptive");
 }

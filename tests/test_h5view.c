@@ -567,6 +567,105 @@ TEST(replicate_tables) {
     H5Fclose(f);
 }
 
+/* One process's journal of a joined replicate: sweep: its header, the plan, the rule, and
+ * the decisions d[0..n). */
+static int joined_rep_journal(const char *path, const JournalDecision *d, int n) {
+    char err[ABL_ERR_MAX];
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return -1;
+    write_header(j);
+    RunConfig cfg;
+    run_config_default(&cfg);
+    CHECK(journal_append_plan(j, 0, "00000000000000aa", "h2/seed4", 4, &cfg) == 0);
+    JournalReplicate r = {.alpha = 0.05,
+                          .delta = 0.01,
+                          .min = 3,
+                          .max = 8,
+                          .n_looks = 2,
+                          .looks = {3, 5},
+                          .n_contrasts = 2};
+    const char *names[] = {"h2", "gelu"};
+    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
+    for (int i = 0; i < n; i++)
+        CHECK(journal_append_decision(j, &d[i]) == 0);
+    return journal_close(j) == 0 ? 0 : -1;
+}
+
+/* Issue 20 under --join: every process journals the decisions it makes, all from the same
+ * results, so the view of a joined sweep shows each (contrast, look) once; a budget's end
+ * of the same look is a decision of its own; one that differs between journals keeps the
+ * first and is counted (and warned about, once). */
+TEST(replicate_joined_dedupe) {
+    char dir[600], err[ABL_ERR_MAX], ja[800], jb[800], out[800];
+    case_dir(dir, sizeof dir);
+    snprintf(ja, sizeof ja, "%s/a.journal", dir);
+    snprintf(jb, sizeof jb, "%s/b.journal", dir);
+    snprintf(out, sizeof out, "%s/joined.h5", dir);
+    JournalDecision open0 = {.contrast = 0,
+                             .look = 0,
+                             .n = 3,
+                             .diff = 0.01,
+                             .sd = 0.02,
+                             .lo = -0.5,
+                             .hi = 0.5,
+                             .level = 0.01,
+                             .verdict = SEQ_OPEN};
+    JournalDecision worse = {.contrast = 1,
+                             .look = 0,
+                             .n = 3,
+                             .diff = 0.5,
+                             .sd = 0.1,
+                             .lo = 0.25,
+                             .hi = 0.75,
+                             .level = 0.01,
+                             .verdict = SEQ_WORSE};
+    JournalDecision better = worse; /* the same look decided from other results */
+    better.diff = -0.5, better.lo = -0.75, better.hi = -0.25, better.verdict = SEQ_BETTER;
+    JournalDecision budget = open0; /* the budget ended it at the same look */
+    budget.verdict = SEQ_UNRESOLVED;
+    snprintf(budget.note, sizeof budget.note, "budget");
+    JournalDecision a[] = {open0, worse}, b[] = {worse, open0, budget};
+    if (joined_rep_journal(ja, a, 2) != 0 || joined_rep_journal(jb, b, 3) != 0) return;
+    const char *journals[] = {ja, jb};
+    H5ViewStats st;
+    CHECK_MSG(h5view_build_many(journals, 2, -1, 0, dir, out, &st, err) == 0, "%s", err);
+    CHECK(st.decision_conflicts == 0);
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f < 0) return;
+    CHECK_MSG(dset_rows(f, "decisions") == 3, "%lld rows", dset_rows(f, "decisions"));
+    H5Fclose(f);
+    /* a conflicting decision: the first journal's is kept */
+    JournalDecision c[] = {better, open0};
+    unlink(jb);
+    if (joined_rep_journal(jb, c, 2) != 0) return;
+    CHECK_MSG(h5view_build_many(journals, 2, -1, 0, dir, out, &st, err) == 0, "%s", err);
+    CHECK(st.decision_conflicts == 1);
+    f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f < 0) return;
+    CHECK(dset_rows(f, "decisions") == 2);
+    typedef struct {
+        int32_t contrast;
+        char verdict[12];
+    } Row;
+    hid_t s12 = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s12, 12);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+    H5Tinsert(t, "contrast", HOFFSET(Row, contrast), H5T_NATIVE_INT32);
+    H5Tinsert(t, "verdict", HOFFSET(Row, verdict), s12);
+    Row rows[2];
+    memset(rows, 0, sizeof rows);
+    hid_t d = H5Dopen2(f, "decisions", H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0);
+    CHECK(rows[1].contrast == 1 && !strcmp(rows[1].verdict, "worse"));
+    if (d >= 0) H5Dclose(d);
+    H5Tclose(t);
+    H5Tclose(s12);
+    H5Fclose(f);
+}
+
 /* A run stopped at a checkpoint (RUN_END with status interrupted) is "interrupted", and
  * "running" again once its next attempt begins. */
 TEST(interrupted_run) {

@@ -4,6 +4,7 @@
  * whose result leaves its question open, to show that the interface carries such a policy.
  * Then what only the joined one does: runs other processes finished, and a run taken over
  * from us. Time is passed in explicitly, so nothing here waits. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +47,15 @@ static void make_runs(void) {
 /* ------------------------------------------------------------------ the host */
 
 typedef struct {
-    int elsewhere[N_RUNS + 8]; /* finished_elsewhere calls per run */
-    int continued;             /* continue_from calls */
-    int failed;                /* fail calls (none expected) */
+    int elsewhere[N_RUNS + 8];  /* finished_elsewhere calls per run */
+    JoinResult res[N_RUNS + 8]; /* the result each said */
+    int continued;              /* continue_from calls */
+    int failed;                 /* fail calls (none expected) */
 } Host;
 
-static void h_elsewhere(void *ctx, int run, RunStatus st) {
+static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
     Host *h = ctx;
-    (void)st;
-    if (run >= 0 && run < N_RUNS + 8) h->elsewhere[run]++;
+    if (run >= 0 && run < N_RUNS + 8) h->elsewhere[run]++, h->res[run] = *res;
 }
 static int h_continue(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
     Host *h = ctx;
@@ -195,7 +196,7 @@ static Scheduler *open_joined(Fixture *f, const SchedHost *h, char err[ABL_ERR_M
     char journal[ABL_PATH_MAX];
     snprintf(f->out, sizeof f->out, "%s/joined-%d.h5", g_tmp, k++);
     journal_path_for(f->out, journal, sizeof journal);
-    SchedConfig cfg = {f->out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {f->out, &g_plan, 1, 60.0, 0, NULL};
     Scheduler *s = scheduler_open(&cfg, h, journal, err);
     if (s && !(f->j = journal_create(journal, err))) {
         sched_close(s);
@@ -417,7 +418,7 @@ TEST(joined_admit_refused) {
     snprintf(out, sizeof out, "%s/refused.h5", g_tmp);
     journal_path_for(out, journal, sizeof journal);
     journal_dir_for(out, dir, sizeof dir);
-    SchedConfig cfg = {out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {out, &g_plan, 1, 60.0, 0, NULL};
     Host host;
     memset(&host, 0, sizeof host);
     SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse, NULL, NULL};
@@ -437,7 +438,7 @@ TEST(joined_done_elsewhere) {
     cur = &IMPLS[1];
     snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
     journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0};
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
     SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
     f.s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(f.s != NULL, "%s", err);
@@ -460,6 +461,41 @@ TEST(joined_done_elsewhere) {
     EXPECT(!sched_more(f.s));
     EXPECT(f.host.failed == 0);
     sched_close(f.s);
+}
+
+/* A done claim carries its run's result, exactly (a replicate: sweep decides from it in
+ * every process): what one joined process ended, another hears bit for bit. */
+TEST(joined_result_in_claim) {
+    Fixture f, g;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    int a = take(&f), b = take(&f);
+    EndEvent e = result(RUN_DONE, 0.1 + 0.2); /* not a short decimal */
+    e.instability = INSTAB_ABOVE_UNIFORM;
+    e.train_seconds = 1.0 / 3.0;
+    sched_ended(f.s, a, &e);
+    EndEvent d = result(RUN_DIVERGED, NAN);
+    sched_ended(f.s, b, &d);
+    /* a second process on the same sweep */
+    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    memset(&g, 0, sizeof g);
+    journal_path_for(f.out, journal, sizeof journal);
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
+    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
+    g.s = scheduler_open(&cfg, &h, journal, err);
+    CHECK_MSG(g.s != NULL, "%s", err);
+    if (g.s) {
+        EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
+        const JoinResult *r = &g.host.res[a];
+        EXPECT(g.host.elsewhere[a] == 1 && r->status == RUN_DONE && r->unstable);
+        double want = 0.1 + 0.2, secs = 1.0 / 3.0;
+        EXPECT(!memcmp(&r->final_val_loss, &want, sizeof want) &&
+               !memcmp(&r->train_seconds, &secs, sizeof secs));
+        r = &g.host.res[b];
+        EXPECT(g.host.elsewhere[b] == 1 && r->status == RUN_DIVERGED && r->unstable &&
+               isnan(r->final_val_loss));
+        sched_close(g.s);
+    }
+    teardown(&f);
 }
 
 /* Another process took a run of ours over (we did not renew our lease): after the next

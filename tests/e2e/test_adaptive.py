@@ -9,7 +9,8 @@ and resumed (in-process, and under mpirun at other rank counts). Then the decisi
 (/decisions, sorted by contrast and look: their journal order depends on timing), each
 run's status (done or not_needed) and the contrasts' final states must equal the
 reference's. Also: `ablate plan` shows the range of runs, `ablate inspect` each contrast,
-the journal holds each decision once, and `--join` is refused in one line.
+and the journal holds each decision once. The joined version (`--join`) is
+test_adaptive_join.py.
 """
 import os
 import re
@@ -128,18 +129,5 @@ def test_study_b_spec():
     assert "10 contrasts against baseline" in out, out[-800:]
 
 
-def test_join_refused():
-    with C.workdir("adaptive-join") as tmp:
-        join_refused(tmp)
-
-
-def join_refused(tmp):
-    spec = C.write(os.path.join(tmp, "spec.yaml"), spec_text(C.corpus_path(tmp)))
-    rc, _, err = C.run(["run", spec, "-o", os.path.join(tmp, "j.h5"), "--join"], tag="join")
-    lines = [l for l in err.splitlines() if "cannot be joined" in l]
-    assert rc != 0 and len(lines) == 1, "rc %d\n%s" % (rc, err[-2000:])
-
-
 if __name__ == "__main__":
-    C.main([("kill_resume", test_kill_resume), ("study_b_spec", test_study_b_spec),
-            ("join_refused", test_join_refused)])
+    C.main([("kill_resume", test_kill_resume), ("study_b_spec", test_study_b_spec)])

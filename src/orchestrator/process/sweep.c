@@ -1052,11 +1052,15 @@ io:
 }
 
 /* What the scheduler tells us (SchedHost). */
-static void host_finished_elsewhere(void *ctx, int run, RunStatus status) {
+static void host_finished_elsewhere(void *ctx, int run, const JoinResult *res) {
     Sweep *s = ctx;
     SweepRun *r = &s->runs[run];
+    if (r->finished) return; /* said once (a replicate: sweep may hear it twice) */
     r->finished = 1;
-    r->status = status;
+    r->status = res->status;
+    r->final_val_loss = res->final_val_loss;
+    r->unstable = res->unstable;
+    r->train_seconds = res->train_seconds;
     refs_free(&r->events);
     r->hist = NULL;
     progress_run_elsewhere(&s->progress, r->cost); /* before progress_init: forgotten */
@@ -1287,7 +1291,7 @@ static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         return -1;
     }
     int have_journal = exists(s->journal_path);
-    SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force};
+    SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force, NULL};
     SchedHost host = {s,
                       host_finished_elsewhere,
                       host_continue_from,

@@ -11,8 +11,48 @@
 #include "h5view_internal.h"
 #include "orchestrator/schedule/sequential.h"
 #include "util/grow.h"
+#include "util/log.h"
 
 #define VERDICT_LEN 12
+
+static const char *verdict(int v) {
+    return seq_verdict_name((SeqVerdict)v);
+}
+
+static int same_bits(double a, double b) {
+    return !memcmp(&a, &b, sizeof a);
+}
+
+/* A joined sweep's processes each journal every decision they make, all from the same
+ * results (adaptive.c): a decision another journal holds already is shown once. One that
+ * differs (the same contrast and look, and both a budget's end or neither) means the
+ * processes decided from different results: the first journal's is kept, with a warning
+ * (once per process: the view is rebuilt often). */
+static int joined_duplicate(View *v, const JournalDecision *d) {
+    static int warned;
+    int budget = !strcmp(d->note, "budget");
+    for (int i = 0; i < v->n_dec; i++) {
+        const JournalDecision *o = &v->dec[i];
+        if (o->contrast != d->contrast || o->look != d->look ||
+            budget != !strcmp(o->note, "budget"))
+            continue;
+        int same = o->n == d->n && o->verdict == d->verdict && !strcmp(o->note, d->note) &&
+                   same_bits(o->diff, d->diff) && same_bits(o->sd, d->sd) &&
+                   same_bits(o->lo, d->lo) && same_bits(o->hi, d->hi) &&
+                   same_bits(o->level, d->level);
+        if (!same) v->st.decision_conflicts++;
+        if (!same && !warned) {
+            warned = 1;
+            log_warn("joined sweep: two processes decided contrast %d at look %d differently "
+                     "(n=%d %s [%+.4f, %+.4f], then n=%d %s [%+.4f, %+.4f]): the view keeps the "
+                     "first; their runs' results differ",
+                     d->contrast, d->look, o->n, verdict(o->verdict), o->lo, o->hi, d->n,
+                     verdict(d->verdict), d->lo, d->hi);
+        }
+        return 1;
+    }
+    return 0;
+}
 
 int h5v_replicate_record(View *v, JournalReader *r, const JournalRecord *rec) {
     if (rec->type == JREC_REPLICATE) { /* the last session's is the sweep's */
@@ -26,10 +66,11 @@ int h5v_replicate_record(View *v, JournalReader *r, const JournalRecord *rec) {
         return 0;
     }
     if (GROW(v->dec, v->cap_dec, (size_t)v->n_dec + 1) != 0) return -1;
-    if (journal_decode_decision(rec, &v->dec[v->n_dec]) == 0)
-        v->n_dec++;
-    else
+    if (journal_decode_decision(rec, &v->dec[v->n_dec]) != 0) {
         v->st.skipped++;
+        return 0;
+    }
+    if (!v->joined || !joined_duplicate(v, &v->dec[v->n_dec])) v->n_dec++;
     return 0;
 }
 
@@ -74,10 +115,6 @@ static int attr_f64(hid_t loc, const char *name, double value) {
     if (a >= 0) H5Aclose(a);
     H5Sclose(s);
     return rc < 0 ? -1 : 0;
-}
-
-static const char *verdict(int v) {
-    return seq_verdict_name((SeqVerdict)v);
 }
 
 static int root_attrs(hid_t file, const JournalReplicate *r) {
@@ -191,7 +228,8 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
     h5v_md_rows(b, contrast_cols, N_CONTRAST_COLS);
     buf_printf(b,
                "\n#### `/decisions`\nOnly in a `replicate:` sweep: every look of every "
-               "contrast, in the order made; a contrast's last row is its verdict. The rule's "
+               "contrast, in the order made (a joined sweep: each once, though every process "
+               "journals it); a contrast's last row is its verdict. The rule's "
                "settings are root attributes: `replicate_alpha`, `replicate_delta`, "
                "`replicate_looks` (comma-separated seed counts), `replicate_min`, "
                "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`.\n\n%s",

@@ -1,5 +1,5 @@
 /* The adaptive scheduler (scheduler.h) of a replicate: sweep (issue 20, docs/spec.md
- * "replicate"): one process, seeds only where a contrast is still open.
+ * "replicate"): seeds only where a contrast is still open (one process, or many with --join).
  *
  * The plan holds every configuration x max seeds (contrast.h). Every configuration first
  * trains seeds 1..looks[0]; a contrast (configuration vs baseline, paired by seed index) is
@@ -19,7 +19,16 @@
  * from the runs a resumed sweep finished before (the host journals only the ones its
  * journal lacks): the same decisions after kill -9 + --resume and on any rank count. The
  * budget is the exception by nature: which runs ended before it ran out depends on timing.
- * Runs are handed out lowest seed index first (then plan order), so looks complete early. */
+ * Runs are handed out lowest seed index first (then plan order), so looks complete early.
+ *
+ * Under --join it is a policy over the joined scheduler (joined.c): a run is trained here
+ * only once claimed in join/, and the results of the runs other processes finish come from
+ * their done claims, which carry them exactly and are written only after the RUN_END is
+ * synced (and after the decisions it led to there are journaled). So every process decides
+ * from the same durable results of seeds 1..n and makes the same decisions, each journaling
+ * them (the view shows each once). A run its configuration no longer needs is claimed
+ * before it is journaled not_needed, so exactly one process does; one held by another
+ * process then is a speculative run there: its result comes in and changes nothing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +37,15 @@
 #include "orchestrator/plan/contrast.h"
 #include "scheduler.h"
 #include "sequential.h"
+#include "util/buf.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 _Static_assert(SPEC_MAX_LOOKS == SEQ_MAX_LOOKS, "replicate.looks and the rule's looks");
 
-enum { R_TODO, R_OUT, R_ENDED, R_SKIPPED }; /* SKIPPED: not_needed, or not a run */
+/* SKIPPED: not_needed, or not a run; ELSEWHERE (--join): held by another process after its
+ * configuration was settled (speculative there), its claim watched until it ends */
+enum { R_TODO, R_OUT, R_ENDED, R_SKIPPED, R_ELSEWHERE };
 
 typedef struct {
     Scheduler base;
@@ -52,6 +65,17 @@ typedef struct {
     int *requeued, n_requeued;
     double used, budget; /* seconds of training ended so far; the budget (0: none) */
     int out_of_budget;
+    /* --join: the joined scheduler runs are claimed from (NULL: one process), when to look
+     * at a run held elsewhere again (per journal index), when take() looks at the claims */
+    Scheduler *inner;
+    double *recheck;
+    double next_scan;
+    char *rule_text; /* the rule and contrasts every joined process must share */
+    int starting;    /* start(): results heard from the claims wait for the replay */
+    int settling, resettle;
+    JournalDecision *made; /* --join: every decision this process made, in order */
+    size_t n_made, cap_made;
+    int n_given; /* --join: runs this process journaled not_needed */
 } Adaptive;
 
 static int config_of(const Adaptive *a, int j) {
@@ -87,8 +111,33 @@ static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
 
 static void decide(Adaptive *a, const JournalDecision *d) {
     a->last[d->contrast] = *d;
+    if (a->inner && GROW(a->made, a->cap_made, a->n_made + 1) == 0) a->made[a->n_made++] = *d;
     SchedHost *h = &a->base.host;
     if (h->decided) h->decided(h->ctx, d); /* a failure stops the sweep (the host says so) */
+}
+
+/* Claims run for this process (joined.c); one process has every run. 1 ours, 0 held by
+ * another process, 2 finished (its result came in), -1 an I/O error. */
+static int own(Adaptive *a, int run) {
+    return a->inner ? sched_joined_claim(a->inner, run) : 1;
+}
+
+/* A run of ours that will not train: journaled not_needed; under --join its claim then says
+ * done (with that status), so no other process trains it. */
+static void give_up(Adaptive *a, int run, const char *why) {
+    a->st[run] = R_SKIPPED;
+    SchedHost *h = &a->base.host;
+    if (h->not_needed && h->not_needed(h->ctx, run, why) != 0) {
+        if (a->inner) sched_cancel(a->inner, run); /* the sweep stops: for whoever comes next */
+        return;
+    }
+    if (!a->inner) return;
+    a->n_given++;
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    end.status = RUN_NOT_NEEDED;
+    end.final_val_loss = NAN;
+    sched_ended(a->inner, run, &end);
 }
 
 /* Wanted seeds per configuration, from the open contrasts; a configuration with none open
@@ -103,17 +152,20 @@ static void update_need(Adaptive *a) {
         if (n > a->need[cfg]) a->need[cfg] = n;
         if (n > a->need[b]) a->need[b] = n;
     }
-    SchedHost *h = &a->base.host;
     for (int c = 0; c < a->c.n_configs; c++) {
         if (a->need[c] > 0) continue;
         for (int k = 0; k < a->c.n_seeds; k++) {
             int r = run_at(a, c, k);
             if (r < 0 || a->st[r] != R_TODO) continue;
-            a->st[r] = R_SKIPPED;
-            if (h->not_needed)
-                h->not_needed(h->ctx, r,
-                              a->out_of_budget ? "replicate: the budget ran out"
-                                               : "replicate: its contrasts are settled");
+            int o = own(a, r);
+            if (o == 1)
+                give_up(a, r,
+                        a->out_of_budget ? "replicate: the budget ran out"
+                                         : "replicate: its contrasts are settled");
+            else if (o == 0)
+                a->st[r] = R_ELSEWHERE; /* speculative there: kept, changes nothing */
+            else if (o == 2 && a->st[r] == R_TODO)
+                a->st[r] = R_SKIPPED;
         }
     }
 }
@@ -163,13 +215,68 @@ static int end_budget(Adaptive *a) {
     return 1;
 }
 
-/* The looks that runs of configuration cfg (-1: any) may have completed. */
+/* The looks that runs of configuration cfg (-1: any) may have completed. Under --join a
+ * result may come in while this runs (a claim met on the way says done): it is settled
+ * here, after, rather than inside. */
 static void settle(Adaptive *a, int cfg) {
-    int changed = cfg < 0;
-    for (int j = 0; j < a->c.n_contrasts; j++)
-        if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j)) changed |= try_looks(a, j);
-    changed |= end_budget(a);
-    if (changed) update_need(a);
+    if (a->settling || a->starting) {
+        a->resettle = 1;
+        return;
+    }
+    a->settling = 1;
+    do {
+        a->resettle = 0;
+        int changed = cfg < 0;
+        for (int j = 0; j < a->c.n_contrasts; j++)
+            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j))
+                changed |= try_looks(a, j);
+        changed |= end_budget(a);
+        if (changed) update_need(a);
+        cfg = -1;
+    } while (a->resettle);
+    a->settling = 0;
+}
+
+/* A run's result, ours or another process's: it counts from now on. */
+static void record_result(Adaptive *a, int run, RunStatus status, double loss, int unstable,
+                          double seconds) {
+    SchedRun *r = &a->base.runs[run];
+    r->finished = 1;
+    r->status = status;
+    r->final_val_loss = loss;
+    r->unstable = unstable;
+    r->train_seconds = seconds;
+    if (status == RUN_FAILED || status == RUN_NOT_NEEDED || status == RUN_INTERRUPTED) {
+        a->st[run] = R_SKIPPED; /* no result: its looks wait (a resume retrains it) */
+        return;
+    }
+    a->st[run] = R_ENDED;
+    a->used += seconds;
+}
+
+/* --join: another process finished run (its done claim, or its journal): told to the sweep
+ * first (the run is finished there too), then decided from like our own. */
+static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
+    Adaptive *a = ctx;
+    SchedHost *h = &a->base.host;
+    if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
+    if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
+    record_result(a, run, res->status, res->final_val_loss, res->unstable, res->train_seconds);
+    if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
+}
+
+/* The rest of the sweep's host, for the joined scheduler under us. */
+static int a_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
+    SchedHost *h = &((Adaptive *)ctx)->base.host;
+    return h->continue_from ? h->continue_from(h->ctx, run, rr, from) : 0;
+}
+static void a_fail(void *ctx, const char *what) {
+    SchedHost *h = &((Adaptive *)ctx)->base.host;
+    if (h->fail) h->fail(h->ctx, what);
+}
+static int a_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    SchedHost *h = &((Adaptive *)ctx)->base.host;
+    return h->admit ? h->admit(h->ctx, out_path, err) : 0;
 }
 
 static int a_start(Scheduler *s, const SchedRun *runs, int n) {
@@ -177,7 +284,8 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
     int total = a->c.n_configs * a->c.n_seeds;
     if (sched_keep_runs(s, runs, n) != 0 || !(a->st = calloc((size_t)n + 1, 1)) ||
         !(a->requeued = malloc(sizeof(int) * (size_t)(n + 1))) ||
-        !(a->pos = malloc(sizeof(int) * (size_t)(n + 1))))
+        !(a->pos = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(a->recheck = calloc((size_t)n + 1, sizeof *a->recheck)))
         return -1;
     for (int i = 0; i < n; i++)
         a->pos[i] = -1;
@@ -198,52 +306,120 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
         else
             a->st[i] = R_ENDED, a->used += r->train_seconds;
     }
+    /* --join: the results other processes have in their claims so far */
+    if (a->inner) {
+        a->starting = 1;
+        int rc = sched_start(a->inner, runs, n);
+        a->starting = 0;
+        if (rc != 0) return -1;
+    }
     /* replay: the decisions the results so far give (the host journals the new ones) */
     settle(a, -1);
     return 0;
 }
 
-/* The next wanted run: the lowest seed index over the configurations, then plan order. */
+/* Is run one to hand out now (not held elsewhere when last looked at)? */
+static int wanted(const Adaptive *a, int r, double now) {
+    return r >= 0 && a->st[r] == R_TODO && a->recheck[r] <= now;
+}
+
+/* --join: the speculative runs held elsewhere: one its holder left is ours to give up. */
+static int watch_elsewhere(Adaptive *a, double now) {
+    for (int r = 0; r < a->base.n; r++) {
+        if (a->st[r] != R_ELSEWHERE || a->recheck[r] > now) continue;
+        int o = own(a, r);
+        if (o < 0) return -1;
+        if (o == 0) a->recheck[r] = now + 1.0;
+        if (o == 1) give_up(a, r, "replicate: its contrasts are settled");
+        if (o == 2 && a->st[r] == R_ELSEWHERE) a->st[r] = R_SKIPPED;
+    }
+    return 0;
+}
+
+/* The next wanted run: the lowest seed index over the configurations, then plan order (under
+ * --join the first of those this process can claim; -1 also when others hold the rest). */
 static int a_take(Scheduler *s, double now) {
     Adaptive *a = (Adaptive *)s;
-    (void)now;
-    if (a->out_of_budget) return -1;
-    if (a->n_requeued) {
+    if (a->out_of_budget) {
+        if (a->inner && now >= a->next_scan) {
+            a->next_scan = now + 0.2;
+            watch_elsewhere(a, now);
+        }
+        return -1;
+    }
+    while (a->n_requeued) {
         int run = a->requeued[--a->n_requeued];
-        a->st[run] = R_OUT;
-        return run;
+        int o = own(a, run); /* still ours, unless taken over while it waited */
+        if (o == 1) {
+            a->st[run] = R_OUT;
+            return run;
+        }
+        if (o == 0) a->recheck[run] = now + 1.0;
+        if (o < 0) return -1;
     }
-    int best = -1, best_k = 0;
-    for (int c = 0; c < a->c.n_configs; c++) {
-        int k = a->next[c];
-        while (k < a->c.n_seeds && (run_at(a, c, k) < 0 || a->st[run_at(a, c, k)] != R_TODO))
-            k++;
-        a->next[c] = k;
-        if (k < a->need[c] && (best < 0 || k < best_k)) best = c, best_k = k;
+    if (a->inner) {
+        if (now < a->next_scan) return -1; /* rank 0 asks often: not the claims each time */
+        a->next_scan = now + 0.2;
     }
-    if (best < 0) return -1;
-    int run = run_at(a, best, best_k);
-    a->st[run] = R_OUT;
-    return run;
+    for (;;) {
+        int best = -1, best_k = 0;
+        for (int c = 0; c < a->c.n_configs; c++) {
+            int k = a->next[c];
+            while (k < a->c.n_seeds && (run_at(a, c, k) < 0 || a->st[run_at(a, c, k)] != R_TODO))
+                k++;
+            a->next[c] = k;
+            while (k < a->need[c] && !wanted(a, run_at(a, c, k), now))
+                k++;
+            if (k < a->need[c] && (best < 0 || k < best_k)) best = c, best_k = k;
+        }
+        if (best < 0) break;
+        int run = run_at(a, best, best_k);
+        int o = own(a, run);
+        if (o == 1) {
+            a->st[run] = R_OUT;
+            a->next_scan = 0; /* more idle workers may want one at once */
+            return run;
+        }
+        if (o < 0) return -1;
+        if (o == 0) a->recheck[run] = now + 1.0; /* its holder may go: look again later */
+        if (o == 2 && a->st[run] == R_TODO) a->st[run] = R_SKIPPED;
+    }
+    if (a->inner) watch_elsewhere(a, now);
+    return -1;
+}
+
+/* --join: runs held elsewhere end there; this process waits for them, as joined.c does */
+static int any_elsewhere(const Adaptive *a) {
+    for (int r = 0; a->inner && r < a->base.n; r++)
+        if (a->st[r] == R_ELSEWHERE) return 1;
+    return 0;
 }
 
 static int a_more(Scheduler *s) {
     Adaptive *a = (Adaptive *)s;
-    if (a->out_of_budget) return 0;
+    if (a->out_of_budget) return any_elsewhere(a);
     if (a->n_requeued) return 1;
     for (int c = 0; c < a->c.n_configs; c++)
         for (int k = a->next[c]; k < a->need[c]; k++) {
             int r = run_at(a, c, k);
             if (r >= 0 && a->st[r] == R_TODO) return 1;
         }
-    return 0;
+    return any_elsewhere(a);
 }
 
-/* Given up by this process (the sweep stops): left unfinished, for the next session. */
+/* Given up by this process (the sweep stops): left unfinished, for the next session (under
+ * --join released, for whoever claims it next). */
 static void a_cancel(Scheduler *s, int run) {
     Adaptive *a = (Adaptive *)s;
-    if (run < 0 || run >= s->n || a->st[run] != R_OUT) return;
+    if (run < 0 || run >= s->n) return;
+    if (a->inner) sched_cancel(a->inner, run); /* nothing when not ours */
+    if (a->st[run] != R_OUT) return;
     a->st[run] = R_TODO;
+    if (a->inner) {
+        int p = a->pos[run];
+        if (p >= 0 && a->need[p / a->c.n_seeds] == 0) a->st[run] = R_ELSEWHERE;
+        return;
+    }
     a->requeued[a->n_requeued++] = run;
 }
 
@@ -252,46 +428,93 @@ static void a_cancel(Scheduler *s, int run) {
 static void a_requeue(Scheduler *s, int run) {
     Adaptive *a = (Adaptive *)s;
     if (run < 0 || run >= s->n || a->st[run] != R_OUT) return;
+    if (a->inner && sched_abandoned(a->inner, run)) { /* another process has it now */
+        a_cancel(s, run);
+        return;
+    }
     int p = a->pos[run];
     if (p >= 0 && a->need[p / a->c.n_seeds] == 0) {
-        a->st[run] = R_SKIPPED;
-        SchedHost *h = &a->base.host;
-        if (h->not_needed) h->not_needed(h->ctx, run, "replicate: its contrasts are settled");
+        give_up(a, run, "replicate: its contrasts are settled");
         return;
     }
-    a_cancel(s, run);
+    a->st[run] = R_TODO; /* still ours under --join: taken again first */
+    a->requeued[a->n_requeued++] = run;
 }
 
+/* Under --join the claim says done (with the result) only after the decisions this result
+ * leads to here are journaled: a process that learns of it from the claim finds them
+ * durable, even if this one is killed next. */
 static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     Adaptive *a = (Adaptive *)s;
-    if (run < 0 || run >= s->n || a->st[run] == R_ENDED) return;
-    SchedRun *r = &s->runs[run];
-    r->finished = 1;
-    r->status = end->status;
-    r->final_val_loss = end->final_val_loss;
-    r->unstable = end->status == RUN_DIVERGED || end->instability != INSTAB_NONE;
-    r->train_seconds = end->train_seconds;
-    if (end->status == RUN_FAILED) { /* no result: its looks wait (a resume retrains it) */
-        a->st[run] = R_SKIPPED;
-        return;
+    if (run < 0 || run >= s->n) return;
+    if (a->st[run] != R_ENDED) {
+        record_result(a, run, end->status, end->final_val_loss, sched_unstable(end),
+                      end->train_seconds);
+        if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
     }
-    a->st[run] = R_ENDED;
-    a->used += end->train_seconds;
-    if (a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
+    if (a->inner) sched_ended(a->inner, run, end);
 }
 
 static void a_tick(Scheduler *s, double now) {
-    (void)s, (void)now;
+    Adaptive *a = (Adaptive *)s;
+    if (a->inner) sched_tick(a->inner, now);
 }
 
 static int a_abandoned(Scheduler *s, int run) {
-    (void)s, (void)run;
-    return 0;
+    Adaptive *a = (Adaptive *)s;
+    return a->inner && sched_abandoned(a->inner, run);
 }
 
+/* --join: is each decision this process made in another process's journal? Normally: a
+ * done claim is written after the decisions its result led to in its process, and every
+ * live process stays until it has heard every result (and so made every decision). Not
+ * when every process that could have made one was killed between the last result's claim
+ * and its next look. Reads those journals once (only when joining a complete sweep). */
+static int decisions_elsewhere(Adaptive *a, const char *out_path) {
+    char **paths, own[ABL_PATH_MAX], err[ABL_ERR_MAX];
+    int n;
+    if (!a->n_made) return 1;
+    if (join_list_journals(out_path, &paths, &n, err) != 0) return 0;
+    sched_joined_journal(a->inner, own);
+    unsigned char *seen = calloc(a->n_made + 1, 1);
+    size_t n_seen = 0;
+    for (int k = 0; seen && k < n && n_seen < a->n_made; k++) {
+        if (!strcmp(paths[k], own)) continue;
+        JournalReader *r = journal_reader_open(paths[k], err);
+        JournalRecord rec;
+        JournalDecision d;
+        while (r && journal_reader_next(r, &rec) == 1) {
+            if (rec.type != JREC_DECISION || journal_decode_decision(&rec, &d) != 0) continue;
+            for (size_t i = 0; i < a->n_made; i++) {
+                const JournalDecision *m = &a->made[i];
+                if (!seen[i] && m->contrast == d.contrast && m->look == d.look &&
+                    m->verdict == d.verdict && !strcmp(m->note, d.note))
+                    seen[i] = 1, n_seen++;
+            }
+        }
+        if (r) journal_reader_close(r);
+    }
+    free(seen);
+    join_free_list(paths, n);
+    return n_seen == a->n_made;
+}
+
+/* --join: every run was finished before this process came, some maybe by its own replay.
+ * Its journal, which holds only what the replay recorded, goes as for any joined sweep,
+ * unless that is in no other journal (a decision, or runs it gave up, which a process
+ * killed first had left): then it stays, and the view is rebuilt with it. */
 static int a_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
-    (void)s, (void)n_live, (void)out_path;
-    return 0;
+    Adaptive *a = (Adaptive *)s;
+    if (!a->inner) return 0;
+    if (!a->n_given && decisions_elsewhere(a, out_path))
+        return a->inner->ops->complete_on_start(a->inner, n_live, out_path);
+    char err[ABL_ERR_MAX];
+    log_info("the joined sweep is complete (%d runs), with what no other journal held (the "
+             "processes that would have recorded it were killed first): this process's "
+             "journal keeps it -> %s",
+             n_live, out_path);
+    if (join_build_view(out_path, NULL, 0, NULL, err) != 0) log_warn("%s", err);
+    return 1;
 }
 
 static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
@@ -300,17 +523,27 @@ static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     int open = 0;
     for (int j = 0; j < a->c.n_contrasts; j++)
         open += a->verdict[j] == SEQ_OPEN;
+    if (a->inner) a->inner->ops->announce(a->inner, n_live, n_done, n_resumed, where, out_path);
     char resumed[64] = "";
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
-    log_info("%d runs planned (%d already finished); replicate: %d configurations x %d-%d "
-             "seeds, %d of %d contrasts open%s, on %s -> %s",
-             n_live, n_done, a->c.n_configs, a->rep->min, a->rep->max, open, a->c.n_contrasts,
-             resumed, where, out_path);
+    if (a->inner)
+        log_info("replicate: %d configurations x %d-%d seeds, %d of %d contrasts open, "
+                 "decided from the results of every joined process",
+                 a->c.n_configs, a->rep->min, a->rep->max, open, a->c.n_contrasts);
+    else
+        log_info("%d runs planned (%d already finished); replicate: %d configurations x %d-%d "
+                 "seeds, %d of %d contrasts open%s, on %s -> %s",
+                 n_live, n_done, a->c.n_configs, a->rep->min, a->rep->max, open, a->c.n_contrasts,
+                 resumed, where, out_path);
 }
 
 static void a_close(Scheduler *s) {
     Adaptive *a = (Adaptive *)s;
+    sched_close(a->inner);
+    free(a->recheck);
+    free(a->rule_text);
+    free(a->made);
     contrasts_free(&a->c);
     free(a->run_of);
     free(a->st);
@@ -342,8 +575,44 @@ static const SchedOps adaptive_ops = {
     .shared = 0,
 };
 
+/* --join: the same policy over the joined scheduler, which makes the sweep shared */
+static const SchedOps adaptive_joined_ops = {
+    .start = a_start,
+    .take = a_take,
+    .more = a_more,
+    .requeue = a_requeue,
+    .cancel = a_cancel,
+    .ended = a_ended,
+    .tick = a_tick,
+    .abandoned = a_abandoned,
+    .announce = a_announce,
+    .complete_on_start = a_complete_on_start,
+    .close = a_close,
+    .continue_flag = "--join",
+    .shared = 1,
+};
+
+/* The rule and the contrasts as text (join/replicate): every process of a joined sweep must
+ * decide by the same ones. malloc'd, or NULL. */
+static char *rule_text(const Adaptive *a) {
+    Buf b = {0};
+    buf_printf(&b, "alpha %a\nresolve %a\nseeds %d %d\nbudget_core_hours %a\nlooks", a->rep->alpha,
+               a->rep->delta, a->rep->min, a->rep->max, a->rep->core_hours);
+    for (int i = 0; i < a->rep->n_looks; i++)
+        buf_printf(&b, " %d", a->rep->looks[i]);
+    buf_printf(&b, "\nbaseline %s\n", a->c.config_name[a->c.baseline]);
+    for (int j = 0; j < a->c.n_contrasts; j++)
+        buf_printf(&b, "contrast %d %s\n", j, a->c.config_name[config_of(a, j)]);
+    buf_addc(&b, '\0');
+    if (b.oom) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
-                               char err[ABL_ERR_MAX]) {
+                               char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]) {
     Adaptive *a = calloc(1, sizeof *a);
     if (!a) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     a->base.ops = &adaptive_ops;
@@ -384,5 +653,19 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
     }
     for (int c = 0; c < a->c.n_configs; c++)
         a->need[c] = a->rep->looks[0];
+    if (cfg->join) {
+        SchedHost ih = {a, a_elsewhere, a_continue_from, a_fail, a_admit, NULL, NULL};
+        SchedConfig jc = *cfg;
+        if (!(a->rule_text = rule_text(a))) {
+            a_close(&a->base);
+            return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+        }
+        jc.replicate = a->rule_text;
+        if (!(a->inner = sched_joined_open(&jc, &ih, journal, err))) {
+            a_close(&a->base);
+            return NULL;
+        }
+        a->base.ops = &adaptive_joined_ops;
+    }
     return &a->base;
 }

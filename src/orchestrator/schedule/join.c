@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ struct Join {
     int lock_fd;           /* join/lock */
 };
 
-#define CLAIM_TEXT_MAX (JOIN_NAME_MAX + 16)
+#define CLAIM_TEXT_MAX (JOIN_NAME_MAX + 160) /* a done claim's result line included */
 
 static int mkdir_p1(const char *path) {
     return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
@@ -67,23 +68,22 @@ static void first_difference(const char *a, size_t an, const char *b, size_t bn,
              start < an ? a + start : "", lb > 100 ? 100 : lb, start < bn ? b + start : "");
 }
 
-/* The plan file: written once (tmp + link, which fails if another process wrote it first),
- * then every joining process compares its own plan with it. */
-static int check_plan(Join *j, const Plan *p, char err[ABL_ERR_MAX]) {
+/* A file every process must agree on (the plan, the replicate: rule): written once (tmp +
+ * link, which fails if another process wrote it first), then every joining process compares
+ * its own text with it. what names it in the message. */
+static int check_file(Join *j, const char *name, const Buf *mine, const char *what,
+                      char err[ABL_ERR_MAX]) {
     char path[ABL_PATH_MAX + 16], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
-    path_in(j, path, sizeof path, "plan", NULL);
-    Buf mine = {0};
-    if (plan_text(p, &mine) != 0) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    path_in(j, path, sizeof path, name, NULL);
     snprintf(tmp, sizeof tmp, "%s.tmp.%s", path, j->name);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    int ok = fd >= 0 && write(fd, mine.p, mine.len) == (ssize_t)mine.len && fsync(fd) == 0;
+    int ok = fd >= 0 && write(fd, mine->p, mine->len) == (ssize_t)mine->len && fsync(fd) == 0;
     if (fd >= 0) close(fd);
     if (ok && link(tmp, path) != 0 && errno != EEXIST) ok = 0;
     int e = errno;
     unlink(tmp);
     if (!ok) {
         snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(e));
-        buf_free(&mine);
         return -1;
     }
     FILE *f = fopen(path, "rb");
@@ -97,17 +97,32 @@ static int check_plan(Join *j, const Plan *p, char err[ABL_ERR_MAX]) {
     if (!f || theirs.oom) {
         snprintf(err, ABL_ERR_MAX, "cannot read %s", path);
         rc = -1;
-    } else if (theirs.len != mine.len || memcmp(theirs.p, mine.p, mine.len) != 0) {
+    } else if (theirs.len != mine->len || memcmp(theirs.p, mine->p, mine->len) != 0) {
         char diff[300];
-        first_difference(theirs.p ? theirs.p : "", theirs.len, mine.p, mine.len, diff, sizeof diff);
+        first_difference(theirs.p ? theirs.p : "", theirs.len, mine->p, mine->len, diff,
+                         sizeof diff);
         snprintf(err, ABL_ERR_MAX,
-                 "%s: this sweep was joined with a different plan (%s): every joined process "
+                 "%s: this sweep was joined with a different %s (%s): every joined process "
                  "must use the same spec and --set values",
-                 path, diff);
+                 path, what, diff);
         rc = -1;
     }
-    buf_free(&mine);
     buf_free(&theirs);
+    return rc;
+}
+
+static int check_plan(Join *j, const Plan *p, const char *replicate, char err[ABL_ERR_MAX]) {
+    Buf mine = {0}, rep = {0};
+    buf_adds(&rep, replicate ? replicate : "none\n");
+    if (plan_text(p, &mine) != 0 || rep.oom) {
+        buf_free(&mine);
+        buf_free(&rep);
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    }
+    int rc = check_file(j, "plan", &mine, "plan", err);
+    if (rc == 0) rc = check_file(j, "replicate", &rep, "replicate: section", err);
+    buf_free(&mine);
+    buf_free(&rep);
     return rc;
 }
 
@@ -124,7 +139,8 @@ static int touch(Join *j) {
     return rc;
 }
 
-Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_ERR_MAX]) {
+Join *join_open(const char *out_path, const Plan *p, const char *replicate, double lease,
+                char err[ABL_ERR_MAX]) {
     Join *j = calloc(1, sizeof *j);
     if (!j) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     j->lock_fd = -1;
@@ -140,7 +156,14 @@ Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_
     for (char *c = host; *c; c++)
         if (*c == '/' || *c == ' ') *c = '_';
     clock_utc_format(stamp, sizeof stamp, CLOCK_UTC_COMPACT);
-    snprintf(j->name, sizeof j->name, "%s-%s-%ld", stamp, host, (long)getpid());
+    /* a second join of the same process within a second (tests: two processes in one) gets
+     * a number of its own */
+    static int opened;
+    int k = opened++;
+    if (k)
+        snprintf(j->name, sizeof j->name, "%s-%s-%ld-%d", stamp, host, (long)getpid(), k + 1);
+    else
+        snprintf(j->name, sizeof j->name, "%s-%s-%ld", stamp, host, (long)getpid());
     char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
     snprintf(path, sizeof path, "%s", j->dir);
     static const char *const dirs[] = {"procs", "claims"};
@@ -160,7 +183,7 @@ Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_
         goto fail;
     }
     /* before this process leaves any trace: a refused one must not look like a member */
-    if (check_plan(j, p, err) != 0) goto fail;
+    if (check_plan(j, p, replicate, err) != 0) goto fail;
     path_in(j, path, sizeof path, "procs", j->name);
     snprintf(j->alive, sizeof j->alive, "%s/alive", path);
     if (mkdir(path, 0777) != 0 || touch(j) != 0) {
@@ -224,11 +247,14 @@ static ClaimState read_claim(const char *path, char holder[JOIN_NAME_MAX]) {
                                     : C_UNREADABLE;
 }
 
-/* Writes "STATE NAME\n" to a temporary file beside claims/ID; its path in tmp. */
-static int write_tmp(Join *j, const char *id, const char *state, char *tmp, size_t n) {
+/* Writes "STATE NAME\n" (and the line more, if any) to a temporary file beside claims/ID;
+ * its path in tmp. */
+static int write_tmp(Join *j, const char *id, const char *state, const char *more, char *tmp,
+                     size_t n) {
     snprintf(tmp, n, "%s/claims/.%s.%s", j->dir, id, j->name);
     char t[CLAIM_TEXT_MAX + 16];
-    int len = snprintf(t, sizeof t, "%s %s\n", state, j->name);
+    int len = snprintf(t, sizeof t, "%s %s\n%s", state, j->name, more ? more : "");
+    if (len < 0 || len >= (int)sizeof t) return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
     int ok = write(fd, t, (size_t)len) == len;
@@ -283,7 +309,7 @@ ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MA
 /* Replaces claims/ID with "STATE us" under the lock if check(state, holder) still holds. */
 typedef int (*ClaimCheck)(Join *j, ClaimState s, const char *holder);
 
-static int replace(Join *j, const char *id, const char *state, ClaimCheck check,
+static int replace(Join *j, const char *id, const char *state, const char *more, ClaimCheck check,
                    char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
     char path[ABL_PATH_MAX + 64], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 64];
     claim_path(j, id, path, sizeof path);
@@ -295,7 +321,7 @@ static int replace(Join *j, const char *id, const char *state, ClaimCheck check,
     int rc = 1;
     if (check(j, s, prev)) {
         rc = 0;
-        if (write_tmp(j, id, state, tmp, sizeof tmp) != 0 || rename(tmp, path) != 0) {
+        if (write_tmp(j, id, state, more, tmp, sizeof tmp) != 0 || rename(tmp, path) != 0) {
             snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(errno));
             unlink(tmp);
             rc = -1;
@@ -340,7 +366,7 @@ ClaimResult join_claim(Join *j, const char *id, char prev[JOIN_NAME_MAX], char e
     struct stat st;
     if (lstat(path, &st) == 0) goto take_over; /* released, or its holder is gone */
     /* first claim: link a complete file into place; fails if anyone got there first */
-    if (write_tmp(j, id, "held", tmp, sizeof tmp) != 0) {
+    if (write_tmp(j, id, "held", NULL, tmp, sizeof tmp) != 0) {
         snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", tmp, strerror(errno));
         unlink(tmp);
         return CLAIM_ERROR;
@@ -355,18 +381,46 @@ ClaimResult join_claim(Join *j, const char *id, char prev[JOIN_NAME_MAX], char e
     r = join_peek(j, id, &mine, prev);
     if (r != CLAIM_MINE) return r;
 take_over:;
-    int rc = replace(j, id, "held", still_takeable, prev, err);
+    int rc = replace(j, id, "held", NULL, still_takeable, prev, err);
     return rc < 0 ? CLAIM_ERROR : rc == 0 ? CLAIM_TAKEN : CLAIM_BUSY;
 }
 
 int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]) {
     char prev[JOIN_NAME_MAX];
-    return replace(j, id, "released", ours, prev, err);
+    return replace(j, id, "released", NULL, ours, prev, err);
 }
 
-int join_done(Join *j, const char *id, char err[ABL_ERR_MAX]) {
-    char prev[JOIN_NAME_MAX];
-    return replace(j, id, "done", not_done, prev, err);
+/* The result line of a done claim: %a prints every double exactly (and strtod reads it
+ * back), so each process decides from the very loss the journal holds. */
+int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_MAX]) {
+    char prev[JOIN_NAME_MAX], more[128];
+    int st = res->status >= 0 && res->status < RUN_STATUS_COUNT ? (int)res->status : RUN_DONE;
+    snprintf(more, sizeof more, "result %s %a %d %a\n", run_status_names[st], res->final_val_loss,
+             res->unstable ? 1 : 0, res->train_seconds);
+    return replace(j, id, "done", more, not_done, prev, err);
+}
+
+int join_result(Join *j, const char *id, JoinResult *res) {
+    char path[ABL_PATH_MAX + 64], t[CLAIM_TEXT_MAX + 1];
+    *res = (JoinResult){RUN_DONE, NAN, 0, 0};
+    claim_path(j, id, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, t, CLAIM_TEXT_MAX);
+    close(fd);
+    if (n <= 0) return 0;
+    t[n] = '\0';
+    char *line = strchr(t, '\n'), status[32], loss[64], secs[64];
+    int unstable;
+    if (strncmp(t, "done ", 5) != 0 || !line ||
+        sscanf(line + 1, "result %31s %63s %d %63s", status, loss, &unstable, secs) != 4)
+        return 0;
+    int k = 0;
+    while (k < RUN_STATUS_COUNT && strcmp(run_status_names[k], status) != 0)
+        k++;
+    if (k == RUN_STATUS_COUNT) return 0;
+    *res = (JoinResult){(RunStatus)k, strtod(loss, NULL), unstable != 0, strtod(secs, NULL)};
+    return 1;
 }
 
 int join_holds(Join *j, const char *id) {

@@ -8,7 +8,11 @@
  *   procs/NAME/journal  each process's own journal, locked by it while it lives; every
  *                       journal plans every run with the same index (the plan's)
  *   procs/NAME/alive    its heartbeat: touched every lease/4 seconds
- *   claims/ID           who has run ID: "held NAME", "released NAME" or "done NAME"
+ *   claims/ID           who has run ID: "held NAME", "released NAME" or "done NAME"; a done
+ *                       claim's second line is the run's result ("result STATUS LOSS UNSTABLE
+ *                       SECONDS", floats in %a: exact), which a replicate: sweep decides from
+ *   replicate           a replicate: sweep's rule and contrasts (or "none"), written by the
+ *                       first process like plan; a process with others is refused
  *
  * NAME is the process's UTC start time, host and pid ("20261201T173139Z-node7-4242").
  * A run is claimed by linking a fully written file to claims/ID (atomic, and fails if any
@@ -22,8 +26,9 @@
  * deterministic) and the view shows one.
  *
  * The journals are the truth; claims only coordinate. A run whose claim says done is
- * finished in that holder's journal (done is written after the RUN_END is synced). A taker
- * reads the previous holder's journal for the run's last checkpoint and history. */
+ * finished in that holder's journal (done is written after the RUN_END is synced), with the
+ * result its claim repeats. A taker reads the previous holder's journal for the run's last
+ * checkpoint and history. */
 #ifndef ABLATE_ORCHESTRATOR_JOIN_H
 #define ABLATE_ORCHESTRATOR_JOIN_H
 
@@ -32,6 +37,7 @@
 #include "model/config.h"
 #include "orchestrator/record/h5view.h"
 #include "orchestrator/plan/plan.h"
+#include "worker/events.h"
 
 #define JOIN_NAME_MAX      160
 #define JOIN_DEFAULT_LEASE 60.0
@@ -46,9 +52,21 @@ typedef enum {
     CLAIM_ERROR, /* err says why */
 } ClaimResult;
 
+/* A finished run's result, as its RUN_END in the journal of the process that wrote its done
+ * claim says (the claim repeats it, so that others decide from it without that journal). */
+typedef struct {
+    RunStatus status;
+    double final_val_loss;
+    int unstable; /* diverged, or flagged by the instability rule */
+    double train_seconds;
+} JoinResult;
+
 /* Joins the sweep of out_path with this plan: creates the directories, checks (or writes) the
- * plan, and makes this process's directory and heartbeat. NULL with a one-line message. */
-Join *join_open(const char *out_path, const Plan *p, double lease, char err[ABL_ERR_MAX]);
+ * plan and the replicate: rule (replicate: its text, the same for every process; NULL: the
+ * sweep has none), and makes this process's directory and heartbeat. NULL with a one-line
+ * message; a refused process leaves no file. */
+Join *join_open(const char *out_path, const Plan *p, const char *replicate, double lease,
+                char err[ABL_ERR_MAX]);
 /* A process that joined a complete sweep recorded nothing: removes its procs/NAME (its
  * journal, closed by the caller, and heartbeat) under join/view.lock, so that late joins
  * leave no journal each. 0, or -1 with a message. */
@@ -70,7 +88,10 @@ ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MA
  * journal; written whoever holds it now, so that a process that took it over stops). 0, 1
  * when the claim was not ours (release) or already done, -1 on an I/O error. */
 int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]);
-int join_done(Join *j, const char *id, char err[ABL_ERR_MAX]);
+int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_MAX]);
+/* The result a done claim carries: 1, or 0 when the claim is not done or carries none (one
+ * written by an older ablate: *res then says done, with no loss). */
+int join_result(Join *j, const char *id, JoinResult *res);
 /* 1 while claims/ID names us as its holder. */
 int join_holds(Join *j, const char *id);
 /* Touches the heartbeat when a quarter of the lease has passed since the last touch;

@@ -47,12 +47,18 @@ static void fail(Joined *J, const char *what) {
     if (J->base.host.fail) J->base.host.fail(J->base.host.ctx, what);
 }
 
-/* A run another process finished: it counts as done here too. */
-static void finished_elsewhere(Joined *J, int i, RunStatus status) {
+/* A run another process finished: it counts as done here too, with its result. */
+static void finished_elsewhere(Joined *J, int i, const JoinResult *res) {
     J->st[i].finished = 1;
     J->st[i].held = 0;
-    if (J->base.host.finished_elsewhere)
-        J->base.host.finished_elsewhere(J->base.host.ctx, i, status);
+    if (J->base.host.finished_elsewhere) J->base.host.finished_elsewhere(J->base.host.ctx, i, res);
+}
+
+/* A run whose claim says done: its result is the claim's. */
+static void done_elsewhere(Joined *J, int i) {
+    JoinResult res;
+    join_result(J->join, J->base.runs[i].id, &res);
+    finished_elsewhere(J, i, &res);
 }
 
 static int j_start(Scheduler *s, const SchedRun *runs, int n) {
@@ -67,8 +73,7 @@ static int j_start(Scheduler *s, const SchedRun *runs, int n) {
     for (int q = 0; q < J->n_queue; q++) { /* what the other processes finished already */
         int mine, i = J->queue[q];
         char prev[JOIN_NAME_MAX];
-        if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE)
-            finished_elsewhere(J, i, RUN_DONE);
+        if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE) done_elsewhere(J, i);
     }
     return 0;
 }
@@ -110,8 +115,9 @@ static void adopt(Joined *J, int i, const char *prev) {
     const ResumeRun *rr = js && i < js->rs.n_runs ? &js->rs.runs[i] : NULL;
     if (rr && strcmp(rr->id, r->id) != 0) rr = NULL;
     if (rr && rr->finished) {
-        finished_elsewhere(J, i, rr->status);
-        if (join_done(J->join, r->id, err) < 0) fail(J, err);
+        JoinResult res = {rr->status, rr->final_val_loss, rr->unstable, rr->train_seconds};
+        finished_elsewhere(J, i, &res);
+        if (join_done(J->join, r->id, &res, err) < 0) fail(J, err);
         return;
     }
     const ResumeRun *from = rr && rr->ckpt_step > 0 ? rr : NULL;
@@ -148,7 +154,7 @@ static int j_take(Scheduler *s, double now) {
             fail(J, err);
             return -1;
         case CLAIM_DONE:
-            finished_elsewhere(J, i, RUN_DONE);
+            done_elsewhere(J, i);
             continue;
         case CLAIM_BUSY: /* its holder may go: look again in a second */
             r->recheck = now + 1.0;
@@ -198,16 +204,48 @@ static void j_cancel(Scheduler *s, int run) {
     r->held = 0;
 }
 
-/* After the RUN_END is synced: others may now count it done (even if it was taken over
- * meanwhile: its new holder then stops). */
+/* After the RUN_END is synced: others may now count it done, with its result (even if it
+ * was taken over meanwhile: its new holder then stops). */
 static void j_ended(Scheduler *s, int run, const EndEvent *end) {
     Joined *J = (Joined *)s;
     JoinedRun *r = &J->st[run];
     char err[ABL_ERR_MAX];
-    (void)end;
+    JoinResult res = {end->status, end->final_val_loss, sched_unstable(end), end->train_seconds};
     r->finished = 1;
     r->held = r->lost = 0;
-    if (join_done(J->join, s->runs[run].id, err) < 0) fail(J, err);
+    if (join_done(J->join, s->runs[run].id, &res, err) < 0) fail(J, err);
+}
+
+void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]) {
+    join_journal_of(((Joined *)s)->join, NULL, journal, ABL_PATH_MAX);
+}
+
+int sched_joined_claim(Scheduler *s, int run) {
+    Joined *J = (Joined *)s;
+    if (run < 0 || run >= s->n || J->failed) return -1;
+    JoinedRun *r = &J->st[run];
+    if (r->finished) return 2;
+    if (r->held && !r->lost) return 1;
+    r->held = r->lost = 0;
+    char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
+    switch (join_claim(J->join, s->runs[run].id, prev, err)) {
+    case CLAIM_ERROR:
+        fail(J, err);
+        return -1;
+    case CLAIM_DONE:
+        done_elsewhere(J, run);
+        return 2;
+    case CLAIM_BUSY:
+        return 0;
+    case CLAIM_TAKEN:
+        r->held = 1;
+        adopt(J, run, prev);
+        return r->finished ? 2 : J->failed ? -1 : 1;
+    case CLAIM_MINE:
+        r->held = 1;
+        return 1;
+    }
+    return -1;
 }
 
 /* Heartbeat, and every quarter lease a look at the claims of the runs we train: one taken
@@ -295,7 +333,7 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
     if (!J) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     J->base.ops = &joined_ops;
     if (host) J->base.host = *host;
-    if (!(J->join = join_open(cfg->out_path, cfg->plan, cfg->lease, err))) {
+    if (!(J->join = join_open(cfg->out_path, cfg->plan, cfg->replicate, cfg->lease, err))) {
         free(J);
         return NULL;
     }

@@ -9,18 +9,11 @@
 
 Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char journal[ABL_PATH_MAX],
                           char err[ABL_ERR_MAX]) {
-    if (cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on) {
-        /* every process would have to decide from the union of the journals; until that is
-         * built, refuse rather than decide from one journal's part of the results */
-        if (cfg->join) {
-            snprintf(err, ABL_ERR_MAX,
-                     "%s: a replicate: sweep cannot be joined (--join) yet; run it as one "
-                     "sweep (mpirun -n N ablate run ...), which --resume continues",
-                     cfg->plan->spec->path);
-            return NULL;
-        }
-    }
-    if (cfg->join) return sched_joined_open(cfg, host, journal, err);
+    int replicate = cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on;
+    /* a joined replicate: sweep: every process decides from the results in the claims */
+    if (cfg->join)
+        return replicate ? sched_adaptive_open(cfg, host, journal, err)
+                         : sched_joined_open(cfg, host, journal, err);
     char dir[ABL_PATH_MAX];
     if (join_exists(cfg->out_path) && !cfg->force) {
         journal_dir_for(cfg->out_path, dir, sizeof dir);
@@ -30,8 +23,7 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
                  cfg->out_path, dir);
         return NULL;
     }
-    if (cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on)
-        return sched_adaptive_open(cfg, host, err);
+    if (replicate) return sched_adaptive_open(cfg, host, journal, err);
     return sched_queue_open(host, err);
 }
 

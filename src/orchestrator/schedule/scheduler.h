@@ -11,17 +11,19 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
- *   adaptive.c a replicate: sweep: seeds only where a contrast is still open (issue 20)
- * Adaptive replication (more seeds where a contrast is still open) is a third one or a
- * policy over these: ended() hands over each run's final result, and take() may return runs
- * added since start(). tests/test_scheduler.c runs every implementation through the same
- * contract, a stub adaptive one included. */
+ *   adaptive.c a replicate: sweep: seeds only where a contrast is still open (issue 20);
+ *              under --join a policy over joined.c (it claims the runs it wants there, and
+ *              hears the results of other processes' runs from their claims)
+ * ended() hands over each run's final result, finished_elsewhere another process's, and
+ * take() may return runs added since start(). tests/test_scheduler.c runs every
+ * implementation through the same contract, a stub adaptive one included. */
 #ifndef ABLATE_ORCHESTRATOR_SCHEDULER_H
 #define ABLATE_ORCHESTRATOR_SCHEDULER_H
 
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/record/resume.h"
+#include "join.h"
 #include "worker/events.h"
 
 /* What the scheduler knows of a run when the sweep starts. */
@@ -39,8 +41,9 @@ typedef struct {
 /* What a scheduler tells the sweep that runs it (any of these may be NULL in tests). */
 typedef struct {
     void *ctx;
-    /* Another process finished run: it counts as finished here too, with this status. */
-    void (*finished_elsewhere)(void *ctx, int run, RunStatus status);
+    /* Another process finished run: it counts as finished here too, with this result (its
+     * status, and what a replicate: sweep decides from; durable in that process's journal). */
+    void (*finished_elsewhere)(void *ctx, int run, const JoinResult *res);
     /* Run was taken over from another process: its next attempt continues from the
      * checkpoint rr records (rr's events are offsets into from), or from its start when rr
      * is NULL or has no checkpoint. 0, or -1 out of memory. */
@@ -64,6 +67,9 @@ typedef struct {
     int join;     /* one of many processes on this sweep (joined.c) */
     double lease; /* join: seconds before an unresponsive process's runs are taken */
     int force;    /* --force: the output is being replaced, whoever owned it */
+    /* join: the replicate: rule and contrasts as text, which every process of the sweep must
+     * share (adaptive.c sets it; NULL: no replicate: section) */
+    const char *replicate;
 } SchedConfig;
 
 typedef struct Scheduler Scheduler;
@@ -133,9 +139,23 @@ int scheduler_remove_output(const char *out_path, char err[ABL_ERR_MAX]);
 Scheduler *sched_queue_open(const SchedHost *host, char err[ABL_ERR_MAX]);
 Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
                              char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
-/* cfg->plan's spec has replicate.on; NULL with a message. */
+/* cfg->plan's spec has replicate.on; with cfg->join it runs over a joined scheduler (journal
+ * as for sched_joined_open). NULL with a message. */
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
-                               char err[ABL_ERR_MAX]);
+                               char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+/* For a policy over the joined scheduler s: claims run for this process. 1: ours (claimed
+ * now, held already, or taken over: the host was told where it continues from); 0: held by
+ * another live process; 2: finished (the host heard its result through finished_elsewhere);
+ * -1: an I/O error (reported through the host's fail). */
+int sched_joined_claim(Scheduler *s, int run);
+/* This process's journal in the joined sweep s. */
+void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]);
+
+/* The one instability rule a replicate: sweep decides by: diverged, or flagged by the
+ * instability rule (run_health.h). */
+static inline int sched_unstable(const EndEvent *e) {
+    return e->status == RUN_DIVERGED || e->instability != INSTAB_NONE;
+}
 
 /* For implementations: copies runs into s (start()'s common part), and fills order with
  * the unfinished ones, most expensive first; returns how many. order holds n entries. */
