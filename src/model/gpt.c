@@ -163,6 +163,7 @@ static void tensor(TensorInfo *t, const char *name, size_t *off, int present, in
     t->decay = decay;
     t->init = init;
     t->ndim = 0;
+    t->fan_in = 0;
     if (per_layer) t->shape[t->ndim++] = L;
     t->shape[t->ndim++] = d0;
     if (d1 > 0) t->shape[t->ndim++] = d1;
@@ -220,6 +221,17 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
     for (int i = T_ROUTER_W; i <= T_EXP_PROJ_B; i++)
         t[i].stack = STACK_MOE;
     tensor(&t[T_MOH_W], "moh.w", &o, model_is_moh(c), 1, L, d.H + 2, C, 1, INIT_NORMAL);
+    /* the input width of every linear layer (nn.Linear's fan_in), for its weight and bias */
+    const struct {
+        TensorId w, b;
+        int fan_in;
+    } linear[] = {{T_QKV_W, T_QKV_B, C},       {T_ATTN_PROJ_W, T_ATTN_PROJ_B, C},
+                  {T_FC_W, T_FC_B, C},         {T_FC_PROJ_W, T_FC_PROJ_B, FF},
+                  {T_LM_HEAD, T_LM_HEAD, C},   {T_ROUTER_W, T_ROUTER_W, C},
+                  {T_EXP_FC_W, T_EXP_FC_B, C}, {T_EXP_PROJ_W, T_EXP_PROJ_B, d.FFE},
+                  {T_MOH_W, T_MOH_W, C}};
+    for (size_t i = 0; i < sizeof linear / sizeof linear[0]; i++)
+        t[linear[i].w].fan_in = t[linear[i].b].fan_in = linear[i].fan_in;
     return o;
 }
 
@@ -505,7 +517,35 @@ void gpt_free(GPT *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* model.init torch: what PyTorch's default modules draw (gpt.h). nn.Linear's weight is
+ * kaiming_uniform_(a = sqrt(5)), whose bound gain sqrt(3 / fan_in) with gain sqrt(2 / (1 + 5))
+ * is 1/sqrt(fan_in), and its bias the same bound; uniform from 53 random bits. */
+static void init_torch(GPT *m, uint64_t seed) {
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        uint64_t stream = ((uint64_t)RNG_STREAM_INIT << 32) | (uint64_t)i;
+        double bound = t->fan_in > 0 ? 1.0 / sqrt((double)t->fan_in) : 0.0;
+        for (size_t j = 0; j < t->size; j++) {
+            if (t->fan_in > 0) {
+                double u = (double)(rng_u64(seed, stream, j) >> 11) * 0x1.0p-53;
+                w[j] = (float)(bound * (2.0 * u - 1.0));
+            } else if (t->init == INIT_ONES) {
+                w[j] = 1.0f;
+            } else if (t->init == INIT_ZEROS) {
+                w[j] = 0.0f;
+            } else { /* the embeddings */
+                w[j] = rng_normal(seed, stream, j);
+            }
+        }
+    }
+}
+
 void gpt_init_weights(GPT *m, uint64_t seed) {
+    if (m->cfg.init == WINIT_TORCH) {
+        init_torch(m, seed);
+        return;
+    }
     float resid_scale = 1.0f / sqrtf(2.0f * (float)m->cfg.n_layer);
     for (int i = 0; i < T_COUNT; i++) {
         const TensorInfo *t = &m->tensors[i];

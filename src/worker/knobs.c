@@ -46,6 +46,9 @@ const Knob knob_table[] = {
         "lm_head shares the token embedding"),
     NUM("model.init_std", FT_DOUBLE, model.init_std, "1",
         "init std (residual projections / sqrt(2 n_layer))"),
+    ENUM("model.init", model.init, weight_init_names, WINIT_COUNT,
+         "gpt2: N(0, init_std); torch: PyTorch's module defaults (Linear U(+-1/sqrt(fan_in)), "
+         "Embedding N(0, 1))"),
     NUM("model.moe_experts", FT_INT, model.moe_experts, NULL,
         "mixture of experts: experts per MoE block (1 = dense MLP)"),
     NUM("model.moe_top_k", FT_INT, model.moe_top_k, NULL,
