@@ -972,6 +972,7 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
         mx = v > mx ? v : mx;
         mn = v < mn ? v : mn;
     }
+    st->h_count = (double)n;
     st->zero_frac = zeros / (double)n;
     st->mean = sum / (double)n;
     st->rms = sqrt(sq / (double)n);
@@ -983,6 +984,22 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
     for (size_t i = 0; i < n; i++)
         near += fabs((double)h[i]) <= tau;
     st->near_zero_frac = near / (double)n;
+}
+
+/* The range of the nonlinearity's input over rows of width F at a stride of F (GLU: 2F,
+ * the gate first): taken before the activation, which a ReLU computes in place. */
+static void pre_stats(LayerStats *st, const float *pre, int rows, int F, int glu) {
+    float mx = -INFINITY, mn = INFINITY;
+    size_t stride = (size_t)F * (glu ? 2 : 1);
+    for (int r = 0; r < rows; r++) {
+        const float *g = pre + (size_t)r * stride;
+        for (int i = 0; i < F; i++) {
+            mx = g[i] > mx ? g[i] : mx;
+            mn = g[i] < mn ? g[i] : mn;
+        }
+    }
+    st->pre_max = mx;
+    st->pre_min = mn;
 }
 
 static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
@@ -1000,6 +1017,7 @@ static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, FF = d->FF;
     matmul_forward(s->fch, x, L->w.fc_w, fwd_wt(p, L->wt.fc_w), L->w.fc_b, N, C, d->UP);
+    if (p->stats) pre_stats(&p->stats[l], s->fch, N, FF, model_is_glu(c));
     if (p->a->z.in_place)
         relu_forward_inplace(s->h, (size_t)N * FF);
     else
@@ -1140,6 +1158,7 @@ static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
                        L->w.exp_fc_w + (size_t)e * UPE * C, NULL,
                        L->w.exp_fc_b ? L->w.exp_fc_b + (size_t)e * UPE : NULL, n, C, UPE);
     }
+    if (p->stats && rows > 0) pre_stats(&p->stats[l], s->fch, rows, FFE, model_is_glu(c));
     if (p->a->z.in_place)
         relu_forward_inplace(s->h, (size_t)rows * FFE);
     else if (rows > 0)

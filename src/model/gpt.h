@@ -139,8 +139,10 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]);
 typedef struct {
     double zero_frac, max, min, mean, rms; /* MLP hidden after the nonlinearity */
     double near_zero_frac;                 /* of the same, |h| <= GPT_NEAR_ZERO * rms */
-    double resid_rms;                      /* residual stream after the block */
-    double attn_entropy[MODEL_MAX_HEADS];  /* per head, nats, mean over (b, t) */
+    double h_count;                        /* values of it they are over (MoE: routed rows) */
+    double pre_max, pre_min; /* its pre-activation, the nonlinearity's input (GLU: the gate's) */
+    double resid_rms;        /* residual stream after the block */
+    double attn_entropy[MODEL_MAX_HEADS]; /* per head, nats, mean over (b, t) */
     /* MoE blocks (zero elsewhere) */
     double expert_frac[MODEL_MAX_EXPERTS]; /* f_i: share of assignments routed to expert i */
     double router_entropy;                 /* of p, nats, mean over tokens */

@@ -99,6 +99,9 @@ const Knob knob_table[] = {
         "vocabulary of a .bin file (0 = 50257; gpt2: 50257)"),
     NUM("stats.every", FT_INT, stats.every, "steps",
         "activation statistics every N steps (0 = at the end)"),
+    NUM("stats.val", FT_BOOL, stats.val, NULL,
+        "MLP activation statistics over every validation batch at each evaluation (act rows, "
+        "split val)"),
     STR("sample.prompt", sample.prompt, "prompt for the samples"),
     NUM("sample.tokens", FT_INT, sample.tokens, "tokens", "tokens per sample"),
     NUM("sample.temperature", FT_DOUBLE, sample.temperature, "1",

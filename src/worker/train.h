@@ -11,6 +11,7 @@
 #include "events.h"
 #include "run_config.h"
 #include "run_health.h"
+#include "val_stats.h"
 
 typedef struct {
     RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
@@ -25,6 +26,7 @@ typedef struct {
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     double val_aux;           /* its auxiliary (MoE) losses, mean over the batches */
+    ValStats *val_stats;      /* [n_layer] its activation statistics (stats.val; else NULL) */
     long eval_step;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
@@ -55,7 +57,8 @@ double trainer_memory_bytes(const RunConfig *cfg, long data_tokens);
  * event is filled in *end (also for RUN_INTERRUPTED, which emits no end event). */
 RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end);
 
-/* Validation loss and next-token accuracy over the fixed validation windows. */
+/* Validation loss and next-token accuracy over the fixed validation windows; with stats.val,
+ * also the activation statistics over them, in t->val_stats. */
 void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
 
 /* Checkpoint: progress, parameters, AdamW moments and the instability verdict. The RNG
