@@ -163,9 +163,10 @@ static void write_stats(const GPT *m) {
         fprintf(f,
                 "  {\"zero_frac\": %.17g, \"max\": %.17g, \"min\": %.17g, \"mean\": %.17g, "
                 "\"rms\": %.17g, \"resid_rms\": %.17g, \"grad_norm\": %.17g, "
-                "\"near_zero_frac\": %.17g, \"attn_entropy\": [",
+                "\"near_zero_frac\": %.17g, \"pre_max\": %.17g, \"pre_min\": %.17g, "
+                "\"attn_entropy\": [",
                 s->zero_frac, s->max, s->min, s->mean, s->rms, s->resid_rms,
-                gpt_layer_grad_norm(m, l), s->near_zero_frac);
+                gpt_layer_grad_norm(m, l), s->near_zero_frac, s->pre_max, s->pre_min);
         for (int h = 0; h < m->cfg.n_head; h++)
             fprintf(f, "%s%.17g", h ? ", " : "", s->attn_entropy[h]);
         fprintf(f,

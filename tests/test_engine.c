@@ -50,6 +50,75 @@ TEST(param_counts) {
     CHECK(count_with("micro", 65, peri, 3) == 29248 + 2 * 32 /* input norm */ + 2 * 4 * 2 * 32);
 }
 
+/* model.init torch on the book preset: every tensor as PyTorch's default modules draw it
+ * (nn.Linear weight and bias U(-b, b), b = 1/sqrt(fan_in), std b/sqrt(3); nn.Embedding
+ * N(0, 1); LayerNorm gain 1, shift 0). The fan_in of each linear layer is written here from
+ * the book's modules, not read from the tensor table. */
+TEST(init_torch) {
+    RunConfig c;
+    run_config_default(&c);
+    model_config_preset(&c.model, "book");
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(knob_assign(&c, "model.init=torch", err) == 0, "%s", err);
+    if (c.model.init != WINIT_TORCH) return;
+    const struct {
+        const char *name;
+        int fan_in; /* > 0: U(+-1/sqrt(fan_in)); 0: N(0, 1); -1: ones; -2: zeros */
+    } want[] = {{"wte", 0},         {"wpe", 0},           {"attn_norm.w", -1},  {"attn_norm.b", -2},
+                {"qkv.w", 128},     {"attn_proj.w", 128}, {"attn_proj.b", 128}, {"mlp_norm.w", -1},
+                {"mlp_norm.b", -2}, {"fc.w", 128},        {"fc.b", 128},        {"fc_proj.w", 512},
+                {"fc_proj.b", 512}, {"final_norm.w", -1}, {"final_norm.b", -2}, {"lm_head.w", 128}};
+    GPT m;
+    CHECK_MSG(gpt_alloc(&m, &c.model, 1, 1, err) == 0, "%s", err);
+    gpt_init_weights(&m, 3);
+    int seen = 0;
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m.tensors[i];
+        if (t->size == 0) continue;
+        int k = 0, n = (int)(sizeof want / sizeof want[0]);
+        while (k < n && strcmp(want[k].name, t->name) != 0)
+            k++;
+        CHECK_MSG(k < n, "unexpected tensor %s", t->name);
+        if (k == n) continue;
+        seen++;
+        const float *w = m.params + t->offset;
+        double sum = 0, sq = 0, amax = 0;
+        for (size_t j = 0; j < t->size; j++) {
+            sum += w[j];
+            sq += (double)w[j] * w[j];
+            amax = fmax(amax, fabs((double)w[j]));
+        }
+        double N = (double)t->size, mean = sum / N, sd = sqrt(sq / N - mean * mean);
+        int f = want[k].fan_in;
+        if (f < 0) {
+            int ok = 1;
+            for (size_t j = 0; j < t->size; j++)
+                ok &= w[j] == (f == -1 ? 1.0f : 0.0f);
+            CHECK_MSG(ok, "%s is not all %s", t->name, f == -1 ? "ones" : "zeros");
+            continue;
+        }
+        /* uniform: std b/sqrt(3), the std of its sample std ~ sqrt(0.2 / N) relative;
+         * normal: std 1, ~ sqrt(0.5 / N); the mean within 5 standard errors */
+        double bound = f > 0 ? 1.0 / sqrt((double)f) : 0, sigma = f > 0 ? bound / sqrt(3.0) : 1.0;
+        double rel = 5.0 * sqrt((f > 0 ? 0.2 : 0.5) / N);
+        fprintf(stderr, "%-12s n %9zu mean %+.3e std %.5f (want %.5f) max|w| %.5f (bound %.5f)\n",
+                t->name, t->size, mean, sd, sigma, amax, bound);
+        CHECK_MSG(fabs(sd / sigma - 1.0) <= rel, "%s: std %g, want %g", t->name, sd, sigma);
+        CHECK_MSG(fabs(mean) <= 5.0 * sigma / sqrt(N), "%s: mean %g", t->name, mean);
+        if (f > 0) {
+            CHECK_MSG(amax <= bound * (1 + 1e-6), "%s: |w| %g above the bound %g", t->name, amax,
+                      bound);
+            /* the bound is reached: within a few spacings of N uniform draws */
+            CHECK_MSG(amax >= bound * (1.0 - 20.0 / N), "%s: max |w| %g, bound %g", t->name, amax,
+                      bound);
+        } else {
+            CHECK_MSG(amax > 3.0, "%s: max |w| %g: not N(0, 1)", t->name, amax);
+        }
+    }
+    CHECK_MSG(seen == (int)(sizeof want / sizeof want[0]), "%d of the book's tensors seen", seen);
+    gpt_free(&m);
+}
+
 /* The micro defaults on a data file. */
 static void micro_config(RunConfig *c, const char *path) {
     run_config_default(c);

@@ -118,6 +118,7 @@ def per_config(sw):
     act_cols = ["zero_frac", "max"] + [c for c in NEAR_ZERO if c in acts]
     act_run = acts.groupby("run")[act_cols].mean() if len(acts) else None
     ent_run = attn.groupby("run")["entropy"].mean() if len(attn) else None
+    amax = activation_maxima(sw, valid)
     samp = sw.samples
     greedy = samp[(samp["kind"] == "greedy") & samp["run"].isin(valid["index"])]
     rows = []
@@ -143,6 +144,7 @@ def per_config(sw):
             if len(e):
                 ent = float(e.mean())
         gs = greedy[greedy["run"].isin(idx)]
+        am = amax.reindex(idx)
         counts = g["status"].value_counts()
         rows.append(dict(
             config=config, group=g["group"].iloc[0], variant=g["variant"].iloc[0],
@@ -162,9 +164,46 @@ def per_config(sw):
             tokens_mean=float(v["tokens"].mean()) if len(v) else math.nan,
             train_seconds_mean=float(v["train_seconds"].mean()) if len(v) else math.nan,
             mlp_zero_frac=zf, mlp_near_zero_frac=nz, mlp_max=mx, attn_entropy=ent,
+            **{c: _mean(am[c]) for c in MAXIMA},
+            mlp_val_max_top=float(am["mlp_val_max"].max()) if am["mlp_val_max"].notna().any()
+            else math.nan,
             degenerate_greedy=int(gs["degenerate"].astype(bool).sum()), greedy_samples=len(gs),
             **repetition_counts(gs)))
     return pd.DataFrame(rows)
+
+
+def _mean(series):
+    s = series.dropna()
+    return float(s.mean()) if len(s) else math.nan
+
+
+# The activation maximum, taken over what (docs/analysis.md, "Activation maximum"): each
+# per run, then the mean over its configuration's runs. mlp_max (above) is the mean over
+# layers of each layer's maximum in the last recorded training batch; these take the
+# largest layer instead, before (pre) or after the nonlinearity, and over the whole
+# validation set of the final evaluation (stats.val), as a write-up states "the maximum".
+MAXIMA = ("mlp_max_layers", "mlp_pre_max_layers", "mlp_val_max", "mlp_val_pre_max",
+          "mlp_val_zero_frac")
+
+
+def activation_maxima(sw, valid):
+    """Per valid run (index): the MAXIMA columns (NaN where the file has no such rows)."""
+    out = pd.DataFrame(index=pd.Index(valid["index"].to_numpy(), name="run"),
+                       columns=list(MAXIMA), dtype=float)
+    acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
+    if len(acts):
+        g = acts.groupby("run")
+        out["mlp_max_layers"] = g["max"].max()
+        if "pre_max" in acts:
+            out["mlp_pre_max_layers"] = g["pre_max"].max()
+    val = sw.val_acts
+    val = _last_step_rows(val[val["run"].isin(valid["index"])]) if len(val) else val
+    if len(val):
+        g = val.groupby("run")
+        out["mlp_val_max"] = g["max"].max()
+        out["mlp_val_pre_max"] = g["pre_max"].max()
+        out["mlp_val_zero_frac"] = g["zero_frac"].mean()
+    return out
 
 
 # /acts' share of |h| <= 0.1 x rms (docs/metrics.md): the sparsity of smooth activations
@@ -191,21 +230,31 @@ def repetition_counts(greedy):
 
 
 def per_layer(sw):
-    """MLP zero fraction and max activation and attention entropy (mean over heads) at the
-    last recorded step, per configuration and layer, averaged over the valid runs."""
+    """MLP zero fraction, max activation and pre-activation max and attention entropy (mean
+    over heads) at the last recorded step, and the max over the validation set at the final
+    evaluation (stats.val), per configuration and layer, averaged over the valid runs."""
     valid = valid_runs(sw)
     acts = _last_step_rows(sw.acts[sw.acts["run"].isin(valid["index"])])
     attn = _last_step_rows(sw.attn[sw.attn["run"].isin(valid["index"])])
     cols = ["config", "layer", "n", "mlp_zero_frac", "mlp_near_zero_frac", "mlp_max",
-            "attn_entropy"]
+            "mlp_pre_max", "mlp_val_max", "attn_entropy"]
     if not len(acts):
         return pd.DataFrame(columns=cols)
     extra = {"mlp_near_zero_frac": (NEAR_ZERO[0], "mean")} if NEAR_ZERO[0] in acts else {}
+    if "pre_max" in acts:
+        extra["mlp_pre_max"] = ("pre_max", "mean")
     a = acts.groupby(["config", "layer"], sort=False).agg(
         n=("run", "nunique"), mlp_zero_frac=("zero_frac", "mean"), mlp_max=("max", "mean"),
         **extra)
-    if not extra:
-        a["mlp_near_zero_frac"] = math.nan
+    for c in ("mlp_near_zero_frac", "mlp_pre_max"):
+        if c not in a:
+            a[c] = math.nan
+    val = sw.val_acts
+    val = _last_step_rows(val[val["run"].isin(valid["index"])]) if len(val) else val
+    if len(val):
+        a = a.join(val.groupby(["config", "layer"])["max"].mean().rename("mlp_val_max"))
+    else:
+        a["mlp_val_max"] = math.nan
     if len(attn):
         e = attn.groupby(["run", "config", "layer"])["entropy"].mean().reset_index()
         a = a.join(e.groupby(["config", "layer"])["entropy"].mean().rename("attn_entropy"))

@@ -65,6 +65,14 @@ class UnavailableRowsWarning(UserWarning):
 RELOADS = 3
 
 
+def split_acts(acts):
+    """(/acts rows of split train, rows of split val); files without the column: (all, none)."""
+    if "split" not in acts:
+        return acts, acts.iloc[:0]
+    val = acts["split"].astype(str).str.strip() == "val"
+    return acts[~val].reset_index(drop=True), acts[val].reset_index(drop=True)
+
+
 class Sweep:
     """One sweep file, loaded.
 
@@ -72,7 +80,10 @@ class Sweep:
              (the run name without its seed: the configuration's label), `group`,
              `variant` and one column per grid axis (values as written in the spec)
     steps, evals, acts, attn, samples
-             the metric tables, each row with the identity columns of its run
+             the metric tables, each row with the identity columns of its run; acts the
+             /acts rows of training batches (split train)
+    val_acts the /acts rows over every validation batch of an evaluation (split val;
+             stats.val), empty when the file has none
     attrs    root attributes (str/int); spec: the spec text; path
     data_files  schema 2's /data_files: path, bytes and sha256 of each data file as the
              (latest) session found it (no rows for schema 1)
@@ -107,7 +118,10 @@ class Sweep:
         self.runs = runs
         self.steps = tables["steps"]
         self.evals = tables["evals"]
-        self.acts = tables["acts"]
+        # /acts holds the rows of both splits (stats.val, docs/metrics.md): acts the
+        # statistics of training batches, as every file had them before; val_acts those
+        # over a whole evaluation's validation batches (none in files without `split`)
+        self.acts, self.val_acts = split_acts(tables["acts"])
         self.attn = tables["attn"]
         self.samples = tables["samples"]
         self.data_files = tables.get("data_files", pd.DataFrame(

@@ -326,13 +326,43 @@ class Report:
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")
         self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP near-zero frac",
-                         "MLP max", "attn entropy"],
+                         "MLP max", "MLP pre-act max", "MLP max, val set", "attn entropy"],
                         [[r["config"], int(r["layer"]), int(r["n"]), fnum(r["mlp_zero_frac"], 3),
                           fnum(r["mlp_near_zero_frac"], 3), fnum(r["mlp_max"], 3),
+                          fnum(r["mlp_pre_max"], 3), fnum(r["mlp_val_max"], 3),
                           fnum(r["attn_entropy"], 3)]
                          for _, r in layers.iterrows()]))
         self.csv(layers, "layers.csv")
+        self.activation_maximum(c)
         self.routing()
+
+    def activation_maximum(self, c):
+        """The MLP's largest activation, by what it is taken over (issue 22)."""
+        self.w("### Activation maximum", "")
+        self.w("The MLP hidden activation's maximum, taken over different things (each per "
+               "run, then the mean over the configuration's valid runs). *Last batch, mean "
+               "over layers*: the per-configuration table's *MLP max*, the last recorded "
+               "training step's batch, each layer's maximum averaged over the layers. *Last "
+               "batch, largest layer*: the largest of those, after and before the "
+               "nonlinearity (pre-act: its input; GLU: the gate's). **Validation set, largest "
+               "layer**: the largest activation over every layer and every validation batch "
+               "of the final evaluation — the maximum as a write-up that reports \"the max "
+               "activation\" of a trained model measures it (needs `stats.val: true`; — "
+               "without), with its largest run and the pre-activation and exact-zero share "
+               "(mean over layers) on the same batches.", "")
+        rows = [[r["config"], "%d" % r["n"], fnum(r["mlp_max"], 3),
+                 fnum(r["mlp_max_layers"], 3), fnum(r["mlp_pre_max_layers"], 3),
+                 fnum(r["mlp_val_max"], 3), fnum(r["mlp_val_max_top"], 3),
+                 fnum(r["mlp_val_pre_max"], 3), fnum(r["mlp_val_zero_frac"], 3)]
+                for _, r in c.iterrows()]
+        self.w(md_table(["configuration", "n", "last batch, mean over layers",
+                         "last batch, largest layer", "last batch pre-act, largest layer",
+                         "**validation set, largest layer**", "largest run",
+                         "val pre-act, largest layer", "val zero frac"], rows,
+                        ["---"] + ["--:"] * 8))
+        if c["mlp_val_max"].isna().all():
+            self.w("No validation-set statistics in this file: run with `--set stats.val=true` "
+                   "(docs/metrics.md).", "")
 
     def routing(self):
         """Mixture of experts and of heads: how each routed block shares its tokens."""

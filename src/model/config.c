@@ -12,6 +12,7 @@ const char *const norm_names[NORM_COUNT] = {"pre", "post", "peri", "none"};
 const char *const norm_type_names[NORMTYPE_COUNT] = {"rmsnorm", "layernorm"};
 const char *const position_names[POS_COUNT] = {"learned", "rope", "none"};
 const char *const moe_layers_names[MOE_LAYERS_COUNT] = {"all", "every_other"};
+const char *const weight_init_names[WINIT_COUNT] = {"gpt2", "torch"};
 
 /* The micro family of the one-knob study (seeds-digest.md, study B). */
 static void preset_micro(ModelConfig *c) {
@@ -65,6 +66,7 @@ void model_config_default(ModelConfig *c) {
     c->norm_eps = 1e-5;
     c->rope_base = 10000.0;
     c->init_std = 0.02;
+    c->init = WINIT_GPT2;
     c->moe_experts = 1;
     c->moe_top_k = 1;
     c->moe_ratio = 0.0;

@@ -37,6 +37,10 @@ typedef enum { POS_LEARNED, POS_ROPE, POS_NONE, POS_COUNT } Position;
 /* Which blocks get the mixture-of-experts MLP: all, or every other one (1, 3, 5, ...: the
  * second of each pair, as in Switch Transformer / GShard). */
 typedef enum { MOE_LAYERS_ALL, MOE_LAYERS_EVERY_OTHER, MOE_LAYERS_COUNT } MoeLayers;
+/* How the weights start (gpt_init_weights; docs/spec.md, "Initialization"): GPT-2's N(0,
+ * init_std) with scaled residual projections, or what PyTorch's default modules draw (the
+ * book's model: nn.Linear U(+-1/sqrt(fan_in)), nn.Embedding N(0, 1)). */
+typedef enum { WINIT_GPT2, WINIT_TORCH, WINIT_COUNT } WeightInit;
 
 typedef struct {
     int vocab_size; /* set from the data's tokenizer */
@@ -61,6 +65,7 @@ typedef struct {
     int mlp_bias;
     int tie_embeddings;
     double init_std;
+    WeightInit init; /* init_std applies to gpt2 only */
     /* Mixture-of-experts MLP (docs/spec.md, "Mixture of experts"); moe_experts 1 = dense. */
     int moe_experts;  /* E experts per MoE block */
     int moe_top_k;    /* k experts per token */
@@ -80,6 +85,7 @@ extern const char *const norm_names[NORM_COUNT];
 extern const char *const norm_type_names[NORMTYPE_COUNT];
 extern const char *const position_names[POS_COUNT];
 extern const char *const moe_layers_names[MOE_LAYERS_COUNT];
+extern const char *const weight_init_names[WINIT_COUNT];
 
 /* Defaults are the micro preset with vocab_size 0 (filled in from data). */
 void model_config_default(ModelConfig *c);

@@ -163,6 +163,7 @@ static void tensor(TensorInfo *t, const char *name, size_t *off, int present, in
     t->decay = decay;
     t->init = init;
     t->ndim = 0;
+    t->fan_in = 0;
     if (per_layer) t->shape[t->ndim++] = L;
     t->shape[t->ndim++] = d0;
     if (d1 > 0) t->shape[t->ndim++] = d1;
@@ -220,6 +221,17 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]) {
     for (int i = T_ROUTER_W; i <= T_EXP_PROJ_B; i++)
         t[i].stack = STACK_MOE;
     tensor(&t[T_MOH_W], "moh.w", &o, model_is_moh(c), 1, L, d.H + 2, C, 1, INIT_NORMAL);
+    /* the input width of every linear layer (nn.Linear's fan_in), for its weight and bias */
+    const struct {
+        TensorId w, b;
+        int fan_in;
+    } linear[] = {{T_QKV_W, T_QKV_B, C},       {T_ATTN_PROJ_W, T_ATTN_PROJ_B, C},
+                  {T_FC_W, T_FC_B, C},         {T_FC_PROJ_W, T_FC_PROJ_B, FF},
+                  {T_LM_HEAD, T_LM_HEAD, C},   {T_ROUTER_W, T_ROUTER_W, C},
+                  {T_EXP_FC_W, T_EXP_FC_B, C}, {T_EXP_PROJ_W, T_EXP_PROJ_B, d.FFE},
+                  {T_MOH_W, T_MOH_W, C}};
+    for (size_t i = 0; i < sizeof linear / sizeof linear[0]; i++)
+        t[linear[i].w].fan_in = t[linear[i].b].fan_in = linear[i].fan_in;
     return o;
 }
 
@@ -505,7 +517,35 @@ void gpt_free(GPT *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* model.init torch: what PyTorch's default modules draw (gpt.h). nn.Linear's weight is
+ * kaiming_uniform_(a = sqrt(5)), whose bound gain sqrt(3 / fan_in) with gain sqrt(2 / (1 + 5))
+ * is 1/sqrt(fan_in), and its bias the same bound; uniform from 53 random bits. */
+static void init_torch(GPT *m, uint64_t seed) {
+    for (int i = 0; i < T_COUNT; i++) {
+        const TensorInfo *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        uint64_t stream = ((uint64_t)RNG_STREAM_INIT << 32) | (uint64_t)i;
+        double bound = t->fan_in > 0 ? 1.0 / sqrt((double)t->fan_in) : 0.0;
+        for (size_t j = 0; j < t->size; j++) {
+            if (t->fan_in > 0) {
+                double u = (double)(rng_u64(seed, stream, j) >> 11) * 0x1.0p-53;
+                w[j] = (float)(bound * (2.0 * u - 1.0));
+            } else if (t->init == INIT_ONES) {
+                w[j] = 1.0f;
+            } else if (t->init == INIT_ZEROS) {
+                w[j] = 0.0f;
+            } else { /* the embeddings */
+                w[j] = rng_normal(seed, stream, j);
+            }
+        }
+    }
+}
+
 void gpt_init_weights(GPT *m, uint64_t seed) {
+    if (m->cfg.init == WINIT_TORCH) {
+        init_torch(m, seed);
+        return;
+    }
     float resid_scale = 1.0f / sqrtf(2.0f * (float)m->cfg.n_layer);
     for (int i = 0; i < T_COUNT; i++) {
         const TensorInfo *t = &m->tensors[i];
@@ -932,6 +972,7 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
         mx = v > mx ? v : mx;
         mn = v < mn ? v : mn;
     }
+    st->h_count = (double)n;
     st->zero_frac = zeros / (double)n;
     st->mean = sum / (double)n;
     st->rms = sqrt(sq / (double)n);
@@ -943,6 +984,22 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
     for (size_t i = 0; i < n; i++)
         near += fabs((double)h[i]) <= tau;
     st->near_zero_frac = near / (double)n;
+}
+
+/* The range of the nonlinearity's input over rows of width F at a stride of F (GLU: 2F,
+ * the gate first): taken before the activation, which a ReLU computes in place. */
+static void pre_stats(LayerStats *st, const float *pre, int rows, int F, int glu) {
+    float mx = -INFINITY, mn = INFINITY;
+    size_t stride = (size_t)F * (glu ? 2 : 1);
+    for (int r = 0; r < rows; r++) {
+        const float *g = pre + (size_t)r * stride;
+        for (int i = 0; i < F; i++) {
+            mx = g[i] > mx ? g[i] : mx;
+            mn = g[i] < mn ? g[i] : mn;
+        }
+    }
+    st->pre_max = mx;
+    st->pre_min = mn;
 }
 
 static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
@@ -960,6 +1017,7 @@ static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
     const Dims *d = &p->a->d;
     int N = p->B * p->T, C = d->C, FF = d->FF;
     matmul_forward(s->fch, x, L->w.fc_w, fwd_wt(p, L->wt.fc_w), L->w.fc_b, N, C, d->UP);
+    if (p->stats) pre_stats(&p->stats[l], s->fch, N, FF, model_is_glu(c));
     if (p->a->z.in_place)
         relu_forward_inplace(s->h, (size_t)N * FF);
     else
@@ -1100,6 +1158,7 @@ static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, i
                        L->w.exp_fc_w + (size_t)e * UPE * C, NULL,
                        L->w.exp_fc_b ? L->w.exp_fc_b + (size_t)e * UPE : NULL, n, C, UPE);
     }
+    if (p->stats && rows > 0) pre_stats(&p->stats[l], s->fch, rows, FFE, model_is_glu(c));
     if (p->a->z.in_place)
         relu_forward_inplace(s->h, (size_t)rows * FFE);
     else if (rows > 0)

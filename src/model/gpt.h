@@ -122,6 +122,8 @@ typedef struct {
     InitKind init;
     int per_layer; /* leading dimension is a stack of blocks: see stack */
     int stack;     /* which blocks: STACK_ALL (n_layer), STACK_DENSE_MLP, STACK_MOE */
+    int fan_in;    /* a linear layer's weight or bias: its input width (model.init torch); 0
+                      for embeddings and norm parameters */
 } TensorInfo;
 enum { STACK_ALL, STACK_DENSE_MLP, STACK_MOE };
 
@@ -137,8 +139,10 @@ size_t gpt_tensor_table(const ModelConfig *c, TensorInfo t[T_COUNT]);
 typedef struct {
     double zero_frac, max, min, mean, rms; /* MLP hidden after the nonlinearity */
     double near_zero_frac;                 /* of the same, |h| <= GPT_NEAR_ZERO * rms */
-    double resid_rms;                      /* residual stream after the block */
-    double attn_entropy[MODEL_MAX_HEADS];  /* per head, nats, mean over (b, t) */
+    double h_count;                        /* values of it they are over (MoE: routed rows) */
+    double pre_max, pre_min; /* its pre-activation, the nonlinearity's input (GLU: the gate's) */
+    double resid_rms;        /* residual stream after the block */
+    double attn_entropy[MODEL_MAX_HEADS]; /* per head, nats, mean over (b, t) */
     /* MoE blocks (zero elsewhere) */
     double expert_frac[MODEL_MAX_EXPERTS]; /* f_i: share of assignments routed to expert i */
     double router_entropy;                 /* of p, nats, mean over tokens */
@@ -173,9 +177,13 @@ void gpt_free(GPT *m);
 /* Bytes gpt_alloc takes for (B, T): parameters, gradients and activations (a double, so an
  * absurd configuration is measured, never wrapped). */
 double gpt_alloc_bytes(const ModelConfig *c, int B, int T);
-/* Deterministic initialization: N(0, init_std) matrices and embeddings, residual output
- * projections N(0, init_std / sqrt(2 n_layer)), gains 1, biases and shifts 0. Tensor i
- * draws from stream (RNG_STREAM_INIT, i) so the values do not depend on other tensors. */
+/* Deterministic initialization. model.init gpt2: N(0, init_std) matrices and embeddings,
+ * residual output projections N(0, init_std / sqrt(2 n_layer)), gains 1, biases and shifts
+ * 0. model.init torch: PyTorch's default modules, every linear layer's weight and bias
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear, the lm_head and output projections
+ * included), embeddings N(0, 1) (nn.Embedding), gains 1 and shifts 0 (nn.LayerNorm);
+ * init_std is not used. Tensor i draws from stream (RNG_STREAM_INIT, i) so the values do not
+ * depend on other tensors. */
 void gpt_init_weights(GPT *m, uint64_t seed);
 
 /* x, y: (B, T) token ids, B <= m->B and T <= m->T. Leaves the logits in gpt_logits(m).

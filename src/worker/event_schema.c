@@ -10,6 +10,7 @@ const char *const run_status_names[RUN_STATUS_COUNT] = {"done", "diverged", "fai
 const char *const sample_kind_names[SAMPLE_KIND_COUNT] = {"greedy", "temperature"};
 const char *const instability_names[INSTAB_COUNT] = {"none", "nonfinite", "above_uniform"};
 const char *const repetition_names[REP_COUNT] = {"none", "token_run", "ngram_loop"};
+const char *const act_split_names[ACT_SPLIT_COUNT] = {"train", "val"};
 
 #define EF_LENOFF_FT_LONG(S, name)   0
 #define EF_LENOFF_FT_INT(S, name)    0
@@ -29,12 +30,12 @@ static const FieldDesc act_fields[] = {EVENT_ACT_FIELDS(EF_ROW, ActEvent)};
 static const FieldDesc sample_fields[] = {EVENT_SAMPLE_FIELDS(EF_ROW, SampleEvent)};
 static const FieldDesc end_fields[] = {EVENT_END_FIELDS(EF_ROW, EndEvent)};
 
-#define KIND(name, f, v1)                                                                          \
-    { name, f, (int)(sizeof f / sizeof f[0]), v1 }
+#define KIND(name, f, v)                                                                           \
+    { name, f, (int)(sizeof f / sizeof f[0]), EVENT_##v##_V1, EVENT_##v##_V2 }
 const EventSchema event_schema[EV_KIND_COUNT] = {
-    KIND("start", start_fields, EVENT_START_V1),    KIND("step", step_fields, EVENT_STEP_V1),
-    KIND("eval", eval_fields, EVENT_EVAL_V1),       KIND("act", act_fields, EVENT_ACT_V1),
-    KIND("sample", sample_fields, EVENT_SAMPLE_V1), KIND("end", end_fields, EVENT_END_V1),
+    KIND("start", start_fields, START),    KIND("step", step_fields, STEP),
+    KIND("eval", eval_fields, EVAL),       KIND("act", act_fields, ACT),
+    KIND("sample", sample_fields, SAMPLE), KIND("end", end_fields, END),
 };
 
 void event_fields_default(void *body, EventKind kind, int from) {

@@ -14,6 +14,7 @@ typedef struct {
     const FieldDesc *fields;
     int n_fields;
     int v1_fields; /* the prefix that version-1 journals carry */
+    int v2_fields; /* the prefix of events tagged full (event_codec.h) */
 } EventSchema;
 
 extern const EventSchema event_schema[EV_KIND_COUNT];

@@ -5,8 +5,9 @@
  * names, units and description. The lists generate the structs here and the field tables
  * (event_schema.h) from which the binary codec, the JSON printer, the HDF5 columns and the
  * schema tables of docs/hdf5-schema.md are all derived. To add a field: append one line at
- * the END of its kind's list (the journal keeps older events readable: the codec marks
- * events that carry fields beyond the version-1 prefix, see event_codec.h).
+ * the END of its kind's list (the journal keeps older events readable: the codec tags how
+ * many fields an event carries, see event_codec.h; EVENT_*_V1 and EVENT_*_V2 are the counts
+ * of the two older encodings and never change).
  *
  * X(S, name, type, n, names, units, description): type is a FieldType (field.h), each row
  * becomes one FieldDesc, the descriptor knobs use too. */
@@ -39,12 +40,15 @@ typedef enum { INSTAB_NONE, INSTAB_NONFINITE, INSTAB_ABOVE_UNIFORM, INSTAB_COUNT
 /* What repeats in a sample (sample_metrics.h): nothing, one token (the degenerate rule) or
  * a unit of tokens looping to the end. */
 typedef enum { REP_NONE, REP_TOKEN_RUN, REP_NGRAM_LOOP, REP_COUNT } Repetition;
+/* What an act row's statistics are taken over (docs/metrics.md). */
+typedef enum { ACT_SPLIT_TRAIN, ACT_SPLIT_VAL, ACT_SPLIT_COUNT } ActSplit;
 
 extern const char *const event_kind_names[EV_KIND_COUNT];
 extern const char *const run_status_names[RUN_STATUS_COUNT];
 extern const char *const sample_kind_names[SAMPLE_KIND_COUNT];
 extern const char *const instability_names[INSTAB_COUNT];
 extern const char *const repetition_names[REP_COUNT];
+extern const char *const act_split_names[ACT_SPLIT_COUNT];
 
 #define EV_UTC_MAX 32 /* "2024-05-01T12:00:00.123Z" */
 
@@ -62,6 +66,7 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, data_vocab_size, FT_INT, 0, NULL, "tokens", "vocabulary size of the model trained (what model.vocab_size shows)") \
     X(S, active_params, FT_LONG, 0, NULL, "parameters", "parameters one token uses (mixture of experts: without the experts it is not routed to; else = params)")
 #define EVENT_START_V1 4
+#define EVENT_START_V2 11
 
 #define EVENT_STEP_FIELDS(X, S) \
     X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken (1-based: 1 after the first update)") \
@@ -71,6 +76,7 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "global gradient norm before clipping") \
     X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds so far")
 #define EVENT_STEP_V1 6
+#define EVENT_STEP_V2 6
 
 #define EVENT_EVAL_FIELDS(X, S) \
     X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken when evaluated (1-based)") \
@@ -80,6 +86,7 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, time, FT_DOUBLE, 0, NULL, "s", "training seconds at that step (NaN in version-1 journals)") \
     X(S, val_aux_loss, FT_DOUBLE, 0, NULL, "1", "auxiliary losses on the validation batches, weights applied (mixture of experts: balance + z-loss summed over the MoE blocks, mean over batches; 0 without); val_loss excludes them")
 #define EVENT_EVAL_V1 3
+#define EVENT_EVAL_V2 6
 
 #define EVENT_ACT_FIELDS(X, S) \
     X(S, step, FT_LONG, 0, NULL, "steps", "optimizer steps taken (1-based)") \
@@ -103,8 +110,12 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, expert_frac, FT_STR, 512, NULL, "fraction", "f_i of every expert i, space-separated (%.4g each; empty for a dense block)") \
     X(S, moh_entropy, FT_DOUBLE, 0, NULL, "nats", "mixture of heads: entropy of the routed heads' router, mean over tokens (0 without)") \
     X(S, moh_balance, FT_DOUBLE, 0, NULL, "1", "mixture of heads: the block's balance loss, beta sum f_i P_i (weight applied)") \
-    X(S, head_frac, FT_STR, 512, NULL, "fraction", "mixture of heads: share of tokens each head is active for, space-separated (shared heads 1; empty without)")
+    X(S, head_frac, FT_STR, 512, NULL, "fraction", "mixture of heads: share of tokens each head is active for, space-separated (shared heads 1; empty without)") \
+    X(S, pre_max, FT_DOUBLE, 0, NULL, "1", "maximum of the MLP hidden pre-activation, the nonlinearity's input (GLU: the gate's input; NaN in older files)") \
+    X(S, pre_min, FT_DOUBLE, 0, NULL, "1", "minimum of that pre-activation") \
+    X(S, split, FT_ENUM, ACT_SPLIT_COUNT, act_split_names, NULL, "train: one training step's batch; val: every validation batch of the evaluation at that step (stats.val; no attention, gradient or routing statistics)")
 #define EVENT_ACT_V1 11
+#define EVENT_ACT_V2 22
 
 #define EVENT_SAMPLE_FIELDS(X, S) \
     X(S, kind, FT_ENUM, SAMPLE_KIND_COUNT, sample_kind_names, NULL, "greedy or temperature") \
@@ -121,6 +132,7 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, loop_period, FT_INT, 0, NULL, "tokens", "tokens in the unit the sample ends looping on (0: no loop)") \
     X(S, loop_frac, FT_DOUBLE, 0, NULL, "fraction", "share of the sample that final loop covers (0: no loop)")
 #define EVENT_SAMPLE_V1 9
+#define EVENT_SAMPLE_V2 13
 
 #define EVENT_END_FIELDS(X, S) \
     X(S, status, FT_ENUM, RUN_STATUS_COUNT, run_status_names, NULL, "done, diverged, failed, interrupted or not_needed (a replicate: sweep settled without it)") \
@@ -145,6 +157,7 @@ extern const char *const repetition_names[REP_COUNT];
     X(S, attempt_blas_core, FT_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
     X(S, attempt_blas_threads, FT_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)")
 #define EVENT_END_V1 8
+#define EVENT_END_V2 21
 /* clang-format on */
 
 /* Struct members from the lists. */

@@ -46,6 +46,9 @@ const Knob knob_table[] = {
         "lm_head shares the token embedding"),
     NUM("model.init_std", FT_DOUBLE, model.init_std, "1",
         "init std (residual projections / sqrt(2 n_layer))"),
+    ENUM("model.init", model.init, weight_init_names, WINIT_COUNT,
+         "gpt2: N(0, init_std); torch: PyTorch's module defaults (Linear U(+-1/sqrt(fan_in)), "
+         "Embedding N(0, 1))"),
     NUM("model.moe_experts", FT_INT, model.moe_experts, NULL,
         "mixture of experts: experts per MoE block (1 = dense MLP)"),
     NUM("model.moe_top_k", FT_INT, model.moe_top_k, NULL,
@@ -101,6 +104,9 @@ const Knob knob_table[] = {
         "vocabulary of a .bin file (0 = 50257; gpt2: 50257)"),
     NUM("stats.every", FT_INT, stats.every, "steps",
         "activation statistics every N steps (0 = at the end)"),
+    NUM("stats.val", FT_BOOL, stats.val, NULL,
+        "MLP activation statistics over every validation batch at each evaluation (act rows, "
+        "split val)"),
     STR("sample.prompt", sample.prompt, "prompt for the samples"),
     NUM("sample.tokens", FT_INT, sample.tokens, "tokens", "tokens per sample"),
     NUM("sample.temperature", FT_DOUBLE, sample.temperature, "1",

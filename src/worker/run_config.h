@@ -51,6 +51,7 @@ typedef struct {
 
 typedef struct {
     int every; /* activation statistics every N steps; 0 = off (always at the end) */
+    int val;   /* and over every validation batch at each evaluation (act rows, split val) */
 } StatsConfig;
 
 typedef struct {

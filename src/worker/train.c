@@ -45,7 +45,8 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     t->v = calloc(n, sizeof(float));
     t->x = malloc(sizeof(int32_t) * (size_t)B * T);
     t->y = malloc(sizeof(int32_t) * (size_t)B * T);
-    if (!t->m || !t->v || !t->x || !t->y) {
+    if (t->cfg.stats.val) t->val_stats = calloc((size_t)mc->n_layer, sizeof *t->val_stats);
+    if (!t->m || !t->v || !t->x || !t->y || (t->cfg.stats.val && !t->val_stats)) {
         snprintf(err, ABL_ERR_MAX, "cannot allocate optimizer state for %zu parameters", n);
         trainer_free(t);
         return -1;
@@ -76,6 +77,7 @@ void trainer_free(Trainer *t) {
     free(t->v);
     free(t->x);
     free(t->y);
+    free(t->val_stats);
     memset(t, 0, sizeof *t);
 }
 
@@ -85,11 +87,17 @@ void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
     int n = dataset_val_windows(d, t->cfg.train.eval_tokens, T);
     double loss = 0.0, aux = 0.0;
     long hits = 0, count = 0, batches = 0;
+    GPT *g = &t->gpt;
+    int L = g->cfg.n_layer;
+    if (t->val_stats) val_stats_reset(t->val_stats, L);
     for (int i = 0; i < n; i += B) {
         int bs = n - i < B ? n - i : B;
         for (int b = 0; b < bs; b++)
             dataset_val_window(d, i + b, n, T, t->x + (size_t)b * T, t->y + (size_t)b * T);
-        loss += (double)gpt_forward(&t->gpt, t->x, t->y, bs, T) * bs * T;
+        g->collect_stats = t->val_stats != NULL;
+        loss += (double)gpt_forward(g, t->x, t->y, bs, T) * bs * T;
+        g->collect_stats = 0;
+        if (t->val_stats) val_stats_add(t->val_stats, g->stats, L, (double)bs * T * g->cfg.d_model);
         hits += t->gpt.correct;
         count += (long)bs * T;
         aux += t->gpt.aux_loss;
@@ -111,6 +119,11 @@ static void emit_eval(Trainer *t, EventSink *sink) {
                             .tokens = t->tokens,
                             .time = t->train_seconds};
     sink_emit(sink, &ev);
+    for (int l = 0; t->val_stats && l < t->gpt.cfg.n_layer; l++) {
+        Event a = {.kind = EV_ACT};
+        val_stats_event(t->val_stats, &t->gpt.cfg, t->step, l, &a.u.act);
+        sink_emit(sink, &a);
+    }
 }
 
 static void emit_acts(Trainer *t, EventSink *sink) {
@@ -132,6 +145,9 @@ static void emit_acts(Trainer *t, EventSink *sink) {
         for (int h = 0; h < g->cfg.n_head && h < ABL_MAX_HEADS; h++)
             a->attn_entropy[h] = s->attn_entropy[h];
         a->near_zero_frac = s->near_zero_frac;
+        a->pre_max = s->pre_max;
+        a->pre_min = s->pre_min;
+        a->split = ACT_SPLIT_TRAIN;
         if (model_layer_is_moe(&g->cfg, l)) {
             int E = g->cfg.moe_experts;
             size_t w = 0;

@@ -11,6 +11,7 @@
 #include "events.h"
 #include "run_config.h"
 #include "run_health.h"
+#include "val_stats.h"
 
 typedef struct {
     RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
@@ -25,6 +26,7 @@ typedef struct {
     double train_seconds;
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     double val_aux;           /* its auxiliary (MoE) losses, mean over the batches */
+    ValStats *val_stats;      /* [n_layer] its activation statistics (stats.val; else NULL) */
     long eval_step;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
@@ -60,7 +62,8 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
  * the seconds of the timed steps, measured as trainer_run measures training time. */
 double trainer_time_steps(Trainer *t, int warmup, int steps);
 
-/* Validation loss and next-token accuracy over the fixed validation windows. */
+/* Validation loss and next-token accuracy over the fixed validation windows; with stats.val,
+ * also the activation statistics over them, in t->val_stats. */
 void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc);
 
 /* Checkpoint: progress, parameters, AdamW moments and the instability verdict. The RNG

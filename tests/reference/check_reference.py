@@ -104,6 +104,14 @@ def cfgs():
         kk = dict(BASE)
         kk.update(k)
         out.append((name, B, T, kk))
+    # model.init torch (PyTorch's module defaults): every linear weight and bias uniform,
+    # embeddings N(0, 1); the book's layout (biases, layernorm, untied lm_head), and experts
+    out.append(("torch-init-book", 2, 8, dict(BASE, init="torch", qkv_bias=1, out_bias=1,
+                                              mlp_bias=1, norm_type="layernorm", norm_affine=1,
+                                              final_norm=1, activation="gelu_tanh")))
+    out.append(("torch-init-moe-swiglu", 2, 8, dict(BASE, init="torch", moe_experts=3,
+                                                    moe_top_k=2, mlp_bias=1,
+                                                    activation="swiglu")))
     # The micro defaults as they are (vocab set; everything else the default).
     out.append(("micro-defaults-T16", 2, 16, dict(vocab_size=37)))
     # rows longer than the 16-lane loops of the C softmax, plus a remainder
@@ -347,6 +355,10 @@ def compare_stats(cfg, trace, ref, stats_c, fails):
             fails.append(f"stats layer {l} near_zero_frac: C {sc['near_zero_frac']:.6g} ref "
                          f"{lo / n:.6g}..{hi / n:.6g}")
         check("max", l, sc["max"], h.max().item(), hmax)
+        pre = trace["pre"][l]  # the nonlinearity's input (GLU: the gate's)
+        pmax = max(pre.abs().max().item(), 1e-30)
+        check("pre_max", l, sc["pre_max"], pre.max().item(), pmax)
+        check("pre_min", l, sc["pre_min"], pre.min().item(), pmax)
         check("min", l, sc["min"], h.min().item(), hmax)
         check("mean", l, sc["mean"], h.mean().item(), hmax)
         check("rms", l, sc["rms"], rms, max(rms, 1e-30))
@@ -451,7 +463,24 @@ def check_one(refdump, name, B, T, knobs, seed, workdir, verbose):
         if key == knobs.get(ZERO):  # zeroed on purpose after the initialization
             continue
         v = slice_of(p0, key)
-        if init == gpt_ref.INIT_ONES and not np.all(v == 1):
+        fan = gpt_ref.torch_fan_in(cfg, key) if cfg.get("init") == "torch" else None
+        if cfg.get("init") == "torch" and fan is None and init not in (gpt_ref.INIT_ONES,
+                                                                        gpt_ref.INIT_ZEROS):
+            fan = 0  # an embedding: N(0, 1)
+        if fan:  # nn.Linear: weight and bias U(-b, b), b = 1/sqrt(fan_in), std b/sqrt(3)
+            b = 1 / math.sqrt(fan)
+            if np.abs(v).max() > b * (1 + 1e-6):
+                fails.append(f"init: {key} max |w| {np.abs(v).max():.6g} above 1/sqrt({fan})")
+            want = b / math.sqrt(3)
+            if v.size >= 256 and (abs(v.std() / want - 1) > TOL_INIT_STD or
+                                  abs(v.mean()) > 4 * want / math.sqrt(v.size)):
+                fails.append(f"init: {key} mean {v.mean():.3g} std {v.std():.4g}, expected "
+                             f"U(-{b:.4g}, {b:.4g})")
+        elif fan == 0:  # nn.Embedding
+            if v.size >= 256 and (abs(v.std() - 1) > TOL_INIT_STD or
+                                  abs(v.mean()) > 4 / math.sqrt(v.size)):
+                fails.append(f"init: {key} mean {v.mean():.3g} std {v.std():.4g}, expected N(0, 1)")
+        elif init == gpt_ref.INIT_ONES and not np.all(v == 1):
             fails.append(f"init: {key} not all ones")
         elif init == gpt_ref.INIT_ZEROS and not np.all(v == 0):
             fails.append(f"init: {key} not all zeros")

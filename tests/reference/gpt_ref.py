@@ -56,6 +56,15 @@ def expert_ff(cfg):
     return int(math.floor(r * cfg["d_model"] + 0.5)) if r > 0 else d_ff(cfg)
 
 
+def torch_fan_in(cfg, key):
+    """model.init torch (docs/spec.md, "Initialization"): the input width of the nn.Linear a
+    tensor is the weight or bias of, written from the model's layers (its bound is
+    1/sqrt(fan_in)); None for the embeddings (N(0, 1)) and the norms (gain 1, shift 0)."""
+    C = cfg["d_model"]
+    return {"qkv": C, "attn_proj": C, "fc": C, "fc_proj": d_ff(cfg), "lm_head": C,
+            "router": C, "exp_fc": C, "exp_proj": expert_ff(cfg), "moh": C}.get(key.split(".")[0])
+
+
 def stack_index(cfg, key, l):
     """Index of block l in the stack of tensor key, or None if the block has no slice."""
     if key in DENSE_MLP_KEYS or key in MOE_KEYS:
@@ -182,14 +191,21 @@ def activation(h, cfg):
     raise ValueError(act)
 
 
+def gate(pre, cfg):
+    """The nonlinearity's input within an MLP pre-activation: all of it, or a GLU's gate
+    half (the first; activation() multiplies act(gate) by the second)."""
+    return pre[..., : pre.shape[-1] // 2] if cfg["activation"] in GLU else pre
+
+
 class RefGPT:
     def __init__(self, cfg):
         self.cfg = cfg
         self.tensors = expected_tensors(cfg)
         self.P = {key: torch.zeros(shape, requires_grad=True) for key, shape, _, _ in self.tensors}
         # set to a dict to record, per layer, the attention probabilities ("att", (B,H,T,T)),
-        # the MLP hidden after the nonlinearity ("h") and the block output ("resid"); MoE
-        # blocks: "h" holds the rows the experts ran on, and "moe" a dict of router statistics
+        # the MLP hidden after the nonlinearity ("h") and its input ("pre"; GLU: the gate's)
+        # and the block output ("resid"); MoE blocks: "h" and "pre" hold the rows the
+        # experts ran on, and "moe" a dict of router statistics
         self.trace = None
         self.aux = torch.zeros(())  # the last forward's MoE auxiliary losses
 
@@ -268,7 +284,9 @@ class RefGPT:
     def mlp(self, x, l):
         if is_moe_layer(self.cfg, l):
             return self.moe(x, l)
-        h = activation(F.linear(x, self._layer("fc.w", l), self._layer("fc.b", l)), self.cfg)
+        pre = F.linear(x, self._layer("fc.w", l), self._layer("fc.b", l))
+        h = activation(pre, self.cfg)
+        self._record("pre", gate(pre, self.cfg))
         self._record("h", h)
         return F.linear(h, self._layer("fc_proj.w", l), self._layer("fc_proj.b", l))
 
@@ -302,19 +320,22 @@ class RefGPT:
                     kept[t, j] = True
         fc_w, proj_w = self._layer("exp_fc.w", l), self._layer("exp_proj.w", l)
         fc_b, proj_b = self._layer("exp_fc.b", l), self._layer("exp_proj.b", l)
-        outs, hs = [], []
+        outs, hs, pres = [], [], []
         for e in range(E):
             w1 = fc_w[e * upe:(e + 1) * upe]
             b1 = None if fc_b is None else fc_b[e * upe:(e + 1) * upe]
             w2 = proj_w[e * C:(e + 1) * C]
             b2 = None if proj_b is None else proj_b[e * C:(e + 1) * C]
-            h = activation(F.linear(xf, w1, b1), cfg)                      # (N, ffe)
+            pre = F.linear(xf, w1, b1)
+            h = activation(pre, cfg)                                       # (N, ffe)
             hs.append(h[rows[e]])
+            pres.append(gate(pre, cfg)[rows[e]])
             outs.append(F.linear(h, w2, b2))                               # (N, C)
         eo = torch.stack(outs, 1)                                          # (N, E, C)
         chosen = eo.gather(1, sel[:, :, None].expand(N, K, C))             # (N, K, C)
         y = (chosen * (g * kept)[:, :, None]).sum(1)
         self._record("h", torch.cat(hs, 0))
+        self._record("pre", torch.cat(pres, 0))
         # auxiliary losses: f_i the share of the N K assignments (before dropping), P_i mean p
         f = torch.bincount(sel.reshape(-1), minlength=E).to(p.dtype) / (N * K)
         P = p.mean(0)

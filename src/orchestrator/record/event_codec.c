@@ -5,7 +5,13 @@
 #include "util/le.h"
 #include "worker/event_schema.h"
 
-#define TAG_FULL 0x80u
+#define TAG_FULL    0x80u /* the version-2 prefix (event_schema.v2_fields) */
+#define TAG_COUNTED 0x40u /* a varint field count follows the tag */
+
+/* Events of a kind with no field beyond version 2 keep its encoding, byte for byte. */
+static int counted(const EventSchema *s) {
+    return s->n_fields != s->v2_fields;
+}
 
 /* ---- writing: the caller guarantees room ---- */
 
@@ -32,7 +38,12 @@ static int kind_ok(const Event *ev) {
 static uint8_t *pack_unchecked(const Event *ev, uint8_t *p) {
     const EventSchema *s = &event_schema[ev->kind];
     const char *body = event_cbody(ev);
-    *p++ = (uint8_t)(ev->kind | TAG_FULL);
+    if (counted(s)) {
+        *p++ = (uint8_t)(ev->kind | TAG_COUNTED);
+        p = le_put_uvarint(p, (uint64_t)s->n_fields);
+    } else {
+        *p++ = (uint8_t)(ev->kind | TAG_FULL);
+    }
     for (int k = 0; k < s->n_fields; k++) {
         const FieldDesc *f = &s->fields[k];
         const char *v = body + f->offset;
@@ -111,7 +122,7 @@ static size_t field_size(const FieldDesc *f, const char *body) {
 
 static size_t kind_size(EventKind kind, const char *body) {
     const EventSchema *s = &event_schema[kind];
-    size_t total = 1;
+    size_t total = 1 + (counted(s) ? le_uvarint_len((uint64_t)s->n_fields) : 0);
     for (int k = 0; k < s->n_fields; k++)
         total += field_size(&s->fields[k], body);
     return total;
@@ -199,11 +210,16 @@ static int read_field(LeReader *r, char *body, const FieldDesc *f) {
 int event_unpack(const uint8_t *buf, size_t n, Event *ev, size_t *used) {
     LeReader r = le_reader(buf, n);
     uint8_t tag = le_read_u8(&r);
-    uint8_t kind = tag & (uint8_t)~TAG_FULL;
-    if (r.bad || kind >= EV_KIND_COUNT) return -1;
+    uint8_t kind = tag & (uint8_t) ~(TAG_FULL | TAG_COUNTED);
+    if (r.bad || kind >= EV_KIND_COUNT || (tag & TAG_FULL && tag & TAG_COUNTED)) return -1;
     ev->kind = (EventKind)kind;
     const EventSchema *s = &event_schema[kind];
-    int nf = (tag & TAG_FULL) ? s->n_fields : s->v1_fields;
+    int nf = (tag & TAG_FULL) ? s->v2_fields : s->v1_fields;
+    if (tag & TAG_COUNTED) { /* fields beyond n_fields: a newer ablate's, not readable here */
+        uint64_t c = le_read_uvarint(&r);
+        if (r.bad || c < (uint64_t)s->v1_fields || c > (uint64_t)s->n_fields) return -1;
+        nf = (int)c;
+    }
     char *body = event_body(ev);
     for (int k = 0; k < nf; k++)
         if (read_field(&r, body, &s->fields[k]) != 0 || r.bad) return -1;

@@ -3,9 +3,14 @@
  * (src/worker/event_schema.h): no field is named here.
  *
  * Encoding (one event): [u8 tag] then the fields of that kind in declaration order. The
- * tag is the kind, plus 0x80 when the event carries every declared field; without that
- * bit it carries only the kind's version-1 prefix (journals written by ablate 0.1.0, whose
- * tags never had the bit) and the other fields read as unknown (-1, NaN, ""). Integers
+ * tag is the kind, plus 0x40 when a varint count of the fields the event carries follows
+ * it (the first that many of the kind's declared fields: every one, as written now, for a
+ * kind that has fields beyond its version-2 prefix), or 0x80 when it carries the kind's
+ * version-2 prefix (EVENT_*_V2: what every event carried before the count existed, and what
+ * the kinds without later fields still write, byte for byte), or neither for the version-1
+ * prefix (journals written by ablate 0.1.0). Fields an event does not carry read as unknown
+ * (-1, NaN, "", the enum's first name), so a journal stays readable when fields are
+ * appended to the lists in events.h. Integers
  * (FT_LONG, FT_INT) are zigzag LEB128 varints (1-10 bytes), doubles 8 raw IEEE-754 bytes
  * little-endian, FT_BOOL/FT_ENUM one byte, FT_STR/FT_TEXT a varint length and the bytes
  * (no NUL), FT_HEADS the entries its count field gave (the count is packed just before).

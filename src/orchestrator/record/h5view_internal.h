@@ -97,7 +97,7 @@ typedef struct {
     size_t cap_cal;
 } View;
 
-#define METRIC_MAX_COLS 24
+#define METRIC_MAX_COLS 32
 
 /* Every field of a metric table's kind is a column (plus run): a field appended to one of
  * events.h's lists past the limit stops the build here instead of going silently missing
