@@ -158,7 +158,10 @@ def per_config(sw):
             val_loss_mean=loss["mean"], val_loss_sd=loss["sd"], val_loss_lo=loss["lo"],
             val_loss_hi=loss["hi"], val_acc_mean=acc["mean"], val_acc_lo=acc["lo"],
             val_acc_hi=acc["hi"],
-            params=_first_valid(g["params"]), flops_per_token=_first_valid(g["flops_per_token"]),
+            params=_first_valid(g["params"]),
+            # files before mixtures of experts have no active_params: every parameter is active
+            active_params=_first_valid(g["active_params"] if "active_params" in g else g["params"]),
+            flops_per_token=_first_valid(g["flops_per_token"]),
             kv_bytes_per_token=_first_valid(g["kv_bytes_per_token"]),
             tokens_per_s_mean=tps["mean"], tokens_per_s_lo=tps["lo"], tokens_per_s_hi=tps["hi"],
             tokens_mean=float(v["tokens"].mean()) if len(v) else math.nan,

@@ -297,7 +297,10 @@ class Report:
                "columns: last recorded step, mean over layers (and heads) and seeds; "
                "*near-zero frac*: the share of |h| ≤ 0.1 × the layer's rms, the sparsity of "
                "smooth activations (GELU, Tanh), where the zero fraction counts exact zeros "
-               "only. *Repeating greedy*: greedy samples that repeat themselves, of those "
+               "only. *Active params*: the parameters one token uses (a mixture of experts "
+               "counts only the experts it is routed to; = params for a dense model), so that "
+               "configurations compare at equal parameters or at equal active compute "
+               "(*FLOPs/token*). *Repeating greedy*: greedy samples that repeat themselves, of those "
                "taken, by kind (`token_run`: one token dominates; `ngram_loop`: the sample "
                "ends in a loop of a few tokens, \"the the the\").", "")
         if len(c) and (c["n"] <= 1).all():
@@ -313,15 +316,16 @@ class Report:
             loss = with_excluded(loss, r["excluded"], r["ended"])
             rows.append([r["config"], n, loss, fci(r["val_loss_lo"], r["val_loss_hi"]),
                          rate_cell(r["unstable"], r["trained"]),
-                         fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["flops_per_token"]),
+                         fnum(r["val_acc_mean"]), fint(r["params"]), fint(r["active_params"]),
+                         fint(r["flops_per_token"]),
                          fint(r["kv_bytes_per_token"]), fint(r["tokens_per_s_mean"]),
                          fnum(r["mlp_zero_frac"], 3), fnum(r["mlp_near_zero_frac"], 3),
                          fnum(r["mlp_max"], 3), fnum(r["attn_entropy"], 3),
                          repeating_cell(r)])
         self.w(md_table(["configuration", "n", "val loss", "95% CI", "unstable runs",
-                         "val acc", "params", "FLOPs/token", "KV B/token", "tokens/s",
-                         "MLP zero frac", "MLP near-zero frac", "MLP max", "attn entropy",
-                         "repeating greedy"], rows, ["---"] + ["--:"] * 14))
+                         "val acc", "params", "active params", "FLOPs/token", "KV B/token",
+                         "tokens/s", "MLP zero frac", "MLP near-zero frac", "MLP max",
+                         "attn entropy", "repeating greedy"], rows, ["---"] + ["--:"] * 15))
         self.csv(c, "configs.csv")
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")

@@ -55,6 +55,21 @@ def test_routing_section():
                 assert ent in line[0], (ent, line[0])
                 assert abs(sum(shares) - 1) < 1e-3, shares
     assert "| baseline |" not in section, section  # a dense block routes nothing
+    # the per-configuration table shows params and active params side by side (issue 21:
+    # equal parameters or equal active compute), from the file's own columns
+    table = md[md.index("## Per configuration"):].split("\n### ", 1)[0]
+    header = [l for l in table.splitlines() if l.startswith("| configuration | n |")][0]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert "active params" in cols, header
+    for cfg in ("baseline", "moe4", "moh"):
+        runs = sw.runs[sw.runs["config"] == cfg]
+        line = [l for l in table.splitlines() if l.startswith("| %s |" % cfg)][0]
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[cols.index("params")] == "{:,}".format(int(runs["params"].iloc[0])), line
+        assert cells[cols.index("active params")] == \
+            "{:,}".format(int(runs["active_params"].iloc[0])), line
+    moe = sw.runs[sw.runs["config"] == "moe4"].iloc[0]
+    assert moe["active_params"] < moe["params"], moe  # the test's point: they differ
     csv = pd.read_csv(os.path.join(d, "rep", "routing.csv"))
     assert set(csv["config"]) == {"moe4", "moh"} and csv["step"].nunique() >= 3, csv
 
