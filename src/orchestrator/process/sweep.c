@@ -424,6 +424,21 @@ static void rebuild_view(Sweep *s, int force) {
     if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
 }
 
+/* The first view, requested and not waited for: rank 0 hands out runs while the view
+ * thread builds it (a resume at 10^5 runs spent most of its start-up waiting for it). A
+ * joined process builds none unless OUT.h5 does not exist yet: the others' views show the
+ * runs already, and a build each at start, one after another under view.lock, made
+ * processes joining a large sweep wait in line (issue 18). */
+static void start_view(Sweep *s) {
+    s->last_view = clock_seconds();
+    if (s->sched->ops->shared && access(s->o->out_path, F_OK) == 0) return;
+    if (journal_flush(s->j) != 0) {
+        stop_journal(s);
+        return;
+    }
+    view_updater_request(s->vu, journal_size(s->j), 1);
+}
+
 /* ------------------------------------------------------------------ runs */
 
 /* The next attempt of a run: from its checkpoint when the file is intact (rank 0 checks
@@ -1335,7 +1350,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         }
     }
     if (journal_sync(s.j) != 0) stop_journal(&s);
-    if (!stopping(&s)) rebuild_view(&s, 1);
+    if (!stopping(&s)) start_view(&s);
     int n_resumed = 0; /* runs to train that continue from a checkpoint */
     for (int i = 0; i < s.n; i++)
         if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0) n_resumed++;
