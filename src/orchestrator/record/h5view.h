@@ -28,8 +28,10 @@ typedef struct {
     long long skipped; /* malformed payloads/events and records of unplanned runs, skipped */
     unsigned long long journal_bytes, torn_bytes; /* valid journal bytes; torn tail ignored */
     double seconds;                               /* wall time of the build */
-    long lost_segments; /* live view: segments found gone, truncated or replaced (rewritten) */
-    long long mappings; /* live view: virtual-dataset mappings of OUT.h5, all tables */
+    long lost_segments;   /* live view: segments found gone, truncated or replaced (rewritten) */
+    long long mappings;   /* live view: virtual-dataset mappings of OUT.h5, all tables */
+    long long plan_reads; /* PLAN records read again for /runs (the live view keeps the rows
+                             of ended runs: none for them) */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn
