@@ -10,6 +10,8 @@ identical to one uninterrupted plain sweep):
            (CTest join_random: Release only, like long_history);
   hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
            taken over; once continued it abandons the run and leaves with exit 0;
+  plan_once: the first process's journal plans every run, a later one only the runs it
+           trains, and builds no view at start;
   refused: a process planning other runs (another --set) is refused before it writes
            anything; --join on a plain sweep's output, a plain run on a joined output, and
            --force while a joined process is alive are refused; --force once none is
@@ -253,8 +255,57 @@ def test_refused():
         assert not os.path.exists(out + ".d/join")
 
 
+def plans_and_begun(journal):
+    """The run indices a journal plans (PLAN records, in order) and begins (RUN_BEGIN)."""
+    recs, _ = C.journal_records(journal)
+    return [run for typ, run, _p in recs if typ == 2], {run for typ, run, _p in recs if typ == 3}
+
+
+def test_plan_once():
+    """issue 18: the plan is journaled once. The first process's journal plans every run and
+    join/plan_journal names it; a process joining later plans only the runs it trains (its
+    journal does not grow with the sweep's runs) and builds no view at start (every view
+    build of it held by the test hook: it finishes a run before any build; its final build
+    then goes). The view holds every run, with the plain sweep's values."""
+    with C.workdir("join-plan-once") as tmp:
+        spec, ref = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        hold, vhold = os.path.join(tmp, "hold"), os.path.join(tmp, "vhold")
+        os.makedirs(vhold)
+        marker = out + ".d/join/plan_journal"
+        # a's runs are held from step 1, so b trains the others
+        a = C.Job(join_args(spec, out), tag="a", env=C.hold_env(hold, 1))
+        jobs = [a]
+        try:
+            wait_until(lambda: os.path.exists(marker) and os.path.exists(out) and C.held(hold),
+                       120, "a's plan journal, its first view and a held run", jobs)
+            b = C.Job(join_args(spec, out, "--view-interval", "3600"), tag="b",
+                      env={"ABLATE_TEST_HOLD_VIEW": vhold})
+            jobs.append(b)
+            wait_until(lambda: C.reported_finished(b.stderr()), 120, "a run finished by b", jobs)
+            assert not os.path.exists(os.path.join(vhold, "view.held")), \
+                "b built a view before it finished a run"
+            C.write(os.path.join(vhold, "view.go"), "")
+            C.release(hold)
+            for j in jobs:
+                assert j.wait(300) == 0, j.stderr()[-3000:]
+        finally:
+            stop_all(jobs)
+        with open(marker) as f:
+            ja = f.read().strip()
+        jb = [j for j in journals(out) if j != ja]
+        assert ja in journals(out) and len(jb) == 1, (ja, journals(out))
+        plans_a, _ = plans_and_begun(ja)
+        plans_b, begun_b = plans_and_begun(jb[0])
+        assert sorted(plans_a) == list(range(N_RUNS)), plans_a
+        assert sorted(plans_b) == sorted(begun_b) and 0 < len(plans_b) < N_RUNS, \
+            (plans_b, begun_b)
+        check_same(out, ref, "plan once")
+        C.log("  b planned the %d runs it trained of %d" % (len(plans_b), N_RUNS))
+
+
 CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
-         ("random", test_random)]
+         ("plan_once", test_plan_once), ("random", test_random)]
 
 if __name__ == "__main__":
     # `test_join.py random` runs that case alone (CTest join_random, Release only); no
