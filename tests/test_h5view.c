@@ -964,9 +964,9 @@ static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seco
     b->printed = ended;
     struct stat fs;
     long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : -1;
-    printf("LIVE_VIEW ended=%ld update_s=%.4f mappings=%lld out_h5_bytes=%lld updates=%ld "
-           "total_update_s=%.2f\n",
-           ended, seconds, st->mappings, bytes, b->updates, b->total_s);
+    printf("LIVE_VIEW ended=%ld update_s=%.4f mappings=%lld out_h5_bytes=%lld plan_reads=%lld "
+           "updates=%ld total_update_s=%.2f\n",
+           ended, seconds, st->mappings, bytes, st->plan_reads, b->updates, b->total_s);
     fflush(stdout);
 }
 
