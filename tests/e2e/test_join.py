@@ -11,7 +11,8 @@ identical to one uninterrupted plain sweep):
   hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
            taken over; once continued it abandons the run and leaves with exit 0;
   plan_once: the first process's journal plans every run, a later one only the runs it
-           trains, and builds no view at start;
+           trains; it builds no view at start, and no final view once the first's covers
+           every journal;
   refused: a process planning other runs (another --set) is refused before it writes
            anything; --join on a plain sweep's output, a plain run on a joined output, and
            --force while a joined process is alive are refused; --force once none is
@@ -262,35 +263,49 @@ def plans_and_begun(journal):
 
 
 def test_plan_once():
-    """issue 18: the plan is journaled once. The first process's journal plans every run and
+    """issue 18: the plan is journaled once, no view is built at a joined process's start,
+    and the complete sweep's view once. The first process's journal plans every run and
     join/plan_journal names it; a process joining later plans only the runs it trains (its
-    journal does not grow with the sweep's runs) and builds no view at start (every view
-    build of it held by the test hook: it finishes a run before any build; its final build
-    then goes). The view holds every run, with the plain sweep's values."""
+    journal does not grow with the sweep's runs) and builds no view at start (its view
+    builds held by the test hook: it finishes a run before any). At the end both final
+    builds are held until both processes have ended the sweep; the first then builds, and
+    the second finds that view covering every journal byte and does not build again. The
+    view holds every run, with the plain sweep's values."""
     with C.workdir("join-plan-once") as tmp:
         spec, ref = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
-        hold, vhold = os.path.join(tmp, "hold"), os.path.join(tmp, "vhold")
-        os.makedirs(vhold)
+        hold, va, vb = (os.path.join(tmp, d) for d in ("hold", "va", "vb"))
+        os.makedirs(va)
+        os.makedirs(vb)
         marker = out + ".d/join/plan_journal"
-        # a's runs are held from step 1, so b trains the others
-        a = C.Job(join_args(spec, out), tag="a", env=C.hold_env(hold, 1))
+        # a's runs are held from step 1, so b trains the others; a's builds after its first
+        # (at start) are held too
+        a = C.Job(join_args(spec, out, "--view-interval", "3600"), tag="a",
+                  env=dict(C.hold_env(hold, 1), ABLATE_TEST_HOLD_VIEW=va,
+                           ABLATE_TEST_HOLD_VIEW_AFTER="1"))
         jobs = [a]
         try:
             wait_until(lambda: os.path.exists(marker) and os.path.exists(out) and C.held(hold),
                        120, "a's plan journal, its first view and a held run", jobs)
             b = C.Job(join_args(spec, out, "--view-interval", "3600"), tag="b",
-                      env={"ABLATE_TEST_HOLD_VIEW": vhold})
+                      env={"ABLATE_TEST_HOLD_VIEW": vb})
             jobs.append(b)
             wait_until(lambda: C.reported_finished(b.stderr()), 120, "a run finished by b", jobs)
-            assert not os.path.exists(os.path.join(vhold, "view.held")), \
+            assert not os.path.exists(os.path.join(vb, "view.held")), \
                 "b built a view before it finished a run"
-            C.write(os.path.join(vhold, "view.go"), "")
             C.release(hold)
-            for j in jobs:
-                assert j.wait(300) == 0, j.stderr()[-3000:]
+            # both final builds wait: both journals hold their SWEEP_END
+            wait_until(lambda: all(os.path.exists(os.path.join(d, "view.held")) for d in (va, vb)),
+                       300, "both final views", jobs)
+            C.write(os.path.join(va, "view.go"), "")
+            assert a.wait(300) == 0, a.stderr()[-3000:]
+            C.write(os.path.join(vb, "view.go"), "")
+            assert b.wait(300) == 0, b.stderr()[-3000:]
         finally:
             stop_all(jobs)
+        assert "not rebuilt" not in a.stderr() and "not rebuilt" in b.stderr(), \
+            "a: %s\nb: %s" % (a.stderr()[-1500:], b.stderr()[-1500:])
+        assert C.View(out).attrs["status"] == "complete"
         with open(marker) as f:
             ja = f.read().strip()
         jb = [j for j in journals(out) if j != ja]
@@ -301,7 +316,8 @@ def test_plan_once():
         assert sorted(plans_b) == sorted(begun_b) and 0 < len(plans_b) < N_RUNS, \
             (plans_b, begun_b)
         check_same(out, ref, "plan once")
-        C.log("  b planned the %d runs it trained of %d" % (len(plans_b), N_RUNS))
+        C.log("  b planned the %d runs it trained of %d; its final view was a's" %
+              (len(plans_b), N_RUNS))
 
 
 CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
