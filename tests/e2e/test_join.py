@@ -301,10 +301,12 @@ def test_plan_once():
             assert a.wait(300) == 0, a.stderr()[-3000:]
             C.write(os.path.join(vb, "view.go"), "")
             assert b.wait(300) == 0, b.stderr()[-3000:]
+            assert "not rebuilt" not in a.stderr() and "not rebuilt" in b.stderr(), \
+                "a: %s\nb: %s" % (a.stderr()[-1500:], b.stderr()[-1500:])
         finally:
             stop_all(jobs)
-        assert "not rebuilt" not in a.stderr() and "not rebuilt" in b.stderr(), \
-            "a: %s\nb: %s" % (a.stderr()[-1500:], b.stderr()[-1500:])
+            for j in jobs:
+                j.cleanup_files()
         assert C.View(out).attrs["status"] == "complete"
         with open(marker) as f:
             ja = f.read().strip()

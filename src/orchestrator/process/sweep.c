@@ -477,8 +477,6 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     }
 }
 
-/* Journals the attempt's start, and for a resumed one the history it continues. 0, or -1
- * when the journal failed (the sweep is stopping; nothing was handed out). */
 /* A joined run's PLAN record, before the first other record of it in our journal (a
  * resume_read of the journal keeps only the records of runs planned before them). 0, or -1
  * when the journal failed. */
@@ -492,6 +490,8 @@ static int plan_now(Sweep *s, uint32_t run) {
     return 0;
 }
 
+/* Journals the attempt's start, and for a resumed one the history it continues. 0, or -1
+ * when the journal failed (the sweep is stopping; nothing was handed out). */
 static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *host) {
     SweepRun *r = &s->runs[a->run];
     if (plan_now(s, a->run) != 0) return -1;

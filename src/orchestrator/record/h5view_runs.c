@@ -326,7 +326,7 @@ int h5v_runs_cache_enable(View *v) {
 static void cache_drop_rows(RunsCache *c) {
     for (size_t i = 0; i < c->cap; i++)
         free(c->rows[i].row);
-    memset(c->rows, 0, c->cap * sizeof *c->rows);
+    if (c->rows) memset(c->rows, 0, c->cap * sizeof *c->rows);
 }
 
 void h5v_runs_cache_free(View *v) {
