@@ -6,7 +6,8 @@
 # same sweep is started. Both are timed from the launch of mpirun to the line rank 0 prints
 # just before its first assignment ("N runs planned (K already finished), ... to run on"),
 # read as it arrives. Prints:
-#   RESUME_TIME runs=N done_at_kill=K fresh_s=F resume_s=R ratio=R/F target=1.5 PASS|FAIL
+#   RESUME_TIME runs=N done_at_kill=K already_finished=K2 fresh_s=F resume_s=R ratio=R/F
+#               target=1.5 PASS|FAIL
 # with the date, CPU, load average and commit; exits 0 either way (non-zero only if a sweep
 # failed). Target (issue 18): resume to the first assignment within 1.5x a fresh start.
 # At more than 100,000 runs set ABLATE_MAX_RUNS (10^5 is the default limit).
