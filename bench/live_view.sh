@@ -4,9 +4,10 @@
 # updates while the next IN_FLIGHT are part-way, brought up to date by h5live_update as
 # the view thread of `ablate run` does. Prints a line per update where the runs ended grew
 # by 1.25x, and the last two (the last with nothing new):
-#   LIVE_VIEW ended=N update_s=S mappings=M out_h5_bytes=B updates=U total_update_s=T
+#   LIVE_VIEW ended=N update_s=S mappings=M out_h5_bytes=B plan_reads=P updates=U total_update_s=T
 # update_s: that update's time; mappings: virtual-dataset mappings in OUT.h5 (all tables),
-# which is also what a reader's open costs. Target: both grow at most logarithmically with
+# which is also what a reader's open costs; plan_reads: PLAN records /runs read again (the
+# rows of runs ended before are kept). Target: both grow at most logarithmically with
 # the runs ended. The driver is tests/test_h5view --live-bench (the test fixture's journal
 # writer); segments are written to --dir (default a temp dir, on /dev/shm when there).
 #

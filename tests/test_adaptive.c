@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/record/journal.h"
@@ -177,6 +178,38 @@ TEST(replay) {
         CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 4 && f.dec[1].verdict == SEQ_EQUIVALENT);
     }
     CHECK(f.n_not_needed == 9 && !sched_more(f.s));
+    close_fx(&f);
+}
+
+/* The replay when the journal's indices are not the plan's (a spec changed between
+ * sessions): the same decisions, each run found by id in a hash index, not by a search per
+ * run (issue 18: quadratic at 10^5 runs); counted through id_index_total_compares. */
+TEST(replay_reordered) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", 0, err) == 0, "%s", err);
+    if (!f.s) return;
+    int n = f.plan.n_runs;
+    for (int j = 0; j < n; j++) { /* journal index j holds plan run n - 1 - j */
+        int i = n - 1 - j, k = i % NS;
+        f.runs[j].id = f.plan.runs[i].id;
+        f.runs[j].name = f.plan.runs[i].name;
+        if (k > 4) continue;
+        f.runs[j].finished = 1;
+        f.runs[j].final_val_loss = k == 4 ? 100.0 * (i + 1) : loss_of(i);
+    }
+    long before = id_index_total_compares();
+    CHECK(sched_start(f.s, f.runs, n) == 0);
+    long compares = id_index_total_compares() - before;
+    CHECK_MSG(compares <= 2 * n, "%ld id comparisons for %d journal runs", compares, n);
+    CHECK(f.n_dec == 2);
+    if (f.n_dec == 2) {
+        CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 4 && f.dec[0].verdict == SEQ_WORSE);
+        CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 4 && f.dec[1].verdict == SEQ_EQUIVALENT);
+    }
+    CHECK(f.n_not_needed == 9 && !sched_more(f.s));
+    for (int k = 0; k < f.n_not_needed; k++) /* journal indices of seeds 6..8 */
+        CHECK(f.not_needed[k] >= 0 && (n - 1 - f.not_needed[k]) % NS > 4);
     close_fx(&f);
 }
 

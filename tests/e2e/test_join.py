@@ -10,6 +10,9 @@ identical to one uninterrupted plain sweep):
            (CTest join_random: Release only, like long_history);
   hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
            taken over; once continued it abandons the run and leaves with exit 0;
+  plan_once: the first process's journal plans every run, a later one only the runs it
+           trains; it builds no view at start, and no final view once the first's covers
+           every journal;
   refused: a process planning other runs (another --set) is refused before it writes
            anything; --join on a plain sweep's output, a plain run on a joined output, and
            --force while a joined process is alive are refused; --force once none is
@@ -253,8 +256,74 @@ def test_refused():
         assert not os.path.exists(out + ".d/join")
 
 
+def plans_and_begun(journal):
+    """The run indices a journal plans (PLAN records, in order) and begins (RUN_BEGIN)."""
+    recs, _ = C.journal_records(journal)
+    return [run for typ, run, _p in recs if typ == 2], {run for typ, run, _p in recs if typ == 3}
+
+
+def test_plan_once():
+    """issue 18: the plan is journaled once, no view is built at a joined process's start,
+    and the complete sweep's view once. The first process's journal plans every run and
+    join/plan_journal names it; a process joining later plans only the runs it trains (its
+    journal does not grow with the sweep's runs) and builds no view at start (its view
+    builds held by the test hook: it finishes a run before any). At the end both final
+    builds are held until both processes have ended the sweep; the first then builds, and
+    the second finds that view covering every journal byte and does not build again. The
+    view holds every run, with the plain sweep's values."""
+    with C.workdir("join-plan-once") as tmp:
+        spec, ref = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        hold, va, vb = (os.path.join(tmp, d) for d in ("hold", "va", "vb"))
+        os.makedirs(va)
+        os.makedirs(vb)
+        marker = out + ".d/join/plan_journal"
+        # a's runs are held from step 1, so b trains the others; a's builds after its first
+        # (at start) are held too
+        a = C.Job(join_args(spec, out, "--view-interval", "3600"), tag="a",
+                  env=dict(C.hold_env(hold, 1), ABLATE_TEST_HOLD_VIEW=va,
+                           ABLATE_TEST_HOLD_VIEW_AFTER="1"))
+        jobs = [a]
+        try:
+            wait_until(lambda: os.path.exists(marker) and os.path.exists(out) and C.held(hold),
+                       120, "a's plan journal, its first view and a held run", jobs)
+            b = C.Job(join_args(spec, out, "--view-interval", "3600"), tag="b",
+                      env={"ABLATE_TEST_HOLD_VIEW": vb})
+            jobs.append(b)
+            wait_until(lambda: C.reported_finished(b.stderr()), 120, "a run finished by b", jobs)
+            assert not os.path.exists(os.path.join(vb, "view.held")), \
+                "b built a view before it finished a run"
+            C.release(hold)
+            # both final builds wait: both journals hold their SWEEP_END
+            wait_until(lambda: all(os.path.exists(os.path.join(d, "view.held")) for d in (va, vb)),
+                       300, "both final views", jobs)
+            C.write(os.path.join(va, "view.go"), "")
+            assert a.wait(300) == 0, a.stderr()[-3000:]
+            C.write(os.path.join(vb, "view.go"), "")
+            assert b.wait(300) == 0, b.stderr()[-3000:]
+            assert "not rebuilt" not in a.stderr() and "not rebuilt" in b.stderr(), \
+                "a: %s\nb: %s" % (a.stderr()[-1500:], b.stderr()[-1500:])
+        finally:
+            stop_all(jobs)
+            for j in jobs:
+                j.cleanup_files()
+        assert C.View(out).attrs["status"] == "complete"
+        with open(marker) as f:
+            ja = f.read().strip()
+        jb = [j for j in journals(out) if j != ja]
+        assert ja in journals(out) and len(jb) == 1, (ja, journals(out))
+        plans_a, _ = plans_and_begun(ja)
+        plans_b, begun_b = plans_and_begun(jb[0])
+        assert sorted(plans_a) == list(range(N_RUNS)), plans_a
+        assert sorted(plans_b) == sorted(begun_b) and 0 < len(plans_b) < N_RUNS, \
+            (plans_b, begun_b)
+        check_same(out, ref, "plan once")
+        C.log("  b planned the %d runs it trained of %d; its final view was a's" %
+              (len(plans_b), N_RUNS))
+
+
 CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
-         ("random", test_random)]
+         ("plan_once", test_plan_once), ("random", test_random)]
 
 if __name__ == "__main__":
     # `test_join.py random` runs that case alone (CTest join_random, Release only); no

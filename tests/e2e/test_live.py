@@ -103,6 +103,35 @@ def test_live_lost_segment():
         C.log("  lost segment: %s" % lines[0])
 
 
+def test_start_view_not_waited():
+    """Rank 0 does not wait for the first view before handing out runs (issue 18: a resume
+    at 10^5 runs spent most of its start-up in it): with every view build held by the test
+    hook, runs train and finish, fresh and resumed (in one process and under mpirun); once
+    released, the final view holds every run."""
+    with C.workdir("start-view") as d:
+        corpus = C.corpus_path(d)
+        hold = os.path.join(d, "hold")
+        os.makedirs(hold)
+        out = os.path.join(d, "out.h5")
+        for label, seeds, ranks in (("fresh", (0, 1), None), ("resumed", (0, 1, 2, 3), 2)):
+            spec = C.write(os.path.join(d, "s.yaml"), C.micro_spec(
+                corpus, steps=3, seeds=seeds, eval_every=0, stats_every=0, sample_tokens=0))
+            for f in ("view.held", "view.go"):
+                if os.path.exists(os.path.join(hold, f)):
+                    os.unlink(os.path.join(hold, f))
+            args = ["run", spec, "-o", out] + (["--resume"] if label == "resumed" else [])
+            with C.Job(args, ranks=ranks, tag=label,
+                       env={"ABLATE_TEST_HOLD_VIEW": hold}) as job:
+                C.wait_until(lambda: os.path.exists(os.path.join(hold, "view.held")) and
+                             len(C.reported_finished(job.stderr())) == 2, job,
+                             "%s: two runs finished while the first view is held" % label, 60)
+                C.write(os.path.join(hold, "view.go"), "")
+                assert job.wait(120) == 0, job.stderr()[-3000:]
+            v = C.View(out)
+            assert sorted(v.status().values()) == ["done"] * len(seeds), v.status()
+            C.log("  %s: 2 runs finished while the first view was held" % label)
+
+
 def test_live_one_process():
     with C.workdir("live1") as d:
         watch(d, None, "1 process")
@@ -115,4 +144,5 @@ def test_live_mpi():
 
 if __name__ == "__main__":
     C.main([("live_one_process", test_live_one_process), ("live_mpi", test_live_mpi),
-            ("live_lost_segment", test_live_lost_segment)])
+            ("live_lost_segment", test_live_lost_segment),
+            ("start_view_not_waited", test_start_view_not_waited)])

@@ -1,5 +1,7 @@
 #include "run_id.h"
 
+#include "id_index.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,74 +88,36 @@ void run_id_format(uint64_t h, char out[17]) {
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
-/* Plan indices sorted by an id (17-byte strings at a stride), for lookups in O(log n): resume
- * looks up every journaled run, and a linear search each made resuming 10^5 runs quadratic. */
-typedef struct {
-    const char *base;
-    size_t stride;
-} IdTable;
-static IdTable sort_table; /* qsort has no context argument; run_id_adopt is not reentrant */
-
-static int by_id(const void *a, const void *b) {
-    return strcmp(sort_table.base + (size_t) * (const int *)a * sort_table.stride,
-                  sort_table.base + (size_t) * (const int *)b * sort_table.stride);
-}
-
-static int *sorted_ids(const char *base, size_t stride, int n) {
-    int *ix = malloc(sizeof *ix * (size_t)(n > 0 ? n : 1));
-    if (!ix) return NULL;
-    for (int i = 0; i < n; i++)
-        ix[i] = i;
-    sort_table = (IdTable){base, stride};
-    qsort(ix, (size_t)n, sizeof *ix, by_id);
-    return ix;
-}
-
-static int find_sorted(const int *ix, int n, const char *base, size_t stride, const char *id) {
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(base + (size_t)ix[mid] * stride, id);
-        if (c == 0) return ix[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
-}
-
+/* Every lookup goes through a hash index (id_index.h): resume adopts over every journaled
+ * run, and a linear search each made resuming 10^5 runs quadratic. */
 int run_id_adopt(Plan *p, const ResumeState *rs) {
     if (p->n_runs == 0) return 0;
     char(*v1)[17] = NULL; /* the plan's scheme-1 ids, computed when first needed */
-    int *ix = sorted_ids(p->runs[0].id, sizeof p->runs[0], p->n_runs), *ix1 = NULL;
-    if (!ix) return -1;
+    IdIndex ix, ix1 = {0};
+    if (id_index_build(&ix, p->runs[0].id, sizeof p->runs[0], p->n_runs) != 0) return -1;
     int adopted = 0;
     for (int k = 0; k < rs->n_runs; k++) {
         const char *old = rs->runs[k].id;
-        if (!old[0] || find_sorted(ix, p->n_runs, p->runs[0].id, sizeof p->runs[0], old) >= 0)
-            continue;
+        if (!old[0] || id_index_find(&ix, old) >= 0) continue;
         if (!v1) {
-            v1 = malloc(sizeof *v1 * (size_t)(p->n_runs + 1));
-            if (!v1) {
-                free(ix);
-                return -1;
-            }
+            if (!(v1 = malloc(sizeof *v1 * (size_t)(p->n_runs + 1)))) goto oom;
             for (int i = 0; i < p->n_runs; i++)
                 run_id_format(run_id_hash_v1(&p->runs[i].cfg, p->runs[i].seed), v1[i]);
-            if (!(ix1 = sorted_ids(v1[0], sizeof v1[0], p->n_runs))) {
-                free(v1);
-                free(ix);
-                return -1;
-            }
+            if (id_index_build(&ix1, v1[0], sizeof v1[0], p->n_runs) != 0) goto oom;
         }
-        int i = find_sorted(ix1, p->n_runs, v1[0], sizeof v1[0], old);
+        int i = id_index_find(&ix1, old);
         if (i >= 0) {
             memcpy(p->runs[i].id, old, 17);
             adopted++;
         }
     }
-    free(ix1);
+    id_index_free(&ix1);
     free(v1);
-    free(ix);
+    id_index_free(&ix);
     return adopted;
+oom:
+    id_index_free(&ix1);
+    free(v1);
+    id_index_free(&ix);
+    return -1;
 }

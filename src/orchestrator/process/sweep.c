@@ -34,6 +34,7 @@
 #include "protocol.h"
 #include "orchestrator/record/resume.h"
 #include "orchestrator/schedule/scheduler.h"
+#include "orchestrator/schedule/join.h"
 #include "run_exec.h"
 #include "orchestrator/plan/run_id.h"
 #include "sweep_progress.h"
@@ -63,6 +64,7 @@ typedef struct {
     double final_val_loss, train_seconds;
     int unstable;
     int calib; /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
+    int plan_later; /* joined: its PLAN record is journaled when it is first trained here */
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
  * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
@@ -125,6 +127,7 @@ typedef struct {
     CalibGroup *calib; /* calibrated fixed time: the configurations to time */
     int n_calib;
     int calib_busy; /* a trial is being timed (no view is built meanwhile) */
+    int plan_all; /* every run's PLAN record went into our journal at start */
 } Sweep;
 
 static int exists(const char *p) {
@@ -364,6 +367,9 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
     }
     s->n = rs->n_runs;
     int n_new = m.n_fresh;
+    /* joined, once some journal plans every run: ours plans only what we train (join.h) */
+    int later = s->sched->ops->shared && join_plan_journaled(s->o->out_path);
+    s->plan_all = !later;
     s->runs = calloc((size_t)(s->n + n_new) + 1, sizeof *s->runs);
     if (!s->runs) return resume_match_free(&m), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int k = 0; k < rs->n_runs; k++) {
@@ -401,6 +407,10 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
+        if (later) {
+            r->plan_later = 1;
+            continue;
+        }
         if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
                                  r->cfg, r->pr->overrides) != 0)
             stop_journal(s);
@@ -443,6 +453,21 @@ static void rebuild_view(Sweep *s, int force) {
     if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
 }
 
+/* The first view, requested and not waited for: rank 0 hands out runs while the view
+ * thread builds it (a resume at 10^5 runs spent most of its start-up waiting for it). A
+ * joined process builds none unless OUT.h5 does not exist yet: the others' views show the
+ * runs already, and a build each at start, one after another under view.lock, made
+ * processes joining a large sweep wait in line (issue 18). */
+static void start_view(Sweep *s) {
+    s->last_view = clock_seconds();
+    if (s->sched->ops->shared && access(s->o->out_path, F_OK) == 0) return;
+    if (journal_flush(s->j) != 0) {
+        stop_journal(s);
+        return;
+    }
+    view_updater_request(s->vu, journal_size(s->j), 1);
+}
+
 /* ------------------------------------------------------------------ runs */
 
 /* The next attempt of a run: from its checkpoint when the file is intact (rank 0 checks
@@ -475,10 +500,24 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     }
 }
 
+/* A joined run's PLAN record, before the first other record of it in our journal (a
+ * resume_read of the journal keeps only the records of runs planned before them). 0, or -1
+ * when the journal failed. */
+static int plan_now(Sweep *s, uint32_t run) {
+    SweepRun *r = &s->runs[run];
+    if (!r->plan_later) return 0;
+    if (journal_append_plan2(s->j, run, r->pr->id, r->pr->name, r->pr->seed, r->cfg,
+                             r->pr->overrides) != 0)
+        return stop_journal(s), -1;
+    r->plan_later = 0;
+    return 0;
+}
+
 /* Journals the attempt's start, and for a resumed one the history it continues. 0, or -1
  * when the journal failed (the sweep is stopping; nothing was handed out). */
 static int record_begin(Sweep *s, const RunAssignment *a, int rank, const char *host) {
     SweepRun *r = &s->runs[a->run];
+    if (plan_now(s, a->run) != 0) return -1;
     if (journal_append_begin(s->j, a->run, a->attempt, rank, host, a->resume_step) != 0) {
         stop_journal(s);
         return -1;
@@ -1178,7 +1217,7 @@ static int host_not_needed(void *ctx, int run, const char *why) {
     end.peak_rss = -1;
     end.slurm_restart_count = -1;
     snprintf(end.message, sizeof end.message, "%s", why);
-    if (s->stop == STOP_IO) return -1;
+    if (s->stop == STOP_IO || plan_now(s, (uint32_t)run) != 0) return -1;
     if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
         journal_sync(s->j) != 0) {
         stop_journal(s);
@@ -1574,7 +1613,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         }
     }
     if (journal_sync(s.j) != 0) stop_journal(&s);
-    if (!stopping(&s)) rebuild_view(&s, 1);
+    if (s.sched->ops->shared && s.plan_all && !stopping(&s) &&
+        join_mark_plan_journaled(o->out_path, s.journal_path, err) != 0)
+        log_warn("%s", err); /* the processes that join next plan every run again */
+    if (!stopping(&s)) start_view(&s);
     int n_resumed = 0; /* runs to train that continue from a checkpoint */
     for (int i = 0; i < s.n; i++)
         if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0) n_resumed++;

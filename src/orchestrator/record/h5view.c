@@ -887,6 +887,7 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
 }
 
 void h5v_view_free(View *v) {
+    h5v_runs_cache_free(v);
     for (uint32_t i = 0; i < v->nruns; i++)
         free(v->runs[i].ev);
     free(v->runs);

@@ -32,6 +32,8 @@ typedef struct {
     long long mappings;      /* live view: virtual-dataset mappings of OUT.h5, all tables */
     long decision_conflicts; /* joined replicate: sweep: DECISION records of the same look
                                 that differ between journals (the first is kept) */
+    long long plan_reads;    /* PLAN records read again for /runs (the live view keeps the rows
+                                of ended runs: none for them) */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn

@@ -64,6 +64,8 @@ typedef struct {
     int64_t rows[N_TABLES]; /* rows of each metric table the view holds for it (/runs rows_*) */
 } RunState;
 
+typedef struct RunsCache RunsCache; /* h5view_runs.c */
+
 typedef struct {
     RunState *runs;
     uint32_t nruns; /* 1 + the highest run index seen */
@@ -95,6 +97,7 @@ typedef struct {
     JournalCalibration *cal;
     int n_cal;
     size_t cap_cal;
+    RunsCache *runs_cache; /* the live view's /runs rows of ended runs; NULL: none */
 } View;
 
 #define METRIC_MAX_COLS 32
@@ -133,6 +136,10 @@ int h5v_metrics_create(Metric *ms, hid_t file, H5Table *schema, char *err);
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err);
 int h5v_write_root(View *v, hid_t file, char *err);
 int h5v_write_runs(View *v, hid_t file, char *err);
+/* From now on h5v_write_runs keeps the rows of ended runs and uses them again (the live
+ * view); 0 or -1 (memory). h5v_view_free frees them. */
+int h5v_runs_cache_enable(View *v);
+void h5v_runs_cache_free(View *v);
 /* The name of metric table t (N_TABLES numbering) or NULL where metric t/2 has no child. */
 const char *h5v_table_name(int t);
 /* Calls fn for each "label=value" segment of a run name (the variant segment, without '=',

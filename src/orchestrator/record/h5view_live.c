@@ -132,6 +132,12 @@ H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL
     lv->v.rd = &lv->r;
     lv->v.nrd = 1;
     lv->v.header_into = &lv->v.header;
+    if (h5v_runs_cache_enable(&lv->v) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        journal_reader_close(lv->r);
+        free(lv);
+        return NULL;
+    }
     h5v_metrics_layout(lv->layout);
     new_generation(lv->gen);
     return lv;
@@ -649,7 +655,7 @@ int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_E
     }
     v->st.lost_segments = lost;
     v->st.mappings = -1;
-    v->st.runs = v->st.runs_done = 0; /* counted again by /runs */
+    v->st.runs = v->st.runs_done = v->st.plan_reads = 0; /* counted again by /runs */
     lv->packing = unpacked_finished(lv) >= PACK_MIN_RUNS;
     if (write_segment(lv, NULL, err) != 0 || (lv->packing && pack_finished(lv, err) != 0) ||
         write_top(lv, err) != 0)

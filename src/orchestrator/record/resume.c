@@ -1,6 +1,7 @@
 #include "resume.h"
 
 #include "data_guard.h"
+#include "orchestrator/plan/id_index.h"
 #include "util/grow.h"
 
 #include <limits.h>
@@ -213,53 +214,31 @@ void resume_free(ResumeState *st) {
     memset(st, 0, sizeof *st);
 }
 
-static uint64_t id_hash(const char *id) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-    for (; *id; id++)
-        h = (h ^ (unsigned char)*id) * 0x100000001b3ULL;
-    return h;
-}
-
 int resume_match(const ResumeState *st, const Plan *p, ResumeMatch *m) {
     memset(m, 0, sizeof *m);
     m->missing = -1;
-    size_t cap = 16;
-    while (cap < 2 * (size_t)p->n_runs)
-        cap *= 2;
-    int *slot = malloc(cap * sizeof *slot); /* plan index + 1; 0 = empty */
+    IdIndex ix = {0}; /* plan ids are distinct (plan_build checks) */
     char *known = calloc((size_t)p->n_runs + 1, 1);
     m->plan_of = malloc(((size_t)st->n_runs + 1) * sizeof *m->plan_of);
     m->fresh = malloc(((size_t)p->n_runs + 1) * sizeof *m->fresh);
-    if (!slot || !known || !m->plan_of || !m->fresh) {
-        free(slot);
+    if (!known || !m->plan_of || !m->fresh ||
+        id_index_build(&ix, p->n_runs ? p->runs[0].id : "", sizeof *p->runs, p->n_runs) != 0) {
         free(known);
         resume_match_free(m);
         return -1;
-    }
-    memset(slot, 0, cap * sizeof *slot);
-    for (int i = 0; i < p->n_runs; i++) { /* plan ids are distinct (plan_build checks) */
-        size_t h = (size_t)id_hash(p->runs[i].id) & (cap - 1);
-        while (slot[h])
-            h = (h + 1) & (cap - 1);
-        slot[h] = i + 1;
     }
     for (int k = 0; k < st->n_runs; k++) {
         const char *id = st->runs[k].id;
         m->plan_of[k] = -1;
         if (!id[0]) continue; /* an index whose plan record was lost */
-        for (size_t h = (size_t)id_hash(id) & (cap - 1); slot[h]; h = (h + 1) & (cap - 1)) {
-            m->id_compares++;
-            if (!strcmp(p->runs[slot[h] - 1].id, id)) {
-                m->plan_of[k] = slot[h] - 1;
-                known[slot[h] - 1] = 1;
-                break;
-            }
-        }
+        int i = id_index_find(&ix, id);
+        if (i >= 0) m->plan_of[k] = i, known[i] = 1;
         if (m->plan_of[k] < 0 && m->missing < 0) m->missing = k;
     }
+    m->id_compares = ix.compares;
     for (int i = 0; i < p->n_runs; i++)
         if (!known[i]) m->fresh[m->n_fresh++] = i;
-    free(slot);
+    id_index_free(&ix);
     free(known);
     return 0;
 }

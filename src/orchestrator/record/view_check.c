@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "util/buf.h"
 #include "h5view_internal.h"
@@ -269,4 +270,26 @@ int view_check(hid_t file, const char *path, const char *prefix, FILE *out) {
     if (ft >= 0) H5Tclose(ft);
     if (runs >= 0) H5Dclose(runs);
     return rc;
+}
+
+int view_complete_over(const char *path, unsigned long long bytes, int n) {
+    if (access(path, R_OK) != 0) return 0;
+    H5E_auto2_t old_func;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int over = 0;
+    if (f >= 0) {
+        char status[32], view[16];
+        attr_vstr(f, "status", status, sizeof status);
+        attr_vstr(f, "view", view, sizeof view); /* a live view is no full build */
+        over = !view[0] && !strncmp(status, "complete", 8) &&
+               attr_int(f, "journal_bytes") == (long long)bytes &&
+               attr_int(f, "joined_processes") == n;
+        H5Fclose(f);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+    return over;
 }

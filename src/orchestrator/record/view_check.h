@@ -18,4 +18,9 @@
  * checked (a line says why). A full build (no `view` attribute) has no segments: 0. */
 int view_check(hid_t file, const char *path, const char *prefix, FILE *out);
 
+/* 1 when path is a full view of a complete joined sweep (status complete or
+ * complete_with_failures) built over exactly `bytes` journal bytes of n journals: a build
+ * from the same journals would write the same file. 0 otherwise (also when unreadable). */
+int view_complete_over(const char *path, unsigned long long bytes, int n);
+
 #endif

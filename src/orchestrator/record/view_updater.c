@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct ViewUpdater {
     pthread_t thread;
@@ -21,6 +23,7 @@ struct ViewUpdater {
     H5Live *live;  /* the incremental view of periodic builds (not for joined sweeps) */
     char err[ABL_ERR_MAX];
     H5ViewStats last;
+    int builds; /* begun so far (the test hook counts them) */
 };
 
 /* Periodic views are live (incremental) ones; the first and the last are full builds,
@@ -38,6 +41,26 @@ static int build(ViewUpdater *u, int full, uint64_t upto, H5ViewStats *st, char 
     return h5live_update(u->live, upto, st, err);
 }
 
+/* Test-only hook (docs/architecture.md, "Test hooks"). With ABLATE_TEST_HOLD_VIEW=DIR set,
+ * every build after the first ABLATE_TEST_HOLD_VIEW_AFTER (default 0) first creates
+ * DIR/view.held and waits until DIR/view.go exists: a test sees what the sweep does while a
+ * view build is slow (rank 0 does not wait for the first one), or orders the builds of
+ * joined processes, whatever the machine's speed. */
+static void test_hold(ViewUpdater *u) {
+    const char *dir = getenv("ABLATE_TEST_HOLD_VIEW"),
+               *after = getenv("ABLATE_TEST_HOLD_VIEW_AFTER");
+    if (!dir || !dir[0] || ++u->builds <= (after ? atoi(after) : 0)) return;
+    char held[ABL_PATH_MAX], go[ABL_PATH_MAX];
+    snprintf(held, sizeof held, "%s/view.held", dir);
+    snprintf(go, sizeof go, "%s/view.go", dir);
+    FILE *f = fopen(held, "w");
+    if (f) fclose(f);
+    while (access(go, F_OK) != 0) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void *run(void *arg) {
     ViewUpdater *u = arg;
     pthread_mutex_lock(&u->mu);
@@ -52,6 +75,7 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&u->mu);
         H5ViewStats st;
         char err[ABL_ERR_MAX] = "";
+        test_hold(u);
         int rc = build(u, full, upto, &st, err);
         pthread_mutex_lock(&u->mu);
         u->building = 0;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
 #include "scheduler.h"
 #include "sequential.h"
@@ -289,13 +290,16 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
         return -1;
     for (int i = 0; i < n; i++)
         a->pos[i] = -1;
+    IdIndex ix = {0}; /* built if the spec changed: a search per run is quadratic */
     for (int i = 0; i < n; i++) {
         const SchedRun *r = &runs[i];
         a->st[i] = R_SKIPPED;
         if (!r->id[0]) continue; /* a lost journal index */
         /* journal index i is plan index i unless the spec changed between sessions */
-        int pi =
-            i < total && !strcmp(a->plan->runs[i].id, r->id) ? i : plan_find_id(a->plan, r->id);
+        if ((i >= total || strcmp(a->plan->runs[i].id, r->id)) && !ix.slot &&
+            id_index_build(&ix, a->plan->runs[0].id, sizeof *a->plan->runs, a->plan->n_runs))
+            return -1;
+        int pi = i < total && !strcmp(a->plan->runs[i].id, r->id) ? i : id_index_find(&ix, r->id);
         if (pi < 0 || pi >= total) continue;
         a->run_of[pi] = i;
         a->pos[i] = pi;
@@ -306,6 +310,7 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
         else
             a->st[i] = R_ENDED, a->used += r->train_seconds;
     }
+    id_index_free(&ix);
     /* --join: the results other processes have in their claims so far */
     if (a->inner) {
         a->starting = 1;

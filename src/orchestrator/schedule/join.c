@@ -20,6 +20,8 @@
 #include "util/fsutil.h"
 #include "util/grow.h"
 #include "orchestrator/record/journal.h"
+#include "orchestrator/record/view_check.h"
+#include "util/log.h"
 
 struct Join {
     char dir[ABL_PATH_MAX];   /* OUT.h5.d/join */
@@ -440,6 +442,36 @@ int join_exists(const char *out_path) {
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static int plan_journal_path(const char *out_path, char *buf, size_t n) {
+    char base[ABL_PATH_MAX];
+    if (journal_dir_for(out_path, base, sizeof base) != 0) return -1;
+    return snprintf(buf, n, "%s/join/plan_journal", base) < (int)n ? 0 : -1;
+}
+
+int join_plan_journaled(const char *out_path) {
+    char path[ABL_PATH_MAX + 32];
+    return plan_journal_path(out_path, path, sizeof path) == 0 && access(path, F_OK) == 0;
+}
+
+/* tmp + link, as the plan file: the first process to get there names its journal */
+int join_mark_plan_journaled(const char *out_path, const char *journal_path,
+                             char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 32], tmp[ABL_PATH_MAX + 64];
+    if (plan_journal_path(out_path, path, sizeof path) != 0)
+        return snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path), -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    size_t len = strlen(journal_path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int ok = fd >= 0 && write(fd, journal_path, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+             fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    if (ok && link(tmp, path) != 0 && errno != EEXIST) ok = 0;
+    int e = errno;
+    unlink(tmp);
+    if (!ok) return snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(e)), -1;
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -525,8 +557,24 @@ int join_build_view(const char *out_path, const char *own, uint64_t limit, H5Vie
     for (int k = 0; own && k < n; k++)
         if (!strcmp(paths[k], own)) limited = k;
     journal_dir_for(out_path, base, sizeof base);
-    int rc =
-        h5view_build_many((const char *const *)paths, n, limited, limit, base, out_path, st, err);
+    /* at the end every process builds, one after another: once a view of the complete
+     * sweep covers every journal byte, the others would write the same file (issue 18: 16
+     * processes ended with a 16.7 s tail). `ablate view` (own NULL) always builds. */
+    unsigned long long bytes = 0;
+    for (int k = 0; own && k < n; k++) {
+        struct stat sb;
+        unsigned long long size = stat(paths[k], &sb) == 0 ? (unsigned long long)sb.st_size : 0;
+        bytes += k == limited && limit < size ? limit : size;
+    }
+    int rc = 0;
+    if (own && view_complete_over(out_path, bytes, n)) {
+        if (st) memset(st, 0, sizeof *st);
+        log_info("%s already shows the complete sweep (every process's journal): not rebuilt",
+                 out_path);
+    } else {
+        rc = h5view_build_many((const char *const *)paths, n, limited, limit, base, out_path, st,
+                               err);
+    }
     if (fd >= 0) close(fd);
     join_free_list(paths, n);
     return rc;

@@ -4,9 +4,14 @@
  *
  *   plan                the plan, one "ID NAME" line per run in plan order; the first process
  *                       writes it, and a process that plans anything else is refused
+ *   plan_journal        the path of a journal that holds every run's PLAN record, synced:
+ *                       written once by the first process to have synced them; a process
+ *                       that finds it journals a run's PLAN record only when it trains the
+ *                       run, so its journal does not grow with the sweep's runs
  *   lock                flock'd around every change to a claim another process wrote
  *   procs/NAME/journal  each process's own journal, locked by it while it lives; every
- *                       journal plans every run with the same index (the plan's)
+ *                       journal plans the runs it records with the plan's index (the one
+ *                       plan_journal names plans them all)
  *   procs/NAME/alive    its heartbeat: touched every lease/4 seconds
  *   claims/ID           who has run ID: "held NAME", "released NAME" or "done NAME"; a done
  *                       claim's second line is the run's result ("result STATUS LOSS UNSTABLE
@@ -98,6 +103,12 @@ int join_holds(Join *j, const char *id);
  * returns 1 when it did (callers then check their claims), 0 otherwise, -1 on error. */
 int join_heartbeat(Join *j, double now);
 double join_lease(const Join *j);
+
+/* Does join/plan_journal exist (some journal holds every run's PLAN record)? */
+int join_plan_journaled(const char *out_path);
+/* Our journal, synced, holds every run's PLAN record: writes join/plan_journal naming it
+ * unless it exists. 0, or -1 with a message. */
+int join_mark_plan_journaled(const char *out_path, const char *journal_path, char err[ABL_ERR_MAX]);
 
 /* Is out_path a joined sweep (OUT.h5.d/join exists)? */
 int join_exists(const char *out_path);
