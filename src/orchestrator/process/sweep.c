@@ -63,7 +63,7 @@ typedef struct {
     /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
     double final_val_loss, train_seconds;
     int unstable;
-    int calib; /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
+    int calib;      /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
     int plan_later; /* joined: its PLAN record is journaled when it is first trained here */
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
@@ -127,7 +127,7 @@ typedef struct {
     CalibGroup *calib; /* calibrated fixed time: the configurations to time */
     int n_calib;
     int calib_busy; /* a trial is being timed (no view is built meanwhile) */
-    int plan_all; /* every run's PLAN record went into our journal at start */
+    int plan_all;   /* every run's PLAN record went into our journal at start */
 } Sweep;
 
 static int exists(const char *p) {
