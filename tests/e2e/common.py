@@ -213,13 +213,28 @@ class Job:
         try:
             self.rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            stacks = self.stacks()
             self.kill_all()
-            raise AssertionError("timeout after %.0f s: %s\nstderr:\n%s"
-                                 % (timeout, " ".join(self.cmd), self.stderr()[-3000:]))
+            raise AssertionError("timeout after %.0f s: %s\nstderr:\n%s\n%s"
+                                 % (timeout, " ".join(self.cmd), self.stderr()[-3000:], stacks))
         return self.rc
 
     def pids(self):
         return session_pids(self.sid)
+
+    def stacks(self):
+        """Every thread's backtrace of each live ablate rank (gdb, when installed): what a
+        hung job was waiting for, in the failure message of the test that timed out."""
+        if not shutil.which("gdb"):
+            return "(no gdb: no backtraces of the hung ranks)"
+        out = []
+        for rank, pid in sorted(self.ablate_ranks().items()):
+            p = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex",
+                                "thread apply all bt 12"], capture_output=True, text=True,
+                               timeout=60)
+            bt = [l for l in p.stdout.splitlines() if l.startswith(("#", "Thread"))]
+            out.append("rank %d (pid %d):\n%s" % (rank, pid, "\n".join(bt[-80:])))
+        return "\n".join(out)
 
     def ablate_ranks(self):
         """{rank: pid} of the live ablate processes of this job."""

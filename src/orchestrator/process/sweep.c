@@ -944,6 +944,14 @@ static void run_mpi(Sweep *s, int nranks) {
                 if (busy[r] == -1 && sched_more(s->sched))
                     n_busy += assign_next(s, r, hosts[r], busy);
         }
+        if (n_busy == 0 && s->pend_head < s->npend) {
+            /* nothing in flight, and runs ended whose RUN_END is not durable yet: nothing can
+             * happen here before their sync, so wait for it rather than poll (the group sync's
+             * test hook, which waits for rank 0 to go on or wait, needs this when one group
+             * holds the sweep's last RUN_ENDs) */
+            pending_ends(s, 1);
+            continue;
+        }
         if (n_busy == 0 && s->pend_head == s->npend && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
