@@ -25,3 +25,12 @@ bench_opt() {
     *) echo "$(basename "$0"): unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 }
+
+# bench_ablate_setup: for the benches that run an unmodified `ablate run`: a corpus that
+# exists (else a one-line error), and ablate built in BUILD (configured Release if new).
+bench_ablate_setup() {
+    bench_corpus
+    [ -f "$CORPUS" ] || { echo "$(basename "$0"): no corpus (--corpus PATH)" >&2; exit 2; }
+    [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j2 --target ablate >/dev/null
+}

@@ -25,10 +25,7 @@ while [ $# -gt 0 ]; do
     *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
-bench_corpus
-[ -f "$CORPUS" ] || { echo "rank0_memory.sh: no corpus (--corpus PATH)" >&2; exit 2; }
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target ablate >/dev/null
+bench_ablate_setup
 SHIM="$BUILD/bench-sweep/libsweep_timeshim.so"
 mkdir -p "$(dirname "$SHIM")"
 mpicc -std=c11 -O2 -Wall -Wextra -shared -fPIC -I"$REPO/src" -o "$SHIM" "$REPO/bench/sweep_timeshim.c"

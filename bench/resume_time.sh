@@ -26,10 +26,7 @@ while [ $# -gt 0 ]; do
     *) bench_opt "$@"; shift "$BENCH_SHIFT" ;;
     esac
 done
-bench_corpus
-[ -f "$CORPUS" ] || { echo "resume_time.sh: no corpus (--corpus PATH)" >&2; exit 2; }
-[ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target ablate >/dev/null
+bench_ablate_setup
 if [ -n "$OUT" ]; then mkdir -p "$OUT"; WORK="$(realpath "$OUT")"; else WORK="$(mktemp -d /tmp/resume_time.XXXXXX)"; trap 'rm -rf "$WORK"' EXIT; fi
 echo "resume_time: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $N runs, $W workers"
 d="$WORK/n$N"

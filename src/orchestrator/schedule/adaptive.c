@@ -564,38 +564,17 @@ static void a_close(Scheduler *s) {
     free(a);
 }
 
-static const SchedOps adaptive_ops = {
-    .start = a_start,
-    .take = a_take,
-    .more = a_more,
-    .requeue = a_requeue,
-    .cancel = a_cancel,
-    .ended = a_ended,
-    .tick = a_tick,
-    .abandoned = a_abandoned,
-    .announce = a_announce,
-    .complete_on_start = a_complete_on_start,
-    .close = a_close,
-    .continue_flag = "--resume",
-    .shared = 0,
-};
-
-/* --join: the same policy over the joined scheduler, which makes the sweep shared */
-static const SchedOps adaptive_joined_ops = {
-    .start = a_start,
-    .take = a_take,
-    .more = a_more,
-    .requeue = a_requeue,
-    .cancel = a_cancel,
-    .ended = a_ended,
-    .tick = a_tick,
-    .abandoned = a_abandoned,
-    .announce = a_announce,
-    .complete_on_start = a_complete_on_start,
-    .close = a_close,
-    .continue_flag = "--join",
-    .shared = 1,
-};
+/* The same policy alone (--resume continues it) or over the joined scheduler (--join),
+ * which makes the sweep shared. */
+#define ADAPTIVE_OPS(flag, is_shared)                                                              \
+    {                                                                                              \
+        .start = a_start, .take = a_take, .more = a_more, .requeue = a_requeue,                    \
+        .cancel = a_cancel, .ended = a_ended, .tick = a_tick, .abandoned = a_abandoned,            \
+        .announce = a_announce, .complete_on_start = a_complete_on_start, .close = a_close,        \
+        .continue_flag = flag, .shared = is_shared,                                                \
+    }
+static const SchedOps adaptive_ops = ADAPTIVE_OPS("--resume", 0);
+static const SchedOps adaptive_joined_ops = ADAPTIVE_OPS("--join", 1);
 
 /* The rule and the contrasts as text (join/replicate): every process of a joined sweep must
  * decide by the same ones. malloc'd, or NULL. */
