@@ -329,6 +329,53 @@ def routing(sw, last_only=True):
 
 # ---------------------------------------------------------------- baseline
 
+def calibration(sw):
+    """A calibrated fixed-time sweep's trials per configuration (train.calibrate, issue 22),
+    in the runs' configuration order: trials n, median tokens/s with its min and max, the
+    spread max/min - 1, the 1-minute load averages seen when the trials ended (min, max),
+    the hosts and BLAS cores, and the step budget its runs got (/runs calibrated_steps: min
+    and max over its runs, 0 while not all trials are in) with the tokens that means
+    (steps x batch_size x context). Empty for a file without /calibration."""
+    cal = sw.calibration
+    cols = ["config", "group", "trials", "tokens_per_s_median", "tokens_per_s_min",
+            "tokens_per_s_max", "spread", "load1_min", "load1_max", "hosts", "blas_core",
+            "calibrated_steps_min", "calibrated_steps_max", "tokens_per_step",
+            "calibrated_tokens_min", "calibrated_tokens_max"]
+    if cal is None or not len(cal):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    runs = sw.runs
+    order = list(runs["config"].drop_duplicates())
+    order += [c for c in cal["configuration"].drop_duplicates() if c not in order]
+    rows = []
+    for cfg in order:
+        t = cal[cal["configuration"] == cfg]
+        if not len(t):
+            continue
+        tps = t["tokens_per_s"].astype(float).to_numpy()
+        load = t["load1"].astype(float).to_numpy()
+        load = load[np.isfinite(load)]
+        r = runs[runs["config"] == cfg]
+        steps = r["calibrated_steps"].astype(float) if "calibrated_steps" in r else \
+            pd.Series(dtype=float)
+        per_step = np.nan
+        if len(r) and "train.batch_size" in r and "model.context" in r:
+            per_step = float(r["train.batch_size"].iloc[0]) * float(r["model.context"].iloc[0])
+        smin = steps.min() if len(steps) else np.nan
+        smax = steps.max() if len(steps) else np.nan
+        rows.append({
+            "config": cfg, "group": t["group"].iloc[0], "trials": len(t),
+            "tokens_per_s_median": float(np.median(tps)), "tokens_per_s_min": tps.min(),
+            "tokens_per_s_max": tps.max(), "spread": tps.max() / tps.min() - 1,
+            "load1_min": load.min() if len(load) else np.nan,
+            "load1_max": load.max() if len(load) else np.nan,
+            "hosts": " ".join(sorted(set(t["host"]))),
+            "blas_core": " ".join(sorted(set(t["blas_core"]))),
+            "calibrated_steps_min": smin, "calibrated_steps_max": smax,
+            "tokens_per_step": per_step,
+            "calibrated_tokens_min": smin * per_step, "calibrated_tokens_max": smax * per_step})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def _canon(v):
     try:
         return repr(float(v))

@@ -97,6 +97,9 @@ class Sweep:
              file's /base_config), or None for files without it
     declared_family  True when the file pre-declares its family of contrasts (/contrasts,
              an adaptive sweep): its Holm family is not the report's to choose
+    calibration  a calibrated fixed-time sweep's timing trials (/calibration, one row per
+             trial in the order timed: configuration, group, trial, tokens_per_s, seconds,
+             steps, warmup, host, load1, blas_core, utc), or None for files without it
     schema_version, status (the sweep's status attribute), partial (True while any run
     is pending, running or interrupted (schema 2: a status /runs' `unfinished` attribute
     lists; unfinished holds them), or the sweep itself is running)
@@ -109,6 +112,8 @@ class Sweep:
     # a replicate: sweep's /contrasts and /decisions (issue 20; read_replicate), else None
     replicate_contrasts = None
     replicate_decisions = None
+    # a calibrated fixed-time sweep's /calibration (train.calibrate, issue 22), else None
+    calibration = None
 
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
                  base_config=None):
@@ -396,6 +401,8 @@ def _load_once(path):
         # an adaptive sweep's pre-declared family of contrasts (/contrasts, issue 20)
         declared = "contrasts" in f
         replicate = read_replicate(f)
+        calibration = _frame(f["calibration"][()]) if "calibration" in f and \
+            f["calibration"].dtype.names else None
         bad = check_rows(path, f, runs, raw)
     for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
         df = raw[t]
@@ -404,6 +411,7 @@ def _load_once(path):
     if data_files is not None:
         sw.data_files = data_files
     sw.declared_family = declared
+    sw.calibration = calibration
     if replicate is not None:
         sw.replicate_contrasts, sw.replicate_decisions = replicate
     return sw, bad

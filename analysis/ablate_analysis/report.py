@@ -51,6 +51,10 @@ def fsig(x, d=3):
     return "%.*g" % (d, x)
 
 
+def fpct(x, d=1):
+    return "—" if _nan(x) else "%.*f%%" % (d, 100 * x)
+
+
 def fp(p):
     if _nan(p):
         return "—"
@@ -327,6 +331,7 @@ class Report:
                          "tokens/s", "MLP zero frac", "MLP near-zero frac", "MLP max",
                          "attn entropy", "repeating greedy"], rows, ["---"] + ["--:"] * 15))
         self.csv(c, "configs.csv")
+        self.calibration()
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")
         self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP near-zero frac",
@@ -367,6 +372,42 @@ class Report:
         if c["mlp_val_max"].isna().all():
             self.w("No validation-set statistics in this file: run with `--set stats.val=true` "
                    "(docs/metrics.md).", "")
+
+    def calibration(self):
+        """Calibrated fixed time (train.calibrate, issue 22): what each configuration's
+        budget was measured from, and how much the machine varied while it was measured."""
+        cal = A.calibration(self.sw)
+        if not len(cal):
+            return
+        runs = self.sw.runs
+        seconds = runs["train.seconds"].iloc[0] if "train.seconds" in runs else float("nan")
+        self.w("### Calibration (fixed time)", "")
+        worst = cal.loc[cal["spread"].idxmax()]
+        self.w("A calibrated fixed-time comparison: each configuration trained for the tokens "
+               "its own measured throughput would process in train.seconds = %s s on an idle "
+               "core (its runs' step budget: round(median tokens/s x train.seconds / tokens "
+               "per step)), so differences in tokens come from the configurations' speed, not "
+               "from the load when each run happened. The machine varied by up to %s between "
+               "trials of one configuration (%s). *Spread*: max/min - 1 of its trials' "
+               "tokens/s; *load1*: the host's 1-minute load average when each trial ended. "
+               "Every number is in `calibration.csv`; every trial in the file's /calibration."
+               % (fsig(seconds), fpct(worst["spread"]), worst["config"]), "")
+
+        def rng(lo, hi, f):
+            return f(lo) if _nan(hi) or lo == hi else "%s-%s" % (f(lo), f(hi))
+
+        rows = [[x["config"], "%d" % x["trials"], fint(x["tokens_per_s_median"]),
+                 rng(x["tokens_per_s_min"], x["tokens_per_s_max"], fint), fpct(x["spread"]),
+                 rng(x["load1_min"], x["load1_max"], lambda v: fnum(v, 2)), x["hosts"],
+                 x["blas_core"],
+                 rng(x["calibrated_steps_min"], x["calibrated_steps_max"], fint),
+                 rng(x["calibrated_tokens_min"], x["calibrated_tokens_max"], fint)]
+                for _, x in cal.iterrows()]
+        self.w(md_table(["configuration", "trials", "median tokens/s", "min-max tokens/s",
+                         "spread", "load1 min-max", "hosts", "BLAS core", "calibrated steps",
+                         "tokens"], rows,
+                        ["---", "--:", "--:", "--:", "--:", "--:", "---", "---", "--:", "--:"]))
+        self.csv(cal, "calibration.csv")
 
     def routing(self):
         """Mixture of experts and of heads: how each routed block shares its tokens."""
