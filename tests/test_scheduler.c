@@ -411,6 +411,19 @@ static void write_claim(const char *out, const char *id, const char *text) {
     test_write_text(path, text);
 }
 
+static void done_path(const char *out, char *path, size_t n) {
+    char dir[ABL_PATH_MAX];
+    journal_dir_for(out, dir, sizeof dir);
+    snprintf(path, n, "%s/join/done", dir);
+}
+
+static void append_done_line(const char *out, const char *id, const char *result) {
+    char path[ABL_PATH_MAX + 16];
+    done_path(out, path, sizeof path);
+    FILE *f = fopen(path, "a");
+    if (f) fprintf(f, "%s %s\n", id, result), fclose(f);
+}
+
 /* A shared scheduler asks the host before it writes anything: refused, it opens nothing and
  * leaves no file beside the output (the sweep's data check for --join lives in the host). */
 TEST(joined_admit_refused) {
@@ -444,12 +457,18 @@ TEST(joined_done_elsewhere) {
     CHECK_MSG(f.s != NULL, "%s", err);
     if (!f.s) return;
     EXPECT(f.s->ops->shared && strcmp(f.s->ops->continue_flag, "--join") == 0);
-    write_claim(f.out, g_ids[3], "done 20260101T000000Z-elsewhere-1\n");
+    /* run 3 as join_done() leaves it: its claim, and its line in join/done */
+    write_claim(f.out, g_ids[3],
+                "done 20260101T000000Z-elsewhere-1\nresult done 0x1p-1 0 0x1p+0\n");
+    append_done_line(f.out, g_ids[3], "done 0x1p-1 0 0x1p+0");
+    long reads = join_claim_reads();
     EXPECT(sched_start(f.s, g_runs, N_RUNS) == 0);
-    EXPECT(f.host.elsewhere[3] == 1);
+    EXPECT(f.host.elsewhere[3] == 1 && f.host.res[3].final_val_loss == 0.5);
+    EXPECT(join_claim_reads() == reads); /* learned from join/done, no claim read */
     g_now = clock_seconds();
     EXPECT(take(&f) == 1);
-    write_claim(f.out, g_ids[0], "done 20260101T000000Z-elsewhere-1\n"); /* meanwhile */
+    /* meanwhile, without its line (its process killed between the two): met at its claim */
+    write_claim(f.out, g_ids[0], "done 20260101T000000Z-elsewhere-1\n");
     EXPECT(take(&f) == 4);
     EXPECT(take(&f) == 2);
     EXPECT(f.host.elsewhere[0] == 1);
@@ -463,9 +482,9 @@ TEST(joined_done_elsewhere) {
     sched_close(f.s);
 }
 
-/* A done claim carries its run's result, exactly (a replicate: sweep decides from it in
- * every process): what one joined process ended, another hears bit for bit. */
-TEST(joined_result_in_claim) {
+/* What one joined process ended, another hears bit for bit: from join/done, or from the
+ * claims when the sweep has none. */
+static void result_heard(int via_log) {
     Fixture f, g;
     if (setup(&f, &IMPLS[1]) != 0) return;
     int a = take(&f), b = take(&f);
@@ -475,8 +494,12 @@ TEST(joined_result_in_claim) {
     sched_ended(f.s, a, &e);
     EndEvent d = result(RUN_DIVERGED, NAN);
     sched_ended(f.s, b, &d);
+    char done[ABL_PATH_MAX + 16];
+    done_path(f.out, done, sizeof done);
+    if (!via_log) EXPECT(unlink(done) == 0); /* a sweep begun by an older ablate */
     /* a second process on the same sweep */
     char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    long reads = join_claim_reads();
     memset(&g, 0, sizeof g);
     journal_path_for(f.out, journal, sizeof journal);
     SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
@@ -493,6 +516,52 @@ TEST(joined_result_in_claim) {
         r = &g.host.res[b];
         EXPECT(g.host.elsewhere[b] == 1 && r->status == RUN_DIVERGED && r->unstable &&
                isnan(r->final_val_loss));
+        /* from join/done: no claim read; without it, every run's claim */
+        long claim_reads = join_claim_reads() - reads;
+        CHECK_MSG(via_log ? claim_reads == 0 : claim_reads >= N_RUNS - 1, "%ld claim reads",
+                  claim_reads);
+        sched_close(g.s);
+    }
+    teardown(&f);
+}
+
+/* A done claim carries its run's result, exactly (a replicate: sweep decides from it in
+ * every process), and so does its line in join/done, which a process joining later reads
+ * instead of every run's claim (issue 18: claim reads grew with processes x runs). */
+TEST(joined_result_in_claim) {
+    result_heard(0);
+}
+TEST(joined_result_in_done_log) {
+    result_heard(1);
+}
+
+/* join/done is a hint: a torn line (a full disk mid-write) or one in the middle of being
+ * written is skipped, and the runs after it are still read; a run it misses is found at its
+ * claim when met. */
+TEST(joined_done_log_torn) {
+    Fixture f, g;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    int a = take(&f), b = take(&f);
+    EndEvent e = result(RUN_DONE, 0.25);
+    sched_ended(f.s, a, &e);
+    char done[ABL_PATH_MAX + 16];
+    done_path(f.out, done, sizeof done);
+    FILE *fp = fopen(done, "a");
+    if (fp) fputs("0123456789abcdef done 0x1p-2", fp), fclose(fp); /* torn: no newline */
+    append_done_line(f.out, "garbage", "line"); /* glued to it: not a line that reads */
+    sched_ended(f.s, b, &e);
+    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    memset(&g, 0, sizeof g);
+    journal_path_for(f.out, journal, sizeof journal);
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
+    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
+    g.s = scheduler_open(&cfg, &h, journal, err);
+    CHECK_MSG(g.s != NULL, "%s", err);
+    if (g.s) {
+        EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
+        EXPECT(g.host.elsewhere[a] == 1 && g.host.elsewhere[b] == 1);
+        EXPECT(g.host.res[b].final_val_loss == 0.25);
+        EXPECT(g.host.failed == 0);
         sched_close(g.s);
     }
     teardown(&f);

@@ -23,6 +23,12 @@
 #include "orchestrator/record/view_check.h"
 #include "util/log.h"
 
+#define CLAIM_TEXT_MAX   (JOIN_NAME_MAX + 160) /* a done claim's result line included */
+#define JOIN_ALIVE_CACHE 64
+/* seconds a holder found alive is taken to be: a gone one is seen late by at most this,
+ * against a lease of a minute */
+#define JOIN_ALIVE_FOR 1.0
+
 struct Join {
     char dir[ABL_PATH_MAX];   /* OUT.h5.d/join */
     char name[JOIN_NAME_MAX]; /* this process */
@@ -31,9 +37,20 @@ struct Join {
     double last_beat;      /* clock of our last touch (caller's clock) */
     struct timespec mtime; /* our heartbeat's mtime after the last touch (file system clock) */
     int lock_fd;           /* join/lock */
+    int done_fd;           /* join/done, appended to (-1: a sweep begun without one) */
+    long long done_off;    /* of its next line not read yet */
+    /* holders found alive lately: every look at a run another process holds would probe
+     * its journal's lock again (an open and a flock per look: with many processes, most
+     * of a claimed run's system calls) */
+    struct {
+        char name[JOIN_NAME_MAX];
+        double at; /* clock_seconds() of the probe */
+    } alive_seen[JOIN_ALIVE_CACHE];
+    int n_alive_seen;
 };
 
-#define CLAIM_TEXT_MAX (JOIN_NAME_MAX + 160) /* a done claim's result line included */
+/* read_claim calls of the process (tests: what a start-up costs in claim files read) */
+static long g_claim_reads;
 
 static int mkdir_p1(const char *path) {
     return mkdir(path, 0777) == 0 || errno == EEXIST ? 0 : -1;
@@ -145,7 +162,7 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
                 char err[ABL_ERR_MAX]) {
     Join *j = calloc(1, sizeof *j);
     if (!j) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
-    j->lock_fd = -1;
+    j->lock_fd = j->done_fd = -1;
     j->lease = lease > 0 ? lease : JOIN_DEFAULT_LEASE;
     char base[ABL_PATH_MAX], host[64] = "", stamp[32];
     if (journal_dir_for(out_path, base, sizeof base) != 0 ||
@@ -184,6 +201,18 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
         snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
+    /* join/done is made with the sweep, before its plan: a sweep that has one has every
+     * done run in it but those of a process killed between its claim and its line (and,
+     * while a claim is renamed, the line being written); one begun without it (by an older
+     * ablate) is read claim by claim */
+    path_in(j, path, sizeof path, "plan", NULL);
+    int first = access(path, F_OK) != 0 && errno == ENOENT;
+    path_in(j, path, sizeof path, "done", NULL);
+    j->done_fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | (first ? O_CREAT : 0), 0666);
+    if (j->done_fd < 0 && (first || errno != ENOENT)) {
+        snprintf(err, ABL_ERR_MAX, "cannot open %s: %s", path, strerror(errno));
+        goto fail;
+    }
     /* before this process leaves any trace: a refused one must not look like a member */
     if (check_plan(j, p, replicate, err) != 0) goto fail;
     path_in(j, path, sizeof path, "procs", j->name);
@@ -203,6 +232,7 @@ fail:
 void join_close(Join *j) {
     if (!j) return;
     if (j->lock_fd >= 0) close(j->lock_fd);
+    if (j->done_fd >= 0) close(j->done_fd);
     if (j->alive[0]) unlink(j->alive); /* we are gone: our claims can be taken at once */
     free(j);
 }
@@ -231,6 +261,7 @@ typedef enum { C_NONE, C_HELD, C_RELEASED, C_DONE, C_UNREADABLE } ClaimState;
 
 static ClaimState read_claim(const char *path, char holder[JOIN_NAME_MAX]) {
     holder[0] = '\0';
+    g_claim_reads++;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? C_NONE : C_UNREADABLE;
     char t[CLAIM_TEXT_MAX + 1];
@@ -267,10 +298,35 @@ static double ts_diff(struct timespec a, struct timespec b) {
     return (double)(a.tv_sec - b.tv_sec) + 1e-9 * (double)(a.tv_nsec - b.tv_nsec);
 }
 
+static int holder_gone_now(Join *j, const char *name);
+
 /* Is process NAME gone? Its journal's flock is free, or its heartbeat is older than the
- * lease (or missing: it left). */
+ * lease (or missing: it left). A holder found alive is taken to be for JOIN_ALIVE_FOR. */
 static int holder_gone(Join *j, const char *name) {
     if (!strcmp(name, j->name)) return 0;
+    double now = clock_seconds();
+    int slot = -1;
+    for (int k = 0; k < j->n_alive_seen; k++)
+        if (!strcmp(j->alive_seen[k].name, name)) slot = k;
+    if (slot >= 0 && now - j->alive_seen[slot].at < JOIN_ALIVE_FOR) return 0;
+    int gone = holder_gone_now(j, name);
+    if (!gone) { /* remembered, in its slot, a free one, or the oldest's */
+        if (slot < 0 && j->n_alive_seen < JOIN_ALIVE_CACHE) slot = j->n_alive_seen++;
+        if (slot < 0) {
+            slot = 0;
+            for (int k = 1; k < j->n_alive_seen; k++)
+                if (j->alive_seen[k].at < j->alive_seen[slot].at) slot = k;
+        }
+        snprintf(j->alive_seen[slot].name, JOIN_NAME_MAX, "%s", name);
+        j->alive_seen[slot].at = now;
+    } else if (slot >= 0) {
+        j->alive_seen[slot].at = -1e300; /* probe it again next time */
+    }
+    return gone;
+}
+
+/* holder_gone without the memory of live holders */
+static int holder_gone_now(Join *j, const char *name) {
     char path[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
     join_journal_of(j, name, path, sizeof path);
     /* not journal_lock_existing: that one carries on where flock is unsupported, which here
@@ -312,7 +368,7 @@ ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MA
 typedef int (*ClaimCheck)(Join *j, ClaimState s, const char *holder);
 
 static int replace(Join *j, const char *id, const char *state, const char *more, ClaimCheck check,
-                   char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
+                   const char *log_line, char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
     char path[ABL_PATH_MAX + 64], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 64];
     claim_path(j, id, path, sizeof path);
     if (flock(j->lock_fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP) {
@@ -327,6 +383,13 @@ static int replace(Join *j, const char *id, const char *state, const char *more,
             snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(errno));
             unlink(tmp);
             rc = -1;
+        } else if (log_line && j->done_fd >= 0) {
+            /* one write under the lock: lines do not interleave (O_APPEND alone would not
+             * promise it on NFS). A failed or short one only costs readers a claim read */
+            size_t len = strlen(log_line);
+            if (write(j->done_fd, log_line, len) != (ssize_t)len)
+                log_warn("cannot append to %s/done: %s (the claim says it)", j->dir,
+                         strerror(errno));
         }
     }
     flock(j->lock_fd, LOCK_UN);
@@ -383,23 +446,71 @@ ClaimResult join_claim(Join *j, const char *id, char prev[JOIN_NAME_MAX], char e
     r = join_peek(j, id, &mine, prev);
     if (r != CLAIM_MINE) return r;
 take_over:;
-    int rc = replace(j, id, "held", NULL, still_takeable, prev, err);
+    int rc = replace(j, id, "held", NULL, still_takeable, NULL, prev, err);
     return rc < 0 ? CLAIM_ERROR : rc == 0 ? CLAIM_TAKEN : CLAIM_BUSY;
 }
 
 int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]) {
     char prev[JOIN_NAME_MAX];
-    return replace(j, id, "released", NULL, ours, prev, err);
+    return replace(j, id, "released", NULL, ours, NULL, prev, err);
 }
 
 /* The result line of a done claim: %a prints every double exactly (and strtod reads it
  * back), so each process decides from the very loss the journal holds. */
 int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_MAX]) {
-    char prev[JOIN_NAME_MAX], more[128];
+    char prev[JOIN_NAME_MAX], more[128], line[160];
     int st = res->status >= 0 && res->status < RUN_STATUS_COUNT ? (int)res->status : RUN_DONE;
     snprintf(more, sizeof more, "result %s %a %d %a\n", run_status_names[st], res->final_val_loss,
              res->unstable ? 1 : 0, res->train_seconds);
-    return replace(j, id, "done", more, not_done, prev, err);
+    snprintf(line, sizeof line, "%s %s", id, more + strlen("result "));
+    return replace(j, id, "done", more, not_done, line, prev, err);
+}
+
+/* "STATUS LOSS UNSTABLE SECONDS" (a claim's result line without its word) into res */
+static int parse_result(const char *text, JoinResult *res) {
+    char status[32], loss[64], secs[64];
+    int unstable;
+    if (sscanf(text, "%31s %63s %d %63s", status, loss, &unstable, secs) != 4) return 0;
+    int k = 0;
+    while (k < RUN_STATUS_COUNT && strcmp(run_status_names[k], status) != 0)
+        k++;
+    if (k == RUN_STATUS_COUNT) return 0;
+    *res = (JoinResult){(RunStatus)k, strtod(loss, NULL), unstable != 0, strtod(secs, NULL)};
+    return 1;
+}
+
+int join_done_read(Join *j, JoinDoneFn fn, void *ctx) {
+    if (j->done_fd < 0) return -1;
+    int count = 0;
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = pread(j->done_fd, chunk, sizeof chunk - 1, (off_t)j->done_off);
+        if (n <= 0) break;
+        chunk[n] = '\0';
+        char *line = chunk, *nl;
+        while ((nl = strchr(line, '\n'))) { /* a line without its newline: next time */
+            *nl = '\0';
+            JoinResult res;
+            /* "ID STATUS ...": a line that does not read so (a torn write) is skipped; its
+             * run is found by its claim */
+            if (nl - line > 17 && line[16] == ' ' && parse_result(line + 17, &res)) {
+                line[16] = '\0';
+                fn(ctx, line, &res);
+                count++;
+            }
+            line = nl + 1;
+        }
+        long long used = line - chunk;
+        int at_end = n < (ssize_t)sizeof chunk - 1;
+        if (used == 0 && !at_end) used = n; /* 64 KiB without a newline: not ours, skipped */
+        j->done_off += used;
+        if (at_end) break;
+    }
+    return count;
+}
+
+long join_claim_reads(void) {
+    return g_claim_reads;
 }
 
 int join_result(Join *j, const char *id, JoinResult *res) {
@@ -412,17 +523,9 @@ int join_result(Join *j, const char *id, JoinResult *res) {
     close(fd);
     if (n <= 0) return 0;
     t[n] = '\0';
-    char *line = strchr(t, '\n'), status[32], loss[64], secs[64];
-    int unstable;
-    if (strncmp(t, "done ", 5) != 0 || !line ||
-        sscanf(line + 1, "result %31s %63s %d %63s", status, loss, &unstable, secs) != 4)
-        return 0;
-    int k = 0;
-    while (k < RUN_STATUS_COUNT && strcmp(run_status_names[k], status) != 0)
-        k++;
-    if (k == RUN_STATUS_COUNT) return 0;
-    *res = (JoinResult){(RunStatus)k, strtod(loss, NULL), unstable != 0, strtod(secs, NULL)};
-    return 1;
+    char *line = strchr(t, '\n');
+    if (strncmp(t, "done ", 5) != 0 || !line || strncmp(line + 1, "result ", 7) != 0) return 0;
+    return parse_result(line + 8, res);
 }
 
 int join_holds(Join *j, const char *id) {

@@ -16,6 +16,9 @@
  *   claims/ID           who has run ID: "held NAME", "released NAME" or "done NAME"; a done
  *                       claim's second line is the run's result ("result STATUS LOSS UNSTABLE
  *                       SECONDS", floats in %a: exact), which a replicate: sweep decides from
+ *   done                one line per run whose claim says done, with its result: appended
+ *                       under the lock as the claim is written, so that a process learns
+ *                       what the others finished by reading one file (join_done_read)
  *   replicate           a replicate: sweep's rule and contrasts (or "none"), written by the
  *                       first process like plan; a process with others is refused
  *
@@ -97,6 +100,17 @@ int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_M
 /* The result a done claim carries: 1, or 0 when the claim is not done or carries none (one
  * written by an older ablate: *res then says done, with no loss). */
 int join_result(Join *j, const char *id, JoinResult *res);
+/* join/done, the runs whose claims say done, one line each ("ID STATUS LOSS UNSTABLE
+ * SECONDS", the claim's result), appended under join/lock as each claim is written: calls fn
+ * for each complete line not read before. A process learns what the others finished from it
+ * without reading a claim per run (issue 18: with P processes, every run's claim was read by
+ * each of them). A run may be done without its line (its process was killed between the
+ * two): its claim still says so. The count of lines read, or -1 when the sweep has no such
+ * file (begun by an older ablate: read the claims). */
+typedef void (*JoinDoneFn)(void *ctx, const char *id, const JoinResult *res);
+int join_done_read(Join *j, JoinDoneFn fn, void *ctx);
+/* Claim files read by this process so far (tests: what learning the finished runs costs). */
+long join_claim_reads(void);
 /* 1 while claims/ID names us as its holder. */
 int join_holds(Join *j, const char *id);
 /* Touches the heartbeat when a quarter of the lease has passed since the last touch;

@@ -9,6 +9,7 @@
 
 #include "util/log.h"
 #include "join.h"
+#include "orchestrator/plan/id_index.h"
 #include "scheduler.h"
 #include "util/clock.h"
 #include "util/grow.h"
@@ -37,7 +38,10 @@ typedef struct {
     int unfinished;      /* queue position before which every run is finished */
     double next_scan;    /* when to look for a run again after finding none */
     int failed;          /* an I/O error was reported: the sweep stops */
-    JoinSource *src;     /* their journals, read for takeovers */
+    char (*ids)[17];     /* the runs' ids, indexed (ix) for join/done's lines */
+    IdIndex ix;
+    double next_learn; /* when to read join/done again (sched_joined_claim) */
+    JoinSource *src;   /* their journals, read for takeovers */
     int n_src;
     size_t cap_src;
 } Joined;
@@ -61,16 +65,36 @@ static void done_elsewhere(Joined *J, int i) {
     finished_elsewhere(J, i, &res);
 }
 
+/* A line of join/done: the run is finished, unless it is one of ours in flight (a run done
+ * by another process while we train it is abandoned by j_tick, from its claim). */
+static void logged_done(void *ctx, const char *id, const JoinResult *res) {
+    Joined *J = ctx;
+    int i = id_index_find(&J->ix, id);
+    if (i < 0 || J->st[i].finished || J->st[i].held) return;
+    finished_elsewhere(J, i, res);
+}
+
+/* What the other processes finished since we last looked, from join/done: -1 when the
+ * sweep has none (its claims tell, one by one). */
+static int learn_done(Joined *J) {
+    return join_done_read(J->join, logged_done, J);
+}
+
 static int j_start(Scheduler *s, const SchedRun *runs, int n) {
     Joined *J = (Joined *)s;
     if (sched_keep_runs(s, runs, n) != 0 || !(J->st = calloc((size_t)n + 1, sizeof *J->st)) ||
         !(J->queue = malloc(sizeof(int) * (size_t)(n + 1))) ||
-        !(J->ready = malloc(sizeof(int) * (size_t)(n + 1))))
+        !(J->ready = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(J->ids = calloc((size_t)n + 1, sizeof *J->ids)))
         return -1;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         J->st[i].finished = (uint8_t)(runs[i].finished != 0);
+        snprintf(J->ids[i], sizeof J->ids[i], "%s", runs[i].id ? runs[i].id : "");
+    }
+    if (id_index_build(&J->ix, J->ids[0], sizeof J->ids[0], n) != 0) return -1;
     J->n_queue = sched_order(runs, n, J->queue);
-    for (int q = 0; q < J->n_queue; q++) { /* what the other processes finished already */
+    if (learn_done(J) >= 0) return 0;      /* what the other processes finished already */
+    for (int q = 0; q < J->n_queue; q++) { /* no join/done: every claim */
         int mine, i = J->queue[q];
         char prev[JOIN_NAME_MAX];
         if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE) done_elsewhere(J, i);
@@ -144,6 +168,7 @@ static int j_take(Scheduler *s, double now) {
     }
     if (now < J->next_scan) return -1; /* rank 0 polls often: not the claims each time */
     J->next_scan = now + 0.2;
+    learn_done(J); /* runs finished elsewhere need no look at their claims */
     for (int q = J->unfinished; q < J->n_queue && !J->failed; q++) {
         int i = J->queue[q];
         JoinedRun *r = &J->st[i];
@@ -224,6 +249,11 @@ int sched_joined_claim(Scheduler *s, int run) {
     Joined *J = (Joined *)s;
     if (run < 0 || run >= s->n || J->failed) return -1;
     JoinedRun *r = &J->st[run];
+    double now = clock_seconds();
+    if (!r->finished && !r->held && now >= J->next_learn) { /* adaptive.c asks run by run */
+        J->next_learn = now + 0.2;
+        learn_done(J);
+    }
     if (r->finished) return 2;
     if (r->held && !r->lost) return 1;
     r->held = r->lost = 0;
@@ -294,6 +324,8 @@ static void j_close(Scheduler *s) {
         if (J->src[k].r) journal_reader_close(J->src[k].r);
     }
     free(J->src);
+    id_index_free(&J->ix);
+    free(J->ids);
     free(J->ready);
     free(J->queue);
     free(J->st);
