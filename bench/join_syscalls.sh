@@ -34,7 +34,7 @@ command -v strace >/dev/null || { echo "join_syscalls.sh: needs strace (apt-get 
 bench_ablate_setup
 WORK="$(mktemp -d "$DIR/join_syscalls.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-echo "join_syscalls: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(stat -f -c %T "$WORK") at $DIR, commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $P process(es), $N and $((2 * N)) runs"
+echo "join_syscalls: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(stat -f -c %T "$WORK") at $DIR, $("$BUILD/ablate" --version 2>/dev/null || echo "ablate ?"), $P process(es), $N and $((2 * N)) runs"
 
 # sweep RUNS REP: P joined processes on a sweep of RUNS runs; sums their counts into
 # $WORK/counts.RUNS.REP ("name count" lines: every system call, and open:WHAT by path).

@@ -4,6 +4,7 @@
  * whose result leaves its question open, to show that the interface carries such a policy.
  * Then what only the joined one does: runs other processes finished, and a run taken over
  * from us. Time is passed in explicitly, so nothing here waits. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,6 +418,18 @@ static void done_path(const char *out, char *path, size_t n) {
     snprintf(path, n, "%s/join/done", dir);
 }
 
+/* join/done without the line of run id */
+static void drop_done_line(const char *out, const char *id) {
+    char path[ABL_PATH_MAX + 16], line[256], keep[4096] = "";
+    done_path(out, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, id, strlen(id)) != 0 && strlen(keep) + strlen(line) < sizeof keep)
+            strcat(keep, line);
+    if (f) fclose(f);
+    test_write_text(path, keep);
+}
+
 static void append_done_line(const char *out, const char *id, const char *result) {
     char path[ABL_PATH_MAX + 16];
     done_path(out, path, sizeof path);
@@ -565,6 +578,69 @@ TEST(joined_done_log_torn) {
         sched_close(g.s);
     }
     teardown(&f);
+}
+
+static int claim_files(const char *out) {
+    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 32];
+    journal_dir_for(out, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/join/claims", dir);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static int compacted(const char *out) {
+    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 32];
+    journal_dir_for(out, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/join/compacted", dir);
+    return access(path, F_OK) == 0;
+}
+
+/* The process that sees the sweep complete folds the claims into join/done and removes
+ * them (issue 18: one file per run left behind, 10^5 inodes at 10^5 runs); a run whose
+ * line was missing (its process killed between claim and line) gets it from its claim; a
+ * process joining later learns every run from join/done. With a claim that does not say
+ * done, nothing is removed. */
+static void compact_case(int lose_line, int bad_claim) {
+    Fixture f, g;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    EndEvent e = result(RUN_DONE, 0.75);
+    for (int run; (run = take(&f)) >= 0;)
+        sched_ended(f.s, run, &e);
+    EXPECT(!sched_more(f.s) && claim_files(f.out) == N_TODO);
+    if (lose_line || bad_claim) drop_done_line(f.out, g_ids[ORDER[2]]);
+    if (bad_claim) write_claim(f.out, g_ids[ORDER[2]], "held 20260101T000000Z-gone-1\n");
+    teardown(&f); /* sched_close: the sweep is complete here */
+    EXPECT(claim_files(f.out) == (bad_claim ? N_TODO : 0) && compacted(f.out) == !bad_claim);
+    if (bad_claim) return;
+    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    memset(&g, 0, sizeof g);
+    journal_path_for(f.out, journal, sizeof journal);
+    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
+    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
+    g.s = scheduler_open(&cfg, &h, journal, err);
+    CHECK_MSG(g.s != NULL, "%s", err);
+    if (!g.s) return;
+    long reads = join_claim_reads();
+    EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
+    for (int k = 0; k < N_TODO; k++)
+        EXPECT(g.host.elsewhere[ORDER[k]] == 1 && g.host.res[ORDER[k]].final_val_loss == 0.75);
+    EXPECT(!sched_more(g.s) && join_claim_reads() == reads);
+    sched_close(g.s);
+    EXPECT(claim_files(f.out) == 0);
+}
+
+TEST(joined_compact) {
+    compact_case(0, 0);
+}
+TEST(joined_compact_missing_line) {
+    compact_case(1, 0);
+}
+TEST(joined_compact_refused) {
+    compact_case(0, 1);
 }
 
 /* Another process took a run of ours over (we did not renew our lease): after the next

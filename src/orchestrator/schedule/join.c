@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "util/grow.h"
+#include "orchestrator/plan/id_index.h"
 #include "orchestrator/record/journal.h"
 #include "orchestrator/record/view_check.h"
 #include "util/log.h"
@@ -507,6 +508,91 @@ int join_done_read(Join *j, JoinDoneFn fn, void *ctx) {
         if (at_end) break;
     }
     return count;
+}
+
+/* join_compact's reading of join/done: the ids it has a line for */
+typedef struct {
+    char (*ids)[17];
+    int n;
+    size_t cap;
+} IdList;
+
+static void collect_id(void *ctx, const char *id, const JoinResult *res) {
+    (void)res;
+    IdList *l = ctx;
+    if (GROW(l->ids, l->cap, (size_t)l->n + 1) == 0) snprintf(l->ids[l->n++], 17, "%s", id);
+}
+
+static int compacted_path(const Join *j, char *buf, size_t n) {
+    return snprintf(buf, n, "%s/compacted", j->dir) < (int)n ? 0 : -1;
+}
+
+int join_compact(Join *j, const char (*ids)[17], int n, char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 64], mark[ABL_PATH_MAX + 32], holder[JOIN_NAME_MAX];
+    if (j->done_fd < 0 || compacted_path(j, mark, sizeof mark) != 0) return 0;
+    if (access(mark, F_OK) == 0) return 0; /* another process did it */
+    if (flock(j->lock_fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP) {
+        snprintf(err, ABL_ERR_MAX, "cannot lock %s/lock: %s", j->dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    IdList seen = {0};
+    IdIndex ix = {0};
+    long long off = j->done_off;
+    j->done_off = 0; /* the whole file, under the lock: nobody appends meanwhile */
+    join_done_read(j, collect_id, &seen);
+    j->done_off = off > j->done_off ? off : j->done_off;
+    if (access(mark, F_OK) == 0 ||
+        id_index_build(&ix, seen.n ? seen.ids[0] : "", sizeof seen.ids[0], seen.n) != 0)
+        goto out;
+    /* a run without its line (its process was killed between its claim and the line) gets
+     * it now from its claim; a run whose claim does not say done stops the compaction */
+    for (int i = 0; i < n; i++) {
+        if (!ids[i][0] || (seen.n && id_index_find(&ix, ids[i]) >= 0)) continue;
+        JoinResult res;
+        claim_path(j, ids[i], path, sizeof path);
+        if (read_claim(path, holder) != C_DONE || !join_result(j, ids[i], &res)) goto out;
+        char line[160];
+        int len =
+            snprintf(line, sizeof line, "%s %s %a %d %a\n", ids[i], run_status_names[res.status],
+                     res.final_val_loss, res.unstable ? 1 : 0, res.train_seconds);
+        if (write(j->done_fd, line, (size_t)len) != len) {
+            snprintf(err, ABL_ERR_MAX, "cannot append to %s/done: %s", j->dir, strerror(errno));
+            rc = -1;
+            goto out;
+        }
+    }
+    /* join/done now says what the claims said, durably, before any claim goes */
+    if (fsync(j->done_fd) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot sync %s/done: %s", j->dir, strerror(errno));
+        rc = -1;
+        goto out;
+    }
+    int removed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ids[i][0]) continue;
+        claim_path(j, ids[i], path, sizeof path);
+        removed += unlink(path) == 0;
+    }
+    char tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 48];
+    snprintf(tmp, sizeof tmp, "%s.%s", mark, j->name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    char text[64];
+    int len = snprintf(text, sizeof text, "%d claims\n", removed);
+    int ok = fd >= 0 && write(fd, text, (size_t)len) == len;
+    if (fd >= 0) close(fd);
+    if (!ok || rename(tmp, mark) != 0) {
+        unlink(tmp);
+        snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", mark, strerror(errno));
+        rc = -1;
+        goto out;
+    }
+    rc = removed;
+out:
+    flock(j->lock_fd, LOCK_UN);
+    id_index_free(&ix);
+    free(seen.ids);
+    return rc;
 }
 
 long join_claim_reads(void) {

@@ -19,6 +19,8 @@
  *   done                one line per run whose claim says done, with its result: appended
  *                       under the lock as the claim is written, so that a process learns
  *                       what the others finished by reading one file (join_done_read)
+ *   compacted           written once the sweep is complete and every claim is folded into
+ *                       done and removed (join_compact)
  *   replicate           a replicate: sweep's rule and contrasts (or "none"), written by the
  *                       first process like plan; a process with others is refused
  *
@@ -109,6 +111,15 @@ int join_result(Join *j, const char *id, JoinResult *res);
  * file (begun by an older ablate: read the claims). */
 typedef void (*JoinDoneFn)(void *ctx, const char *id, const JoinResult *res);
 int join_done_read(Join *j, JoinDoneFn fn, void *ctx);
+/* Every run of the sweep is finished (ids: the plan's, "" for none): the claims are
+ * folded into join/done, which keeps the sweep's record of what is done, so that a sweep of
+ * 10^5 runs does not leave 10^5 files behind (issue 18: inodes on a parallel file system).
+ * Under the lock: a run whose line is missing gets it from its claim, join/done is synced,
+ * then every claim is removed and join/compacted written; a process joining later learns
+ * everything from join/done. Nothing is removed if a claim does not say done, if the sweep
+ * has no join/done, or once join/compacted exists. The claims removed (0: none), or -1 with
+ * a message. */
+int join_compact(Join *j, const char (*ids)[17], int n, char err[ABL_ERR_MAX]);
 /* Claim files read by this process so far (tests: what learning the finished runs costs). */
 long join_claim_reads(void);
 /* 1 while claims/ID names us as its holder. */

@@ -38,7 +38,7 @@ typedef struct {
     int unfinished;      /* queue position before which every run is finished */
     double next_scan;    /* when to look for a run again after finding none */
     int failed;          /* an I/O error was reported: the sweep stops */
-    char (*ids)[17];     /* the runs' ids, indexed (ix) for join/done's lines */
+    char (*ids)[17];     /* the runs' ids ("" if finished before), indexed (ix) for join/done */
     IdIndex ix;
     double next_learn; /* when to read join/done again (sched_joined_claim) */
     JoinSource *src;   /* their journals, read for takeovers */
@@ -89,7 +89,9 @@ static int j_start(Scheduler *s, const SchedRun *runs, int n) {
         return -1;
     for (int i = 0; i < n; i++) {
         J->st[i].finished = (uint8_t)(runs[i].finished != 0);
-        snprintf(J->ids[i], sizeof J->ids[i], "%s", runs[i].id ? runs[i].id : "");
+        /* "" for a run finished before (not one of the sweep's claims) */
+        snprintf(J->ids[i], sizeof J->ids[i], "%s",
+                 runs[i].id && !runs[i].finished ? runs[i].id : "");
     }
     if (id_index_build(&J->ix, J->ids[0], sizeof J->ids[0], n) != 0) return -1;
     J->n_queue = sched_order(runs, n, J->queue);
@@ -319,6 +321,15 @@ static int j_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
 
 static void j_close(Scheduler *s) {
     Joined *J = (Joined *)s;
+    int all = J->ids && !J->failed;
+    for (int i = 0; all && i < s->n; i++)
+        all = J->st[i].finished;
+    if (all) { /* the sweep is complete: its claims are folded into join/done */
+        char err[ABL_ERR_MAX];
+        int removed = join_compact(J->join, (const char(*)[17])J->ids, s->n, err);
+        if (removed < 0) log_warn("%s", err);
+        if (removed > 0) log_info("%d claims folded into join/done", removed);
+    }
     for (int k = 0; k < J->n_src; k++) {
         resume_free(&J->src[k].rs);
         if (J->src[k].r) journal_reader_close(J->src[k].r);
