@@ -34,3 +34,20 @@ bench_ablate_setup() {
     [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$BUILD" -j2 --target ablate >/dev/null
 }
+
+# bench_tiny_spec FILE N WHAT: a spec of N tiny runs (micro preset, 1 step, batch 1, a
+# 16-token eval, no statistics or samples) on $CORPUS, for the benches of rank 0's cost per
+# run (resume_time, rank0_memory, join_syscalls): training takes ~1 ms, so what is measured
+# is the sweep around it.
+bench_tiny_spec() {
+    cat >"$1" <<YAML
+description: $3 ($2 tiny runs)
+data: {path: "$CORPUS", tokenizer: char, val_fraction: 0.1}
+base:
+  preset: micro
+  train: {steps: 1, batch_size: 1, eval_tokens: 16, log_every: 1}
+  stats: {every: 0}
+  sample: {tokens: 0}
+seeds: $2
+YAML
+}

@@ -41,16 +41,7 @@ echo "join_syscalls: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/
 sweep() {
     local runs="$1" d="$WORK/r$1.$2" i pids=()
     mkdir -p "$d"
-    cat >"$d/spec.yaml" <<YAML
-description: join syscalls bench ($runs tiny runs)
-data: {path: "$CORPUS", tokenizer: char, val_fraction: 0.1}
-base:
-  preset: micro
-  train: {steps: 1, batch_size: 1, eval_tokens: 16, log_every: 1}
-  stats: {every: 0}
-  sample: {tokens: 0}
-seeds: $runs
-YAML
+    bench_tiny_spec "$d/spec.yaml" "$runs" "join syscalls bench"
     for i in $(seq 1 "$P"); do
         (cd "$d" && exec strace -f -qq -o "strace.$i" "$BUILD/ablate" run spec.yaml -o out.h5 --join >"log.$i" 2>&1) &
         pids+=($!)

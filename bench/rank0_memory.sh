@@ -48,16 +48,7 @@ echo "rank0_memory: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg
 for n in $RUNS; do
     d="$WORK/n$n"
     rm -rf "$d" && mkdir -p "$d/shim"
-    cat >"$d/spec.yaml" <<YAML
-description: rank 0 memory bench ($n tiny runs)
-data: {path: "$CORPUS", tokenizer: char, val_fraction: 0.1}
-base:
-  preset: micro
-  train: {steps: 1, batch_size: 1, eval_tokens: 16, log_every: 1}
-  stats: {every: 0}
-  sample: {tokens: 0}
-seeds: $n
-YAML
+    bench_tiny_spec "$d/spec.yaml" "$n" "rank 0 memory bench"
     t0=$(date +%s.%N)
     mpirun -n $((W + 1)) --oversubscribe -x LD_PRELOAD="$SHIM" -x SWEEP_SHIM_DIR="$d/shim" \
         "$BUILD/ablate" run "$d/spec.yaml" -o "$d/out.h5" --view-interval "$VIEW" >"$d/log" 2>&1 ||

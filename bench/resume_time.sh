@@ -31,16 +31,7 @@ if [ -n "$OUT" ]; then mkdir -p "$OUT"; WORK="$(realpath "$OUT")"; else WORK="$(
 echo "resume_time: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $N runs, $W workers"
 d="$WORK/n$N"
 rm -rf "$d" && mkdir -p "$d"
-cat >"$d/spec.yaml" <<YAML
-description: resume time bench ($N tiny runs)
-data: {path: "$CORPUS", tokenizer: char, val_fraction: 0.1}
-base:
-  preset: micro
-  train: {steps: 1, batch_size: 1, eval_tokens: 16, log_every: 1}
-  stats: {every: 0}
-  sample: {tokens: 0}
-seeds: $N
-YAML
+bench_tiny_spec "$d/spec.yaml" "$N" "resume time bench"
 # The driver: launches the job in its own session, stamps rank 0's lines as they arrive
 # (monotonic clock), and SIGKILLs every process of that session when told to.
 cat >"$d/drive.py" <<'PY'

@@ -455,20 +455,27 @@ TEST(joined_admit_refused) {
     sched_close(s);
 }
 
+/* A joined process on the sweep of out (g.out set to it): 0, or -1 after a failed check. */
+static int open_joined_at(Fixture *g, const char *out) {
+    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
+    memset(g, 0, sizeof *g);
+    snprintf(g->out, sizeof g->out, "%s", out);
+    journal_path_for(g->out, journal, sizeof journal);
+    SchedConfig cfg = {g->out, &g_plan, 1, 60.0, 0, NULL};
+    SchedHost h = {&g->host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
+    g->s = scheduler_open(&cfg, &h, journal, err);
+    CHECK_MSG(g->s != NULL, "%s", err);
+    return g->s ? 0 : -1;
+}
+
 /* A run whose claim says another process finished it is counted finished (through the
  * host) and never taken; at start and when met later. */
 TEST(joined_done_elsewhere) {
     Fixture f;
-    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
-    memset(&f, 0, sizeof f);
+    char out[ABL_PATH_MAX];
     cur = &IMPLS[1];
-    snprintf(f.out, sizeof f.out, "%s/elsewhere.h5", g_tmp);
-    journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
-    SchedHost h = {&f.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
-    f.s = scheduler_open(&cfg, &h, journal, err);
-    CHECK_MSG(f.s != NULL, "%s", err);
-    if (!f.s) return;
+    snprintf(out, sizeof out, "%s/elsewhere.h5", g_tmp);
+    if (open_joined_at(&f, out) != 0) return;
     EXPECT(f.s->ops->shared && strcmp(f.s->ops->continue_flag, "--join") == 0);
     /* run 3 as join_done() leaves it: its claim, and its line in join/done */
     write_claim(f.out, g_ids[3],
@@ -511,15 +518,8 @@ static void result_heard(int via_log) {
     done_path(f.out, done, sizeof done);
     if (!via_log) EXPECT(unlink(done) == 0); /* a sweep begun by an older ablate */
     /* a second process on the same sweep */
-    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
     long reads = join_claim_reads();
-    memset(&g, 0, sizeof g);
-    journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
-    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
-    g.s = scheduler_open(&cfg, &h, journal, err);
-    CHECK_MSG(g.s != NULL, "%s", err);
-    if (g.s) {
+    if (open_joined_at(&g, f.out) == 0) {
         EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
         const JoinResult *r = &g.host.res[a];
         EXPECT(g.host.elsewhere[a] == 1 && r->status == RUN_DONE && r->unstable);
@@ -563,14 +563,7 @@ TEST(joined_done_log_torn) {
     if (fp) fputs("0123456789abcdef done 0x1p-2", fp), fclose(fp); /* torn: no newline */
     append_done_line(f.out, "garbage", "line"); /* glued to it: not a line that reads */
     sched_ended(f.s, b, &e);
-    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
-    memset(&g, 0, sizeof g);
-    journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
-    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
-    g.s = scheduler_open(&cfg, &h, journal, err);
-    CHECK_MSG(g.s != NULL, "%s", err);
-    if (g.s) {
+    if (open_joined_at(&g, f.out) == 0) {
         EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
         EXPECT(g.host.elsewhere[a] == 1 && g.host.elsewhere[b] == 1);
         EXPECT(g.host.res[b].final_val_loss == 0.25);
@@ -616,14 +609,7 @@ static void compact_case(int lose_line, int bad_claim) {
     teardown(&f); /* sched_close: the sweep is complete here */
     EXPECT(claim_files(f.out) == (bad_claim ? N_TODO : 0) && compacted(f.out) == !bad_claim);
     if (bad_claim) return;
-    char err[ABL_ERR_MAX], journal[ABL_PATH_MAX];
-    memset(&g, 0, sizeof g);
-    journal_path_for(f.out, journal, sizeof journal);
-    SchedConfig cfg = {f.out, &g_plan, 1, 60.0, 0, NULL};
-    SchedHost h = {&g.host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL};
-    g.s = scheduler_open(&cfg, &h, journal, err);
-    CHECK_MSG(g.s != NULL, "%s", err);
-    if (!g.s) return;
+    if (open_joined_at(&g, f.out) != 0) return;
     long reads = join_claim_reads();
     EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
     for (int k = 0; k < N_TODO; k++)
