@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The MLP activations timed alone, forward and backward, at an MLP's shape (issue 22, study
+# A's claim "Tanh is the slowest"): builds bench/activation_speed.c against ablate's static
+# libraries (bench/build_c_bench.sh; BUILD=dir for another build) and runs it. Best-of-R
+# timings, interleaved: a load that comes and goes hits every activation alike.
+#
+#   bench/activation_speed.sh [--tokens 256] [--hidden 512] [--layers 4] [--reps 200]
+#   (study A's book GPT: batch 2 x 128 tokens, MLP 4 x 128 = 512, 4 layers: the defaults)
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${BUILD:-$REPO/build-bench}"
+. "$REPO/bench/common.sh" # run-as-root variables
+BIN="$BUILD/bench-engine/activation_speed"
+"$REPO/bench/build_c_bench.sh" "$BUILD" "$REPO/bench/activation_speed.c" "$BIN"
+echo "activation_speed: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+"$BIN" "$@"
