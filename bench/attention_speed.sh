@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The attention timed alone, forward and backward, per head count and batch (issue 22, study
+# A at a fixed time: why heads 1 / 4 / 8 process different tokens/s): builds
+# bench/attention_speed.c against ablate's static libraries (bench/build_c_bench.sh;
+# BUILD=dir for another build) and runs it. Best-of-R timings in CPU time, interleaved: a
+# load that comes and goes hits every shape alike.
+#
+#   bench/attention_speed.sh [--width 128] [--context 128] [--layers 4] [--batches 2,8]
+#                            [--heads 1,4,8] [--reps 20]
+#   (study A's book GPT: width 128, context 128, 4 layers, batch 2: the defaults)
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${BUILD:-$REPO/build-bench}"
+. "$REPO/bench/common.sh" # run-as-root variables
+BIN="$BUILD/bench-engine/attention_speed"
+"$REPO/bench/build_c_bench.sh" "$BUILD" "$REPO/bench/attention_speed.c" "$BIN"
+echo "attention_speed: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+"$BIN" "$@"
