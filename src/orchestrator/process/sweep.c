@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "worker/blas_env.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
 #include "util/grow.h"
@@ -889,7 +890,9 @@ static void run_mpi(Sweep *s, int nranks) {
     uint8_t *buf = NULL;
     size_t cap = 0;
     int n_busy = 0, asked = 0;
-    long idle_ns = 0;      /* back off while nothing arrives, so rank 0 leaves the CPU to workers */
+    /* back off while nothing arrives, so rank 0 leaves the CPU to workers: 20 us doubling to
+     * 10 ms (1 ms while a group sync is due: its runs are announced when it returns) */
+    Backoff idle = BACKOFF_INIT(20000, 10000000);
     if (!busy || !hosts) { /* nothing dispatched yet: every worker is told to exit */
         stop_io(s, "out of memory for the table of worker ranks");
         for (int r = 1; r < nranks; r++) {
@@ -962,13 +965,10 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
-            idle_ns = idle_ns ? (idle_ns < 5000000 ? idle_ns * 2 : 10000000) : 20000;
-            if (s->pend_head < s->npend && idle_ns > 1000000) idle_ns = 1000000; /* a sync */
-            struct timespec ts = {0, idle_ns}; /* 20 us doubling to 10 ms */
-            nanosleep(&ts, NULL);
+            backoff_sleep(&idle, s->pend_head < s->npend ? 1000000 : 0);
             continue;
         }
-        idle_ns = 0;
+        backoff_reset(&idle);
         int n;
         MPI_Get_count(&st, MPI_BYTE, &n);
         if (GROW(buf, cap, n < 0 ? 0 : n) != 0) {

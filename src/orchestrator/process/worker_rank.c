@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "util/backoff.h"
 #include "util/grow.h"
 #include "worker/blas_env.h"
 #include "orchestrator/record/event_codec.h"
@@ -59,20 +59,16 @@ static TrainPoll worker_poll(void *ctx) {
     return TRAIN_CONTINUE;
 }
 
-/* Waits for rank 0's next message without spinning. Open MPI's blocking MPI_Probe and
- * MPI_Recv poll the transport in a loop (100% of a core while the worker waits), which on a
- * small machine takes the core a calibration trial or a run is timed on: an idle worker
- * probes, then sleeps, 50 us doubling to 20 ms (the latency this adds to a run's start is
- * nothing next to the run). */
+/* Waits for rank 0's next message without spinning (util/backoff.h): 50 us doubling to
+ * 20 ms between probes (the latency this adds to a run's start is nothing next to the
+ * run). */
 static void wait_for_rank0(MPI_Status *st) {
-    long ns = 50000;
+    Backoff b = BACKOFF_INIT(50000, 20000000);
     for (;;) {
         int flag = 0;
         MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, st);
         if (flag) return;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        if (ns < 20000000) ns *= 2;
+        backoff_sleep(&b, 0);
     }
 }
 
