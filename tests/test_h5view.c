@@ -716,6 +716,68 @@ TEST(interrupted_run) {
     H5Tclose(s16);
 }
 
+/* /runs' status column of OUT.h5's only run */
+static void only_status(const char *out, char status[16]) {
+    status[0] = '\0';
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t mt = H5Tcreate(H5T_COMPOUND, 16), s16 = strt(16);
+    H5Tinsert(mt, "status", 0, s16);
+    hid_t d = f >= 0 ? H5Dopen2(f, "runs", H5P_DEFAULT) : -1;
+    CHECK(d >= 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, status) >= 0);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    H5Tclose(mt);
+    H5Tclose(s16);
+}
+
+/* One process's journal of run 0: begun and ended with status (or still running). */
+static int joined_end_journal(const char *path, RunStatus status, int ended) {
+    char err[ABL_ERR_MAX];
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return -1;
+    write_header(j);
+    RunConfig cfg;
+    run_config_default(&cfg);
+    journal_append_plan(j, 0, "00000000000000aa", "r0", 1, &cfg);
+    journal_append_begin(j, 0, 1, 1, "node-a", 0);
+    EndEvent e = make_end(0, status, 3, 1);
+    if (ended) journal_append_end(j, 0, 1, 1, "node-a", &e);
+    journal_flush(j);
+    return journal_close(j) == 0 ? 0 : -1;
+}
+
+/* A joined run that failed and was trained again by a process that joined later (joined.c):
+ * the view shows the retry, done, over the failure, in either journal order (before, the
+ * first journal's failure won: both had "ended"); a retry whose process is gone before its
+ * end (its journal unlocked), or one interrupted, leaves the failure shown. */
+TEST(joined_retry_shown) {
+    char dir[600], err[ABL_ERR_MAX], ja[800], jb[800], out[800], status[16];
+    case_dir(dir, sizeof dir);
+    snprintf(ja, sizeof ja, "%s/a.journal", dir);
+    snprintf(jb, sizeof jb, "%s/b.journal", dir);
+    snprintf(out, sizeof out, "%s/retried.h5", dir);
+    H5ViewStats st;
+    struct {
+        RunStatus second;
+        int ended;
+        const char *want;
+    } cases[] = {{RUN_DONE, 1, "done"}, {RUN_DONE, 0, "failed"}, {RUN_INTERRUPTED, 1, "failed"}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        unlink(ja), unlink(jb);
+        if (joined_end_journal(ja, RUN_FAILED, 1) != 0 ||
+            joined_end_journal(jb, cases[c].second, cases[c].ended) != 0)
+            return;
+        for (int order = 0; order < 2; order++) {
+            const char *journals[] = {order ? jb : ja, order ? ja : jb};
+            CHECK_MSG(h5view_build_many(journals, 2, -1, 0, dir, out, &st, err) == 0, "%s", err);
+            only_status(out, status);
+            CHECK_MSG(!strcmp(status, cases[c].want), "case %zu order %d: %s, want %s", c, order,
+                      status, cases[c].want);
+        }
+    }
+}
+
 /* Errors: a missing journal; an unwritable destination leaves no .tmp behind. */
 TEST(build_errors) {
     char dir[600], journal[700], out[700], tmp[800], err[ABL_ERR_MAX];

@@ -629,6 +629,46 @@ TEST(joined_compact_refused) {
     compact_case(0, 1);
 }
 
+/* A run that failed is trained again by a process that joins later, once (as --resume
+ * trains failed runs again; before, its done claim kept it failed for good): from its claim
+ * (folded: the first process ended the sweep), or taken back from its done claim (the first
+ * process still there). A second process joining while it is retried leaves it to the
+ * first; if it fails again, that is final. */
+static void retry_case(int folded) {
+    Fixture f, g, h;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    EndEvent ok = result(RUN_DONE, 0.5), bad = result(RUN_FAILED, NAN);
+    int failed = -1;
+    for (int run; (run = take(&f)) >= 0;) {
+        if (failed < 0) failed = run;
+        sched_ended(f.s, run, run == failed ? &bad : &ok);
+    }
+    EXPECT(!sched_more(f.s));
+    if (folded) teardown(&f);
+    if (open_joined_at(&g, f.out) != 0 || open_joined_at(&h, f.out) != 0) return;
+    EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
+    EXPECT(g.host.elsewhere[failed] == 0 && g.host.elsewhere[ORDER[1]] == 1);
+    g_now = clock_seconds();
+    cur = &IMPLS[1];
+    EXPECT(take(&g) == failed && g.host.continued == 1);
+    EXPECT(sched_start(h.s, g_runs, N_RUNS) == 0); /* joins while g retries it */
+    EXPECT(sched_take(h.s, g_now) < 0);
+    sched_ended(g.s, failed, &bad); /* fails again: final */
+    EXPECT(!sched_more(g.s));
+    EXPECT(take(&h) < 0 && !sched_more(h.s) && h.host.elsewhere[failed] == 1 &&
+           h.host.res[failed].status == RUN_FAILED);
+    sched_close(g.s);
+    sched_close(h.s);
+    if (!folded) teardown(&f);
+}
+
+TEST(joined_failed_retried) {
+    retry_case(1);
+}
+TEST(joined_failed_retaken) {
+    retry_case(0);
+}
+
 /* Another process took a run of ours over (we did not renew our lease): after the next
  * heartbeat it is abandoned here; cancelled, it is ours no more; its later end is still
  * said done (ended() whoever holds it). */

@@ -1,7 +1,8 @@
 """A sweep goes on past runs that diverge or fail: a diverged run is recorded `diverged` at
 the step its loss stopped being finite, a run that cannot allocate its model is recorded
 `failed` with the message, the other runs finish, the exit status is 1 (a run failed), and
---resume retries the failed run (it fails again here) without touching the others."""
+--resume retries the failed run (it fails again here) without touching the others; so does
+joining a joined sweep again (before, a failed run's done claim kept it failed for good)."""
 import math
 import os
 import sys
@@ -46,6 +47,19 @@ def test_failures():
         hid = [rid for rid, r in v2.runs.items() if r["name"] == "huge/seed1"][0]
         assert v2.runs[hid]["status"] == "failed" and v2.runs[hid]["attempts"] == 2, v2.runs[hid]
         C.assert_same(v, v2, "first", "resumed", ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+
+        # the same under --join: joining again trains the failed run again, only it
+        jout = os.path.join(d, "j.h5")
+        rc, so, se = C.run(["run", spec, "-o", jout, "--join"] + NO_LIMIT, tag="join1")
+        assert rc == 1 and "huge/seed1 FAILED" in se, (rc, se[-2000:])
+        rc, so, se = C.run(["run", spec, "-o", jout, "--join"] + NO_LIMIT, tag="join2")
+        assert rc == 1, (rc, se[-2000:])
+        assert "(2 finished)" in se and "huge/seed1 had failed" in se, se[-2000:]
+        assert "baseline/seed1 done" not in se and "explode/seed1" not in se, se[-2000:]
+        vj = C.View(jout)
+        hj = [r for r in vj.runs.values() if r["name"] == "huge/seed1"][0]
+        assert hj["status"] == "failed" and hj["attempts"] == 2, hj
+        C.assert_same(v, vj, "single", "joined", ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
 
 
 if __name__ == "__main__":

@@ -310,12 +310,15 @@ void h5v_mark_stale(View *v) {
     }
 }
 
-/* How far a journal got with a run: ended (not interrupted) > running > interrupted >
- * planned; among interrupted attempts, the one with more history. */
+/* How far a journal got with a run: ended (not interrupted, not failed) > running > failed
+ * > interrupted > planned; among interrupted attempts, the one with more history. A failed
+ * run is trained again by a process that joins later (joined.c), so its retry, running or
+ * ended, shows over the failure, as a --resume's later attempt does in one journal. */
 static int run_score(const RunState *rs) {
     if (!rs->planned) return -1;
-    if (rs->has_end && rs->end_status != RUN_INTERRUPTED) return 3;
-    if ((rs->begun || rs->n_ev) && !rs->has_end && !rs->stale) return 2;
+    if (rs->has_end && rs->end_status != RUN_INTERRUPTED && rs->end_status != RUN_FAILED) return 4;
+    if ((rs->begun || rs->n_ev) && !rs->has_end && !rs->stale) return 3;
+    if (rs->has_end && rs->end_status == RUN_FAILED) return 2;
     return rs->begun || rs->n_ev || rs->has_end ? 1 : 0;
 }
 

@@ -451,6 +451,38 @@ take_over:;
     return rc < 0 ? CLAIM_ERROR : rc == 0 ? CLAIM_TAKEN : CLAIM_BUSY;
 }
 
+ClaimResult join_retake(Join *j, const char *id, char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]) {
+    char path[ABL_PATH_MAX + 64], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 64];
+    prev[0] = '\0';
+    if (claim_path(j, id, path, sizeof path) != 0) {
+        snprintf(err, ABL_ERR_MAX, "%s: path too long", j->dir);
+        return CLAIM_ERROR;
+    }
+    if (flock(j->lock_fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP) {
+        snprintf(err, ABL_ERR_MAX, "cannot lock %s/lock: %s", j->dir, strerror(errno));
+        return CLAIM_ERROR;
+    }
+    ClaimState s = read_claim(path, prev);
+    JoinResult res;
+    ClaimResult r = CLAIM_TAKEN;
+    if (s == C_NONE) /* folded into join/done (the sweep was complete): claimed anew */
+        r = CLAIM_MINE;
+    else if (s == C_HELD || s == C_UNREADABLE)
+        r = CLAIM_BUSY;
+    else if (s == C_DONE && !(join_result(j, id, &res) && res.status == RUN_FAILED))
+        r = CLAIM_DONE;
+    if (r == CLAIM_TAKEN || r == CLAIM_MINE) {
+        /* under the lock nobody else writes this claim meanwhile: a rename serves both */
+        if (write_tmp(j, id, "held", NULL, tmp, sizeof tmp) != 0 || rename(tmp, path) != 0) {
+            snprintf(err, ABL_ERR_MAX, "cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            r = CLAIM_ERROR;
+        }
+    }
+    flock(j->lock_fd, LOCK_UN);
+    return r;
+}
+
 int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]) {
     char prev[JOIN_NAME_MAX];
     return replace(j, id, "released", NULL, ours, NULL, prev, err);

@@ -97,6 +97,11 @@ ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MA
  * checkpoint; only while the claim is ours) or "done" (its RUN_END is durable in our
  * journal; written whoever holds it now, so that a process that took it over stops). 0, 1
  * when the claim was not ours (release) or already done, -1 on an I/O error. */
+/* Takes back run id from a failure (a re-joining process trains failed runs again, as
+ * --resume does): under the lock, a done claim whose result is failed (or no claim: folded
+ * away) becomes ours. TAKEN (prev: who failed it) or MINE; DONE when it ended otherwise;
+ * BUSY when another process holds it (retrying it); ERROR with a message. */
+ClaimResult join_retake(Join *j, const char *id, char prev[JOIN_NAME_MAX], char err[ABL_ERR_MAX]);
 int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]);
 int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_MAX]);
 /* The result a done claim carries: 1, or 0 when the claim is not done or carries none (one

@@ -18,6 +18,8 @@ typedef struct {
     uint8_t finished; /* here or anywhere */
     uint8_t held;     /* our claim */
     uint8_t lost;     /* taken over while we trained it: abandoned here */
+    uint8_t retry;    /* it had failed when we joined: trained again here, once (as --resume
+                         trains a failed run again), unless another process does it first */
     double recheck;   /* held elsewhere: look at its claim again after this time */
 } JoinedRun;
 
@@ -41,6 +43,7 @@ typedef struct {
     char (*ids)[17];     /* the runs' ids ("" if finished before), indexed (ix) for join/done */
     IdIndex ix;
     double next_learn; /* when to read join/done again (sched_joined_claim) */
+    int starting;      /* in j_start: a failed run is one to train again */
     JoinSource *src;   /* their journals, read for takeovers */
     int n_src;
     size_t cap_src;
@@ -58,11 +61,23 @@ static void finished_elsewhere(Joined *J, int i, const JoinResult *res) {
     if (J->base.host.finished_elsewhere) J->base.host.finished_elsewhere(J->base.host.ctx, i, res);
 }
 
+/* A run another process ended with res: finished here too, unless it failed before this
+ * process joined (then it is trained again, like a failed run on --resume). A result that
+ * arrives while we retry it, or after, is final. */
+static void ended_elsewhere(Joined *J, int i, const JoinResult *res) {
+    if (J->starting && res->status == RUN_FAILED) {
+        J->st[i].retry = 1;
+        return;
+    }
+    J->st[i].retry = 0;
+    finished_elsewhere(J, i, res);
+}
+
 /* A run whose claim says done: its result is the claim's. */
 static void done_elsewhere(Joined *J, int i) {
     JoinResult res;
     join_result(J->join, J->base.runs[i].id, &res);
-    finished_elsewhere(J, i, &res);
+    ended_elsewhere(J, i, &res);
 }
 
 /* A line of join/done: the run is finished, unless it is one of ours in flight (a run done
@@ -71,7 +86,7 @@ static void logged_done(void *ctx, const char *id, const JoinResult *res) {
     Joined *J = ctx;
     int i = id_index_find(&J->ix, id);
     if (i < 0 || J->st[i].finished || J->st[i].held) return;
-    finished_elsewhere(J, i, res);
+    ended_elsewhere(J, i, res);
 }
 
 /* What the other processes finished since we last looked, from join/done: -1 when the
@@ -95,13 +110,47 @@ static int j_start(Scheduler *s, const SchedRun *runs, int n) {
     }
     if (id_index_build(&J->ix, J->ids[0], sizeof J->ids[0], n) != 0) return -1;
     J->n_queue = sched_order(runs, n, J->queue);
-    if (learn_done(J) >= 0) return 0;      /* what the other processes finished already */
-    for (int q = 0; q < J->n_queue; q++) { /* no join/done: every claim */
-        int mine, i = J->queue[q];
-        char prev[JOIN_NAME_MAX];
-        if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE) done_elsewhere(J, i);
+    J->starting = 1;
+    if (learn_done(J) < 0) { /* what the others finished already; no join/done: every claim */
+        for (int q = 0; q < J->n_queue; q++) {
+            int mine, i = J->queue[q];
+            char prev[JOIN_NAME_MAX];
+            if (join_peek(J->join, runs[i].id, &mine, prev) == CLAIM_DONE) done_elsewhere(J, i);
+        }
     }
+    J->starting = 0;
     return 0;
+}
+
+/* Run i had failed when we joined: take its claim back from the failure and train it again
+ * from its start. 1: ours now; 0: not (another process retries it, or it is done). */
+static int retake(Joined *J, int i) {
+    char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
+    JoinedRun *r = &J->st[i];
+    r->retry = 0; /* once: if it fails again, that is final for this process */
+    switch (join_retake(J->join, J->base.runs[i].id, prev, err)) {
+    case CLAIM_ERROR:
+        fail(J, err);
+        return 0;
+    case CLAIM_DONE:
+        done_elsewhere(J, i);
+        return 0;
+    case CLAIM_BUSY: /* another process retries it: its result is final */
+        r->recheck = clock_seconds() + 1.0;
+        return 0;
+    case CLAIM_MINE:
+    case CLAIM_TAKEN:
+        break;
+    }
+    r->held = 1;
+    if (J->base.host.continue_from &&
+        J->base.host.continue_from(J->base.host.ctx, i, NULL, NULL) != 0) {
+        fail(J, "out of memory");
+        return 0;
+    }
+    log_info("run %s had failed (%s): trained again from its start", J->base.runs[i].name,
+             prev[0] ? prev : "its claim folded");
+    return 1;
 }
 
 /* Another process's journal, read (again, if it grew) for a takeover. */
@@ -175,6 +224,11 @@ static int j_take(Scheduler *s, double now) {
         int i = J->queue[q];
         JoinedRun *r = &J->st[i];
         if (r->finished || r->held || r->recheck > now) continue;
+        if (r->retry) {
+            if (!retake(J, i)) continue;
+            J->next_scan = 0;
+            return i;
+        }
         char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
         switch (join_claim(J->join, s->runs[i].id, prev, err)) {
         case CLAIM_ERROR:
