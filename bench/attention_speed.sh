@@ -10,9 +10,5 @@
 #   (study A's book GPT: width 128, context 128, 4 layers, batch 2: the defaults)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${BUILD:-$REPO/build-bench}"
-. "$REPO/bench/common.sh" # run-as-root variables
-BIN="$BUILD/bench-engine/attention_speed"
-"$REPO/bench/build_c_bench.sh" "$BUILD" "$REPO/bench/attention_speed.c" "$BIN"
-echo "attention_speed: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
-"$BIN" "$@"
+. "$REPO/bench/common.sh" # bench_c_program
+bench_c_program attention_speed "$@"

@@ -51,3 +51,14 @@ base:
 seeds: $2
 YAML
 }
+
+# bench_c_program NAME ARGS...: builds bench/NAME.c against ablate's static libraries
+# (bench/build_c_bench.sh, in $BUILD, build-bench by default), prints the date, CPU, load
+# and commit, and runs it with ARGS.
+bench_c_program() {
+    local name="$1" build="${BUILD:-$REPO/build-bench}"
+    shift
+    "$REPO/bench/build_c_bench.sh" "$build" "$REPO/bench/$name.c" "$build/bench-engine/$name"
+    echo "$name: $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    "$build/bench-engine/$name" "$@"
+}

@@ -569,15 +569,22 @@ TEST(replicate_tables) {
 
 /* One process's journal of a joined replicate: sweep: its header, the plan, the rule, and
  * the decisions d[0..n). */
-static int joined_rep_journal(const char *path, const JournalDecision *d, int n) {
+/* One joined process's journal at path: its header and the plan of run 0 (name, seed). */
+static Journal *joined_journal(const char *path, const char *name, int seed) {
     char err[ABL_ERR_MAX];
     Journal *j = journal_create(path, err);
     CHECK_MSG(j != NULL, "%s", err);
-    if (!j) return -1;
+    if (!j) return NULL;
     write_header(j);
     RunConfig cfg;
     run_config_default(&cfg);
-    CHECK(journal_append_plan(j, 0, "00000000000000aa", "h2/seed4", 4, &cfg) == 0);
+    CHECK(journal_append_plan(j, 0, "00000000000000aa", name, seed, &cfg) == 0);
+    return j;
+}
+
+static int joined_rep_journal(const char *path, const JournalDecision *d, int n) {
+    Journal *j = joined_journal(path, "h2/seed4", 4);
+    if (!j) return -1;
     JournalReplicate r = {.alpha = 0.05,
                           .delta = 0.01,
                           .min = 3,
@@ -732,14 +739,8 @@ static void only_status(const char *out, char status[16]) {
 
 /* One process's journal of run 0: begun and ended with status (or still running). */
 static int joined_end_journal(const char *path, RunStatus status, int ended) {
-    char err[ABL_ERR_MAX];
-    Journal *j = journal_create(path, err);
-    CHECK_MSG(j != NULL, "%s", err);
+    Journal *j = joined_journal(path, "r0", 1);
     if (!j) return -1;
-    write_header(j);
-    RunConfig cfg;
-    run_config_default(&cfg);
-    journal_append_plan(j, 0, "00000000000000aa", "r0", 1, &cfg);
     journal_append_begin(j, 0, 1, 1, "node-a", 0);
     EndEvent e = make_end(0, status, 3, 1);
     if (ended) journal_append_end(j, 0, 1, 1, "node-a", &e);
