@@ -5,7 +5,8 @@
  *   SWEEP_SHIM_DIR=DIR mpirun -x SWEEP_SHIM_DIR -x LD_PRELOAD=.../libsweep_timeshim.so \
  *       -n 3 ablate run SPEC -o OUT.h5
  *
- * It wraps MPI_Init, MPI_Send, MPI_Recv and MPI_Finalize (each calls the PMPI_ entry) and,
+ * It wraps MPI_Init, MPI_Send, MPI_Isend, MPI_Recv and MPI_Finalize (each calls the PMPI_
+ * entry) and,
  * at MPI_Finalize, writes DIR/rank<R>.tsv with one line per event, all times in seconds of
  * CLOCK_MONOTONIC (one clock for every process of the machine):
  *   init      R t                 MPI_Init returned
@@ -78,6 +79,14 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     if (tag == SHIM_TAG_ASSIGN && my_rank == 0)
         rec("send_assign", now_s(), run_of(buf, count), dest);
     return PMPI_Send(buf, count, dt, dest, tag, comm);
+}
+
+/* rank 0 hands out assignments with MPI_Isend (sweep.c): the same record */
+int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+              MPI_Request *req) {
+    if (tag == SHIM_TAG_ASSIGN && my_rank == 0)
+        rec("send_assign", now_s(), run_of(buf, count), dest);
+    return PMPI_Isend(buf, count, dt, dest, tag, comm, req);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
