@@ -28,7 +28,7 @@
  *  - at the first K: peak RSS (VmHWM) of the steps against the theoretical need (parameters,
  *    gradients, AdamW m and v, and the activations a lean trainer keeps per token) and
  *    against what gpt_alloc takes.
- * It picks the OpenBLAS core as ablate does (blas_ensure_best_core: never overriding an
+ * It picks the OpenBLAS core as ablate does (blas_ensure_env: never overriding an
  * OPENBLAS_CORETYPE the environment sets) and prints the core it ran on. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -322,8 +322,11 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     double st = med[0], non_gemm = 0;
     printf("== %s: batch %d x %d, %zu parameters, %.3f GFLOP of reference products a step\n",
            preset, B, T, b.g.n_params, flops / 1e9);
-    printf("   OpenBLAS core %s, %d thread(s); %d timed steps after %d warm-up\n", blas_core(),
-           o->k[0], steps, o->warmup);
+    printf("   OpenBLAS core %s, %d thread(s), OPENBLAS_THREAD_TIMEOUT=%s; %d timed steps after %d "
+           "warm-up\n",
+           blas_core(), o->k[0],
+           getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "(unset)", steps,
+           o->warmup);
     printf("   step            %9.3f ms median (best %.3f ms; CPU %.3f ms), %.0f tokens/s\n",
            1e3 * st, 1e3 * best[0], 1e3 * cpu[0], N / st);
     printf("   shape limit     %9.3f ms (reference products alone, %.1f GFLOP/s)\n", 1e3 * limit,
@@ -384,7 +387,6 @@ static int run_preset(const char *preset, int steps, const Options *o) {
 }
 
 int main(int argc, char **argv) {
-    blas_ensure_best_core(argv); /* as ablate: may re-execute with the better core */
     Options o = {.warmup = 2, .reps = 3, .nk = 1, .k = {1}, .shapes_dir = "bench/shapes"};
     const char *presets = "micro,book";
     int micro_steps = 200, book_steps = 10;
@@ -418,8 +420,14 @@ int main(int argc, char **argv) {
             goto usage;
     }
     if (micro_steps < 1 || book_steps < 1 || o.warmup < 0 || o.reps < 1 || o.nk < 1) goto usage;
-    for (int i = 0; i < o.nk; i++)
+    int most = 1;
+    for (int i = 0; i < o.nk; i++) {
         if (o.k[i] < 1 || o.k[i] > 1024) goto usage;
+        most = o.k[i] > most ? o.k[i] : most;
+    }
+    /* as ablate with --blas-threads: may re-execute with the better core, and with
+     * OpenBLAS's short spin when a K > 1 is timed (worker/blas_env.h) */
+    blas_ensure_env(argv, most);
     char *list = strdup(presets);
     int rc = 0;
     for (char *p = strtok(list, ","); p && !rc; p = strtok(NULL, ","))

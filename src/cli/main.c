@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
                                                      : ADDR_SPACE_OTHER_EXTRA) != 0)
         _exit(2);
     sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
-    blas_ensure_best_core(argv);
+    blas_ensure_env(argv, blas_argv_threads(argv));
     h5_process_init();
     if (argc < 2 || strcmp(argv[1], "run") != 0) sweep_signals_unblock();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

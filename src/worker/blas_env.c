@@ -47,17 +47,27 @@ const char *blas_best_core(void) {
     return best;
 }
 
-void blas_ensure_best_core(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("ABLATE_BLAS_REEXEC")) return;
-    const char *best = blas_best_core();
-    if (!best) return;
-    setenv("OPENBLAS_CORETYPE", best, 1);
-    setenv("ABLATE_BLAS_REEXEC", "1", 1); /* never loop */
+int blas_argv_threads(char **argv) {
+    for (int i = 1; argv[i]; i++)
+        if (strcmp(argv[i], "--blas-threads") == 0 && argv[i + 1]) return atoi(argv[i + 1]);
+    return 0;
+}
+
+void blas_ensure_env(char **argv, int threads) {
+    if (getenv("ABLATE_BLAS_REEXEC")) return; /* never loop */
+    const char *best = getenv("OPENBLAS_CORETYPE") ? NULL : blas_best_core();
+    const char *var = blas_thread_env();
+    int several = threads > 1 || (threads <= 0 && var && atoi(getenv(var)) > 1);
+    int timeout = several && !getenv("OPENBLAS_THREAD_TIMEOUT");
+    if (!best && !timeout) return;
+    if (best) setenv("OPENBLAS_CORETYPE", best, 1);
+    if (timeout) setenv("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT, 1);
+    setenv("ABLATE_BLAS_REEXEC", "1", 1);
     execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the slower kernels, but say so once */
-    log_warn("could not re-exec with OPENBLAS_CORETYPE=%s; "
+    /* exec failed: carry on with what OpenBLAS loaded, but say so once */
+    log_warn("could not re-exec with OPENBLAS_CORETYPE=%s OPENBLAS_THREAD_TIMEOUT=%s; "
              "OpenBLAS uses its %s kernels",
-             best, blas_core());
+             best ? best : "(as set)", timeout ? BLAS_THREAD_TIMEOUT : "(as set)", blas_core());
 }
 
 const char *blas_thread_env(void) {

@@ -11,10 +11,21 @@ int blas_threads(void);
 /* The best core the CPU supports by its feature flags, or NULL when OpenBLAS' own
  * detection is fine. */
 const char *blas_best_core(void);
-/* If OPENBLAS_CORETYPE is unset and OpenBLAS picked a weaker core than the CPU supports,
- * sets OPENBLAS_CORETYPE and re-executes the program (OpenBLAS reads it only when it is
- * loaded). Never overrides a value the user set. Call first thing in main(). */
-void blas_ensure_best_core(char **argv);
+/* OpenBLAS reads its environment only when it is loaded, so this sets what it needs and
+ * re-executes the program (once; never overriding a value the user set). Call first thing
+ * in main().
+ *  - OPENBLAS_CORETYPE, when OpenBLAS picked a weaker core than the CPU supports;
+ *  - OPENBLAS_THREAD_TIMEOUT=BLAS_THREAD_TIMEOUT, when the process runs OpenBLAS on several
+ *    threads: `threads` > 1 (the caller's K), or, with threads <= 0 (not asked), OpenBLAS's
+ *    thread variables above 1. OpenBLAS's idle
+ *    threads spin on sched_yield for 2^28 cycles (~0.1 s) after every product before they
+ *    sleep; between products the model's own loops run on the same cores (model/par.h), and
+ *    the spinning took 15% of a 2-thread book step's CPU time. 2^16 cycles (~25 us) still
+ *    hands consecutive products over without a wake-up (bench/engine_limit.sh). */
+#define BLAS_THREAD_TIMEOUT "16"
+void blas_ensure_env(char **argv, int threads);
+/* K of a --blas-threads K in argv (0 when absent or malformed: the command checks it). */
+int blas_argv_threads(char **argv);
 /* One BLAS thread per process: sweeps get their parallelism from MPI ranks, and results
  * stay bit-identical whatever the machine's core count. OPENBLAS_NUM_THREADS,
  * GOTO_NUM_THREADS or OMP_NUM_THREADS in the environment override it (OpenBLAS reads them
