@@ -183,12 +183,11 @@ static int non_gemm_ops(Bench *b, int reps, Op *ops) {
     const ModelView *M = &b->g.view;
     float *logits = xmalloc((size_t)N * V * 4), *X = randoms((size_t)N * C, 1, 2.0f);
     float *mx = xmalloc((size_t)N * 4), *sm = xmalloc((size_t)N * 4);
-    float *dX = xmalloc((size_t)N * C * 4), *scratch = xmalloc(xent_scratch_floats(N, V) * 4);
+    float *dX = xmalloc((size_t)N * C * 4), *scratch = xmalloc(xent_scratch_floats(N, C, V) * 4);
     long hits;
     TIME_BEST(reps, t, {
         xent_forward(logits, mx, sm, X, M->w.lm_head, M->wt.lm_head, N, C, V, b->y, &hits, scratch);
-        xent_backward(dX, M->g.lm_head, logits, mx, sm, b->y, X, M->w.lm_head, N, C, V, 1.0f / N,
-                      scratch);
+        xent_backward(dX, M->g.lm_head, logits, b->y, X, M->w.lm_head, N, C, V, 1.0f / N, scratch);
     });
     ops[n++] = (Op){"lm_head + cross-entropy, tiled (incl. its GEMMs)", t};
     free(logits);

@@ -15,56 +15,88 @@
  * the vector extensions the build targets. */
 typedef float lane_t __attribute__((vector_size(ATTN_LANES * sizeof(float))));
 
+/* The register kernels below work on the lanes in vectors of the machine's width: GCC
+ * lowers a lane_t wider than the registers (16 floats on AVX2's 8-float registers) through
+ * the stack once a loop keeps several of them live, and the weighted sums spent most of the
+ * attention's time moving halves between registers and memory. A lane_t is VEC_PER_LANE
+ * vec_t; each float still sees the same chain of operations, so the bits do not depend on
+ * the width. */
+#if defined(__AVX512F__)
+#define VEC_FLOATS 16
+#elif defined(__AVX__)
+#define VEC_FLOATS 8
+#else
+#define VEC_FLOATS 4
+#endif
+#define VEC_PER_LANE (ATTN_LANES / VEC_FLOATS)
+typedef float vec_t __attribute__((vector_size(VEC_FLOATS * sizeof(float))));
+/* Accumulators a kernel keeps: a quarter of the registers (16 with AVX2, 32 with AVX-512),
+ * leaving the rest to the operands and the loads. */
+#if defined(__AVX512F__)
+#define KERNEL_ACC 8
+#else
+#define KERNEL_ACC 4
+#endif
+
 /* out[s0 + k] = scale * sum_i a[i] b[s0 + k][i] for k < W (W a constant after inlining):
- * W independent multiply-add chains in registers. */
+ * W independent multiply-add chains in registers, per vector of lanes. */
 static inline __attribute__((always_inline)) void dots_block(lane_t *restrict out,
                                                              const lane_t *restrict a,
                                                              const lane_t *restrict b, int s0,
                                                              int hd, float scale, const int W) {
-    lane_t acc[4] = {{0}};
-    for (int i = 0; i < hd; i++)
+    const vec_t *av = (const vec_t *)a, *bv = (const vec_t *)b;
+    vec_t *ov = (vec_t *)out;
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t acc[KERNEL_ACC] = {{0}};
+        for (int i = 0; i < hd; i++) {
+            const vec_t x = av[(size_t)i * VEC_PER_LANE + h];
+            for (int k = 0; k < W; k++)
+                acc[k] += x * bv[((size_t)(s0 + k) * hd + i) * VEC_PER_LANE + h];
+        }
         for (int k = 0; k < W; k++)
-            acc[k] += a[i] * b[(size_t)(s0 + k) * hd + i];
-    for (int k = 0; k < W; k++)
-        out[s0 + k] = acc[k] * scale;
+            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[k] * scale;
+    }
 }
 
 /* out[s] = scale * sum_i a[i] b[s][i] for s < n: a is one (hd) row, b holds n (hd) rows.
- * Scores q_t . k_s (forward) and dy_t . v_s (backward), four rows at a time. */
+ * Scores q_t . k_s (forward) and dy_t . v_s (backward), KERNEL_ACC rows at a time. */
 static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane_t *restrict b,
                       int n, int hd, float scale) {
     int s = 0;
-    for (; s + 4 <= n; s += 4)
-        dots_block(out, a, b, s, hd, scale, 4);
+    for (; s + KERNEL_ACC <= n; s += KERNEL_ACC)
+        dots_block(out, a, b, s, hd, scale, KERNEL_ACC);
     for (; s < n; s++)
         dots_block(out, a, b, s, hd, scale, 1);
 }
 
 /* out[i0 + k] = sum_{s<n} w[s*ws] b[s][i0 + k] for k < W (W a constant after inlining),
- * accumulated in registers. */
+ * accumulated in registers, per vector of lanes. */
 static inline __attribute__((always_inline)) void
 weighted_block(lane_t *restrict out, const lane_t *restrict w, size_t ws, const lane_t *restrict b,
                int n, int hd, int i0, const int W) {
-    lane_t acc[8] = {{0}};
-    for (int s = 0; s < n; s++) {
-        const lane_t x = w[s * ws], *bs = b + (size_t)s * hd + i0;
+    const vec_t *wv = (const vec_t *)w, *bv = (const vec_t *)b;
+    vec_t *ov = (vec_t *)out;
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t acc[KERNEL_ACC] = {{0}};
+        for (int s = 0; s < n; s++) {
+            const vec_t x = wv[(size_t)s * ws * VEC_PER_LANE + h];
+            const vec_t *bs = bv + ((size_t)s * hd + i0) * VEC_PER_LANE + h;
+            for (int k = 0; k < W; k++)
+                acc[k] += x * bs[(size_t)k * VEC_PER_LANE];
+        }
         for (int k = 0; k < W; k++)
-            acc[k] += x * bs[k];
+            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[k];
     }
-    for (int k = 0; k < W; k++)
-        out[i0 + k] = acc[k];
 }
 
 /* out[i] = sum_{s<n} w[s*ws] b[s][i] for i < hd: y_t = P_t v (forward); dq_t = dS_t k,
- * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T). Eight,
- * then four output columns at a time. */
+ * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T).
+ * KERNEL_ACC output columns at a time, then one. */
 static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, size_t ws,
                               const lane_t *restrict b, int n, int hd) {
     int i = 0;
-    for (; i + 8 <= hd; i += 8)
-        weighted_block(out, w, ws, b, n, hd, i, 8);
-    for (; i + 4 <= hd; i += 4)
-        weighted_block(out, w, ws, b, n, hd, i, 4);
+    for (; i + KERNEL_ACC <= hd; i += KERNEL_ACC)
+        weighted_block(out, w, ws, b, n, hd, i, KERNEL_ACC);
     for (; i < hd; i++)
         weighted_block(out, w, ws, b, n, hd, i, 1);
 }

@@ -114,7 +114,7 @@ struct GptActs {
     int32_t *eoff; /* (E+1) each expert's first packed row */
     /* after the blocks */
     float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
-    float *logits;                     /* (B,T,V) */
+    float *logits;                     /* (B,T,V); with targets, xent.h's exps */
     float *xent_max, *xent_sum;        /* (B,T) each row's logit maximum and sum of exps */
     /* forward scratch, one layer at a time */
     float *qk;     /* (B,T,QKV) q and k heads after the per-head norm and RoPE (v rows unused) */
@@ -141,7 +141,8 @@ struct GptActs {
     float *d_router;        /* (E or H+2, C) doubles: a router weight gradient's sums */
     float *d_mz;            /* (B,T,H+2) dL/d the mixture-of-heads router logits */
     float *attn_scratch;    /* (T) lanes */
-    float *xent_tile;       /* the cross-entropy's tile (xent.h) */
+    float *xent_tile;       /* the cross-entropy's scratch: its tile, and the factors the
+                               forward leaves for the backward (xent.h) */
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
      * refreshed by every gpt_forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
@@ -375,7 +376,7 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
         {&a->d_y, z.lane_tile},
         {&a->d_qk_row, training ? (H + KV) * hd : 0},
         {&a->attn_scratch, training ? PAR_MAX_THREADS * ATTN_LANES * Td : 0},
-        {&a->xent_tile, training ? (double)xent_scratch_floats(B * T, d.V) : 0},
+        {&a->xent_tile, training ? (double)xent_scratch_floats(B * T, d.C, d.V) : 0},
         {&a->d_eo, training ? z.NKC : 0},
         {&a->d_xg, training ? z.NKC : 0},
         {&a->d_gate, training ? z.NK : 0},
@@ -1499,9 +1500,8 @@ void gpt_backward(GPT *m) {
     const float *blocks_out = layer_acts(a, c->n_layer - 1).out;
     const float *last = c->final_norm ? a->fn_out : blocks_out;
     /* d logits = (probs - onehot) / N, tile by tile, the 1/N applied by the GEMMs */
-    xent_backward(c->final_norm ? a->d_final : a->d_resid, M->g.lm_head, a->logits, a->xent_max,
-                  a->xent_sum, a->targets, last, M->w.lm_head, N, C, V, 1.0f / (float)N,
-                  a->xent_tile);
+    xent_backward(c->final_norm ? a->d_final : a->d_resid, M->g.lm_head, a->logits, a->targets,
+                  last, M->w.lm_head, N, C, V, 1.0f / (float)N, a->xent_tile);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
         norm_bwd(c, a->d_resid, a->d_final, blocks_out, a->fn_mean, a->fn_rstd, M->w.final_norm_w,

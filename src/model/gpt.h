@@ -186,16 +186,16 @@ double gpt_alloc_bytes(const ModelConfig *c, int B, int T);
  * depend on other tensors. */
 void gpt_init_weights(GPT *m, uint64_t seed);
 
-/* x, y: (B, T) token ids, B <= m->B and T <= m->T. Leaves the logits in gpt_logits(m).
- * With targets (y != NULL) it also returns the mean cross-entropy and counts argmax hits in
- * m->correct; the lm_head and the loss then run tiled over the vocabulary (xent.h), and
- * gpt_backward turns the logits into their gradient tile by tile. */
+/* x, y: (B, T) token ids, B <= m->B and T <= m->T. Without targets (y == NULL) it leaves
+ * the logits in gpt_logits(m). With targets it returns the mean cross-entropy and counts
+ * argmax hits in m->correct; the lm_head and the loss then run tiled over the vocabulary
+ * (xent.h), and what it leaves in that buffer is what gpt_backward needs, not the logits. */
 float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T);
 /* Gradients of the last forward's mean loss plus its auxiliary losses (aux_loss),
  * ACCUMULATED into m->grads. */
 void gpt_backward(GPT *m);
 void gpt_zero_grad(GPT *m);
-/* (B, T, V) logits of the last forward (with or without targets; gpt_backward leaves them). */
+/* (B, T, V) logits of the last forward without targets. */
 float *gpt_logits(GPT *m);
 
 /* Activation buffers for passes of up to (B, T) rows. gpt_alloc makes the model's own, with

@@ -20,29 +20,76 @@ int xent_tile_cols(int N, int V) {
     return w >= V ? V : (int)w;
 }
 
-size_t xent_scratch_floats(int N, int V) {
-    /* A pass of N' <= N rows takes N' w(N') floats: N' V when its tile is the whole
-     * vocabulary, 16 N' when clamped to 16 columns, at most tile_floats otherwise (w is
-     * rounded down). N * w(N) alone can be below a smaller pass's need. */
-    size_t nv = (size_t)N * (size_t)V, t = (size_t)tile_floats, floor16 = 16 * (size_t)N;
-    size_t most = t > floor16 ? t : floor16;
-    return nv < most ? nv : most;
+/* The scratch, in floats, for a pass of N rows: each row's argmax so far (int32) and target
+ * logit (forward only), the factors (N, tiles) the backward needs, and then the tile
+ * (forward) or two (N, C) matrices (backward). */
+typedef struct {
+    int w, tiles;
+    size_t arg, target, factor, tile, xs, prod, total;
+} Layout;
+
+static Layout layout(int N, int C, int V) {
+    Layout l = {.w = xent_tile_cols(N, V)};
+    l.tiles = (V + l.w - 1) / l.w;
+    size_t n = (size_t)(N > 0 ? N : 0), nc = n * (size_t)C;
+    l.arg = 0;
+    l.target = n;
+    l.factor = 2 * n;
+    l.tile = l.xs = l.factor + n * (size_t)l.tiles;
+    l.prod = l.xs + nc;
+    size_t tile = n * (size_t)l.w;
+    l.total = l.tile + (tile > 2 * nc ? tile : 2 * nc);
+    return l;
+}
+
+size_t xent_scratch_floats(int N, int C, int V) {
+    /* the largest of every pass of N' <= N rows: w(N') is rounded, so N' w(N') and the
+     * tile count are not monotone in N' */
+    size_t most = 0;
+    for (int n = 1; n <= N; n++) {
+        size_t t = layout(n, C, V).total;
+        most = t > most ? t : most;
+    }
+    return most;
 }
 
 /* One tile's rows, for par_for: each row's work is its own (the same bits for every K). */
 typedef struct {
-    const float *logits;
-    float *row_max, *row_sum, *scratch;
+    const float *tile; /* (N, n) the tile's logits */
+    float *exps, *row_max, *row_sum, *target, *factor;
     int32_t *arg;
     const int32_t *targets;
-    int V, v0, n;
-} TileJob;
+    int V, v0, n, t, tiles;
+} FoldJob;
+
+/* e[j] = exp(l[j] - m) for j < n; returns their sum, added as exp_sum_lanes adds it. */
+static float exp_store(float *restrict e, const float *restrict l, int n, float m) {
+    enum { LANES = 16 };
+    float acc[LANES] = {0}, tail = 0.0f;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float x = exp_nonpos(l[j + k] - m);
+            e[j + k] = x;
+            acc[k] += x;
+        }
+    for (; j < n; j++) {
+        e[j] = exp_nonpos(l[j] - m);
+        tail += e[j];
+    }
+    float b[8], c[4];
+    for (int k = 0; k < 8; k++)
+        b[k] = acc[k] + acc[k + 8];
+    for (int k = 0; k < 4; k++)
+        c[k] = b[k] + b[k + 4];
+    return ((c[0] + c[2]) + (c[1] + c[3])) + tail;
+}
 
 static void fold_rows(void *ctx, size_t r0, size_t r1, int chunk) {
-    const TileJob *t = ctx;
+    const FoldJob *t = ctx;
     (void)chunk;
     for (size_t r = r0; r < r1; r++) {
-        const float *l = t->logits + r * (size_t)t->V + t->v0;
+        const float *l = t->tile + r * (size_t)t->n;
         float tm = row_max_lanes(l, t->n), mo = t->row_max[r];
         if (tm > mo) {
             int j = 0;
@@ -50,80 +97,117 @@ static void fold_rows(void *ctx, size_t r0, size_t r1, int chunk) {
                 j++;
             t->arg[r] = t->v0 + j;
         }
-        float mn = tm > mo ? tm : mo, st = exp_sum_lanes(l, t->n, mn);
+        int y = t->targets[r];
+        if (y >= t->v0 && y < t->v0 + t->n) t->target[r] = l[y - t->v0];
+        float mn = tm > mo ? tm : mo;
+        float st = exp_store(t->exps + r * (size_t)t->V + t->v0, l, t->n, mn);
         /* one tile: s = 0 + st, the untiled sum exactly */
         t->row_sum[r] = (t->row_sum[r] != 0.0f ? t->row_sum[r] * exp_nonpos(mo - mn) : 0.0f) + st;
         t->row_max[r] = mn;
+        t->factor[r * (size_t)t->tiles + (size_t)t->t] = mn; /* the maximum this tile is under */
     }
 }
 
-static void grad_rows(void *ctx, size_t r0, size_t r1, int chunk) {
-    const TileJob *t = ctx;
-    (void)chunk;
-    for (size_t r = r0; r < r1; r++) {
-        const float *l = t->logits + r * (size_t)t->V + t->v0;
-        float *p = t->scratch + r * (size_t)t->n, m = t->row_max[r], inv = 1.0f / t->row_sum[r];
-        for (int j = 0; j < t->n; j++)
-            p[j] = exp_nonpos(l[j] - m) * inv;
-        int y = t->targets[r];
-        if (y >= t->v0 && y < t->v0 + t->n) p[y - t->v0] -= 1.0f;
-    }
-}
-
-float xent_forward(float *logits, float *row_max, float *row_sum, const float *X, const float *W,
+float xent_forward(float *exps, float *row_max, float *row_sum, const float *X, const float *W,
                    const float *Wt, int N, int C, int V, const int32_t *targets, long *correct,
                    float *scratch) {
-    int32_t *arg = (int32_t *)scratch; /* each row's first argmax so far */
-    int w = xent_tile_cols(N, V);
+    Layout ly = layout(N, C, V);
+    int32_t *arg = (int32_t *)(scratch + ly.arg); /* each row's first argmax so far */
+    float *target = scratch + ly.target, *factor = scratch + ly.factor, *tile = scratch + ly.tile;
     for (int r = 0; r < N; r++) {
         row_max[r] = -INFINITY;
         row_sum[r] = 0.0f;
         arg[r] = 0;
     }
-    for (int v0 = 0; v0 < V; v0 += w) {
-        int n = V - v0 < w ? V - v0 : w;
+    for (int t = 0, v0 = 0; v0 < V; t++, v0 += ly.w) {
+        int n = V - v0 < ly.w ? V - v0 : ly.w;
         if (Wt)
-            gemm(0, 0, N, n, C, 1.0f, X, C, Wt + v0, V, 0.0f, logits + v0, V);
+            gemm(0, 0, N, n, C, 1.0f, X, C, Wt + v0, V, 0.0f, tile, n);
         else
-            gemm(0, 1, N, n, C, 1.0f, X, C, W + (size_t)v0 * C, C, 0.0f, logits + v0, V);
+            gemm(0, 1, N, n, C, 1.0f, X, C, W + (size_t)v0 * C, C, 0.0f, tile, n);
         /* the tile is fresh in cache: fold it into each row's maximum and sum */
-        TileJob job = {.logits = logits,
+        FoldJob job = {.tile = tile,
+                       .exps = exps,
                        .row_max = row_max,
                        .row_sum = row_sum,
+                       .target = target,
+                       .factor = factor,
                        .arg = arg,
+                       .targets = targets,
                        .V = V,
                        .v0 = v0,
-                       .n = n};
+                       .n = n,
+                       .t = t,
+                       .tiles = ly.tiles};
         par_for((size_t)N, par_grain((size_t)n * 4, 1), fold_rows, &job);
     }
     double loss = 0.0;
     long hits = 0;
     for (int r = 0; r < N; r++) {
-        int y = targets[r];
-        float ly = logits[(size_t)r * V + y];
-        hits += arg[r] == y;
-        loss += (double)logf(row_sum[r]) - (double)(ly - row_max[r]);
+        hits += arg[r] == targets[r];
+        loss += (double)logf(row_sum[r]) - (double)(target[r] - row_max[r]);
+        /* a tile's exps are under the maximum of the tiles up to it: the factor turns them
+         * into probabilities (one tile: 1 / sum, the untiled normalization) */
+        float inv = 1.0f / row_sum[r], *f = factor + (size_t)r * ly.tiles;
+        for (int t = 0; t < ly.tiles; t++)
+            f[t] = exp_nonpos(f[t] - row_max[r]) * inv;
     }
     if (correct) *correct = hits;
     return (float)(loss / N);
 }
 
-void xent_backward(float *dX, float *dW, const float *logits, const float *row_max,
-                   const float *row_sum, const int32_t *targets, const float *X, const float *W,
-                   int N, int C, int V, float alpha, float *scratch) {
-    int w = xent_tile_cols(N, V);
-    for (int v0 = 0; v0 < V; v0 += w) {
-        int n = V - v0 < w ? V - v0 : w;
-        TileJob job = {.logits = logits,
-                       .row_max = (float *)row_max,
-                       .row_sum = (float *)row_sum,
-                       .scratch = scratch,
-                       .targets = targets,
-                       .V = V,
-                       .v0 = v0,
-                       .n = n};
-        par_for((size_t)N, par_grain((size_t)n * 2, 1), grad_rows, &job);
-        gemm(0, 0, N, C, n, alpha, scratch, n, W + (size_t)v0 * C, C, v0 == 0 ? 0.0f : 1.0f, dX, C);
-        gemm(1, 0, n, C, N, alpha, scratch, n, X, C, 1.0f, dW + (size_t)v0 * C, C);
+/* Rows of the backward's N x C sides, for par_for. */
+typedef struct {
+    float *dX, *xs;
+    const float *prod, *X, *factor;
+    int C, t, tiles;
+    float alpha;
+} RowsJob;
+
+/* dX += alpha f_r (E_t W_t)[r] (the first tile overwrites), and xs[r] = alpha f_r X[r]. */
+static void scale_rows(void *ctx, size_t r0, size_t r1, int chunk) {
+    const RowsJob *j = ctx;
+    (void)chunk;
+    for (size_t r = r0; r < r1; r++) {
+        float f = j->alpha * j->factor[r * (size_t)j->tiles + (size_t)j->t];
+        float *dx = j->dX + r * (size_t)j->C, *xs = j->xs + r * (size_t)j->C;
+        const float *p = j->prod + r * (size_t)j->C, *x = j->X + r * (size_t)j->C;
+        for (int k = 0; k < j->C; k++) {
+            dx[k] = (j->t ? dx[k] : 0.0f) + f * p[k];
+            xs[k] = f * x[k];
+        }
+    }
+}
+
+void xent_backward(float *dX, float *dW, const float *exps, const int32_t *targets, const float *X,
+                   const float *W, int N, int C, int V, float alpha, float *scratch) {
+    Layout ly = layout(N, C, V);
+    const float *factor = scratch + ly.factor;
+    float *xs = scratch + ly.xs, *prod = scratch + ly.prod;
+    for (int t = 0, v0 = 0; v0 < V; t++, v0 += ly.w) {
+        int n = V - v0 < ly.w ? V - v0 : ly.w;
+        /* the softmax of tile t is diag(f_t) E_t: dX += alpha diag(f_t) (E_t W_t), dW_t +=
+         * alpha E_t^T (diag(f_t) X) */
+        gemm(0, 0, N, C, n, 1.0f, exps + v0, V, W + (size_t)v0 * C, C, 0.0f, prod, C);
+        RowsJob job = {.dX = dX,
+                       .xs = xs,
+                       .prod = prod,
+                       .X = X,
+                       .factor = factor,
+                       .C = C,
+                       .t = t,
+                       .tiles = ly.tiles,
+                       .alpha = alpha};
+        par_for((size_t)N, par_grain((size_t)C * 3, 1), scale_rows, &job);
+        gemm(1, 0, n, C, N, 1.0f, exps + v0, V, xs, C, 1.0f, dW + (size_t)v0 * C, C);
+    }
+    /* minus the one-hot target: dX[r] -= alpha W[y_r], dW[y_r] -= alpha X[r], rows in order */
+    for (int r = 0; r < N; r++) {
+        const float *wy = W + (size_t)targets[r] * C, *x = X + (size_t)r * C;
+        float *dx = dX + (size_t)r * C, *dwy = dW + (size_t)targets[r] * C;
+        for (int k = 0; k < C; k++) {
+            dx[k] -= alpha * wy[k];
+            dwy[k] -= alpha * x[k];
+        }
     }
 }

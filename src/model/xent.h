@@ -4,22 +4,22 @@
  * written by one GEMM (which first zero-fills its output for beta = 0), then read and
  * written by a max pass, an exp pass and a normalization pass, and read again by the two
  * backward GEMMs. Here the forward computes them in tiles of all N rows x w vocabulary
- * columns (about XENT_TILE_FLOATS floats) and folds each tile into
- * every row's running maximum and sum of exponentials while it is fresh in cache (online
- * log-sum-exp, Milakov & Gimelshein 2018); the backward turns a tile of the stored logits
- * into probabilities minus the one-hot target in a tile-sized scratch and runs the two
- * gradient GEMMs on it (the fused backward of Cut Cross-Entropy, Wijmans et al. 2024, but
- * reading the stored logits instead of recomputing them: at book's shapes the lm_head is
- * 89% of the step's GEMM FLOPs, and a recompute would add a third of them; measured, the
- * lm_head and loss took 37-53% longer with it).
+ * columns (about XENT_TILE_FLOATS floats) into a scratch tile that stays in cache, folds
+ * each tile into every row's running maximum and sum of exponentials (online log-sum-exp,
+ * Milakov & Gimelshein 2018), and stores exp(logit - the running maximum) in the (N, V)
+ * buffer, with one factor per row and tile that turns them into probabilities once the
+ * row's maximum and sum are known. The backward runs the two gradient GEMMs on those
+ * stored exponentials directly, the factors applied to the N x C sides (a row scale of the
+ * product, a row scale of X), and the one-hot target as a rank-one correction: no pass over
+ * the logits between the products, and no exponential in the backward. (Cut Cross-Entropy,
+ * Wijmans et al. 2024, recomputes the logit tiles in the backward instead; at book's shapes
+ * the lm_head is 89% of the step's GEMM FLOPs, and a recompute would add a third of them:
+ * measured, the lm_head and loss took 37-53% longer with it.)
  *
  * Tiles span all rows, never a few rows of the whole vocabulary: a GEMM of ~8 rows would
  * re-read the 25.7 MB weight per chunk. The weight is read once per pass.
  *
- * When w >= V (one tile: micro, every small vocabulary) the arithmetic is exactly that of
- * the untiled code: the same GEMM calls, the same max, sum and normalization. With several
- * tiles the sums are rescaled per tile and dX accumulates over tiles, so results differ in
- * the last bits; they depend on N and V only, never on threads or ranks. */
+ * Results depend on N and V only (the tiling), never on threads or ranks. */
 #ifndef ABLATE_MODEL_XENT_H
 #define ABLATE_MODEL_XENT_H
 
@@ -35,24 +35,25 @@
 
 /* Vocabulary columns of a tile for N rows: a multiple of 16 (at least 16), or V itself. */
 int xent_tile_cols(int N, int V);
-/* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows
- * (a tile; N ints at least). */
-size_t xent_scratch_floats(int N, int V);
+/* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows of
+ * C inputs: the tile, and what the forward leaves for the backward. */
+size_t xent_scratch_floats(int N, int C, int V);
 /* Tests: the tile size in floats (<= 0 restores XENT_TILE_FLOATS). */
 void xent_set_tile_floats(long n);
 
 /* logits (N,V) = X (N,C) W^T, W (V,C) or its transpose Wt (C,V) when the caller keeps it
- * (NULL otherwise), tile by tile; row_max, row_sum (N) receive each row's maximum and sum
- * of exp(logit - max). Returns the mean cross-entropy against targets; *correct receives
- * the rows whose argmax (ties toward the lower id) is the target. The logits stay. */
-float xent_forward(float *logits, float *row_max, float *row_sum, const float *X, const float *W,
+ * (NULL otherwise), tile by tile; returns the mean cross-entropy against targets; *correct
+ * receives the rows whose argmax (ties toward the lower id) is the target. row_max, row_sum
+ * (N) receive each row's maximum and sum of exp(logit - max). What stays for xent_backward:
+ * `exps` (N,V) holds exp(logit - a running maximum), not the logits, and the scratch the
+ * factors that make them probabilities; pass both to xent_backward unchanged. */
+float xent_forward(float *exps, float *row_max, float *row_sum, const float *X, const float *W,
                    const float *Wt, int N, int C, int V, const int32_t *targets, long *correct,
                    float *scratch);
 
 /* dX (N,C) = alpha (softmax - onehot) W (overwritten) and dW (V,C) += alpha (softmax -
- * onehot)^T X, from the forward's logits, row_max and row_sum; alpha is the loss's 1/N. */
-void xent_backward(float *dX, float *dW, const float *logits, const float *row_max,
-                   const float *row_sum, const int32_t *targets, const float *X, const float *W,
-                   int N, int C, int V, float alpha, float *scratch);
+ * onehot)^T X, from the forward's exps and scratch; alpha is the loss's 1/N. */
+void xent_backward(float *dX, float *dW, const float *exps, const int32_t *targets, const float *X,
+                   const float *W, int N, int C, int V, float alpha, float *scratch);
 
 #endif
