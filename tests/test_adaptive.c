@@ -6,7 +6,6 @@
  * decide from the results in each other's claims, and a process with another rule refused.
  * Uses whatever sequential.c is linked (the rule's own tests are test_sequential.c): the
  * effects here are far from the margins any valid rule draws at 4 pairs (see SPEC). */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,8 +507,6 @@ TEST(joined_budget) {
     journal_close(other);
 }
 
-static int count_entries(const char *dir);
-
 /* One process trains the whole sweep (journaling its decisions unless unjournaled; with
  * left_one, killed before it gave up its last run no look needs); then another joins the
  * complete sweep: it replays the same decisions (and gives that run up), and its journal
@@ -557,9 +554,9 @@ static int late_join_leaves(const char *name, int unjournaled, int left_one) {
     CHECK(b.n_elsewhere == b.plan.n_runs - left_one && b.n_not_needed == left_one);
     CHECK(!sched_more(b.s));
     join_path(out, "procs", procs, sizeof procs);
-    CHECK(count_entries(procs) == 2);
+    CHECK(test_dir_entries(procs) == 2);
     CHECK(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out) == 1);
-    int left = count_entries(procs);
+    int left = test_dir_entries(procs);
     close_fx(&a);
     close_fx(&b);
     return left == 1;
@@ -573,15 +570,6 @@ TEST(joined_complete) {
     CHECK(late_join_leaves("complete-given", 0, 1) == 0);
 }
 
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
-}
-
 /* A process whose replicate: rule differs from the first process's is refused in one line,
  * before it leaves any file. */
 TEST(joined_rule_refused) {
@@ -590,10 +578,10 @@ TEST(joined_rule_refused) {
     snprintf(out, sizeof out, "%s/rule.h5", g_tmp);
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     join_path(out, "procs", procs, sizeof procs);
-    CHECK(count_entries(procs) == 1);
+    CHECK(test_dir_entries(procs) == 1);
     CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
     CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
-    CHECK(count_entries(procs) == 1);
+    CHECK(test_dir_entries(procs) == 1);
     close_fx(&a);
     close_fx(&b);
 }

@@ -4,7 +4,6 @@
  * whose result leaves its question open, to show that the interface carries such a policy.
  * Then what only the joined one does: runs other processes finished, and a run taken over
  * from us. Time is passed in explicitly, so nothing here waits. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -577,12 +576,7 @@ static int claim_files(const char *out) {
     char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 32];
     journal_dir_for(out, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/join/claims", dir);
-    DIR *d = opendir(path);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
+    return test_dir_entries(path);
 }
 
 static int compacted(const char *out) {

@@ -4,6 +4,7 @@
 
 #include "util/file_io.h"
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,15 @@ char *test_read_file(const char *path, long *n) {
 long test_file_size(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+int test_dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
 }
 
 uint64_t test_splitmix64(uint64_t *s) {

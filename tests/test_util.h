@@ -73,6 +73,8 @@ int test_write_file(const char *path, const void *data, size_t n);
 void test_write_text(const char *path, const char *text);
 char *test_read_file(const char *path, long *n);
 long test_file_size(const char *path);
+/* Entries of a directory whose names do not start with '.'; 0 when it cannot be read. */
+int test_dir_entries(const char *dir);
 
 /* SplitMix64: the tests' fixed pseudo-random source (token ids, batches). */
 uint64_t test_splitmix64(uint64_t *state);

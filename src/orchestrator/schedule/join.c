@@ -353,16 +353,17 @@ static int lock_claims(Join *j, char err[ABL_ERR_MAX]) {
     return -1;
 }
 
-/* claims/ID of run id: 0, or -1 with a message when the path is too long */
-static int claim_path_of(const Join *j, const char *id, char *buf, size_t n,
-                         char err[ABL_ERR_MAX]) {
-    if (snprintf(buf, n, "%s/claims/%s", j->dir, id) < (int)n) return 0;
-    snprintf(err, ABL_ERR_MAX, "%s: path too long", j->dir);
-    return -1;
-}
-
+/* claims/ID of run id: 0, or -1 when the path is too long */
 static int claim_path(const Join *j, const char *id, char *buf, size_t n) {
     return snprintf(buf, n, "%s/claims/%s", j->dir, id) < (int)n ? 0 : -1;
+}
+
+/* claim_path, with a message when the path is too long */
+static int claim_path_of(const Join *j, const char *id, char *buf, size_t n,
+                         char err[ABL_ERR_MAX]) {
+    if (claim_path(j, id, buf, n) == 0) return 0;
+    snprintf(err, ABL_ERR_MAX, "%s: path too long", j->dir);
+    return -1;
 }
 
 ClaimResult join_peek(Join *j, const char *id, int *mine, char prev[JOIN_NAME_MAX]) {
