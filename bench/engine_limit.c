@@ -13,8 +13,11 @@
  * out);
  *  - the shape limit: the reference products of one step (bench/shapes/PRESET.txt: today's
  *    shapes and FLOP count, fixed even when the engine changes its own) timed alone through
- *    src/model/gemm.c, best of R; the step's fraction of it (target >= 90%) and, beside it,
- *    the fraction of the square-sgemm rate (the reference FLOPs at the best square GFLOP/s);
+ *    src/model/gemm.c. At the first K the two alternate in R rounds (S steps, then the list
+ *    of products once), so that a load that comes and goes hits both alike, and both are the
+ *    median over the rounds (the best of each beside it); the step's fraction of the limit
+ *    (target >= 90%) and, beside it, the fraction of the square-sgemm rate (the reference
+ *    FLOPs at the best square GFLOP/s);
  *  - a per-operation budget: each product line of the reference, and the step's operations
  *    timed alone at the step's sizes: the lm_head with the cross-entropy as the engine runs
  *    them (tiled, src/model/xent.h: its own products included, so beside the three
@@ -296,21 +299,48 @@ static int run_preset(const char *preset, int steps, const Options *o) {
         b.y[i] = (int32_t)(splitmix(&s) % (uint64_t)c.vocab_size);
     }
 
+    /* At the first K, the step and the limit in R alternating rounds (`steps` steps, then the
+     * reference products once): a load that comes and goes on a shared machine hits both
+     * alike, and both are compared by the same statistic, the median (the best of each is
+     * printed beside it). */
     double med[MAX_K], best[MAX_K], cpu[MAX_K], rss = 0;
+    int rounds = o->reps;
+    double *round_step = xmalloc((size_t)rounds * sizeof(double));
+    double *round_cpu = xmalloc((size_t)rounds * sizeof(double));
+    double *round_limit = xmalloc((size_t)rounds * sizeof(double));
+    double *per = xmalloc((size_t)ns * sizeof(double)),
+           *per_round = xmalloc((size_t)ns * sizeof(double));
+    for (int i = 0; i < ns; i++)
+        per[i] = 1e30;
+    double best_limit = 1e30;
     for (int i = 0; i < o->nk; i++) {
         openblas_set_num_threads(o->k[i]); /* as blas_set_threads: both pools */
         par_set_threads(o->k[i]);
-        time_steps(&b, o->warmup, steps, &med[i], &best[i], &cpu[i]);
-        if (i == 0) rss = (double)provenance_peak_rss();
+        if (i > 0) {
+            time_steps(&b, o->warmup, steps, &med[i], &best[i], &cpu[i]);
+            continue;
+        }
+        best[0] = 1e30;
+        for (int r = 0; r < rounds; r++) {
+            double b_r;
+            time_steps(&b, r == 0 ? o->warmup : 0, steps, &round_step[r], &b_r, &round_cpu[r]);
+            best[0] = fmin(best[0], b_r);
+            if (r == 0) rss = (double)provenance_peak_rss(); /* before the products' buffers */
+            round_limit[r] = gemm_timing_shapes(sh, ns, 1, per_round);
+            best_limit = fmin(best_limit, round_limit[r]);
+            for (int k = 0; k < ns; k++)
+                per[k] = fmin(per[k], per_round[k]);
+        }
+        med[0] = median_of(round_step, rounds);
+        cpu[0] = median_of(round_cpu, rounds);
     }
+    double limit = median_of(round_limit, rounds);
     openblas_set_num_threads(o->k[0]);
     par_set_threads(o->k[0]);
     double state, need = theoretical_bytes(&c, B, T, &state);
     double alloc = gpt_alloc_bytes(&c, B, T) + 2.0 * sizeof(float) * (double)b.g.n_params;
 
-    /* the limit and the budget, at the first K */
-    double *per = xmalloc((size_t)ns * sizeof(double));
-    double limit = gemm_timing_shapes(sh, ns, o->reps, per);
+    /* the square rate and the budget, at the first K */
     double square = 0;
     int sizes[] = {1024, 2048};
     for (int i = 0; i < 2; i++)
@@ -326,12 +356,14 @@ static int run_preset(const char *preset, int steps, const Options *o) {
            blas_core(), o->k[0],
            getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "(unset)", steps,
            o->warmup);
-    printf("   step            %9.3f ms median (best %.3f ms; CPU %.3f ms), %.0f tokens/s\n",
-           1e3 * st, 1e3 * best[0], 1e3 * cpu[0], N / st);
-    printf("   shape limit     %9.3f ms (reference products alone, %.1f GFLOP/s)\n", 1e3 * limit,
-           flops / limit / 1e9);
-    printf("   step / limit    %9.1f %%   (target >= 90%%: %s)\n", 100 * limit / st,
-           limit / st >= 0.9 ? "PASS" : "FAIL");
+    printf("   step            %9.3f ms median of %d rounds (best %.3f ms; CPU %.3f ms), %.0f "
+           "tokens/s\n",
+           1e3 * st, rounds, 1e3 * best[0], 1e3 * cpu[0], N / st);
+    printf("   shape limit     %9.3f ms median of the rounds (best %.3f ms; reference products "
+           "alone, %.1f GFLOP/s)\n",
+           1e3 * limit, 1e3 * best_limit, flops / limit / 1e9);
+    printf("   step / limit    %9.1f %%   (target >= 90%%: %s); best / best %.1f %%\n",
+           100 * limit / st, limit / st >= 0.9 ? "PASS" : "FAIL", 100 * best_limit / best[0]);
     printf("   square sgemm    %9.1f GFLOP/s; the step at %.1f %% of it (%.1f GFLOP/s)\n", square,
            100 * flops / st / 1e9 / square, flops / st / 1e9);
     printf("   budget of the step (ms, %% of the step median):\n");
@@ -377,6 +409,10 @@ static int run_preset(const char *preset, int steps, const Options *o) {
         printf("}}\n");
     }
     free(per);
+    free(per_round);
+    free(round_step);
+    free(round_cpu);
+    free(round_limit);
     free(b.m);
     free(b.v);
     free(b.x);
@@ -386,7 +422,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
 }
 
 int main(int argc, char **argv) {
-    Options o = {.warmup = 2, .reps = 3, .nk = 1, .k = {1}, .shapes_dir = "bench/shapes"};
+    Options o = {.warmup = 2, .reps = 5, .nk = 1, .k = {1}, .shapes_dir = "bench/shapes"};
     const char *presets = "micro,book";
     int micro_steps = 200, book_steps = 10;
     for (int i = 1; i < argc; i++) {
