@@ -78,7 +78,11 @@ static long add_run(Journal *j, uint32_t i, Batch *b) {
         if (s % 500 == 0) {
             memset(&ev, 0, sizeof ev);
             ev.kind = EV_EVAL;
-            ev.u.eval = (EvalEvent){s, 2.0 + 1.0 / (double)s, 0.4, s * 512, 0.01 * s};
+            ev.u.eval = (EvalEvent){.step = s,
+                                    .val_loss = 2.0 + 1.0 / (double)s,
+                                    .val_acc = 0.4,
+                                    .tokens = s * 512,
+                                    .time = 0.01 * s};
             pack(b, &ev);
             n++;
         }
