@@ -453,26 +453,26 @@ float exp_sum_lanes(const float *restrict x, int n, float m) {
     return lanes_total(acc, tail);
 }
 
-/* x[j] = exp(x[j] - m) in place; returns the sum, as exp_sum_lanes adds it. */
-static float exp_sub_inplace(float *restrict x, int n, float m) {
+float exp_store_lanes(float *e, const float *x, int n, float m) {
+    /* not restrict: e may be x (softmax_row); the compiler checks the overlap once */
     float acc[LANES] = {0}, tail = 0.0f;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int k = 0; k < LANES; k++) {
-            float e = exp_nonpos(x[j + k] - m);
-            x[j + k] = e;
-            acc[k] += e;
+            float v = exp_nonpos(x[j + k] - m);
+            e[j + k] = v;
+            acc[k] += v;
         }
     for (; j < n; j++) {
-        x[j] = exp_nonpos(x[j] - m);
-        tail += x[j];
+        e[j] = exp_nonpos(x[j] - m);
+        tail += e[j];
     }
     return lanes_total(acc, tail);
 }
 
 void softmax_row(float *x, int n) {
     float m = row_max_lanes(x, n);
-    float s = exp_sub_inplace(x, n, m), inv = 1.0f / s;
+    float s = exp_store_lanes(x, x, n, m), inv = 1.0f / s;
     for (int j = 0; j < n; j++)
         x[j] *= inv;
 }

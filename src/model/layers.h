@@ -53,6 +53,9 @@ void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, i
  * sums combined in a fixed order, so softmax_row and the cross-entropy (xent.c) add alike. */
 float row_max_lanes(const float *x, int n);
 float exp_sum_lanes(const float *x, int n, float m);
+/* e[j] = exp(x[j] - m) for j < n (e may be x); returns their sum, added as exp_sum_lanes
+ * adds it. */
+float exp_store_lanes(float *e, const float *x, int n, float m);
 
 /* x (n) -> exp(x - max) / sum, in place. */
 void softmax_row(float *x, int n);

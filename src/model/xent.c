@@ -62,29 +62,6 @@ typedef struct {
     int V, v0, n, t, tiles;
 } FoldJob;
 
-/* e[j] = exp(l[j] - m) for j < n; returns their sum, added as exp_sum_lanes adds it. */
-static float exp_store(float *restrict e, const float *restrict l, int n, float m) {
-    enum { LANES = 16 };
-    float acc[LANES] = {0}, tail = 0.0f;
-    int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int k = 0; k < LANES; k++) {
-            float x = exp_nonpos(l[j + k] - m);
-            e[j + k] = x;
-            acc[k] += x;
-        }
-    for (; j < n; j++) {
-        e[j] = exp_nonpos(l[j] - m);
-        tail += e[j];
-    }
-    float b[8], c[4];
-    for (int k = 0; k < 8; k++)
-        b[k] = acc[k] + acc[k + 8];
-    for (int k = 0; k < 4; k++)
-        c[k] = b[k] + b[k + 4];
-    return ((c[0] + c[2]) + (c[1] + c[3])) + tail;
-}
-
 static void fold_rows(void *ctx, size_t r0, size_t r1, int chunk) {
     const FoldJob *t = ctx;
     (void)chunk;
@@ -100,7 +77,7 @@ static void fold_rows(void *ctx, size_t r0, size_t r1, int chunk) {
         int y = t->targets[r];
         if (y >= t->v0 && y < t->v0 + t->n) t->target[r] = l[y - t->v0];
         float mn = tm > mo ? tm : mo;
-        float st = exp_store(t->exps + r * (size_t)t->V + t->v0, l, t->n, mn);
+        float st = exp_store_lanes(t->exps + r * (size_t)t->V + t->v0, l, t->n, mn);
         /* one tile: s = 0 + st, the untiled sum exactly */
         t->row_sum[r] = (t->row_sum[r] != 0.0f ? t->row_sum[r] * exp_nonpos(mo - mn) : 0.0f) + st;
         t->row_max[r] = mn;
