@@ -97,6 +97,8 @@ def parse_shim(d, nranks):
                 x = line.rstrip("\n").split("\t")
                 if x[0] == "cpu":
                     cpu = (float(x[2]), float(x[3]), int(x[4]))
+                elif x[0] == "cpu_main":
+                    continue  # the main thread's CPU (bench/rank0_memory.sh reads it)
                 else:
                     recs.append((x[0], float(x[2]), int(x[3]), int(x[4])))
         ranks[r] = (recs, cpu)
