@@ -1499,7 +1499,8 @@ void gpt_backward(GPT *m) {
 
     const float *blocks_out = layer_acts(a, c->n_layer - 1).out;
     const float *last = c->final_norm ? a->fn_out : blocks_out;
-    /* d logits = (probs - onehot) / N, tile by tile, the 1/N applied by the GEMMs */
+    /* d logits = (probs - onehot) / N, tile by tile from the forward's stored exponentials
+     * (xent.h): the 1/N rides on the per-row factors and the one-hot correction */
     xent_backward(c->final_norm ? a->d_final : a->d_resid, M->g.lm_head, a->logits, a->targets,
                   last, M->w.lm_head, N, C, V, 1.0f / (float)N, a->xent_tile);
     if (c->final_norm) {

@@ -433,9 +433,8 @@ static int cache_store(View *v, H5Table *t, uint32_t i, const RunState *rs, cons
                        int status, int skipped) {
     RunsCache *c = v->runs_cache;
     int pending = status == ST_PENDING && run_pending(rs);
-    if (!c || (!pending && (!rs->has_end || status < ST_DONE)))
-        return 0; /* running, or
-                      interrupted */
+    /* a run part-way (running, or interrupted: it runs again) changes at every update */
+    if (!c || (!pending && (!rs->has_end || status < ST_DONE))) return 0;
     if (i >= c->cap) {
         size_t old = c->cap;
         if (GROW(c->rows, c->cap, (size_t)i + 1) != 0) return -1;
