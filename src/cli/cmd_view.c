@@ -42,7 +42,7 @@ int cmd_view(int argc, char **argv) {
     char journal[ABL_PATH_MAX], err[ABL_ERR_MAX];
     H5ViewStats st;
     if (join_exists(out)) { /* a joined sweep: every process's journal */
-        if (join_build_view(out, NULL, UINT64_MAX, &st, err) != 0) {
+        if (join_build_view(out, NULL, UINT64_MAX, 0, &st, err) != 0) {
             log_cmd("%s", err);
             return 1;
         }

@@ -9,7 +9,9 @@ identical to one uninterrupted plain sweep):
   random:  3 processes, one killed with -9 at a random moment (the seed is printed), twice
            (CTest join_random: Release only, like long_history);
   hung:    a process stopped with SIGSTOP stops renewing its lease (--lease 1.5): its run is
-           taken over; once continued it abandons the run and leaves with exit 0;
+           taken over, and the other process ends the sweep, leaving the last view to the
+           stopped one (still running); once continued it abandons the run, builds that view
+           and leaves with exit 0;
   plan_once: the first process's journal plans every run, a later one only the runs it
            trains; it builds no view at start, and no final view once the first's covers
            every journal;
@@ -212,11 +214,19 @@ def test_hung():
             wait_until(lambda: "taken over from" in o.stderr(), 60, "the takeover", jobs)
             age = time.time() - last_beat
             assert age >= 1.5, "taken over %.2f s after h's last heartbeat, within the lease" % age
-            C.release(os.path.join(tmp, "hold"))  # h abandons its run, then trains on
-            os.killpg(h.sid, signal.SIGCONT)
+            # o trains every run and ends while h is still stopped, its journal locked: the
+            # last view is left to h, which builds it once continued (issue 18: each
+            # process ending built it, one after another)
             assert o.wait(300) == 0, o.stderr()[-3000:]
+            assert "its last view is left to the 1 joined process still running" in o.stderr(), \
+                o.stderr()[-3000:]
+            C.release(os.path.join(tmp, "hold"))  # h abandons its run and ends
+            os.killpg(h.sid, signal.SIGCONT)
             assert h.wait(120) == 0, h.stderr()[-3000:]
             assert "abandoning it here" in h.stderr(), h.stderr()[-3000:]
+            assert "left to" not in h.stderr() and "not rebuilt" not in h.stderr(), \
+                h.stderr()[-3000:]
+            assert C.View(out).attrs["status"] == "complete", "h did not build the last view"
             check_same(out, ref, "hung process taken over")
             C.log("  taken over %.1f s after the hung process's last heartbeat (lease 1.5 s)" % age)
         finally:

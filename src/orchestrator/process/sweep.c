@@ -451,7 +451,8 @@ static void rebuild_view(Sweep *s, int force) {
     /* not past a RUN_END that is not synced yet: the view shows a run done only once it is
      * announced */
     view_updater_request(
-        s->vu, s->pend_head < s->npend ? s->pend[s->pend_head].before : journal_size(s->j), force);
+        s->vu, s->pend_head < s->npend ? s->pend[s->pend_head].before : journal_size(s->j),
+        force ? VIEW_FULL : VIEW_LIVE);
     /* keep views to at most ~10% of the time: their thread shares the machine with runs */
     double took = view_updater_last_seconds(s->vu);
     if (s->view_seconds < 10 * took) s->view_seconds = 10 * took;
@@ -472,7 +473,7 @@ static void start_view(Sweep *s) {
         stop_journal(s);
         return;
     }
-    view_updater_request(s->vu, journal_size(s->j), 1);
+    view_updater_request(s->vu, journal_size(s->j), VIEW_FULL);
 }
 
 /* ------------------------------------------------------------------ runs */
@@ -1482,6 +1483,27 @@ static void replicate_summary(const Sweep *s, int n) {
              counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
 }
 
+/* A joined process's last view, once its SWEEP_END is synced: its journal is closed first
+ * (the lock on it goes, so a process that finds it unlocked reads all of it), then the view
+ * is asked for as the last: only the last process to end builds it (join_build_view).
+ * Before, each process appended its SWEEP_END after another's build had covered every
+ * journal, and 9 of 16 ending together rebuilt the same view in turn (issue 18). */
+static void last_joined_view(Sweep *s) {
+    char err[ABL_ERR_MAX];
+    if (view_updater_wait(s->vu, err) != 0) /* a periodic build still reading our journal */
+        log_warn("could not rebuild %s: %s", s->o->out_path, err);
+    uint64_t size = journal_size(s->j);
+    int closed = journal_close(s->j);
+    s->j = NULL;
+    if (closed != 0) {
+        stop_io(s, "cannot sync the journal");
+        return;
+    }
+    view_updater_request(s->vu, size, VIEW_LAST);
+    s->view_failed = view_updater_wait(s->vu, err) != 0;
+    if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
+}
+
 /* The exit status (sweep.h) and the last line of the log. */
 static int finish(Sweep *s) {
     int failed = 0, finished = 0, n = 0;
@@ -1500,15 +1522,18 @@ static int finish(Sweep *s) {
                                          : (failed ? "complete_with_failures" : "complete")};
         if (journal_append_sweep_end(s->j, kv, 2) != 0 || journal_sync(s->j) != 0) stop_journal(s);
     }
-    if (s->stop != STOP_IO) {
+    if (s->stop != STOP_IO && s->sched->ops->shared) {
+        last_joined_view(s);
+    } else if (s->stop != STOP_IO) {
         rebuild_view(s, 1);
     } else { /* what the journal holds on disk, if there is room for it */
         char err[ABL_ERR_MAX];
-        view_updater_request(s->vu, journal_written_size(s->j), 1);
+        view_updater_request(s->vu, journal_written_size(s->j), VIEW_FULL);
         if (view_updater_wait(s->vu, err) != 0)
             log_warn("could not rebuild %s: %s", s->o->out_path, err);
     }
-    if (journal_close(s->j) != 0 && s->stop != STOP_IO) stop_io(s, "cannot sync the journal");
+    if (s->j && journal_close(s->j) != 0 && s->stop != STOP_IO)
+        stop_io(s, "cannot sync the journal");
     s->j = NULL;
     /* a SIGUSR1 that came once every run had ended stops nothing: the sweep is complete */
     if (finished < n || s->stop == STOP_IO) {

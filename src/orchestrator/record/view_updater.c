@@ -20,6 +20,7 @@ struct ViewUpdater {
     int requested, building, stopping, failed;
     int joined;    /* a joined sweep: the view covers every process's journal */
     int want_full; /* the next build is a full one (self-contained file) */
+    int want_last; /* and, joined, our journal's last (it is closed) */
     H5Live *live;  /* the incremental view of periodic builds (not for joined sweeps) */
     char err[ABL_ERR_MAX];
     H5ViewStats last;
@@ -28,8 +29,8 @@ struct ViewUpdater {
 
 /* Periodic views are live (incremental) ones; the first and the last are full builds,
  * after which the live view's segments go (OUT.h5 then needs none of them). */
-static int build(ViewUpdater *u, int full, uint64_t upto, H5ViewStats *st, char *err) {
-    if (u->joined) return join_build_view(u->out, u->journal, upto, st, err);
+static int build(ViewUpdater *u, int full, int last, uint64_t upto, H5ViewStats *st, char *err) {
+    if (u->joined) return join_build_view(u->out, u->journal, upto, last, st, err);
     if (full) {
         if (h5view_build_upto(u->journal, u->out, upto, st, err) != 0) return -1;
         h5live_close(u->live);
@@ -69,14 +70,14 @@ static void *run(void *arg) {
             pthread_cond_wait(&u->cv, &u->mu);
         if (!u->requested && u->stopping) break;
         uint64_t upto = u->want;
-        int full = u->want_full || u->joined;
-        u->requested = u->want_full = 0;
+        int full = u->want_full || u->joined, last = u->want_last;
+        u->requested = u->want_full = u->want_last = 0;
         u->building = 1;
         pthread_mutex_unlock(&u->mu);
         H5ViewStats st;
         char err[ABL_ERR_MAX] = "";
         test_hold(u);
-        int rc = build(u, full, upto, &st, err);
+        int rc = build(u, full, last, upto, &st, err);
         pthread_mutex_lock(&u->mu);
         u->building = 0;
         u->last = st;
@@ -115,11 +116,12 @@ ViewUpdater *view_updater_start(const char *journal_path, const char *out_path, 
     return u;
 }
 
-void view_updater_request(ViewUpdater *u, uint64_t flushed, int full) {
+void view_updater_request(ViewUpdater *u, uint64_t flushed, int kind) {
     pthread_mutex_lock(&u->mu);
     if (flushed > u->want || !u->requested) u->want = flushed;
     u->requested = 1;
-    u->want_full |= full;
+    u->want_full |= kind != VIEW_LIVE;
+    u->want_last |= kind == VIEW_LAST;
     pthread_cond_broadcast(&u->cv);
     pthread_mutex_unlock(&u->mu);
 }

@@ -18,10 +18,13 @@ typedef struct ViewUpdater ViewUpdater;
  * of a joined sweep, and the view covers them all (join_build_view). */
 ViewUpdater *view_updater_start(const char *journal_path, const char *out_path, int joined,
                                 char err[ABL_ERR_MAX]);
-/* Asks for a view of the journal's first `flushed` bytes; returns at once. full: a full
- * build (a self-contained file: the first and the last view of a sweep); else a live,
- * incremental one (h5live_update), whose cost follows what is new. */
-void view_updater_request(ViewUpdater *u, uint64_t flushed, int full);
+/* What a request asks for: a live, incremental view (h5live_update), whose cost follows what
+ * is new; a full build (a self-contained file: the first and the last view of a sweep); or
+ * a joined process's last view, asked once its journal is closed: built only by the last
+ * process of the sweep to end (join_build_view). */
+enum { VIEW_LIVE = 0, VIEW_FULL = 1, VIEW_LAST = 2 };
+/* Asks for a view of the journal's first `flushed` bytes (kind: VIEW_*); returns at once. */
+void view_updater_request(ViewUpdater *u, uint64_t flushed, int kind);
 /* Is a build running or waiting? */
 int view_updater_busy(ViewUpdater *u);
 /* Waits until every requested build is done. 0, or -1 with the last build's error (the

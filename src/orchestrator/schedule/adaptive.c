@@ -518,7 +518,7 @@ static int a_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
              "processes that would have recorded it were killed first): this process's "
              "journal keeps it -> %s",
              n_live, out_path);
-    if (join_build_view(out_path, NULL, 0, NULL, err) != 0) log_warn("%s", err);
+    if (join_build_view(out_path, NULL, 0, 0, NULL, err) != 0) log_warn("%s", err);
     return 1;
 }
 
