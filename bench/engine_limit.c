@@ -386,8 +386,12 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     for (int i = 1; i < o->nk; i++)
         printf("   threads %d       %9.3f ms median (CPU %.3f ms), x%.2f of %d thread(s)%s\n",
                o->k[i], 1e3 * med[i], 1e3 * cpu[i], med[0] / med[i], o->k[0],
+               /* issue 18's target is the book step's: micro's step (~1 ms, products of
+                * 512 x 32 x 96) is below what a second thread can split */
                o->k[i] == 2 && o->k[0] == 1
-                   ? (med[0] / med[i] >= 1.8 ? "  (target x1.8: PASS)" : "  (target x1.8: FAIL)")
+                   ? (strcmp(preset, "book")   ? "  (no target: the x1.8 is book's)"
+                      : med[0] / med[i] >= 1.8 ? "  (target x1.8: PASS)"
+                                               : "  (target x1.8: FAIL)")
                    : "");
     printf("   peak RSS        %9.1f MiB (process before the model %.1f MiB); theoretical need "
            "%.1f MiB (state %.1f + activations %.1f): x%.2f; gpt_alloc + AdamW %.1f MiB\n",

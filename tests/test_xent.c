@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/gpt.h"
+#include "model/layers.h"
 #include "model/transpose.h"
 #include "model/xent.h"
 #include "test_util.h"
@@ -119,6 +120,35 @@ TEST(tiles) {
         CHECK_MSG(max_rel(o->mx, one.mx, N) < 1e-6, "case %d: row maxima differ", k);
     }
     CHECK(one.correct == many.correct);
+}
+
+/* The one-pass fold (exp_store_max_lanes, under a running maximum) against the two passes
+ * it replaces where that maximum stands (row_max_lanes, exp_store_lanes): the same bits for
+ * rows of every length (full lanes, a tail, shorter than a lane), and the row's maximum
+ * whatever m is. */
+TEST(one_pass_fold) {
+    enum { L = 203 };
+    static float x[L], e1[L], e2[L];
+    uint64_t s = 11;
+    for (int i = 0; i < L; i++)
+        x[i] = 20.0f * frand(&s);
+    const int lens[] = {1, 7, 16, 17, 64, 100, L};
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+        int n = lens[k];
+        float mx = row_max_lanes(x, n), got;
+        const float ms[] = {mx, mx + 0.5f, mx + 30.0f}; /* the running maximum >= this row's */
+        for (int i = 0; i < 3; i++) {
+            float want = exp_store_lanes(e1, x, n, ms[i]);
+            float sum = exp_store_max_lanes(e2, x, n, ms[i], &got);
+            CHECK_MSG(got == mx, "n %d: max %.9g, row_max_lanes %.9g", n, (double)got, (double)mx);
+            CHECK_MSG(memcmp(&sum, &want, sizeof sum) == 0 && memcmp(e1, e2, n * sizeof *e1) == 0,
+                      "n %d, m %.9g: not the two passes' bits (sum %.9g against %.9g)", n,
+                      (double)ms[i], (double)sum, (double)want);
+        }
+        exp_store_max_lanes(e2, x, n, mx - 5.0f, &got); /* the maximum rises in this row */
+        CHECK_MSG(got == mx, "n %d: max %.9g under a lower m, row_max_lanes %.9g", n, (double)got,
+                  (double)mx);
+    }
 }
 
 /* The scratch sized for N rows holds what every smaller pass needs (an evaluation batch

@@ -470,6 +470,36 @@ float exp_store_lanes(float *e, const float *x, int n, float m) {
     return lanes_total(acc, tail);
 }
 
+float exp_store_max_lanes(float *restrict e, const float *restrict x, int n, float m, float *max) {
+    /* the same lanes and operations as exp_store_lanes and row_max_lanes, interleaved */
+    float acc[LANES] = {0}, hi[LANES], tail = 0.0f, mt = -INFINITY, b[8], c[4];
+    for (int k = 0; k < LANES; k++)
+        hi[k] = -INFINITY;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float xv = x[j + k], d = xv - m;
+            hi[k] = xv > hi[k] ? xv : hi[k];
+            float v = exp_nonpos(d < 0.0f ? d : 0.0f); /* d itself when m bounds x */
+            e[j + k] = v;
+            acc[k] += v;
+        }
+    for (; j < n; j++) {
+        float d = x[j] - m;
+        mt = x[j] > mt ? x[j] : mt;
+        e[j] = exp_nonpos(d < 0.0f ? d : 0.0f);
+        tail += e[j];
+    }
+    for (int k = 0; k < 8; k++)
+        b[k] = hi[k] > hi[k + 8] ? hi[k] : hi[k + 8];
+    for (int k = 0; k < 4; k++)
+        c[k] = b[k] > b[k + 4] ? b[k] : b[k + 4];
+    for (int k = 0; k < 4; k++)
+        mt = c[k] > mt ? c[k] : mt;
+    *max = mt;
+    return lanes_total(acc, tail);
+}
+
 void softmax_row(float *x, int n) {
     float m = row_max_lanes(x, n);
     float s = exp_store_lanes(x, x, n, m), inv = 1.0f / s;

@@ -56,6 +56,10 @@ float exp_sum_lanes(const float *x, int n, float m);
 /* e[j] = exp(x[j] - m) for j < n (e may be x); returns their sum, added as exp_sum_lanes
  * adds it. */
 float exp_store_lanes(float *e, const float *x, int n, float m);
+/* exp_store_lanes and row_max_lanes in one pass, for an m that need not bound x: returns the
+ * sum and sets *max = row_max_lanes(x, n). When *max <= m, e and the sum are exp_store_lanes's
+ * to the bit; else they are not usable (each x above m counts as m). */
+float exp_store_max_lanes(float *restrict e, const float *restrict x, int n, float m, float *max);
 
 /* x (n) -> exp(x - max) / sum, in place. */
 void softmax_row(float *x, int n);
