@@ -755,18 +755,23 @@ def case_submit_options(S):
     VAR=value before sbatch, which ALL passes on); --dependency goes to the sweep job
     (the finish job depends on it); --mail-type/--mail-user go to the finish job (to the
     sweep job when there is none); a missing output directory is not refused (submit
-    creates it; the dry run only says so)."""
+    creates it; the dry run only says so). The shell's OPENBLAS_CORETYPE reaches the jobs
+    (under NONE they would pick their own core, and the values would differ from the same
+    sweep run in the shell): this machine's value when it sets one, else one set here
+    (a dry run trains nothing)."""
+    core = C.ENV.get("OPENBLAS_CORETYPE") or "Haswell"
     args = ["t.yaml", "-o", "new/o.h5", "--dry-run", "--wait", "--cpus-per-task", "2", "--",
             "--dependency=afterok:1", "--mail-type=END", "--mail-user", "me@example.org",
             "--export=NONE"]
-    rc, out, err = submit(S, args)
+    rc, out, err = submit(S, args, env=submit_env(OPENBLAS_CORETYPE=core))
     assert rc == 0, "dry run: exit %d\n%s%s" % (rc, out, err)
     sweep = [l for l in out.splitlines() if "ablate-sweep.sbatch" in l]
     fin = [l for l in out.splitlines() if "ablate-finish.sbatch" in l]
     assert sweep and fin, out
     sweep, fin = sweep[0], fin[0]
     for var in ("ABLATE_BIN=" + C.BIN, "ABLATE_SOURCE_DIR=", "ABLATE_SLURM_DIR=",
-                "OMPI_MCA_hwloc_base_binding_policy=none", "SRUN_CPUS_PER_TASK=2"):
+                "OMPI_MCA_hwloc_base_binding_policy=none", "SRUN_CPUS_PER_TASK=2",
+                "OPENBLAS_CORETYPE=" + core):
         assert var in sweep and var in fin, "%s not exported:\n%s" % (var, out)
     assert " --export=ABLATE_BIN=" in sweep, "NONE: no ALL expected\n" + out
     assert " --dependency=afterok:1 " in sweep and "afterok" not in fin, out
@@ -779,7 +784,9 @@ def case_submit_options(S):
     assert rc == 0 and sweep, out
     env = sweep[0][:sweep[0].index("sbatch")]
     assert env == ["ABLATE_BIN=" + C.BIN, "ABLATE_SOURCE_DIR=" + C.SOURCE_DIR,
-                   "ABLATE_SLURM_DIR=" + os.path.join(C.SOURCE_DIR, "slurm")], out
+                   "ABLATE_SLURM_DIR=" + os.path.join(C.SOURCE_DIR, "slurm")] + (
+                       ["OPENBLAS_CORETYPE=" + C.ENV["OPENBLAS_CORETYPE"]]
+                       if C.ENV.get("OPENBLAS_CORETYPE") else []), out
     assert not any(w.startswith("--export") for w in sweep[0]) and \
         "--mail-type=END" in sweep[0] and sweep[0][-2:] == ["--blas-threads", "1"], out
 
