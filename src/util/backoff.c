@@ -15,3 +15,9 @@ void backoff_sleep(Backoff *b, long cap_ns) {
 void backoff_reset(Backoff *b) {
     b->ns = 0;
 }
+
+long backoff_cap_share(const Backoff *b, double typical, int share) {
+    if (!(typical > 0) || share <= 0) return 0;
+    double ns = typical * 1e9 / share;
+    return ns < (double)b->min_ns ? b->min_ns : ns > (double)b->max_ns ? b->max_ns : (long)ns;
+}

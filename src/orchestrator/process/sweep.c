@@ -121,6 +121,7 @@ typedef struct {
     JournalDecision *latest; /* per contrast; look -2: nothing yet */
     int n_not_needed;
     double idle_worker_seconds; /* worker ranks idle while the sweep went on */
+    double run_seconds;         /* a run's typical length, END to ASSIGN (0: none ended) */
     GroupSync *gs;              /* many ranks: syncs the journal on its own thread */
     /* each worker rank's last assignment, sent without waiting (MPI_Isend): a blocking send
      * completes only once the worker polls, and an idle worker polls after a back-off of up
@@ -864,17 +865,25 @@ static void send_stop(int rank, int32_t mode) {
 }
 
 /* Worker idle time (reported for replicate: sweeps, where the rule may leave workers
- * waiting on a look): when each idle worker became idle. */
-static double *g_idle_since;
+ * waiting on a look): when each idle worker became idle; and when each busy one was given
+ * its run, for the runs' typical length (rank 0's poll interval, run_mpi). */
+static double *g_idle_since, *g_busy_since;
 
-static void worker_idle(int rank) {
-    if (g_idle_since) g_idle_since[rank] = clock_seconds();
+static void worker_idle(Sweep *s, int rank) {
+    double now = clock_seconds();
+    if (g_idle_since) g_idle_since[rank] = now;
+    if (g_busy_since && g_busy_since[rank] > 0) { /* a moving mean over the last ~8 runs */
+        double run = now - g_busy_since[rank];
+        s->run_seconds = s->run_seconds > 0 ? s->run_seconds + (run - s->run_seconds) / 8 : run;
+        g_busy_since[rank] = 0;
+    }
 }
 
 static void worker_busy(Sweep *s, int rank) {
-    if (g_idle_since && g_idle_since[rank] > 0)
-        s->idle_worker_seconds += clock_seconds() - g_idle_since[rank];
+    double now = clock_seconds();
+    if (g_idle_since && g_idle_since[rank] > 0) s->idle_worker_seconds += now - g_idle_since[rank];
     if (g_idle_since) g_idle_since[rank] = 0;
+    if (g_busy_since) g_busy_since[rank] = now;
 }
 
 /* Hands the next queued run to an idle worker; returns 1 if it did. */
@@ -906,7 +915,8 @@ static void run_mpi(Sweep *s, int nranks) {
     size_t cap = 0;
     int n_busy = 0, asked = 0;
     /* back off while nothing arrives, so rank 0 leaves the CPU to workers: 20 us doubling to
-     * 10 ms (1 ms while a group sync is due: its runs are announced when it returns) */
+     * 10 ms, at most 1% of a typical run (an END waits 1% of a run at most) and 1 ms while a
+     * group sync is due (its runs are announced when it returns) */
     Backoff idle = BACKOFF_INIT(20000, 10000000);
     if (!busy || !hosts || !s->assign_out || !s->assign_req) { /* nothing dispatched yet */
         stop_io(s, "out of memory for the table of worker ranks");
@@ -924,6 +934,7 @@ static void run_mpi(Sweep *s, int nranks) {
     for (int r = 0; r < nranks; r++)
         busy[r] = -2;
     g_idle_since = calloc((size_t)nranks, sizeof *g_idle_since);
+    g_busy_since = calloc((size_t)nranks, sizeof *g_busy_since);
     char gerr[ABL_ERR_MAX]; /* without the thread, each RUN_END is synced in line */
     s->gs = group_sync_start(journal_fd(s->j), s->journal_path, gerr);
     for (;;) {
@@ -982,7 +993,9 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
-            backoff_sleep(&idle, s->pend_head < s->npend ? 1000000 : 0);
+            long cap = backoff_cap_share(&idle, s->run_seconds, 100);
+            if (s->pend_head < s->npend && (cap == 0 || cap > 1000000)) cap = 1000000;
+            backoff_sleep(&idle, cap);
             continue;
         }
         backoff_reset(&idle);
@@ -1002,7 +1015,7 @@ static void run_mpi(Sweep *s, int nranks) {
         if (st.MPI_TAG == TAG_READY) {
             snprintf(hosts[src], 64, "%.*s", n, (const char *)buf);
             busy[src] = -1;
-            worker_idle(src);
+            worker_idle(s, src);
         } else if (st.MPI_TAG == TAG_EVENTS && n >= 8) {
             uint32_t run, attempt;
             memcpy(&run, buf, 4);
@@ -1017,7 +1030,7 @@ static void run_mpi(Sweep *s, int nranks) {
             busy[src] = -1;
             n_busy--;
             s->calib_busy = 0;
-            worker_idle(src);
+            worker_idle(s, src);
             for (int g = 0; g < s->n_calib; g++)
                 if (s->calib[g].rep == (int)wc.run && wc.trial >= 1 &&
                     (int)wc.trial <= s->calib[g].k)
@@ -1043,7 +1056,7 @@ static void run_mpi(Sweep *s, int nranks) {
             we.host[sizeof we.host - 1] = '\0';
             busy[src] = -1;
             n_busy--;
-            worker_idle(src);
+            worker_idle(s, src);
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
             if (!stopping(s) && !sweep_signal_usr1() && sched_more(s->sched))
                 n_busy += assign_next(s, src, hosts[src], busy);
@@ -1069,7 +1082,8 @@ static void run_mpi(Sweep *s, int nranks) {
     for (int r = 1; r < nranks; r++)
         if (busy[r] == -1) worker_busy(s, r);
     free(g_idle_since);
-    g_idle_since = NULL;
+    free(g_busy_since);
+    g_idle_since = g_busy_since = NULL;
     free(buf);
     free(busy);
     free(hosts);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "util/backoff.h"
+#include "util/clock.h"
 #include "util/grow.h"
 #include "worker/blas_env.h"
 #include "orchestrator/record/event_codec.h"
@@ -60,15 +61,16 @@ static TrainPoll worker_poll(void *ctx) {
 }
 
 /* Waits for rank 0's next message without spinning (util/backoff.h): 50 us doubling to
- * 20 ms between probes (the latency this adds to a run's start is nothing next to the
- * run). */
-static void wait_for_rank0(MPI_Status *st) {
+ * 20 ms between probes, at most 1% of the last run's length (last_run seconds; 0 before
+ * the first): the latency this adds to a run's start stays 1% of a run. */
+static void wait_for_rank0(MPI_Status *st, double last_run) {
     Backoff b = BACKOFF_INIT(50000, 20000000);
+    long cap = backoff_cap_share(&b, last_run, 100);
     for (;;) {
         int flag = 0;
         MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, st);
         if (flag) return;
-        backoff_sleep(&b, 0);
+        backoff_sleep(&b, cap);
     }
 }
 
@@ -97,9 +99,10 @@ int sweep_worker(int rank) {
     VocabCache *vc = vocab_cache_new();
     WorkerCtx w = {NULL, 0};
     RunOutput out = {worker_send_events, worker_checkpointed, worker_poll, &w};
+    double last_run = 0;
     for (;;) {
         MPI_Status st;
-        wait_for_rank0(&st);
+        wait_for_rank0(&st, last_run);
         if (st.MPI_TAG == TAG_CALIB) {
             calibrate(rank, vc);
             continue;
@@ -115,7 +118,9 @@ int sweep_worker(int rank) {
         /* a SIGUSR1 that came while this worker held no run concerned no run */
         sweep_signal_take_usr1();
         RunResult res;
+        double t0 = clock_seconds();
         RunStatus rs = run_execute(&a, vc, &out, &res);
+        last_run = clock_seconds() - t0;
         WorkerEnd we = {a.run, a.attempt, (int32_t)rs, rank, res.ckpt_step, res.io_errno, {0}};
         memcpy(we.host, host, sizeof we.host);
         uint8_t msg[sizeof we + EVENT_PACK_MAX];
