@@ -423,8 +423,20 @@ void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, i
 
 /* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
  * -ffast-math and gives the same result on every run. */
+/* The largest of the lanes and the tail's maximum, in a fixed order. */
+static inline float lanes_max(const float a[LANES], float tail) {
+    float b[8], c[4], m = tail;
+    for (int k = 0; k < 8; k++)
+        b[k] = a[k] > a[k + 8] ? a[k] : a[k + 8];
+    for (int k = 0; k < 4; k++)
+        c[k] = b[k] > b[k + 4] ? b[k] : b[k + 4];
+    for (int k = 0; k < 4; k++)
+        m = c[k] > m ? c[k] : m;
+    return m;
+}
+
 float row_max_lanes(const float *restrict x, int n) {
-    float acc[LANES], b[8], c[4], m = -INFINITY;
+    float acc[LANES], m = -INFINITY;
     for (int k = 0; k < LANES; k++)
         acc[k] = -INFINITY;
     int j = 0;
@@ -433,13 +445,7 @@ float row_max_lanes(const float *restrict x, int n) {
             acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
     for (; j < n; j++)
         m = x[j] > m ? x[j] : m;
-    for (int k = 0; k < 8; k++)
-        b[k] = acc[k] > acc[k + 8] ? acc[k] : acc[k + 8];
-    for (int k = 0; k < 4; k++)
-        c[k] = b[k] > b[k + 4] ? b[k] : b[k + 4];
-    for (int k = 0; k < 4; k++)
-        m = c[k] > m ? c[k] : m;
-    return m;
+    return lanes_max(acc, m);
 }
 
 float exp_sum_lanes(const float *restrict x, int n, float m) {
@@ -472,7 +478,7 @@ float exp_store_lanes(float *e, const float *x, int n, float m) {
 
 float exp_store_max_lanes(float *restrict e, const float *restrict x, int n, float m, float *max) {
     /* the same lanes and operations as exp_store_lanes and row_max_lanes, interleaved */
-    float acc[LANES] = {0}, hi[LANES], tail = 0.0f, mt = -INFINITY, b[8], c[4];
+    float acc[LANES] = {0}, hi[LANES], tail = 0.0f, mt = -INFINITY;
     for (int k = 0; k < LANES; k++)
         hi[k] = -INFINITY;
     int j = 0;
@@ -490,13 +496,7 @@ float exp_store_max_lanes(float *restrict e, const float *restrict x, int n, flo
         e[j] = exp_nonpos(d < 0.0f ? d : 0.0f);
         tail += e[j];
     }
-    for (int k = 0; k < 8; k++)
-        b[k] = hi[k] > hi[k + 8] ? hi[k] : hi[k + 8];
-    for (int k = 0; k < 4; k++)
-        c[k] = b[k] > b[k + 4] ? b[k] : b[k + 4];
-    for (int k = 0; k < 4; k++)
-        mt = c[k] > mt ? c[k] : mt;
-    *max = mt;
+    *max = lanes_max(hi, mt);
     return lanes_total(acc, tail);
 }
 
