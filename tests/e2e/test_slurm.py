@@ -115,7 +115,10 @@ def read(path):
 
 
 class SlurmJob:
-    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=(), minutes=5):
+    def __init__(self, d, script, spec, out, log=None, opts=(), ablate_opts=(), minutes=5,
+                 env=None):
+        """env: more variables for the job (sbatch's --export=ALL passes them on), e.g. the
+        hold hook's (C.hold_env), so that a case finds runs in progress on any machine."""
         self.out = out
         self.log = log or out + ".log"
         cmd = ["sbatch", "--parsable", "-n", str(RANKS), "-t", str(minutes)] + list(opts)
@@ -123,7 +126,7 @@ class SlurmJob:
             cmd += ["-o", log]
         cmd += [script, spec, out] + list(ablate_opts)
         r = subprocess.run(cmd, cwd=d, capture_output=True, text=True,
-                           env=dict(C.ENV, ABLATE_BIN=C.BIN))
+                           env=dict(C.ENV, ABLATE_BIN=C.BIN, **(env or {})))
         assert r.returncode == 0, "sbatch failed: %s\n%s" % (" ".join(cmd), r.stderr)
         self.id = r.stdout.strip().split(";")[0]
         self.restarts = 0
@@ -189,6 +192,17 @@ def wait_log(job, pred, what, timeout=120):
             what, job.text()[-3000:])
         time.sleep(0.05)
     raise AssertionError("no %s after %d s:\n%s" % (what, timeout, job.text()[-3000:]))
+
+
+def wait_state(job, pred, what, timeout=120):
+    """Waits until the job's state (None once its record is gone) satisfies pred."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        i = job_info(job.id)
+        if pred(i["JobState"] if i else None):
+            return
+        time.sleep(0.05)
+    raise AssertionError("job %s: no %s after %d s" % (job.id, what, timeout))
 
 
 def check_requeued_complete(job, ref, out, label):
@@ -317,12 +331,26 @@ def case_usr1_at_start(S):
         job.cancel()
 
 
+def held_then_released(job, hold, what):
+    """Once the job's log shows `what` (its runs held meanwhile by the hook, so that they
+    are in progress when it happens, on any machine), lets them go on: the next start's
+    attempts are not held."""
+    wait_log(job, lambda s: what in s, repr(what))
+    C.release(hold)
+
+
 def case_usr1_mid_run(S):
-    job = S.submit("b", ablate_opts=["--checkpoint-every", "1"])
+    """USR1 once a run has finished, while a later one is in progress (the hook holds the
+    runs started third and fourth from step 50 until the signal, with their periodic
+    checkpoints): the job checkpoints, requeues itself and resumes."""
+    hold = os.path.join(S.d, "hold-b")
+    env = C.hold_env(hold, 50, C.dispatch_order(S.spec)[2:])
+    job = S.submit("b", ablate_opts=["--checkpoint-every", "1"], env=env)
     try:
-        wait_log(job, lambda s: len(C.reported_finished(s)) >= 1, "first run done")
-        time.sleep(0.3)  # into the run that replaced it
+        wait_log(job, lambda s: len(C.reported_finished(s)) >= 1 and C.held(hold),
+                 "first run done, a later one held in progress")
         job.usr1()
+        held_then_released(job, hold, "SIGUSR1: checkpointing")
         v = check_requeued_complete(job, S.ref, job.out, "b (USR1 mid-run)")
         stopped_by_usr1(job, "b")
         m = re.search(r"SIGUSR1: checkpointing (\d+) run", job.text())
@@ -377,12 +405,14 @@ def checkpointed_at_usr1(job, label):
 def case_time_limit(S):
     """The time limit's own warning: -t 1 with the script's --signal=B:USR1@60 makes the
     warning due from the start, so slurmctld sends it at its first periodic pass. The job
-    is submitted `lead` s before a pass, so the pass finds the long sweep with runs in
-    progress (its runs go from about 1.2 s to 6.5 s after the submission on slurm-local).
+    is submitted `lead` s before a pass, and its runs are held in progress by the hook from
+    step 100 until the warning's USR1 (then released), so the pass finds runs to checkpoint
+    however fast the machine.
     Each later start is warned again at its first pass (about 16 s in: it started about
     14 s after the last pass) and has usually finished by then (else one more start);
     the limit itself never hits. While it waits for the pass, short cases run (EARLY)."""
     spec, ref = S.long()
+    hold = os.path.join(S.d, "hold-f")  # runs in progress whenever the pass comes
     lead = 3.0
     # of the next two passes, the one that the early cases fill best
     t_pass = min((S.clock.next_after(lead) + k * PASS_PERIOD for k in (0, 1)),
@@ -391,8 +421,9 @@ def case_time_limit(S):
     if time.time() > t_pass - lead - 0.5:  # an early case overran its budget
         t_pass = S.clock.next_after(lead)
     time.sleep(max(0.0, t_pass - lead - time.time()))
-    job = S.submit("f", spec=spec, minutes=1)
+    job = S.submit("f", spec=spec, minutes=1, env=C.hold_env(hold, 100))
     try:
+        held_then_released(job, hold, "SIGUSR1: checkpointing")
         check_requeued_complete(job, ref, job.out, "f (time limit)")
         checkpointed_at_usr1(job, "f")
         v = C.View(job.out)
@@ -410,11 +441,11 @@ def case_preempted(S):
     again once the urgent job is done."""
     spec, ref = S.long()
     S.clock.first()  # the probe has ended (else it would be preempted too)
-    job = S.submit("g", spec=spec)
+    hold = os.path.join(S.d, "hold-g")  # runs held in progress from step 100 until the USR1
+    job = S.submit("g", spec=spec, env=C.hold_env(hold, 100))
     urgent = None
     try:
-        wait_log(job, lambda s: "planned" in s, "the sweep started")
-        time.sleep(0.5)  # runs in progress
+        wait_log(job, lambda s: "planned" in s and C.held(hold), "runs in progress")
         node = job_info(job.id)["NodeList"]
         mark = os.path.join(S.d, "urgent.out")
         r = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--exclusive", "-w", node,
@@ -424,6 +455,7 @@ def case_preempted(S):
         assert r.returncode == 0, "sbatch -p urgent failed: %s" % r.stderr
         urgent = r.stdout.strip().split(";")[0]
         C.log("  urgent job %s (-p urgent --exclusive -w %s)" % (urgent, node))
+        held_then_released(job, hold, "SIGUSR1: checkpointing")
         check_requeued_complete(job, ref, job.out, "g (preempted)")
         checkpointed_at_usr1(job, "g")
         text = job.text()
@@ -796,12 +828,16 @@ def case_admin_requeue(S):
     every process of the job, no USR1): the next start resumes them from their periodic
     checkpoints and says so; no ready file is left behind; values identical."""
     spec, ref = S.long()
-    job = S.submit("r", spec=spec, ablate_opts=["--checkpoint-every", "1"])
+    hold = os.path.join(S.d, "hold-r")  # runs held in progress from step 100 (checkpoints taken)
+    job = S.submit("r", spec=spec, ablate_opts=["--checkpoint-every", "1"],
+                   env=C.hold_env(hold, 100))
     ckpt = os.path.join(job.out + ".d", "ckpt")
     try:
         wait_log(job, lambda s: os.path.isdir(ckpt) and any(
             f.endswith(".ckpt") for f in os.listdir(ckpt)), "a periodic checkpoint")
         subprocess.run(["scontrol", "requeue", job.id], check=True)
+        wait_state(job, lambda st: st != "RUNNING", "the requeue")
+        C.release(hold)  # the next start's attempts go on
         check_requeued_complete(job, ref, job.out, "r (admin requeue)")
         text = job.text()
         assert re.search(r"\d+ to run \(\d+ resumed from their checkpoints\)", text), (
