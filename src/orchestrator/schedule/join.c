@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/backoff.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/fsutil.h"
@@ -750,13 +751,34 @@ void join_free_list(char **paths, int n) {
     free(paths);
 }
 
-/* join/view.lock, held (flock) until the returned descriptor is closed; -1 unlocked. */
-static int view_lock(const char *out_path) {
+/* Seconds a build waits for join/view.lock before it goes on without it (tests shorten it). */
+static double view_lock_wait = JOIN_VIEW_LOCK_WAIT;
+
+void join_set_view_lock_wait(double seconds) {
+    view_lock_wait = seconds > 0 ? seconds : JOIN_VIEW_LOCK_WAIT;
+}
+
+/* join/view.lock, held (flock) until the returned descriptor is closed; -1 when it cannot
+ * be opened. Waits at most `wait` seconds (0: one try): a process stopped or hung in a build
+ * keeps the lock for as long, and a process at its end must not wait on it forever
+ * (e2e_join's hung case). *busy: another process still held it; the descriptor is then
+ * returned unlocked, as where the file system has no flock. */
+static int view_lock(const char *out_path, double wait, int *busy) {
     char base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
     journal_dir_for(out_path, base, sizeof base);
     snprintf(lock, sizeof lock, "%s/join/view.lock", base);
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd >= 0) flock(fd, LOCK_EX);
+    *busy = 0;
+    Backoff b = BACKOFF_INIT(1000000, 100000000);
+    double end = clock_seconds() + wait;
+    while (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) break; /* no flock here: unlocked */
+        if (clock_seconds() >= end) {
+            *busy = 1;
+            break;
+        }
+        backoff_sleep(&b, (long)((end - clock_seconds()) * 1e9) + 1);
+    }
     return fd;
 }
 
@@ -780,19 +802,21 @@ int join_build_view(const char *out_path, const char *own, uint64_t limit, int l
     char **paths, base[ABL_PATH_MAX];
     int n, limited = -1;
     /* one build at a time: at the end every process may build, and they would only thrash;
-     * the journals are listed under the lock, as join_forget removes one under it */
-    struct stat was, now;
-    int periodic = own && !last && stat(out_path, &was) == 0;
-    int fd = view_lock(out_path);
-    /* a periodic view that waited for another process's build is not built: that one is
-     * newer than our request (16 processes near the end each built all 10^4 runs in turn,
-     * ~0.75 s each, and waited for one another's) */
-    if (periodic && fd >= 0 && stat(out_path, &now) == 0 &&
-        (now.st_mtim.tv_sec != was.st_mtim.tv_sec || now.st_mtim.tv_nsec != was.st_mtim.tv_nsec)) {
+     * the journals are listed under the lock, as join_forget removes one under it. A
+     * periodic view does not wait for another process's build (16 processes near the end
+     * each built all 10^4 runs in turn, ~0.75 s each, waiting for one another's); the others
+     * wait a while, then go on without the lock (its holder may be stopped) */
+    int periodic = own && !last, busy;
+    int fd = view_lock(out_path, periodic ? 0 : view_lock_wait, &busy);
+    if (periodic && busy) {
         if (st) memset(st, 0, sizeof *st);
         close(fd);
         return 0;
     }
+    if (busy)
+        log_info("%s: join/view.lock held by another process for %g s (stopped?); going on "
+                 "without it",
+                 out_path, view_lock_wait);
     if (join_list_journals(out_path, &paths, &n, err) != 0) {
         if (fd >= 0) close(fd);
         return -1;
@@ -839,7 +863,7 @@ int join_build_view(const char *out_path, const char *own, uint64_t limit, int l
 int join_forget(Join *j, const char *out_path, char err[ABL_ERR_MAX]) {
     char dir[ABL_PATH_MAX + JOIN_NAME_MAX + 16], path[sizeof dir + 16];
     snprintf(dir, sizeof dir, "%s/procs/%s", j->dir, j->name);
-    int fd = view_lock(out_path), rc = 0;
+    int busy, fd = view_lock(out_path, view_lock_wait, &busy), rc = 0;
     static const char *const files[] = {"journal", "alive"};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
