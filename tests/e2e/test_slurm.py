@@ -614,13 +614,19 @@ def case_array(S):
     array) finds the sweep complete, --wait exits 0; every run once, values identical."""
     spec, ref = S.long()
     h5 = os.path.join(S.d, "h.h5")
-    sub = Submitted(S, [spec, "-o", h5, "--array", "3", "--ranks", "1", "--wait"])
+    # the hook holds every run in progress from step 100 until the signals have been sent
+    # and task 2 has requeued itself (then released): each task holds a run when it is
+    # cancelled or signalled, however fast the machine
+    hold = os.path.join(S.d, "hold-h")
+    sub = Submitted(S, [spec, "-o", h5, "--array", "3", "--ranks", "1", "--wait"],
+                    env=submit_env(**C.hold_env(hold, 100)))
     jid = sub.ids["array"]
     logs = {i: "%s.%s_%d.log" % (h5, jid, i) for i in (1, 2, 3)}
     joined_re = re.compile(r"^ablate: joined the sweep as (\S+):", re.M)
     try:
         t_end = time.monotonic() + 60
-        while not all(joined_re.search(read(l)) for l in logs.values()):
+        while not (all(joined_re.search(read(l)) for l in logs.values()) and
+                   len(C.held(hold)) >= 3):
             ended = [l for l in logs.values() if END_RE.search(read(l))]
             assert not ended and time.monotonic() < t_end, "h: not all tasks joined%s:\n%s" % (
                 " (%d ended)" % len(ended) if ended else " in 60 s", "\n".join(
@@ -629,9 +635,13 @@ def case_array(S):
         names = set(re.findall(r"JobName=(\S+)", subprocess.run(
             ["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout))
         assert names == {"ablate-long-h"}, "h: the tasks are named %s" % names
-        time.sleep(0.5)  # every task holds a run
         subprocess.run(["scancel", "%s_1" % jid], check=True)
         subprocess.run(["scancel", "-b", "-s", "USR1", "%s_2" % jid], check=True)
+        t_end = time.monotonic() + 60
+        while "requeueing" not in read(logs[2]):
+            assert time.monotonic() < t_end, "h: task 2 did not requeue:\n" + read(logs[2])
+            time.sleep(0.05)
+        C.release(hold)
         rc, out = sub.wait(timeout=180)
         text = {i: read(l) for i, l in logs.items()}
         all_text = "\n".join("== %s\n%s" % (logs[i], text[i]) for i in logs)
