@@ -62,14 +62,18 @@ static TrainPoll worker_poll(void *ctx) {
 
 /* Waits for rank 0's next message without spinning (util/backoff.h): 50 us doubling to
  * 20 ms between probes, at most 1% of the last run's length (last_run seconds; 0 before
- * the first): the latency this adds to a run's start stays 1% of a run. */
+ * the first) while the wait is as short as a gap between runs: the latency this adds to a
+ * run's start stays 1% of a run, and a worker left idle longer (the sweep's end, a
+ * calibration trial on another rank) sleeps as long as before. */
 static void wait_for_rank0(MPI_Status *st, double last_run) {
     Backoff b = BACKOFF_INIT(50000, 20000000);
     long cap = backoff_cap_share(&b, last_run, 100);
+    double since = clock_seconds();
     for (;;) {
         int flag = 0;
         MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, st);
         if (flag) return;
+        if (cap && clock_seconds() - since > 10 * last_run) cap = 0;
         backoff_sleep(&b, cap);
     }
 }
