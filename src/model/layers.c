@@ -421,8 +421,6 @@ void rope_rotate(float *x, int hd, const float *cos_row, const float *sin_row, i
 
 /* ---------------------------------------------------------------- softmax, cross-entropy */
 
-/* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
- * -ffast-math and gives the same result on every run. */
 /* The largest of the lanes and the tail's maximum, in a fixed order. */
 static inline float lanes_max(const float a[LANES], float tail) {
     float b[8], c[4], m = tail;
@@ -435,6 +433,8 @@ static inline float lanes_max(const float a[LANES], float tail) {
     return m;
 }
 
+/* Max and exp-sum over a row with LANES independent accumulators: vectorizes without
+ * -ffast-math and gives the same result on every run. */
 float row_max_lanes(const float *restrict x, int n) {
     float acc[LANES], m = -INFINITY;
     for (int k = 0; k < LANES; k++)

@@ -121,7 +121,7 @@ typedef struct {
     JournalDecision *latest; /* per contrast; look -2: nothing yet */
     int n_not_needed;
     double idle_worker_seconds; /* worker ranks idle while the sweep went on */
-    double run_seconds;         /* a run's typical length, END to ASSIGN (0: none ended) */
+    double run_seconds;         /* a run's typical length, ASSIGN to END (0: none ended) */
     GroupSync *gs;              /* many ranks: syncs the journal on its own thread */
     /* each worker rank's last assignment, sent without waiting (MPI_Isend): a blocking send
      * completes only once the worker polls, and an idle worker polls after a back-off of up

@@ -787,13 +787,8 @@ static int view_lock(const char *out_path, double wait, int *busy) {
  * flock none is counted: every process builds, as before. */
 static int others_running(char **paths, int n, int own) {
     int running = 0;
-    for (int k = 0; k < n; k++) {
-        if (k == own) continue;
-        int fd = open(paths[k], O_RDWR | O_CLOEXEC);
-        if (fd < 0) continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) running++;
-        close(fd); /* releases it again */
-    }
+    for (int k = 0; k < n; k++)
+        running += k != own && journal_lock_held(paths[k]) == 1;
     return running;
 }
 
