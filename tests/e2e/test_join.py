@@ -158,7 +158,10 @@ def test_four():
             assert any("from its checkpoint" in ln for ln in taken), \
                 "no run was taken over from a checkpoint: %s" % taken
             v = check_same(out, ref, "four joined processes")
-            assert len(journals(out)) == 5, journals(out)
+            # late keeps a journal unless the others had finished every run before it
+            # joined: it then says so and forgets itself (join_forget)
+            done_before = "the joined sweep is already complete" in late.stderr()
+            assert len(journals(out)) == (4 if done_before else 5), journals(out)
             assert any(v.runs[r]["resumed_from_step"] > 0 for r in v.runs), \
                 "no run shows a resume from a checkpoint"
             C.log("  takeovers: %d; exit statuses %s" % (len(taken), rcs))
