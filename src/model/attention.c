@@ -101,18 +101,24 @@ static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, si
         weighted_block(out, w, ws, b, n, hd, i, 1);
 }
 
-/* Softmax over p[0..n) in every lane, in place. The max is a lane_t select (as a float loop
- * the compiler keeps it scalar); exp and the scaling are plain float loops of ATTN_LANES
- * iterations, which it turns into vector code. */
+/* Softmax over p[0..n) in every lane, in place. The max is a select per native vector (a
+ * lane_t select on AVX2 was lowered one float at a time through the stack); exp and the
+ * scaling are plain float loops of ATTN_LANES iterations, which the compiler vectorizes. */
 static void lane_softmax(lane_t *p, int n) {
-    typedef int32_t mask_t __attribute__((vector_size(ATTN_LANES * sizeof(int32_t))));
-    lane_t mx = p[0];
-    for (int s = 1; s < n; s++) {
-        mask_t gt = p[s] > mx;
-        mx = (lane_t)((gt & (mask_t)p[s]) | (~gt & (mask_t)mx));
+    typedef int32_t vmask_t __attribute__((vector_size(VEC_FLOATS * sizeof(int32_t))));
+    const vec_t *pv = (const vec_t *)p;
+    vec_t mv[VEC_PER_LANE];
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t mx = pv[h];
+        for (int s = 1; s < n; s++) {
+            vec_t x = pv[(size_t)s * VEC_PER_LANE + h];
+            vmask_t gt = x > mx;
+            mx = (vec_t)((gt & (vmask_t)x) | (~gt & (vmask_t)mx));
+        }
+        mv[h] = mx;
     }
     float *x = (float *)p, m[ATTN_LANES], sum[ATTN_LANES];
-    memcpy(m, &mx, sizeof m);
+    memcpy(m, mv, sizeof m);
     for (int j = 0; j < ATTN_LANES; j++)
         sum[j] = 0.0f;
     for (int s = 0; s < n; s++)

@@ -1,0 +1,84 @@
+/* The attention's lane layout (src/model/attention.h): attn_to_lanes and attn_from_lanes
+ * against the layout's definition, element by element, over shapes that take every path
+ * (8-pair transposed blocks and single lanes, head dims that are and are not multiples of
+ * 8, a last group with pad lanes, shared key/value heads, rows wider than the heads). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/attention.h"
+#include "test_util.h"
+
+typedef struct {
+    int B, T, H, hd, rep, extra; /* extra: floats of a row past the heads (qkv rows) */
+} Shape;
+
+static const Shape shapes[] = {
+    {32, 16, 4, 8, 1, 64}, /* micro's q of a qkv row */
+    {2, 5, 4, 8, 1, 0},    {3, 4, 3, 16, 1, 5}, {5, 3, 4, 12, 1, 0}, {1, 7, 8, 8, 2, 3},
+    {3, 2, 8, 16, 4, 0},   {2, 3, 6, 4, 3, 0},  {9, 2, 2, 24, 1, 8}, {1, 1, 1, 8, 1, 0},
+};
+
+static size_t row_floats(const Shape *s) {
+    return (size_t)(s->H / s->rep) * s->hd + (size_t)s->extra;
+}
+
+/* where pair p's vector at position t starts in the rows */
+static size_t row_at(const Shape *s, int p, int t) {
+    return ((size_t)(p / s->H) * s->T + t) * row_floats(s) + (size_t)(p % s->H / s->rep) * s->hd;
+}
+
+static float *filled(size_t n, uint64_t seed) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(test_splitmix64(&seed) % 100003) - 50000.0f;
+    return x;
+}
+
+TEST(to_lanes) {
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const Shape *s = &shapes[c];
+        int pairs = s->B * s->H, G = attn_groups(pairs);
+        size_t nrows = (size_t)s->B * s->T * row_floats(s);
+        size_t nl = (size_t)G * s->T * s->hd * ATTN_LANES;
+        float *src = filled(nrows, c + 1), *dst = filled(nl, 99);
+        attn_to_lanes(dst, src, s->B, s->T, s->H, s->hd, row_floats(s), s->rep);
+        int bad = 0;
+        for (int p = 0; p < G * ATTN_LANES; p++) /* lanes past the last pair hold pair 0 */
+            for (int t = 0; t < s->T; t++)
+                for (int i = 0; i < s->hd; i++) {
+                    float want = src[row_at(s, p < pairs ? p : 0, t) + i];
+                    bad += dst[attn_lane_offset(s->T, s->hd, p, t, i)] != want;
+                }
+        CHECK_MSG(bad == 0, "shape %zu: %d lane values differ", c, bad);
+        free(src);
+        free(dst);
+    }
+}
+
+TEST(from_lanes) {
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const Shape *s = &shapes[c];
+        int pairs = s->B * s->H, G = attn_groups(pairs);
+        size_t nrows = (size_t)s->B * s->T * row_floats(s);
+        size_t nl = (size_t)G * s->T * s->hd * ATTN_LANES;
+        float *lanes = filled(nl, c + 7), *dst = filled(nrows, 5), *want = malloc(nrows * 4);
+        memcpy(want, dst, nrows * sizeof(float)); /* floats past the heads stay */
+        for (int p = 0; p < pairs; p++) /* a shared head: the sum of its pairs, in order */
+            for (int t = 0; t < s->T; t++)
+                for (int i = 0; i < s->hd; i++) {
+                    float x = lanes[attn_lane_offset(s->T, s->hd, p, t, i)];
+                    float *w = &want[row_at(s, p, t) + i];
+                    *w = p % s->H % s->rep == 0 ? x : *w + x;
+                }
+        attn_from_lanes(dst, lanes, s->B, s->T, s->H, s->hd, row_floats(s), s->rep);
+        CHECK_MSG(memcmp(dst, want, nrows * sizeof(float)) == 0, "shape %zu differs", c);
+        free(lanes);
+        free(dst);
+        free(want);
+    }
+}
+
+int main(int argc, char **argv) {
+    return test_main(argc, argv, "test_attention_lanes");
+}
