@@ -162,7 +162,8 @@ SGEMM="$TMP/sgemm_peak"
 cflags=$(pkg-config --cflags openblas 2>/dev/null || echo "-I/usr/include/x86_64-linux-gnu/openblas-pthread")
 libs=$(pkg-config --libs openblas 2>/dev/null || echo "-lopenblas")
 # shellcheck disable=SC2086
-cc -O2 -std=c11 -I"$REPO/src" -o "$SGEMM" "$BENCH/sgemm_peak.c" "$BENCH/gemm_timing.c" "$REPO/src/model/gemm.c" $cflags $libs \
+cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I"$REPO/src" -o "$SGEMM" "$BENCH/sgemm_peak.c" "$BENCH/gemm_timing.c" \
+  "$REPO/src/model/gemm.c" "$REPO/src/model/gemm_small.c" "$REPO/src/model/par.c" $cflags $libs -pthread -lm \
   || die "cannot compile bench/sgemm_peak.c"
 sgemm() { env -u OPENBLAS_NUM_THREADS "$SGEMM" --reps "$SGEMM_REPS" "$@"; }
 # gemm_alone ABLATE_JSONL OUT [sgemm_peak args]: ablate's GEMM calls of one step (from the

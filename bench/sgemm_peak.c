@@ -1,7 +1,8 @@
 /* Single-core OpenBLAS sgemm throughput: the ceiling for a training step made of matmuls.
  *
  *   cc -O2 -Isrc -o sgemm_peak bench/sgemm_peak.c bench/gemm_timing.c src/model/gemm.c \
- *      -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
+ *      src/model/gemm_small.c src/model/par.c -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+ *      -lopenblas -pthread
  *   sgemm_peak [--reps R] [--sizes 1024,1536,2048] [--shapes FILE]
  *
  * Square C = A B for each size, R timed repetitions after one warm-up call; the best
@@ -11,7 +12,8 @@
  * ablate step), it also times that list as ablate runs it, as a whole, best of R, and adds
  * "shapes_seconds" (the GEMM-only time of the list) and "shapes_gflops". "As ablate runs
  * it" means through src/model/gemm.c, in the pieces it cuts, and a forward product
- * (N T) that gemm.c runs unpacked goes N N, on the transposed weight copy gpt.c keeps for it.
+ * (N T) that gemm.c runs unpacked goes N N, on the transposed weight copy gpt.c keeps for it;
+ * every product through OpenBLAS, none in ablate's own small-product kernel (gemm_small.h).
  *
  * OpenBLAS reads OPENBLAS_CORETYPE itself; this program never sets it. It pins OpenBLAS to
  * one thread unless OPENBLAS_NUM_THREADS is set. */
@@ -68,7 +70,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "sgemm_peak: cannot open %s\n", shapes_path);
             return 1;
         }
-        double best = gemm_timing_shapes(sh, ns, reps, NULL);
+        double best = gemm_timing_shapes(sh, ns, reps, 1, NULL);
         printf(", \"shapes_seconds\": %.6f, \"shapes_gflops\": %.2f", best,
                gemm_timing_flops(sh, ns) / best / 1e9);
     }

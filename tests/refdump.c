@@ -22,8 +22,9 @@
  *   paramsS.bin    the parameters after step S
  * Keys are RunConfig knobs (model.n_head=2); model.vocab_size is required. model.context
  * defaults to T when not given. --gemm-small-limit sets gemm_set_small_limit (src/model/gemm.h)
- * so that small products run in pieces, as the studies' sizes do on AVX-512 OpenBLAS; the
- * manifest records the limit in effect. --zero sets a tensor (by its table name) to zero after
+ * so that small products run in pieces, as the studies' sizes do on AVX-512 OpenBLAS (every
+ * product through OpenBLAS then, none in the own kernel); the manifest records the limits in
+ * effect. --zero sets a tensor (by its table name) to zero after
  * the initialization: a zeroed MoE router ties every expert.
  * --knobs prints the model knobs of the knob table (name, type, default, enum choices) as JSON:
  * check_reference.py's coverage list is made from it. */
@@ -115,8 +116,10 @@ static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint
     FILE *f = open_out("manifest.json", "w");
     fprintf(f, "{\n  \"B\": %d, \"T\": %d, \"seed\": %llu, \"n_params\": %zu,\n", B, T,
             (unsigned long long)seed, m->n_params);
-    fprintf(f, "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g,\n", model_param_count(c),
-            gemm_small_limit());
+    fprintf(
+        f,
+        "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g, \"gemm_own_limit\": %.17g,\n",
+        model_param_count(c), gemm_small_limit(), gemm_own_limit());
     fprintf(f, "  \"active_param_count\": %zu,\n", model_active_param_count(c));
     fprintf(f, "  \"assignments\": [");
     for (int i = 0; i < argc; i++)
@@ -213,6 +216,7 @@ int main(int argc, char **argv) {
         const char *limit_opt = "--gemm-small-limit=";
         if (strncmp(argv[i], limit_opt, strlen(limit_opt)) == 0) {
             gemm_set_small_limit(strtod(argv[i] + strlen(limit_opt), NULL));
+            gemm_set_own_limit(0.0); /* the pieces are OpenBLAS's: every product through it */
             continue;
         }
         if (knob_assign(&rc, argv[i], err) != 0) {

@@ -166,9 +166,10 @@ static RunStatus train_once(const RunConfig *c, uint64_t seed, EventSink *sink, 
     return st;
 }
 
-/* Same seed: identical bytes; another seed: different. Under both ways of running the
- * matrix products (src/model/gemm.h): whole, and in the pieces AVX-512 OpenBLAS cores get
- * (forced here, so every machine checks them); the two differ by round-off only. */
+/* Same seed: identical bytes; another seed: different. Under each way of running the
+ * matrix products (src/model/gemm.h): in OpenBLAS whole, in the pieces AVX-512 OpenBLAS cores
+ * get (forced here, so every machine checks them), and in ablate's own small-product kernel;
+ * they differ by round-off only. */
 TEST(determinism) {
     RunConfig c;
     micro_config(&c, corpus);
@@ -176,10 +177,12 @@ TEST(determinism) {
     c.train.warmup_steps = 5;
     c.stats.every = 10;
     c.sample.tokens = 16;
-    static const double limits[] = {0.0, 16.0 * 128 * 32}; /* MLP products in 16-row pieces */
-    double val[2] = {0, 0};
-    for (int li = 0; li < 2; li++) {
+    /* OpenBLAS whole, OpenBLAS with the MLP products in 16-row pieces, the own kernel */
+    static const double limits[] = {0.0, 16.0 * 128 * 32, 0.0}, own[] = {0.0, 0.0, -1.0};
+    double val[3] = {0, 0, 0};
+    for (int li = 0; li < 3; li++) {
         gemm_set_small_limit(limits[li]);
+        gemm_set_own_limit(own[li]);
         CHECK(gemm_splits(0, c.train.batch_size * c.model.context, 128, 32) == (li == 1));
         EndEvent e1, e2, e3;
         float *a = NULL, *b = NULL, *x = NULL;
@@ -199,10 +202,13 @@ TEST(determinism) {
         free(b);
         free(x);
     }
-    fprintf(stderr, "determinism: val loss %.9g whole, %.9g in pieces\n", val[0], val[1]);
-    CHECK_MSG(fabs(val[0] - val[1]) <= 1e-4 * val[0], "val loss %.9g whole, %.9g in pieces", val[0],
-              val[1]);
+    fprintf(stderr, "determinism: val loss %.9g whole, %.9g in pieces, %.9g in the own kernel\n",
+            val[0], val[1], val[2]);
+    for (int li = 1; li < 3; li++)
+        CHECK_MSG(fabs(val[0] - val[li]) <= 1e-4 * val[0], "val loss %.9g whole, %.9g (%d)", val[0],
+                  val[li], li);
     gemm_set_small_limit(-1.0);
+    gemm_set_own_limit(-1.0);
 }
 
 /* A micro model memorizes a tiny corpus in which every character determines the next (a

@@ -1,12 +1,18 @@
 /* src/model/gemm.c: products cut into pieces for OpenBLAS's small-matrix kernels equal the
  * product computed directly, for every transpose combination, alpha and beta, uneven last
  * pieces and row strides wider than the matrices; the split happens exactly where gemm.h
- * says (above the limit, pieces of at least GEMM_MIN_PIECE whole-vector rows). And
- * src/model/transpose.c, which makes the forward's transposed weight copies. */
+ * says (above the limit, pieces of at least GEMM_MIN_PIECE whole-vector rows). ablate's own
+ * small-product kernel (gemm_small.c): the same against the direct product, every element
+ * the exact bits of its documented arithmetic whatever tile, tail or thread it falls in, C
+ * unread for beta = 0. And src/model/transpose.c, which makes the forward's transposed
+ * weight copies. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/gemm.h"
+#include "model/gemm_small.h"
+#include "model/par.h"
 #include "model/transpose.h"
 #include "test_util.h"
 
@@ -86,6 +92,7 @@ TEST(products) {
     static const int shapes[][3] = {{37, 13, 29}, {100, 24, 16}, {24, 7, 90}, {64, 48, 16}};
     static const float alphas[] = {1.0f, 0.25f}, betas[] = {0.0f, 1.0f, 0.5f};
     int split_seen[2] = {0, 0};
+    gemm_set_own_limit(0.0); /* the OpenBLAS paths; own_kernel below tests the other */
     for (int s = 0; s < 4; s++) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         for (int forced = 0; forced < 2; forced++) {
@@ -111,6 +118,110 @@ TEST(products) {
     }
     CHECK(split_seen[0] && split_seen[1]);
     gemm_set_small_limit(-1.0);
+    gemm_set_own_limit(-1.0);
+}
+
+/* The own kernel's arithmetic for one element (gemm_small.h): one chain of fused
+ * multiply-adds over k from zero, times alpha unless it is 1, plus beta C by one more fused
+ * multiply-add unless beta is 0 (then C is not read). */
+static float own_element(int ta, int tb, int i, int j, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float c) {
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        float a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+        float b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+        acc = fmaf(a, b, acc);
+    }
+    float v = alpha == 1.0f ? acc : alpha * acc;
+    return beta != 0.0f ? fmaf(beta, c, v) : v;
+}
+
+/* gemm under the own kernel's limit against own_element, bit for bit, with threads
+ * (0: as set) cutting the rows; C starts as NaN where beta = 0. Elements that differ. */
+static long own_mismatches(int ta, int tb, int M, int N, int K, float alpha, float beta) {
+    int pad = 5, lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+    float *A = malloc(na * sizeof *A + 4), *B = malloc(nb * sizeof *B + 4);
+    float *C = malloc(nc * sizeof *C), *C0 = malloc(nc * sizeof *C0);
+    unsigned seed = (unsigned)(M * 7 + N * 131 + K * 3 + ta * 2 + tb);
+    for (size_t i = 0; i < na; i++)
+        A[i] = frand(&seed);
+    for (size_t i = 0; i < nb; i++)
+        B[i] = frand(&seed);
+    for (size_t i = 0; i < nc; i++)
+        C[i] = C0[i] = beta == 0.0f && i % (size_t)ldc < (size_t)N ? NAN : frand(&seed);
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    long bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            float want =
+                j < N ? own_element(ta, tb, i, j, K, alpha, A, lda, B, ldb, beta, C0[at]) : C0[at];
+            bad += memcmp(&C[at], &want, sizeof want) != 0;
+        }
+    free(A), free(B), free(C), free(C0);
+    return bad;
+}
+
+/* Shapes that take every path of the kernel: whole tiles, the last rows (M not a multiple
+ * of the 8 or 6 rows of a tile), the last columns (N not a multiple of 32 or 16, and N
+ * below one panel), K of 0 and 1, and micro's own products. */
+static const int own_shapes[][3] = {
+    {512, 96, 32}, {96, 32, 512}, {512, 65, 32}, {65, 32, 512}, {37, 13, 29}, {100, 24, 16},
+    {24, 7, 90},   {64, 48, 16},  {1, 1, 1},     {7, 33, 5},    {13, 16, 0},  {9, 40, 1},
+};
+#define N_OWN_SHAPES ((int)(sizeof own_shapes / sizeof *own_shapes))
+
+TEST(own_kernel) {
+    if (!GEMM_SMALL_KERNEL) {
+        CHECK(gemm_own_limit() == 0.0); /* OpenBLAS for every product */
+        return;
+    }
+    CHECK(gemm_own_limit() == GEMM_SMALL_MAX_MNK);
+    static const float alphas[] = {1.0f, 0.25f, -1.5f}, betas[] = {0.0f, 1.0f, 0.5f};
+    for (int s = 0; s < N_OWN_SHAPES; s++) {
+        int M = own_shapes[s][0], N = own_shapes[s][1], K = own_shapes[s][2];
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                if (ta && tb) continue; /* the engine never asks for A^T B^T */
+                for (int a = 0; a < 3; a++)
+                    for (int b = 0; b < 3; b++) {
+                        long bad = own_mismatches(ta, tb, M, N, K, alphas[a], betas[b]);
+                        CHECK_MSG(bad == 0, "%s%s %dx%dx%d alpha %g beta %g: %ld elements differ",
+                                  ta ? "T" : "N", tb ? "T" : "N", M, N, K, alphas[a], betas[b],
+                                  bad);
+                        if (K > 0) {
+                            double e = worst_error(ta, tb, M, N, K, alphas[a], betas[b]);
+                            CHECK_MSG(e < 1e-6, "%s%s %dx%dx%d: error %g", ta ? "T" : "N",
+                                      tb ? "T" : "N", M, N, K, e);
+                        }
+                    }
+            }
+    }
+}
+
+/* --blas-threads K: the rows cut into pieces on other threads, the same bits. */
+TEST(own_threads) {
+    if (!GEMM_SMALL_KERNEL) return;
+    par_set_threads(2);
+    par_set_min_work(64); /* pieces of a few rows even at these sizes */
+    for (int s = 0; s < N_OWN_SHAPES; s++)
+        for (int ta = 0; ta < 2; ta++) {
+            int M = own_shapes[s][0], N = own_shapes[s][1], K = own_shapes[s][2];
+            long bad = own_mismatches(ta, !ta, M, N, K, 0.5f, 1.0f);
+            CHECK_MSG(bad == 0, "%dx%dx%d on 2 threads: %ld elements differ", M, N, K, bad);
+        }
+    par_set_min_work(0);
+    par_set_threads(1);
+}
+
+/* Past the limit, OpenBLAS: the own kernel's bits are not required there, but nothing is
+ * lost (the product is right). */
+TEST(own_limit) {
+    gemm_set_own_limit(100.0);
+    CHECK(worst_error(0, 1, 37, 13, 29, 1.0f, 0.0f) < 1e-6);
+    gemm_set_own_limit(-1.0);
+    CHECK(gemm_own_limit() == (GEMM_SMALL_KERNEL ? GEMM_SMALL_MAX_MNK : 0));
 }
 
 TEST(split_limits) {

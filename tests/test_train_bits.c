@@ -19,7 +19,8 @@
  * pseudo-random token batches, from weights initialized with a fixed seed, with the
  * statistics collected on the first and last step. Two configs force the small-matrix
  * product split and the transposed weight copies (src/model/gemm.h) that studies take on
- * AVX-512 OpenBLAS, whatever machine runs the test. */
+ * AVX-512 OpenBLAS, whatever machine runs the test, with every product in OpenBLAS; the
+ * others run small products in ablate's own kernel (gemm_small.h) where the build has it. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -187,6 +188,7 @@ static void train(const Config *cf, TextBuf *out) {
     if (resolve(cf, &rc) != 0) return;
     char err[ABL_ERR_MAX];
     gemm_set_small_limit(cf->gemm_limit > 0 ? cf->gemm_limit : -1.0);
+    gemm_set_own_limit(cf->gemm_limit > 0 ? 0.0 : -1.0); /* forced pieces: through OpenBLAS */
     GPT m;
     if (gpt_alloc(&m, &rc.model, B, T, err) != 0) {
         CHECK_MSG(0, "%s: gpt_alloc: %s", cf->name, err);
@@ -235,6 +237,7 @@ static void train(const Config *cf, TextBuf *out) {
     free(av);
     gpt_free(&m);
     gemm_set_small_limit(-1.0);
+    gemm_set_own_limit(-1.0);
 }
 
 /* The section of the golden file recorded in this environment, or NULL. */

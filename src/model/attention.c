@@ -134,6 +134,22 @@ static void lane_softmax(lane_t *p, int n) {
             x[s * ATTN_LANES + j] *= sum[j];
 }
 
+/* p[s] = P_t[s] (dp[s] - P_t . dp) * scale for s < n, in place: row t of the score
+ * gradients, per native vector (as a lane_t the sum went through the stack on AVX2). */
+static void dscores(lane_t *restrict p, const lane_t *restrict dp, int n, float scale) {
+    vec_t *pv = (vec_t *)p;
+    const vec_t *dv = (const vec_t *)dp;
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t dot = {0};
+        for (int s = 0; s < n; s++)
+            dot += pv[(size_t)s * VEC_PER_LANE + h] * dv[(size_t)s * VEC_PER_LANE + h];
+        for (int s = 0; s < n; s++) {
+            size_t o = (size_t)s * VEC_PER_LANE + h;
+            pv[o] = pv[o] * (dv[o] - dot) * scale;
+        }
+    }
+}
+
 /* The arguments of a pass, for par_for: groups are independent, each a chunk's own work. */
 typedef struct {
     float *y, *att, *dq, *dk, *dv, *scratch;
@@ -191,12 +207,9 @@ static void backward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
             lane_weighted_sum(DV + (size_t)s * hd, P + (size_t)s * T + s, (size_t)T,
                               DY + (size_t)s * hd, T - s, hd);
         for (int t = 0; t < T; t++) {
-            lane_t *p = P + (size_t)t * T, dot = {0};
+            lane_t *p = P + (size_t)t * T;
             lane_dots(dp, DY + (size_t)t * hd, V, t + 1, hd, 1.0f);
-            for (int s = 0; s <= t; s++)
-                dot += p[s] * dp[s];
-            for (int s = 0; s <= t; s++)
-                p[s] = p[s] * (dp[s] - dot) * scale;
+            dscores(p, dp, t + 1, scale);
             lane_weighted_sum(DQ + (size_t)t * hd, p, 1, K, t + 1, hd);
         }
         for (int s = 0; s < T; s++) /* column s of dS */

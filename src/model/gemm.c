@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <strings.h>
 
+#include "gemm_small.h"
+
 char *openblas_get_corename(void);
 
 static double small_limit = -1.0; /* < 0: not yet detected */
@@ -20,6 +22,16 @@ double gemm_small_limit(void) {
 
 void gemm_set_small_limit(double mnk) {
     small_limit = mnk;
+}
+
+static double own_limit = GEMM_SMALL_KERNEL ? GEMM_SMALL_MAX_MNK : 0;
+
+double gemm_own_limit(void) {
+    return own_limit;
+}
+
+void gemm_set_own_limit(double mnk) {
+    own_limit = !GEMM_SMALL_KERNEL ? 0 : mnk < 0 ? GEMM_SMALL_MAX_MNK : mnk;
 }
 
 /* Length of a piece of the split dimension when the other two multiply to `other`; 0 when
@@ -48,6 +60,10 @@ int gemm_unpacked(int trans_a, int M, int N, int K) {
 
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if ((double)M * N * K <= own_limit &&
+        gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
     int piece = trans_b ? 0 : product_piece(trans_a, M, N, K);

@@ -1,4 +1,9 @@
-/* Row-major sgemm through OpenBLAS, cut into pieces its small-matrix kernels take.
+/* Row-major sgemm: small products in ablate's own kernel (gemm_small.h), the others through
+ * OpenBLAS, cut into pieces its small-matrix kernels take.
+ *
+ * Products with M*N*K <= gemm_own_limit() (GEMM_SMALL_MAX_MNK, 4.2 M, on builds with AVX2 and
+ * FMA) run in gemm_small.c: it reads the operands where they are and runs the CPU's whole
+ * vector width whatever core OpenBLAS picked. What follows is about the larger ones.
  *
  * OpenBLAS 0.3.x has "small matrix" kernels on its AVX-512 cores (SkylakeX, Cooperlake,
  * SapphireRapids) that read the operands where they are, for products with M*N*K <= 1e6
@@ -36,5 +41,11 @@ int gemm_unpacked(int trans_a, int M, int N, int K);
  * it (negative: detect again). */
 double gemm_small_limit(void);
 void gemm_set_small_limit(double mnk);
+
+/* The largest M*N*K gemm runs in its own kernel (gemm_small.h): GEMM_SMALL_MAX_MNK, or 0
+ * on builds without AVX2 and FMA. Tests and benches may set it (0: OpenBLAS for every
+ * product; negative: the default again). */
+double gemm_own_limit(void);
+void gemm_set_own_limit(double mnk);
 
 #endif

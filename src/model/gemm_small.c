@@ -1,0 +1,164 @@
+#include "gemm_small.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if GEMM_SMALL_KERNEL
+#include <immintrin.h>
+
+/* A register tile is MR rows of C by NR = 2 vectors of columns: MR x 2 accumulators, two
+ * vectors of B and one broadcast of A live per step of the reduction. AVX-512 has 32
+ * registers (8 x 2 + 3), AVX2 16 (6 x 2 + 3), the shape of OpenBLAS's own Haswell kernel. */
+#if defined(__AVX512F__)
+#define VF 16
+#define MR 8
+typedef __m512 vec;
+#define V_LOAD  _mm512_loadu_ps
+#define V_STORE _mm512_storeu_ps
+#define V_SET1  _mm512_set1_ps
+#define V_FMA   _mm512_fmadd_ps
+#define V_MUL   _mm512_mul_ps
+#define V_ZERO  _mm512_setzero_ps
+#else
+#define VF      8
+#define MR      6
+typedef __m256 vec;
+#define V_LOAD  _mm256_loadu_ps
+#define V_STORE _mm256_storeu_ps
+#define V_SET1  _mm256_set1_ps
+#define V_FMA   _mm256_fmadd_ps
+#define V_MUL   _mm256_mul_ps
+#define V_ZERO  _mm256_setzero_ps
+#endif
+#define NR (2 * VF)
+
+/* What one product needs. */
+typedef struct {
+    int N, K, tail;         /* tail: columns of the last, partial column tile (0: none) */
+    const float *A, *B, *P; /* B: (K, N) row-major, ldb; P: (K, NR), the tail's columns */
+    size_t sr, sk, ldb, ldc;
+    float alpha, beta;
+    float *C;
+} Product;
+
+/* C (mr, nr) [= or +=] the product of mr rows of op(A) (element (r, k) at a[r sr + k sk])
+ * and a (K, NR) panel b of op(B). Each element of C is one chain of fused multiply-adds
+ * over k from zero, then alpha and beta as below, whichever tile or piece it falls in: the
+ * bits do not depend on the cuts. mr is a constant after inlining for full tiles. */
+static inline __attribute__((always_inline)) void
+tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ldb, float *c) {
+    vec acc[MR][2];
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = V_ZERO();
+    for (int k = 0; k < p->K; k++) {
+        vec b0 = V_LOAD(b + (size_t)k * ldb), b1 = V_LOAD(b + (size_t)k * ldb + VF);
+        const float *ak = a + (size_t)k * p->sk;
+        for (int r = 0; r < mr; r++) {
+            vec x = V_SET1(ak[(size_t)r * p->sr]);
+            acc[r][0] = V_FMA(x, b0, acc[r][0]);
+            acc[r][1] = V_FMA(x, b1, acc[r][1]);
+        }
+    }
+    float part[NR]; /* a partial tile goes through here: the same operations per element */
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + (size_t)r * p->ldc;
+        for (int h = 0; h < 2; h++) {
+            vec v = p->alpha == 1.0f ? acc[r][h] : V_MUL(V_SET1(p->alpha), acc[r][h]);
+            if (nr == NR) {
+                if (p->beta != 0.0f) v = V_FMA(V_SET1(p->beta), V_LOAD(cr + h * VF), v);
+                V_STORE(cr + h * VF, v);
+            } else {
+                V_STORE(part + h * VF, v);
+            }
+        }
+        if (nr < NR)
+            for (int j = 0; j < nr; j++)
+                cr[j] = p->beta != 0.0f ? __builtin_fmaf(p->beta, cr[j], part[j]) : part[j];
+    }
+}
+
+/* Rows [i0, i1) of C: whole tiles of MR rows, then the rest. */
+static inline __attribute__((always_inline)) void rows(const Product *p, size_t i0, size_t i1,
+                                                       int mr) {
+    int full = p->N - p->tail;
+    for (size_t i = i0; i < i1; i += (size_t)mr) {
+        const float *a = p->A + i * p->sr;
+        float *c = p->C + i * p->ldc;
+        for (int j = 0; j < full; j += NR)
+            tile(p, mr, NR, a, p->B + j, p->ldb, c + j);
+        if (p->tail) tile(p, mr, p->tail, a, p->P, NR, c + full);
+    }
+}
+
+/* Out of line: inlined into gemm_small with the operand set-up, GCC's registers for the
+ * tile loop got worse (own products at 105 instead of 240 GFLOP/s in bench/engine_limit). */
+static __attribute__((noinline)) void all_rows(const Product *p, size_t M) {
+    size_t whole = M / MR * MR;
+    rows(p, 0, whole, MR);
+    if (whole < M) rows(p, whole, M, (int)(M - whole));
+}
+
+/* The per-thread scratch of the calling thread: op(B) when B is transposed, and the tail's
+ * panel. Grown when a larger product comes (the first steps), never in a steady step. */
+static _Thread_local float *scratch;
+static _Thread_local size_t scratch_cap;
+
+static float *scratch_for(size_t n) {
+    if (n <= scratch_cap) return scratch;
+    float *s = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!s) return NULL;
+    free(scratch);
+    scratch = s;
+    scratch_cap = n;
+    return s;
+}
+
+int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc) {
+    int tail = N % NR;
+    size_t kn = trans_b ? (size_t)K * N : 0, need = kn + (tail ? (size_t)K * NR : 0);
+    float *s = need ? scratch_for(need) : NULL;
+    if (need && !s) return -1;
+    if (trans_b) { /* op(B)[k][j] = B[j][k]: (K, N) */
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < K; k++)
+                s[(size_t)k * N + j] = B[(size_t)j * ldb + k];
+        B = s;
+        ldb = N;
+    }
+    float *P = NULL;
+    if (tail) { /* the last columns, zero-padded to a whole panel */
+        P = s + kn;
+        for (int k = 0; k < K; k++) {
+            memcpy(P + (size_t)k * NR, B + (size_t)k * ldb + (N - tail), tail * sizeof(float));
+            memset(P + (size_t)k * NR + tail, 0, (NR - tail) * sizeof(float));
+        }
+    }
+    Product p = {.N = N,
+                 .K = K,
+                 .tail = tail,
+                 .A = A,
+                 .B = B,
+                 .P = P,
+                 .sr = trans_a ? 1 : (size_t)lda,
+                 .sk = trans_a ? (size_t)lda : 1,
+                 .ldb = (size_t)ldb,
+                 .ldc = (size_t)ldc,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .C = C};
+    all_rows(&p, (size_t)M);
+    return 0;
+}
+
+#else /* no AVX2 and FMA: gemm.c never calls it (gemm_small_max_mnk() is 0) */
+
+int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc;
+    return -1;
+}
+
+#endif

@@ -1,0 +1,36 @@
+/* ablate's own kernel for small row-major products (gemm.h says when gemm uses it).
+ *
+ * At the sizes of the micro family (512 x 32 x 96 and the like, ~1.5 MFLOP a product),
+ * OpenBLAS spends a sixth of a product packing both operands into its layout and zeroing C
+ * for beta = 0 (perf of micro's step: the copy routines 8.6%, memset 1.9%), and on machines
+ * whose environment picks an AVX2 core it runs half the vector width the CPU has. Here the
+ * operands are read where they are: a register tile of C accumulates one row of B's panel
+ * per step of the reduction (op(B) transposed once into a scratch when B is transposed; the
+ * last partial column tile from a zero-padded copy). No cache blocking: past
+ * GEMM_SMALL_MAX_MNK OpenBLAS's packed kernels are faster (bench/gemm_timing and
+ * docs/benchmarks.md).
+ *
+ * Each element of C is one chain of fused multiply-adds over k from zero, then alpha and
+ * beta, whichever tile it falls in. A product runs on the calling thread for every
+ * --blas-threads K: at these sizes (~10 us) waking another thread costs more than it saves
+ * (micro's step took 3.8x as long with its products cut into pieces for 2 threads), so
+ * the bits are the same for every K. */
+#ifndef ABLATE_MODEL_GEMM_SMALL_H
+#define ABLATE_MODEL_GEMM_SMALL_H
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define GEMM_SMALL_KERNEL 1
+#else
+#define GEMM_SMALL_KERNEL 0 /* the build targets no AVX2 (ABLATE_NATIVE=OFF): OpenBLAS only */
+#endif
+
+/* The largest M*N*K gemm hands to the kernel: micro's products (<= 2.1 M) and those of its
+ * study-B variants with a context of 32; OpenBLAS from d_model 64 (8.4 M) on. */
+#define GEMM_SMALL_MAX_MNK (1 << 22)
+
+/* C (M,N) = alpha op(A) op(B) + beta C, as gemm(); C is not read when beta = 0. 0, or -1
+ * when its scratch cannot be allocated (the caller falls back to OpenBLAS). */
+int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif
