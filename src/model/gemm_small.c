@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "transpose.h"
+
 #if GEMM_SMALL_KERNEL
 #include <immintrin.h>
 
@@ -60,13 +62,16 @@ tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ld
             acc[r][1] = V_FMA(x, b1, acc[r][1]);
         }
     }
+    /* alpha and beta in locals: read through p, every store to C could have changed them */
+    const float alpha = p->alpha, beta = p->beta;
+    const vec va = V_SET1(alpha), vb = V_SET1(beta);
     float part[NR]; /* a partial tile goes through here: the same operations per element */
     for (int r = 0; r < mr; r++) {
         float *cr = c + (size_t)r * p->ldc;
         for (int h = 0; h < 2; h++) {
-            vec v = p->alpha == 1.0f ? acc[r][h] : V_MUL(V_SET1(p->alpha), acc[r][h]);
+            vec v = alpha == 1.0f ? acc[r][h] : V_MUL(va, acc[r][h]);
             if (nr == NR) {
-                if (p->beta != 0.0f) v = V_FMA(V_SET1(p->beta), V_LOAD(cr + h * VF), v);
+                if (beta != 0.0f) v = V_FMA(vb, V_LOAD(cr + h * VF), v);
                 V_STORE(cr + h * VF, v);
             } else {
                 V_STORE(part + h * VF, v);
@@ -74,7 +79,7 @@ tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ld
         }
         if (nr < NR)
             for (int j = 0; j < nr; j++)
-                cr[j] = p->beta != 0.0f ? __builtin_fmaf(p->beta, cr[j], part[j]) : part[j];
+                cr[j] = beta != 0.0f ? __builtin_fmaf(beta, cr[j], part[j]) : part[j];
     }
 }
 
@@ -121,9 +126,12 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
     float *s = need ? scratch_for(need) : NULL;
     if (need && !s) return -1;
     if (trans_b) { /* op(B)[k][j] = B[j][k]: (K, N) */
-        for (int j = 0; j < N; j++)
-            for (int k = 0; k < K; k++)
-                s[(size_t)k * N + j] = B[(size_t)j * ldb + k];
+        if (ldb == K)
+            transpose(s, B, N, K); /* in 8x8 register blocks */
+        else
+            for (int j = 0; j < N; j++)
+                for (int k = 0; k < K; k++)
+                    s[(size_t)k * N + j] = B[(size_t)j * ldb + k];
         B = s;
         ldb = N;
     }
