@@ -1,6 +1,5 @@
 #include "gemm_small.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +45,9 @@ typedef struct {
 
 /* C (mr, nr) [= or +=] the product of mr rows of op(A) (element (r, k) at a[r sr + k sk])
  * and a (K, NR) panel b of op(B). Each element of C is one chain of fused multiply-adds
- * over k from zero, then alpha and beta as below, whichever tile or piece it falls in: the
- * bits do not depend on the cuts. mr is a constant after inlining for full tiles. */
+ * over k from zero, then alpha and beta as below, whichever tile it falls in (a whole one,
+ * the last rows or the last columns). mr and nr are constants after inlining for whole
+ * tiles. */
 static inline __attribute__((always_inline)) void
 tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ldb, float *c) {
     vec acc[MR][2];
@@ -160,7 +160,7 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
     return 0;
 }
 
-#else /* no AVX2 and FMA: gemm.c never calls it (gemm_small_max_mnk() is 0) */
+#else /* no AVX2 and FMA: gemm.c never calls it (gemm_own_limit() is 0) */
 
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc) {
