@@ -23,6 +23,14 @@ static size_t row_floats(const Shape *s) {
     return (size_t)(s->H / s->rep) * s->hd + (size_t)s->extra;
 }
 
+/* floats of the rows tensor, and of the lane tensor (whole groups) */
+static size_t rows_total(const Shape *s) {
+    return (size_t)s->B * s->T * row_floats(s);
+}
+static size_t lanes_total(const Shape *s) {
+    return (size_t)attn_groups(s->B * s->H) * s->T * s->hd * ATTN_LANES;
+}
+
 /* where pair p's vector at position t starts in the rows */
 static size_t row_at(const Shape *s, int p, int t) {
     return ((size_t)(p / s->H) * s->T + t) * row_floats(s) + (size_t)(p % s->H / s->rep) * s->hd;
@@ -39,9 +47,7 @@ TEST(to_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
         int pairs = s->B * s->H, G = attn_groups(pairs);
-        size_t nrows = (size_t)s->B * s->T * row_floats(s);
-        size_t nl = (size_t)G * s->T * s->hd * ATTN_LANES;
-        float *src = filled(nrows, c + 1), *dst = filled(nl, 99);
+        float *src = filled(rows_total(s), c + 1), *dst = filled(lanes_total(s), 99);
         attn_to_lanes(dst, src, s->B, s->T, s->H, s->hd, row_floats(s), s->rep);
         int bad = 0;
         for (int p = 0; p < G * ATTN_LANES; p++) /* lanes past the last pair hold pair 0 */
@@ -59,10 +65,10 @@ TEST(to_lanes) {
 TEST(from_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
-        int pairs = s->B * s->H, G = attn_groups(pairs);
-        size_t nrows = (size_t)s->B * s->T * row_floats(s);
-        size_t nl = (size_t)G * s->T * s->hd * ATTN_LANES;
-        float *lanes = filled(nl, c + 7), *dst = filled(nrows, 5), *want = malloc(nrows * 4);
+        int pairs = s->B * s->H;
+        size_t nrows = rows_total(s);
+        float *lanes = filled(lanes_total(s), c + 7), *dst = filled(nrows, 5);
+        float *want = malloc(nrows * sizeof(float));
         memcpy(want, dst, nrows * sizeof(float)); /* floats past the heads stay */
         for (int p = 0; p < pairs; p++) /* a shared head: the sum of its pairs, in order */
             for (int t = 0; t < s->T; t++)
