@@ -97,8 +97,11 @@ static inline __attribute__((always_inline)) void rows(const Product *p, size_t 
 }
 
 /* Out of line: inlined into gemm_small with the operand set-up, GCC's registers for the
- * tile loop got worse (own products at 105 instead of 240 GFLOP/s in bench/engine_limit). */
-static __attribute__((noinline)) void all_rows(const Product *p, size_t M) {
+ * tile loop got worse (own products at 105 instead of 240 GFLOP/s in bench/engine_limit).
+ * At -O3 whatever the build: the Sanitize build's -O1 kept the accumulators in memory, each
+ * access checked by ASan (8 GFLOP/s, the sanitizer pass's sweeps twice as long as with
+ * OpenBLAS's uninstrumented products); at -O3, still instrumented, 26 GFLOP/s. */
+static __attribute__((noinline, optimize("O3"))) void all_rows(const Product *p, size_t M) {
     size_t whole = M / MR * MR;
     rows(p, 0, whole, MR);
     if (whole < M) rows(p, whole, M, (int)(M - whole));
