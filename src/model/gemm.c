@@ -61,7 +61,7 @@ int gemm_unpacked(int trans_a, int M, int N, int K) {
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    if ((double)M * N * K <= own_limit &&
+    if (own_limit > 0 && (double)M * N * K <= own_limit &&
         gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
         return;
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
