@@ -255,7 +255,8 @@ if [ "$run_micro" = 1 ]; then
     say "micro $i/$MICRO_REPS torch  $(tps_torch "$RUN/micro.torch.$i.json") tokens/s"
     note_load
   done
-  # ablate's own GEMM calls of one micro step, timed alone: the floor under its step time
+  # ablate's GEMM calls of one micro step, timed alone in OpenBLAS (sgemm_peak; ablate runs
+  # products this small in its own kernel: bench/engine_limit.sh times those)
   say "ablate's micro GEMM shapes, alone"
   gemm_alone "$RUN/micro.ablate.1.jsonl" "$RUN/micro_gemm.json" --sizes 256 --reps 200
 fi
