@@ -1,7 +1,5 @@
 #include "transpose.h"
 
-#include <string.h>
-
 void transpose(float *restrict out, const float *restrict in, int rows, int cols) {
     int r = 0;
 #if FAST_TRANSPOSE
