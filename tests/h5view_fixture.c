@@ -441,10 +441,13 @@ int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbo
 
 /* The fixture as a live view built in n updates (each over a larger prefix of the
  * journal): OUT.h5 maps up to n segment files. */
+int live_runs_page;
+
 int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
     char journal[700], out[700], err[ABL_ERR_MAX] = "";
     if (make_fixture(dir, 0, journal, out, sizeof journal) != 0) return -1;
     H5Live *lv = h5live_open(journal, out, err);
+    if (lv && live_runs_page) h5live_set_runs_page(lv, (uint32_t)live_runs_page);
     int rc = lv ? 0 : -1;
     long size = test_file_size(journal);
     for (int k = 1; k <= n && rc == 0; k++)
@@ -458,7 +461,7 @@ int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
 long long vds_mappings(const char *path) {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return -1;
-    static const char *const tables[] = {"steps", "evals", "acts", "attn", "samples"};
+    static const char *const tables[] = {"steps", "evals", "acts", "attn", "samples", "runs"};
     long long n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
         if (H5Lexists(f, tables[t], H5P_DEFAULT) <= 0) continue;
@@ -516,6 +519,7 @@ int live_many_runs(const char *dir, int runs, int per_update, int in_flight, Liv
         CHECK(journal_append_plan(j, (uint32_t)r, id, name, (uint64_t)r, &cfg) == 0);
     }
     H5Live *lv = h5live_open(journal, out, err);
+    if (lv && live_runs_page) h5live_set_runs_page(lv, (uint32_t)live_runs_page);
     int rc = lv ? 0 : -1, begun = 0, ended = 0;
     while (rc == 0 && ended < runs) {
         /* per_update runs end; the next in_flight are begun, part-way */

@@ -118,6 +118,9 @@ int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbo
 int make_live_fixture(const char *dir, int n, H5ViewStats *last);
 /* The mappings of the virtual datasets of a view file (0 for a full build), or -1. */
 long long vds_mappings(const char *path);
+/* Runs per page of /runs in the live views of make_live_fixture and live_many_runs (0: the
+ * default). */
+extern int live_runs_page;
 /* A live view (DIR/many.h5) of `runs` tiny runs (a START, two steps, samples), of which
  * `per_update` end between two updates while the next `in_flight` are begun and part-way;
  * fn (NULL: none) is called after each update with the runs ended, its stats, its time

@@ -23,6 +23,7 @@
 #include "orchestrator/record/h5table.h"
 #include "orchestrator/record/inspect.h"
 #include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/record/view_check.h"
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
 #include "util/fsutil.h"
@@ -859,6 +860,20 @@ static long long live_rows(const char *out, const char *name, long per_run[8], l
     return n;
 }
 
+/* The rows of table a live view's segment file says it holds (its rows_TABLE), or -1. */
+static long long segment_rows(const char *path, const char *table) {
+    if (access(path, F_OK) != 0) return -1;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    char an[64];
+    snprintf(an, sizeof an, "rows_%s", table);
+    long long n = -1;
+    hid_t a = f >= 0 && H5Aexists(f, an) > 0 ? H5Aopen(f, an, H5P_DEFAULT) : -1;
+    if (a >= 0 && H5Aread(a, H5T_NATIVE_LLONG, &n) < 0) n = -1;
+    if (a >= 0) H5Aclose(a);
+    if (f >= 0) H5Fclose(f);
+    return n;
+}
+
 /* A segment deleted, truncated or replaced while the sweep runs: the writer says so
  * (lost_segments), writes the rows it held again, and the next OUT.h5 reads whole; the
  * OUT.h5 that mapped it reads fill rows (run = -1), never zeros. */
@@ -883,7 +898,7 @@ TEST(live_lost_segment) {
     for (int k = 0; k < 64 && nseg < 2; k++) {
         snprintf(segs[nseg], sizeof segs[nseg], "%s/out.h5.d/view/seg-%ld-%d.h5", sub,
                  (long)getpid(), k);
-        if (access(segs[nseg], F_OK) == 0) nseg++;
+        if (segment_rows(segs[nseg], "steps") > 0) nseg++; /* not one of /runs alone */
     }
     CHECK_MSG(nseg == 2, "%d segments", nseg);
     if (nseg < 2) return;
@@ -898,6 +913,93 @@ TEST(live_lost_segment) {
     n = live_rows(out, "steps", per_run, &fill);
     CHECK_MSG(n == 110 && fill == 0, "%lld rows after the rewrite, %ld fill", n, fill);
     CHECK(per_run[0] == 50 && per_run[1] == 50 && per_run[2] == 7 && per_run[4] == 3);
+    h5live_close(lv);
+    release_writer_lock();
+}
+
+static int same_runs(const char *a, const char *b, char *what, size_t wn);
+
+/* The path of the first segment a live view's /view_blocks maps table onto ("" if none). */
+static void mapped_segment(const char *out, const char *table, char *seg, size_t n) {
+    typedef struct {
+        char table[8];
+        char *file;
+    } Row;
+    seg[0] = 0;
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "view_blocks", H5P_DEFAULT) : -1;
+    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : 0;
+    Row *r = rows > 0 ? calloc((size_t)rows, sizeof *r) : NULL;
+    hid_t s8 = H5Tcopy(H5T_C_S1), vs = H5Tcopy(H5T_C_S1), mt = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+    H5Tset_size(s8, 8);
+    H5Tset_size(vs, H5T_VARIABLE);
+    H5Tset_cset(vs, H5T_CSET_UTF8);
+    H5Tinsert(mt, "table", HOFFSET(Row, table), s8);
+    H5Tinsert(mt, "file", HOFFSET(Row, file), vs);
+    if (r && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, r) >= 0) {
+        for (hssize_t i = 0; i < rows && !seg[0]; i++)
+            if (!strncmp(r[i].table, table, 8) && r[i].file && strcmp(r[i].file, ".") != 0) {
+                const char *slash = strrchr(out, '/');
+                snprintf(seg, n, "%.*s%s", slash ? (int)(slash - out + 1) : 0, out, r[i].file);
+            }
+        H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, r);
+    }
+    free(r);
+    H5Tclose(mt);
+    H5Tclose(vs);
+    H5Tclose(s8);
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+}
+
+/* What view_check says of a view file: its return, its lines in text. */
+static int checked_view(const char *path, char *text, size_t n) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS); /* as `ablate inspect` opens it */
+    H5Pset_file_locking(fapl, 0, 1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    FILE *m = fmemopen(text, n, "w");
+    int rc = f >= 0 && m ? view_check(f, path, "OUT", m) : -2;
+    if (m) fclose(m);
+    if (f >= 0) H5Fclose(f);
+    return rc;
+}
+
+/* issue 18: a segment holding pages of /runs lost while the sweep runs: the OUT.h5 that
+ * maps it reads those rows as fill (index -1) and view_check says which; the writer says it
+ * is lost and writes the pages again, and the next OUT.h5 reads as a full build's. */
+TEST(live_lost_runs_segment) {
+    char sub[600], journal[700], out[700], full[800], err[ABL_ERR_MAX] = "", what[200];
+    char text[4096] = "";
+    if (running_fixture(journal, out, sizeof journal) != 0) return;
+    case_dir(sub, sizeof sub);
+    snprintf(full, sizeof full, "%s/full.h5", sub);
+    H5Live *lv = h5live_open(journal, out, err);
+    CHECK(lv != NULL);
+    if (!lv) return;
+    h5live_set_runs_page(lv, 1);
+    long size = test_file_size(journal);
+    H5ViewStats st;
+    for (int k = 1; k <= 3; k++)
+        CHECK_MSG(h5live_update(lv, (uint64_t)(size * k / 4), &st, err) == 0, "%s", err);
+    CHECK_MSG(checked_view(out, text, sizeof text) == 0, "before: %s", text);
+    char seg[800] = "";
+    mapped_segment(out, "runs", seg, sizeof seg);
+    CHECK_MSG(seg[0] && segment_rows(seg, "runs") > 0, "no segment holds rows of /runs");
+    if (!seg[0]) return;
+    CHECK(unlink(seg) == 0);
+    int rc = checked_view(out, text, sizeof text);
+    CHECK_MSG(rc >= 1 && strstr(text, "OUT/runs: ") && strstr(text, "rows unavailable") &&
+                  strstr(text, "cannot be opened"),
+              "view_check of the OUT.h5 mapping it: %d, %s", rc, text);
+    CHECK(h5live_update(lv, (uint64_t)(size * 3 / 4), &st, err) == 0);
+    CHECK_MSG(st.lost_segments == 1, "the writer found %ld lost segments", st.lost_segments);
+    CHECK_MSG(checked_view(out, text, sizeof text) == 0, "after: %s", text);
+    H5ViewStats fs;
+    CHECK(h5view_build_upto(journal, full, (uint64_t)(size * 3 / 4), &fs, err) == 0);
+    CHECK_MSG(same_runs(out, full, what, sizeof what), "/runs after the rewrite: %s", what);
     h5live_close(lv);
     release_writer_lock();
 }
@@ -926,17 +1028,19 @@ static StepRow *sorted_steps(const char *path, long long *n) {
 typedef struct {
     int in_flight, checked, worst_over;
     long long last_mappings;
+    int pages; /* of /runs */
 } ManyCheck;
 
 /* Mappings of the live view against the bound: per metric table with rows (steps and
  * samples here) 2 log2(ended runs) + 4 for the packed segments, plus one block per run in
- * progress. */
+ * progress; /runs: 2 log2(pages) + 4 ranges of pages. */
 static void many_progress(void *ctx, long ended, const H5ViewStats *st, double seconds,
                           const char *out) {
     (void)seconds;
     ManyCheck *c = ctx;
     long long m = vds_mappings(out);
-    long long bound = 2 * (2 * (long long)ceil(log2((double)ended + 1)) + 4) + c->in_flight;
+    long long bound = 2 * (2 * (long long)ceil(log2((double)ended + 1)) + 4) + c->in_flight +
+                      2 * (long long)ceil(log2((double)c->pages + 1)) + 4;
     CHECK_MSG(m >= 0 && m == st->mappings, "mappings: %lld in the file, %lld in the stats", m,
               st->mappings);
     if (m > bound && c->worst_over == 0)
@@ -960,7 +1064,7 @@ TEST(live_mappings_bounded) {
         case_dir(dir, sizeof dir);
     release_writer_lock();
     enum { RUNS = 300, PER_UPDATE = 10, IN_FLIGHT = 8 };
-    ManyCheck c = {IN_FLIGHT, 0, 0, 0};
+    ManyCheck c = {IN_FLIGHT, 0, 0, 0, 1};
     CHECK(live_many_runs(dir, RUNS, PER_UPDATE, IN_FLIGHT, many_progress, &c) == 0);
     CHECK_MSG(c.checked == RUNS / PER_UPDATE + 1 && c.worst_over == 0,
               "%d updates, %d over the bound (last: %lld mappings)", c.checked, c.worst_over,
@@ -1113,6 +1217,84 @@ TEST(live_runs_cached) {
     if (on_shm && test_failures == 0) fs_remove_tree(shm);
 }
 
+typedef struct {
+    int runs, page, in_flight, per_update;
+    int updates, over_maps, differ, carries;
+    long long first_rows, later_rows, last_maps;
+    char journal[800], full[800], what[200];
+} PagedCheck;
+
+/* After every update: /runs equals a full build's of the same journal, and maps at most
+ * 2 log2(pages) + 4 ranges plus the pages in flight. What the updates write is checked at
+ * the end. */
+static void paged_progress(void *ctx, long ended, const H5ViewStats *st, double seconds,
+                           const char *out) {
+    (void)ended;
+    (void)seconds;
+    PagedCheck *c = ctx;
+    char err[ABL_ERR_MAX] = "";
+    CHECK(h5view_build(c->journal, c->full, err) == 0);
+    if (!same_runs(out, c->full, c->what, sizeof c->what) && c->differ++ == 0)
+        fprintf(stderr, "  update %d: /runs differs from the full build's: %s\n", c->updates,
+                c->what);
+    int pages = (c->runs + c->page - 1) / c->page;
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, "runs", H5P_DEFAULT) : -1;
+    hid_t p = d >= 0 ? H5Dget_create_plist(d) : -1;
+    size_t maps = 0;
+    if (p >= 0 && H5Pget_layout(p) == H5D_VIRTUAL) H5Pget_virtual_count(p, &maps);
+    if (p >= 0) H5Pclose(p);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    long long bound = 2 * (long long)ceil(log2((double)pages + 1)) + 4 + c->in_flight / c->page + 2;
+    if ((long long)maps > bound && c->over_maps++ == 0)
+        fprintf(stderr, "  update %d: /runs maps %zu ranges, bound %lld\n", c->updates, maps,
+                bound);
+    /* the pages touched since the last update: written while they change and once more */
+    long long touched = 2 * ((2 * c->per_update + c->in_flight) / c->page + 3) * c->page;
+    if (c->updates == 0)
+        c->first_rows = st->runs_rows;
+    else
+        c->later_rows += st->runs_rows;
+    if (c->updates > 0 && st->runs_rows > touched) c->carries++; /* a merge's carry */
+    c->last_maps = (long long)maps;
+    c->updates++;
+}
+
+/* issue 18: the live view's /runs is paged: an update writes the pages that changed (and
+ * those a merge absorbs), not every planned run's row, maps O(log pages) ranges, and reads
+ * as a full build's /runs at every update. */
+TEST(live_runs_paged) {
+    char dir[600];
+    char shm[] = "/dev/shm/ablate-test-XXXXXX";
+    int on_shm = access("/dev/shm", W_OK) == 0 && mkdtemp(shm) != NULL;
+    if (on_shm)
+        snprintf(dir, sizeof dir, "%s", shm);
+    else
+        case_dir(dir, sizeof dir);
+    release_writer_lock();
+    PagedCheck c = {.runs = 400, .page = 8, .in_flight = 6, .per_update = 10};
+    snprintf(c.journal, sizeof c.journal, "%s/many.h5.d/journal", dir);
+    snprintf(c.full, sizeof c.full, "%s/full.h5", dir);
+    live_runs_page = c.page;
+    CHECK(live_many_runs(dir, c.runs, c.per_update, c.in_flight, paged_progress, &c) == 0);
+    live_runs_page = 0;
+    CHECK_MSG(c.updates == c.runs / c.per_update + 1 && c.differ == 0 && c.over_maps == 0,
+              "%d updates: %d with /runs unlike the full build's, %d over the mapping bound",
+              c.updates, c.differ, c.over_maps);
+    /* the first writes every row once; the others each row O(log pages) times in all (as a
+     * binary counter carries), and few of them more than the pages they touched */
+    double lg = ceil(log2(c.runs / c.page + 1.0));
+    CHECK_MSG(c.first_rows == c.runs && c.later_rows <= (long long)((2 + lg) * c.runs) &&
+                  c.carries <= lg,
+              "rows of /runs written: %lld by the first update, %lld by the %d others (bound "
+              "%.0f); %d wrote more than the pages they touched (bound %.0f)",
+              c.first_rows, c.later_rows, c.updates - 1, (2 + lg) * c.runs, c.carries, lg);
+    CHECK_MSG(c.last_maps <= 2 * (long long)lg + 2, "at the end /runs maps %lld ranges",
+              c.last_maps);
+    if (on_shm && test_failures == 0) fs_remove_tree(shm);
+}
+
 /* --live-bench: a line per update where the runs ended passed 1.25x the last line's (and
  * the last two updates: the last with nothing new). */
 typedef struct {
@@ -1132,8 +1314,9 @@ static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seco
     struct stat fs;
     long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : -1;
     printf("LIVE_VIEW ended=%ld update_s=%.4f mappings=%lld out_h5_bytes=%lld plan_reads=%lld "
-           "updates=%ld total_update_s=%.2f\n",
-           ended, seconds, st->mappings, bytes, st->plan_reads, b->updates, b->total_s);
+           "runs_rows=%lld updates=%ld total_update_s=%.2f\n",
+           ended, seconds, st->mappings, bytes, st->plan_reads, st->runs_rows, b->updates,
+           b->total_s);
     fflush(stdout);
 }
 
@@ -1144,7 +1327,8 @@ int main(int argc, char **argv) {
         release_writer_lock();
         return rc == 0 ? 0 : 1;
     }
-    if (argc == 4 && !strcmp(argv[1], "--live-fixture")) {
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--live-fixture")) {
+        if (argc == 5) live_runs_page = atoi(argv[4]); /* rows of /runs per page */
         H5ViewStats st;
         int rc = make_live_fixture(argv[2], atoi(argv[3]), &st);
         release_writer_lock();

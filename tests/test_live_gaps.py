@@ -40,9 +40,10 @@ def check(cond, what):
         print("CHECK failed:", what, file=sys.stderr)
 
 
-def fixture(exe, d, updates=24):
+def fixture(exe, d, updates=24, runs_page=None):
     os.makedirs(d)
-    subprocess.run([exe, "--live-fixture", d, str(updates)], check=True)
+    subprocess.run([exe, "--live-fixture", d, str(updates)] +
+                   ([str(runs_page)] if runs_page else []), check=True)
     out = os.path.join(d, "out.h5")
     with h5py.File(out, "r") as f:
         check(f.attrs["view"] == "live" and f["steps"].is_virtual, "the fixture is a live view")
@@ -94,7 +95,9 @@ def test_intact(exe, tmp):
         for seg in segments(out):
             with h5py.File(seg, "r") as g:
                 check(g.attrs["view_generation"] == gen, "segment generation")
-                check(g.attrs["rows_steps"] == len(g["steps"]), "segment rows_steps")
+                for t in ("steps", "runs"):  # a segment may hold pages of /runs alone
+                    if t in g:
+                        check(g.attrs["rows_" + t] == len(g[t]), "segment rows_" + t)
     whole(out, "intact")
 
 
@@ -136,6 +139,39 @@ def test_missing(exe, tmp):
     rep.overview()
     text = "\n".join(rep.md)
     check("Rows unavailable" in text and "/steps" in text, "report notes the rows")
+
+
+def test_runs_missing(exe, tmp):
+    """A segment holding pages of /runs deleted: those rows read as fill rows (index -1); the
+    loader leaves those runs out and says so, and so does `ablate inspect`."""
+    out = fixture(exe, os.path.join(tmp, "runs-missing"), runs_page=1)
+    with h5py.File(out, "r") as f:
+        blocks = f["view_blocks"][:]
+        check(f["runs"].is_virtual, "/runs is a virtual dataset")
+    mine = blocks[(blocks["table"] == b"runs") & (blocks["file"] != b".")]
+    check(len(mine) > 0, "pages of /runs in segments")
+    if not len(mine):
+        return
+    victim = mine["file"][0].decode()
+    hit = sorted(set(int(r) for r in mine[mine["file"] == victim.encode()]["run"]))
+    sw, warned = load_quiet(out)
+    check(not warned and len(sw.runs) == 5, "before: loader warned %r" % warned)
+    os.unlink(os.path.join(tmp, "runs-missing", victim))
+    with h5py.File(out, "r") as f:
+        index = f["runs"]["index"]
+    check((index == -1).sum() >= 1 and (index[index >= 0] == np.nonzero(index >= 0)[0]).all(),
+          "a missing page of /runs reads as fill rows: %r" % list(index))
+    lost = sorted(int(i) for i in np.nonzero(index == -1)[0])
+    check(set(hit) <= set(lost), "the pages of %s: %r lost" % (victim, lost))
+    sw, warned = load_quiet(out)
+    check(any("/runs" in w and "unavailable" in w and os.path.basename(victim) in w
+              for w in warned), "loader warning %r" % warned)
+    check(sw.unavailable.get("runs") == lost, "unavailable %r, want runs %r" % (sw.unavailable, lost))
+    check(sorted(sw.runs["index"]) == [i for i in range(5) if i not in lost],
+          "the Sweep leaves those runs out: %r" % list(sw.runs["index"]))
+    check(not sw.steps["run"].isin(lost).any(), "and their rows")
+    iw = inspect_warnings(out)
+    check(any("/runs" in w and "unavailable" in w for w in iw), "inspect warning %r" % iw)
 
 
 CHILD = r"""
@@ -224,6 +260,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ablate-live-gaps-", dir=shm)
     try:
         for name, fn in [("intact", test_intact), ("missing", test_missing),
+                         ("runs_missing", test_runs_missing),
                          ("open_file_limit", test_open_file_limit),
                          ("stale_generation", test_stale_generation),
                          ("handle_after_final_build", test_handle_after_final_build),

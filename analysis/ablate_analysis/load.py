@@ -285,11 +285,25 @@ def _segment_problem(base, table, file, file_rows, generation):
     return None
 
 
+def _problems(base, blocks, t, generation):
+    """[(runs, why)] for each segment of table t in /view_blocks that a reader cannot trust
+    ("." is the view file itself)."""
+    out = []
+    if blocks is not None and len(blocks):
+        mine = blocks[(blocks["table"] == t) & (blocks["file"] != ".")]
+        for file, g in mine.groupby("file", sort=False):
+            p = _segment_problem(base, t, file, int(g["file_rows"].iloc[0]), generation)
+            if p:
+                out.append((set(int(r) for r in g["run"]), p))
+    return out
+
+
 def check_rows(path, f, runs, raw):
-    """The rows of each metric table that could not be read, as {table: (runs, note)}: rows
-    per run against /runs rows_<table>, rows with the fill value (run = -1), and in a live
-    view each segment's view_generation and row counts (/view_blocks). A file without
-    rows_* columns (before this check existed) is taken as it is."""
+    """The rows that could not be read, as {table: (runs, note)}: in a live view, rows of
+    /runs whose index is not their position (the fill value is -1: "runs" names those runs);
+    rows of each metric table per run against /runs rows_<table>, rows with the fill value
+    (run = -1), and each segment's view_generation and row counts (/view_blocks). A file
+    without rows_* columns (before this check existed) is taken as it is."""
     bad = {}
     live = _text(f.attrs.get("view", "")) == "live"
     generation = _text(f.attrs.get("view_generation", ""))
@@ -297,6 +311,18 @@ def check_rows(path, f, runs, raw):
     if live and "view_blocks" in f:
         blocks = _frame(f["view_blocks"][()])
     base = os.path.dirname(os.path.abspath(path))
+    if live and "index" in runs.columns:
+        lost = np.nonzero(runs["index"].to_numpy(dtype=np.int64) != np.arange(len(runs)))[0]
+        if len(lost):
+            why = [p for _, p in _problems(base, blocks, "runs", generation)]
+            note = ("%s: /runs: %d of %d rows unavailable (run%s %s; read as fill rows, index "
+                    "-1): those runs are left out" % (
+                        path, len(lost), len(runs), "s" if len(lost) > 1 else "",
+                        ", ".join(map(str, lost[:20].tolist())) +
+                        (", ..." if len(lost) > 20 else "")))
+            if why:
+                note += "; " + "; ".join(why[:3])
+            bad["runs"] = (lost.tolist(), note)
     for t in TABLES:
         col = "rows_" + t
         if col not in runs.columns:
@@ -307,21 +333,18 @@ def check_rows(path, f, runs, raw):
         ok = (run >= 0) & (run < len(expect))
         fill = int((~ok).sum())
         got = np.bincount(run[ok], minlength=len(expect))[:len(expect)]
-        wrong = set(np.nonzero(got != expect)[0].tolist())
+        # a run whose /runs row is unavailable (rows_* -1) is named under "runs"
+        wrong = set(np.nonzero((got != expect) & (expect >= 0))[0].tolist())
         why = []
-        if blocks is not None and len(blocks):
-            mine = blocks[blocks["table"] == t]
-            for file, g in mine.groupby("file", sort=False):
-                p = _segment_problem(base, t, file, int(g["file_rows"].iloc[0]), generation)
-                if p:
-                    wrong |= set(int(r) for r in g["run"])
-                    why.append(p)
+        for hit, p in _problems(base, blocks, t, generation):
+            wrong |= hit
+            why.append(p)
         if not wrong:
             continue
         runs_bad = sorted(wrong)
-        lost = int(expect[runs_bad].sum())
+        lost = int(np.clip(expect[runs_bad], 0, None).sum())
         note = "%s: /%s: %d of %d rows unavailable (run%s %s); %d read as fill rows (run = -1)" % (
-            path, t, lost, int(expect.sum()), "s" if len(runs_bad) > 1 else "",
+            path, t, lost, int(np.clip(expect, 0, None).sum()), "s" if len(runs_bad) > 1 else "",
             ", ".join(map(str, runs_bad[:20])) + (", ..." if len(runs_bad) > 20 else ""), fill)
         if why:
             note += "; " + "; ".join(why[:3]) + ("; %d more segments" % (len(why) - 3)
@@ -404,9 +427,14 @@ def _load_once(path):
         calibration = _frame(f["calibration"][()]) if "calibration" in f and \
             f["calibration"].dtype.names else None
         bad = check_rows(path, f, runs, raw)
-    for t, (runs_bad, _) in bad.items():  # never fill rows, never part of a run's rows
+    lost = bad["runs"][0] if "runs" in bad else []
+    for t in raw:  # never fill rows, never part of a run's rows, nothing of an unknown run
+        runs_bad = (bad[t][0] if t in bad else []) + lost
         df = raw[t]
-        raw[t] = df[(df["run"] >= 0) & ~df["run"].isin(runs_bad)].reset_index(drop=True)
+        if len(df):
+            raw[t] = df[(df["run"] >= 0) & ~df["run"].isin(runs_bad)].reset_index(drop=True)
+    if lost:
+        runs = runs.drop(index=lost).reset_index(drop=True)
     sw = _assemble(path, attrs, spec, runs, plan_text, raw, axis_cols, listed, base_config)
     if data_files is not None:
         sw.data_files = data_files

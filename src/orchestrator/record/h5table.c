@@ -189,6 +189,13 @@ static hid_t make_dcpl(hsize_t chunk) {
 }
 
 /* The row layout and HDF5 type of a table. */
+size_t h5t_row_size(const H5Col *cols, int ncol) {
+    size_t n = 0;
+    for (int i = 0; i < ncol; i++)
+        n += col_size(&cols[i]);
+    return n;
+}
+
 static int table_setup(H5Table *t, const char *name, const H5Col *cols, int ncol, int compound,
                        char *err) {
     memset(t, 0, sizeof *t);
@@ -300,7 +307,7 @@ int h5t_create_virtual(H5Table *t, hid_t loc, const char *name, const H5Col *col
         hid_t src = H5Screate_simple(1, &rows, NULL);
         rc = src >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, NULL, &count, NULL) >= 0 &&
                      H5Sselect_hyperslab(src, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
-                     H5Pset_virtual(dcpl, space, k->file, name, src) >= 0
+                     H5Pset_virtual(dcpl, space, k->file, k->dset ? k->dset : name, src) >= 0
                  ? 0
                  : -1;
         if (src >= 0) H5Sclose(src);

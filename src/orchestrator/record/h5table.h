@@ -47,14 +47,17 @@ int h5t_create(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int n
 /* Rows [start, start + count) of dataset `name` in file (a path relative to the directory
  * of the file that refers to it), whose dataset has `rows` rows in all. */
 typedef struct {
-    const char *file;
+    const char *file; /* "." : the file of the virtual dataset */
     hsize_t start, count, rows;
+    const char *dset; /* the source dataset; NULL: the table's own name */
 } TableBlock;
 /* A virtual dataset (HDF5 VDS) of the same layout, concatenating the blocks in order; no
  * rows can be added. 0 or -1 with err. */
 int h5t_create_virtual(H5Table *t, hid_t loc, const char *name, const H5Col *cols, int ncol,
                        int compound, const char *description, const TableBlock *blocks, int nblocks,
                        char *err);
+/* The bytes of one row of these columns. */
+size_t h5t_row_size(const H5Col *cols, int ncol);
 /* The next (zeroed) row; NULL if a flush failed. */
 uint8_t *h5t_row(H5Table *t, char *err);
 /* Flushes (unless discard) and releases everything; 0 or -1. */

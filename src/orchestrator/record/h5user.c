@@ -28,9 +28,10 @@ static void note(Scan *s, const char *what, const char *name) {
 /* What ablate writes at the root only in some views (docs/hdf5-schema.md): a rebuild that
  * lacks one of these (the live view has no /weights yet) drops nothing of the user's. */
 static int ablate_owns(const char *name, int attr) {
-    static const char *const links[] = {
-        "spec", "spec_expanded", "base_config", "data_files", "vocab",   "steps",       "evals",
-        "acts", "attn",          "samples",     "runs",       "weights", "view_blocks", USER_GROUP};
+    static const char *const links[] = {"spec",        "spec_expanded", "base_config", "data_files",
+                                        "vocab",       "steps",         "evals",       "acts",
+                                        "attn",        "samples",       "runs",        "weights",
+                                        "view_blocks", "view_runs",     USER_GROUP};
     static const char *const attrs[] = {"view", "end_time", "joined_processes", "view_generation"};
     const char *const *list = attr ? attrs : links;
     size_t n = attr ? sizeof attrs / sizeof *attrs : sizeof links / sizeof *links;

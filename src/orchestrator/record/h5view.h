@@ -34,6 +34,7 @@ typedef struct {
                                 that differ between journals (the first is kept) */
     long long plan_reads;    /* PLAN records read again for /runs (the live view keeps the rows
                                 of ended runs: none for them) */
+    long long runs_rows;     /* live view: rows of /runs written (OUT.h5 and a segment) */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn
@@ -74,6 +75,9 @@ H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL
  * view stays usable: the next update tries again). */
 int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_ERR_MAX]);
 void h5live_close(H5Live *lv);
+/* Rows of /runs per page of the live view (default H5LIVE_RUNS_PAGE; tests use fewer). */
+#define H5LIVE_RUNS_PAGE 1024
+void h5live_set_runs_page(H5Live *lv, uint32_t runs);
 /* Removes OUT.h5.d/view/ (call only once OUT.h5 is a full build). 0 or -1. */
 int h5live_remove_segments(const char *out_path);
 

@@ -26,7 +26,17 @@
  * as a binary counter carries. A row is so rewritten O(log runs) times, and OUT.h5 maps
  * O(log runs) packed segments, one mapping each (consecutive blocks of one segment are one
  * mapping), then the blocks of the runs still in progress. Every run's rows are
- * contiguous: the packed runs first, segment by segment, then the others by run. */
+ * contiguous: the packed runs first, segment by segment, then the others by run.
+ *
+ * /runs is paged (issue 18: written whole, its 10^5 rows of text cost 3-5 s an update):
+ * pages of H5LIVE_RUNS_PAGE runs whose rows have not changed since the last update (every
+ * run kept by h5view_runs.c's row cache, with the same rows counts) are written once into
+ * a segment's own "runs" dataset and mapped there; the pages that change (runs in flight)
+ * are written into OUT.h5's /view_runs at every update; /runs is a virtual dataset over
+ * both, in plan order. Pages written to segments merge as the packed runs do: a new range
+ * absorbs the segment range just before it while that one holds fewer than twice its
+ * rows, so a sweep run in plan order maps O(log pages) ranges, and an update writes the
+ * pages of its runs in flight. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +51,7 @@
 #include "util/grow.h"
 #include "h5view_internal.h"
 #include "h5user.h"
+#include "orchestrator/plan/run_id.h"
 
 typedef struct {
     uint32_t seg, run;
@@ -52,6 +63,16 @@ typedef struct {
     int n;
     size_t cap;
 } BlockList;
+
+/* A page of /runs (see the top): runs [p * page_runs, (p + 1) * page_runs). */
+typedef struct {
+    uint32_t seg;   /* the segment whose "runs" holds its rows; NO_SEG: OUT.h5's /view_runs */
+    uint32_t count; /* its rows: its planned runs */
+    hsize_t start;  /* its first row there */
+    uint64_t sig;   /* its rows as written (h5v_runs_rows_sig of each) */
+} RunsPage;
+#define NO_SEG UINT32_MAX
+#define RUNS_T N_TABLES /* seg_rows[k][RUNS_T]: rows of segment k's "runs" */
 
 typedef struct {
     uint32_t attempt, emitted; /* the attempt whose rows are in segments, and its records */
@@ -81,7 +102,7 @@ struct H5Live {
     uint64_t next; /* journal offset where pass 1 goes on */
     char out[ABL_PATH_MAX], dir[ABL_PATH_MAX + 16], rel[ABL_PATH_MAX + 16];
     char **segs; /* file names in dir */
-    hsize_t (*seg_rows)[N_TABLES];
+    hsize_t (*seg_rows)[N_TABLES + 1];
     SegId *seg_id;
     size_t cap_segs, cap_seg_rows, cap_seg_id; /* allocated entries (util/grow.h) */
     char gen[17]; /* this live view's generation: in OUT.h5 and in each of its segments */
@@ -94,6 +115,13 @@ struct H5Live {
     Packed *packed; /* the stack, bottom (heaviest) first */
     int npacked;
     size_t cap_packed;
+    RunsPage *pages;
+    uint32_t npages, page_runs;
+    size_t cap_pages;
+    TableBlock *runs_blocks;  /* /runs as the last OUT.h5 maps it (file names borrowed) */
+    uint32_t *runs_block_run; /* the first run of each */
+    int nruns_blocks;
+    size_t cap_runs_blocks, cap_runs_block_run;
     long long mappings; /* of the last OUT.h5, all tables */
     int packing;        /* this update packs the finished runs (PACK_MIN_RUNS) */
 };
@@ -140,6 +168,7 @@ H5Live *h5live_open(const char *journal_path, const char *out_path, char err[ABL
     }
     h5v_metrics_layout(lv->layout);
     new_generation(lv->gen);
+    lv->page_runs = H5LIVE_RUNS_PAGE;
     return lv;
 }
 
@@ -154,9 +183,17 @@ void h5live_close(H5Live *lv) {
     free(lv->seg_id);
     free(lv->lr);
     free(lv->packed);
+    free(lv->pages);
+    free(lv->runs_blocks);
+    free(lv->runs_block_run);
     for (int t = 0; t < N_TABLES; t++)
         free(lv->blocks[t].b);
     free(lv);
+}
+
+void h5live_set_runs_page(H5Live *lv, uint32_t runs) {
+    lv->page_runs = runs ? runs : H5LIVE_RUNS_PAGE;
+    lv->npages = 0; /* laid out again by the next update */
 }
 
 int h5live_remove_segments(const char *out_path) {
@@ -247,17 +284,12 @@ static int selected(const H5Live *lv, const uint8_t *only, uint32_t i) {
 
 /* ---------------------------------------------------------------- one segment */
 
-/* The rows of the selected runs (selected()) that are not in a segment yet, into a new
- * segment: 0 (nothing new is fine), -1 with err. */
-static int write_segment(H5Live *lv, const uint8_t *only, char *err) {
-    View *v = &lv->v;
-    int any = 0;
-    for (uint32_t i = 0; i < v->nruns && !any; i++)
-        any = v->runs[i].planned && v->runs[i].n_ev > lv->lr[i].emitted && selected(lv, only, i);
-    if (!any) return 0;
-    char name[64], path[ABL_PATH_MAX + 96];
+/* A new segment file, open in *f (its name is lv->segs[lv->nseg], not counted yet); 0, or
+ * -1 with err. */
+static int seg_open(H5Live *lv, hid_t *f, char *path, size_t pn, char *err) {
+    char name[64];
     snprintf(name, sizeof name, "seg-%ld-%d.h5", (long)getpid(), lv->nseg);
-    snprintf(path, sizeof path, "%s/%s", lv->dir, name);
+    snprintf(path, pn, "%s/%s", lv->dir, name);
     char parent[ABL_PATH_MAX + 16];
     fs_dir_of(lv->dir, parent, sizeof parent); /* OUT.h5.d: a sweep has it; a bench may not */
     if ((mkdir(parent, 0777) != 0 && errno != EEXIST) ||
@@ -266,25 +298,70 @@ static int write_segment(H5Live *lv, const uint8_t *only, char *err) {
         return -1;
     }
     size_t need = (size_t)lv->nseg + 1;
-    int grown = GROW(lv->segs, lv->cap_segs, need) == 0 &&
-                GROW(lv->seg_rows, lv->cap_seg_rows, need) == 0 &&
-                GROW(lv->seg_id, lv->cap_seg_id, need) == 0;
-    Event *ev = malloc(sizeof *ev);
-    if (!grown || !ev || !(lv->segs[lv->nseg] = strdup(name))) {
-        free(ev);
+    if (GROW(lv->segs, lv->cap_segs, need) != 0 ||
+        GROW(lv->seg_rows, lv->cap_seg_rows, need) != 0 ||
+        GROW(lv->seg_id, lv->cap_seg_id, need) != 0 || !(lv->segs[lv->nseg] = strdup(name))) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    memset(lv->seg_rows[lv->nseg], 0, sizeof lv->seg_rows[lv->nseg]);
+    if ((*f = h5_create_file(path)) < 0) {
+        h5_err(err, "cannot create %s", path);
+        free(lv->segs[lv->nseg]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes what a reader checks a segment against (the generation of the OUT.h5 that maps it,
+ * and the rows /view_blocks says it has: lv->seg_rows[seg]), makes the file durable and
+ * counts it. ok = 0: removes it. 0, or -1 (with err unless !ok). */
+static int seg_close(H5Live *lv, hid_t f, const char *path, int ok, char *err) {
+    int seg = lv->nseg;
+    int bad = ok && h5_attr_str(f, "view_generation", lv->gen) != 0;
+    for (int t = 0; t <= RUNS_T && ok && !bad; t++) {
+        char an[64];
+        const char *tn = t == RUNS_T ? "runs" : h5v_table_name(t);
+        if (!tn || (t == RUNS_T && !lv->seg_rows[seg][t])) continue;
+        snprintf(an, sizeof an, "rows_%s", tn);
+        bad = h5_attr_i64(f, an, (long long)lv->seg_rows[seg][t]) != 0;
+    }
+    if (bad) {
+        h5_err(err, "cannot write the attributes of %s", path);
+        ok = 0;
+    }
+    if (h5_finish_file(f, path, NULL, ok, err) != 0 || !ok) {
+        free(lv->segs[seg]);
+        return -1;
+    }
+    struct stat st;
+    SegId *id = &lv->seg_id[seg];
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) /* else the next update finds it changed and writes it again */
+        *id = (SegId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, 0};
+    lv->nseg++;
+    return 0;
+}
+
+/* The rows of the selected runs (selected()) that are not in a segment yet, into a new
+ * segment: 0 (nothing new is fine), -1 with err. */
+static int write_segment(H5Live *lv, const uint8_t *only, char *err) {
+    View *v = &lv->v;
+    int any = 0;
+    for (uint32_t i = 0; i < v->nruns && !any; i++)
+        any = v->runs[i].planned && v->runs[i].n_ev > lv->lr[i].emitted && selected(lv, only, i);
+    if (!any) return 0;
+    char path[ABL_PATH_MAX + 96];
+    hid_t f;
+    Event *ev = malloc(sizeof *ev);
+    if (!ev) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    if (seg_open(lv, &f, path, sizeof path, err) != 0) {
+        free(ev);
         return -1;
     }
     uint32_t seg = (uint32_t)lv->nseg;
     Metric ms[N_METRICS];
     int rc = -1;
-    hid_t f = h5_create_file(path);
-    if (f < 0) {
-        h5_err(err, "cannot create %s", path);
-        free(ev);
-        free(lv->segs[seg]);
-        return -1;
-    }
     if (h5v_metrics_create(ms, f, NULL, err) != 0) goto done;
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
@@ -310,21 +387,8 @@ done:
         char e2[ABL_ERR_MAX];
         if (h5t_close(tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     }
-    /* what a reader checks a segment against: the generation of the OUT.h5 that maps it,
-     * and the rows /view_blocks says it has */
-    int bad = rc == 0 && h5_attr_str(f, "view_generation", lv->gen) != 0;
-    for (int t = 0; t < N_TABLES && rc == 0 && !bad; t++) {
-        char an[64];
-        if (!h5v_table_name(t)) continue;
-        snprintf(an, sizeof an, "rows_%s", h5v_table_name(t));
-        bad = h5_attr_i64(f, an, (long long)lv->seg_rows[seg][t]) != 0;
-    }
-    if (bad) {
-        h5_err(err, "cannot write the attributes of %s", path);
-        rc = -1;
-    }
     free(ev);
-    if (h5_finish_file(f, path, NULL, rc == 0, err) != 0) {
+    if (seg_close(lv, f, path, rc == 0, err) != 0) {
         /* its blocks are not referenced: a later update writes their runs again */
         for (int t = 0; t < N_TABLES; t++)
             for (int i = 0; i < lv->blocks[t].n;)
@@ -332,15 +396,8 @@ done:
                     rewrite_run(lv, lv->blocks[t].b[i].run); /* drops it: look at i again */
                 else
                     i++;
-        free(lv->segs[seg]);
         return -1;
     }
-    struct stat st;
-    SegId *id = &lv->seg_id[seg];
-    memset(id, 0, sizeof *id);
-    if (stat(path, &st) == 0) /* else the next update finds it changed and writes it again */
-        *id = (SegId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, 0};
-    lv->nseg++;
     return 0;
 }
 
@@ -354,6 +411,8 @@ static long check_segments(H5Live *lv) {
     for (int t = 0; t < N_TABLES; t++)
         for (int i = 0; i < lv->blocks[t].n; i++)
             mapped[lv->blocks[t].b[i].seg] = 1;
+    for (uint32_t p = 0; p < lv->npages; p++)
+        if (lv->pages[p].seg != NO_SEG) mapped[lv->pages[p].seg] = 1;
     long lost = 0;
     for (int k = 0; k < lv->nseg; k++) {
         SegId *id = &lv->seg_id[k];
@@ -374,9 +433,13 @@ static long check_segments(H5Live *lv) {
         id->lost = 1;
         lost++;
         log_warn("live view: segment %s %s since it was written; the rows it "
-                 "held are written again (readers of the previous %s get fill rows, run = -1)",
+                 "held are written again (readers of the previous %s get fill rows: run = -1, in "
+                 "/runs index = -1)",
                  path, what, lv->out);
     }
+    for (uint32_t p = 0; p < lv->npages && lost; p++) /* written again by write_runs */
+        if (lv->pages[p].seg != NO_SEG && lv->seg_id[lv->pages[p].seg].lost)
+            lv->pages[p].seg = NO_SEG;
     if (lost)
         for (int t = 0; t < N_TABLES; t++)
             for (int i = 0; i < lv->blocks[t].n;) {
@@ -510,7 +573,8 @@ static int virtual_table(H5Live *lv, hid_t file, const Metric *m, int t, char *e
         if (last && last->file == paths[b->seg] && last->start + last->count == b->start)
             last->count += b->count;
         else
-            tbl[n++] = (TableBlock){paths[b->seg], b->start, b->count, lv->seg_rows[b->seg][t]};
+            tbl[n++] =
+                (TableBlock){paths[b->seg], b->start, b->count, lv->seg_rows[b->seg][t], NULL};
     }
     lv->mappings += n;
     rc = n ? h5t_create_virtual(&tb, file, name, cols, ncol, 1, desc, tbl, n, err)
@@ -524,13 +588,228 @@ done:;
     return rc;
 }
 
+/* ---------------------------------------------------------------- /runs */
+
+/* Page p's rows as they would be written now: 0 unless every one is kept
+ * (h5v_runs_rows_sig); its planned runs in *cnt, and whether all of them are settled. */
+static uint64_t page_sig(const H5Live *lv, RunsRows *w, uint32_t p, uint32_t *cnt,
+                         uint8_t *settled) {
+    const View *v = &lv->v;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    uint32_t P = lv->page_runs, end = (p + 1) * P < v->nruns ? (p + 1) * P : v->nruns;
+    int kept = 1;
+    *cnt = 0;
+    *settled = 1;
+    for (uint32_t i = p * P; i < end; i++) {
+        if (!v->runs[i].planned) continue;
+        uint64_t s = h5v_runs_rows_sig(w, i);
+        kept &= s != 0;
+        *settled &= (uint8_t)h5v_runs_rows_settled(w, i);
+        ++*cnt;
+        h = fnv1a(fnv1a(h, (const char *)&i, sizeof i), (const char *)&s, sizeof s);
+    }
+    return kept ? h | 1 : 0;
+}
+
+/* The pages of /runs whose rows are kept unchanged, or settled (put will keep them), and
+ * are in no segment go into a new segment, with the range of pages just before them (one segment's,
+ * consecutive) while it holds fewer than twice their rows: marks them in move[]. */
+static void choose_moves(const H5Live *lv, const uint64_t *sig, const uint8_t *settled,
+                         const uint32_t *cnt, uint8_t *move) {
+    const RunsPage *pg = lv->pages;
+    uint32_t np = lv->npages;
+    for (uint32_t p = 0; p < np; p++)
+        move[p] = pg[p].seg == NO_SEG && (sig[p] || settled[p]) && cnt[p];
+    for (uint32_t p = 0; p < np;) {
+        if (!move[p]) {
+            p++;
+            continue;
+        }
+        uint32_t a = p, b = p;
+        uint64_t rows = 0;
+        while (b < np && move[b])
+            rows += cnt[b++];
+        while (a > 0 && pg[a - 1].seg != NO_SEG) {
+            uint32_t c = a - 1;
+            uint64_t left = pg[c].count;
+            while (c > 0 && pg[c - 1].seg == pg[c].seg &&
+                   pg[c - 1].start + pg[c - 1].count == pg[c].start)
+                left += pg[--c].count;
+            if (left >= 2 * rows) break;
+            for (uint32_t q = c; q < a; q++)
+                move[q] = 1;
+            rows += left;
+            a = c;
+        }
+        p = b;
+    }
+}
+
+/* Pages [p, q) of the runs (move: those marked) into table t, recording where; 0 or -1. */
+static int put_pages(H5Live *lv, RunsRows *w, H5Table *t, const uint8_t *want, uint8_t value,
+                     hsize_t *start, char *err) {
+    View *v = &lv->v;
+    for (uint32_t p = 0; p < lv->npages; p++) {
+        if (want[p] != value) continue;
+        start[p] = (hsize_t)h5t_rows(t);
+        uint32_t end = (p + 1) * lv->page_runs < v->nruns ? (p + 1) * lv->page_runs : v->nruns;
+        for (uint32_t i = p * lv->page_runs; i < end; i++)
+            if (h5v_runs_rows_put(w, t, i, err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* /runs of OUT.h5 (see the top): the pages that stay as they were mapped where they are,
+ * those kept but not in a segment (and the range they absorb) written into a new one, the
+ * others into f's /view_runs; lv->runs_blocks says where each range comes from. */
+static int write_runs(H5Live *lv, hid_t f, char *err) {
+    View *v = &lv->v;
+    uint32_t P = lv->page_runs, np = (v->nruns + P - 1) / P;
+    RunsRows *w = h5v_runs_rows_open(v, err);
+    uint64_t *sig = calloc((size_t)np + 1, sizeof *sig);
+    uint32_t *cnt = calloc((size_t)np + 1, sizeof *cnt);
+    uint8_t *move = calloc((size_t)np + 1, 1), *hot = calloc((size_t)np + 1, 1);
+    uint8_t *settled = calloc((size_t)np + 1, 1);
+    hsize_t *start = calloc((size_t)np + 1, sizeof *start);
+    H5Table seg_t, hot_t, runs_t;
+    h5t_init(&seg_t);
+    h5t_init(&hot_t);
+    h5t_init(&runs_t);
+    int rc = -1;
+    if (!w) goto done;
+    if (!sig || !cnt || !move || !hot || !settled || !start ||
+        GROW(lv->pages, lv->cap_pages, (size_t)np + 1) != 0 ||
+        GROW(lv->runs_blocks, lv->cap_runs_blocks, (size_t)np + 1) != 0 ||
+        GROW(lv->runs_block_run, lv->cap_runs_block_run, (size_t)np + 1) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    for (uint32_t p = lv->npages; p < np; p++)
+        lv->pages[p] = (RunsPage){NO_SEG, 0, 0, 0};
+    lv->npages = np;
+    /* each page as it would be written now; a page that changed leaves its segment */
+    for (uint32_t p = 0; p < np; p++) {
+        sig[p] = page_sig(lv, w, p, &cnt[p], &settled[p]);
+        RunsPage *pg = &lv->pages[p];
+        if (pg->seg != NO_SEG && (sig[p] != pg->sig || cnt[p] != pg->count)) pg->seg = NO_SEG;
+    }
+    choose_moves(lv, sig, settled, cnt, move);
+    int any_move = 0, any_hot = 0;
+    for (uint32_t p = 0; p < np; p++)
+        any_move |= move[p];
+    v->st.runs_rows = 0;
+    if (any_move) {
+        char path[ABL_PATH_MAX + 96];
+        hid_t sf;
+        if (seg_open(lv, &sf, path, sizeof path, err) != 0) goto done;
+        H5Table *schema = v->schema; /* OUT.h5's: a segment has none */
+        v->schema = NULL;
+        int ok = h5v_runs_rows_table(w, sf, "runs", NULL, 0, &seg_t, err) == 0 &&
+                 put_pages(lv, w, &seg_t, move, 1, start, err) == 0;
+        v->schema = schema;
+        lv->seg_rows[lv->nseg][RUNS_T] = (hsize_t)h5t_rows(&seg_t);
+        v->st.runs_rows += h5t_rows(&seg_t);
+        char e2[ABL_ERR_MAX];
+        if (h5t_close(&seg_t, !ok, ok ? err : e2) != 0) ok = 0;
+        uint32_t seg = (uint32_t)lv->nseg;
+        if (seg_close(lv, sf, path, ok, err) != 0) goto done;
+        /* a page settled but not kept before is kept now, as a rule; one that is not (its
+         * rows could change) is put in /view_runs too, its rows in the segment unused */
+        for (uint32_t p = 0; p < np; p++) {
+            if (!move[p]) continue;
+            uint8_t s;
+            uint32_t n;
+            if (!(sig[p] = page_sig(lv, w, p, &n, &s))) {
+                move[p] = 0;
+                lv->pages[p].seg = NO_SEG;
+                continue;
+            }
+            lv->pages[p] = (RunsPage){seg, cnt[p], start[p], sig[p]};
+        }
+    }
+    for (uint32_t p = 0; p < np; p++) {
+        hot[p] = !move[p] && lv->pages[p].seg == NO_SEG && cnt[p];
+        any_hot |= hot[p];
+    }
+    /* the runs of pages mapped as they were count in the stats here (put counts the others) */
+    for (uint32_t p = 0; p < np; p++) {
+        if (move[p] || lv->pages[p].seg == NO_SEG) continue;
+        uint32_t end = (p + 1) * P < v->nruns ? (p + 1) * P : v->nruns;
+        for (uint32_t i = p * P; i < end; i++)
+            if (v->runs[i].planned) h5v_runs_rows_tally(w, i);
+    }
+    hsize_t hot_rows = 0;
+    if (any_hot) {
+        if (h5v_runs_rows_table(w, f, "view_runs", NULL, 0, &hot_t, err) != 0 ||
+            put_pages(lv, w, &hot_t, hot, 1, start, err) != 0)
+            goto done;
+        hot_rows = (hsize_t)h5t_rows(&hot_t);
+        v->st.runs_rows += (long long)hot_rows;
+        if (h5t_close(&hot_t, 0, err) != 0) goto done;
+    }
+    /* the ranges, in plan order: consecutive rows of one source are one mapping */
+    int n = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        if (!cnt[p]) continue;
+        const RunsPage *pg = &lv->pages[p];
+        int in_seg = pg->seg != NO_SEG;
+        TableBlock b = {in_seg ? lv->segs[pg->seg] : ".", in_seg ? pg->start : start[p], cnt[p],
+                        in_seg ? lv->seg_rows[pg->seg][RUNS_T] : hot_rows,
+                        in_seg ? NULL : "view_runs"};
+        TableBlock *last = n ? &lv->runs_blocks[n - 1] : NULL;
+        if (last && last->file == b.file && last->start + last->count == b.start)
+            last->count += b.count;
+        else {
+            lv->runs_block_run[n] = p * P;
+            lv->runs_blocks[n++] = b;
+        }
+    }
+    lv->nruns_blocks = n;
+    /* the segment names relative to OUT.h5's directory, for the mappings */
+    char(*rel)[ABL_PATH_MAX + 96] = malloc(sizeof *rel * ((size_t)n + 1));
+    TableBlock *tb = malloc(sizeof *tb * ((size_t)n + 1));
+    if (!rel || !tb) {
+        free(rel);
+        free(tb);
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < n; k++) {
+        tb[k] = lv->runs_blocks[k];
+        if (strcmp(tb[k].file, ".") != 0) {
+            snprintf(rel[k], sizeof rel[k], "%s/%s", lv->rel, tb[k].file);
+            tb[k].file = rel[k];
+        }
+    }
+    lv->mappings += n;
+    rc = h5v_runs_rows_table(w, f, "runs", n ? tb : NULL, n, &runs_t, err);
+    free(rel);
+    free(tb);
+done:;
+    char e2[ABL_ERR_MAX];
+    if (h5t_close(&runs_t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    h5t_close(&hot_t, 1, e2);
+    h5t_close(&seg_t, 1, e2);
+    h5v_runs_rows_close(w);
+    free(sig);
+    free(cnt);
+    free(move);
+    free(hot);
+    free(settled);
+    free(start);
+    return rc;
+}
+
 /* /view_blocks: where each block of rows of the live view's tables comes from. */
 static const H5Col block_cols[] = {
-    {"table", H5C_STR, 8, NULL, "the metric table (steps, evals, acts, attn or samples)"},
-    {"run", H5C_I32, 0, NULL, "plan index of the run whose rows the block holds"},
+    {"table", H5C_STR, 8, NULL, "the table (steps, evals, acts, attn, samples or runs)"},
+    {"run", H5C_I32, 0, NULL,
+     "plan index of the run whose rows the block holds (runs: of its first row's run)"},
     {"row", H5C_I64, 0, NULL, "first row of the block in the table"},
     {"count", H5C_I64, 0, "rows", "rows in the block"},
-    {"file", H5C_VSTR, 0, NULL, "the segment file, relative to the directory of OUT.h5"},
+    {"file", H5C_VSTR, 0, NULL,
+     "the segment file, relative to the directory of OUT.h5 (\".\": OUT.h5 itself, its "
+     "/view_runs)"},
     {"file_rows", H5C_I64, 0, "rows",
      "rows of the table in that file (its attribute rows_<table>); the file's attribute "
      "view_generation is the root attribute view_generation of this OUT.h5"},
@@ -574,6 +853,27 @@ static int write_blocks(H5Live *lv, hid_t file, char *err) {
             at += (long long)k->count;
         }
     }
+    long long at = 0;
+    for (int i = 0; i < lv->nruns_blocks && rc == 0; i++) {
+        const TableBlock *k = &lv->runs_blocks[i];
+        char f[ABL_PATH_MAX + 96];
+        if (strcmp(k->file, ".") != 0)
+            snprintf(f, sizeof f, "%s/%s", lv->rel, k->file);
+        else
+            snprintf(f, sizeof f, ".");
+        uint8_t *row = h5t_row(&tb, err);
+        if (!row || h5t_set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
+            if (row) snprintf(err, ABL_ERR_MAX, "out of memory");
+            rc = -1;
+            break;
+        }
+        h5t_set_str(&tb, row, 0, "runs", 8);
+        h5t_set_i32(&tb, row, 1, (int32_t)lv->runs_block_run[i]);
+        h5t_set_i64(&tb, row, 2, at);
+        h5t_set_i64(&tb, row, 3, (int64_t)k->count);
+        h5t_set_i64(&tb, row, 5, (int64_t)k->rows);
+        at += (long long)k->count;
+    }
     char e2[ABL_ERR_MAX];
     if (h5t_close(&tb, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     return rc;
@@ -609,7 +909,7 @@ static int write_top(H5Live *lv, char *err) {
     for (int t = 0; t < N_TABLES; t++)
         for (int i = 0; i < lv->blocks[t].n; i++)
             lv->v.runs[lv->blocks[t].b[i].run].rows[t] += (int64_t)lv->blocks[t].b[i].count;
-    if (write_blocks(lv, f, err) != 0 || h5v_write_runs(&lv->v, f, err) != 0 ||
+    if (write_runs(lv, f, err) != 0 || write_blocks(lv, f, err) != 0 ||
         h5v_write_replicate(&lv->v, f, err) != 0 || h5v_write_calibration(&lv->v, f, err) != 0)
         goto done;
     if (h5user_carry(lv->out, f, err) != 0) goto done;

@@ -317,6 +317,7 @@ typedef struct {
     uint16_t src;
     uint8_t pending;       /* the row of a run not begun (else of an ended run) */
     uint8_t skipped, done; /* counted in the stats when the row is used */
+    uint32_t stamp;        /* which row this is: a new one at every store (h5v_runs_rows_sig) */
 } CachedRow;
 
 struct RunsCache {
@@ -326,6 +327,7 @@ struct RunsCache {
     size_t cap; /* entries of rows (util/grow.h) */
     char **str; /* interned strings: open addressing, a power of two slots */
     size_t str_cap, str_n;
+    uint32_t stamps; /* rows stored so far */
 };
 
 int h5v_runs_cache_enable(View *v) {
@@ -378,11 +380,11 @@ static const char *intern(RunsCache *c, const char *s) {
 }
 
 /* The rows fit the layout they were made with, or go. */
-static void cache_layout(RunsCache *c, const H5Table *t, const View *v) {
-    if (c->row_size == t->row_size && c->ncol == t->ncol && c->n_axes == v->n_axes) return;
+static void cache_layout(RunsCache *c, size_t row_size, int ncol, const View *v) {
+    if (c->row_size == row_size && c->ncol == ncol && c->n_axes == v->n_axes) return;
     cache_drop_rows(c);
-    c->row_size = t->row_size;
-    c->ncol = t->ncol;
+    c->row_size = row_size;
+    c->ncol = ncol;
     c->n_axes = v->n_axes;
 }
 
@@ -461,70 +463,136 @@ static int cache_store(View *v, H5Table *t, uint32_t i, const RunState *rs, cons
     e->src = rs->src;
     e->skipped = (uint8_t)skipped;
     e->done = status == ST_DONE;
+    e->stamp = ++c->stamps;
     return 0;
 }
 
-int h5v_write_runs(View *v, hid_t file, char *err) {
+/* The rows of /runs being made (h5view_internal.h): the layout, and scratch for one run. */
+struct RunsRows {
+    View *v;
     RunsLayout L;
-    RunConfig *cfg = malloc(sizeof *cfg);
-    JournalEnd *end = malloc(sizeof *end);
-    JournalPlan *plan = malloc(sizeof *plan);
+    RunConfig *cfg;
+    JournalEnd *end;
+    JournalPlan *plan;
+};
+
+static const char runs_desc[] =
+    "One row per planned run, in plan order (row i = plan index i = the run column of the "
+    "metric tables): identity, grid axes (attribute axes), config knobs named by the knob "
+    "(attribute knobs), the start and end events' fields. Unknown numbers are NaN (floats) or "
+    "-1 (integers).";
+
+void h5v_runs_rows_close(RunsRows *w) {
+    if (!w) return;
+    layout_free(&w->L);
+    free(w->cfg);
+    free(w->end);
+    free(w->plan);
+    free(w);
+}
+
+RunsRows *h5v_runs_rows_open(View *v, char *err) {
+    RunsRows *w = calloc(1, sizeof *w);
+    if (!w || runs_layout(v, &w->L) != 0 || !(w->cfg = malloc(sizeof *w->cfg)) ||
+        !(w->end = malloc(sizeof *w->end)) || !(w->plan = malloc(sizeof *w->plan))) {
+        h5v_runs_rows_close(w);
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return NULL;
+    }
+    w->v = v;
+    /* the rows kept fit this layout, or go (before any sig is taken) */
+    if (v->runs_cache)
+        cache_layout(v->runs_cache, h5t_row_size(w->L.cols, w->L.ncol), w->L.ncol, v);
+    return w;
+}
+
+int h5v_runs_rows_table(RunsRows *w, hid_t loc, const char *name, const TableBlock *blocks,
+                        int nblocks, H5Table *t, char *err) {
+    View *v = w->v;
+    int user = !strcmp(name, "runs"); /* the table readers see (else a live view's rows) */
+    const char *desc = user ? runs_desc
+                            : "Live view: the rows of /runs that change between updates "
+                              "(/runs maps them; docs/hdf5-schema.md, the live view).";
+    int rc = blocks ? h5t_create_virtual(t, loc, name, w->L.cols, w->L.ncol, 1, desc, blocks,
+                                         nblocks, err)
+                    : h5t_create(t, loc, name, w->L.cols, w->L.ncol, 1, desc, err);
+    if (rc != 0) return -1;
+    if (user && (runs_axes_attr(v, &w->L, t->dset) != 0 || runs_kind_attrs(&w->L, t->dset) != 0)) {
+        h5_err(err, "cannot write the attributes of /runs");
+        return -1;
+    }
+    /* every table of a view file is in its /schema (v->schema NULL: a segment, none) */
+    return h5t_schema_add(v->schema, name, w->L.cols, w->L.ncol, err);
+}
+
+int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, char *err) {
+    View *v = w->v;
+    RunState *rs = &v->runs[i];
+    if (!rs->planned) return 0;
+    int cached = cache_use(v, &w->L, t, i, rs, err);
+    if (cached) return cached < 0 ? -1 : 0;
+    JournalRecord rec;
+    JournalReader *r = h5v_run_reader(v, rs);
+    v->st.plan_reads++;
+    if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
+        journal_decode_plan(&rec, w->plan) != 0) {
+        snprintf(err, ABL_ERR_MAX, "run %u: cannot re-read its plan: %s", i,
+                 journal_reader_error(r));
+        return -1;
+    }
+    uint8_t *row = h5t_row(t, err);
+    if (!row) return -1;
+    char message[256] = "";
+    int status;
+    if (put_plan(v, &w->L, t, row, i, w->plan, w->cfg, message, sizeof message) != 0 ||
+        put_results(v, &w->L, t, row, rs, w->end, message, &status) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    if (!message[0]) put_trained(v, &w->L, t, row, rs, w->cfg);
+    h5v_calibration_put(v, t, row, w->L.calib0, message[0] ? NULL : w->cfg);
+    if (cache_store(v, t, i, rs, row, status, message[0] != 0) != 0) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t h5v_runs_rows_sig(RunsRows *w, uint32_t i) {
+    View *v = w->v;
+    RunsCache *c = v->runs_cache;
+    const RunState *rs = &v->runs[i];
+    if (!rs->planned || !c || i >= c->cap || !cache_valid(&c->rows[i], rs, v->n_cal)) return 0;
+    uint64_t h =
+        fnv1a(0xcbf29ce484222325ULL, (const char *)&c->rows[i].stamp, sizeof c->rows[i].stamp);
+    h = fnv1a(h, (const char *)rs->rows, sizeof rs->rows);
+    return h | 1;
+}
+
+int h5v_runs_rows_settled(RunsRows *w, uint32_t i) {
+    const RunState *rs = &w->v->runs[i];
+    return rs->planned && (run_pending(rs) || (rs->has_end && rs->end_status != RUN_INTERRUPTED));
+}
+
+void h5v_runs_rows_tally(RunsRows *w, uint32_t i) {
+    View *v = w->v;
+    const CachedRow *e = &v->runs_cache->rows[i];
+    v->st.runs++;
+    v->st.runs_done += e->done;
+    v->st.skipped += e->skipped;
+}
+
+int h5v_write_runs(View *v, hid_t file, char *err) {
+    RunsRows *w = h5v_runs_rows_open(v, err);
+    if (!w) return -1;
     H5Table runs;
     h5t_init(&runs);
-    int rc = -1;
-    if (runs_layout(v, &L) != 0 || !cfg || !end || !plan) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        goto done;
-    }
-    if (h5t_create(&runs, file, "runs", L.cols, L.ncol, 1,
-                   "One row per planned run, in plan order (row i = plan index i = the run "
-                   "column of the metric tables): identity, grid axes (attribute axes), "
-                   "config knobs named by the knob (attribute knobs), the start and end "
-                   "events' fields. Unknown numbers are NaN (floats) or -1 (integers).",
-                   err) != 0 ||
-        runs_axes_attr(v, &L, runs.dset) != 0 || runs_kind_attrs(&L, runs.dset) != 0 ||
-        h5t_schema_add(v->schema, "runs", L.cols, L.ncol, err) != 0)
-        goto done;
-    if (v->runs_cache) cache_layout(v->runs_cache, &runs, v);
-    for (uint32_t i = 0; i < v->nruns; i++) {
-        RunState *rs = &v->runs[i];
-        if (!rs->planned) continue;
-        int cached = cache_use(v, &L, &runs, i, rs, err);
-        if (cached < 0) goto done;
-        if (cached) continue;
-        JournalRecord rec;
-        JournalReader *r = h5v_run_reader(v, rs);
-        v->st.plan_reads++;
-        if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 ||
-            journal_decode_plan(&rec, plan) != 0) {
-            snprintf(err, ABL_ERR_MAX, "run %u: cannot re-read its plan: %s", i,
-                     journal_reader_error(r));
-            goto done;
-        }
-        uint8_t *row = h5t_row(&runs, err);
-        if (!row) goto done;
-        char message[256] = "";
-        int status;
-        if (put_plan(v, &L, &runs, row, i, plan, cfg, message, sizeof message) != 0 ||
-            put_results(v, &L, &runs, row, rs, end, message, &status) != 0) {
-            snprintf(err, ABL_ERR_MAX, "out of memory");
-            goto done;
-        }
-        if (!message[0]) put_trained(v, &L, &runs, row, rs, cfg);
-        h5v_calibration_put(v, &runs, row, L.calib0, message[0] ? NULL : cfg);
-        if (cache_store(v, &runs, i, rs, row, status, message[0] != 0) != 0) {
-            snprintf(err, ABL_ERR_MAX, "out of memory");
-            goto done;
-        }
-    }
-    rc = 0;
-done:;
+    int rc = h5v_runs_rows_table(w, file, "runs", NULL, 0, &runs, err);
+    for (uint32_t i = 0; i < v->nruns && rc == 0; i++)
+        rc = h5v_runs_rows_put(w, &runs, i, err);
     char e2[ABL_ERR_MAX];
     if (h5t_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-    layout_free(&L);
-    free(cfg);
-    free(end);
-    free(plan);
+    h5v_runs_rows_close(w);
     return rc;
 }
 
