@@ -1043,6 +1043,11 @@ static void many_progress(void *ctx, long ended, const H5ViewStats *st, double s
                       2 * (long long)ceil(log2((double)c->pages + 1)) + 4;
     CHECK_MSG(m >= 0 && m == st->mappings, "mappings: %lld in the file, %lld in the stats", m,
               st->mappings);
+    /* /view_blocks: a row per mapping, not per run */
+    hid_t f = H5Fopen(out, H5F_ACC_RDONLY, H5P_DEFAULT);
+    long long nb = f >= 0 ? dset_rows(f, "view_blocks") : -1;
+    if (f >= 0) H5Fclose(f);
+    CHECK_MSG(nb == m, "/view_blocks: %lld rows for %lld mappings", nb, m);
     if (m > bound && c->worst_over == 0)
         fprintf(stderr, "  %ld runs ended: %lld mappings, bound %lld\n", ended, m, bound);
     if (m > bound) c->worst_over++;

@@ -107,7 +107,9 @@ def test_missing(exe, tmp):
         blocks = f["view_blocks"][:]
     steps_blocks = blocks[blocks["table"] == b"steps"]
     victim = steps_blocks["file"][len(steps_blocks) // 2].decode()
-    runs_hit = sorted(set(int(r) for r in steps_blocks[steps_blocks["file"] == victim.encode()]["run"]))
+    hit = steps_blocks[steps_blocks["file"] == victim.encode()]
+    runs_hit = sorted(set(r for a, b in zip(hit["run"], hit["last_run"])
+                          for r in range(int(a), int(b) + 1)))
     os.unlink(os.path.join(tmp, "missing", victim))
     with h5py.File(out, "r") as f:
         steps = f["steps"][:]
@@ -153,7 +155,8 @@ def test_runs_missing(exe, tmp):
     if not len(mine):
         return
     victim = mine["file"][0].decode()
-    hit = sorted(set(int(r) for r in mine[mine["file"] == victim.encode()]["run"]))
+    one = mine[mine["file"] == victim.encode()]
+    hit = sorted(set(r for a, b in zip(one["run"], one["last_run"]) for r in range(a, b + 1)))
     sw, warned = load_quiet(out)
     check(not warned and len(sw.runs) == 5, "before: loader warned %r" % warned)
     os.unlink(os.path.join(tmp, "runs-missing", victim))

@@ -293,8 +293,10 @@ def _problems(base, blocks, t, generation):
         mine = blocks[(blocks["table"] == t) & (blocks["file"] != ".")]
         for file, g in mine.groupby("file", sort=False):
             p = _segment_problem(base, t, file, int(g["file_rows"].iloc[0]), generation)
-            if p:
-                out.append((set(int(r) for r in g["run"]), p))
+            if p:  # the runs [run, last_run] of each block (a live view before: run)
+                last = g["last_run"] if "last_run" in g.columns else g["run"]
+                out.append((set(r for a, b in zip(g["run"], last)
+                                for r in range(int(a), int(b) + 1)), p))
     return out
 
 

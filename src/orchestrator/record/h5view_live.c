@@ -803,8 +803,7 @@ done:;
 /* /view_blocks: where each block of rows of the live view's tables comes from. */
 static const H5Col block_cols[] = {
     {"table", H5C_STR, 8, NULL, "the table (steps, evals, acts, attn, samples or runs)"},
-    {"run", H5C_I32, 0, NULL,
-     "plan index of the run whose rows the block holds (runs: of its first row's run)"},
+    {"run", H5C_I32, 0, NULL, "plan index of the first run whose rows the block holds"},
     {"row", H5C_I64, 0, NULL, "first row of the block in the table"},
     {"count", H5C_I64, 0, "rows", "rows in the block"},
     {"file", H5C_VSTR, 0, NULL,
@@ -813,65 +812,76 @@ static const H5Col block_cols[] = {
     {"file_rows", H5C_I64, 0, "rows",
      "rows of the table in that file (its attribute rows_<table>); the file's attribute "
      "view_generation is the root attribute view_generation of this OUT.h5"},
+    {"last_run", H5C_I32, 0, NULL,
+     "plan index of the last run whose rows the block holds (rows of runs in between may be "
+     "in other blocks)"},
 };
 #define N_BLOCK_COLS ((int)(sizeof block_cols / sizeof *block_cols))
 
 void h5v_live_markdown(Buf *b, const char *head) {
     buf_printf(b,
                "#### `/view_blocks`\nIn a live view only: one row per block of rows of a "
-               "metric table, in table order.\n\n%s",
+               "metric table or of `/runs`, in table order.\n\n%s",
                head);
     h5v_md_rows(b, block_cols, N_BLOCK_COLS);
 }
 
+/* One row of /view_blocks; 0 or -1 with err. */
+static int put_block(H5Table *tb, const char *table, uint32_t run, uint32_t last_run, long long at,
+                     hsize_t count, const char *file, hsize_t file_rows, char *err) {
+    uint8_t *row = h5t_row(tb, err);
+    if (!row) return -1;
+    if (h5t_set_vstr(tb, row, 4, file, strlen(file)) != 0)
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    h5t_set_str(tb, row, 0, table, 8);
+    h5t_set_i32(tb, row, 1, (int32_t)run);
+    h5t_set_i64(tb, row, 2, at);
+    h5t_set_i64(tb, row, 3, (int64_t)count);
+    h5t_set_i64(tb, row, 5, (int64_t)file_rows);
+    h5t_set_i32(tb, row, 6, (int32_t)last_run);
+    return 0;
+}
+
+/* A row per mapping (consecutive rows of one segment: a packed segment's runs, pages of
+ * /runs), so that it grows as the mappings do, not with the runs. */
 static int write_blocks(H5Live *lv, hid_t file, char *err) {
     H5Table tb;
     h5t_init(&tb);
     int rc = h5t_create(&tb, file, "view_blocks", block_cols, N_BLOCK_COLS, 1,
-                        "Live view: where each block of rows of the metric tables comes "
-                        "from (docs/hdf5-schema.md, the live view).",
+                        "Live view: where each block of rows of the metric tables and of /runs "
+                        "comes from (docs/hdf5-schema.md, the live view).",
                         err);
     if (rc == 0) rc = h5t_schema_add(lv->v.schema, "view_blocks", block_cols, N_BLOCK_COLS, err);
+    char f[ABL_PATH_MAX + 96];
     for (int t = 0; t < N_TABLES && rc == 0; t++) {
         if (!h5v_table_name(t)) continue;
         long long at = 0;
-        for (int i = 0; i < lv->blocks[t].n && rc == 0; i++) {
-            const LiveBlock *k = &lv->blocks[t].b[i];
-            char f[ABL_PATH_MAX + 96];
-            snprintf(f, sizeof f, "%s/%s", lv->rel, lv->segs[k->seg]);
-            uint8_t *row = h5t_row(&tb, err);
-            if (!row || h5t_set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
-                if (row) snprintf(err, ABL_ERR_MAX, "out of memory");
-                rc = -1;
-                break;
+        const BlockList *l = &lv->blocks[t];
+        for (int i = 0, j; i < l->n && rc == 0; i = j) {
+            const LiveBlock *k = &l->b[i];
+            hsize_t count = k->count;
+            uint32_t first = k->run, last = k->run;
+            for (j = i + 1; j < l->n && l->b[j].seg == k->seg && l->b[j].start == k->start + count;
+                 j++) {
+                count += l->b[j].count;
+                first = l->b[j].run < first ? l->b[j].run : first;
+                last = l->b[j].run > last ? l->b[j].run : last;
             }
-            h5t_set_str(&tb, row, 0, h5v_table_name(t), 8);
-            h5t_set_i32(&tb, row, 1, (int32_t)k->run);
-            h5t_set_i64(&tb, row, 2, at);
-            h5t_set_i64(&tb, row, 3, (int64_t)k->count);
-            h5t_set_i64(&tb, row, 5, (int64_t)lv->seg_rows[k->seg][t]);
-            at += (long long)k->count;
+            snprintf(f, sizeof f, "%s/%s", lv->rel, lv->segs[k->seg]);
+            rc = put_block(&tb, h5v_table_name(t), first, last, at, count, f,
+                           lv->seg_rows[k->seg][t], err);
+            at += (long long)count;
         }
     }
     long long at = 0;
     for (int i = 0; i < lv->nruns_blocks && rc == 0; i++) {
         const TableBlock *k = &lv->runs_blocks[i];
-        char f[ABL_PATH_MAX + 96];
         if (strcmp(k->file, ".") != 0)
             snprintf(f, sizeof f, "%s/%s", lv->rel, k->file);
         else
             snprintf(f, sizeof f, ".");
-        uint8_t *row = h5t_row(&tb, err);
-        if (!row || h5t_set_vstr(&tb, row, 4, f, strlen(f)) != 0) {
-            if (row) snprintf(err, ABL_ERR_MAX, "out of memory");
-            rc = -1;
-            break;
-        }
-        h5t_set_str(&tb, row, 0, "runs", 8);
-        h5t_set_i32(&tb, row, 1, (int32_t)lv->runs_block_run[i]);
-        h5t_set_i64(&tb, row, 2, at);
-        h5t_set_i64(&tb, row, 3, (int64_t)k->count);
-        h5t_set_i64(&tb, row, 5, (int64_t)k->rows);
+        uint32_t last = i + 1 < lv->nruns_blocks ? lv->runs_block_run[i + 1] - 1 : lv->v.nruns - 1;
+        rc = put_block(&tb, "runs", lv->runs_block_run[i], last, at, k->count, f, k->rows, err);
         at += (long long)k->count;
     }
     char e2[ABL_ERR_MAX];

@@ -69,7 +69,7 @@ static long long dset_len(hid_t d) {
 
 typedef struct {
     char table[8];
-    int32_t run;
+    int32_t run, last_run; /* the runs [run, last_run] may have rows in the block */
     int64_t row, count;
     char *file;
     int64_t file_rows;
@@ -127,8 +127,14 @@ static Block *read_blocks(hid_t file, size_t *n) {
     H5Tinsert(mt, "count", offsetof(Block, count), H5T_NATIVE_INT64);
     H5Tinsert(mt, "file", offsetof(Block, file), vs);
     H5Tinsert(mt, "file_rows", offsetof(Block, file_rows), H5T_NATIVE_INT64);
+    hid_t ft = d >= 0 ? H5Dget_type(d) : -1;
+    int has_last = ft >= 0 && H5Tget_member_index(ft, "last_run") >= 0; /* a row a block before */
+    if (ft >= 0) H5Tclose(ft);
+    if (has_last) H5Tinsert(mt, "last_run", offsetof(Block, last_run), H5T_NATIVE_INT32);
     if (b && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) >= 0) {
         *n = (size_t)len;
+        for (size_t i = 0; i < *n && !has_last; i++)
+            b[i].last_run = b[i].run;
         for (size_t i = 0; i < *n; i++) /* our own copies: freed with free() */
             if (b[i].file) {
                 char *c = strdup(b[i].file);
@@ -190,9 +196,10 @@ static int check_table(hid_t file, const char *name, const int64_t *expect, long
         if (!p) continue;
         for (size_t j = 0; j < nb; j++)
             if (!strcmp(blocks[j].table, name) && blocks[j].file &&
-                !strcmp(blocks[j].file, blocks[i].file) && blocks[j].run >= 0 &&
-                blocks[j].run < nruns)
-                bad[blocks[j].run] = 1;
+                !strcmp(blocks[j].file, blocks[i].file))
+                for (long r = blocks[j].run < 0 ? 0 : blocks[j].run;
+                     r <= blocks[j].last_run && r < nruns; r++)
+                    bad[r] = 1;
         if (nproblems++ < 3) buf_printf(&why, "; %s", p);
     }
     if (nproblems > 3) buf_printf(&why, "; %d more segments", nproblems - 3);
