@@ -275,7 +275,7 @@ def _segment_problem(base, table, file, file_rows, generation):
             gen = _text(g.attrs.get("view_generation", ""))
             rows = g.attrs.get("rows_" + table)
             n = len(g[table]) if table in g else -1
-    except (SweepFileError, OSError, KeyError) as e:
+    except (SweepFileError, OSError, KeyError):
         return "segment %s cannot be opened (gone or damaged)" % file
     if gen != generation:
         return "segment %s is another view's (view_generation %s, not %s)" % (

@@ -221,26 +221,43 @@ static int add_block(BlockList *l, uint32_t seg, uint32_t run, hsize_t start, hs
     return 0;
 }
 
-/* A run that began a new attempt: its rows so far are history of the old one. */
-static void drop_run(H5Live *lv, uint32_t run) {
+/* The runs marked in mask have their rows written again, whole, by the next segment (a new
+ * attempt: the rows so far are the old one's; a segment lost; a packed segment absorbed):
+ * their blocks go, in one pass over the block lists (a pass per run made an update at 10^5
+ * runs quadratic in the runs ended). */
+static void rewrite_runs(H5Live *lv, const uint8_t *mask) {
     for (int t = 0; t < N_TABLES; t++) {
         BlockList *l = &lv->blocks[t];
         int k = 0;
         for (int i = 0; i < l->n; i++)
-            if (l->b[i].run != run) l->b[k++] = l->b[i];
+            if (!mask[l->b[i].run]) l->b[k++] = l->b[i];
         l->n = k;
+    }
+    for (uint32_t run = 0; run < lv->v.nruns; run++) {
+        if (!mask[run]) continue;
+        RunState *rs = &lv->v.runs[run];
+        lv->lr[run].emitted = 0;
+        lv->lr[run].packed = 0;
+        rs->has_start = rs->has_step = 0; /* pass-2 state, rebuilt from the first event */
+        rs->last_step = rs->last_tokens = 0;
+        rs->last_time = 0;
     }
 }
 
-/* Its rows are written again, whole, by the next segment. */
-static void rewrite_run(H5Live *lv, uint32_t run) {
-    RunState *rs = &lv->v.runs[run];
-    drop_run(lv, run);
-    lv->lr[run].emitted = 0;
-    lv->lr[run].packed = 0;
-    rs->has_start = rs->has_step = 0; /* pass-2 state, rebuilt from the first event */
-    rs->last_step = rs->last_tokens = 0;
-    rs->last_time = 0;
+/* The runs with a block in segment seg (NO_SEG: in any segment found lost) written again:
+ * 0, or -1 (memory: nothing changed). */
+static int rewrite_segment_runs(H5Live *lv, uint32_t seg) {
+    uint8_t *mask = calloc((size_t)lv->v.nruns + 1, 1);
+    if (!mask) return -1;
+    int any = 0;
+    for (int t = 0; t < N_TABLES; t++)
+        for (int i = 0; i < lv->blocks[t].n; i++) {
+            const LiveBlock *b = &lv->blocks[t].b[i];
+            if (seg == NO_SEG ? lv->seg_id[b->seg].lost : b->seg == seg) any = mask[b->run] = 1;
+        }
+    if (any) rewrite_runs(lv, mask);
+    free(mask);
+    return 0;
 }
 
 static int grow_runs(H5Live *lv) {
@@ -390,12 +407,7 @@ done:
     free(ev);
     if (seg_close(lv, f, path, rc == 0, err) != 0) {
         /* its blocks are not referenced: a later update writes their runs again */
-        for (int t = 0; t < N_TABLES; t++)
-            for (int i = 0; i < lv->blocks[t].n;)
-                if (lv->blocks[t].b[i].seg == seg)
-                    rewrite_run(lv, lv->blocks[t].b[i].run); /* drops it: look at i again */
-                else
-                    i++;
+        if (rewrite_segment_runs(lv, seg) != 0) snprintf(err, ABL_ERR_MAX, "out of memory");
         return -1;
     }
     return 0;
@@ -440,16 +452,8 @@ static long check_segments(H5Live *lv) {
     for (uint32_t p = 0; p < lv->npages && lost; p++) /* written again by write_runs */
         if (lv->pages[p].seg != NO_SEG && lv->seg_id[lv->pages[p].seg].lost)
             lv->pages[p].seg = NO_SEG;
-    if (lost)
-        for (int t = 0; t < N_TABLES; t++)
-            for (int i = 0; i < lv->blocks[t].n;) {
-                LiveBlock *b = &lv->blocks[t].b[i];
-                if (lv->seg_id[b->seg].lost)
-                    rewrite_run(lv, b->run); /* drops b: look at index i again */
-                else
-                    i++;
-            }
     free(mapped);
+    if (lost && rewrite_segment_runs(lv, NO_SEG) != 0) return -1;
     return lost;
 }
 
@@ -478,8 +482,7 @@ static int pack_finished(H5Live *lv, char *err) {
         for (uint32_t i = 0; i < v->nruns; i++)
             if (lv->lr[i].packed && lv->lr[i].pseg == p->seg) only[i] = 1;
     }
-    for (uint32_t i = 0; i < v->nruns; i++)
-        if (only[i]) rewrite_run(lv, i);
+    rewrite_runs(lv, only);
     int seg = lv->nseg;
     if (GROW(lv->packed, lv->cap_packed, (size_t)lv->npacked + 1) != 0) {
         free(only);
@@ -951,13 +954,20 @@ int h5live_update(H5Live *lv, uint64_t limit, H5ViewStats *stats, char err[ABL_E
         snprintf(err, ABL_ERR_MAX, "out of memory");
         goto done;
     }
+    uint8_t *renewed = calloc((size_t)v->nruns + 1, 1);
+    if (!renewed) {
+        snprintf(err, ABL_ERR_MAX, "out of memory");
+        goto done;
+    }
     for (uint32_t i = 0; i < v->nruns; i++) {
         RunState *rs = &v->runs[i];
         LiveRun *l = &lv->lr[i];
         if (!rs->planned || rs->attempt == l->attempt) continue;
-        rewrite_run(lv, i); /* the rows so far are the old attempt's */
+        renewed[i] = 1; /* the rows so far are the old attempt's */
         l->attempt = rs->attempt;
     }
+    rewrite_runs(lv, renewed);
+    free(renewed);
     long lost = check_segments(lv);
     if (lost < 0) {
         snprintf(err, ABL_ERR_MAX, "out of memory");
