@@ -707,9 +707,14 @@ static int write_runs(H5Live *lv, hid_t f, char *err) {
         if (seg_open(lv, &sf, path, sizeof path, err) != 0) goto done;
         H5Table *schema = v->schema; /* OUT.h5's: a segment has none */
         v->schema = NULL;
+        long runs = v->st.runs, done = v->st.runs_done;
+        long long skipped = v->st.skipped; /* counted below, once, whatever goes where */
         int ok = h5v_runs_rows_table(w, sf, "runs", NULL, 0, &seg_t, err) == 0 &&
                  put_pages(lv, w, &seg_t, move, 1, start, err) == 0;
         v->schema = schema;
+        v->st.runs = runs;
+        v->st.runs_done = done;
+        v->st.skipped = skipped;
         lv->seg_rows[lv->nseg][RUNS_T] = (hsize_t)h5t_rows(&seg_t);
         v->st.runs_rows += h5t_rows(&seg_t);
         char e2[ABL_ERR_MAX];
@@ -734,9 +739,10 @@ static int write_runs(H5Live *lv, hid_t f, char *err) {
         hot[p] = !move[p] && lv->pages[p].seg == NO_SEG && cnt[p];
         any_hot |= hot[p];
     }
-    /* the runs of pages mapped as they were count in the stats here (put counts the others) */
+    /* the runs of pages in a segment count in the stats here (put counts those it puts in
+     * /view_runs) */
     for (uint32_t p = 0; p < np; p++) {
-        if (move[p] || lv->pages[p].seg == NO_SEG) continue;
+        if (lv->pages[p].seg == NO_SEG) continue;
         uint32_t end = (p + 1) * P < v->nruns ? (p + 1) * P : v->nruns;
         for (uint32_t i = p * P; i < end; i++)
             if (v->runs[i].planned) h5v_runs_rows_tally(w, i);
