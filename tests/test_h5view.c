@@ -1306,17 +1306,24 @@ TEST(live_runs_paged) {
 }
 
 /* --live-bench: a line per update where the runs ended passed 1.25x the last line's (and
- * the last two updates: the last with nothing new). */
+ * the last two updates: the last with nothing new), then the summary against the target. */
 typedef struct {
     long printed;
     double total_s;
     long updates;
+    double *t;       /* each update's time */
+    long long *maps; /* and mappings */
+    long cap;
 } LiveBench;
 
 static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seconds,
                        const char *out) {
     LiveBench *b = ctx;
     b->total_s += seconds;
+    if (b->updates < b->cap) {
+        b->t[b->updates] = seconds;
+        b->maps[b->updates] = st->mappings;
+    }
     b->updates++;
     int last = ended == st->runs_done && ended == st->runs; /* every planned run ended */
     if (!last && ended < b->printed * 5 / 4 + 1) return;
@@ -1328,6 +1335,41 @@ static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seco
            ended, seconds, st->mappings, bytes, st->plan_reads, st->runs_rows, b->updates,
            b->total_s);
     fflush(stdout);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(const double *v, long n) {
+    double *c = malloc(sizeof *c * (size_t)(n + 1));
+    if (!c || n <= 0) return free(c), NAN;
+    memcpy(c, v, sizeof *c * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double m = c[n / 2];
+    free(c);
+    return m;
+}
+
+/* The target (issue 18): an update's cost and the mappings grow at most logarithmically
+ * with the runs ended. Updates 2 to 10% (the first writes everything) against the last 10%
+ * (but the one with nothing new): a cost linear in the runs ended would make the late
+ * median ~10-20x the early one, a logarithmic one ~1.3x; PASS at most 2x. The mappings
+ * against 4 log2(runs) + 8 (two tables of packed segments, /runs's ranges). */
+static void live_bench_summary(const LiveBench *b, int runs) {
+    long n = b->updates < b->cap ? b->updates : b->cap;
+    long k = n / 10 > 1 ? n / 10 : 1;
+    double early = median_of(b->t + 1, k), late = median_of(b->t + n - 1 - k, k);
+    long long most = 0;
+    for (long i = 0; i < n; i++)
+        most = b->maps[i] > most ? b->maps[i] : most;
+    long long bound = 4 * (long long)ceil(log2(runs + 1.0)) + 8;
+    double growth = late / early;
+    printf("LIVE_VIEW_TARGET runs=%d updates=%ld early_median_s=%.4f late_median_s=%.4f "
+           "growth=%.2f target=2 mappings_max=%lld mappings_bound=%lld %s\n",
+           runs, n, early, late, growth, most, bound,
+           growth <= 2 && most <= bound ? "PASS" : "FAIL");
 }
 
 int main(int argc, char **argv) {
@@ -1349,12 +1391,18 @@ int main(int argc, char **argv) {
         return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1, 1) == 0 ? 0 : 1;
     }
     if (argc == 6 && !strcmp(argv[1], "--live-bench")) {
-        LiveBench b = {0, 0, 0};
+        LiveBench b = {0, 0, 0, NULL, NULL, 0};
+        int runs = atoi(argv[2]), per = atoi(argv[3]);
+        b.cap = runs / (per > 0 ? per : 1) + 4;
+        b.t = calloc((size_t)b.cap, sizeof *b.t);
+        b.maps = calloc((size_t)b.cap, sizeof *b.maps);
         printf("LIVE_VIEW runs=%s per_update=%s in_flight=%s\n", argv[2], argv[3], argv[4]);
-        return live_many_runs(argv[5], atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), live_bench,
-                              &b) == 0
-                   ? 0
-                   : 1;
+        int rc =
+            b.t && b.maps && live_many_runs(argv[5], runs, per, atoi(argv[4]), live_bench, &b) == 0;
+        if (rc) live_bench_summary(&b, runs);
+        free(b.t);
+        free(b.maps);
+        return rc ? 0 : 1;
     }
     if (!(g_dir = test_tmpdir())) {
         fprintf(stderr, "cannot make a temporary directory\n");
