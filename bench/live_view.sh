@@ -12,7 +12,8 @@
 # which is also what a reader's open costs; plan_reads: PLAN records /runs read again (the
 # rows of runs ended before are kept); runs_rows: rows of /runs written (pages in flight).
 # Target: both grow at most logarithmically with the runs ended. The driver is
-# tests/test_h5view --live-bench (the test fixture's journal writer); segments are written to --dir (default a temp dir, on /dev/shm when there).
+# tests/test_h5view --live-bench (the test fixture's journal writer); segments are written
+# to --dir (default a temp dir, on /dev/shm when there).
 #
 #   bench/live_view.sh [--runs 20000] [--per-update 200] [--in-flight 64] [--build DIR] [--dir DIR]
 set -euo pipefail
