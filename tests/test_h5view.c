@@ -1004,6 +1004,19 @@ TEST(live_lost_runs_segment) {
     release_writer_lock();
 }
 
+/* A directory for a case of many live updates: on /dev/shm when it can be (each update
+ * fsyncs its files: on a tmpfs the case takes seconds, not a minute), else the case's own.
+ * 1 if on /dev/shm (the case removes it when it passed). */
+static int live_case_dir(char *dir, size_t n) {
+    char shm[] = "/dev/shm/ablate-test-XXXXXX";
+    if (access("/dev/shm", W_OK) == 0 && mkdtemp(shm)) {
+        snprintf(dir, n, "%s", shm);
+        return 1;
+    }
+    case_dir(dir, n);
+    return 0;
+}
+
 /* The rows of /steps of a view file (run, step, loss), sorted by run then step; their count
  * in *n. NULL if unreadable. */
 static StepRow *sorted_steps(const char *path, long long *n) {
@@ -1060,13 +1073,7 @@ static void many_progress(void *ctx, long ended, const H5ViewStats *st, double s
  * and holds the same rows as a full build. */
 TEST(live_mappings_bounded) {
     char dir[600], journal[800], out[800], full[800], err[ABL_ERR_MAX] = "";
-    /* each update fsyncs its files: on a tmpfs the case takes seconds, not a minute */
-    char shm[] = "/dev/shm/ablate-test-XXXXXX";
-    int on_shm = access("/dev/shm", W_OK) == 0 && mkdtemp(shm) != NULL;
-    if (on_shm)
-        snprintf(dir, sizeof dir, "%s", shm);
-    else
-        case_dir(dir, sizeof dir);
+    int on_shm = live_case_dir(dir, sizeof dir);
     release_writer_lock();
     enum { RUNS = 300, PER_UPDATE = 10, IN_FLIGHT = 8 };
     ManyCheck c = {IN_FLIGHT, 0, 0, 0, 1};
@@ -1106,7 +1113,7 @@ TEST(live_mappings_bounded) {
     CHECK_MSG(same == n, "%lld of %lld live rows match the full build", same, n);
     free(live);
     free(fb);
-    if (on_shm && test_failures == 0) fs_remove_tree(shm);
+    if (on_shm && test_failures == 0) fs_remove_tree(dir);
 }
 
 /* 1 if /runs of the two view files holds the same columns and rows (text by content);
@@ -1199,12 +1206,7 @@ static void plan_reads(void *ctx, long ended, const H5ViewStats *st, double seco
  * record; its /runs is the full build's. */
 TEST(live_runs_cached) {
     char dir[600], journal[800], out[800], full[800], err[ABL_ERR_MAX] = "", what[200];
-    char shm[] = "/dev/shm/ablate-test-XXXXXX";
-    int on_shm = access("/dev/shm", W_OK) == 0 && mkdtemp(shm) != NULL;
-    if (on_shm)
-        snprintf(dir, sizeof dir, "%s", shm);
-    else
-        case_dir(dir, sizeof dir);
+    int on_shm = live_case_dir(dir, sizeof dir);
     release_writer_lock();
     enum { RUNS = 60, PER_UPDATE = 10, IN_FLIGHT = 4 };
     /* between two updates PER_UPDATE runs end and as many begin; IN_FLIGHT are part-way */
@@ -1219,7 +1221,7 @@ TEST(live_runs_cached) {
     snprintf(full, sizeof full, "%s/full.h5", dir);
     CHECK(h5view_build(journal, full, err) == 0);
     CHECK_MSG(same_runs(out, full, what, sizeof what), "/runs of the live view: %s", what);
-    if (on_shm && test_failures == 0) fs_remove_tree(shm);
+    if (on_shm && test_failures == 0) fs_remove_tree(dir);
 }
 
 typedef struct {
@@ -1274,12 +1276,7 @@ static void paged_progress(void *ctx, long ended, const H5ViewStats *st, double 
  * as a full build's /runs at every update. */
 TEST(live_runs_paged) {
     char dir[600];
-    char shm[] = "/dev/shm/ablate-test-XXXXXX";
-    int on_shm = access("/dev/shm", W_OK) == 0 && mkdtemp(shm) != NULL;
-    if (on_shm)
-        snprintf(dir, sizeof dir, "%s", shm);
-    else
-        case_dir(dir, sizeof dir);
+    int on_shm = live_case_dir(dir, sizeof dir);
     release_writer_lock();
     PagedCheck c = {.runs = 400, .page = 8, .in_flight = 6, .per_update = 10};
     snprintf(c.journal, sizeof c.journal, "%s/many.h5.d/journal", dir);
@@ -1302,7 +1299,7 @@ TEST(live_runs_paged) {
               c.first_rows, c.later_rows, c.updates - 1, (2 + lg) * c.runs, c.carries, lg);
     CHECK_MSG(c.last_maps <= 2 * (long long)lg + 2, "at the end /runs maps %lld ranges",
               c.last_maps);
-    if (on_shm && test_failures == 0) fs_remove_tree(shm);
+    if (on_shm && test_failures == 0) fs_remove_tree(dir);
 }
 
 /* --live-bench: a line per update where the runs ended passed 1.25x the last line's (and
