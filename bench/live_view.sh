@@ -4,13 +4,14 @@
 # updates while the next IN_FLIGHT are part-way, brought up to date by h5live_update as
 # the view thread of `ablate run` does. Prints a line per update where the runs ended grew
 # by 1.25x, and the last two (the last with nothing new):
-#   LIVE_VIEW ended=N update_s=S mappings=M out_h5_bytes=B plan_reads=P runs_rows=R updates=U total_update_s=T
+#   LIVE_VIEW ended=N update_s=S mappings=M out_h5_bytes=B plan_reads=P runs_rows=R segments=F updates=U total_update_s=T
 # and at the end the target's summary (median update of the last 10% against updates 2-10%:
 # at most 2x; the most mappings against 4 log2(runs) + 8):
 #   LIVE_VIEW_TARGET runs=N updates=U early_median_s=E late_median_s=L growth=G target=2 mappings_max=M mappings_bound=B PASS|FAIL
 # update_s: that update's time; mappings: virtual-dataset mappings in OUT.h5 (all tables),
 # which is also what a reader's open costs; plan_reads: PLAN records /runs read again (the
-# rows of runs ended before are kept); runs_rows: rows of /runs written (pages in flight).
+# rows of runs ended before are kept); runs_rows: rows of /runs written (pages in flight);
+# segments: segment files kept (those no OUT.h5 maps go after 60 s: most are kept here).
 # Target: both grow at most logarithmically with the runs ended. The driver is
 # tests/test_h5view --live-bench (the test fixture's journal writer); segments are written
 # to --dir (default a temp dir, on /dev/shm when there).

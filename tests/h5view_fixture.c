@@ -442,6 +442,7 @@ int long_sweep(const char *dir, int runs, long steps, H5ViewStats *st, int verbo
 /* The fixture as a live view built in n updates (each over a larger prefix of the
  * journal): OUT.h5 maps up to n segment files. */
 int live_runs_page;
+double live_segment_grace = -1;
 
 int make_live_fixture(const char *dir, int n, H5ViewStats *last) {
     char journal[700], out[700], err[ABL_ERR_MAX] = "";
@@ -520,6 +521,7 @@ int live_many_runs(const char *dir, int runs, int per_update, int in_flight, Liv
     }
     H5Live *lv = h5live_open(journal, out, err);
     if (lv && live_runs_page) h5live_set_runs_page(lv, (uint32_t)live_runs_page);
+    if (lv && live_segment_grace >= 0) h5live_set_segment_grace(lv, live_segment_grace);
     int rc = lv ? 0 : -1, begun = 0, ended = 0;
     while (rc == 0 && ended < runs) {
         /* per_update runs end; the next in_flight are begun, part-way */

@@ -121,6 +121,8 @@ long long vds_mappings(const char *path);
 /* Runs per page of /runs in the live views of make_live_fixture and live_many_runs (0: the
  * default). */
 extern int live_runs_page;
+/* The seconds live_many_runs's view keeps a segment no OUT.h5 maps (negative: the default). */
+extern double live_segment_grace;
 /* A live view (DIR/many.h5) of `runs` tiny runs (a START, two steps, samples), of which
  * `per_update` end between two updates while the next `in_flight` are begun and part-way;
  * fn (NULL: none) is called after each update with the runs ended, its stats, its time

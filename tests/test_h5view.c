@@ -9,6 +9,7 @@
  *        test_h5view --live-fixture DIR N   the same as a live view over N segments (up to N
  *                                           updates), for tests/test_live_gaps.py
  *        test_h5view --bench RUNS STEPS DIR append + build figures for a synthetic sweep */
+#include <dirent.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
@@ -1226,10 +1227,23 @@ TEST(live_runs_cached) {
 
 typedef struct {
     int runs, page, in_flight, per_update;
-    int updates, over_maps, differ, carries, miscounted;
+    int updates, over_maps, differ, carries, miscounted, prev_unreadable, files_off;
     long long first_rows, later_rows, last_maps;
-    char journal[800], full[800], what[200];
+    long most_files;
+    char journal[800], full[800], what[200], prev[800], segdir[800];
 } PagedCheck;
+
+/* Files in a directory, or -1. */
+static long files_in(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
 
 /* After every update: /runs equals a full build's of the same journal, and maps at most
  * 2 log2(pages) + 4 ranges plus the pages in flight. What the updates write is checked at
@@ -1238,7 +1252,19 @@ static void paged_progress(void *ctx, long ended, const H5ViewStats *st, double 
                            const char *out) {
     (void)seconds;
     PagedCheck *c = ctx;
-    char err[ABL_ERR_MAX] = "";
+    char err[ABL_ERR_MAX] = "", text[2048] = "";
+    /* segments no OUT.h5 maps go (grace 0 here), but never one the previous OUT.h5 maps: a
+     * reader that opened it just before this update still reads it whole */
+    if (c->updates > 0 && checked_view(c->prev, text, sizeof text) != 0 &&
+        c->prev_unreadable++ == 0)
+        fprintf(stderr, "  update %d: the previous OUT.h5: %s", c->updates, text);
+    unlink(c->prev);
+    CHECK(link(out, c->prev) == 0);
+    long files = files_in(c->segdir);
+    if (files != st->segments && c->files_off++ == 0)
+        fprintf(stderr, "  update %d: %ld segment files, the stats say %ld\n", c->updates, files,
+                st->segments);
+    c->most_files = files > c->most_files ? files : c->most_files;
     /* every run counted once, whether its row was put or its page mapped as it was */
     if ((st->runs != c->runs || st->runs_done != ended) && c->miscounted++ == 0)
         fprintf(stderr, "  update %d: stats say %ld runs, %ld done; %d planned, %ld ended\n",
@@ -1281,9 +1307,19 @@ TEST(live_runs_paged) {
     PagedCheck c = {.runs = 400, .page = 8, .in_flight = 6, .per_update = 10};
     snprintf(c.journal, sizeof c.journal, "%s/many.h5.d/journal", dir);
     snprintf(c.full, sizeof c.full, "%s/full.h5", dir);
+    snprintf(c.prev, sizeof c.prev, "%s/prev.h5", dir);
+    snprintf(c.segdir, sizeof c.segdir, "%s/many.h5.d/view", dir);
     live_runs_page = c.page;
+    live_segment_grace = 0;
     CHECK(live_many_runs(dir, c.runs, c.per_update, c.in_flight, paged_progress, &c) == 0);
     live_runs_page = 0;
+    live_segment_grace = -1;
+    /* what the last two OUT.h5 map, at most: 2 x (the mapping bound, then a segment each) */
+    double lgp = ceil(log2(c.runs / c.page + 1.0));
+    CHECK_MSG(c.prev_unreadable == 0 && c.files_off == 0 && c.most_files <= 2 * (4 * lgp + 12),
+              "segments: the previous OUT.h5 unreadable after %d updates, the file count off "
+              "the stats at %d, at most %ld files (bound %.0f)",
+              c.prev_unreadable, c.files_off, c.most_files, 2 * (4 * lgp + 12));
     CHECK_MSG(c.updates == c.runs / c.per_update + 1 && c.differ == 0 && c.over_maps == 0 &&
                   c.miscounted == 0,
               "%d updates: %d with /runs unlike the full build's, %d over the mapping bound, %d "
@@ -1328,9 +1364,9 @@ static void live_bench(void *ctx, long ended, const H5ViewStats *st, double seco
     struct stat fs;
     long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : -1;
     printf("LIVE_VIEW ended=%ld update_s=%.4f mappings=%lld out_h5_bytes=%lld plan_reads=%lld "
-           "runs_rows=%lld updates=%ld total_update_s=%.2f\n",
-           ended, seconds, st->mappings, bytes, st->plan_reads, st->runs_rows, b->updates,
-           b->total_s);
+           "runs_rows=%lld segments=%ld updates=%ld total_update_s=%.2f\n",
+           ended, seconds, st->mappings, bytes, st->plan_reads, st->runs_rows, st->segments,
+           b->updates, b->total_s);
     fflush(stdout);
 }
 

@@ -35,6 +35,8 @@ typedef struct {
     long long plan_reads;    /* PLAN records read again for /runs (the live view keeps the rows
                                 of ended runs: none for them) */
     long long runs_rows;     /* live view: rows of /runs written (OUT.h5 and a segment) */
+    long segments;           /* live view: segment files kept (mapped, or left out for less
+                                than the grace) */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn
@@ -78,6 +80,11 @@ void h5live_close(H5Live *lv);
 /* Rows of /runs per page of the live view (default H5LIVE_RUNS_PAGE; tests use fewer). */
 #define H5LIVE_RUNS_PAGE 1024
 void h5live_set_runs_page(H5Live *lv, uint32_t runs);
+/* A segment no OUT.h5 maps any more is removed once it has been left out by two updates in
+ * a row and for this many seconds (a reader of an older OUT.h5 has that long to read it);
+ * tests set 0. */
+#define H5LIVE_SEGMENT_GRACE 60.0
+void h5live_set_segment_grace(H5Live *lv, double seconds);
 /* Removes OUT.h5.d/view/ (call only once OUT.h5 is a full build). 0 or -1. */
 int h5live_remove_segments(const char *out_path);
 
