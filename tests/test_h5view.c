@@ -1423,8 +1423,9 @@ int main(int argc, char **argv) {
         H5ViewStats st;
         return long_sweep(argv[4], atoi(argv[2]), atol(argv[3]), &st, 1, 1) == 0 ? 0 : 1;
     }
-    if (argc == 6 && !strcmp(argv[1], "--live-bench")) {
+    if ((argc == 6 || argc == 7) && !strcmp(argv[1], "--live-bench")) {
         LiveBench b = {0, 0, 0, NULL, NULL, 0};
+        if (argc == 7) live_segment_grace = atof(argv[6]); /* seconds; default 60 */
         int runs = atoi(argv[2]), per = atoi(argv[3]);
         b.cap = runs / (per > 0 ? per : 1) + 4;
         b.t = calloc((size_t)b.cap, sizeof *b.t);
