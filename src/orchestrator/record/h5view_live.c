@@ -700,7 +700,8 @@ static void choose_moves(const H5Live *lv, const uint64_t *sig, const uint8_t *s
     }
 }
 
-/* Pages [p, q) of the runs (move: those marked) into table t, recording where; 0 or -1. */
+/* The rows of the pages p with want[p] == value into table t, in page order, each page's
+ * first row in start[p]; 0 or -1 with err. */
 static int put_pages(H5Live *lv, RunsRows *w, H5Table *t, const uint8_t *want, uint8_t value,
                      hsize_t *start, char *err) {
     View *v = &lv->v;
