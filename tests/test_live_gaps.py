@@ -177,6 +177,24 @@ def test_runs_missing(exe, tmp):
     check(any("/runs" in w and "unavailable" in w for w in iw), "inspect warning %r" % iw)
 
 
+def test_repacked(exe, tmp):
+    """A live view copied elsewhere with its rows (`h5repack -l CONTI`, as the docs say)
+    reads whole: its /view_blocks still names segments that are not next to the copy, and
+    no reader may take that for rows unavailable."""
+    if not shutil.which("h5repack"):
+        check(False, "h5repack not found (hdf5-tools, scripts/install-deps.sh)")
+        return
+    out = fixture(exe, os.path.join(tmp, "repack-src"), runs_page=1)
+    os.makedirs(os.path.join(tmp, "repack-dst"))
+    copy = os.path.join(tmp, "repack-dst", "copy.h5")
+    r = subprocess.run(["h5repack", "-l", "CONTI", out, copy], capture_output=True, text=True)
+    check(r.returncode == 0, "h5repack: %s" % r.stderr)
+    with h5py.File(copy, "r") as f:
+        check(not f["steps"].is_virtual and not f["runs"].is_virtual, "the copy holds its rows")
+    shutil.rmtree(os.path.join(tmp, "repack-src"))  # the segments are gone: the copy is whole
+    whole(copy, "repacked")
+
+
 CHILD = r"""
 import json, os, resource, sys, warnings
 sys.path.insert(0, sys.argv[2])
@@ -263,7 +281,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ablate-live-gaps-", dir=shm)
     try:
         for name, fn in [("intact", test_intact), ("missing", test_missing),
-                         ("runs_missing", test_runs_missing),
+                         ("runs_missing", test_runs_missing), ("repacked", test_repacked),
                          ("open_file_limit", test_open_file_limit),
                          ("stale_generation", test_stale_generation),
                          ("handle_after_final_build", test_handle_after_final_build),

@@ -285,10 +285,14 @@ def _segment_problem(base, table, file, file_rows, generation):
     return None
 
 
-def _problems(base, blocks, t, generation):
+def _problems(f, base, blocks, t, generation):
     """[(runs, why)] for each segment of table t in /view_blocks that a reader cannot trust
-    ("." is the view file itself)."""
+    ("." is the view file itself). None for a table that is no virtual dataset (a live view
+    copied out with its rows, `h5repack -l CONTI`: its /view_blocks names segments it
+    no longer reads)."""
     out = []
+    if t in f and not f[t].is_virtual:
+        return out
     if blocks is not None and len(blocks):
         mine = blocks[(blocks["table"] == t) & (blocks["file"] != ".")]
         for file, g in mine.groupby("file", sort=False):
@@ -316,7 +320,7 @@ def check_rows(path, f, runs, raw):
     if live and "index" in runs.columns:
         lost = np.nonzero(runs["index"].to_numpy(dtype=np.int64) != np.arange(len(runs)))[0]
         if len(lost):
-            why = [p for _, p in _problems(base, blocks, "runs", generation)]
+            why = [p for _, p in _problems(f, base, blocks, "runs", generation)]
             note = ("%s: /runs: %d of %d rows unavailable (run%s %s; read as fill rows, index "
                     "-1): those runs are left out" % (
                         path, len(lost), len(runs), "s" if len(lost) > 1 else "",
@@ -338,7 +342,7 @@ def check_rows(path, f, runs, raw):
         # a run whose /runs row is unavailable (rows_* -1) is named under "runs"
         wrong = set(np.nonzero((got != expect) & (expect >= 0))[0].tolist())
         why = []
-        for hit, p in _problems(base, blocks, t, generation):
+        for hit, p in _problems(f, base, blocks, t, generation):
             wrong |= hit
             why.append(p)
         if not wrong:
