@@ -188,7 +188,6 @@ static hid_t make_dcpl(hsize_t chunk) {
     return dcpl;
 }
 
-/* The row layout and HDF5 type of a table. */
 size_t h5t_row_size(const H5Col *cols, int ncol) {
     size_t n = 0;
     for (int i = 0; i < ncol; i++)
@@ -196,6 +195,7 @@ size_t h5t_row_size(const H5Col *cols, int ncol) {
     return n;
 }
 
+/* The row layout and HDF5 type of a table. */
 static int table_setup(H5Table *t, const char *name, const H5Col *cols, int ncol, int compound,
                        char *err) {
     memset(t, 0, sizeof *t);

@@ -423,10 +423,6 @@ done:
     return 0;
 }
 
-/* Segments that OUT.h5 maps but that are gone, truncated or replaced since they were
- * written (a cleanup, a full disk, a user): said once each on stderr, and the rows of every
- * run that had a block there are written again into the next segment, so the next OUT.h5
- * maps only what exists. The number found, or -1 (memory). */
 /* The segments the blocks and the pages of /runs map (1 each), or NULL (memory). */
 static uint8_t *mapped_segments(const H5Live *lv) {
     uint8_t *mapped = calloc((size_t)lv->nseg + 1, 1);
@@ -439,6 +435,10 @@ static uint8_t *mapped_segments(const H5Live *lv) {
     return mapped;
 }
 
+/* Segments that OUT.h5 maps but that are gone, truncated or replaced since they were
+ * written (a cleanup, a full disk, a user): said once each on stderr, and the rows of every
+ * run that had a block there are written again into the next segment, so the next OUT.h5
+ * maps only what exists. The number found, or -1 (memory). */
 static long check_segments(H5Live *lv) {
     uint8_t *mapped = mapped_segments(lv);
     if (!mapped) return -1;
@@ -645,17 +645,23 @@ done:;
 
 /* ---------------------------------------------------------------- /runs */
 
+/* One past the last run of page p. */
+static uint32_t page_end(const H5Live *lv, uint32_t p) {
+    uint32_t end = (p + 1) * lv->page_runs;
+    return end < lv->v.nruns ? end : lv->v.nruns;
+}
+
 /* Page p's rows as they would be written now: 0 unless every one is kept
  * (h5v_runs_rows_sig); its planned runs in *cnt, and whether all of them are settled. */
 static uint64_t page_sig(const H5Live *lv, RunsRows *w, uint32_t p, uint32_t *cnt,
                          uint8_t *settled) {
     const View *v = &lv->v;
     uint64_t h = 0xcbf29ce484222325ULL;
-    uint32_t P = lv->page_runs, end = (p + 1) * P < v->nruns ? (p + 1) * P : v->nruns;
+    uint32_t end = page_end(lv, p);
     int kept = 1;
     *cnt = 0;
     *settled = 1;
-    for (uint32_t i = p * P; i < end; i++) {
+    for (uint32_t i = p * lv->page_runs; i < end; i++) {
         if (!v->runs[i].planned) continue;
         uint64_t s = h5v_runs_rows_sig(w, i);
         kept &= s != 0;
@@ -700,16 +706,14 @@ static void choose_moves(const H5Live *lv, const uint64_t *sig, const uint8_t *s
     }
 }
 
-/* The rows of the pages p with want[p] == value into table t, in page order, each page's
- * first row in start[p]; 0 or -1 with err. */
-static int put_pages(H5Live *lv, RunsRows *w, H5Table *t, const uint8_t *want, uint8_t value,
-                     hsize_t *start, char *err) {
-    View *v = &lv->v;
+/* The rows of the pages marked in want into table t, in page order, each page's first row
+ * in start[p]; 0 or -1 with err. */
+static int put_pages(H5Live *lv, RunsRows *w, H5Table *t, const uint8_t *want, hsize_t *start,
+                     char *err) {
     for (uint32_t p = 0; p < lv->npages; p++) {
-        if (want[p] != value) continue;
+        if (!want[p]) continue;
         start[p] = (hsize_t)h5t_rows(t);
-        uint32_t end = (p + 1) * lv->page_runs < v->nruns ? (p + 1) * lv->page_runs : v->nruns;
-        for (uint32_t i = p * lv->page_runs; i < end; i++)
+        for (uint32_t i = p * lv->page_runs; i < page_end(lv, p); i++)
             if (h5v_runs_rows_put(w, t, i, err) != 0) return -1;
     }
     return 0;
@@ -763,7 +767,7 @@ static int write_runs(H5Live *lv, hid_t f, char *err) {
         long runs = v->st.runs, done = v->st.runs_done;
         long long skipped = v->st.skipped; /* counted below, once, whatever goes where */
         int ok = h5v_runs_rows_table(w, sf, "runs", NULL, 0, &seg_t, err) == 0 &&
-                 put_pages(lv, w, &seg_t, move, 1, start, err) == 0;
+                 put_pages(lv, w, &seg_t, move, start, err) == 0;
         v->schema = schema;
         v->st.runs = runs;
         v->st.runs_done = done;
@@ -796,14 +800,13 @@ static int write_runs(H5Live *lv, hid_t f, char *err) {
      * /view_runs) */
     for (uint32_t p = 0; p < np; p++) {
         if (lv->pages[p].seg == NO_SEG) continue;
-        uint32_t end = (p + 1) * P < v->nruns ? (p + 1) * P : v->nruns;
-        for (uint32_t i = p * P; i < end; i++)
+        for (uint32_t i = p * P; i < page_end(lv, p); i++)
             if (v->runs[i].planned) h5v_runs_rows_tally(w, i);
     }
     hsize_t hot_rows = 0;
     if (any_hot) {
         if (h5v_runs_rows_table(w, f, "view_runs", NULL, 0, &hot_t, err) != 0 ||
-            put_pages(lv, w, &hot_t, hot, 1, start, err) != 0)
+            put_pages(lv, w, &hot_t, hot, start, err) != 0)
             goto done;
         hot_rows = (hsize_t)h5t_rows(&hot_t);
         v->st.runs_rows += (long long)hot_rows;
