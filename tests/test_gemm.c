@@ -12,6 +12,7 @@
 
 #include "model/gemm.h"
 #include "model/gemm_small.h"
+#include "model/layers.h"
 #include "model/par.h"
 #include "model/transpose.h"
 #include "test_util.h"
@@ -215,6 +216,61 @@ TEST(own_threads) {
         }
     par_set_min_work(0);
     par_set_threads(1);
+}
+
+/* gemm_ep: the bias, ReLU and mask epilogue, fused in the own kernel and in passes after
+ * OpenBLAS, gives the bits of the product followed by the passes it replaces (layers.c's
+ * bias loop, relu_forward_inplace, relu_backward_inplace), for whole tiles, the last rows and
+ * the last columns, with negative zeros, NaNs and positive and negative values. */
+TEST(epilogue) {
+    enum { M = 13, N = 70, K = 9 };
+    static float A[M * K], B[K * N], bias[N], mask[M * N], C0[M * N], want[M * N], got[M * N];
+    unsigned seed = 3;
+    for (int i = 0; i < M * K; i++)
+        A[i] = frand(&seed);
+    for (int i = 0; i < K * N; i++)
+        B[i] = frand(&seed);
+    for (int j = 0; j < N; j++)
+        bias[j] = frand(&seed);
+    for (int i = 0; i < M * N; i++) {
+        mask[i] = frand(&seed);
+        C0[i] = frand(&seed);
+    }
+    mask[0] = -0.0f;
+    mask[1] = 0.0f;
+    mask[2] = NAN;
+    for (int own = 0; own < 2; own++) {
+        gemm_set_own_limit(own ? -1.0 : 0.0);
+        for (int e = 0; e < 8; e++) {
+            int has_bias = e & 1, relu = e & 2, has_mask = e & 4;
+            for (int b = 0; b < 2; b++) {
+                float beta = b ? 0.5f : 0.0f;
+                memcpy(want, C0, sizeof want);
+                memcpy(got, C0, sizeof got);
+                gemm(0, 0, M, N, K, 1.0f, A, K, B, N, beta, want, N);
+                for (int i = 0; i < M; i++) {
+                    float *w = want + (size_t)i * N;
+                    if (has_bias)
+                        for (int j = 0; j < N; j++)
+                            w[j] += bias[j];
+                    if (relu) relu_forward_inplace(w, N);
+                    if (has_mask) relu_backward_inplace(w, mask + (size_t)i * N, N);
+                }
+                GemmEpilogue ep = {.bias = has_bias ? bias : NULL,
+                                   .relu = relu != 0,
+                                   .mask = has_mask ? mask : NULL,
+                                   .ldm = N};
+                gemm_ep(0, 0, M, N, K, 1.0f, A, K, B, N, beta, got, N, &ep);
+                long bad = 0;
+                for (int i = 0; i < M * N; i++)
+                    bad += memcmp(&want[i], &got[i], sizeof(float)) != 0;
+                CHECK_MSG(bad == 0, "%s, bias %d relu %d mask %d beta %g: %ld elements differ",
+                          own ? "own kernel" : "OpenBLAS", has_bias, relu != 0, has_mask != 0,
+                          (double)beta, bad);
+            }
+        }
+    }
+    gemm_set_own_limit(-1.0);
 }
 
 /* Past the limit, OpenBLAS: the own kernel's bits are not required there, but nothing is

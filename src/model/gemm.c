@@ -6,6 +6,8 @@
 #include "gemm_small.h"
 
 char *openblas_get_corename(void);
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
 
 static double small_limit = -1.0; /* < 0: not yet detected */
 
@@ -34,6 +36,14 @@ void gemm_set_own_limit(double mnk) {
     own_limit = !GEMM_SMALL_KERNEL ? 0 : mnk < 0 ? GEMM_SMALL_MAX_MNK : mnk;
 }
 
+int gemm_blas_threads(void) {
+    return openblas_get_num_threads();
+}
+
+void gemm_set_blas_threads(int k) {
+    openblas_set_num_threads(k);
+}
+
 /* Length of a piece of the split dimension when the other two multiply to `other`; 0 when
  * the product is not split. */
 static int piece_len(int len, double other) {
@@ -58,12 +68,25 @@ int gemm_unpacked(int trans_a, int M, int N, int K) {
     return limit > 0.0 && ((double)M * N * K <= limit || gemm_splits(trans_a, M, N, K));
 }
 
-void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-          const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (own_limit > 0 && (double)M * N * K <= own_limit &&
-        gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
-        return;
+/* The OpenBLAS path's epilogue (gemm.h): the passes the kernel's fused one replaces. */
+static void epilogue(int M, int N, float *C, int ldc, const GemmEpilogue *ep) {
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        const float *m = ep->mask ? ep->mask + (size_t)i * ep->ldm : NULL;
+        if (ep->bias)
+            for (int j = 0; j < N; j++)
+                c[j] += ep->bias[j];
+        if (ep->relu)
+            for (int j = 0; j < N; j++)
+                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+        if (m)
+            for (int j = 0; j < N; j++)
+                c[j] = m[j] > 0.0f ? c[j] : 0.0f;
+    }
+}
+
+static void blas_product(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                         int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
     int piece = trans_b ? 0 : product_piece(trans_a, M, N, K);
@@ -85,4 +108,20 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, n, alpha, A + (size_t)k * lda, lda,
                     B + (size_t)k * ldb, ldb, k == 0 ? beta : 1.0f, C, ldc);
     }
+}
+
+void gemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    if (ep && !ep->bias && !ep->relu && !ep->mask) ep = NULL;
+    if (own_limit > 0 && (double)M * N * K <= own_limit &&
+        gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep) == 0)
+        return;
+    blas_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (ep) epilogue(M, N, C, ldc, ep);
+}
+
+void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc) {
+    gemm_ep(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }

@@ -30,6 +30,22 @@
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
 
+/* What gemm_ep does to each element C[i][j] after alpha and beta, in this order: adds
+ * bias[j], takes max(0, .) (relu), and zeroes it where mask[i ldm + j] <= 0 (ReLU's backward,
+ * the mask being the layer's output). Products in ablate's own kernel do it while the tile
+ * is in registers; the others in passes after the product, with the same operations, so
+ * the bits do not depend on where it runs. */
+typedef struct {
+    const float *bias;
+    int relu;
+    const float *mask;
+    int ldm;
+} GemmEpilogue;
+
+/* gemm, then the epilogue ep (NULL: none). */
+void gemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep);
+
 /* Whether gemm splits an NN (or transposed-A) product of these sizes. */
 int gemm_splits(int trans_a, int M, int N, int K);
 /* Whether such a product runs through the small-matrix kernels, whole or in pieces; for a
@@ -47,5 +63,11 @@ void gemm_set_small_limit(double mnk);
  * product; negative: the default again). */
 double gemm_own_limit(void);
 void gemm_set_own_limit(double mnk);
+
+/* OpenBLAS's thread count, which is global to the process (openblas_set_num_threads): a
+ * caller that runs products side by side on the model's threads (par.h) sets 1 around them,
+ * so that each runs on the thread that called it, and restores the count after. */
+int gemm_blas_threads(void);
+void gemm_set_blas_threads(int k);
 
 #endif

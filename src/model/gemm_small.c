@@ -21,16 +21,23 @@ typedef __m512 vec;
 #define V_FMA   _mm512_fmadd_ps
 #define V_MUL   _mm512_mul_ps
 #define V_ZERO  _mm512_setzero_ps
+#define V_ADD   _mm512_add_ps
+#define V_MAX   _mm512_max_ps
+/* 0 where m <= 0 (or NaN), v elsewhere */
+#define V_KEEP_POS(v, m) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((m), V_ZERO(), _CMP_GT_OQ), (v))
 #else
-#define VF      8
-#define MR      6
+#define VF               8
+#define MR               6
 typedef __m256 vec;
-#define V_LOAD  _mm256_loadu_ps
-#define V_STORE _mm256_storeu_ps
-#define V_SET1  _mm256_set1_ps
-#define V_FMA   _mm256_fmadd_ps
-#define V_MUL   _mm256_mul_ps
-#define V_ZERO  _mm256_setzero_ps
+#define V_LOAD           _mm256_loadu_ps
+#define V_STORE          _mm256_storeu_ps
+#define V_SET1           _mm256_set1_ps
+#define V_FMA            _mm256_fmadd_ps
+#define V_MUL            _mm256_mul_ps
+#define V_ZERO           _mm256_setzero_ps
+#define V_ADD            _mm256_add_ps
+#define V_MAX            _mm256_max_ps
+#define V_KEEP_POS(v, m) _mm256_and_ps(_mm256_cmp_ps((m), V_ZERO(), _CMP_GT_OQ), (v))
 #endif
 #define NR (2 * VF)
 
@@ -41,15 +48,21 @@ typedef struct {
     size_t sr, sk, ldb, ldc;
     float alpha, beta;
     float *C;
+    const float *bias, *mask; /* the epilogue (gemm.h); NULL: none */
+    size_t ldm;
+    int relu;
 } Product;
 
 /* C (mr, nr) [= or +=] the product of mr rows of op(A) (element (r, k) at a[r sr + k sk])
  * and a (K, NR) panel b of op(B). Each element of C is one chain of fused multiply-adds
- * over k from zero, then alpha and beta as below, whichever tile it falls in (a whole one,
- * the last rows or the last columns). mr and nr are constants after inlining for whole
- * tiles. */
-static inline __attribute__((always_inline)) void
-tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ldb, float *c) {
+ * over k from zero, then alpha and beta, then the epilogue (bias from the tile's column,
+ * ReLU, the mask from its element: NULL when the product has none), the same operations
+ * whichever tile it falls in (a whole one, the last rows or the last columns). mr and nr
+ * are constants after inlining for whole tiles. */
+static inline __attribute__((always_inline)) void tile(const Product *p, int mr, int nr,
+                                                       const float *a, const float *b, size_t ldb,
+                                                       float *c, const int ep, const float *bias,
+                                                       const float *mask) {
     vec acc[MR][2];
     for (int r = 0; r < MR; r++)
         acc[r][0] = acc[r][1] = V_ZERO();
@@ -64,35 +77,53 @@ tile(const Product *p, int mr, int nr, const float *a, const float *b, size_t ld
     }
     /* alpha and beta in locals: read through p, every store to C could have changed them */
     const float alpha = p->alpha, beta = p->beta;
+    const int relu = ep && p->relu;
+    if (!ep) bias = mask = NULL; /* constants: the plain kernel has no epilogue code at all */
     const vec va = V_SET1(alpha), vb = V_SET1(beta);
     float part[NR]; /* a partial tile goes through here: the same operations per element */
+    /* unrolled, so that the accumulators stay in registers (a loop over them with the
+     * epilogue's tests went through the stack: 12% of a K = 32 product) */
+#pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
         float *cr = c + (size_t)r * p->ldc;
+        const float *mrow = mask ? mask + (size_t)r * p->ldm : NULL;
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             vec v = alpha == 1.0f ? acc[r][h] : V_MUL(va, acc[r][h]);
             if (nr == NR) {
                 if (beta != 0.0f) v = V_FMA(vb, V_LOAD(cr + h * VF), v);
+                if (bias) v = V_ADD(v, V_LOAD(bias + h * VF));
+                if (relu) v = V_MAX(v, V_ZERO());
+                if (mrow) v = V_KEEP_POS(v, V_LOAD(mrow + h * VF));
                 V_STORE(cr + h * VF, v);
             } else {
                 V_STORE(part + h * VF, v);
             }
         }
         if (nr < NR)
-            for (int j = 0; j < nr; j++)
-                cr[j] = beta != 0.0f ? __builtin_fmaf(beta, cr[j], part[j]) : part[j];
+            for (int j = 0; j < nr; j++) {
+                float x = beta != 0.0f ? __builtin_fmaf(beta, cr[j], part[j]) : part[j];
+                if (bias) x += bias[j];
+                if (relu) x = x > 0.0f ? x : 0.0f;
+                if (mrow) x = mrow[j] > 0.0f ? x : 0.0f;
+                cr[j] = x;
+            }
     }
 }
 
 /* Rows [i0, i1) of C: whole tiles of MR rows, then the rest. */
 static inline __attribute__((always_inline)) void rows(const Product *p, size_t i0, size_t i1,
-                                                       int mr) {
+                                                       int mr, const int ep) {
     int full = p->N - p->tail;
     for (size_t i = i0; i < i1; i += (size_t)mr) {
-        const float *a = p->A + i * p->sr;
+        const float *a = p->A + i * p->sr, *m = p->mask ? p->mask + i * p->ldm : NULL;
         float *c = p->C + i * p->ldc;
         for (int j = 0; j < full; j += NR)
-            tile(p, mr, NR, a, p->B + j, p->ldb, c + j);
-        if (p->tail) tile(p, mr, p->tail, a, p->P, NR, c + full);
+            tile(p, mr, NR, a, p->B + j, p->ldb, c + j, ep, p->bias ? p->bias + j : NULL,
+                 m ? m + j : NULL);
+        if (p->tail)
+            tile(p, mr, p->tail, a, p->P, NR, c + full, ep, p->bias ? p->bias + full : NULL,
+                 m ? m + full : NULL);
     }
 }
 
@@ -100,11 +131,19 @@ static inline __attribute__((always_inline)) void rows(const Product *p, size_t 
  * tile loop got worse (own products at 105 instead of 240 GFLOP/s in bench/engine_limit).
  * At -O3 whatever the build: the Sanitize build's -O1 kept the accumulators in memory, each
  * access checked by ASan (8 GFLOP/s, the sanitizer pass's sweeps twice as long as with
- * OpenBLAS's uninstrumented products); at -O3, still instrumented, 26 GFLOP/s. */
+ * OpenBLAS's uninstrumented products); at -O3, still instrumented, 26 GFLOP/s. Products
+ * with an epilogue have a copy of their own: its code in the plain kernel cost the products
+ * with a short reduction (K = 32) 14% on AVX2, even with none to apply. */
 static __attribute__((noinline, optimize("O3"))) void all_rows(const Product *p, size_t M) {
     size_t whole = M / MR * MR;
-    rows(p, 0, whole, MR);
-    if (whole < M) rows(p, whole, M, (int)(M - whole));
+    rows(p, 0, whole, MR, 0);
+    if (whole < M) rows(p, whole, M, (int)(M - whole), 0);
+}
+
+static __attribute__((noinline, optimize("O3"))) void all_rows_ep(const Product *p, size_t M) {
+    size_t whole = M / MR * MR;
+    rows(p, 0, whole, MR, 1);
+    if (whole < M) rows(p, whole, M, (int)(M - whole), 1);
 }
 
 /* The per-thread scratch of the calling thread: op(B) when B is transposed, and the tail's
@@ -123,7 +162,7 @@ static float *scratch_for(size_t n) {
 }
 
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc) {
+               const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     int tail = N % NR;
     size_t kn = trans_b ? (size_t)K * N : 0, need = kn + (tail ? (size_t)K * NR : 0);
     float *s = need ? scratch_for(need) : NULL;
@@ -158,17 +197,24 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
                  .ldc = (size_t)ldc,
                  .alpha = alpha,
                  .beta = beta,
-                 .C = C};
-    all_rows(&p, (size_t)M);
+                 .C = C,
+                 .bias = ep ? ep->bias : NULL,
+                 .mask = ep ? ep->mask : NULL,
+                 .ldm = ep ? (size_t)ep->ldm : 0,
+                 .relu = ep ? ep->relu : 0};
+    if (ep)
+        all_rows_ep(&p, (size_t)M);
+    else
+        all_rows(&p, (size_t)M);
     return 0;
 }
 
 #else /* no AVX2 and FMA: gemm.c never calls it (gemm_own_limit() is 0) */
 
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc) {
+               const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda;
-    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc;
+    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc, (void)ep;
     return -1;
 }
 

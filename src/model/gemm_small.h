@@ -28,9 +28,12 @@
  * study-B variants with a context of 32; OpenBLAS from d_model 64 (8.4 M) on. */
 #define GEMM_SMALL_MAX_MNK (1 << 22)
 
-/* C (M,N) = alpha op(A) op(B) + beta C, as gemm(); C is not read when beta = 0. 0, or -1
- * when its scratch cannot be allocated (the caller falls back to OpenBLAS). */
+#include "gemm.h"
+
+/* C (M,N) = alpha op(A) op(B) + beta C, then the epilogue ep (NULL: none), as gemm_ep(); C is
+ * not read when beta = 0. 0, or -1 when its scratch cannot be allocated (the caller falls
+ * back to OpenBLAS). */
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc);
+               const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep);
 
 #endif

@@ -18,6 +18,13 @@ void matmul_forward(float *out, const float *inp, const float *W, const float *W
  * of dout. dinp may be NULL (input needs no gradient), dbias NULL when there is no bias. */
 void matmul_backward(float *dinp, float beta, float *dW, float *dbias, const float *dout,
                      float alpha, const float *inp, const float *W, int N, int C, int OC);
+/* The same with ReLU fused (relu_forward_inplace's and relu_backward_inplace's bits): out =
+ * max(0, .) of matmul_forward's; dinp zeroed where inp <= 0, inp being the ReLU's output (the
+ * MLP's down projection), so that dinp is the gradient of its pre-activation. */
+void matmul_forward_relu(float *out, const float *inp, const float *W, const float *Wt,
+                         const float *bias, int N, int C, int OC);
+void matmul_backward_relu(float *dinp, float beta, float *dW, float *dbias, const float *dout,
+                          float alpha, const float *inp, const float *W, int N, int C, int OC);
 
 /* rmsnorm: out = x / sqrt(mean(x^2) + eps) * w; layernorm: (x - mean) / sqrt(var + eps) * w + b.
  * w, b may be NULL (no affine). mean (N) is only written for layernorm; rstd (N). */
