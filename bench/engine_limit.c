@@ -192,15 +192,10 @@ static int non_gemm_ops(Bench *b, int reps, Op *ops) {
     float *mx = xmalloc((size_t)N * 4), *sm = xmalloc((size_t)N * 4);
     float *dX = xmalloc((size_t)N * C * 4), *scratch = xmalloc(xent_scratch_floats(N, C, V) * 4);
     long hits;
-    XentLanes more = {NULL, xent_lane_floats(N, C, V), par_threads()}; /* as the model's */
-    if (more.lanes > 1) more.more = xmalloc((size_t)(more.lanes - 1) * more.lane_floats * 4);
     TIME_BEST(reps, t, {
-        xent_forward(logits, mx, sm, X, M->w.lm_head, M->wt.lm_head, N, C, V, b->y, &hits, scratch,
-                     more);
-        xent_backward(dX, M->g.lm_head, logits, b->y, X, M->w.lm_head, N, C, V, 1.0f / N, scratch,
-                      more);
+        xent_forward(logits, mx, sm, X, M->w.lm_head, M->wt.lm_head, N, C, V, b->y, &hits, scratch);
+        xent_backward(dX, M->g.lm_head, logits, b->y, X, M->w.lm_head, N, C, V, 1.0f / N, scratch);
     });
-    free(more.more);
     ops[n++] = (Op){"lm_head + cross-entropy, tiled (incl. its GEMMs)", t};
     free(logits);
     free(X);

@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gemm.h"
 #include "model/gpt.h"
 #include "model/layers.h"
-#include "model/par.h"
 #include "model/transpose.h"
 #include "model/xent.h"
 #include "test_util.h"
@@ -34,41 +32,27 @@ typedef struct {
     long correct;
 } Out;
 
-/* lanes: tiles side by side (xent.h), on as many of par.h's threads */
-static void run_lanes(Out *o, const float *X, const float *W, const float *Wt, const int32_t *y,
-                      long tile, int lanes) {
+static void run(Out *o, const float *X, const float *W, const float *Wt, const int32_t *y,
+                long tile) {
     xent_set_tile_floats(tile);
     float *scratch = malloc(xent_scratch_floats(N, C, V) * sizeof(float));
-    XentLanes more = {NULL, xent_lane_floats(N, C, V), lanes};
-    if (lanes > 1) more.more = malloc((size_t)(lanes - 1) * more.lane_floats * sizeof(float));
     memset(o->dW, 0, sizeof o->dW);
-    o->loss =
-        xent_forward(o->exps, o->mx, o->sum, X, W, Wt, N, C, V, y, &o->correct, scratch, more);
-    xent_backward(o->dX, o->dW, o->exps, y, X, W, N, C, V, 1.0f / N, scratch, more);
+    o->loss = xent_forward(o->exps, o->mx, o->sum, X, W, Wt, N, C, V, y, &o->correct, scratch);
+    xent_backward(o->dX, o->dW, o->exps, y, X, W, N, C, V, 1.0f / N, scratch);
     xent_set_tile_floats(0);
-    free(more.more);
     free(scratch);
 }
 
-static void run(Out *o, const float *X, const float *W, const float *Wt, const int32_t *y,
-                long tile) {
-    run_lanes(o, X, W, Wt, y, tile, 1);
-}
-
-static void fill(float *X, float *W, int32_t *y, uint64_t seed) {
-    uint64_t s = seed;
+TEST(tiles) {
+    static float X[N * C], W[V * C], Wt[C * V];
+    int32_t y[N];
+    uint64_t s = 5;
     for (int i = 0; i < N * C; i++)
         X[i] = frand(&s);
     for (int i = 0; i < V * C; i++)
         W[i] = 3.0f * frand(&s);
     for (int r = 0; r < N; r++)
         y[r] = (int32_t)(test_splitmix64(&s) % V);
-}
-
-TEST(tiles) {
-    static float X[N * C], W[V * C], Wt[C * V];
-    int32_t y[N];
-    fill(X, W, y, 5);
     /* ties across tiles: rows 17 and 150 of W equal and far ahead for X rows 0 and 1; the
      * argmax is the lower id, so both rows (target 17) are hits; with the later id both
      * would miss */
@@ -136,39 +120,6 @@ TEST(tiles) {
         CHECK_MSG(max_rel(o->mx, one.mx, N) < 1e-6, "case %d: row maxima differ", k);
     }
     CHECK(one.correct == many.correct);
-}
-
-/* Tiles side by side (2 and 3 lanes on as many threads, 13 tiles: groups and a last tile
- * alone), through OpenBLAS and through ablate's own kernel: the bits of one tile at a time,
- * and OpenBLAS's thread count as it was. */
-TEST(lanes) {
-    static float X[N * C], W[V * C], Wt[C * V];
-    int32_t y[N];
-    fill(X, W, y, 7);
-    transpose(Wt, W, V, C);
-    par_set_min_work(1); /* the folds and row passes threaded too */
-    for (int own = 0; own < 2; own++) {
-        gemm_set_own_limit(own ? -1.0 : 0.0);
-        for (int wt = 0; wt < 2; wt++) {
-            static Out one, side;
-            run(&one, X, W, wt ? Wt : NULL, y, 16L * N);
-            for (int k = 2; k <= 3; k++) {
-                par_set_threads(k);
-                gemm_set_blas_threads(k);
-                run_lanes(&side, X, W, wt ? Wt : NULL, y, 16L * N, k);
-                CHECK_MSG(gemm_blas_threads() == k, "OpenBLAS threads %d after, not %d",
-                          gemm_blas_threads(), k);
-                gemm_set_blas_threads(1);
-                par_set_threads(1);
-                CHECK_MSG(memcmp(&one, &side, sizeof one) == 0,
-                          "own kernel %d, transposed %d, %d lanes: not the bits of one tile at a "
-                          "time (loss %.9g against %.9g)",
-                          own, wt, k, (double)side.loss, (double)one.loss);
-            }
-        }
-    }
-    gemm_set_own_limit(-1.0);
-    par_set_min_work(0);
 }
 
 /* The one-pass fold (exp_store_max_lanes, under a running maximum) against the two passes

@@ -6,8 +6,6 @@
 #include "gemm_small.h"
 
 char *openblas_get_corename(void);
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int);
 
 static double small_limit = -1.0; /* < 0: not yet detected */
 
@@ -34,14 +32,6 @@ double gemm_own_limit(void) {
 
 void gemm_set_own_limit(double mnk) {
     own_limit = !GEMM_SMALL_KERNEL ? 0 : mnk < 0 ? GEMM_SMALL_MAX_MNK : mnk;
-}
-
-int gemm_blas_threads(void) {
-    return openblas_get_num_threads();
-}
-
-void gemm_set_blas_threads(int k) {
-    openblas_set_num_threads(k);
 }
 
 /* Length of a piece of the split dimension when the other two multiply to `other`; 0 when

@@ -64,10 +64,4 @@ void gemm_set_small_limit(double mnk);
 double gemm_own_limit(void);
 void gemm_set_own_limit(double mnk);
 
-/* OpenBLAS's thread count, which is global to the process (openblas_set_num_threads): a
- * caller that runs products side by side on the model's threads (par.h) sets 1 around them,
- * so that each runs on the thread that called it, and restores the count after. */
-int gemm_blas_threads(void);
-void gemm_set_blas_threads(int k);
-
 #endif

@@ -143,10 +143,6 @@ struct GptActs {
     float *attn_scratch;    /* (T) lanes */
     float *xent_tile;       /* the cross-entropy's scratch: its tile, and the factors the
                                forward leaves for the backward (xent.h) */
-    /* Lanes of the cross-entropy's tiles side by side, for threads past the first (xent.h):
-     * allocated by the first pass that has more threads than lanes, never in a steady step;
-     * lane_floats each (0: not training). */
-    XentLanes xent_more;
     /* Transposed copies (in, out) of the forward's weight matrices whose products run through
      * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
      * refreshed by every gpt_forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
@@ -449,31 +445,10 @@ GptActs *gpt_acts_alloc(const ModelConfig *c, int B, int T, int training) {
         for (int t = 0; t < c->context; t++)
             rope_angles(a->rope_cos + (size_t)t * (hd / 2), a->rope_sin + (size_t)t * (hd / 2), t,
                         (int)hd, c->rope_base);
-    a->xent_more = (XentLanes){NULL, training ? xent_lane_floats((int)BT, a->d.C, a->d.V) : 0, 1};
     return a;
 }
 
-/* The cross-entropy's lanes for the threads par.h runs now: grown to one per thread when a
- * pass has more (an allocation of the first such step); fewer when it cannot be had. */
-static XentLanes xent_lanes(GptActs *a) {
-    XentLanes *x = &a->xent_more;
-    int k = par_threads();
-    if (k > x->lanes && x->lane_floats) {
-        size_t bytes = ((size_t)(k - 1) * x->lane_floats * sizeof(float) + 63) & ~(size_t)63;
-        float *more = aligned_alloc(64, bytes);
-        if (more) {
-            free(x->more);
-            x->more = more;
-            x->lanes = k;
-        }
-    }
-    XentLanes now = *x;
-    if (now.lanes > k) now.lanes = k;
-    return now;
-}
-
 void gpt_acts_free(GptActs *a) {
-    if (a) free(a->xent_more.more);
     if (a) free(a->buf);
     free(a);
 }
@@ -1510,7 +1485,7 @@ float gpt_forward(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
     const float *last = hidden_pass(&p, x);
     m->loss = xent_forward(a->logits, a->xent_max, a->xent_sum, last, M->w.lm_head,
                            fwd_wt(&p, M->wt.lm_head), N, c->d_model, c->vocab_size, y, &m->correct,
-                           a->xent_tile, xent_lanes(a));
+                           a->xent_tile);
     return m->loss;
 }
 
@@ -1532,7 +1507,7 @@ void gpt_backward(GPT *m) {
     /* d logits = (probs - onehot) / N, tile by tile from the forward's stored exponentials
      * (xent.h): the 1/N rides on the per-row factors and the one-hot correction */
     xent_backward(c->final_norm ? a->d_final : a->d_resid, M->g.lm_head, a->logits, a->targets,
-                  last, M->w.lm_head, N, C, V, 1.0f / (float)N, a->xent_tile, xent_lanes(a));
+                  last, M->w.lm_head, N, C, V, 1.0f / (float)N, a->xent_tile);
     if (c->final_norm) {
         memset(a->d_resid, 0, (size_t)N * C * sizeof(float));
         norm_bwd(c, a->d_resid, a->d_final, blocks_out, a->fn_mean, a->fn_rstd, M->w.final_norm_w,

@@ -38,21 +38,6 @@ int xent_tile_cols(int N, int V);
 /* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows of
  * C inputs: the tile, and what the forward leaves for the backward. */
 size_t xent_scratch_floats(int N, int C, int V);
-/* Floats of one lane: a tile's room (forward) or the backward's two (N, C) matrices. */
-size_t xent_lane_floats(int N, int C, int V);
-
-/* Tiles side by side, one per thread of par.h (--blas-threads K): their products run at once,
- * each on one OpenBLAS thread, where one tile at a time runs its products on all K (at
- * book's 1,024 rows x 2,048 columns, OpenBLAS's two threads on a product scale worse than two
- * products on a thread each). The folds and dX still add the tiles in order, so results do
- * not depend on it. `more` holds lanes - 1 lanes of lane_floats floats beyond the scratch's
- * own; {NULL, 0, 1}: one tile at a time. */
-typedef struct {
-    float *more;
-    size_t lane_floats;
-    int lanes;
-} XentLanes;
-
 /* Tests: the tile size in floats (<= 0 restores XENT_TILE_FLOATS). */
 void xent_set_tile_floats(long n);
 
@@ -64,12 +49,11 @@ void xent_set_tile_floats(long n);
  * factors that make them probabilities; pass both to xent_backward unchanged. */
 float xent_forward(float *exps, float *row_max, float *row_sum, const float *X, const float *W,
                    const float *Wt, int N, int C, int V, const int32_t *targets, long *correct,
-                   float *scratch, XentLanes more);
+                   float *scratch);
 
 /* dX (N,C) = alpha (softmax - onehot) W (overwritten) and dW (V,C) += alpha (softmax -
  * onehot)^T X, from the forward's exps and scratch; alpha is the loss's 1/N. */
 void xent_backward(float *dX, float *dW, const float *exps, const int32_t *targets, const float *X,
-                   const float *W, int N, int C, int V, float alpha, float *scratch,
-                   XentLanes more);
+                   const float *W, int N, int C, int V, float alpha, float *scratch);
 
 #endif
