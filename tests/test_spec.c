@@ -1,6 +1,8 @@
 /* The spec language and the planner: expansion counts and order, names, ids, ${VAR}, --set,
  * and every error pointing at FILE:LINE:COL. */
 #include <limits.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1147,6 +1149,91 @@ TEST(contrasts) {
 /* issue 18 item 5: the run limit is not compiled in. ABLATE_MAX_RUNS lowers or raises it;
  * a spec over it is refused with a message naming the limit and the variable; a bad value
  * is refused naming the variable. */
+/* knob_find's hash (worker/knobs.c) finds every knob by its name, with or without "base.",
+ * from several threads at once on first use, and nothing else: a prefix, an extension, a
+ * case change, the empty name. */
+static void *find_all(void *arg) {
+    long *bad = arg;
+    for (int i = 0; i < knob_count; i++)
+        *bad += knob_find(knob_table[i].name) != &knob_table[i];
+    return NULL;
+}
+
+TEST(knob_find) {
+    pthread_t t[4];
+    long bad[4] = {0};
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, find_all, &bad[i]) == 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_MSG(bad[i] == 0, "thread %d: %ld knobs not found by their name", i, bad[i]);
+    }
+    char name[160];
+    for (int i = 0; i < knob_count; i++) {
+        const char *n = knob_table[i].name;
+        snprintf(name, sizeof name, "base.%s", n);
+        CHECK_MSG(knob_find(name) == &knob_table[i], "%s", name);
+        snprintf(name, sizeof name, "%sx", n);
+        CHECK_MSG(knob_find(name) == NULL, "%s found", name);
+        snprintf(name, sizeof name, "%.*s", (int)strlen(n) - 1, n);
+        CHECK_MSG(knob_find(name) == NULL || strcmp(knob_find(name)->name, name) == 0, "%s", name);
+    }
+    CHECK(knob_find("") == NULL && knob_find("MODEL.CONTEXT") == NULL &&
+          knob_find("base.") == NULL);
+}
+
+/* knob_equal's shortcut (equal values, no formatting) against the text it stands for: for
+ * every knob, a value one step from the default (or -0.0, or bytes after a string's NUL)
+ * is equal exactly when the two formatted texts are. */
+static int formats_equal(const RunConfig *a, const RunConfig *b, const Knob *k) {
+    char x[ABL_PATH_MAX + 8], y[ABL_PATH_MAX + 8];
+    knob_format(a, k, x, sizeof x);
+    knob_format(b, k, y, sizeof y);
+    return strcmp(x, y) == 0;
+}
+
+TEST(knob_equal) {
+    RunConfig def;
+    run_config_default(&def);
+    for (int i = 0; i < knob_count; i++) {
+        const Knob *k = &knob_table[i];
+        for (int variant = 0; variant < 3; variant++) {
+            RunConfig c = def;
+            char *f = (char *)&c + k->offset;
+            switch (k->type) {
+            case FT_LONG:
+                *(long *)(void *)f += variant;
+                break;
+            case FT_INT:
+            case FT_BOOL:
+            case FT_ENUM:
+                *(int *)(void *)f += variant;
+                break;
+            case FT_DOUBLE: {
+                double *d = (double *)(void *)f;
+                *d = variant == 1 ? nextafter(*d, INFINITY) : variant == 2 ? -*d : *d;
+                break;
+            }
+            case FT_STR:
+            case FT_TEXT:
+                if (variant == 1 && k->n > 2) {
+                    size_t len = strnlen(f, k->n - 2);
+                    f[len] = 'x', f[len + 1] = 0;
+                } else if (variant == 2) {
+                    size_t len = strnlen(f, k->n - 1);
+                    if (len + 1 < k->n) f[len + 1] = 'y'; /* after the NUL: not the value */
+                }
+                break;
+            case FT_HEADS:
+                break;
+            }
+            CHECK_MSG(knob_equal(&c, &def, k) == formats_equal(&c, &def, k),
+                      "%s, variant %d: knob_equal %d, texts equal %d", k->name, variant,
+                      knob_equal(&c, &def, k), formats_equal(&c, &def, k));
+        }
+    }
+}
+
 TEST(max_runs_env) {
     static const char text[] = "data: {path: \"@DATA@\"}\n"
                                "grid: {train.lr: [1e-3, 2e-3, 3e-3]}\n"

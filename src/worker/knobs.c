@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,10 +117,38 @@ const Knob knob_table[] = {
 };
 const int knob_count = (int)(sizeof knob_table / sizeof knob_table[0]);
 
+/* knob_find by a hash of the names, built once: it runs for every line of every journaled
+ * run config, and the live view reads 10^5 of those at its first update of a 10^5-run sweep
+ * (a scan of the table was a tenth of bench/live_view.sh's time, in strcmp). Open
+ * addressing, slots twice the knobs at least; slot value knob index + 1, 0 empty. */
+#define KNOB_SLOTS 512
+_Static_assert(2 * sizeof knob_table / sizeof knob_table[0] <= KNOB_SLOTS, "raise KNOB_SLOTS");
+static uint16_t knob_slot[KNOB_SLOTS];
+static pthread_once_t knob_slots_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *s) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void knob_slots_build(void) {
+    for (int i = 0; i < knob_count; i++) {
+        uint32_t h = name_hash(knob_table[i].name) & (KNOB_SLOTS - 1);
+        while (knob_slot[h])
+            h = (h + 1) & (KNOB_SLOTS - 1);
+        knob_slot[h] = (uint16_t)(i + 1);
+    }
+}
+
 const Knob *knob_find(const char *name) {
     if (strncmp(name, "base.", 5) == 0) name += 5;
-    for (int i = 0; i < knob_count; i++)
-        if (strcmp(knob_table[i].name, name) == 0) return &knob_table[i];
+    pthread_once(&knob_slots_once, knob_slots_build);
+    for (uint32_t h = name_hash(name) & (KNOB_SLOTS - 1); knob_slot[h];
+         h = (h + 1) & (KNOB_SLOTS - 1))
+        if (strcmp(knob_table[knob_slot[h] - 1].name, name) == 0)
+            return &knob_table[knob_slot[h] - 1];
     return NULL;
 }
 
@@ -289,7 +319,34 @@ int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n) {
     return field_format(c, k, buf, n);
 }
 
+/* Values that are the same are the same text: knob_equal skips formatting them (run ids
+ * compare every knob of a config with its default, and the live view computes one per run
+ * it writes: two snprintf, for a double up to 17 of them with a strtod each, per knob). */
+static int same_value(const RunConfig *a, const RunConfig *b, const Knob *k) {
+    switch (k->type) {
+    case FT_LONG:
+    case FT_INT:
+    case FT_BOOL:
+    case FT_ENUM:
+        return field_integer(a, k) == field_integer(b, k);
+    case FT_DOUBLE: {
+        double x = field_number(a, k), y = field_number(b, k);
+        return memcmp(&x, &y, sizeof x) == 0;
+    }
+    case FT_STR:
+    case FT_TEXT: {
+        size_t na, nb;
+        const char *sa = field_text(a, k, &na), *sb = field_text(b, k, &nb);
+        return na == nb && memcmp(sa, sb, na) == 0;
+    }
+    case FT_HEADS:
+        break;
+    }
+    return 0;
+}
+
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k) {
+    if (same_value(a, b, k)) return 1;
     char x[ABL_PATH_MAX + 8], y[ABL_PATH_MAX + 8];
     knob_format(a, k, x, sizeof x);
     knob_format(b, k, y, sizeof y);

@@ -517,8 +517,10 @@ oom:
     return -1;
 }
 
+static long plan_tokens_per_step(JournalReader *r, const RunState *rs);
+
 /* What the view keeps of a run from its events; metric rows for the rest. */
-static int view_event(Metric *ms, RunState *rs, int32_t run, Event *ev, char *err) {
+static int view_event(View *v, Metric *ms, RunState *rs, int32_t run, Event *ev, char *err) {
     switch (ev->kind) {
     case EV_START:
         rs->has_start = 1;
@@ -531,7 +533,12 @@ static int view_event(Metric *ms, RunState *rs, int32_t run, Event *ev, char *er
         rs->last_tokens = ev->u.step.tokens;
         rs->last_time = ev->u.step.time;
         break;
-    case EV_EVAL: /* 0.1.0 journals: the tokens of that step, from the config */
+    case EV_EVAL: /* 0.1.0 journals: the tokens of that step, from the config (read back
+                   * only then: a config's parse was most of a live update's time per run) */
+        if (ev->u.eval.tokens < 0 && rs->tokens_per_step == 0) {
+            long t = plan_tokens_per_step(h5v_run_reader(v, rs), rs);
+            rs->tokens_per_step = t > 0 ? t : -1;
+        }
         if (ev->u.eval.tokens < 0 && rs->tokens_per_step > 0)
             ev->u.eval.tokens = ev->u.eval.step * rs->tokens_per_step;
         break;
@@ -585,7 +592,7 @@ static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
 int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, char *err) {
     RunState *rs = &v->runs[i];
     JournalReader *r = h5v_run_reader(v, rs);
-    rs->tokens_per_step = plan_tokens_per_step(r, rs);
+    rs->tokens_per_step = 0; /* not read yet (view_event) */
     for (uint32_t k = from; k < rs->n_ev; k++) {
         JournalRecord rec;
         uint32_t attempt;
@@ -606,7 +613,7 @@ int h5v_run_events(View *v, Metric *ms, uint32_t i, uint32_t from, Event *ev, ch
                 break;
             }
             v->st.events++;
-            if (view_event(ms, rs, (int32_t)i, ev, err) != 0) return -1;
+            if (view_event(v, ms, rs, (int32_t)i, ev, err) != 0) return -1;
             p += used;
             n -= used;
         }

@@ -60,7 +60,8 @@ typedef struct {
     StartEvent start;
     long last_step, last_tokens;
     double last_time;
-    long tokens_per_step;   /* from the plan's config: fills /evals tokens of 0.1.0 journals */
+    long tokens_per_step;   /* from the plan's config: fills /evals tokens of 0.1.0 journals
+                               (0: not read yet, -1: unreadable) */
     int64_t rows[N_TABLES]; /* rows of each metric table the view holds for it (/runs rows_*) */
 } RunState;
 
