@@ -27,6 +27,7 @@
 #include "orchestrator/record/view_check.h"
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
+#include "tokenizer/utf8.h"
 #include "util/fsutil.h"
 #include "worker/knobs.h"
 
@@ -324,6 +325,69 @@ static int running_fixture(char *journal, char *out, size_t n) {
     int rc = make_fixture(dir, 0, journal, out, n);
     CHECK(rc == 0);
     return rc;
+}
+
+/* h5table's text cells (its chunks, h5table.c): 70,000 rows (a flush at 64K rows and more
+ * at 8 MiB of text), cells of 0-299 bytes, some larger than a chunk, some invalid UTF-8 (made
+ * valid as utf8_sanitize does), some set twice; each reads back as written. */
+static size_t text_cell(char *out, size_t cap, long r) {
+    size_t n = r % 997 == 0 ? 100000 + (size_t)r % 7 : (size_t)(r % 300);
+    if (n >= cap) n = cap - 1;
+    for (size_t k = 0; k < n; k++)
+        out[k] = (char)('a' + (r + (long)k) % 26);
+    if (r % 101 == 0 && n > 2) out[n / 2] = (char)0xff; /* not UTF-8 */
+    out[n] = 0;
+    return n;
+}
+
+TEST(text_cells) {
+    enum { ROWS = 70000, CAP = 100100 };
+    char dir[600], path[700];
+    case_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.h5", dir);
+    hid_t f = h5_create_file(path);
+    CHECK(f >= 0);
+    if (f < 0) return;
+    const H5Col cols[] = {{"i", H5C_I32, 0, NULL, "row"}, {"s", H5C_VSTR, 0, NULL, "text"}};
+    H5Table t;
+    char err[ABL_ERR_MAX], *cell = malloc(CAP);
+    CHECK(h5t_create(&t, f, "t", cols, 2, 1, "a test table", err) == 0);
+    for (long r = 0; r < ROWS; r++) {
+        uint8_t *row = h5t_row(&t, err);
+        if (!row) break;
+        h5t_set_i32(&t, row, 0, (int32_t)r);
+        if (r % 13 == 0) CHECK(h5t_set_vstr(&t, row, 1, "first", 5) == 0); /* set twice */
+        size_t n = text_cell(cell, CAP, r);
+        CHECK(h5t_set_vstr(&t, row, 1, cell, n) == 0);
+    }
+    CHECK_MSG(h5t_close(&t, 0, err) == 0, "%s", err);
+    H5Fclose(f);
+
+    f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "t", H5P_DEFAULT), st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, H5T_VARIABLE);
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(char *));
+    H5Tinsert(mt, "s", 0, st);
+    char **got = calloc(ROWS, sizeof *got);
+    CHECK(H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    long bad = 0;
+    for (long r = 0; r < ROWS; r++) {
+        size_t n = text_cell(cell, CAP, r);
+        Buf want = {0};
+        utf8_sanitize(&want, cell, n);
+        bad += !got[r] || strcmp(got[r], want.p ? want.p : "") != 0;
+        buf_free(&want);
+    }
+    CHECK_MSG(bad == 0, "%ld of %d text cells differ", bad, ROWS);
+    hid_t space = H5Dget_space(d);
+    H5Dvlen_reclaim(mt, space, H5P_DEFAULT, got);
+    H5Sclose(space);
+    free(got);
+    free(cell);
+    H5Tclose(mt);
+    H5Tclose(st);
+    H5Dclose(d);
+    H5Fclose(f);
 }
 
 TEST(fixture) {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "util/buf.h"
 
 typedef enum { H5C_I32, H5C_I64, H5C_U64, H5C_F64, H5C_BOOL, H5C_STR, H5C_VSTR } H5ColType;
 
@@ -21,6 +22,8 @@ typedef struct {
     const char *doc;   /* attribute doc.<name>; NULL: none */
 } H5Col;
 
+struct H5TextChunk;
+
 typedef struct {
     hid_t dset, type;
     int ncol, compound;
@@ -30,6 +33,8 @@ typedef struct {
     uint8_t *buf;
     size_t nbuf, cap, vbytes;
     hsize_t nrows;
+    struct H5TextChunk *text; /* the buffered rows' text cells (h5table.c) */
+    Buf clean;                /* a text cell's bytes made valid UTF-8, reused */
 } H5Table;
 
 /* "what: HDF5: the innermost HDF5 error" into err. */
