@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "gemm_small.h"
+#include "layers.h"
 
 char *openblas_get_corename(void);
 
@@ -66,12 +67,8 @@ static void epilogue(int M, int N, float *C, int ldc, const GemmEpilogue *ep) {
         if (ep->bias)
             for (int j = 0; j < N; j++)
                 c[j] += ep->bias[j];
-        if (ep->relu)
-            for (int j = 0; j < N; j++)
-                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
-        if (m)
-            for (int j = 0; j < N; j++)
-                c[j] = m[j] > 0.0f ? c[j] : 0.0f;
+        if (ep->relu) relu_forward_inplace(c, (size_t)N);
+        if (m) relu_backward_inplace(c, m, (size_t)N);
     }
 }
 

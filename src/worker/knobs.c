@@ -1,5 +1,6 @@
 #include "knobs.h"
 
+#include "util/hash.h"
 #include "util/json.h"
 
 #include <errno.h>
@@ -126,16 +127,9 @@ _Static_assert(2 * sizeof knob_table / sizeof knob_table[0] <= KNOB_SLOTS, "rais
 static uint16_t knob_slot[KNOB_SLOTS];
 static pthread_once_t knob_slots_once = PTHREAD_ONCE_INIT;
 
-static uint32_t name_hash(const char *s) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
-
 static void knob_slots_build(void) {
     for (int i = 0; i < knob_count; i++) {
-        uint32_t h = name_hash(knob_table[i].name) & (KNOB_SLOTS - 1);
+        uint32_t h = (uint32_t)(fnv1a_str(knob_table[i].name) & (KNOB_SLOTS - 1));
         while (knob_slot[h])
             h = (h + 1) & (KNOB_SLOTS - 1);
         knob_slot[h] = (uint16_t)(i + 1);
@@ -145,7 +139,7 @@ static void knob_slots_build(void) {
 const Knob *knob_find(const char *name) {
     if (strncmp(name, "base.", 5) == 0) name += 5;
     pthread_once(&knob_slots_once, knob_slots_build);
-    for (uint32_t h = name_hash(name) & (KNOB_SLOTS - 1); knob_slot[h];
+    for (uint32_t h = (uint32_t)(fnv1a_str(name) & (KNOB_SLOTS - 1)); knob_slot[h];
          h = (h + 1) & (KNOB_SLOTS - 1))
         if (strcmp(knob_table[knob_slot[h] - 1].name, name) == 0)
             return &knob_table[knob_slot[h] - 1];

@@ -5,14 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic long total_compares;
+#include "util/hash.h"
 
-static uint64_t id_hash(const char *id) {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-    for (; *id; id++)
-        h = (h ^ (unsigned char)*id) * 0x100000001b3ULL;
-    return h;
-}
+static _Atomic long total_compares;
 
 static const char *id_at(const IdIndex *x, int i) {
     return x->base + (size_t)i * x->stride;
@@ -29,7 +24,7 @@ int id_index_build(IdIndex *x, const char *base, size_t stride, int n) {
     for (int i = 0; i < n; i++) {
         const char *id = id_at(x, i);
         if (!id[0]) continue;
-        size_t h = (size_t)id_hash(id) & (x->cap - 1);
+        size_t h = (size_t)fnv1a_str(id) & (x->cap - 1);
         while (x->slot[h]) /* an equal id already here stays first on its probe path */
             h = (h + 1) & (x->cap - 1);
         x->slot[h] = i + 1;
@@ -40,7 +35,7 @@ int id_index_build(IdIndex *x, const char *base, size_t stride, int n) {
 int id_index_find(IdIndex *x, const char *id) {
     long c = 0;
     int found = -1;
-    for (size_t h = (size_t)id_hash(id) & (x->cap - 1); x->slot[h]; h = (h + 1) & (x->cap - 1)) {
+    for (size_t h = (size_t)fnv1a_str(id) & (x->cap - 1); x->slot[h]; h = (h + 1) & (x->cap - 1)) {
         c++;
         if (!strcmp(id_at(x, x->slot[h] - 1), id)) {
             found = x->slot[h] - 1;

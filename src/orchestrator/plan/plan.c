@@ -285,8 +285,8 @@ static int first_duplicate(const Plan *p, int by_name, int *a, int *b) {
     if (!pairs) return -1;
     for (int i = 0; i < p->n_runs; i++) {
         const char *name = p->runs[i].name;
-        pairs[2 * i] = by_name ? fnv1a(0xcbf29ce484222325ULL, name, strlen(name))
-                               : strtoull(p->runs[i].id, NULL, 16);
+        pairs[2 * i] =
+            by_name ? fnv1a(FNV1A_BASIS, name, strlen(name)) : strtoull(p->runs[i].id, NULL, 16);
         pairs[2 * i + 1] = (uint64_t)i;
     }
     qsort(pairs, (size_t)p->n_runs, 2 * sizeof *pairs, run_cmp);

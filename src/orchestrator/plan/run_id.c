@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-#define FNV_BASIS 0xcbf29ce484222325ULL
-
 static uint64_t hash_knob(uint64_t h, const Knob *k, const RunConfig *c) {
     char val[ABL_PATH_MAX + 64];
     h = fnv1a(h, k->name, strlen(k->name));
@@ -36,7 +26,7 @@ static uint64_t hash_seed(uint64_t h, uint64_t seed) {
 uint64_t run_id_hash_table(const Knob *table, int n, const RunConfig *c, const uint64_t *seed) {
     RunConfig def;
     run_config_default(&def);
-    uint64_t h = FNV_BASIS;
+    uint64_t h = FNV1A_BASIS;
     for (int i = 0; i < n; i++)
         if (!knob_equal(c, &def, &table[i])) h = hash_knob(h, &table[i], c);
     return seed ? hash_seed(h, *seed) : h;
@@ -47,7 +37,7 @@ uint64_t run_id_hash(const RunConfig *c, const uint64_t *seed) {
 }
 
 uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint64_t seed) {
-    uint64_t h = FNV_BASIS;
+    uint64_t h = FNV1A_BASIS;
     for (int i = 0; i < n; i++)
         h = hash_knob(h, &table[i], c);
     return hash_seed(h, seed);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/hash.h"
 #include "worker/knobs.h"
 #include "plan.h"
 #include "orchestrator/record/resume.h"
@@ -32,8 +33,6 @@ uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint
 uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed);
 /* 16 hex digits + NUL. */
 void run_id_format(uint64_t h, char out[17]);
-/* FNV-1a 64 of n bytes, continuing from h (start with 0xcbf29ce484222325). */
-uint64_t fnv1a(uint64_t h, const char *s, size_t n);
 /* Gives planned runs the scheme-1 ids under which a journal knows them (see above);
  * returns how many runs were adopted, -1 if out of memory. */
 int run_id_adopt(Plan *p, const ResumeState *rs);

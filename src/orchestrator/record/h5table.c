@@ -355,7 +355,7 @@ static char *text_alloc(H5Table *t, size_t n) {
 }
 
 /* After a flush: every cell's text is written; one chunk kept for the next rows. */
-static void table_free_vstr(H5Table *t) {
+static void text_reset(H5Table *t) {
     H5TextChunk *keep = NULL;
     while (t->text) {
         H5TextChunk *c = t->text;
@@ -372,8 +372,8 @@ static void table_free_vstr(H5Table *t) {
     t->vbytes = 0;
 }
 
-static void table_free_text(H5Table *t) {
-    table_free_vstr(t);
+static void text_free(H5Table *t) {
+    text_reset(t);
     free(t->text);
     t->text = NULL;
     buf_free(&t->clean);
@@ -396,7 +396,7 @@ done:
     if (rc != 0) h5_err(err, "cannot write rows");
     if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
-    table_free_vstr(t);
+    text_reset(t);
     t->nrows = total;
     t->nbuf = 0;
     return rc;
@@ -411,11 +411,8 @@ uint8_t *h5t_row(H5Table *t, char *err) {
 
 int h5t_close(H5Table *t, int discard, char *err) {
     int rc = 0;
-    if (!discard && t->dset >= 0 && t->buf)
-        rc = table_flush(t, err);
-    else
-        table_free_vstr(t);
-    table_free_text(t);
+    if (!discard && t->dset >= 0 && t->buf) rc = table_flush(t, err);
+    text_free(t);
     if (t->dset >= 0) H5Dclose(t->dset);
     if (t->type >= 0) H5Tclose(t->type);
     free(t->buf);

@@ -517,7 +517,17 @@ oom:
     return -1;
 }
 
-static long plan_tokens_per_step(JournalReader *r, const RunState *rs);
+/* The plan's tokens per step (batch_size x context), for 0.1.0 evals. */
+static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
+    JournalRecord rec;
+    JournalPlan p;
+    RunConfig c;
+    char e[ABL_ERR_MAX];
+    if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 || journal_decode_plan(&rec, &p) != 0 ||
+        journal_plan_config(&p, &c, e) != 0)
+        return 0;
+    return (long)c.train.batch_size * c.model.context;
+}
 
 /* What the view keeps of a run from its events; metric rows for the rest. */
 static int view_event(View *v, Metric *ms, RunState *rs, int32_t run, Event *ev, char *err) {
@@ -574,18 +584,6 @@ int h5v_metrics_create(Metric *ms, hid_t file, H5Table *schema, char *err) {
             return -1;
     }
     return 0;
-}
-
-/* The plan's tokens per step (batch_size x context), for 0.1.0 evals. */
-static long plan_tokens_per_step(JournalReader *r, const RunState *rs) {
-    JournalRecord rec;
-    JournalPlan p;
-    RunConfig c;
-    char e[ABL_ERR_MAX];
-    if (journal_reader_read_at(r, rs->plan_off, &rec) != 0 || journal_decode_plan(&rec, &p) != 0 ||
-        journal_plan_config(&p, &c, e) != 0)
-        return 0;
-    return (long)c.train.batch_size * c.model.context;
 }
 
 /* Streams the run's EVENTS records (last attempt) into the tables. */

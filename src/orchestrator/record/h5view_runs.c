@@ -354,7 +354,7 @@ void h5v_runs_cache_free(View *v) {
 }
 
 static size_t str_slot(const RunsCache *c, const char *s) {
-    size_t h = (size_t)fnv1a(0xcbf29ce484222325ULL, s, strlen(s)) & (c->str_cap - 1);
+    size_t h = (size_t)fnv1a(FNV1A_BASIS, s, strlen(s)) & (c->str_cap - 1);
     while (c->str[h] && strcmp(c->str[h], s))
         h = (h + 1) & (c->str_cap - 1);
     return h;
@@ -563,8 +563,7 @@ uint64_t h5v_runs_rows_sig(RunsRows *w, uint32_t i) {
     RunsCache *c = v->runs_cache;
     const RunState *rs = &v->runs[i];
     if (!rs->planned || !c || i >= c->cap || !cache_valid(&c->rows[i], rs, v->n_cal)) return 0;
-    uint64_t h =
-        fnv1a(0xcbf29ce484222325ULL, (const char *)&c->rows[i].stamp, sizeof c->rows[i].stamp);
+    uint64_t h = fnv1a(FNV1A_BASIS, (const char *)&c->rows[i].stamp, sizeof c->rows[i].stamp);
     h = fnv1a(h, (const char *)rs->rows, sizeof rs->rows);
     return h | 1;
 }
