@@ -242,7 +242,7 @@ static int non_gemm_ops(Bench *b, int reps, Op *ops) {
     float *q = randoms(tile, 6, 1.0f), *k = randoms(tile, 7, 1.0f), *v = randoms(tile, 8, 1.0f);
     float *ay = xmalloc(tile * 4), *P = xmalloc(att * 4), *dq = xmalloc(tile * 4),
           *dk = xmalloc(tile * 4), *dv = xmalloc(tile * 4),
-          *scr = xmalloc((size_t)b->T * ATTN_LANES * 4);
+          *scr = xmalloc((size_t)PAR_MAX_THREADS * b->T * ATTN_LANES * 4); /* a piece's each */
     TIME_BEST(reps, t, {
         attention_forward(ay, P, q, k, v, G, b->T, hd);
         attention_backward(dq, dk, dv, ay, P, q, k, v, G, b->T, hd, scr);

@@ -30,6 +30,7 @@
  * check_reference.py's coverage list is made from it. */
 #include <errno.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,10 +117,13 @@ static void write_manifest(const RunConfig *rc, const GPT *m, int B, int T, uint
     FILE *f = open_out("manifest.json", "w");
     fprintf(f, "{\n  \"B\": %d, \"T\": %d, \"seed\": %llu, \"n_params\": %zu,\n", B, T,
             (unsigned long long)seed, m->n_params);
-    fprintf(
-        f,
-        "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g, \"gemm_own_limit\": %.17g,\n",
-        model_param_count(c), gemm_small_limit(), gemm_own_limit());
+    /* the own kernel's limit is infinite where it runs every product: null (JSON has no
+     * infinity) */
+    char own[32] = "null";
+    if (isfinite(gemm_own_limit())) snprintf(own, sizeof own, "%.17g", gemm_own_limit());
+    fprintf(f,
+            "  \"model_param_count\": %zu, \"gemm_small_limit\": %.17g, \"gemm_own_limit\": %s,\n",
+            model_param_count(c), gemm_small_limit(), own);
     fprintf(f, "  \"active_param_count\": %zu,\n", model_active_param_count(c));
     fprintf(f, "  \"assignments\": [");
     for (int i = 0; i < argc; i++)

@@ -7,6 +7,7 @@
  * unread for beta = 0. And src/model/transpose.c, which makes the forward's transposed
  * weight copies. */
 #include <math.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,8 @@
 #include "model/par.h"
 #include "model/transpose.h"
 #include "test_util.h"
+
+char *openblas_get_corename(void);
 
 /* C = alpha op(A) op(B) + beta C in double, with the error bound's scale sum |a b|. */
 static void naive(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -165,6 +168,16 @@ static long own_mismatches(int ta, int tb, int M, int N, int K, float alpha, flo
     return bad;
 }
 
+/* The own kernel's limit when nobody set it: every product on AVX-512 builds whose OpenBLAS
+ * core is an AVX2 one (it runs twice the vector width), else the small products only. */
+static double own_default(void) {
+    if (!GEMM_SMALL_KERNEL) return 0.0;
+    const char *core = openblas_get_corename();
+    int core512 = core && (!strcasecmp(core, "SkylakeX") || !strcasecmp(core, "Cooperlake") ||
+                           !strcasecmp(core, "SapphireRapids"));
+    return GEMM_SMALL_WIDE && !core512 ? HUGE_VAL : GEMM_SMALL_MAX_MNK;
+}
+
 /* Shapes that take every path of the kernel: whole tiles, the last rows (M not a multiple
  * of the 8 or 6 rows of a tile), the last columns (N not a multiple of 32 or 16, and N
  * below one panel), K of 0 and 1, and micro's own products. */
@@ -179,7 +192,7 @@ TEST(own_kernel) {
         CHECK(gemm_own_limit() == 0.0); /* OpenBLAS for every product */
         return;
     }
-    CHECK(gemm_own_limit() == GEMM_SMALL_MAX_MNK);
+    CHECK(gemm_own_limit() == own_default());
     static const float alphas[] = {1.0f, 0.25f, -1.5f}, betas[] = {0.0f, 1.0f, 0.5f};
     for (int s = 0; s < N_OWN_SHAPES; s++) {
         int M = own_shapes[s][0], N = own_shapes[s][1], K = own_shapes[s][2];
@@ -216,6 +229,77 @@ TEST(own_threads) {
         }
     par_set_min_work(0);
     par_set_threads(1);
+}
+
+/* Products past GEMM_SMALL_MAX_MNK take the kernel's large path (packed panels of a
+ * transposed B, packed columns of a transposed A, row tiles cut over the threads) where the
+ * build's default gives them to it; forced here on every machine. The same bits as the
+ * small path's chain per element, on 1 and 2 threads, with and without padded rows, tails
+ * of rows and columns, and the epilogue; a product whose reduction would stream more than
+ * GEMM_SMALL_STREAM_FLOATS goes to OpenBLAS and is still right. */
+static const int large_shapes[][3] = {
+    {203, 77, 300}, {1029, 45, 97}, {40, 1100, 97}, {130, 35, 1000}, {77, 300, 203}};
+
+TEST(own_large) {
+    if (!GEMM_SMALL_KERNEL) return;
+    gemm_set_own_limit(HUGE_VAL);
+    for (int threads = 1; threads <= 2; threads++) {
+        par_set_threads(threads);
+        par_set_min_work(threads > 1 ? 1 << 16 : 0); /* several pieces a product */
+        for (size_t s = 0; s < sizeof large_shapes / sizeof *large_shapes; s++) {
+            int M = large_shapes[s][0], N = large_shapes[s][1], K = large_shapes[s][2];
+            CHECK((double)M * N * K > GEMM_SMALL_MAX_MNK);
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    if (ta && tb) continue;
+                    CHECK(gemm_small_fits(tb, M, N, K));
+                    long bad = own_mismatches(ta, tb, M, N, K, 1.0f, 0.0f, threads == 1 ? 0 : 3) +
+                               own_mismatches(ta, tb, M, N, K, -0.5f, 1.0f, 5);
+                    CHECK_MSG(bad == 0, "%s%s %dx%dx%d on %d thread(s): %ld elements differ",
+                              ta ? "T" : "N", tb ? "T" : "N", M, N, K, threads, bad);
+                }
+        }
+        /* the epilogue on a large product: the bits of the plain product and its passes */
+        enum { M = 203, N = 77, K = 300 };
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N),
+              *bias = malloc(sizeof(float) * N), *mask = malloc(sizeof(float) * M * N),
+              *want = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
+        unsigned seed = 11;
+        for (int i = 0; i < M * K; i++)
+            A[i] = frand(&seed);
+        for (int i = 0; i < K * N; i++)
+            B[i] = frand(&seed);
+        for (int j = 0; j < N; j++)
+            bias[j] = frand(&seed);
+        for (int i = 0; i < M * N; i++)
+            mask[i] = frand(&seed);
+        for (int tb = 0; tb < 2; tb++) {
+            const float *b = B;
+            int ldb = tb ? K : N; /* the same array read as (N, K) when transposed */
+            gemm(0, tb, M, N, K, 1.0f, A, K, b, ldb, 0.0f, want, N);
+            for (int i = 0; i < M; i++) {
+                float *w = want + (size_t)i * N;
+                for (int j = 0; j < N; j++)
+                    w[j] += bias[j];
+                relu_forward_inplace(w, N);
+                relu_backward_inplace(w, mask + (size_t)i * N, N);
+            }
+            GemmEpilogue ep = {.bias = bias, .relu = 1, .mask = mask, .ldm = N};
+            gemm_ep(0, tb, M, N, K, 1.0f, A, K, b, ldb, 0.0f, got, N, &ep);
+            CHECK_MSG(memcmp(want, got, sizeof(float) * M * N) == 0,
+                      "large product with its epilogue (%s), %d thread(s): bits differ",
+                      tb ? "NT" : "NN", threads);
+        }
+        free(A), free(B), free(bias), free(mask), free(want), free(got);
+    }
+    par_set_min_work(0);
+    par_set_threads(1);
+    /* streaming more than GEMM_SMALL_STREAM_FLOATS along the reduction: OpenBLAS's */
+    CHECK(!gemm_small_fits(0, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64));
+    CHECK(!gemm_small_fits(1, 128, 64, GEMM_SMALL_STREAM_FLOATS / 64));
+    CHECK(gemm_small_fits(1, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64));
+    CHECK(worst_error(0, 0, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64, 1.0f, 0.0f) < 1e-5);
+    gemm_set_own_limit(-1.0);
 }
 
 /* gemm_ep: the bias, ReLU and mask epilogue, fused in the own kernel and in passes after
@@ -279,7 +363,7 @@ TEST(own_limit) {
     gemm_set_own_limit(100.0);
     CHECK(worst_error(0, 1, 37, 13, 29, 1.0f, 0.0f) < 1e-6);
     gemm_set_own_limit(-1.0);
-    CHECK(gemm_own_limit() == (GEMM_SMALL_KERNEL ? GEMM_SMALL_MAX_MNK : 0));
+    CHECK(gemm_own_limit() == own_default());
 }
 
 TEST(split_limits) {

@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <strings.h>
 
 #include "gemm_small.h"
@@ -8,16 +9,20 @@
 
 char *openblas_get_corename(void);
 
+/* Whether OpenBLAS picked one of its AVX-512 cores (the environment's OPENBLAS_CORETYPE,
+ * or its own detection). */
+static int core_avx512(void) {
+    static const char *cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof cores / sizeof *cores; i++)
+        if (strcasecmp(core, cores[i]) == 0) return 1;
+    return 0;
+}
+
 static double small_limit = -1.0; /* < 0: not yet detected */
 
 double gemm_small_limit(void) {
-    if (small_limit < 0.0) {
-        static const char *cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
-        const char *core = openblas_get_corename();
-        small_limit = 0.0;
-        for (size_t i = 0; core && i < sizeof cores / sizeof *cores; i++)
-            if (strcasecmp(core, cores[i]) == 0) small_limit = 1e6;
-    }
+    if (small_limit < 0.0) small_limit = core_avx512() ? 1e6 : 0.0;
     return small_limit;
 }
 
@@ -25,14 +30,18 @@ void gemm_set_small_limit(double mnk) {
     small_limit = mnk;
 }
 
-static double own_limit = GEMM_SMALL_KERNEL ? GEMM_SMALL_MAX_MNK : 0;
+static double own_limit = -1.0; /* < 0: not yet detected */
 
 double gemm_own_limit(void) {
+    if (own_limit < 0.0)
+        own_limit = !GEMM_SMALL_KERNEL                  ? 0.0
+                    : GEMM_SMALL_WIDE && !core_avx512() ? HUGE_VAL
+                                                        : GEMM_SMALL_MAX_MNK;
     return own_limit;
 }
 
 void gemm_set_own_limit(double mnk) {
-    own_limit = !GEMM_SMALL_KERNEL ? 0 : mnk < 0 ? GEMM_SMALL_MAX_MNK : mnk;
+    own_limit = !GEMM_SMALL_KERNEL ? 0.0 : mnk < 0.0 ? -1.0 : mnk;
 }
 
 /* Length of a piece of the split dimension when the other two multiply to `other`; 0 when
@@ -101,7 +110,8 @@ void gemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
              const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     if (M <= 0 || N <= 0) return;
     if (ep && !ep->bias && !ep->relu && !ep->mask) ep = NULL;
-    if (own_limit > 0 && (double)M * N * K <= own_limit &&
+    double own = gemm_own_limit();
+    if (own > 0.0 && (double)M * N * K <= own && gemm_small_fits(trans_b, M, N, K) &&
         gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep) == 0)
         return;
     blas_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -2,8 +2,9 @@
  * OpenBLAS, cut into pieces its small-matrix kernels take.
  *
  * Products with M*N*K <= gemm_own_limit() (GEMM_SMALL_MAX_MNK, 4.2 M, on builds with AVX2 and
- * FMA) run in gemm_small.c: it reads the operands where they are and runs the CPU's whole
- * vector width whatever core OpenBLAS picked. What follows is about the larger ones.
+ * FMA; every product on AVX-512 builds whose OpenBLAS core is not an AVX-512 one) run in
+ * gemm_small.c: it reads the operands where they are and runs the CPU's whole vector width
+ * whatever core OpenBLAS picked. What follows is about the others.
  *
  * OpenBLAS 0.3.x has "small matrix" kernels on its AVX-512 cores (SkylakeX, Cooperlake,
  * SapphireRapids) that read the operands where they are, for products with M*N*K <= 1e6
@@ -58,8 +59,9 @@ int gemm_unpacked(int trans_a, int M, int N, int K);
 double gemm_small_limit(void);
 void gemm_set_small_limit(double mnk);
 
-/* The largest M*N*K gemm runs in its own kernel (gemm_small.h): GEMM_SMALL_MAX_MNK, or 0
- * on builds without AVX2 and FMA. Tests and benches may set it (0: OpenBLAS for every
+/* The largest M*N*K gemm runs in its own kernel (gemm_small.h): GEMM_SMALL_MAX_MNK, infinity
+ * on AVX-512 builds when OpenBLAS's core is not an AVX-512 one (detected on first use), or
+ * 0 on builds without AVX2 and FMA. Tests and benches may set it (0: OpenBLAS for every
  * product; negative: the default again). */
 double gemm_own_limit(void);
 void gemm_set_own_limit(double mnk);

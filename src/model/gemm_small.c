@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par.h"
 #include "transpose.h"
 
 #if GEMM_SMALL_KERNEL
@@ -146,8 +147,16 @@ static __attribute__((noinline, optimize("O3"))) void all_rows_ep(const Product 
     if (whole < M) rows(p, whole, M, (int)(M - whole), 1);
 }
 
-/* The per-thread scratch of the calling thread: op(B) when B is transposed, and the tail's
- * panel. Grown when a larger product comes (the first steps), never in a steady step. */
+static void run_rows(const Product *p, size_t M) {
+    if (p->bias || p->mask || p->relu)
+        all_rows_ep(p, M);
+    else
+        all_rows(p, M);
+}
+
+/* The per-thread scratch of the calling thread: op(B) when B is transposed, the tail's
+ * panel, and a large product's packed operands. Grown when a larger product comes (the
+ * first steps), never in a steady step. */
 static _Thread_local float *scratch;
 static _Thread_local size_t scratch_cap;
 
@@ -161,13 +170,131 @@ static float *scratch_for(size_t n) {
     return s;
 }
 
+/* Large products (gemm_small.h: past GEMM_SMALL_MAX_MNK, on builds whose vector is wider
+ * than OpenBLAS's core). Unblocked, the small path streams a whole B, or every strided
+ * column of a transposed A, from L2 or memory once per register tile: the book's lm_head
+ * products ran at 150-230 GFLOP/s there, the transposed ones lowest. Here the operand a
+ * tile reads along its reduction is packed contiguous first, once for all the tiles that
+ * share it, and the tiles are cut over --blas-threads:
+ *   - a transposed B (C = A B^T): by panels of NR columns, each packed (K, NR) and then run
+ *     down every row of A (A, at most the (1024, 128) rows of a step's activations, stays
+ *     in L2 across panels);
+ *   - otherwise by row tiles of MR rows; with a transposed A (the weight gradients, A^T B
+ *     with A a (K, M) activation or a (K, V) tile of exponentials) each tile's MR columns of
+ *     A are first packed (K, MR), then run across every panel of B.
+ * Each element of C is still the one chain of multiply-adds from k = 0 that the small path
+ * computes, then alpha, beta and the epilogue: the bits do not depend on the path, the
+ * order, the pieces or the thread count. */
+typedef struct {
+    const Product *p;
+    size_t M;
+    float *pack; /* par_threads() areas of `per` floats, one per piece */
+    size_t per;
+    int trans_a;
+} Large;
+
+/* Panels [j0, j1) of NR columns: op(B)'s panel packed (K, NR), zero-padded past N. */
+static void large_panels(void *ctx, size_t j0, size_t j1, int chunk) {
+    const Large *L = ctx;
+    const Product *p = L->p;
+    float *panel = L->pack + (size_t)chunk * L->per;
+    const float *Bt = p->B; /* (N, K): row j is op(B)'s column j */
+    for (size_t pj = j0; pj < j1; pj++) {
+        int col = (int)pj * NR, nr = p->N - col < NR ? p->N - col : NR;
+        const float *src = Bt + (size_t)col * p->ldb;
+        int k = 0;
+#if FAST_TRANSPOSE
+        for (; nr == NR && k + 8 <= p->K; k += 8)
+            for (int jb = 0; jb < NR; jb += 8) {
+                const float *in[8];
+                float *out[8];
+                for (int r = 0; r < 8; r++) {
+                    in[r] = src + (size_t)(jb + r) * p->ldb + k;
+                    out[r] = panel + (size_t)(k + r) * NR + jb;
+                }
+                transpose8(out, in);
+            }
+#endif
+        for (; k < p->K; k++) {
+            float *row = panel + (size_t)k * NR;
+            for (int j = 0; j < nr; j++)
+                row[j] = src[(size_t)j * p->ldb + k];
+            for (int j = nr; j < NR; j++)
+                row[j] = 0.0f;
+        }
+        Product q = *p;
+        q.N = nr;
+        q.tail = nr < NR ? nr : 0;
+        q.B = q.P = panel;
+        q.ldb = NR;
+        q.C = p->C + col;
+        q.bias = p->bias ? p->bias + col : NULL;
+        q.mask = p->mask ? p->mask + col : NULL;
+        run_rows(&q, L->M);
+    }
+}
+
+/* Row tiles [t0, t1) of MR rows; with a transposed A, each tile's columns of A packed (K, MR). */
+static void large_rows(void *ctx, size_t t0, size_t t1, int chunk) {
+    const Large *L = ctx;
+    const Product *p = L->p;
+    size_t i1 = t1 * MR < L->M ? t1 * MR : L->M;
+    for (size_t i = t0 * MR; i < i1;) {
+        size_t n = L->trans_a ? (i1 - i < MR ? i1 - i : MR) : i1 - i;
+        Product q = *p;
+        q.A = p->A + i * p->sr;
+        q.C = p->C + i * p->ldc;
+        q.mask = p->mask ? p->mask + i * p->ldm : NULL;
+        if (L->trans_a) { /* A (r, k) at A[k lda + r]: MR floats of each row k, into (K, MR) */
+            float *strip = L->pack + (size_t)chunk * L->per;
+            if (n == MR) /* a constant size: a vector move per row, not a call */
+                for (int k = 0; k < p->K; k++)
+                    memcpy(strip + (size_t)k * MR, q.A + (size_t)k * p->sk, MR * sizeof(float));
+            else
+                for (int k = 0; k < p->K; k++)
+                    memcpy(strip + (size_t)k * MR, q.A + (size_t)k * p->sk, n * sizeof(float));
+            q.A = strip;
+            q.sr = 1;
+            q.sk = MR;
+        }
+        run_rows(&q, n);
+        i += n;
+    }
+}
+
+/* Floats of packed operands each piece of a large product needs (0: none). */
+static size_t large_pack(int trans_a, int trans_b, int K) {
+    return trans_b ? (size_t)K * NR : trans_a ? (size_t)K * MR : 0;
+}
+
+static void large_product(const Product *p, int trans_a, int trans_b, size_t M, float *pack) {
+    Large L = {.p = p,
+               .M = M,
+               .trans_a = trans_a,
+               .pack = pack,
+               .per = large_pack(trans_a, trans_b, p->K)};
+    size_t units = trans_b ? ((size_t)p->N + NR - 1) / NR : (M + MR - 1) / MR;
+    size_t unit_work = (trans_b ? (size_t)NR * M : (size_t)MR * p->N) * (size_t)p->K;
+    par_for(units, par_grain(unit_work, 1), trans_b ? large_panels : large_rows, &L);
+}
+
+int gemm_small_fits(int trans_b, int M, int N, int K) {
+    return (double)M * N * K <= GEMM_SMALL_MAX_MNK ||
+           (double)(trans_b ? M : N) * K <= GEMM_SMALL_STREAM_FLOATS;
+}
+
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
+    int large = (double)M * N * K > GEMM_SMALL_MAX_MNK;
     int tail = N % NR;
-    size_t kn = trans_b ? (size_t)K * N : 0, need = kn + (tail ? (size_t)K * NR : 0);
+    /* scratch: op(B) (small, transposed B), the tail's panel (not for a large transposed B:
+     * its panels are packed piece by piece), a large product's packed operands */
+    size_t kn = trans_b && !large ? (size_t)K * N : 0,
+           kp = tail && !(large && trans_b) ? (size_t)K * NR : 0,
+           need = kn + kp + (large ? (size_t)par_threads() * large_pack(trans_a, trans_b, K) : 0);
     float *s = need ? scratch_for(need) : NULL;
     if (need && !s) return -1;
-    if (trans_b) { /* op(B)[k][j] = B[j][k]: (K, N) */
+    if (trans_b && !large) { /* op(B)[k][j] = B[j][k]: (K, N) */
         if (ldb == K)
             transpose(s, B, N, K); /* in 8x8 register blocks */
         else
@@ -178,7 +305,7 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
         ldb = N;
     }
     float *P = NULL;
-    if (tail) { /* the last columns, zero-padded to a whole panel */
+    if (kp) { /* the last columns, zero-padded to a whole panel */
         P = s + kn;
         for (int k = 0; k < K; k++) {
             memcpy(P + (size_t)k * NR, B + (size_t)k * ldb + (N - tail), tail * sizeof(float));
@@ -202,14 +329,19 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
                  .mask = ep ? ep->mask : NULL,
                  .ldm = ep ? (size_t)ep->ldm : 0,
                  .relu = ep ? ep->relu : 0};
-    if (ep)
-        all_rows_ep(&p, (size_t)M);
+    if (large)
+        large_product(&p, trans_a, trans_b, (size_t)M, s ? s + kn + kp : NULL);
     else
-        all_rows(&p, (size_t)M);
+        run_rows(&p, (size_t)M);
     return 0;
 }
 
 #else /* no AVX2 and FMA: gemm.c never calls it (gemm_own_limit() is 0) */
+
+int gemm_small_fits(int trans_b, int M, int N, int K) {
+    (void)trans_b, (void)M, (void)N, (void)K;
+    return 0;
+}
 
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {

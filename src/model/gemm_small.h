@@ -7,14 +7,23 @@
  * operands are read where they are: a register tile of C accumulates one row of B's panel
  * per step of the reduction (op(B) transposed once into a scratch when B is transposed; the
  * last partial column tile from a zero-padded copy). No cache blocking: past
- * GEMM_SMALL_MAX_MNK OpenBLAS's packed kernels are faster (bench/gemm_timing and
- * docs/benchmarks.md).
+ * GEMM_SMALL_MAX_MNK OpenBLAS's packed kernels are faster at the same vector width
+ * (bench/gemm_timing and docs/benchmarks.md).
+ *
+ * Except where the kernel's vector is twice OpenBLAS's: an AVX-512 build on a machine whose
+ * OpenBLAS runs an AVX2 core (the AMD machines whose environment sets
+ * OPENBLAS_CORETYPE=Haswell, never overridden). There gemm gives it every product, and those
+ * past GEMM_SMALL_MAX_MNK take a path of their own: the operand each tile streams along the
+ * reduction packed once for the tiles that share it, the tiles cut over --blas-threads. At
+ * book's shapes on one Zen 5 core that ran 1.4-2.2x OpenBLAS's Haswell kernels
+ * (docs/benchmarks.md).
  *
  * Each element of C is one chain of fused multiply-adds over k from zero, then alpha and
  * beta, whichever tile it falls in. A product runs on the calling thread for every
  * --blas-threads K: at these sizes (~10 us) waking another thread costs more than it saves
  * (micro's step took 3.8x as long with its products cut into pieces for 2 threads), so
- * the bits are the same for every K. */
+ * the bits are the same for every K. Large products are cut over the threads by whole
+ * register tiles, each element computed as on one thread: the same bits too. */
 #ifndef ABLATE_MODEL_GEMM_SMALL_H
 #define ABLATE_MODEL_GEMM_SMALL_H
 
@@ -23,12 +32,28 @@
 #else
 #define GEMM_SMALL_KERNEL 0 /* the build targets no AVX2 (ABLATE_NATIVE=OFF): OpenBLAS only */
 #endif
+#if GEMM_SMALL_KERNEL && defined(__AVX512F__)
+#define GEMM_SMALL_WIDE 1 /* 16 floats a vector: twice an AVX2 core's */
+#else
+#define GEMM_SMALL_WIDE 0
+#endif
 
 /* The largest M*N*K gemm hands to the kernel: micro's products (<= 2.1 M) and those of its
  * study-B variants with a context of 32; OpenBLAS from d_model 64 (8.4 M) on. */
 #define GEMM_SMALL_MAX_MNK (1 << 22)
 
 #include "gemm.h"
+
+/* The most floats a large product's tiles may stream along the reduction (op(B) whole, or
+ * op(A) whole for a transposed B): beyond that it would come from memory once per register
+ * tile (an untiled lm_head product with K = 50,257 streamed its 25.7 MB weight 128 times),
+ * so gemm_small_fits says no and gemm gives the product to OpenBLAS, which blocks for the
+ * caches. 2 MB: book's vocabulary tiles stream at most 1 MB. */
+#define GEMM_SMALL_STREAM_FLOATS (1 << 19)
+
+/* Whether gemm_small runs a product of these sizes from the caches (always below
+ * GEMM_SMALL_MAX_MNK). */
+int gemm_small_fits(int trans_b, int M, int N, int K);
 
 /* C (M,N) = alpha op(A) op(B) + beta C, then the epilogue ep (NULL: none), as gemm_ep(); C is
  * not read when beta = 0. 0, or -1 when its scratch cannot be allocated (the caller falls
