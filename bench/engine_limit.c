@@ -303,33 +303,33 @@ static int run_preset(const char *preset, int steps, const Options *o) {
         b.y[i] = (int32_t)(splitmix(&s) % (uint64_t)c.vocab_size);
     }
 
-    /* At the first K, the step and the limit in R alternating rounds (`steps` steps, then the
-     * reference products once): a load that comes and goes on a shared machine hits both
-     * alike, and both are compared by the same statistic, the median (the best of each is
-     * printed beside it). */
+    /* R rounds, each: the step at the first K (`steps` steps), the reference products once,
+     * the products as the step runs them, then the step at every other K. A load that comes
+     * and goes on a shared machine hits the step, the limit and the other thread counts
+     * alike, and all are compared by the same statistic, the median of the rounds (the best
+     * of each is printed beside it). */
     double med[MAX_K], best[MAX_K], cpu[MAX_K], rss = 0;
     int rounds = o->reps;
-    double *round_step = xmalloc((size_t)rounds * sizeof(double));
-    double *round_cpu = xmalloc((size_t)rounds * sizeof(double));
+    double *round_step = xmalloc((size_t)rounds * MAX_K * sizeof(double));
+    double *round_cpu = xmalloc((size_t)rounds * MAX_K * sizeof(double));
     double *round_limit = xmalloc((size_t)rounds * sizeof(double));
     double *round_own = xmalloc((size_t)rounds * sizeof(double));
     double *per = xmalloc((size_t)ns * sizeof(double)),
            *per_round = xmalloc((size_t)ns * sizeof(double));
     for (int i = 0; i < ns; i++)
         per[i] = 1e30;
+    for (int i = 0; i < o->nk; i++)
+        best[i] = 1e30;
     double best_limit = 1e30, best_own = 1e30;
-    for (int i = 0; i < o->nk; i++) {
-        openblas_set_num_threads(o->k[i]); /* as blas_set_threads: both pools */
-        par_set_threads(o->k[i]);
-        if (i > 0) {
-            time_steps(&b, o->warmup, steps, &med[i], &best[i], &cpu[i]);
-            continue;
-        }
-        best[0] = 1e30;
-        for (int r = 0; r < rounds; r++) {
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < o->nk; i++) {
+            openblas_set_num_threads(o->k[i]); /* as blas_set_threads: both pools */
+            par_set_threads(o->k[i]);
             double b_r;
-            time_steps(&b, r == 0 ? o->warmup : 0, steps, &round_step[r], &b_r, &round_cpu[r]);
-            best[0] = fmin(best[0], b_r);
+            time_steps(&b, r == 0 ? o->warmup : 0, steps, &round_step[i * rounds + r], &b_r,
+                       &round_cpu[i * rounds + r]);
+            best[i] = fmin(best[i], b_r);
+            if (i > 0) continue;
             if (r == 0) rss = (double)provenance_peak_rss(); /* before the products' buffers */
             round_limit[r] = gemm_timing_shapes(sh, ns, 1, 1, NULL);
             best_limit = fmin(best_limit, round_limit[r]);
@@ -338,8 +338,10 @@ static int run_preset(const char *preset, int steps, const Options *o) {
             for (int k = 0; k < ns; k++)
                 per[k] = fmin(per[k], per_round[k]);
         }
-        med[0] = median_of(round_step, rounds);
-        cpu[0] = median_of(round_cpu, rounds);
+    }
+    for (int i = 0; i < o->nk; i++) {
+        med[i] = median_of(round_step + i * rounds, rounds);
+        cpu[i] = median_of(round_cpu + i * rounds, rounds);
     }
     double limit = median_of(round_limit, rounds), own = median_of(round_own, rounds);
     openblas_set_num_threads(o->k[0]);
