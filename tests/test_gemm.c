@@ -43,6 +43,25 @@ static float frand(unsigned *s) {
     return (float)(*s >> 8) / 16777216.0f - 0.5f;
 }
 
+static void frand_fill(float *x, size_t n, unsigned *seed) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = frand(seed);
+}
+
+/* What gemm_ep's epilogue does, as passes over C (M, N) after the product: the bias,
+ * ReLU, the mask (NULL, 0, NULL: none of them). */
+static void epilogue_passes(float *c, int M, int N, const float *bias, int relu,
+                            const float *mask) {
+    for (int i = 0; i < M; i++) {
+        float *w = c + (size_t)i * N;
+        if (bias)
+            for (int j = 0; j < N; j++)
+                w[j] += bias[j];
+        if (relu) relu_forward_inplace(w, N);
+        if (mask) relu_backward_inplace(w, mask + (size_t)i * N, N);
+    }
+}
+
 /* gemm against the double product under the current limit; returns the worst error in units
  * of the bound's scale. */
 static double worst_error(int ta, int tb, int M, int N, int K, float alpha, float beta) {
@@ -52,10 +71,8 @@ static double worst_error(int ta, int tb, int M, int N, int K, float alpha, floa
     float *C0 = malloc(nc * sizeof *C0);
     double *R = malloc(nc * sizeof *R), *S = malloc(nc * sizeof *S);
     unsigned seed = (unsigned)(M * 131 + N * 17 + K);
-    for (size_t i = 0; i < na; i++)
-        A[i] = frand(&seed);
-    for (size_t i = 0; i < nb; i++)
-        B[i] = frand(&seed);
+    frand_fill(A, na, &seed);
+    frand_fill(B, nb, &seed);
     for (size_t i = 0; i < nc; i++)
         C[i] = C0[i] = frand(&seed);
     naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, R, S, ldc);
@@ -149,10 +166,8 @@ static long own_mismatches(int ta, int tb, int M, int N, int K, float alpha, flo
     float *A = malloc(na * sizeof *A + 4), *B = malloc(nb * sizeof *B + 4);
     float *C = malloc(nc * sizeof *C), *C0 = malloc(nc * sizeof *C0);
     unsigned seed = (unsigned)(M * 7 + N * 131 + K * 3 + ta * 2 + tb);
-    for (size_t i = 0; i < na; i++)
-        A[i] = frand(&seed);
-    for (size_t i = 0; i < nb; i++)
-        B[i] = frand(&seed);
+    frand_fill(A, na, &seed);
+    frand_fill(B, nb, &seed);
     for (size_t i = 0; i < nc; i++)
         C[i] = C0[i] = beta == 0.0f && i % (size_t)ldc < (size_t)N ? NAN : frand(&seed);
     gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -265,25 +280,15 @@ TEST(own_large) {
               *bias = malloc(sizeof(float) * N), *mask = malloc(sizeof(float) * M * N),
               *want = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
         unsigned seed = 11;
-        for (int i = 0; i < M * K; i++)
-            A[i] = frand(&seed);
-        for (int i = 0; i < K * N; i++)
-            B[i] = frand(&seed);
-        for (int j = 0; j < N; j++)
-            bias[j] = frand(&seed);
-        for (int i = 0; i < M * N; i++)
-            mask[i] = frand(&seed);
+        frand_fill(A, (size_t)M * K, &seed);
+        frand_fill(B, (size_t)K * N, &seed);
+        frand_fill(bias, N, &seed);
+        frand_fill(mask, (size_t)M * N, &seed);
         for (int tb = 0; tb < 2; tb++) {
             const float *b = B;
             int ldb = tb ? K : N; /* the same array read as (N, K) when transposed */
             gemm(0, tb, M, N, K, 1.0f, A, K, b, ldb, 0.0f, want, N);
-            for (int i = 0; i < M; i++) {
-                float *w = want + (size_t)i * N;
-                for (int j = 0; j < N; j++)
-                    w[j] += bias[j];
-                relu_forward_inplace(w, N);
-                relu_backward_inplace(w, mask + (size_t)i * N, N);
-            }
+            epilogue_passes(want, M, N, bias, 1, mask);
             GemmEpilogue ep = {.bias = bias, .relu = 1, .mask = mask, .ldm = N};
             gemm_ep(0, tb, M, N, K, 1.0f, A, K, b, ldb, 0.0f, got, N, &ep);
             CHECK_MSG(memcmp(want, got, sizeof(float) * M * N) == 0,
@@ -310,16 +315,11 @@ TEST(epilogue) {
     enum { M = 13, N = 70, K = 9 };
     static float A[M * K], B[K * N], bias[N], mask[M * N], C0[M * N], want[M * N], got[M * N];
     unsigned seed = 3;
-    for (int i = 0; i < M * K; i++)
-        A[i] = frand(&seed);
-    for (int i = 0; i < K * N; i++)
-        B[i] = frand(&seed);
-    for (int j = 0; j < N; j++)
-        bias[j] = frand(&seed);
-    for (int i = 0; i < M * N; i++) {
-        mask[i] = frand(&seed);
-        C0[i] = frand(&seed);
-    }
+    frand_fill(A, M * K, &seed);
+    frand_fill(B, K * N, &seed);
+    frand_fill(bias, N, &seed);
+    frand_fill(mask, M * N, &seed);
+    frand_fill(C0, M * N, &seed);
     mask[0] = -0.0f;
     mask[1] = 0.0f;
     mask[2] = NAN;
@@ -332,14 +332,8 @@ TEST(epilogue) {
                 memcpy(want, C0, sizeof want);
                 memcpy(got, C0, sizeof got);
                 gemm(0, 0, M, N, K, 1.0f, A, K, B, N, beta, want, N);
-                for (int i = 0; i < M; i++) {
-                    float *w = want + (size_t)i * N;
-                    if (has_bias)
-                        for (int j = 0; j < N; j++)
-                            w[j] += bias[j];
-                    if (relu) relu_forward_inplace(w, N);
-                    if (has_mask) relu_backward_inplace(w, mask + (size_t)i * N, N);
-                }
+                epilogue_passes(want, M, N, has_bias ? bias : NULL, relu != 0,
+                                has_mask ? mask : NULL);
                 GemmEpilogue ep = {.bias = has_bias ? bias : NULL,
                                    .relu = relu != 0,
                                    .mask = has_mask ? mask : NULL,
