@@ -300,10 +300,10 @@ TEST(own_large) {
     par_set_min_work(0);
     par_set_threads(1);
     /* streaming more than GEMM_SMALL_STREAM_FLOATS along the reduction: OpenBLAS's */
-    CHECK(!gemm_small_fits(0, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64));
-    CHECK(!gemm_small_fits(1, 128, 64, GEMM_SMALL_STREAM_FLOATS / 64));
+    CHECK(!gemm_small_fits(0, 16, 128, GEMM_SMALL_STREAM_FLOATS / 64));
+    CHECK(!gemm_small_fits(1, 128, 16, GEMM_SMALL_STREAM_FLOATS / 64));
     CHECK(gemm_small_fits(1, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64));
-    CHECK(worst_error(0, 0, 64, 128, GEMM_SMALL_STREAM_FLOATS / 64, 1.0f, 0.0f) < 1e-5);
+    CHECK(worst_error(0, 0, 16, 128, GEMM_SMALL_STREAM_FLOATS / 64, 1.0f, 0.0f) < 1e-5);
     gemm_set_own_limit(-1.0);
 }
 

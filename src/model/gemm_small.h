@@ -48,8 +48,11 @@
  * op(A) whole for a transposed B): beyond that it would come from memory once per register
  * tile (an untiled lm_head product with K = 50,257 streamed its 25.7 MB weight 128 times),
  * so gemm_small_fits says no and gemm gives the product to OpenBLAS, which blocks for the
- * caches. 2 MB: book's vocabulary tiles stream at most 1 MB. */
-#define GEMM_SMALL_STREAM_FLOATS (1 << 19)
+ * caches. 8 MB, the vocabulary tiles of a batch of 256 tokens (the cross-entropy's dX
+ * product, N x 128 x 2^21 / N, for N >= 128): on one Zen 5 core (32 MB L3), N x 128 x K
+ * NN products with lda 50,257 ran at 206 (N 512: 2 MB streamed), 248 (256: 4 MB), 174
+ * (128: 8 MB) and 72 GFLOP/s (64: 16 MB), OpenBLAS's Haswell kernels at 110, 110, 95, 93. */
+#define GEMM_SMALL_STREAM_FLOATS (1 << 21)
 
 /* Whether gemm_small runs a product of these sizes from the caches (always below
  * GEMM_SMALL_MAX_MNK). */
