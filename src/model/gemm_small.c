@@ -259,7 +259,8 @@ static void large_rows(void *ctx, size_t t0, size_t t1, int chunk) {
             size_t sk = p->sk;
             if (n == PACK_COLS) /* a constant size: vector moves, not a call */
                 for (int k = 0; k < p->K; k++) {
-                    __builtin_prefetch(a + (size_t)(k + PACK_AHEAD) * sk);
+                    if (k + PACK_AHEAD < p->K) /* a pointer within A */
+                        __builtin_prefetch(a + (size_t)(k + PACK_AHEAD) * sk);
                     memcpy(strip + (size_t)k * PACK_COLS, a + (size_t)k * sk,
                            PACK_COLS * sizeof(float));
                 }
