@@ -176,9 +176,9 @@ static float *scratch_for(size_t n) {
  * products ran at 150-230 GFLOP/s there, the transposed ones lowest. Here the operand a
  * tile reads along its reduction is packed contiguous first, once for all the tiles that
  * share it, and the tiles are cut over --blas-threads:
- *   - a transposed B (C = A B^T): by panels of NR columns, each packed (K, NR) and then run
- *     down every row of A (A, at most the (1024, 128) rows of a step's activations, stays
- *     in L2 across panels);
+ *   - a transposed B (C = A B^T), or a B wider than A is tall: by panels of NR columns,
+ *     each packed (K, NR) and then run down every row of A (A, at most the (1024, 128)
+ *     rows of a step's activations, stays in L2 across panels);
  *   - otherwise by row tiles of MR rows; with a transposed A (the weight gradients, A^T B
  *     with A a (K, M) activation or a (K, V) tile of exponentials) each tile's MR columns of
  *     A are first packed (K, MR), two tiles at a time, then run across every panel of B.
@@ -190,7 +190,7 @@ typedef struct {
     size_t M;
     float *pack; /* par_threads() areas of `per` floats, one per piece */
     size_t per;
-    int trans_a;
+    int trans_a, trans_b;
 } Large;
 
 /* Panels [j0, j1) of NR columns: op(B)'s panel packed (K, NR), zero-padded past N. */
@@ -198,29 +198,38 @@ static void large_panels(void *ctx, size_t j0, size_t j1, int chunk) {
     const Large *L = ctx;
     const Product *p = L->p;
     float *panel = L->pack + (size_t)chunk * L->per;
-    const float *Bt = p->B; /* (N, K): row j is op(B)'s column j */
     for (size_t pj = j0; pj < j1; pj++) {
         int col = (int)pj * NR, nr = p->N - col < NR ? p->N - col : NR;
-        const float *src = Bt + (size_t)col * p->ldb;
-        int k = 0;
-#if FAST_TRANSPOSE
-        for (; nr == NR && k + 8 <= p->K; k += 8)
-            for (int jb = 0; jb < NR; jb += 8) {
-                const float *in[8];
-                float *out[8];
-                for (int r = 0; r < 8; r++) {
-                    in[r] = src + (size_t)(jb + r) * p->ldb + k;
-                    out[r] = panel + (size_t)(k + r) * NR + jb;
-                }
-                transpose8(out, in);
+        if (!L->trans_b) { /* rows of B: NR floats of each, at ldb */
+            const float *src = p->B + col;
+            for (int k = 0; k < p->K; k++) {
+                float *row = panel + (size_t)k * NR;
+                memcpy(row, src + (size_t)k * p->ldb, (size_t)nr * sizeof(float));
+                for (int j = nr; j < NR; j++)
+                    row[j] = 0.0f;
             }
+        } else { /* B is (N, K): row j is op(B)'s column j */
+            const float *src = p->B + (size_t)col * p->ldb;
+            int k = 0;
+#if FAST_TRANSPOSE
+            for (; nr == NR && k + 8 <= p->K; k += 8)
+                for (int jb = 0; jb < NR; jb += 8) {
+                    const float *in[8];
+                    float *out[8];
+                    for (int r = 0; r < 8; r++) {
+                        in[r] = src + (size_t)(jb + r) * p->ldb + k;
+                        out[r] = panel + (size_t)(k + r) * NR + jb;
+                    }
+                    transpose8(out, in);
+                }
 #endif
-        for (; k < p->K; k++) {
-            float *row = panel + (size_t)k * NR;
-            for (int j = 0; j < nr; j++)
-                row[j] = src[(size_t)j * p->ldb + k];
-            for (int j = nr; j < NR; j++)
-                row[j] = 0.0f;
+            for (; k < p->K; k++) {
+                float *row = panel + (size_t)k * NR;
+                for (int j = 0; j < nr; j++)
+                    row[j] = src[(size_t)j * p->ldb + k];
+                for (int j = nr; j < NR; j++)
+                    row[j] = 0.0f;
+            }
         }
         Product q = *p;
         q.N = nr;
@@ -276,20 +285,30 @@ static void large_rows(void *ctx, size_t t0, size_t t1, int chunk) {
     }
 }
 
+/* Whether a large product runs by panels of B: B transposed, or B (K, N) wider than A is
+ * tall. A weight gradient A^T B with N > M (128 x 512 x 1024 in book's MLP) by row tiles
+ * streamed its 2 MB B from L3 once per 16-column strip of A: 181 GFLOP/s on one Zen 5 core
+ * (AVX-512), 78 with AVX2; by panels 233 and 116. */
+static int by_panels(int trans_b, size_t M, int N) {
+    return trans_b || (size_t)N > M;
+}
+
 /* Floats of packed operands each piece of a large product needs (0: none). */
-static size_t large_pack(int trans_a, int trans_b, int K) {
-    return trans_b ? (size_t)K * NR : trans_a ? (size_t)K * PACK_COLS : 0;
+static size_t large_pack(int trans_a, int panels, int K) {
+    return panels ? (size_t)K * NR : trans_a ? (size_t)K * PACK_COLS : 0;
 }
 
 static void large_product(const Product *p, int trans_a, int trans_b, size_t M, float *pack) {
+    int panels = by_panels(trans_b, M, p->N);
     Large L = {.p = p,
                .M = M,
                .trans_a = trans_a,
+               .trans_b = trans_b,
                .pack = pack,
-               .per = large_pack(trans_a, trans_b, p->K)};
-    size_t units = trans_b ? ((size_t)p->N + NR - 1) / NR : (M + MR - 1) / MR;
-    size_t unit_work = (trans_b ? (size_t)NR * M : (size_t)MR * p->N) * (size_t)p->K;
-    par_for(units, par_grain(unit_work, 1), trans_b ? large_panels : large_rows, &L);
+               .per = large_pack(trans_a, panels, p->K)};
+    size_t units = panels ? ((size_t)p->N + NR - 1) / NR : (M + MR - 1) / MR;
+    size_t unit_work = (panels ? (size_t)NR * M : (size_t)MR * p->N) * (size_t)p->K;
+    par_for(units, par_grain(unit_work, 1), panels ? large_panels : large_rows, &L);
 }
 
 int gemm_small_fits(int trans_b, int M, int N, int K) {
@@ -300,12 +319,12 @@ int gemm_small_fits(int trans_b, int M, int N, int K) {
 int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     int large = (double)M * N * K > GEMM_SMALL_MAX_MNK;
+    int panels = large && by_panels(trans_b, (size_t)M, N);
     int tail = N % NR;
-    /* scratch: op(B) (small, transposed B), the tail's panel (not for a large transposed B:
-     * its panels are packed piece by piece), a large product's packed operands */
-    size_t kn = trans_b && !large ? (size_t)K * N : 0,
-           kp = tail && !(large && trans_b) ? (size_t)K * NR : 0,
-           need = kn + kp + (large ? (size_t)par_threads() * large_pack(trans_a, trans_b, K) : 0);
+    /* scratch: op(B) (small, transposed B), the tail's panel (not for a large product by
+     * panels: they are packed piece by piece), a large product's packed operands */
+    size_t kn = trans_b && !large ? (size_t)K * N : 0, kp = tail && !panels ? (size_t)K * NR : 0,
+           need = kn + kp + (large ? (size_t)par_threads() * large_pack(trans_a, panels, K) : 0);
     float *s = need ? scratch_for(need) : NULL;
     if (need && !s) return -1;
     if (trans_b && !large) { /* op(B)[k][j] = B[j][k]: (K, N) */
