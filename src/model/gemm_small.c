@@ -170,6 +170,15 @@ static float *scratch_for(size_t n) {
     return s;
 }
 
+/* panel (K, NR) = nr columns of the (K, .) rows b (row stride ldb), zero-padded to NR: the
+ * small path's last columns, and a large product's panels of an untransposed B. */
+static void pack_panel(float *panel, const float *b, size_t ldb, int K, int nr) {
+    for (int k = 0; k < K; k++) {
+        memcpy(panel + (size_t)k * NR, b + (size_t)k * ldb, (size_t)nr * sizeof(float));
+        memset(panel + (size_t)k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
+    }
+}
+
 /* Large products (gemm_small.h: past GEMM_SMALL_MAX_MNK, on builds whose vector is wider
  * than OpenBLAS's core). Unblocked, the small path streams a whole B, or every strided
  * column of a transposed A, from L2 or memory once per register tile: the book's lm_head
@@ -200,14 +209,8 @@ static void large_panels(void *ctx, size_t j0, size_t j1, int chunk) {
     float *panel = L->pack + (size_t)chunk * L->per;
     for (size_t pj = j0; pj < j1; pj++) {
         int col = (int)pj * NR, nr = p->N - col < NR ? p->N - col : NR;
-        if (!L->trans_b) { /* rows of B: NR floats of each, at ldb */
-            const float *src = p->B + col;
-            for (int k = 0; k < p->K; k++) {
-                float *row = panel + (size_t)k * NR;
-                memcpy(row, src + (size_t)k * p->ldb, (size_t)nr * sizeof(float));
-                for (int j = nr; j < NR; j++)
-                    row[j] = 0.0f;
-            }
+        if (!L->trans_b) {
+            pack_panel(panel, p->B + col, p->ldb, p->K, nr);
         } else { /* B is (N, K): row j is op(B)'s column j */
             const float *src = p->B + (size_t)col * p->ldb;
             int k = 0;
@@ -340,10 +343,7 @@ int gemm_small(int trans_a, int trans_b, int M, int N, int K, float alpha, const
     float *P = NULL;
     if (kp) { /* the last columns, zero-padded to a whole panel */
         P = s + kn;
-        for (int k = 0; k < K; k++) {
-            memcpy(P + (size_t)k * NR, B + (size_t)k * ldb + (N - tail), tail * sizeof(float));
-            memset(P + (size_t)k * NR + tail, 0, (NR - tail) * sizeof(float));
-        }
+        pack_panel(P, B + (N - tail), (size_t)ldb, K, tail);
     }
     Product p = {.N = N,
                  .K = K,
