@@ -188,6 +188,32 @@ TEST(off_by_default) {
     dataset_free(&d);
 }
 
+/* A layer's grad_norm is that of its gradients before clipping, as the global one
+ * (docs/metrics.md): with a clip of 1e-6 every layer's clipped gradients have a norm of at
+ * most 1e-6, and before this was fixed the rows reported those. */
+TEST(layer_grad_norm_before_clipping) {
+    const char *sets[] = {"train.grad_clip=1e-6", NULL};
+    RunConfig c;
+    if (config(&c, sets) != 0) return;
+    char err[ABL_ERR_MAX];
+    Dataset d;
+    Trainer t;
+    if (dataset_load(&d, &c.data, c.model.context, err) != 0 ||
+        trainer_init(&t, &c, 5, &d, err) != 0) {
+        CHECK_MSG(0, "%s", err);
+        return;
+    }
+    Rows r = {{rows_emit}, {{0}}, {{0}}, 0, 0, 0};
+    EndEvent end;
+    CHECK(trainer_run(&t, &r.sink, NULL, &end) == RUN_DONE);
+    CHECK(r.n_train == 2 * c.model.n_layer);
+    for (int i = 0; i < r.n_train; i++)
+        CHECK_MSG(r.train[i].grad_norm > 1e-4, "step %ld layer %d: grad_norm %g, clipped",
+                  r.train[i].step, r.train[i].layer, r.train[i].grad_norm);
+    trainer_free(&t);
+    dataset_free(&d);
+}
+
 int main(int argc, char **argv) {
     if (test_tmpdir_corpus("test_act_stats", &dir, &corpus) != 0) return 1;
     return test_main(argc, argv, "test_act_stats");

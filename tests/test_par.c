@@ -1,6 +1,7 @@
 /* Threads inside a run (src/model/par.h): par_for covers every index once in whole grains,
  * and training gives the same bits with 1, 2, 3 and 5 threads (the model's loops outside
  * the GEMMs; OpenBLAS stays on one thread, its own determinism is OpenBLAS's). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,68 @@ TEST(bits) {
         }
         free(p1);
     }
+}
+
+/* Jobs back to back, as a step runs them: workers that spin between jobs, par_idle sending
+ * them to sleep, and the thread count changing between jobs. Every job covers its range
+ * once (a lost wake-up hangs the test; a stale job runs an index twice). */
+TEST(back_to_back) {
+    const int ks[] = {2, 5, 3, 1, 2};
+    int *hits = calloc(4097, sizeof(int));
+    long jobs = 0, bad = 0;
+    for (size_t a = 0; a < sizeof ks / sizeof *ks; a++) {
+        par_set_threads(ks[a]);
+        for (int j = 0; j < 4000; j++) {
+            size_t n = 1 + (size_t)(j * 37) % 4096;
+            Cover c = {hits, 0, 1 + (size_t)(j % 3), n};
+            memset(hits, 0, (n + 1) * sizeof(int));
+            if (j % 7 == 0) par_idle();
+            par_for(n, c.grain, mark, &c);
+            int once = hits[n] == 0;
+            for (size_t i = 0; i < n; i++)
+                once &= hits[i] == 1;
+            bad += !once || c.bad;
+            jobs++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%ld of %ld jobs did not cover their range once", bad, jobs);
+    free(hits);
+    par_set_threads(1);
+}
+
+/* gpt_grad_norm over blocks of GPT_NORM_BLOCK gradients: the same bits on 1, 2 and 3
+ * threads, and the norm of the gradients (a model of ~40 blocks). */
+TEST(grad_norm_blocks) {
+    ModelConfig mc;
+    model_config_default(&mc);
+    model_config_preset(&mc, "micro");
+    mc.vocab_size = 20000; /* ~2.6 M parameters */
+    char err[ABL_ERR_MAX];
+    GPT m;
+    if (gpt_alloc(&m, &mc, 1, 8, err) != 0) {
+        CHECK_MSG(0, "%s", err);
+        return;
+    }
+    CHECK(GPT_NORM_BLOCKS(m.n_params) > 8);
+    uint64_t s = 3;
+    long double ref = 0.0L;
+    for (size_t i = 0; i < m.n_params; i++) {
+        m.grads[i] = (float)((int64_t)(test_splitmix64(&s) % 20001) - 10000) * 1e-5f;
+        ref += (long double)m.grads[i] * m.grads[i];
+    }
+    par_set_min_work(1); /* a piece per block */
+    double norm[3];
+    for (int k = 1; k <= 3; k++) {
+        par_set_threads(k);
+        norm[k - 1] = gpt_grad_norm(&m);
+    }
+    par_set_min_work(0);
+    par_set_threads(1);
+    CHECK_MSG(norm[0] == norm[1] && norm[0] == norm[2], "norms %a %a %a on 1, 2, 3 threads",
+              norm[0], norm[1], norm[2]);
+    double want = sqrt((double)ref);
+    CHECK_MSG(fabs(norm[0] - want) <= 1e-12 * want, "norm %.17g, want %.17g", norm[0], want);
+    gpt_free(&m);
 }
 
 int main(int argc, char **argv) {

@@ -6,7 +6,7 @@
 
 /* The update of one tensor; `scaled` is a constant at each call below, so each loop
  * compiles without the branch and vectorizes. */
-static inline void update(float *restrict p, float *restrict g, float *restrict m,
+static inline void update(float *restrict p, const float *restrict g, float *restrict m,
                           float *restrict v, size_t n, int decay, const AdamW *opt, long t,
                           int scaled, float scale) {
     const float b1 = opt->beta1, b2 = opt->beta2, lr = opt->lr, eps = opt->eps;
@@ -16,10 +16,7 @@ static inline void update(float *restrict p, float *restrict g, float *restrict 
     const float step = lr / bc1, sqrt_bc2 = sqrtf(bc2);
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
-        if (scaled) {
-            gi *= scale;
-            g[i] = gi;
-        }
+        if (scaled) gi *= scale;
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;
@@ -30,14 +27,15 @@ static inline void update(float *restrict p, float *restrict g, float *restrict 
 
 void adamw_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                   size_t n, int decay, const AdamW *opt, long t) {
-    update(p, (float *)g, m, v, n, decay, opt, t, 0, 1.0f); /* unscaled: g is only read */
+    update(p, g, m, v, n, decay, opt, t, 0, 1.0f);
 }
 
 /* A piece of one tensor, for par_for: elements are independent, and pieces are whole
  * multiples of 4,096 elements (par_grain), so each vector loop covers the same elements
  * for every K. */
 typedef struct {
-    float *p, *g, *m, *v;
+    float *p, *m, *v;
+    const float *g;
     int decay;
     const AdamW *opt;
     long t;
@@ -58,7 +56,7 @@ void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, l
         const TensorInfo *ti = &model->tensors[i];
         if (ti->size == 0) continue;
         size_t o = ti->offset;
-        StepJob j = {model->params + o, model->grads + o, m + o, v + o, ti->decay, opt, t, scale};
+        StepJob j = {model->params + o, m + o, v + o, model->grads + o, ti->decay, opt, t, scale};
         par_for(ti->size, par_grain(4, 4096), step_piece, &j);
     }
 }

@@ -16,12 +16,12 @@ void adamw_update(float *p, const float *g, float *m, float *v, size_t n, int de
                   const AdamW *opt, long t);
 
 /* The optimizer step of a whole model in one pass over its parameters, gradients and the
- * moments m, v (laid out as m->params): every gradient first scaled by `scale` and written
- * back (gradient clipping; scale 1 leaves the gradients untouched, so the per-layer gradient
- * norms read afterwards are those of the clipped gradients, as before), then adamw_update's
- * arithmetic with each tensor's decay flag. Bit-identical to a separate pass g *= scale
- * followed by adamw_update per tensor: the same float operations in the same order, minus
- * one read and write of every gradient. */
+ * moments m, v (laid out as m->params): every gradient scaled by `scale` as it is read
+ * (gradient clipping; the gradients themselves are left as they are, unclipped: writing
+ * them back cost an eighth of the pass's memory traffic), then adamw_update's arithmetic
+ * with each tensor's decay flag. Bit-identical to a separate pass g *= scale followed by
+ * adamw_update per tensor: the same float operations in the same order, minus two reads
+ * and a write of every gradient. */
 void adamw_step(GPT *model, float *m, float *v, float scale, const AdamW *opt, long t);
 
 #endif

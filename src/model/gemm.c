@@ -6,6 +6,7 @@
 
 #include "gemm_small.h"
 #include "layers.h"
+#include "par.h"
 
 char *openblas_get_corename(void);
 
@@ -85,6 +86,7 @@ static void blas_product(int trans_a, int trans_b, int M, int N, int K, float al
                          int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (par_threads() > 1) par_idle(); /* OpenBLAS's threads take the cores */
     int piece = trans_b ? 0 : product_piece(trans_a, M, N, K);
     if (piece == 0) {
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

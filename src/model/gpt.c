@@ -514,7 +514,8 @@ int gpt_alloc(GPT *m, const ModelConfig *c, int B, int T, char err[ABL_ERR_MAX])
     m->a = gpt_acts_alloc(c, B, T, 1);
     m->stats = calloc((size_t)c->n_layer, sizeof *m->stats);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->params || !m->grads || !m->a || !m->stats || !m->layers) {
+    m->grad_sums = calloc(GPT_NORM_BLOCKS(m->n_params), sizeof *m->grad_sums);
+    if (!m->params || !m->grads || !m->a || !m->stats || !m->layers || !m->grad_sums) {
         snprintf(err, ABL_ERR_MAX,
                  "cannot allocate the model: %zu parameters (%.1f MiB) and the activations of a "
                  "batch of %d x %d",
@@ -533,6 +534,7 @@ void gpt_free(GPT *m) {
     gpt_acts_free(m->a);
     free(m->stats);
     free(m->layers);
+    free(m->grad_sums);
     memset(m, 0, sizeof *m);
 }
 
@@ -1566,8 +1568,29 @@ static double sumsq(const float *g, size_t n) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+typedef struct {
+    const float *g;
+    size_t n;
+    double *sums;
+} NormJob;
+
+static void norm_blocks(void *ctx, size_t b, size_t e, int chunk) {
+    const NormJob *j = ctx;
+    (void)chunk;
+    for (size_t i = b; i < e; i++) {
+        size_t o = i * GPT_NORM_BLOCK, n = j->n - o < GPT_NORM_BLOCK ? j->n - o : GPT_NORM_BLOCK;
+        j->sums[i] = sumsq(j->g + o, n);
+    }
+}
+
 double gpt_grad_norm(const GPT *m) {
-    return sqrt(sumsq(m->grads, m->n_params));
+    size_t blocks = GPT_NORM_BLOCKS(m->n_params);
+    NormJob j = {m->grads, m->n_params, m->grad_sums};
+    par_for(blocks, par_grain(GPT_NORM_BLOCK, 1), norm_blocks, &j);
+    double s = 0.0;
+    for (size_t i = 0; i < blocks; i++)
+        s += m->grad_sums[i];
+    return sqrt(s);
 }
 
 double gpt_layer_grad_norm(const GPT *m, int layer) {

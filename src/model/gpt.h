@@ -169,6 +169,7 @@ typedef struct {
     float aux_loss; /* the last forward's MoE auxiliary losses (balance + z), summed over blocks */
     long correct;   /* rows whose argmax equals the target in the last forward */
     int cur_B, cur_T;
+    double *grad_sums; /* [GPT_NORM_BLOCKS(n_params)] gpt_grad_norm's block sums */
 } GPT;
 
 /* Allocates parameters, gradients and activations for batches up to (B, T). */
@@ -213,7 +214,11 @@ double gpt_acts_bytes(const ModelConfig *c, int B, int T, int training);
 const float *gpt_forward_cached(const GPT *m, GptActs *a, float *k, float *v, int pos,
                                 int32_t token);
 
-/* L2 norm of all gradients, and of the gradients of one layer's tensors. */
+/* L2 norm of all gradients, and of the gradients of one layer's tensors. The first sums
+ * blocks of GPT_NORM_BLOCK gradients on their own (on par_threads(): the blocks, never the
+ * threads, fix the order, so the same bits for every K) and then the blocks in order. */
+#define GPT_NORM_BLOCK     65536
+#define GPT_NORM_BLOCKS(n) (((n) + GPT_NORM_BLOCK - 1) / GPT_NORM_BLOCK)
 double gpt_grad_norm(const GPT *m);
 double gpt_layer_grad_norm(const GPT *m, int layer);
 

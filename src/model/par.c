@@ -1,16 +1,25 @@
+#define _POSIX_C_SOURCE 200809L
 #include "par.h"
 
 #include <pthread.h>
+#include <time.h>
 
-/* A fixed pool: workers sleep on a condition variable between jobs (no spinning, so they
- * leave the cores to OpenBLAS's threads during the GEMMs). One job at a time. */
+/* A fixed pool, one job at a time. Between jobs a worker spins for PAR_SPIN_NS before it
+ * sleeps on a condition variable, and the caller spins as long for the last piece before
+ * it sleeps: a book step runs ~170 jobs, and on a VM each wake-up through the condition
+ * variable took ~30 us (the caller's piece done, the worker's not begun), 5-10 ms of a
+ * 2-thread step of ~135 ms. par_idle sends spinning workers to sleep at once, for callers
+ * that hand the cores to another pool (OpenBLAS's threads). */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    int threads;  /* chunks of a job: the caller + threads - 1 workers */
-    int started;  /* workers running */
-    unsigned gen; /* job number */
-    int pending;  /* workers still busy with the current job */
+    int threads;      /* chunks of a job: the caller + threads - 1 workers */
+    int started;      /* workers running */
+    unsigned gen;     /* job number: written under mu, read by spinning workers */
+    unsigned rest;    /* par_idle's count: a change ends every spin */
+    unsigned pending; /* workers still busy with the current job */
+    int sleepers;     /* workers waiting on `go` */
+    int waiting;      /* the caller waits on `done` */
     void (*fn)(void *, size_t, size_t, int);
     void *ctx;
     size_t n, piece;
@@ -26,21 +35,62 @@ static void run_chunk(int c) {
     if (b < e) P.fn(P.ctx, b, e, c);
 }
 
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Spin until *x != value (want_change) or *x == value (!want_change), for at most
+ * PAR_SPIN_NS or until par_idle: 1 when the wait ended. */
+static int spin(const unsigned *x, unsigned value, int want_change) {
+    unsigned rest = __atomic_load_n(&P.rest, __ATOMIC_RELAXED);
+    long end = now_ns() + PAR_SPIN_NS;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if ((__atomic_load_n(x, __ATOMIC_ACQUIRE) != value) == want_change) return 1;
+            relax();
+        }
+        if (__atomic_load_n(&P.rest, __ATOMIC_RELAXED) != rest || now_ns() > end) return 0;
+    }
+}
+
 static void *worker(void *arg) {
     int id = (int)(size_t)arg;
     unsigned seen = 0;
-    pthread_mutex_lock(&P.mu);
     for (;;) {
-        while (P.gen == seen)
-            pthread_cond_wait(&P.go, &P.mu);
-        seen = P.gen;
-        int active = id < P.threads;
-        pthread_mutex_unlock(&P.mu);
-        if (active) run_chunk(id);
-        pthread_mutex_lock(&P.mu);
-        if (active && --P.pending == 0) pthread_cond_signal(&P.done);
+        /* a worker outside the current count sleeps at once: it has no piece */
+        int spinning = id < __atomic_load_n(&P.threads, __ATOMIC_RELAXED);
+        if (!spinning || !spin(&P.gen, seen, 1)) {
+            pthread_mutex_lock(&P.mu);
+            P.sleepers++;
+            while (__atomic_load_n(&P.gen, __ATOMIC_ACQUIRE) == seen)
+                pthread_cond_wait(&P.go, &P.mu);
+            P.sleepers--;
+            pthread_mutex_unlock(&P.mu);
+        }
+        seen = __atomic_load_n(&P.gen, __ATOMIC_ACQUIRE);
+        if (id >= __atomic_load_n(&P.threads, __ATOMIC_RELAXED)) continue;
+        run_chunk(id);
+        if (__atomic_sub_fetch(&P.pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&P.mu);
+            if (P.waiting) pthread_cond_signal(&P.done);
+            pthread_mutex_unlock(&P.mu);
+        }
     }
     return NULL;
+}
+
+void par_idle(void) {
+    __atomic_add_fetch(&P.rest, 1, __ATOMIC_RELAXED);
 }
 
 void par_set_threads(int k) {
@@ -57,7 +107,7 @@ void par_set_threads(int k) {
         if (!ok) break; /* fewer threads: still correct */
         P.started++;
     }
-    P.threads = k <= P.started + 1 ? k : P.started + 1;
+    __atomic_store_n(&P.threads, k <= P.started + 1 ? k : P.started + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&P.mu);
 }
 
@@ -96,14 +146,18 @@ void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t 
     P.ctx = ctx;
     P.n = n;
     P.piece = piece;
-    P.pending = P.threads - 1;
-    P.gen++;
-    pthread_cond_broadcast(&P.go);
+    __atomic_store_n(&P.pending, (unsigned)P.threads - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&P.gen, P.gen + 1, __ATOMIC_RELEASE); /* publishes the job */
+    if (P.sleepers) pthread_cond_broadcast(&P.go);
     pthread_mutex_unlock(&P.mu);
     run_chunk(0);
-    pthread_mutex_lock(&P.mu);
-    while (P.pending > 0)
-        pthread_cond_wait(&P.done, &P.mu);
-    pthread_mutex_unlock(&P.mu);
+    if (!spin(&P.pending, 0, 0)) {
+        pthread_mutex_lock(&P.mu);
+        P.waiting = 1;
+        while (__atomic_load_n(&P.pending, __ATOMIC_ACQUIRE) > 0)
+            pthread_cond_wait(&P.done, &P.mu);
+        P.waiting = 0;
+        pthread_mutex_unlock(&P.mu);
+    }
     __atomic_store_n(&P.busy, 0, __ATOMIC_RELEASE);
 }

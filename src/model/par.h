@@ -1,18 +1,24 @@
 /* Threads inside a run (--blas-threads K, issue 18): the model's loops outside the GEMMs
- * cut into K contiguous chunks, OpenBLAS running the GEMMs on its own K threads. Without
- * them a run on K cores spent the cross-entropy, AdamW, the activations and attention on
- * one.
+ * and the products in ablate's own kernel (src/model/gemm_small.h) cut into K contiguous
+ * chunks; products in OpenBLAS run on its own K threads. Without them a run on K cores
+ * spent the cross-entropy, AdamW, the activations and attention on one.
  *
  * Determinism: a chunk's work never depends on where the cuts fall. Callers give each index
- * independent work (rows, attention lanes, parameters) and never reduce across chunks, and
- * cut only at multiples of a grain that keeps every vector loop's body and tail on the
- * same elements, so results are the same bits for every K (test_par checks it). */
+ * independent work (rows, attention lanes, parameters, blocks of a sum) and never reduce
+ * across chunks, and cut only at multiples of a grain that keeps every vector loop's body
+ * and tail on the same elements, so results are the same bits for every K (test_par checks
+ * it). */
 #ifndef ABLATE_MODEL_PAR_H
 #define ABLATE_MODEL_PAR_H
 
 #include <stddef.h>
 
 #define PAR_MAX_THREADS 64
+/* How long a worker spins for the next job, and the caller for the last piece, before
+ * sleeping (ns): in a book step on a 2-core VM, 30 us left wake-ups of ~13 us, 100 us ~4 us
+ * (a wake-up from sleep ~30 us), 300 us no fewer. */
+#define PAR_SPIN_NS 100000
+
 /* Floats of work (elements, or multiply-adds) below which a piece is not worth waking a
  * thread for: callers size their grain from it, so small models run inline. A wake-up and
  * the wait for it cost ~10 us on a VM: at 2^16, micro's attention and cross-entropy were cut
@@ -34,6 +40,9 @@ void par_set_min_work(long work);
  * inside a piece, or from another thread); returns when every piece is done. */
 void par_for(size_t n, size_t grain, void (*fn)(void *ctx, size_t begin, size_t end, int chunk),
              void *ctx);
+/* Workers waiting for a job sleep now instead of spinning: for a caller about to hand the
+ * cores to another pool of threads (OpenBLAS's), which a spinning worker would slow. */
+void par_idle(void);
 /* Threads par_for uses (1..PAR_MAX_THREADS; starts at 1). Not while a par_for runs. */
 void par_set_threads(int k);
 int par_threads(void);

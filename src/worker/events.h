@@ -97,7 +97,7 @@ extern const char *const act_split_names[ACT_SPLIT_COUNT];
     X(S, mean, FT_DOUBLE, 0, NULL, "1", "mean of that activation") \
     X(S, rms, FT_DOUBLE, 0, NULL, "1", "root mean square of that activation") \
     X(S, resid_rms, FT_DOUBLE, 0, NULL, "1", "residual stream rms after the block") \
-    X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters") \
+    X(S, grad_norm, FT_DOUBLE, 0, NULL, "1", "gradient norm of the layer's parameters, before clipping") \
     X(S, n_head, FT_INT, 0, NULL, "heads", "query heads (entries of attn_entropy)") \
     X(S, attn_entropy, FT_HEADS, ABL_MAX_HEADS, NULL, "nats", "attention entropy per head, mean over query positions") \
     X(S, near_zero_frac, FT_DOUBLE, 0, NULL, "fraction", "share of that activation with abs(h) <= 0.1 x its rms (exact zeros included; docs/metrics.md)") \

@@ -46,7 +46,9 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     t->x = malloc(sizeof(int32_t) * (size_t)B * T);
     t->y = malloc(sizeof(int32_t) * (size_t)B * T);
     if (t->cfg.stats.val) t->val_stats = calloc((size_t)mc->n_layer, sizeof *t->val_stats);
-    if (!t->m || !t->v || !t->x || !t->y || (t->cfg.stats.val && !t->val_stats)) {
+    t->layer_grad_norm = calloc((size_t)mc->n_layer, sizeof *t->layer_grad_norm);
+    if (!t->m || !t->v || !t->x || !t->y || !t->layer_grad_norm ||
+        (t->cfg.stats.val && !t->val_stats)) {
         snprintf(err, ABL_ERR_MAX, "cannot allocate optimizer state for %zu parameters", n);
         trainer_free(t);
         return -1;
@@ -78,6 +80,7 @@ void trainer_free(Trainer *t) {
     free(t->x);
     free(t->y);
     free(t->val_stats);
+    free(t->layer_grad_norm);
     memset(t, 0, sizeof *t);
 }
 
@@ -140,7 +143,7 @@ static void emit_acts(Trainer *t, EventSink *sink) {
         a->mean = s->mean;
         a->rms = s->rms;
         a->resid_rms = s->resid_rms;
-        a->grad_norm = gpt_layer_grad_norm(g, l);
+        a->grad_norm = t->layer_grad_norm[l];
         a->n_head = g->cfg.n_head;
         for (int h = 0; h < g->cfg.n_head && h < ABL_MAX_HEADS; h++)
             a->attn_entropy[h] = s->attn_entropy[h];
@@ -210,6 +213,9 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     double norm = gpt_grad_norm(g);
     *grad_norm = norm;
     if (!isfinite(norm)) return NAN;
+    /* the layers' norms before clipping, as the global one (docs/metrics.md) */
+    for (int l = 0; collect_stats && l < g->cfg.n_layer; l++)
+        t->layer_grad_norm[l] = gpt_layer_grad_norm(g, l);
     /* clipping rides in the optimizer's one pass over the gradients (adamw_step) */
     float scale = 1.0f;
     if (tc->grad_clip > 0 && norm > tc->grad_clip) scale = (float)(tc->grad_clip / norm);

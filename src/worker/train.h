@@ -27,6 +27,7 @@ typedef struct {
     double val_loss, val_acc; /* last evaluation (NaN before the first) */
     double val_aux;           /* its auxiliary (MoE) losses, mean over the batches */
     ValStats *val_stats;      /* [n_layer] its activation statistics (stats.val; else NULL) */
+    double *layer_grad_norm;  /* [n_layer] on a statistics step, before clipping */
     long eval_step;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
