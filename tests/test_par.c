@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/adamw.h"
+#include "model/attention.h"
 #include "model/gpt.h"
 #include "model/par.h"
 #include "model/xent.h"
@@ -74,15 +75,18 @@ TEST(nested) {
     par_set_threads(1);
 }
 
-/* Three AdamW steps of a small GPT; returns its parameters (malloc'd). */
-static float *train(const char *activation_glu, int threads, size_t *np) {
+/* Three AdamW steps of a small GPT: variant 0 GELU (tanh), 1 SwiGLU, 2 grouped-query
+ * attention (2 key-value heads for 4 query heads: the pairs of a shared head add into one
+ * gradient). Returns its parameters (malloc'd). */
+static float *train(int variant, int threads, size_t *np) {
     par_set_threads(threads);
     ModelConfig mc;
     model_config_default(&mc);
     model_config_preset(&mc, "micro");
     mc.vocab_size = 203;
     mc.mlp_ratio = 3.0; /* d_ff 96: rows not a multiple of the vector width's 16 floats */
-    mc.activation = activation_glu ? ACT_SWIGLU : ACT_GELU_TANH;
+    mc.activation = variant == 1 ? ACT_SWIGLU : ACT_GELU_TANH;
+    if (variant == 2) mc.n_kv_head = 2;
     char err[ABL_ERR_MAX];
     GPT m;
     int B = 9, T = 16; /* 36 (batch, head) pairs: 3 attention lane groups */
@@ -122,15 +126,16 @@ static float *train(const char *activation_glu, int threads, size_t *np) {
 
 TEST(bits) {
     openblas_set_num_threads(1);
-    for (int glu = 0; glu < 2; glu++) {
+    const char *names[] = {"gelu_tanh", "swiglu", "gelu_tanh, 2 kv heads"};
+    for (int variant = 0; variant < 3; variant++) {
         size_t n1, nk;
-        float *p1 = train(glu ? "glu" : NULL, 1, &n1);
+        float *p1 = train(variant, 1, &n1);
         const int ks[] = {2, 3, 5};
         for (int i = 0; i < 3 && p1; i++) {
-            float *pk = train(glu ? "glu" : NULL, ks[i], &nk);
+            float *pk = train(variant, ks[i], &nk);
             CHECK_MSG(pk && nk == n1 && memcmp(p1, pk, n1 * sizeof(float)) == 0,
                       "%s: parameters after 3 steps differ between 1 and %d threads",
-                      glu ? "swiglu" : "gelu_tanh", ks[i]);
+                      names[variant], ks[i]);
             free(pk);
         }
         free(p1);
@@ -162,6 +167,43 @@ TEST(back_to_back) {
     CHECK_MSG(bad == 0, "%ld of %ld jobs did not cover their range once", bad, jobs);
     free(hits);
     par_set_threads(1);
+}
+
+/* The lane transposes cut into pieces (groups into lanes; out of lanes, blocks of 8 H pairs
+ * with a shared key-value head's pairs added in order): the same bytes as on one thread. */
+TEST(lanes) {
+    const int B = 37, T = 5, H = 4, hd = 16, rep = 2, KV = H / rep;
+    size_t stride = (size_t)KV * hd, rows = (size_t)B * T * stride;
+    size_t lanes = (size_t)attn_groups(B * H) * T * hd * ATTN_LANES;
+    float *src = malloc(rows * sizeof(float)), *lane = malloc(lanes * sizeof(float));
+    float *l1 = malloc(lanes * sizeof(float)), *r1 = malloc(rows * sizeof(float));
+    float *rk = malloc(rows * sizeof(float));
+    uint64_t s = 9;
+    for (size_t i = 0; i < rows; i++)
+        src[i] = (float)((int64_t)(test_splitmix64(&s) % 2001) - 1000) * 1e-3f;
+    for (size_t i = 0; i < lanes; i++)
+        lane[i] = (float)((int64_t)(test_splitmix64(&s) % 2001) - 1000) * 1e-3f;
+    attn_to_lanes(l1, src, B, T, H, hd, stride, rep);
+    attn_from_lanes(r1, lane, B, T, H, hd, stride, rep);
+    par_set_min_work(1);
+    for (int k = 2; k <= 5; k += 3) {
+        par_set_threads(k);
+        float *lk = malloc(lanes * sizeof(float));
+        attn_to_lanes(lk, src, B, T, H, hd, stride, rep);
+        attn_from_lanes(rk, lane, B, T, H, hd, stride, rep);
+        CHECK_MSG(memcmp(l1, lk, lanes * sizeof(float)) == 0, "into lanes differs on %d threads",
+                  k);
+        CHECK_MSG(memcmp(r1, rk, rows * sizeof(float)) == 0, "out of lanes differs on %d threads",
+                  k);
+        free(lk);
+    }
+    par_set_min_work(0);
+    par_set_threads(1);
+    free(src);
+    free(lane);
+    free(l1);
+    free(r1);
+    free(rk);
 }
 
 /* gpt_grad_norm over blocks of GPT_NORM_BLOCK gradients: the same bits on 1, 2 and 3

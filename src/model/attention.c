@@ -240,10 +240,24 @@ static inline size_t row_offset(int p, int t, int H, int T, int hd, size_t strid
     return ((size_t)(p / H) * T + t) * stride + (size_t)(p % H / rep) * hd;
 }
 
-void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
-                   size_t stride, int rep) {
-    int pairs = B * H, G = attn_groups(pairs);
-    for (int g = 0; g < G; g++) {
+/* The arguments of a lane transpose, for par_for: groups (into lanes) or blocks of 8 H pairs
+ * (out of lanes: whole 8-pair blocks, and every pair of a shared head in one piece, added in
+ * order) are independent, so the same bits for every K. */
+typedef struct {
+    float *dst;
+    const float *src;
+    int B, T, H, hd, rep;
+    size_t stride;
+} LaneJob;
+
+static void to_lanes_groups(void *ctx, size_t g0, size_t g1, int chunk) {
+    const LaneJob *lj = ctx;
+    float *restrict dst = lj->dst;
+    const float *restrict src = lj->src;
+    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, pairs = lj->B * H;
+    size_t stride = lj->stride;
+    (void)chunk;
+    for (int g = (int)g0; g < (int)g1; g++) {
         ptrdiff_t off[ATTN_LANES]; /* where each lane's rows start */
         for (int j = 0; j < ATTN_LANES; j++) {
             int p = g * ATTN_LANES + j < pairs ? g * ATTN_LANES + j : 0;
@@ -278,9 +292,20 @@ void attn_to_lanes(float *restrict dst, const float *restrict src, int B, int T,
     }
 }
 
-void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int T, int H, int hd,
-                     size_t stride, int rep) {
-    int pairs = B * H, p = 0;
+void attn_to_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
+                   int rep) {
+    LaneJob j = {dst, src, B, T, H, hd, rep, stride};
+    size_t group = (size_t)T * hd * ATTN_LANES;
+    par_for((size_t)attn_groups(B * H), par_grain(group * PAR_COPY_WORK, 1), to_lanes_groups, &j);
+}
+
+static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
+    const LaneJob *lj = ctx;
+    float *restrict dst = lj->dst;
+    const float *restrict src = lj->src;
+    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, pairs = (int)p1, p = (int)p0;
+    size_t stride = lj->stride;
+    (void)chunk;
 #if FAST_TRANSPOSE
     /* 8 pairs by 8 head dims at a time (with rep > 1, a shared head sums its pairs in order) */
     if (hd % 8 == 0)
@@ -326,6 +351,13 @@ void attn_from_lanes(float *restrict dst, const float *restrict src, int B, int 
                 for (int i = 0; i < hd; i++)
                     d[(size_t)t * stride + i] += s[((size_t)t * hd + i) * ATTN_LANES];
     }
+}
+
+void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
+                     int rep) {
+    LaneJob j = {dst, src, B, T, H, hd, rep, stride};
+    size_t block = (size_t)8 * H; /* pairs: whole 8-pair blocks and whole heads' batches */
+    par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, block), from_lanes_pairs, &j);
 }
 
 void attention_entropy(double *entropy, const float *att, int pairs, int H, int T) {

@@ -27,6 +27,10 @@
  * unchanged (242-245 against 244-247 ms; 2^20 was 257 ms). */
 #define PAR_MIN_WORK (1 << 18)
 
+/* Work (par_grain's unit) of a float a memory-bound loop moves (a copy, a transpose, a
+ * scaling of rows): about 4 multiply-adds of a product. */
+#define PAR_COPY_WORK 4
+
 /* The grain, in units of `unit_work` each, that gives pieces of at least PAR_MIN_WORK,
  * rounded up to a multiple of `multiple` (the alignment a caller's bits need). */
 size_t par_grain(size_t unit_work, size_t multiple);

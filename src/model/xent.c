@@ -185,7 +185,8 @@ void xent_backward(float *dX, float *dW, const float *exps, const int32_t *targe
                        .t = t,
                        .tiles = ly.tiles,
                        .alpha = alpha};
-        par_for((size_t)N, par_grain((size_t)C * 3, 1), scale_rows, &job);
+        /* a row moves 5 C floats: dX read and written, the product and X read, xs written */
+        par_for((size_t)N, par_grain((size_t)C * 5 * PAR_COPY_WORK, 1), scale_rows, &job);
         gemm(1, 0, n, C, N, 1.0f, exps + v0, V, xs, C, 1.0f, dW + (size_t)v0 * C, C);
     }
     /* minus the one-hot target: dX[r] -= alpha W[y_r], dW[y_r] -= alpha X[r], rows in order */
