@@ -167,25 +167,39 @@ TEST(moe_reglu) {
     check_config(s, 0);
 }
 
-/* Without stats.val there are no val rows, and the training rows are as before. */
-TEST(off_by_default) {
-    RunConfig c;
-    if (config(&c, NULL) != 0) return;
-    CHECK(c.stats.val == 0);
+/* Trains sets' config (see config) into r: 0 when it ran to its end. */
+static int train_rows(const char *const *sets, RunConfig *c, Rows *r, int *had_val_stats) {
+    *r = (Rows){{rows_emit}, {{0}}, {{0}}, 0, 0, 0};
+    *had_val_stats = 0;
+    if (config(c, sets) != 0) return -1;
     char err[ABL_ERR_MAX];
     Dataset d;
     Trainer t;
-    if (dataset_load(&d, &c.data, c.model.context, err) != 0 ||
-        trainer_init(&t, &c, 5, &d, err) != 0) {
+    if (dataset_load(&d, &c->data, c->model.context, err) != 0) {
         CHECK_MSG(0, "%s", err);
-        return;
+        return -1;
     }
-    Rows r = {{rows_emit}, {{0}}, {{0}}, 0, 0, 0};
+    if (trainer_init(&t, c, 5, &d, err) != 0) {
+        CHECK_MSG(0, "%s", err);
+        dataset_free(&d);
+        return -1;
+    }
     EndEvent end;
-    CHECK(trainer_run(&t, &r.sink, NULL, &end) == RUN_DONE);
-    CHECK(r.n_val == 0 && r.n_train == 2 * c.model.n_layer && t.val_stats == NULL);
+    int status = trainer_run(&t, &r->sink, NULL, &end);
+    *had_val_stats = t.val_stats != NULL;
     trainer_free(&t);
     dataset_free(&d);
+    return status == RUN_DONE ? 0 : -1;
+}
+
+/* Without stats.val there are no val rows, and the training rows are as before. */
+TEST(off_by_default) {
+    RunConfig c;
+    Rows r;
+    int val_stats;
+    CHECK(train_rows(NULL, &c, &r, &val_stats) == 0);
+    CHECK(c.stats.val == 0);
+    CHECK(r.n_val == 0 && r.n_train == 2 * c.model.n_layer && !val_stats);
 }
 
 /* A layer's grad_norm is that of its gradients before clipping, as the global one
@@ -194,24 +208,13 @@ TEST(off_by_default) {
 TEST(layer_grad_norm_before_clipping) {
     const char *sets[] = {"train.grad_clip=1e-6", NULL};
     RunConfig c;
-    if (config(&c, sets) != 0) return;
-    char err[ABL_ERR_MAX];
-    Dataset d;
-    Trainer t;
-    if (dataset_load(&d, &c.data, c.model.context, err) != 0 ||
-        trainer_init(&t, &c, 5, &d, err) != 0) {
-        CHECK_MSG(0, "%s", err);
-        return;
-    }
-    Rows r = {{rows_emit}, {{0}}, {{0}}, 0, 0, 0};
-    EndEvent end;
-    CHECK(trainer_run(&t, &r.sink, NULL, &end) == RUN_DONE);
+    Rows r;
+    int val_stats;
+    CHECK(train_rows(sets, &c, &r, &val_stats) == 0);
     CHECK(r.n_train == 2 * c.model.n_layer);
     for (int i = 0; i < r.n_train; i++)
         CHECK_MSG(r.train[i].grad_norm > 1e-4, "step %ld layer %d: grad_norm %g, clipped",
                   r.train[i].step, r.train[i].layer, r.train[i].grad_norm);
-    trainer_free(&t);
-    dataset_free(&d);
 }
 
 int main(int argc, char **argv) {
