@@ -31,7 +31,9 @@
  *    (embedding, residual adds, biases, transposed weight copies, and the difference between
  *    alone and in a step). The time outside GEMM allowed at the target is limit / 0.9 - limit;
  *  - with several K, the step's speed-up over the first K (K OpenBLAS threads and K threads
- *    for the model's own loops, src/model/par.h, as --blas-threads K sets them);
+ *    for the model's own loops, src/model/par.h, as --blas-threads K sets them), and the
+ *    budget again at each other K with each line's speed-up: "rest" there is what the step
+ *    spends outside operations timed alone (the serial part, the joins, a slow phase);
  *  - at the first K: peak RSS (VmHWM) of the steps against the theoretical need (parameters,
  *    gradients, AdamW m and v, and the activations a lean trainer keeps per token) and
  *    against what gpt_alloc takes.
@@ -407,6 +409,35 @@ static int run_preset(const char *preset, int steps, const Options *o) {
                       : med[0] / med[i] >= 1.8 ? "  (target x1.8: PASS)"
                                                : "  (target x1.8: FAIL)")
                    : "");
+    /* the budget again at every other K, beside the first K's: which operations scale and
+     * what the step spends outside them (the serial part and the joins) */
+    for (int i = 1; i < o->nk; i++) {
+        openblas_set_num_threads(o->k[i]);
+        par_set_threads(o->k[i]);
+        Op opk[16];
+        int nk = non_gemm_ops(&b, o->reps, opk);
+        double layer_k = 0, outside = 0;
+        gemm_timing_shapes(sh, ns, o->reps, 0, per_round);
+        for (int j = 0; j + 3 < ns; j++)
+            layer_k += per_round[j];
+        printf("   budget at %d threads (ms, and the speed-up over %d):\n", o->k[i], o->k[0]);
+        printf("     %-47s %9.3f  x%.2f\n", "layer products, as the step runs them", 1e3 * layer_k,
+               layer_gemm / layer_k);
+        for (int j = 0; j < nk; j++) {
+            printf("     %-47s %9.3f  x%.2f\n", opk[j].name, 1e3 * opk[j].seconds,
+                   ops[j].seconds / opk[j].seconds);
+            outside += opk[j].seconds;
+        }
+        double rest_k = med[i] - layer_k - outside, rest_1 = st - layer_gemm - non_gemm;
+        /* a speed-up only where both rests are more than noise (1% of the step) */
+        if (rest_1 > 0.01 * st && rest_k > 0.01 * med[i])
+            printf("     %-47s %9.3f  x%.2f\n", "rest (step median - the above)", 1e3 * rest_k,
+                   rest_1 / rest_k);
+        else
+            printf("     %-47s %9.3f\n", "rest (step median - the above)", 1e3 * rest_k);
+    }
+    openblas_set_num_threads(o->k[0]);
+    par_set_threads(o->k[0]);
     printf("   peak RSS        %9.1f MiB (process before the model %.1f MiB); theoretical need "
            "%.1f MiB (state %.1f + activations %.1f): x%.2f; gpt_alloc + AdamW %.1f MiB\n",
            rss / 1048576, rss0 / 1048576.0, need / 1048576, state / 1048576,
