@@ -303,13 +303,13 @@ static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
     const LaneJob *lj = ctx;
     float *restrict dst = lj->dst;
     const float *restrict src = lj->src;
-    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, pairs = (int)p1, p = (int)p0;
+    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, end = (int)p1, p = (int)p0;
     size_t stride = lj->stride;
     (void)chunk;
 #if FAST_TRANSPOSE
     /* 8 pairs by 8 head dims at a time (with rep > 1, a shared head sums its pairs in order) */
     if (hd % 8 == 0)
-        for (; p + 8 <= pairs; p += 8) {
+        for (; p + 8 <= end; p += 8) {
             size_t base[8]; /* the 8 pairs' rows at t = 0 (divisions out of the loops) */
             int add[8];
             for (int k = 0; k < 8; k++) {
@@ -339,7 +339,7 @@ static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
             }
         }
 #endif
-    for (; p < pairs; p++) {
+    for (; p < end; p++) {
         const float *s = src + attn_lane_offset(T, hd, p, 0, 0);
         float *d = dst + row_offset(p, 0, H, T, hd, stride, rep);
         if (p % H % rep == 0)
