@@ -190,7 +190,7 @@ static double own_default(void) {
     const char *core = openblas_get_corename();
     int core512 = core && (!strcasecmp(core, "SkylakeX") || !strcasecmp(core, "Cooperlake") ||
                            !strcasecmp(core, "SapphireRapids"));
-    return GEMM_SMALL_WIDE && !core512 ? HUGE_VAL : GEMM_SMALL_MAX_MNK;
+    return !GEMM_SMALL_WIDE ? GEMM_SMALL_MAX_MNK : core512 ? GEMM_WIDE_MAX_MNK : HUGE_VAL;
 }
 
 /* Shapes that take every path of the kernel: whole tiles, the last rows (M not a multiple
@@ -368,6 +368,15 @@ TEST(split_limits) {
     CHECK(!gemm_splits(0, 32, 96, 32));     /* below the limit: one call */
     CHECK(!gemm_splits(0, 1024, 768, 768)); /* book: a piece would be one row */
     CHECK(!gemm_splits(1, 768, 768, 1024));
+    /* what the own kernel takes needs no transposed weight (gpt.c keeps one where this says
+     * so): book's products on an AVX-512 build, micro's on every build with the kernel */
+    gemm_set_own_limit(GEMM_SMALL_KERNEL ? GEMM_SMALL_MAX_MNK : 0.0);
+    CHECK(gemm_unpacked(0, 512, 128, 32) == !GEMM_SMALL_KERNEL);
+    gemm_set_own_limit(GEMM_SMALL_WIDE ? GEMM_WIDE_MAX_MNK : 0.0);
+    CHECK(gemm_unpacked(0, 1024, 384, 128) == !GEMM_SMALL_WIDE);
+    gemm_set_own_limit(0.0);
+    CHECK(gemm_unpacked(0, 512, 128, 32)); /* OpenBLAS's pieces */
+    gemm_set_own_limit(-1.0);
     gemm_set_small_limit(0.0);
     CHECK(!gemm_splits(0, 512, 128, 32)); /* cores without the kernels: never */
     CHECK(!gemm_unpacked(0, 32, 96, 32));

@@ -35,9 +35,10 @@ static double own_limit = -1.0; /* < 0: not yet detected */
 
 double gemm_own_limit(void) {
     if (own_limit < 0.0)
-        own_limit = !GEMM_SMALL_KERNEL                  ? 0.0
-                    : GEMM_SMALL_WIDE && !core_avx512() ? HUGE_VAL
-                                                        : GEMM_SMALL_MAX_MNK;
+        own_limit = !GEMM_SMALL_KERNEL ? 0.0
+                    : !GEMM_SMALL_WIDE ? GEMM_SMALL_MAX_MNK
+                    : core_avx512()    ? GEMM_WIDE_MAX_MNK
+                                       : HUGE_VAL;
     return own_limit;
 }
 
@@ -64,9 +65,17 @@ int gemm_splits(int trans_a, int M, int N, int K) {
     return product_piece(trans_a, M, N, K) > 0;
 }
 
+/* The own kernel reads a transposed B where it is (gemm_small.h), so a product it takes
+ * needs no transposed copy. */
+static int own_takes(int trans_b, int M, int N, int K) {
+    double own = gemm_own_limit();
+    return own > 0.0 && (double)M * N * K <= own && gemm_small_fits(trans_b, M, N, K);
+}
+
 int gemm_unpacked(int trans_a, int M, int N, int K) {
     double limit = gemm_small_limit();
-    return limit > 0.0 && ((double)M * N * K <= limit || gemm_splits(trans_a, M, N, K));
+    return limit > 0.0 && !own_takes(1, M, N, K) &&
+           ((double)M * N * K <= limit || gemm_splits(trans_a, M, N, K));
 }
 
 /* The OpenBLAS path's epilogue (gemm.h): the passes the kernel's fused one replaces. */
@@ -112,8 +121,7 @@ void gemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
              const float *B, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     if (M <= 0 || N <= 0) return;
     if (ep && !ep->bias && !ep->relu && !ep->mask) ep = NULL;
-    double own = gemm_own_limit();
-    if (own > 0.0 && (double)M * N * K <= own && gemm_small_fits(trans_b, M, N, K) &&
+    if (own_takes(trans_b, M, N, K) &&
         gemm_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep) == 0)
         return;
     blas_product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

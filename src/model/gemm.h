@@ -2,9 +2,9 @@
  * OpenBLAS, cut into pieces its small-matrix kernels take.
  *
  * Products with M*N*K <= gemm_own_limit() (GEMM_SMALL_MAX_MNK, 4.2 M, on builds with AVX2 and
- * FMA; every product on AVX-512 builds whose OpenBLAS core is not an AVX-512 one) run in
- * gemm_small.c: it reads the operands where they are and runs the CPU's whole vector width
- * whatever core OpenBLAS picked. What follows is about the others.
+ * FMA; on AVX-512 builds GEMM_WIDE_MAX_MNK, 67 M, when OpenBLAS's core is an AVX-512 one and
+ * every product when it is not) run in gemm_small.c: it reads the operands where they are and runs
+ * the CPU's whole vector width whatever core OpenBLAS picked. What follows is about the others.
  *
  * OpenBLAS 0.3.x has "small matrix" kernels on its AVX-512 cores (SkylakeX, Cooperlake,
  * SapphireRapids) that read the operands where they are, for products with M*N*K <= 1e6
@@ -49,8 +49,9 @@ void gemm_ep(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
 
 /* Whether gemm splits an NN (or transposed-A) product of these sizes. */
 int gemm_splits(int trans_a, int M, int N, int K);
-/* Whether such a product runs through the small-matrix kernels, whole or in pieces; for a
- * product of a weight transpose, the caller's cue to keep the weight transposed. */
+/* Whether such a product runs through the small-matrix kernels, whole or in pieces (not in
+ * the own kernel, which reads a transposed B where it is); for a product of a weight
+ * transpose, the caller's cue to keep the weight transposed. */
 int gemm_unpacked(int trans_a, int M, int N, int K);
 
 /* The largest M*N*K the BLAS runs unpacked: 1e6 on OpenBLAS's AVX-512 cores, 0 (never
@@ -59,10 +60,10 @@ int gemm_unpacked(int trans_a, int M, int N, int K);
 double gemm_small_limit(void);
 void gemm_set_small_limit(double mnk);
 
-/* The largest M*N*K gemm runs in its own kernel (gemm_small.h): GEMM_SMALL_MAX_MNK, infinity
- * on AVX-512 builds when OpenBLAS's core is not an AVX-512 one (detected on first use), or
- * 0 on builds without AVX2 and FMA. Tests and benches may set it (0: OpenBLAS for every
- * product; negative: the default again). */
+/* The largest M*N*K gemm runs in its own kernel (gemm_small.h): GEMM_SMALL_MAX_MNK; on
+ * AVX-512 builds GEMM_WIDE_MAX_MNK when OpenBLAS's core is an AVX-512 one and infinity when it
+ * is not (detected on first use); 0 on builds without AVX2 and FMA. Tests and benches may set it
+ * (0: OpenBLAS for every product; negative: the default again). */
 double gemm_own_limit(void);
 void gemm_set_own_limit(double mnk);
 

@@ -10,13 +10,13 @@
  * GEMM_SMALL_MAX_MNK OpenBLAS's packed kernels are faster at the same vector width
  * (bench/gemm_timing and docs/benchmarks.md).
  *
- * Except where the kernel's vector is twice OpenBLAS's: an AVX-512 build on a machine whose
- * OpenBLAS runs an AVX2 core (the AMD machines whose environment sets
- * OPENBLAS_CORETYPE=Haswell, never overridden). There gemm gives it every product, and those
- * past GEMM_SMALL_MAX_MNK take a path of their own: the operand each tile streams along the
- * reduction packed once for the tiles that share it, the tiles cut over --blas-threads. At
- * book's shapes on one Zen 5 core that ran 1.4-2.2x OpenBLAS's Haswell kernels
- * (docs/benchmarks.md).
+ * Except on AVX-512 builds. Where OpenBLAS runs an AVX2 core (the AMD machines whose
+ * environment sets OPENBLAS_CORETYPE=Haswell, never overridden), the kernel's vector is
+ * twice OpenBLAS's and gemm gives it every product; where OpenBLAS runs an AVX-512 core, the
+ * products up to GEMM_WIDE_MAX_MNK. Those past GEMM_SMALL_MAX_MNK take a path of their own: the
+ * operand each tile streams along the reduction packed once for the tiles that share it, the tiles
+ * cut over --blas-threads. At book's shapes on one Zen 5 core that ran 1.4-2.2x OpenBLAS's Haswell
+ * kernels (docs/benchmarks.md).
  *
  * Each element of C is one chain of fused multiply-adds over k from zero, then alpha and
  * beta, whichever tile it falls in. A product runs on the calling thread for every
@@ -41,6 +41,14 @@
 /* The largest M*N*K gemm hands to the kernel: micro's products (<= 2.1 M) and those of its
  * study-B variants with a context of 32; OpenBLAS from d_model 64 (8.4 M) on. */
 #define GEMM_SMALL_MAX_MNK (1 << 22)
+
+/* The same on AVX-512 builds whose OpenBLAS runs one of its AVX-512 cores, as wide as the
+ * kernel: the products of a d_model of 128 on 1,024 rows (<= 1024 x 512 x 128 = 2^26). On one
+ * Zen 5 core with OpenBLAS's SkylakeX core (bench/engine_limit and docs/benchmarks.md),
+ * those ran 1.04-1.53x OpenBLAS's on one thread and 1.08-2.55x on two, where OpenBLAS runs
+ * the pieces of a split product on one thread. From d_model 256 on, OpenBLAS's blocked
+ * kernels win: 0.68-1.10x, 0.89x in all. */
+#define GEMM_WIDE_MAX_MNK (1 << 26)
 
 #include "gemm.h"
 
