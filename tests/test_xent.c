@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gemm.h"
+#include "model/gemm_small.h"
 #include "model/gpt.h"
 #include "model/layers.h"
 #include "model/transpose.h"
@@ -65,12 +67,12 @@ TEST(tiles) {
     transpose(Wt, W, V, C);
 
     static Out one, many, many_t;
-    run(&one, X, W, NULL, y, 1L << 30); /* one tile */
-    run(&many, X, W, NULL, y, 16L * N); /* 16 columns: 13 tiles, the last of 11 */
-    run(&many_t, X, W, Wt, y, 32L * N); /* transposed weight, 32 columns */
-    CHECK(xent_tile_cols(N, V) == V);   /* the default: one tile at this size */
+    run(&one, X, W, NULL, y, 1L << 30);  /* one tile */
+    run(&many, X, W, NULL, y, 16L * N);  /* 16 columns: 13 tiles, the last of 11 */
+    run(&many_t, X, W, Wt, y, 32L * N);  /* transposed weight, 32 columns */
+    CHECK(xent_tile_cols(N, C, V) == V); /* the default: one tile at this size */
     xent_set_tile_floats(16L * N);
-    CHECK(xent_tile_cols(N, V) == 16);
+    CHECK(xent_tile_cols(N, C, V) == 16);
     xent_set_tile_floats(0);
 
     /* the textbook computation in double */
@@ -159,7 +161,7 @@ TEST(scratch) {
         for (int c = 0; c < 2; c++) {
             size_t need = 0;
             for (int n = 1; n <= 3000; n += 7) {
-                int w = xent_tile_cols(n, vs[k]), tiles = (vs[k] + w - 1) / w;
+                int w = xent_tile_cols(n, cs[c], vs[k]), tiles = (vs[k] + w - 1) / w;
                 size_t tile = (size_t)n * w, sides = 2 * (size_t)n * cs[c];
                 size_t own = 2 * (size_t)n + (size_t)n * tiles + (tile > sides ? tile : sides);
                 need = own > need ? own : need;
@@ -207,6 +209,61 @@ TEST(model) {
     CHECK(c1 == m.correct);
     CHECK_MSG(max_rel(m.grads, g1, n) < 1e-5, "gradients differ by %g", max_rel(m.grads, g1, n));
     free(g1);
+    gpt_free(&m);
+}
+
+/* One training pass's loss and gradients under gemm's limits (small, own). */
+static float pass_under(GPT *m, double small, double own, const int32_t *x, const int32_t *y, int B,
+                        int T, float *grads) {
+    gemm_set_small_limit(small);
+    gemm_set_own_limit(own);
+    gpt_zero_grad(m);
+    float loss = gpt_forward(m, x, y, B, T);
+    gpt_backward(m);
+    memcpy(grads, m->grads, m->n_params * sizeof(float));
+    gemm_set_small_limit(-1.0);
+    gemm_set_own_limit(-1.0);
+    return loss;
+}
+
+/* On an AVX-512 build, a d_model of 128 on 256 rows runs every product in the own kernel
+ * whichever core OpenBLAS runs (gemm.h): the lm_head's tiles too, so the bits are those of
+ * an AVX2 core. The AVX-512 core is played by its limits: OpenBLAS's small-matrix pieces up
+ * to 1e6 and the own kernel up to GEMM_WIDE_MAX_MNK. An untiled lm_head (256 x 5,000 x 128)
+ * would go to OpenBLAS there. */
+TEST(same_bits_on_every_core) {
+    if (!GEMM_SMALL_WIDE) {
+        printf("test_xent: same_bits_on_every_core: not an AVX-512 build, nothing to compare\n");
+        return;
+    }
+    enum { B = 2, T = 128, VB = 5000 };
+    ModelConfig mc;
+    model_config_default(&mc);
+    model_config_preset(&mc, "book");
+    mc.vocab_size = VB;
+    mc.n_layer = 1;
+    char err[ABL_ERR_MAX];
+    GPT m;
+    CHECK_MSG(gpt_alloc(&m, &mc, B, T, err) == 0, "%s", err);
+    gpt_init_weights(&m, 5);
+    static int32_t x[B * T], y[B * T];
+    uint64_t s = 11;
+    for (int i = 0; i < B * T; i++) {
+        x[i] = (int32_t)(test_splitmix64(&s) % VB);
+        y[i] = (int32_t)(test_splitmix64(&s) % VB);
+    }
+    CHECK(xent_tile_cols(B * T, mc.d_model, VB) < VB); /* tiled */
+    float *g_avx2 = malloc(m.n_params * sizeof(float)), *g_512 = malloc(m.n_params * sizeof(float));
+    float l_avx2 = pass_under(&m, 0.0, HUGE_VAL, x, y, B, T, g_avx2);
+    float l_512 = pass_under(&m, 1e6, GEMM_WIDE_MAX_MNK, x, y, B, T, g_512);
+    size_t bad = 0;
+    for (size_t i = 0; i < m.n_params; i++)
+        bad += memcmp(&g_avx2[i], &g_512[i], sizeof(float)) != 0;
+    CHECK_MSG(memcmp(&l_avx2, &l_512, sizeof(float)) == 0 && bad == 0,
+              "loss %.9g and %.9g, %zu of %zu gradients differ", (double)l_avx2, (double)l_512, bad,
+              m.n_params);
+    free(g_avx2);
+    free(g_512);
     gpt_free(&m);
 }
 

@@ -4,6 +4,7 @@
 
 #include "fastmath.h"
 #include "gemm.h"
+#include "gemm_small.h"
 #include "layers.h"
 #include "par.h"
 
@@ -13,8 +14,17 @@ void xent_set_tile_floats(long n) {
     tile_floats = n > 0 ? n : XENT_TILE_FLOATS;
 }
 
-int xent_tile_cols(int N, int V) {
-    long w = tile_floats / (N > 0 ? N : 1);
+int xent_tile_cols(int N, int C, int V) {
+    double n = N > 0 ? N : 1;
+    long w = (long)(tile_floats / n);
+#if GEMM_SMALL_WIDE
+    /* the widest tile whose products the own kernel takes on every OpenBLAS core, if that is
+     * not too narrow (xent.h) */
+    long own = (long)(GEMM_WIDE_MAX_MNK / (n * (C > 0 ? C : 1)));
+    if (own >= XENT_OWN_MIN_COLS && own < w) w = own;
+#else
+    (void)C;
+#endif
     w -= w % 16;
     if (w < 16) w = 16;
     return w >= V ? V : (int)w;
@@ -29,7 +39,7 @@ typedef struct {
 } Layout;
 
 static Layout layout(int N, int C, int V) {
-    Layout l = {.w = xent_tile_cols(N, V)};
+    Layout l = {.w = xent_tile_cols(N, C, V)};
     l.tiles = (V + l.w - 1) / l.w;
     size_t n = (size_t)(N > 0 ? N : 0), nc = n * (size_t)C;
     l.arg = 0;

@@ -27,14 +27,26 @@
 #include <stdint.h>
 
 /* 8 MiB tiles: 2,048 columns of book's 1,024 rows. Measured on the lm_head and loss of a
- * book step alone (forward and backward, CPU time, one Zen 4 core under load): 256 columns
- * 1-8% faster than untiled, 512 -2..12%, 1,024 10-15%, 2,048 10-20%, 4,096 12%; 64 columns
- * 50% slower (each tile's GEMMs pack the rows' inputs again, and narrow products run
- * below the kernels' rate). */
+ * book step alone (forward and backward, CPU time, one Zen 4 core under load, OpenBLAS
+ * products): 256 columns 1-8% faster than untiled, 512 -2..12%, 1,024 10-15%, 2,048 10-20%,
+ * 4,096 12%; 64 columns 50% slower (each tile's GEMMs pack the rows' inputs again, and
+ * narrow products run below the kernels' rate). */
 #define XENT_TILE_FLOATS (1 << 21)
 
-/* Vocabulary columns of a tile for N rows: a multiple of 16 (at least 16), or V itself. */
-int xent_tile_cols(int N, int V);
+/* On AVX-512 builds a tile is narrowed until its products are ones the own kernel takes on
+ * every OpenBLAS core (N w C <= GEMM_WIDE_MAX_MNK, gemm_small.h), unless that leaves fewer
+ * than this many columns: book's tiles are then 512 columns. On one Zen 5 core with
+ * OpenBLAS's SkylakeX core, book's lm_head and loss took a median of 212-219 ms a step that
+ * way against 230-235 ms with 2,048 columns in OpenBLAS, and 111-120 ms against 131-135 ms on
+ * two threads (xent_forward and xent_backward timed alone, processes interleaved); with the
+ * own kernel at both widths (OpenBLAS's Haswell core), about the same on one thread. And the
+ * tiles' products are then the own kernel's whichever core OpenBLAS runs: with book's
+ * layers (<= 2^26 too), a training run gets the same bits on an AVX2 and an AVX-512 core. */
+#define XENT_OWN_MIN_COLS 256
+
+/* Vocabulary columns of a tile for N rows of C inputs: a multiple of 16 (at least 16), or V
+ * itself. */
+int xent_tile_cols(int N, int C, int V);
 /* Floats of the scratch xent_forward and xent_backward need for any pass of up to N rows of
  * C inputs: the tile, and what the forward leaves for the backward. */
 size_t xent_scratch_floats(int N, int C, int V);
