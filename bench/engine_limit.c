@@ -30,6 +30,9 @@
  *    step. "rest" is the step minus the per-layer products and all of those
  *    (embedding, residual adds, biases, transposed weight copies, and the difference between
  *    alone and in a step). The time outside GEMM allowed at the target is limit / 0.9 - limit;
+ *    beside it, for scale, one memcpy of the activations a lean trainer keeps: the passes
+ *    outside the products read and write those, which the limit's products (on buffers that
+ *    stay in cache) never fetch;
  *  - with several K, the step's speed-up over the first K (K OpenBLAS threads and K threads
  *    for the model's own loops, src/model/par.h, as --blas-threads K sets them), and the
  *    budget again at each other K with each line's speed-up: "rest" there is what the step
@@ -149,6 +152,28 @@ static double theoretical_bytes(const ModelConfig *c, int B, int T, double *stat
     double bwd = C + C + UP + QKV;
     *state = 16.0 * (double)model_param_count(c);
     return *state + 4.0 * B * T * (top + L * layer + bwd);
+}
+
+/* The best time of one memcpy of `bytes` (every byte read and written once), for scale
+ * beside what the step spends outside its products: those passes read and write the
+ * activations, which the shape limit's products (timed on buffers that stay in cache) never
+ * fetch. */
+static double copy_seconds(double bytes, int reps) {
+    size_t n = (size_t)bytes;
+    char *a = malloc(n), *b = malloc(n);
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e30;
+    for (int r = 0; r < 20 * reps; r++) {
+        double t0 = gemm_timing_now();
+        memcpy(b, a, n);
+        double dt = gemm_timing_now() - t0;
+        a[(size_t)r % n] = b[(size_t)(r * 7) % n]; /* the copies are not dead */
+        best = dt < best ? dt : best;
+    }
+    free(a);
+    free(b);
+    return best;
 }
 
 /* ---------------------------------------------------------------- the budget */
@@ -399,6 +424,9 @@ static int run_preset(const char *preset, int steps, const Options *o) {
            1e3 * (st - layer_gemm - non_gemm), 100 * (st - layer_gemm - non_gemm) / st);
     printf("     non-GEMM allowed at 90%% of the limit: %.3f ms; measured outside GEMM: %.3f ms\n",
            1e3 * (limit / 0.9 - limit), 1e3 * (st - own));
+    printf("     for scale: one copy of the activations (memcpy of %.1f MiB, read and written "
+           "once): %.3f ms\n",
+           (need - state) / 1048576, 1e3 * copy_seconds(need - state, o->reps));
     for (int i = 1; i < o->nk; i++)
         printf("   threads %d       %9.3f ms median (CPU %.3f ms), x%.2f of %d thread(s)%s\n",
                o->k[i], 1e3 * med[i], 1e3 * cpu[i], med[0] / med[i], o->k[0],
