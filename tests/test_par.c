@@ -169,10 +169,11 @@ TEST(back_to_back) {
     par_set_threads(1);
 }
 
-/* The lane transposes cut into pieces (groups into lanes; out of lanes, blocks of 8 H pairs
- * with a shared key-value head's pairs added in order): the same bytes as on one thread. */
-TEST(lanes) {
-    const int B = 37, T = 5, H = 4, hd = 16, rep = 2, KV = H / rep;
+/* The lane transposes cut into pieces (groups into lanes; out of lanes, blocks of 8 rep
+ * pairs with a shared key-value head's pairs added in order): the same bytes as on one
+ * thread, with 2 pairs a shared head and with 3 (H 12: a head's pairs cross 8-pair blocks). */
+static void lanes_on_threads(int H, int rep) {
+    const int B = 37, T = 5, hd = 16, KV = H / rep;
     size_t stride = (size_t)KV * hd, rows = (size_t)B * T * stride;
     size_t lanes = (size_t)attn_groups(B * H) * T * hd * ATTN_LANES;
     float *src = malloc(rows * sizeof(float)), *lane = malloc(lanes * sizeof(float));
@@ -193,8 +194,8 @@ TEST(lanes) {
         attn_from_lanes(rk, lane, B, T, H, hd, stride, rep);
         CHECK_MSG(memcmp(l1, lk, lanes * sizeof(float)) == 0, "into lanes differs on %d threads",
                   k);
-        CHECK_MSG(memcmp(r1, rk, rows * sizeof(float)) == 0, "out of lanes differs on %d threads",
-                  k);
+        CHECK_MSG(memcmp(r1, rk, rows * sizeof(float)) == 0,
+                  "out of lanes differs on %d threads (H %d, rep %d)", k, H, rep);
         free(lk);
     }
     par_set_min_work(0);
@@ -204,6 +205,11 @@ TEST(lanes) {
     free(l1);
     free(r1);
     free(rk);
+}
+
+TEST(lanes) {
+    lanes_on_threads(4, 2);
+    lanes_on_threads(12, 3);
 }
 
 /* gpt_grad_norm over blocks of GPT_NORM_BLOCK gradients: the same bits on 1, 2 and 3

@@ -240,9 +240,9 @@ static inline size_t row_offset(int p, int t, int H, int T, int hd, size_t strid
     return ((size_t)(p / H) * T + t) * stride + (size_t)(p % H / rep) * hd;
 }
 
-/* The arguments of a lane transpose, for par_for: groups (into lanes) or blocks of 8 H pairs
- * (out of lanes: whole 8-pair blocks, and every pair of a shared head in one piece, added in
- * order) are independent, so the same bits for every K. */
+/* The arguments of a lane transpose, for par_for: groups (into lanes) or blocks of 8 rep
+ * pairs (out of lanes: whole 8-pair blocks, and every pair of a shared head in one piece,
+ * added in order) are independent, so the same bits for every K. */
 typedef struct {
     float *dst;
     const float *src;
@@ -356,7 +356,10 @@ static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
 void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
                      int rep) {
     LaneJob j = {dst, src, B, T, H, hd, rep, stride};
-    size_t block = (size_t)8 * H; /* pairs: whole 8-pair blocks and whole heads' batches */
+    /* pieces of whole 8-pair blocks, each shared head's rep pairs (consecutive, from a
+     * multiple of rep) in one piece; not whole batches of H pairs: book's 32 pairs would be
+     * one piece, on one thread */
+    size_t block = (size_t)8 * rep;
     par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, block), from_lanes_pairs, &j);
 }
 
