@@ -39,9 +39,12 @@
  * OpenBLAS's SkylakeX core, book's lm_head and loss took a median of 212-219 ms a step that
  * way against 230-235 ms with 2,048 columns in OpenBLAS, and 111-120 ms against 131-135 ms on
  * two threads (xent_forward and xent_backward timed alone, processes interleaved); with the
- * own kernel at both widths (OpenBLAS's Haswell core), about the same on one thread. And the
- * tiles' products are then the own kernel's whichever core OpenBLAS runs: with book's
- * layers (<= 2^26 too), a training run gets the same bits on an AVX2 and an AVX-512 core. */
+ * own kernel at both widths (OpenBLAS's Haswell core), about the same on one thread. With a
+ * d_model of 256 (256-column tiles against 2,048): 377-442 against 433-508 ms with the
+ * Haswell core, 396-400 against 378-394 ms with SkylakeX; on two threads 201-219 against
+ * 238-261 and about the same. And the tiles' products are then the own kernel's whichever
+ * core OpenBLAS runs: with book's layers (<= 2^26 too), a training run gets the same bits on
+ * an AVX2 and an AVX-512 core. */
 #define XENT_OWN_MIN_COLS 256
 
 /* Vocabulary columns of a tile for N rows of C inputs: a multiple of 16 (at least 16), or V
