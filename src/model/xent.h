@@ -36,12 +36,12 @@
 /* On AVX-512 builds a tile is narrowed until its products are ones the own kernel takes on
  * every OpenBLAS core (N w C <= GEMM_WIDE_MAX_MNK, gemm_small.h), unless that leaves fewer
  * than this many columns: book's tiles are then 512 columns. On one Zen 5 core with
- * OpenBLAS's SkylakeX core, book's lm_head and loss took a median of 212-219 ms a step that
- * way against 230-235 ms with 2,048 columns in OpenBLAS, and 111-120 ms against 131-135 ms on
- * two threads (xent_forward and xent_backward timed alone, processes interleaved); with the
- * own kernel at both widths (OpenBLAS's Haswell core), about the same on one thread. With a
- * d_model of 256 (256-column tiles against 2,048): 377-442 against 433-508 ms with the
- * Haswell core, 396-400 against 378-394 ms with SkylakeX; on two threads 201-219 against
+ * OpenBLAS's SkylakeX core, book's lm_head and loss took a median of 212.0 ms a step that
+ * way against 235.0 ms with 2,048 columns in OpenBLAS, and 117.5 ms against 131.8 ms on two
+ * threads (xent_forward and xent_backward timed alone, 6 rounds, processes interleaved);
+ * with the own kernel at both widths (OpenBLAS's Haswell core), about the same on one thread.
+ * With a d_model of 256 (256-column tiles against 2,048): 377-442 against 433-508 ms with
+ * the Haswell core, 396-400 against 378-394 ms with SkylakeX; on two threads 201-219 against
  * 238-261 and about the same. And the tiles' products are then the own kernel's whichever
  * core OpenBLAS runs: with book's layers (<= 2^26 too), a training run gets the same bits on
  * an AVX2 and an AVX-512 core. */
