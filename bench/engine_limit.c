@@ -420,8 +420,9 @@ static int run_preset(const char *preset, int steps, const Options *o) {
                100 * ops[i].seconds / st);
         non_gemm += ops[i].seconds;
     }
-    printf("     %-47s %9.3f  %5.1f %%\n", "rest (step - layer products - the above)",
-           1e3 * (st - layer_gemm - non_gemm), 100 * (st - layer_gemm - non_gemm) / st);
+    double rest_1 = st - layer_gemm - non_gemm;
+    printf("     %-47s %9.3f  %5.1f %%\n", "rest (step - layer products - the above)", 1e3 * rest_1,
+           100 * rest_1 / st);
     printf("     non-GEMM allowed at 90%% of the limit: %.3f ms; measured outside GEMM: %.3f ms\n",
            1e3 * (limit / 0.9 - limit), 1e3 * (st - own));
     printf("     for scale: one copy of the activations (memcpy of %.1f MiB, read and written "
@@ -456,7 +457,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
                    ops[j].seconds / opk[j].seconds);
             outside += opk[j].seconds;
         }
-        double rest_k = med[i] - layer_k - outside, rest_1 = st - layer_gemm - non_gemm;
+        double rest_k = med[i] - layer_k - outside;
         /* a speed-up only where both rests are more than noise (1% of the step) */
         if (rest_1 > 0.01 * st && rest_k > 0.01 * med[i])
             printf("     %-47s %9.3f  x%.2f\n", "rest (step median - the above)", 1e3 * rest_k,
