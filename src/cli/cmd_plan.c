@@ -21,7 +21,8 @@ static void print_calibration(const Plan *plan, const PlanCost *cost) {
     int configs = 0, trials = 0, k0 = -1, uniform = 1;
     double seconds = 0;
     for (int i = 0; seen && i < plan->n_runs; i++) {
-        const RunConfig *c = &cost[i].cfg;
+        RunConfig resolved, *c = &resolved;
+        plan_cost_config(plan, cost, i, c);
         if (!(c->train.seconds > 0) || c->train.calibrate <= 0) continue;
         uint64_t h = run_id_hash(c, NULL);
         int dup = 0;
@@ -133,7 +134,9 @@ int cmd_plan(int argc, char **argv) {
         total_tokens += (double)c->tokens;
         if (c->memory > max_memory) max_memory = c->memory;
         if (json) {
-            knob_config_json(&cost[i].cfg, cfgjson, sizeof cfgjson);
+            RunConfig cfg;
+            plan_cost_config(&plan, cost, i, &cfg);
+            knob_config_json(&cfg, cfgjson, sizeof cfgjson);
             printf("{\"index\":%d,\"name\":", r->index);
             json_print_string(stdout, r->name);
             printf(",\"id\":\"%s\",\"seed\":%llu,\"overrides\":", r->id,

@@ -157,7 +157,8 @@ int cmd_train(int argc, char **argv) {
         goto fail;
     }
     /* what a sweep hands its worker: the resolved config and the run's seed */
-    RunConfig cfg = cost[r].cfg;
+    RunConfig cfg;
+    plan_cost_config(&plan, cost, r, &cfg);
     seed = plan.runs[r].seed;
     if (run_sel) log_info("run %s (id %s)", plan.runs[r].name, plan.runs[r].id);
     free(cost);

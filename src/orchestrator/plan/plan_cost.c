@@ -157,8 +157,9 @@ typedef struct {
 /* The checks and sizes of run i, whose data d is loaded; -1 with err filled. */
 static int cost_run(const Plan *p, int i, const Dataset *d, const MemoryLimit *lim, PlanCost *out,
                     char err[ABL_ERR_MAX]) {
-    RunConfig *cfg = &out->cfg;
+    RunConfig resolved = p->runs[i].cfg, *cfg = &resolved;
     if (cfg->model.vocab_size == 0) cfg->model.vocab_size = d->vocab_size;
+    out->vocab_size = cfg->model.vocab_size;
     if (cfg->model.vocab_size < d->vocab_size)
         return fail_at(p, i, "model.vocab_size", err,
                        "model.vocab_size %d is smaller than the vocabulary of data file %s (%d)",
@@ -195,6 +196,11 @@ static int cost_run(const Plan *p, int i, const Dataset *d, const MemoryLimit *l
     return 0;
 }
 
+void plan_cost_config(const Plan *p, const PlanCost *cost, int i, RunConfig *out) {
+    *out = p->runs[i].cfg;
+    out->model.vocab_size = cost[i].vocab_size;
+}
+
 PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]) {
     return plan_cost_compute_ids(p, NULL, NULL, err);
 }
@@ -226,9 +232,8 @@ PlanCost *plan_cost_compute_ids(const Plan *p, DataIdentity **ids, int *n_ids,
     lim.bytes = plan_cost_memory_limit(lim.why, sizeof lim.why);
     int bad = 0;
     for (int i = 0; i < p->n_runs && !bad; i++) {
-        out[i].cfg = p->runs[i].cfg;
         char msg[ABL_ERR_MAX];
-        const Dataset *d = vocab_dataset(vc, &out[i].cfg, msg);
+        const Dataset *d = vocab_dataset(vc, &p->runs[i].cfg, msg);
         bad = d ? cost_run(p, i, d, &lim, &out[i], err)
                 : fail_at(p, i, data_culprit(p, i, msg), err, "%s", msg);
         if (!bad && ids && add_identity(ids, n_ids, &ids_cap, &d->identity) != 0)

@@ -44,8 +44,7 @@
 
 /* One run of the sweep, indexed by its journal index. */
 typedef struct {
-    const PlannedRun *pr;
-    const RunConfig *cfg; /* vocab resolved: the plan cost's (not a copy: 1.5 KB a run) */
+    const PlannedRun *pr; /* its config: run_config() resolves model.vocab_size */
     double cost;          /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
     int finished;
     RunStatus status;
@@ -137,6 +136,11 @@ typedef struct {
     int calib_busy; /* a trial is being timed (no view is built meanwhile) */
     int plan_all;   /* every run's PLAN record went into our journal at start */
 } Sweep;
+
+/* The config run r trains with: its plan's, with model.vocab_size from the data. */
+static void run_config(const Sweep *s, const SweepRun *r, RunConfig *out) {
+    plan_cost_config(&s->plan, s->cost, r->pr->index, out);
+}
 
 static int exists(const char *p) {
     struct stat st;
@@ -389,7 +393,6 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
             continue;
         }
         r->pr = &s->plan.runs[p];
-        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* failed: trained again; not_needed: the adaptive scheduler says again (or needs
          * it after all, under a larger budget) */
@@ -411,7 +414,6 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         int p = m.fresh[i];
         SweepRun *r = &s->runs[s->n + i];
         r->pr = &s->plan.runs[p];
-        r->cfg = &s->cost[p].cfg;
         r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
         /* the resolved config (model.vocab_size from the data) is what the file shows; the
          * id stays the hash of the config as planned */
@@ -419,8 +421,10 @@ static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
             r->plan_later = 1;
             continue;
         }
+        RunConfig cfg;
+        run_config(s, r, &cfg);
         if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
-                                 r->cfg, r->pr->overrides) != 0)
+                                 &cfg, r->pr->overrides) != 0)
             stop_journal(s);
     }
     s->n += n_new;
@@ -488,14 +492,14 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     a->attempt = ++r->attempt;
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
-    a->cfg = *r->cfg;
+    run_config(s, r, &a->cfg);
     if (r->calib >= 0) { /* its calibrated budget; -1: the calibration failed (run_exec.h) */
         const CalibGroup *g = &s->calib[r->calib];
         a->cfg.train.calibrated_steps = g->failed || g->steps <= 0 ? -1 : g->steps;
     }
     a->ckpt_every = s->o->checkpoint_every;
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
+    const DataIdentity *di = data_guard_of(&s->data, &r->pr->cfg.data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
     if (r->ckpt_step > 0) {
         char err[ABL_ERR_MAX], path[ABL_PATH_MAX];
@@ -515,7 +519,9 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
 static int plan_now(Sweep *s, uint32_t run) {
     SweepRun *r = &s->runs[run];
     if (!r->plan_later) return 0;
-    if (journal_append_plan2(s->j, run, r->pr->id, r->pr->name, r->pr->seed, r->cfg,
+    RunConfig cfg;
+    run_config(s, r, &cfg);
+    if (journal_append_plan2(s->j, run, r->pr->id, r->pr->name, r->pr->seed, &cfg,
                              r->pr->overrides) != 0)
         return stop_journal(s), -1;
     r->plan_later = 0;
@@ -659,7 +665,7 @@ static void config_name(const char *name, char *out, size_t n) {
 static void calib_complete(Sweep *s, CalibGroup *c, int say) {
     for (int i = 0; i < c->k; i++)
         if (!c->have[i]) return;
-    const RunConfig *cfg = s->runs[c->rep].cfg;
+    const RunConfig *cfg = &s->runs[c->rep].pr->cfg; /* train and context: as planned */
     double med, lo, hi;
     calib_summary(c->tps, c->k, &med, &lo, &hi);
     long per_step = (long)cfg->train.batch_size * cfg->model.context;
@@ -677,10 +683,13 @@ static int calib_setup(Sweep *s, const ResumeState *rs) {
         s->runs[i].calib = -1;
     for (int i = 0; i < s->n; i++) {
         SweepRun *r = &s->runs[i];
-        if (r->dead || r->finished || !(r->cfg->train.seconds > 0) || r->cfg->train.calibrate <= 0)
+        if (r->dead || r->finished || !(r->pr->cfg.train.seconds > 0) ||
+            r->pr->cfg.train.calibrate <= 0)
             continue;
         char group[17];
-        run_id_format(run_id_hash(r->cfg, NULL), group);
+        RunConfig cfg;
+        run_config(s, r, &cfg);
+        run_id_format(run_id_hash(&cfg, NULL), group);
         int g = 0;
         while (g < s->n_calib && strcmp(s->calib[g].group, group))
             g++;
@@ -693,7 +702,7 @@ static int calib_setup(Sweep *s, const ResumeState *rs) {
             memcpy(c->group, group, sizeof group);
             config_name(r->pr->name, c->config, sizeof c->config);
             c->rep = i;
-            c->k = r->cfg->train.calibrate;
+            c->k = r->pr->cfg.train.calibrate;
             c->tps = calloc((size_t)c->k, sizeof *c->tps);
             c->have = calloc((size_t)c->k, 1);
             if (!c->tps || !c->have) return -1;
@@ -747,9 +756,9 @@ static void calib_assignment(const Sweep *s, int g, int trial, RunAssignment *a)
     a->attempt = (uint32_t)trial;
     a->seed = r->pr->seed;
     memcpy(a->id, r->pr->id, sizeof a->id);
-    a->cfg = *r->cfg;
+    run_config(s, r, &a->cfg);
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    const DataIdentity *di = data_guard_of(&s->data, &r->cfg->data);
+    const DataIdentity *di = data_guard_of(&s->data, &r->pr->cfg.data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
 }
 
@@ -1447,7 +1456,7 @@ static void write_header(Sweep *s, int nranks, const char *hostnames) {
     /* the char vocabulary of the first run's data, so samples can be decoded */
     VocabCache *vc = vocab_cache_new();
     char err[ABL_ERR_MAX];
-    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->cost[0].cfg, err) : NULL;
+    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->plan.runs[0].cfg, err) : NULL;
     if (d && d->tokenizer == TOK_CHAR)
         env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
     vocab_cache_free(vc);
@@ -1627,7 +1636,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     }
     for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
         if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
-            data_guard_changed(&s.data, &s.runs[i].cfg->data)) {
+            data_guard_changed(&s.data, &s.runs[i].pr->cfg.data)) {
             drop_checkpoint(&s, &s.runs[i]);
             refs_free(&s.runs[i].events);
         }
