@@ -19,6 +19,11 @@
  *    median over the rounds (the best of each beside it); the step's fraction of the limit
  *    (target >= 90%) and, beside it, the fraction of the square-sgemm rate (the reference
  *    FLOPs at the best square GFLOP/s);
+ *  - beside the limit, the same list as plain OpenBLAS calls (each product one cblas_sgemm
+ *    with its listed transposes: no pieces for the small-matrix kernels, no transposed weight
+ *    copies; timed in the same rounds) and the step's fraction of it, no target: the limit is
+ *    the model's products as it ran them when the issue was filed, through gemm.c, which on
+ *    AVX-512 cores already cut them into pieces OpenBLAS's small-matrix kernels take;
  *  - the same products as the step runs them (small ones in ablate's own kernel,
  *    src/model/gemm_small.h), timed in the same rounds, and the step's fraction of that (no
  *    target: what the step spends outside its products);
@@ -341,6 +346,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     double *round_cpu = xmalloc((size_t)rounds * MAX_K * sizeof(double));
     double *round_limit = xmalloc((size_t)rounds * sizeof(double));
     double *round_own = xmalloc((size_t)rounds * sizeof(double));
+    double *round_plain = xmalloc((size_t)rounds * sizeof(double));
     double *per = xmalloc((size_t)ns * sizeof(double)),
            *per_round = xmalloc((size_t)ns * sizeof(double));
     for (int i = 0; i < ns; i++)
@@ -360,6 +366,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
             if (r == 0) rss = (double)provenance_peak_rss(); /* before the products' buffers */
             round_limit[r] = gemm_timing_shapes(sh, ns, 1, 1, NULL);
             best_limit = fmin(best_limit, round_limit[r]);
+            round_plain[r] = gemm_timing_shapes_plain(sh, ns, 1);
             round_own[r] = gemm_timing_shapes(sh, ns, 1, 0, per_round);
             best_own = fmin(best_own, round_own[r]);
             for (int k = 0; k < ns; k++)
@@ -371,6 +378,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
         cpu[i] = median_of(round_cpu + i * rounds, rounds);
     }
     double limit = median_of(round_limit, rounds), own = median_of(round_own, rounds);
+    double plain = median_of(round_plain, rounds);
     openblas_set_num_threads(o->k[0]);
     par_set_threads(o->k[0]);
     double state, need = theoretical_bytes(&c, B, T, &state);
@@ -400,6 +408,9 @@ static int run_preset(const char *preset, int steps, const Options *o) {
            1e3 * limit, 1e3 * best_limit, flops / limit / 1e9);
     printf("   step / limit    %9.1f %%   (target >= 90%%: %s); best / best %.1f %%\n",
            100 * limit / st, limit / st >= 0.9 ? "PASS" : "FAIL", 100 * best_limit / best[0]);
+    printf("   plain OpenBLAS  %9.3f ms median (each listed product one cblas_sgemm as listed: no "
+           "pieces, no transposed copies; %.1f GFLOP/s); the step at %.1f %% of it (no target)\n",
+           1e3 * plain, flops / plain / 1e9, 100 * plain / st);
     printf("   own products    %9.3f ms median (best %.3f ms; the same products as the step runs "
            "them, %.1f GFLOP/s, %.2fx OpenBLAS)\n",
            1e3 * own, 1e3 * best_own, flops / own / 1e9, limit / own);
@@ -473,11 +484,12 @@ static int run_preset(const char *preset, int steps, const Options *o) {
            (need - state) / 1048576, rss / need, alloc / 1048576);
     if (o->json) {
         printf("{\"preset\": \"%s\", \"core\": \"%s\", \"batch\": %d, \"context\": %d, "
-               "\"ref_flops\": %.0f, \"step_s\": %.6f, \"limit_s\": %.6f, \"own_s\": %.6f, "
+               "\"ref_flops\": %.0f, \"step_s\": %.6f, \"limit_s\": %.6f, \"plain_s\": %.6f, "
+               "\"own_s\": %.6f, "
                "\"fraction\": %.4f, "
                "\"square_gflops\": %.2f, \"square_fraction\": %.4f, \"peak_rss\": %.0f, "
                "\"theoretical_bytes\": %.0f, \"threads\": [",
-               preset, blas_core(), B, T, flops, st, limit, own, limit / st, square,
+               preset, blas_core(), B, T, flops, st, limit, plain, own, limit / st, square,
                flops / st / 1e9 / square, rss, need);
         for (int i = 0; i < o->nk; i++)
             printf("%s{\"k\": %d, \"step_s\": %.6f, \"cpu_s\": %.6f}", i ? ", " : "", o->k[i],
@@ -493,6 +505,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     free(round_cpu);
     free(round_limit);
     free(round_own);
+    free(round_plain);
     free(b.m);
     free(b.v);
     free(b.x);

@@ -77,10 +77,18 @@ static void run_shape(const GemmShape *q, const float *A, const float *B, float 
         gemm(q->ta, tb, q->M, q->N, q->K, 1.0f, A, lda, B, ldb, q->ta ? 1.0f : 0.0f, C, q->N);
 }
 
-double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, double *per_shape) {
-    double own = gemm_own_limit();
-    if (blas_only) gemm_set_own_limit(0.0);
-    /* one set of buffers big enough for every call */
+static void run_plain(const GemmShape *q, const float *A, const float *B, float *C) {
+    int lda = q->ta ? q->M : q->K, ldb = q->tb ? q->K : q->N;
+    for (int k = 0; k < q->count; k++)
+        cblas_sgemm(CblasRowMajor, q->ta ? CblasTrans : CblasNoTrans,
+                    q->tb ? CblasTrans : CblasNoTrans, q->M, q->N, q->K, 1.0f, A, lda, B, ldb,
+                    q->ta ? 1.0f : 0.0f, C, q->N);
+}
+
+/* Best time of the list with run (after a warm-up), on one set of buffers big enough for
+ * every call; each line's best in per_shape when asked. */
+static double time_list(const GemmShape *sh, int ns, int reps, double *per_shape,
+                        void (*run)(const GemmShape *, const float *, const float *, float *)) {
     size_t amax = 0, bmax = 0, cmax = 0;
     for (int i = 0; i < ns; i++) {
         size_t a = (size_t)sh[i].M * sh[i].K, b = (size_t)sh[i].K * sh[i].N,
@@ -97,7 +105,7 @@ double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, 
         double t0 = gemm_timing_now();
         for (int i = 0; i < ns; i++) {
             double s0 = gemm_timing_now();
-            run_shape(&sh[i], A, B, C);
+            run(&sh[i], A, B, C);
             double ds = gemm_timing_now() - s0;
             if (per_shape && r > 0 && ds < per_shape[i]) per_shape[i] = ds;
         }
@@ -107,6 +115,17 @@ double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, 
     free(A);
     free(B);
     free(C);
+    return best;
+}
+
+double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, double *per_shape) {
+    double own = gemm_own_limit();
+    if (blas_only) gemm_set_own_limit(0.0);
+    double best = time_list(sh, ns, reps, per_shape, run_shape);
     gemm_set_own_limit(own);
     return best;
+}
+
+double gemm_timing_shapes_plain(const GemmShape *sh, int ns, int reps) {
+    return time_list(sh, ns, reps, NULL, run_plain);
 }

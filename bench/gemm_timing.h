@@ -24,5 +24,8 @@ double gemm_timing_flops(const GemmShape *sh, int ns);
  * engine ran them before its own small-product kernel: issue 18's shape limit. With
  * per_shape non-NULL, also each line's best time (all its count calls). */
 double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, double *per_shape);
+/* Best time of the whole list as plain OpenBLAS calls: each product one cblas_sgemm with the
+ * listed transposes (no pieces, no transposed copies), betas as above. */
+double gemm_timing_shapes_plain(const GemmShape *sh, int ns, int reps);
 
 #endif
