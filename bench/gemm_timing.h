@@ -1,6 +1,7 @@
 /* GEMM timing shared by bench/sgemm_peak.c and bench/engine_limit.c: square sgemm
  * throughput, and a list of products ("transA transB M N K count", row-major) run the way
- * src/model/gemm.c runs them. One warm-up, then the best of R repetitions. */
+ * src/model/gemm.c runs them or as plain cblas_sgemm calls. One warm-up, then the best of R
+ * repetitions. */
 #ifndef ABLATE_BENCH_GEMM_TIMING_H
 #define ABLATE_BENCH_GEMM_TIMING_H
 
