@@ -16,8 +16,13 @@ static void view_usage(FILE *f) {
                "sweep stopped abnormally (its runs in progress then show as interrupted), after\n"
                "a view could not be written (a full disk), or to see a running sweep's latest\n"
                "rows now. Safe while the sweep runs; it takes no lock and refuses nothing.\n"
+               "It checks every record's CRC: damaged bytes between records that no --resume\n"
+               "has handled are reported (a line each, with the runs they may have held) and\n"
+               "the file's status reads \"damaged\"; `ablate run SPEC -o OUT.h5 --resume`\n"
+               "saves those bytes and trains the runs again.\n"
                "Exit status: 0 written, 1 the journal cannot be read or the file written,\n"
-               "2 usage.\n");
+               "2 usage, 3 written, but the journal is damaged (the view may lack or misstate\n"
+               "the runs named).\n");
 }
 
 static int report(const char *out, const H5ViewStats *st);
@@ -74,5 +79,17 @@ static int report(const char *out, const H5ViewStats *st) {
             "in %.2f s",
             out, st->runs, st->runs_done, st->steps, (unsigned long long)st->journal_bytes,
             st->seconds);
-    return 0;
+    if (!st->damaged_regions) return 0;
+    /* the SLURM finish job runs view before the report: damage must stop it, said */
+    log_cmd("%s: the journal has %ld damaged region%s (%llu bytes) that no --resume has "
+            "handled; the view may lack or misstate the runs named; `ablate run SPEC -o %s "
+            "--resume` saves the bytes and trains them again:",
+            out, st->damaged_regions, st->damaged_regions == 1 ? "" : "s", st->damaged_bytes, out);
+    for (const char *p = st->damage; *p;) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        log_cmd("%s: damaged %.*s", out, n, p);
+        p += n + (nl != NULL);
+    }
+    return 3;
 }

@@ -14,7 +14,11 @@ the release before the fix (b7ba083) and passes now.
                  finishes whole (it was deleted under it, which then reported success).
   damaged_byte   one flipped byte inside the journal: --resume keeps every later record,
                  says where the damage was, where it saved the bytes, which runs re-run, and
-                 re-runs only those (it dropped the whole tail and retrained every later run).
+                 re-runs only those (it dropped the whole tail and retrained every later run);
+                 `ablate view` before the resume says so (exit 3, status damaged; it wrote
+                 the view with exit 0 and "complete", a run's rows silently missing).
+  damaged_end    one flipped bit in a done run's RUN_END: `ablate view` names the run (it
+                 read "interrupted" in a "complete" sweep, exit 0); --resume re-runs it.
   bad_checkpoint a checkpoint altered (was: resumed silently into wrong values) or truncated
                  (was: the run failed at every resume): reported with its path, the run
                  restarts from its start; values identical to the reference; no checkpoint
@@ -215,6 +219,8 @@ def test_damaged_byte():
             b = f.read(1)
             f.seek(offset + 30)
             f.write(bytes([b[0] ^ 0x5A]))
+        # `ablate view` over the damage: written, but said, with status 3 and the run named
+        check_view_damaged(out, offset, target[4], victim, "events")
         rc, _, err = C.run(["run", spec, "-o", out, "--resume"], tag="resume")
         assert rc == 0, "resume exit %s\n%s" % (rc, err[-3000:])
         assert "torn" not in err, "damage reported as a torn tail:\n" + err[-2000:]
@@ -233,6 +239,52 @@ def test_damaged_byte():
         # a second resume finds nothing new to report and re-runs nothing
         rc, _, err = C.run(["run", spec, "-o", out, "--resume"], expect_rc=0, tag="again")
         assert "damaged" not in err and "(%d already finished)" % N_RUNS in err, err[-2000:]
+        # the damage is handled now: the view is whole and says nothing
+        rc, _, err = C.run(["view", out], expect_rc=0, tag="view-after")
+        assert "damaged" not in err, err
+        v = C.View(out)
+        assert v.attrs["status"] == "complete" and v.attrs["journal_damaged_bytes"] == 0, v.attrs
+
+
+def check_view_damaged(out, offset, length, victim, rtype):
+    """`ablate view` over unhandled damage exits 3, names the bytes and the run they held,
+    and the file says so (status damaged, journal_damaged_bytes, journal_damage)."""
+    rc, _, err = C.run(["view", out], tag="view-damaged")
+    assert rc == 3, "view over damage: exit %s, expected 3\n%s" % (rc, err[-2000:])
+    lines = [ln for ln in err.splitlines() if "damaged bytes %d-" % offset in ln]
+    assert lines and victim in lines[0] and ("a %s record" % rtype) in lines[0], err[-2000:]
+    assert "--resume" in err, err[-2000:]
+    v = C.View(out)
+    assert v.attrs["status"] == "damaged", v.attrs.get("status")
+    assert v.attrs["journal_damaged_bytes"] == length, v.attrs["journal_damaged_bytes"]
+    assert victim in v.attrs["journal_damage"], v.attrs["journal_damage"]
+
+
+def test_damaged_end():
+    """A flipped bit in a done run's RUN_END: the view showed the run interrupted and the
+    sweep complete, exit 0; it must say the journal is damaged and name the run."""
+    with C.workdir("damage-end") as tmp:
+        spec, ref, _ = spec_and_ref(tmp)
+        out = os.path.join(tmp, "out.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0, tag="sweep")
+        jp = C.journal_path(out)
+        recs, _ = C.journal_records(jp, offsets=True)
+        ends = [r for r in recs if r[0] == 5]
+        target = ends[len(ends) // 2]
+        offset, run = target[3], target[1]
+        state, _ = C.journal_state(jp)
+        victim = state[run]["name"]
+        with open(jp, "r+b") as f:
+            f.seek(offset + 20)
+            b = f.read(1)
+            f.seek(offset + 20)
+            f.write(bytes([b[0] ^ 0x01]))
+        check_view_damaged(out, offset, target[4], victim, "run_end")
+        C.run(["run", spec, "-o", out, "--resume"], expect_rc=0, tag="resume")
+        C.run(["view", out], expect_rc=0, tag="view-after")
+        v = C.View(out)
+        C.assert_complete(v, N_RUNS, "after damage")
+        C.assert_same(ref, v, "reference", "resumed after damage", ignore_cols=IGNORE)
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -501,6 +553,7 @@ def test_blas_threads():
 if __name__ == "__main__":
     C.main([("disk_full", test_disk_full), ("view_full", test_view_full),
             ("force_locked", test_force_locked), ("damaged_byte", test_damaged_byte),
+            ("damaged_end", test_damaged_end),
             ("bad_checkpoint", test_bad_checkpoint), ("periodic", test_periodic),
             ("usr1_early", test_usr1_early), ("usr1_worker", test_usr1_worker),
             ("view_after_kill", test_view_after_kill), ("blas_threads", test_blas_threads)])

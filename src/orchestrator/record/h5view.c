@@ -170,6 +170,9 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
             return 0;
         }
         v->st.records++;
+        if (rec.gap_before &&
+            h5v_damage_gap(v, r, rec.offset - rec.gap_before, rec.gap_before) != 0)
+            goto oom;
         RunState *rs = NULL;
         if (rec.type == JREC_PLAN || rec.type == JREC_RUN_BEGIN || rec.type == JREC_EVENTS ||
             rec.type == JREC_RUN_END || rec.type == JREC_CHECKPOINT) {
@@ -266,6 +269,9 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
             break;
         case JREC_CALIBRATION:
             if (h5v_calibration_record(v, &rec) != 0) goto oom;
+            break;
+        case JREC_DAMAGE:
+            if (h5v_damage_handled(v, &rec) != 0) goto oom;
             break;
         default:
             break; /* unknown record types: ignored */
@@ -745,6 +751,11 @@ int h5v_write_root(View *v, hid_t file, char *err) {
         const char *s = kv_get(&v->end, "status");
         status = s && s[0] ? s : "complete";
     }
+    /* damage no --resume has handled: whatever the records said, the view may lack or
+     * misstate runs (h5view_damage.c) */
+    h5v_damage_settle(v);
+    if (v->st.damaged_regions) status = "damaged";
+    if (h5v_write_damage(v, file) != 0) goto fail;
     /* a joined sweep (join.h): how many processes' journals this view merges */
     if (v->joined && h5_attr_i32(file, "joined_processes", v->nrd) != 0) goto fail;
     if (h5_attr_str(file, "status", status) != 0) goto fail;
@@ -896,6 +907,7 @@ int h5view_build_upto(const char *journal_path, const char *out_path, uint64_t l
 
 void h5v_view_free(View *v) {
     h5v_runs_cache_free(v);
+    h5v_damage_free(v);
     for (uint32_t i = 0; i < v->nruns; i++)
         free(v->runs[i].ev);
     free(v->runs);
@@ -930,6 +942,7 @@ static int pass1_journal(View *v, int k, uint64_t limit, const char *path, char 
     v->runs = NULL, v->nruns = 0, v->cap = 0;
     v->session = v->sweep_end_session = 0;
     v->header_into = k == 0 ? &v->header : &scratch;
+    v->cur_journal = k;
     uint64_t bytes = v->st.journal_bytes, torn = v->st.torn_bytes;
     v->st.journal_bytes = v->st.torn_bytes = 0;
     char lerr[ABL_ERR_MAX];

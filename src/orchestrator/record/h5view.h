@@ -37,6 +37,13 @@ typedef struct {
     long long runs_rows;     /* live view: rows of /runs written (OUT.h5 and a segment) */
     long segments;           /* live view: segment files kept (mapped, or left out for less
                                 than the grace) */
+    /* journal damage no --resume has handled (h5view_damage.c): bytes between valid records
+     * that fail their CRC; the view may lack or misstate what they held, and says so (status
+     * `damaged`, attributes journal_damaged_bytes and journal_damage) */
+    long damaged_regions;
+    unsigned long long damaged_bytes;
+    char damage[ABL_ERR_MAX]; /* the regions and the runs they may have held, a line each
+                                 (cut to fit; the file's journal_damage has them all) */
 } H5ViewStats;
 
 /* Rebuilds out_path from the journal at journal_path. 0, or -1 with a message. A torn

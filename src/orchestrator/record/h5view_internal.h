@@ -66,6 +66,11 @@ typedef struct {
 } RunState;
 
 typedef struct RunsCache RunsCache; /* h5view_runs.c */
+typedef struct H5Damage H5Damage;   /* h5view_damage.c */
+typedef struct {
+    int journal;
+    uint64_t offset;
+} H5DamageHandled; /* a DAMAGE record: a region an earlier --resume handled */
 
 typedef struct {
     RunState *runs;
@@ -99,6 +104,15 @@ typedef struct {
     int n_cal;
     size_t cap_cal;
     RunsCache *runs_cache; /* the live view's /runs rows of ended runs; NULL: none */
+    /* journal damage (h5view_damage.c): regions met in pass 1, those DAMAGE records name */
+    int cur_journal; /* the View.rd index pass 1 reads */
+    H5Damage *dmg;
+    int n_dmg;
+    size_t cap_dmg;
+    H5DamageHandled *dmg_handled;
+    int n_dmg_handled;
+    size_t cap_dmg_handled;
+    char *dmg_text; /* the unhandled regions, a line each (h5v_damage_settle) */
 } View;
 
 #define METRIC_MAX_COLS 32
@@ -191,6 +205,16 @@ void h5v_calibration_markdown(Buf *b, const char *head);
 #define H5V_CALIB_RUN_COLS 5
 extern const H5Col h5v_calib_run_cols[H5V_CALIB_RUN_COLS];
 void h5v_calibration_put(const View *v, H5Table *t, uint8_t *row, int c0, const RunConfig *cfg);
+/* Journal damage (h5view_damage.c). Pass 1: a gap of damaged bytes before a record (the
+ * runs it may have held are found now, from the runs in progress), and a DAMAGE record
+ * (a region an earlier --resume handled); 0 or -1 (memory). settle: the regions no DAMAGE
+ * record names into v->st and v->dmg_text (before the root is written); write_damage: the
+ * root attributes (0 or -1); free: what they hold. */
+int h5v_damage_gap(View *v, JournalReader *r, uint64_t offset, uint64_t length);
+int h5v_damage_handled(View *v, const JournalRecord *rec);
+void h5v_damage_settle(View *v);
+int h5v_write_damage(View *v, hid_t file);
+void h5v_damage_free(View *v);
 /* Frees what v holds (not the readers). */
 void h5v_view_free(View *v);
 
