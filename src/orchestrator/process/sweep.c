@@ -1345,8 +1345,27 @@ static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
     return names;
 }
 
-/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. */
+/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. A
+ * replicate: section removed on resume would train the runs the rule settled without, under
+ * a file still labelled adaptive; one added would decide from runs planned without it. */
 static int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
+    int was = rs->replicate_off != 0, began = rs->n_runs > 0;
+    if (!s->spec.replicate.on && was)
+        return snprintf(err, ABL_ERR_MAX,
+                        "%s: cannot resume: the spec has no replicate: section, but the sweep "
+                        "began with one (its contrasts were decided by the rule, and the runs "
+                        "it did not need would be trained now); put the section back, or use a "
+                        "new output file",
+                        s->o->spec_path),
+               -1;
+    if (!s->spec.replicate.on) return 0;
+    if (!was && began)
+        return snprintf(err, ABL_ERR_MAX,
+                        "%s: cannot resume: the spec has a replicate: section, but the sweep "
+                        "began without one (its runs were planned by seeds:); use a new output "
+                        "file",
+                        s->o->spec_path),
+               -1;
     if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
     const Contrasts *c = &s->contrasts;
     if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
@@ -1621,8 +1640,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         log_cmd("%s", err);
         goto stop_workers;
     }
-    if (open_journal(&s, &rs, err) != 0 ||
-        (s.spec.replicate.on && replicate_begin(&s, &rs, err) != 0) ||
+    if (open_journal(&s, &rs, err) != 0 || replicate_begin(&s, &rs, err) != 0 ||
         data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
         (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
         reconcile(&s, &rs, err) != 0) {

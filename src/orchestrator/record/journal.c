@@ -86,7 +86,12 @@ static void seterr(char *err, const char *fmt, const char *path, int e) {
     memcpy(p, path, n);
     strcpy(p + n, n == 400 ? "..." : "");
     snprintf(err, ABL_ERR_MAX, fmt, p);
-    if (e) {
+    if (e == ELOOP) { /* O_NOFOLLOW met a link: say what, not "too many levels" */
+        size_t l = strlen(err);
+        snprintf(err + l, ABL_ERR_MAX - l,
+                 ": it is a symbolic link, and ablate follows none to the files of a sweep "
+                 "(replace it with the file itself)");
+    } else if (e) {
         size_t l = strlen(err);
         snprintf(err + l, ABL_ERR_MAX - l, ": %s", strerror(e));
     }
@@ -183,7 +188,7 @@ Journal *journal_create(const char *path, char err[ABL_ERR_MAX]) {
         seterr(err, "%s: path too long", path, 0);
         return NULL;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) {
         seterr(err, "cannot create journal %s", path, errno);
         return NULL;
@@ -335,7 +340,7 @@ struct JournalReader {
 };
 
 JournalReader *journal_reader_open(const char *path, char err[ABL_ERR_MAX]) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         seterr(err, "cannot open journal %s", path, errno);
         return NULL;
@@ -593,12 +598,12 @@ void journal_reader_close(JournalReader *r) {
 
 int journal_save_range(const char *path, uint64_t from, uint64_t len, const char *dst,
                        char err[ABL_ERR_MAX]) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         seterr(err, "cannot open journal %s", path, errno);
         return -1;
     }
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     uint8_t *buf = malloc(1 << 20);
     int rc = out >= 0 && buf ? 0 : -1;
     for (uint64_t off = from; rc == 0 && off < from + len;) {
@@ -618,9 +623,9 @@ int journal_save_range(const char *path, uint64_t from, uint64_t len, const char
 int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]) {
     /* for writing when we may: NFS grants an exclusive flock only on a file open for
      * writing (flock(2), NOTES), and would otherwise say EBADF, read as "no flock here" */
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM))
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return -2;
         seterr(err, "cannot open journal %s", path, errno);
@@ -634,7 +639,7 @@ int journal_lock_existing(const char *path, char err[ABL_ERR_MAX]) {
 }
 
 int journal_lock_held(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     int held = -1;
     if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
@@ -655,7 +660,7 @@ Journal *journal_open_append(const char *path, JournalScan *scan, char err[ABL_E
         seterr(err, "%s: path too long", path, 0);
         return NULL;
     }
-    int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         seterr(err, "cannot open journal %s", path, errno);
         return NULL;

@@ -97,7 +97,7 @@ static int check_file(Join *j, const char *name, const Buf *mine, const char *wh
     char path[ABL_PATH_MAX + 16], tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 32];
     path_in(j, path, sizeof path, name, NULL);
     snprintf(tmp, sizeof tmp, "%s.tmp.%s", path, j->name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     int ok = fd >= 0 && write(fd, mine->p, mine->len) == (ssize_t)mine->len && fsync(fd) == 0;
     if (fd >= 0) close(fd);
     if (ok && link(tmp, path) != 0 && errno != EEXIST) ok = 0;
@@ -150,7 +150,7 @@ static int check_plan(Join *j, const Plan *p, const char *replicate, char err[AB
 /* ---------------------------------------------------------------- open, heartbeat */
 
 static int touch(Join *j) {
-    int fd = open(j->alive, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    int fd = open(j->alive, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
     /* NULL times: "now" by the file system's clock (NFS: the server's) */
     int rc = futimens(fd, NULL);
@@ -198,7 +198,7 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
         goto fail;
     }
     path_in(j, path, sizeof path, "lock", NULL);
-    j->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    j->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (j->lock_fd < 0) {
         snprintf(err, ABL_ERR_MAX, "cannot create %s: %s", path, strerror(errno));
         goto fail;
@@ -210,7 +210,8 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
     path_in(j, path, sizeof path, "plan", NULL);
     int first = access(path, F_OK) != 0 && errno == ENOENT;
     path_in(j, path, sizeof path, "done", NULL);
-    j->done_fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC | (first ? O_CREAT : 0), 0666);
+    j->done_fd =
+        open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (first ? O_CREAT : 0), 0666);
     if (j->done_fd < 0 && (first || errno != ENOENT)) {
         snprintf(err, ABL_ERR_MAX, "cannot open %s: %s", path, strerror(errno));
         goto fail;
@@ -264,7 +265,7 @@ typedef enum { C_NONE, C_HELD, C_RELEASED, C_DONE, C_UNREADABLE } ClaimState;
 static ClaimState read_claim(const char *path, char holder[JOIN_NAME_MAX]) {
     holder[0] = '\0';
     g_claim_reads++;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? C_NONE : C_UNREADABLE;
     char t[CLAIM_TEXT_MAX + 1];
     ssize_t n = read(fd, t, CLAIM_TEXT_MAX);
@@ -290,7 +291,7 @@ static int write_tmp(Join *j, const char *id, const char *state, const char *mor
     char t[CLAIM_TEXT_MAX + 16];
     int len = snprintf(t, sizeof t, "%s %s\n%s", state, j->name, more ? more : "");
     if (len < 0 || len >= (int)sizeof t) return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return -1;
     int ok = write(fd, t, (size_t)len) == len;
     return close(fd) == 0 && ok ? 0 : -1;
@@ -334,7 +335,7 @@ static int holder_gone_now(Join *j, const char *name) {
     /* not journal_lock_existing: that one carries on where flock is unsupported, which here
      * would call every holder gone; a failed flock leaves the question to the heartbeat.
      * For writing: NFS grants an exclusive flock only then (flock(2), NOTES) */
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
         int free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
         close(fd); /* releases it again */
@@ -611,7 +612,7 @@ int join_compact(Join *j, const char (*ids)[17], int n, char err[ABL_ERR_MAX]) {
     }
     char tmp[ABL_PATH_MAX + JOIN_NAME_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.%s", mark, j->name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     char text[64];
     int len = snprintf(text, sizeof text, "%d claims\n", removed);
     int ok = fd >= 0 && write(fd, text, (size_t)len) == len;
@@ -638,7 +639,7 @@ int join_result(Join *j, const char *id, JoinResult *res) {
     char path[ABL_PATH_MAX + 64], t[CLAIM_TEXT_MAX + 1];
     *res = (JoinResult){RUN_DONE, NAN, 0, 0};
     claim_path(j, id, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, t, CLAIM_TEXT_MAX);
     close(fd);
@@ -685,7 +686,7 @@ int join_mark_plan_journaled(const char *out_path, const char *journal_path,
         return snprintf(err, ABL_ERR_MAX, "%s: path too long", out_path), -1;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     size_t len = strlen(journal_path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     int ok = fd >= 0 && write(fd, journal_path, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
              fsync(fd) == 0;
     if (fd >= 0) close(fd);
@@ -767,7 +768,7 @@ static int view_lock(const char *out_path, double wait, int *busy) {
     char base[ABL_PATH_MAX], lock[ABL_PATH_MAX + 32];
     journal_dir_for(out_path, base, sizeof base);
     snprintf(lock, sizeof lock, "%s/join/view.lock", base);
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    int fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     *busy = 0;
     Backoff b = BACKOFF_INIT(1000000, 100000000);
     double end = clock_seconds() + wait;
