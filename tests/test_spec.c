@@ -384,6 +384,12 @@ TEST(calibrate_errors) {
                  "grid:\n"
                  "  train.calibrate: [2, -1]\n",
                  NULL, 0, "t.yaml:5:", "train.calibrate must be >= 0");
+    /* issue 37 item 7: a budget round(tokens/s x seconds / tokens a step) that cannot be
+     * counted is refused here, not failed in the run (or trained by the clock) */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base:\n"
+                 "  train: {seconds: 1.0e+30, calibrate: 2}\n",
+                 NULL, 0, "t.yaml:3:", "train.seconds 1e+30 with train.calibrate is more than");
     const char *y = "data: {path: \"@DATA@\"}\nbase: {train: {seconds: 5, calibrate: 2}}\n";
     Spec s;
     Plan p;
@@ -395,6 +401,12 @@ TEST(calibrate_errors) {
 }
 
 TEST(errors) {
+    /* a spec that is not a mapping, an unknown top-level key: every top-level key named
+     * (issue 37 item 11: description and replicate were missing from the first) */
+    EXPECT_ERROR("- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
+                 "data, base, grid, variants, seeds, description and replicate; got a list");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
+                 "t.yaml:2:1: ", "unknown key 'zzzzqqq'", "seeds, description or replicate)");
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"

@@ -176,6 +176,31 @@ TEST(scratch) {
         }
 }
 
+/* Past tile_floats / 16 rows the scratch is computed from N alone (not a loop up to N: a
+ * batch of 10^8 rows took 7 s of CPU in `ablate plan`); it must still equal the largest need
+ * of every pass of up to N rows, exactly. A small tile makes that point 257 rows. */
+TEST(scratch_bounded) {
+    const int vs[] = {65, 2000, 50257}, cs[] = {32, 128};
+    xent_set_tile_floats(4096);
+    for (int k = 0; k < 3; k++)
+        for (int c = 0; c < 2; c++) {
+            size_t need = 0;
+            for (int n = 1; n <= 3000; n++) {
+                int w = xent_tile_cols(n, cs[c], vs[k]), tiles = (vs[k] + w - 1) / w;
+                size_t tile = (size_t)n * w, sides = 2 * (size_t)n * cs[c];
+                size_t own = 2 * (size_t)n + (size_t)n * tiles + (tile > sides ? tile : sides);
+                need = own > need ? own : need;
+                size_t got = xent_scratch_floats(n, cs[c], vs[k]);
+                if (got != need) {
+                    CHECK_MSG(0, "V %d, C %d, %d rows: scratch %zu floats, the largest need %zu",
+                              vs[k], cs[c], n, got, need);
+                    break;
+                }
+            }
+        }
+    xent_set_tile_floats(0);
+}
+
 /* The model with many tiles against one: the same loss and gradients up to rounding. */
 TEST(model) {
     ModelConfig mc;

@@ -76,6 +76,12 @@ static int calibrate(RunConfig *cfg, uint64_t seed, const Dataset *d, char err[A
     log_info("calibration: median %.1f tokens/s (min %.1f, max %.1f) x %g s / %ld tokens a step "
              "= %ld steps",
              med, lo, hi, cfg->train.seconds, per_step, cfg->train.calibrated_steps);
+    if (cfg->train.calibrated_steps <= 0) /* never train a calibrated run by the clock */
+        return snprintf(err, ABL_ERR_MAX,
+                        "train.calibrate: no step budget from %.1f tokens/s x %g s (the trials "
+                        "measured no throughput, or the budget does not fit)",
+                        med, cfg->train.seconds),
+               -1;
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "event_schema.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *const event_kind_names[EV_KIND_COUNT] = {"start", "step",   "eval",
@@ -69,4 +70,15 @@ void event_fields_default(void *body, EventKind kind, int from) {
             break;
         }
     }
+}
+
+void event_end_unknown(EndEvent *e, RunStatus status, const char *message) {
+    memset(e, 0, sizeof *e);
+    event_fields_default(e, EV_END, 0);
+    e->status = status;
+    e->steps = e->tokens = 0;
+    e->train_seconds = e->tokens_per_s = 0.0; /* summed into a replicate: budget */
+    e->instability = INSTAB_NONE;
+    e->unstable_step = 0;
+    snprintf(e->message, sizeof e->message, "%s", message ? message : "");
 }

@@ -29,5 +29,12 @@ static inline const void *event_cbody(const Event *ev) {
 /* Sets every field from index `from` on to "unknown": -1 for integers, NaN for doubles,
  * empty strings, 0 for bools and enums. */
 void event_fields_default(void *body, EventKind kind, int from);
+/* The END event of an attempt whose measures nobody has (it failed before training, its
+ * message arrived malformed, journal damage took its records, a replicate: rule settled the
+ * run untrained): every field "unknown" as above (peak_rss and slurm_restart_count -1, the
+ * losses NaN), then what holds by construction: status, message, nothing trained (steps,
+ * tokens, seconds 0) and no instability (unstable_step 0: never). The one constructor of such
+ * events, so that they keep the sentinels docs/hdf5-schema.md gives. */
+void event_end_unknown(EndEvent *e, RunStatus status, const char *message);
 
 #endif

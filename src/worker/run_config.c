@@ -75,6 +75,14 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("train.calibrate %d needs a time budget: it turns train.seconds into a step "
                  "budget from measured tokens/s (set train.seconds, or drop train.calibrate)",
                  t->calibrate);
+    /* the calibrated budget, round(tokens/s x seconds / tokens a step), must be a count of
+     * steps whose tokens fit in int64 at any rate a machine reaches (up to 9.2e9 tokens/s):
+     * a larger train.seconds overflowed it, and the run then failed for "its calibration
+     * failed" (a sweep) or trained by the clock, uncalibrated (ablate train) */
+    if (t->calibrate > 0 && t->seconds > CALIB_MAX_SECONDS)
+        ABL_FAIL("train.seconds %g with train.calibrate is more than %g s (31 years): its "
+                 "calibrated step budget could not be counted",
+                 t->seconds, CALIB_MAX_SECONDS);
     if (t->calibrate_steps < 1)
         ABL_FAIL("train.calibrate_steps must be positive (got %d)", t->calibrate_steps);
     if (t->eval_every < 0) ABL_FAIL("train.eval_every must be >= 0");

@@ -36,6 +36,9 @@ typedef struct {
      * -1: its calibration failed, the run fails). */
     int calibrate;
     int calibrate_steps;
+/* The largest train.seconds a calibrated budget takes: tokens/s x seconds must fit in int64
+ * at up to 9.2e9 tokens/s (run_config_validate). */
+#define CALIB_MAX_SECONDS 1e9
     long calibrated_steps;
     int eval_every; /* steps; 0 = only at the end */
     long eval_tokens;

@@ -181,7 +181,8 @@ def command(args, ranks=None):
 class Job:
     """An ablate (or mpirun) process started in its own session; stdout/stderr go to files."""
 
-    def __init__(self, args, ranks=None, cwd=None, tag="job", env=None):
+    def __init__(self, args, ranks=None, cwd=None, tag="job", env=None, cpu_limit=None):
+        """cpu_limit: seconds of CPU time the process may use (RLIMIT_CPU), or None."""
         self.cmd = command(args, ranks)
         self.ranks = ranks
         fd, self.err_path = tempfile.mkstemp(prefix="ablate-e2e-%s-" % tag, suffix=".err")
@@ -190,8 +191,15 @@ class Job:
         self._err = open(self.err_path, "w")
         self._out = open(self.out_path, "w")
         self.t0 = time.monotonic()
+        limit = None
+        if cpu_limit:
+            import resource
+
+            def limit():
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit))
         self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=self._err, cwd=cwd,
-                                     env=dict(ENV, **(env or {})), start_new_session=True)
+                                     env=dict(ENV, **(env or {})), start_new_session=True,
+                                     preexec_fn=limit)
         self.sid = self.proc.pid
         self.rc = None
 
@@ -387,9 +395,11 @@ def release(hold_dir, run_id=None):
     write(os.path.join(hold_dir, (run_id + ".go") if run_id else "go"), "")
 
 
-def run(args, ranks=None, timeout=180, cwd=None, expect_rc=None, tag="run", env=None):
-    """Runs ablate to completion; returns (rc, stdout, stderr). env: extra variables."""
-    j = Job(args, ranks=ranks, cwd=cwd, tag=tag, env=env)
+def run(args, ranks=None, timeout=180, cwd=None, expect_rc=None, tag="run", env=None,
+        cpu_limit=None):
+    """Runs ablate to completion; returns (rc, stdout, stderr). env: extra variables;
+    cpu_limit: seconds of CPU time it may use."""
+    j = Job(args, ranks=ranks, cwd=cwd, tag=tag, env=env, cpu_limit=cpu_limit)
     try:
         rc = j.wait(timeout)
         j.reap(20)

@@ -134,6 +134,8 @@ def joined(tmp):
     rc, _, err = C.run(join_args(spec2, out), tag="rule")
     lines = [ln for ln in err.splitlines() if "different replicate: section" in ln]
     assert rc != 0 and len(lines) == 1 and "join/replicate" in lines[0], (rc, err[-2000:])
+    # and names both values as the spec writes them (it printed hex floats: 0x1.999...p-3)
+    assert "line 1 is 'alpha 0.2' there and 'alpha 0.1' here" in lines[0], lines[0]
     assert sorted(os.listdir(out + ".d/join/procs")) == before
     # joining the complete sweep leaves nothing either
     rc, _, err = C.run(join_args(spec, out), tag="complete")

@@ -344,6 +344,13 @@ def test_train_run():
             assert rc == 2 and what in err, "train %s: exit %s\n%s" % (args, rc, err)
 
 
+# A refusal costs next to no CPU: `plan` took 7 s of it (15-24 s under load) to refuse a batch
+# of 10^8 rows, looping over every row count up to it for the cross-entropy's scratch (issue 37
+# item 10); it takes ~0.03 s now. A CPU-time limit (not a wall-clock one: the load of the
+# machine does not count) two orders of magnitude from either.
+PLAN_CPU_LIMIT = 2
+
+
 def test_limits():
     with C.workdir("cli-limits") as tmp:
         corpus = C.corpus_path(tmp)
@@ -366,13 +373,18 @@ def test_limits():
             ("prompt outside the vocabulary", base.replace("ROMEO:", "ROMEO{"),
              ("prompt:", '"ROMEO{'), "not in the corpus vocabulary"),
             ("FIFO as data.path", base.replace(corpus, fifo), ("data:", '"'), "not a regular file"),
+            # issue 37 item 7: the calibrated budget overflowed (a run failed for the wrong
+            # cause; train trained by the clock)
+            ("calibrated train.seconds 1e30",
+             base.replace("steps: 10,", "seconds: 1.0e+30, calibrate: 2,"),
+             ("seconds:", "1.0e+30"), "with train.calibrate is more than"),
         ]
         for i, (what, text, (snippet, token), words) in enumerate(cases):
             spec = C.write(os.path.join(tmp, "l%d.yaml" % i), text)
             line, col = position(text, snippet, token)
             for cmd in (["plan", spec], ["train", spec],
                         ["run", spec, "-o", os.path.join(tmp, "o%d.h5" % i)]):
-                rc, so, err = C.run(cmd, timeout=30)
+                rc, so, err = C.run(cmd, timeout=30, cpu_limit=PLAN_CPU_LIMIT)
                 assert rc == 2, "%s, %s: exit %s, expected 2\n%s" % (what, cmd[0], rc, err)
                 f, l, c, m = one_error_line(err, "%s (%s)" % (what, cmd[0]), None)
                 assert (f, l, c) == (spec, line, col) and words in m, \

@@ -19,6 +19,23 @@ VARIANTS = ("  baseline: {}\n"
             "  huge: {model.d_model: 65536, model.n_head: 64}\n")
 
 
+def check_failed_row(out, name):
+    """A failed run's END carries the documented sentinels (docs/hdf5-schema.md): no loss
+    (NaN), no instability (unstable_step 0, unstable_loss NaN), slurm_restart_count -1 outside
+    SLURM, peak_rss measured or -1. Hand-built END events had drifted to 0, 0, 0.0."""
+    import h5py
+    with h5py.File(out, "r") as f:
+        rows = [r for r in f["runs"][()] if C._py(r["name"]) == name]
+    assert len(rows) == 1, name
+    r = rows[0]
+    assert math.isnan(r["final_val_loss"]) and math.isnan(r["final_val_acc"]), r
+    assert r["unstable_step"] == 0 and math.isnan(r["unstable_loss"]), (
+        r["unstable_step"], r["unstable_loss"])
+    if "SLURM_RESTART_COUNT" not in os.environ:
+        assert r["slurm_restart_count"] == -1, r["slurm_restart_count"]
+    assert r["peak_rss"] == -1 or r["peak_rss"] > 0, r["peak_rss"]
+
+
 def test_failures():
     corpus = C.corpus_path()
     with C.workdir("failures") as d:
@@ -38,6 +55,7 @@ def test_failures():
             assert 0 < boom["steps"] < 40 and "non-finite" in boom["message"], boom
             assert huge["status"] == "failed", huge["status"]
             assert "cannot allocate" in huge["message"], huge["message"]
+            check_failed_row(out, "huge/seed1")
             assert "huge/seed1 FAILED" in se and "explode/seed1 diverged" in se, se[-2000:]
         # --resume retries only the failed run
         rc, so, se = C.run(["run", spec, "-o", out, "--resume"] + NO_LIMIT, tag="resume")

@@ -823,13 +823,23 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
 static const char *const top_words[] = {"data",  "base",        "grid",      "variants",
                                         "seeds", "description", "replicate", NULL};
 
+/* "data, base, ... and replicate" (conj "and") or "... or replicate": the top-level keys as
+ * the messages name them, from top_words, so no message forgets one. */
+static const char *top_list(char *out, size_t n, const char *conj) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int j = 0; top_words[j] && len < n; j++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s",
+                                j == 0 ? "" : (top_words[j + 1] ? ", " : conj), top_words[j]);
+    return out;
+}
+
 static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_sets) {
     Spec *s = L->s;
+    char words[160];
     if (root->type != YNODE_MAP)
-        return spec_fail(
-            L->err, mark_of(s, root),
-            "a spec is a mapping with keys data, base, grid, variants and seeds; got %s",
-            ydoc_kind(root));
+        return spec_fail(L->err, mark_of(s, root), "a spec is a mapping with keys %s; got %s",
+                         top_list(words, sizeof words, " and "), ydoc_kind(root));
     for (int i = 0; i < root->n; i++) {
         const char *k = root->keys[i]->text;
         int known = 0;
@@ -840,10 +850,8 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
             if (guess)
                 return spec_fail(L->err, mark_of(s, root->keys[i]),
                                  "unknown key '%s' (did you mean '%s'?)", k, guess);
-            return spec_fail(L->err, mark_of(s, root->keys[i]),
-                             "unknown key '%s' (expected data, base, grid, variants, seeds, "
-                             "replicate or description)",
-                             k);
+            return spec_fail(L->err, mark_of(s, root->keys[i]), "unknown key '%s' (expected %s)", k,
+                             top_list(words, sizeof words, " or "));
         }
     }
     const YNode *key = NULL, *v;

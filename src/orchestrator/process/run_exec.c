@@ -1,3 +1,5 @@
+#include "worker/event_schema.h"
+#include "worker/provenance.h"
 #include "util/log.h"
 #include "run_exec.h"
 
@@ -330,9 +332,10 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     }
     goto done;
 fail:
-    end->status = RUN_FAILED;
-    end->final_val_loss = end->final_val_acc = NAN;
-    snprintf(end->message, sizeof end->message, "%s", err);
+    /* nothing trained; what this process knows of the attempt (its memory, its SLURM job,
+     * when) is filled in, the rest keeps its "unknown" sentinel */
+    event_end_unknown(end, RUN_FAILED, err);
+    provenance_fill_end(end, "");
 done:
     if (have_trainer) trainer_free(&t);
     free(sink);

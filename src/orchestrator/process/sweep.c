@@ -1,4 +1,5 @@
 /* Rank 0 of `ablate run`: plan, reconcile with the journal, dispatch, journal, rebuild. */
+#include "worker/event_schema.h"
 #include "util/log.h"
 #include "sweep.h"
 
@@ -1057,9 +1058,8 @@ static void run_mpi(Sweep *s, int nranks) {
             size_t used;
             if (event_unpack(buf + sizeof we, (size_t)n - sizeof we, &ev, &used) != 0 ||
                 ev.kind != EV_END) {
-                memset(&ev, 0, sizeof ev);
-                ev.u.end.status = RUN_FAILED;
-                snprintf(ev.u.end.message, sizeof ev.u.end.message, "malformed end message");
+                ev.kind = EV_END;
+                event_end_unknown(&ev.u.end, RUN_FAILED, "malformed end message");
             }
             res.end = ev.u.end;
             we.host[sizeof we.host - 1] = '\0';
@@ -1117,13 +1117,12 @@ static int handle_damage(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                 snprintf(runs + l, sizeof runs - l, "%s%s", k ? ", " : "", rr->name);
             else if (l < sizeof runs - 4)
                 strcat(runs, ", …");
-            EndEvent end;
-            memset(&end, 0, sizeof end);
-            end.status = RUN_INTERRUPTED;
-            end.final_val_loss = end.final_val_acc = NAN;
-            snprintf(end.message, sizeof end.message,
+            char why[128];
+            snprintf(why, sizeof why,
                      "journal damage at bytes %llu-%llu: records lost, the run re-runs",
                      (unsigned long long)d->offset, (unsigned long long)(d->offset + d->length));
+            EndEvent end;
+            event_end_unknown(&end, RUN_INTERRUPTED, why);
             rr->attempt++;
             if (journal_append_begin(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", 0) != 0 ||
                 journal_append_end(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", &end) != 0)
@@ -1266,12 +1265,7 @@ static int host_not_needed(void *ctx, int run, const char *why) {
         return 0;
     }
     EndEvent end;
-    memset(&end, 0, sizeof end);
-    end.status = RUN_NOT_NEEDED;
-    end.final_val_loss = end.final_val_acc = end.unstable_loss = NAN;
-    end.peak_rss = -1;
-    end.slurm_restart_count = -1;
-    snprintf(end.message, sizeof end.message, "%s", why);
+    event_end_unknown(&end, RUN_NOT_NEEDED, why);
     if (s->stop == STOP_IO || plan_now(s, (uint32_t)run) != 0) return -1;
     if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
         journal_sync(s->j) != 0) {

@@ -34,12 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/event_schema.h"
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
 #include "scheduler.h"
 #include "sequential.h"
 #include "util/buf.h"
 #include "util/grow.h"
+#include "util/json.h"
 #include "util/log.h"
 
 _Static_assert(SPEC_MAX_LOOKS == SEQ_MAX_LOOKS, "replicate.looks and the rule's looks");
@@ -135,9 +137,7 @@ static void give_up(Adaptive *a, int run, const char *why) {
     if (!a->inner) return;
     a->n_given++;
     EndEvent end;
-    memset(&end, 0, sizeof end);
-    end.status = RUN_NOT_NEEDED;
-    end.final_val_loss = NAN;
+    event_end_unknown(&end, RUN_NOT_NEEDED, why);
     sched_ended(a->inner, run, &end);
 }
 
@@ -579,9 +579,15 @@ static const SchedOps adaptive_joined_ops = ADAPTIVE_OPS("--join", 1);
 /* The rule and the contrasts as text (join/replicate): every process of a joined sweep must
  * decide by the same ones. malloc'd, or NULL. */
 static char *rule_text(const Adaptive *a) {
+    /* the shortest decimals that read back exactly: exact, and readable in the refusal
+     * that quotes where two processes' rules differ (hex floats were neither to a user) */
     Buf b = {0};
-    buf_printf(&b, "alpha %a\nresolve %a\nseeds %d %d\nbudget_core_hours %a\nlooks", a->rep->alpha,
-               a->rep->delta, a->rep->min, a->rep->max, a->rep->core_hours);
+    char alpha[40], delta[40], hours[40];
+    json_format_double(alpha, sizeof alpha, a->rep->alpha);
+    json_format_double(delta, sizeof delta, a->rep->delta);
+    json_format_double(hours, sizeof hours, a->rep->core_hours);
+    buf_printf(&b, "alpha %s\nresolve %s\nseeds %d %d\nbudget_core_hours %s\nlooks", alpha, delta,
+               a->rep->min, a->rep->max, hours);
     for (int i = 0; i < a->rep->n_looks; i++)
         buf_printf(&b, " %d", a->rep->looks[i]);
     buf_printf(&b, "\nbaseline %s\n", a->c.config_name[a->c.baseline]);

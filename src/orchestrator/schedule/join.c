@@ -74,9 +74,10 @@ static int plan_text(const Plan *p, Buf *b) {
     return b->oom ? -1 : 0;
 }
 
-/* The first line where two plans differ, for the message. */
-static void first_difference(const char *a, size_t an, const char *b, size_t bn, char *out,
-                             size_t n) {
+/* The first line where two texts differ, for the message; unit names a line of them (a plan's
+ * line is a run, the replicate: rule's a line). */
+static void first_difference(const char *unit, const char *a, size_t an, const char *b, size_t bn,
+                             char *out, size_t n) {
     size_t i = 0, line = 1, start = 0;
     while (i < an && i < bn && a[i] == b[i]) {
         if (a[i] == '\n') line++, start = i + 1;
@@ -85,7 +86,7 @@ static void first_difference(const char *a, size_t an, const char *b, size_t bn,
     const char *ea = memchr(a + start, '\n', an - start), *eb = memchr(b + start, '\n', bn - start);
     int la = (int)((ea ? (size_t)(ea - a) : an) - start);
     int lb = (int)((eb ? (size_t)(eb - b) : bn) - start);
-    snprintf(out, n, "run %zu is '%.*s' there and '%.*s' here", line, la > 100 ? 100 : la,
+    snprintf(out, n, "%s %zu is '%.*s' there and '%.*s' here", unit, line, la > 100 ? 100 : la,
              start < an ? a + start : "", lb > 100 ? 100 : lb, start < bn ? b + start : "");
 }
 
@@ -120,8 +121,8 @@ static int check_file(Join *j, const char *name, const Buf *mine, const char *wh
         rc = -1;
     } else if (theirs.len != mine->len || memcmp(theirs.p, mine->p, mine->len) != 0) {
         char diff[300];
-        first_difference(theirs.p ? theirs.p : "", theirs.len, mine->p, mine->len, diff,
-                         sizeof diff);
+        first_difference(strcmp(name, "plan") ? "line" : "run", theirs.p ? theirs.p : "",
+                         theirs.len, mine->p, mine->len, diff, sizeof diff);
         snprintf(err, ABL_ERR_MAX,
                  "%s: this sweep was joined with a different %s (%s): every joined process "
                  "must use the same spec and --set values",
