@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json.h"
 #include "util/log.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -136,6 +137,7 @@ int cmd_train(int argc, char **argv) {
     }
     plan_cost_set_memory_limit(max_mem);
     char err[ABL_ERR_MAX];
+    char shown[4 * ABL_ERR_MAX]; /* err may quote the spec's strings: shown as plan shows it */
     Spec spec, base_only;
     Plan plan = {0};
     PlanCost *cost = NULL;
@@ -166,7 +168,11 @@ int cmd_train(int argc, char **argv) {
     RunConfig cfg;
     plan_cost_config(&plan, cost, r, &cfg);
     seed = plan.runs[r].seed;
-    if (run_sel) log_info("run %s (id %s)", plan.runs[r].name, plan.runs[r].id);
+    if (run_sel) {
+        char name[1024]; /* a grid value is any string: shown as `ablate plan` shows it */
+        log_info("run %s (id %s)", text_escape(plan.runs[r].name, name, sizeof name),
+                 plan.runs[r].id);
+    }
     free(cost);
     plan_free(&plan);
     spec_free(&spec);
@@ -204,7 +210,7 @@ int cmd_train(int argc, char **argv) {
     }
     return st == RUN_DONE ? 0 : 1;
 fail:
-    log_line("%s", err);
+    log_line("%s", text_escape(err, shown, sizeof shown));
     free(cost);
     plan_free(&plan);
     spec_free(&spec);

@@ -6,20 +6,33 @@
 
 #include "tokenizer/utf8.h"
 
-/* The escapes of both: json adds the quote and backslash (JSON's own syntax) */
-static void escape(Buf *b, const char *s, size_t n, int json) {
+/* The escapes of all three. ESC_JSON adds the quote and backslash (JSON's own syntax) and
+ * leaves C1 controls as they are (valid JSON, and the bytes JSON configs already recorded
+ * have); text escapes C1 (U+0080 to U+009F: some terminals act on them as on ESC
+ * sequences) like C0. ESC_KEEP_LINES leaves \n and \t as they are (text meant as lines). */
+enum { ESC_JSON = 1, ESC_KEEP_LINES = 2 };
+
+static void escape(Buf *b, const char *s, size_t n, int flags) {
     static const char hex[] = "0123456789abcdef";
     size_t run = 0; /* start of the pending stretch that needs no escape */
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         size_t k = utf8_seq(s + i, n - i);
-        if (k > 1 || (k == 1 && c >= 0x20 && c != 0x7f && (!json || (c != '"' && c != '\\')))) {
+        int c1 = !(flags & ESC_JSON) && k == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
+        if ((k > 1 && !c1) ||
+            (k == 1 && c >= 0x20 && c != 0x7f &&
+             (!(flags & ESC_JSON) || (c != '"' && c != '\\'))) ||
+            (k == 1 && (flags & ESC_KEEP_LINES) && (c == '\n' || c == '\t'))) {
             i += k;
             continue;
         }
         buf_add(b, s + run, i - run);
         char esc[8];
-        if (c == '"' || c == '\\')
+        if (c1) {
+            c = (unsigned char)s[++i]; /* the code point is the second byte */
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4], esc[5] = hex[c & 15], esc[6] = 0;
+        } else if (c == '"' || c == '\\')
             esc[0] = '\\', esc[1] = (char)c, esc[2] = 0;
         else if (c == '\n')
             memcpy(esc, "\\n", 3);
@@ -39,8 +52,12 @@ static void escape(Buf *b, const char *s, size_t n, int json) {
 
 void json_string(Buf *b, const char *s, size_t n) {
     buf_addc(b, '"');
-    escape(b, s, n, 1);
+    escape(b, s, n, ESC_JSON);
     buf_addc(b, '"');
+}
+
+void text_escape_buf(Buf *b, const char *s, size_t n, int keep_lines) {
+    escape(b, s, n, keep_lines ? ESC_KEEP_LINES : 0);
 }
 
 const char *text_escape(const char *s, char *out, size_t n) {

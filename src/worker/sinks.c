@@ -73,9 +73,16 @@ static void progress_emit(EventSink *self, const Event *ev) {
                 ev->u.eval.val_loss, ev->u.eval.val_acc);
         break;
     case EV_SAMPLE: {
+        /* the model's text is the corpus's characters: shown as lines, with every other
+         * control character escaped as plan and inspect show them (an ESC in the corpus
+         * would otherwise recolour or retitle the terminal) */
         const SampleEvent *sm = &ev->u.sample;
-        fprintf(f, "--- %s sample (%.0f tok/s%s) ---\n%s\n---\n", sample_kind_names[sm->kind],
-                sm->tokens_per_s, sm->degenerate ? ", DEGENERATE" : "", sm->text);
+        Buf text = {0};
+        text_escape_buf(&text, sm->text, (size_t)sm->text_len, 1);
+        fprintf(f, "--- %s sample (%.0f tok/s%s) ---\n%.*s\n---\n", sample_kind_names[sm->kind],
+                sm->tokens_per_s, sm->degenerate ? ", DEGENERATE" : "",
+                text.oom ? 0 : (int)text.len, text.p ? text.p : "");
+        buf_free(&text);
         break;
     }
     case EV_END: {
@@ -83,7 +90,10 @@ static void progress_emit(EventSink *self, const Event *ev) {
         fprintf(f, "%s: %ld steps, %ld tokens in %.1fs (%.0f tok/s), final val_loss %.4f\n",
                 run_status_names[e->status], e->steps, e->tokens, e->train_seconds, e->tokens_per_s,
                 e->final_val_loss);
-        if (e->message[0]) fprintf(f, "%s\n", e->message);
+        if (e->message[0]) {
+            char msg[4 * sizeof e->message]; /* may quote a spec's string */
+            fprintf(f, "%s\n", text_escape(e->message, msg, sizeof msg));
+        }
         if (e->instability > INSTAB_NONE && e->instability < INSTAB_COUNT)
             fprintf(f, "unstable (%s): training loss %.4g at step %ld (docs/metrics.md)\n",
                     instability_names[e->instability], e->unstable_loss, e->unstable_step);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/json.h"
 
 void progress_init(Progress *p, int total, int finished_before, double cost_to_run) {
     memset(p, 0, sizeof *p);
@@ -32,18 +33,25 @@ static void format_eta(const Progress *p, char *buf, size_t n) {
         snprintf(buf, n, "ETA %s%dm%02ds", le, (int)(eta / 60), (int)fmod(eta, 60));
 }
 
+/* Names (a grid value is any string of the spec) and contrasts are shown as text_escape
+ * shows them, as plan and inspect do: a value cannot move the cursor or retitle the terminal
+ * (last is escaped by its maker). */
 static void print_status(Progress *p, const char *last) {
-    char eta[40], best[192] = "";
+    char eta[40], name[4 * sizeof p->best_name], best[sizeof name + 64] = "";
+    char contrasts[2 * sizeof p->contrasts];
     format_eta(p, eta, sizeof eta);
-    if (isfinite(p->best)) snprintf(best, sizeof best, "  best %.4f (%s)", p->best, p->best_name);
+    if (isfinite(p->best))
+        snprintf(best, sizeof best, "  best %.4f (%s)", p->best,
+                 text_escape(p->best_name, name, sizeof name));
+    text_escape(p->contrasts, contrasts, sizeof contrasts);
     if (p->tty)
         log_status("[%d/%d done, %d running, %d failed, %d diverged]%s  %s%s%s", p->finished,
                    p->total, p->running, p->failed, p->diverged, best, eta,
-                   p->contrasts[0] ? "  " : "", p->contrasts);
+                   contrasts[0] ? "  " : "", contrasts);
     else
         log_line("[%d/%d] %s  (%d running, %d failed, %d diverged)%s  %s%s%s", p->finished,
                  p->total, last ? last : "", p->running, p->failed, p->diverged, best, eta,
-                 p->contrasts[0] ? "  " : "", p->contrasts);
+                 contrasts[0] ? "  " : "", contrasts);
 }
 
 void progress_run_started(Progress *p) {
@@ -67,17 +75,19 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
         p->best = end->final_val_loss;
         snprintf(p->best_name, sizeof p->best_name, "%s", name);
     }
-    char last[384];
+    char shown[1024], msg[4 * sizeof end->message], last[sizeof shown + sizeof msg + 128];
     char flag[96] = ""; /* done but flagged (docs/metrics.md, "Instability"): said here too */
+    text_escape(name, shown, sizeof shown);
+    text_escape(end->message, msg, sizeof msg);
     if (end->instability > INSTAB_NONE && end->instability < INSTAB_COUNT)
         snprintf(flag, sizeof flag, ", unstable (%s) from step %ld",
                  instability_names[end->instability], end->unstable_step);
     if (end->status == RUN_DONE)
-        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s%s", name,
+        snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s%s", shown,
                  end->final_val_loss, end->tokens_per_s, flag);
     else
-        snprintf(last, sizeof last, "%s %s: %s", name,
-                 end->status == RUN_FAILED ? "FAILED" : "diverged", end->message);
+        snprintf(last, sizeof last, "%s %s: %s", shown,
+                 end->status == RUN_FAILED ? "FAILED" : "diverged", msg);
     if (p->tty && end->status == RUN_FAILED) log_line("%s", last);
     print_status(p, last);
 }
