@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats as S
+from .text import md_code
 
 EXCLUDED = ("failed", "diverged")
 # Why an ended run is left out of the statistics (run_exclusions); "" for a run that counts.
@@ -502,16 +503,17 @@ def baseline_map(sw, name=None):
 
     if name is not None:
         if name in labels:
-            return single(name, "`%s` (--baseline)" % name)
+            return single(name, "%s (--baseline)" % md_code(name))
         if name in variants:
-            return by_variant(name, "the `%s` variant at the same grid point (--baseline)" % name)
+            return by_variant(name, "the %s variant at the same grid point (--baseline)"
+                              % md_code(name))
         parts = dict(p.partition("=")[::2] for p in name.split("/") if "=" in p)
         cols = sw.axis_columns
         if parts and all(k in cols for k in parts):
             hit = cfg[np.logical_and.reduce([cfg[cols[k]] == v for k, v in parts.items()])]
             if len(hit) == 1:
-                return single(hit["config"].iloc[0], "`%s` (--baseline %s)"
-                              % (hit["config"].iloc[0], name))
+                return single(hit["config"].iloc[0], "%s (--baseline %s)"
+                              % (md_code(hit["config"].iloc[0]), name))
         raise BaselineError("--baseline %s matches no single configuration (configurations: %s%s)"
                             % (name, ", ".join(labels[:12]), ", ..." if len(labels) > 12 else ""))
     if "baseline" in variants and len(variants) > 1:
@@ -532,13 +534,13 @@ def baseline_map(sw, name=None):
                 preset = preset or v is not None
             if v is None:
                 return {}, ("the spec's base does not write a value for grid axis "
-                            "`%s` (pass --baseline, e.g. --baseline %s=%s)"
-                            % (label_of(a), label_of(a), cfg[a].iloc[0]))
+                            "%s (pass --baseline, e.g. --baseline %s=%s)"
+                            % (md_code(label_of(a)), label_of(a), cfg[a].iloc[0]))
             want[a] = _canon(v)
         hit = cfg[np.logical_and.reduce([cfg[a].map(_canon) == want[a] for a in axes])]
         if len(hit) == 1:
-            return single(hit["config"].iloc[0], "the base configuration `%s` (the spec's base "
-                          "values of the grid axes%s)" % (hit["config"].iloc[0],
+            return single(hit["config"].iloc[0], "the base configuration %s (the spec's base "
+                          "values of the grid axes%s)" % (md_code(hit["config"].iloc[0]),
                                                           ", its preset's defaults included"
                                                           if preset else ""))
         return {}, ("the base configuration (%s) is not in the grid (pass "
@@ -572,7 +574,7 @@ def family_map(sw, bmap, patterns):
     left = [c for c in bmap if c not in fam]
     return fam, ("Holm family chosen with --family %s: %d of %d contrasts%s."
                  % (",".join(patterns), len(fam), len(bmap),
-                    "; not tested: %s" % ", ".join("`%s`" % c for c in left) if left else ""))
+                    "; not tested: %s" % ", ".join(md_code(c) for c in left) if left else ""))
 
 
 def _by_seed(df, config, col):

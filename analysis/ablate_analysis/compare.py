@@ -156,12 +156,13 @@ def differences(a, b, sa, sb, only_a, only_b):
 def write(a, b, outdir):
     """Writes outdir/compare.md and compare.csv; returns (path, rows)."""
     from .report import fci, fnum, fp, fsigned, md_table, with_excluded
+    from .text import md_code, md_text
     rows, facts = compare(a, b)
     os.makedirs(outdir, exist_ok=True)
     la, lb = os.path.basename(a.path), os.path.basename(b.path)
     if la == lb:
         la, lb = a.path, b.path
-    md = ["# Two sweeps compared: A = `%s`, B = `%s`" % (la, lb), ""]
+    md = ["# Two sweeps compared: A = %s, B = %s" % (md_code(la), md_code(lb)), ""]
     md += ["Configurations matched by their resolved knobs (%s; `data.path` left out) and "
            "the data they trained on (/runs `data_sha256`, `data_vocab`). Difference = B − "
            "A of the final validation loss (negative: B lower), paired by seed where both "
@@ -196,24 +197,27 @@ def write(a, b, outdir):
                    % len(diff_data), ""]
     md += ["## What matches and what differs", ""]
     md.append(md_table(["attribute", "A", "B", ""],
-                       [[k, "`%s`" % va if va else "—", "`%s`" % vb if vb else "—",
+                       [[k, md_code(va) if va else "—", md_code(vb) if vb else "—",
                          "same" if same else "**differs**"] for k, va, vb, same in
                         facts["attrs"]]))
     da, db = facts["data_a"], facts["data_b"]
     md += ["Data files (SHA-256): %s." % (
         "the same" if da.keys() == db.keys() and da else
-        "A %s; B %s" % (", ".join("`%s` %s" % (p, s[:12]) for s, p in da.items()) or "none",
-                        ", ".join("`%s` %s" % (p, s[:12]) for s, p in db.items()) or "none")),
+        "A %s; B %s" % (", ".join("%s %s" % (md_code(p), s[:12]) for s, p in da.items())
+                        or "none",
+                        ", ".join("%s %s" % (md_code(p), s[:12]) for s, p in db.items())
+                        or "none")),
         ""]
     for what, items in (("Knobs only in A (not matched on)", facts["knobs_only_a"]),
                         ("Knobs only in B (not matched on)", facts["knobs_only_b"]),
                         ("Configurations only in A", facts["configs_only_a"]),
                         ("Configurations only in B", facts["configs_only_b"])):
-        md += ["%s: %s." % (what, ", ".join("`%s`" % x for x in items) if items else "none"),
+        md += ["%s: %s." % (what, ", ".join(md_code(x) for x in items) if items else "none"),
                ""]
     if facts["other_data"]:
         md += ["Left out for having trained on other data than the rest of their "
-               "configuration: %s." % ", ".join("%s (%s)" % x for x in facts["other_data"]), ""]
+               "configuration: %s." % ", ".join("%s (%s)" % (md_text(n), w)
+                                                for n, w in facts["other_data"]), ""]
     path = os.path.join(outdir, "compare.md")
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(md).rstrip("\n") + "\n")
@@ -231,6 +235,8 @@ def text(rows):
     for _, r in rows.iterrows():
         t.append([str(r["config"]), fsigned(r["diff"]), fci(r["lo"], r["hi"]),
                   fp(r["p_holm"]), str(r["verdict"]) if r["method"] else "—", str(r["data"])])
+    from .text import term_text
+    t = [[term_text(v) for v in x] for x in t]  # names can hold ESC sequences
     w = [max(len(x[j]) for x in t) for j in range(len(t[0]))]
     return "\n".join("  ".join(v.rjust(wj) if j in (1, 2, 3) else v.ljust(wj)
                                for j, (v, wj) in enumerate(zip(x, w))).rstrip()

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .analyze import EXCLUDED  # noqa: E402
+from .text import fig_text  # noqa: E402
 
 MAX_LEGEND = 30
 MAX_LAYER_PANELS = 8
@@ -87,7 +88,8 @@ def _legend(fig, handles, labels, n_configs=0):
     if len(labels) > MAX_LEGEND:
         return
     right = max(ax.get_position().x1 for ax in fig.axes)  # next to the panels
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(right + 0.01, 0.5),
+    fig.legend(handles, [fig_text(x) for x in labels], loc="center left",
+               bbox_to_anchor=(right + 0.01, 0.5),
                fontsize=8, frameon=False)
 
 
@@ -254,7 +256,7 @@ def _hbar(ax, labels, mean, lo, hi, color):
     err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
     ax.errorbar(mean, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1)
     ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_yticklabels([fig_text(x) for x in labels], fontsize=8)
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -338,7 +340,8 @@ def forest(contrasts, path, what="final validation loss"):
     ax.axvline(0, color="black", lw=0.8)
     ax.set_ylim(-0.6, len(c) - 0.4)
     ax.set_yticks(y)
-    ax.set_yticklabels(["%s − %s (%.3g%%)" % (r["config"], r["baseline"], 100 * (1 - lv))
+    ax.set_yticklabels([fig_text("%s − %s (%.3g%%)" % (r["config"], r["baseline"],
+                                                        100 * (1 - lv)))
                         for (_, r), lv in zip(c.iterrows(), iv["level"])], fontsize=8)
     ax.set_xlabel("difference in %s; < 0 = lower loss than the baseline" % what)
     if "sequential" in c.columns:

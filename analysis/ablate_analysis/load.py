@@ -144,7 +144,17 @@ class Sweep:
 
     @property
     def description(self):
-        """The spec's top-level `description:` (one line), or ""."""
+        """The spec's top-level `description:` as YAML reads it (escapes such as "\\e"
+        decoded, a block scalar's lines), or ""; the text as written on its line where the
+        spec does not parse here."""
+        try:
+            import yaml
+            doc = yaml.safe_load(self.spec)
+            if isinstance(doc, dict):
+                d = doc.get("description")
+                return "" if d is None else str(d)
+        except Exception:  # PyYAML absent, or a spec only libyaml's reader took
+            pass
         for line in self.spec.splitlines():
             m = re.match(r"^description:\s*(.*?)\s*$", line)
             if m:

@@ -402,20 +402,55 @@ def rep_known_attrs():
     return KNOWN_ATTRS
 
 
+# What JSON may not show raw inside a <script> element, and the escapes that say the same
+# in JSON: "<" and ">" ("<!--" then "<script" puts the HTML parser in its double-escaped
+# state, where "</script>" no longer ends the element and the rest of the page becomes
+# script: a blank page), "&" for good measure, and U+2028/U+2029 (line ends to older
+# JavaScript). Outside strings JSON has none of these characters, so replacing them all
+# keeps the JSON's meaning exactly.
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(obj):
+    """obj as JSON that is safe as the text of a <script> element: no "<", ">" or "&"
+    anywhere (each written \\u003c, \\u003e, \\u0026), so no string in it (a description,
+    a run name, a sample) can end or re-open the element."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    return text.translate(_SCRIPT_ESCAPES)
+
+
+class PageError(Exception):
+    """The page would not show what it holds (a bug in its writer): not written."""
+
+
+def check_script(text, what):
+    """Raises PageError when text, the content of a <script> element, holds what the HTML
+    standard forbids there ("<!--", "<script", "</script", any case): the browser would
+    end the element elsewhere and show a blank or broken page."""
+    low = text.lower()
+    for bad in ("<!--", "<script", "</script"):
+        if bad in low:
+            raise PageError("report.html not written: %s holds %r, which would break the "
+                            "page's <script> element (a bug in ablate-report)" % (what, bad))
+
+
 def write_page(rep, path):
     """Writes the page for Report rep to path (atomically); returns path. Raises
-    PageUnavailable without uPlot."""
+    PageUnavailable without uPlot, PageError (nothing written) for a page that would not
+    show its content."""
     js, css = library()
-    data = json.dumps(page_data(rep), separators=(",", ":"), allow_nan=False)
+    data = script_json(page_data(rep))
     with open(TEMPLATE) as f:
         html = f.read()
-    # the JSON sits in a <script> element: no "</" may close it early
-    data = data.replace("</", "<\\/")
     w = getattr(rep, "watch", None)
     if w and w.get("running"):  # --watch: the browser reloads the page it rewrites
         html = html.replace("<head>", '<head>\n<meta http-equiv="refresh" content="%d">'
                             % max(1, int(math.ceil(w["interval"]))), 1)
-    html = (html.replace("/*UPLOT_CSS*/", css).replace("/*UPLOT_JS*/", js.replace("</", "<\\/"))
+    js = js.replace("</", "<\\/")
+    check_script(js, "uPlot's script")
+    check_script(data, "the page's data")
+    html = (html.replace("/*UPLOT_CSS*/", css).replace("/*UPLOT_JS*/", js)
             .replace("/*DATA*/", data))
     with open(path + ".tmp", "w") as f:
         f.write(html)

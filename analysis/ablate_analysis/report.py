@@ -20,6 +20,7 @@ from . import figures as F
 from . import page as P
 from . import stats as S
 from .load import SweepFileError, load
+from .text import Md, md_code, md_prose, md_text, term_text, text_lines
 
 KNOWN_ATTRS = ["status", "start_time", "end_time", "sessions", "ranks", "hostnames",
                "ablate_version", "git_rev", "compiler", "c_flags", "mpi_version",
@@ -70,7 +71,10 @@ def fsigned(x, d=4):
 
 
 def cell(v):
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    """A table cell: v as text (md_text) unless it is Md; | escaped (GFM's rule, inside
+    code spans too), one line."""
+    s = v if isinstance(v, Md) else md_text(v)
+    return s.replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(headers, rows, align=None):
@@ -135,7 +139,7 @@ def _test_cell(r):
 def _need_cell(r):
     need = r["seeds_needed"]
     if need == math.inf:
-        return "> %s" % format(S.MAX_SEEDS, ",")
+        return Md("> %s" % format(S.MAX_SEEDS, ","))
     return "—" if _nan(need) else "≈ %d" % need
 
 
@@ -219,7 +223,7 @@ class Report:
         sw = self.sw
         status, compute, bad = A.overview(sw)
         desc = sw.description
-        self.w("# Sweep report: %s" % (desc or os.path.basename(sw.path)), "")
+        self.w("# Sweep report: %s" % md_text(desc or os.path.basename(sw.path)), "")
         live = P.live_note(self)
         if live:
             self.w("> **%s** (report.md is rewritten with it.)" % live, "")
@@ -232,27 +236,28 @@ class Report:
             self.w("> **Rows unavailable:** these runs' rows are left out of the tables "
                    "named (the view's segments could not be read; re-run the report on the "
                    "final file):", ">")
-            self.w(*["> - %s" % n for n in sw.unavailable_notes], "")
+            self.w(*["> - %s" % md_text(n) for n in sw.unavailable_notes], "")
         self.w("## Overview", "")
-        self.w("File `%s` (schema version %d), sweep status **%s**, %d runs in %d "
-               "configurations." % (os.path.basename(sw.path), sw.schema_version, sw.status,
+        self.w("File %s (schema version %d), sweep status **%s**, %d runs in %d "
+               "configurations." % (md_code(os.path.basename(sw.path)), sw.schema_version,
+                                    md_text(sw.status),
                                     len(sw.runs), sw.runs["config"].nunique()), "")
         if desc:
-            self.w("Description: %s" % desc, "")
+            self.w("Description: %s" % md_text(desc), "")
         self.w("### Provenance", "")
         attrs = dict(sw.attrs)
         keys = [k for k in KNOWN_ATTRS if k in attrs] + sorted(k for k in attrs
                                                                 if k not in KNOWN_ATTRS)
         # values as text without surrounding blanks (`sets` is written with a trailing one)
         prov = pd.DataFrame({"attribute": keys, "value": [str(attrs[k]).strip() for k in keys]})
-        self.w(md_table(["attribute", "value"], [[k, "`%s`" % v if v != "" else "—"]
+        self.w(md_table(["attribute", "value"], [[k, md_code(v) if v != "" else "—"]
                                                  for k, v in zip(prov["attribute"],
                                                                  prov["value"])]))
         self.csv(prov, "provenance.csv")
         if len(sw.data_files):
             self.w("Data files, as the (latest) session found them:", "")
             self.w(md_table(["path", "bytes", "sha256"],
-                            [[p, fint(b), "`%s`" % h] for p, b, h in
+                            [[p, fint(b), md_code(h)] for p, b, h in
                              zip(sw.data_files["path"], sw.data_files["bytes"],
                                  sw.data_files["sha256"])]))
             self.csv(sw.data_files, "data_files.csv")
@@ -391,7 +396,7 @@ class Report:
                "trials of one configuration (%s). *Spread*: max/min - 1 of its trials' "
                "tokens/s; *load1*: the host's 1-minute load average when each trial ended. "
                "Every number is in `calibration.csv`; every trial in the file's /calibration."
-               % (fsig(seconds), fpct(worst["spread"]), worst["config"]), "")
+               % (fsig(seconds), fpct(worst["spread"]), md_text(worst["config"])), "")
 
         def rng(lo, hi, f):
             return f(lo) if _nan(hi) or lo == hi else "%s-%s" % (f(lo), f(hi))
@@ -463,12 +468,12 @@ class Report:
         self.w("## Against the baseline", "")
         bmap, why = A.baseline_map(sw, self.baseline)
         self.baseline_why = "%s: %s." % ("Baseline" if bmap else "No baseline", why)
-        self.w(self.baseline_why, "")
+        self.w(md_prose(self.baseline_why), "")
         bmap, fam = A.family_map(sw, bmap, self.family)
         self.bmap = bmap
         if fam:
             self.baseline_why += " " + fam
-            self.w(fam, "")
+            self.w(md_prose(fam), "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
         # a replicate: sweep's verdicts are its sequential ones: they come first, and the
@@ -483,8 +488,8 @@ class Report:
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
         for c, b, k, n in A.not_compared(sw, bmap, con):
-            self.w("Not compared: `%s` against `%s`, no valid run on one side (%d of %d "
-                   "excluded)." % (c, b, k, n), "")
+            self.w("Not compared: %s against %s, no valid run on one side (%d of %d "
+                   "excluded)." % (md_code(c), md_code(b), k, n), "")
         if not len(con) and bmap:
             self.w("No contrasts yet: no configuration and its baseline both have finished "
                    "runs.", "")
@@ -617,7 +622,7 @@ class Report:
                "sample, or one token repeats for max(16, n/4) positions; _ngram_loop_: the "
                "sample ends in a loop of a few tokens covering at least half of it (\"the the "
                "the\", docs/metrics.md). All samples are in samples.csv."
-               % ("`%s`" % prompt.encode("unicode_escape").decode() if prompt else "empty"),
+               % (md_code(prompt.encode("unicode_escape").decode()) if prompt else "empty"),
                "")
         valid = A.valid_runs(sw)
         lowest = {c: g.iloc[0] for c, g in valid.sort_values("seed").groupby("config")}
@@ -630,7 +635,7 @@ class Report:
                 continue
             deg = self.configs.set_index("config").loc[config]
             self.w("### %s (seed %d; greedy samples repeating themselves: %s)"
-                   % (config, run["seed"], repeating_cell(deg)), "")
+                   % (md_text(config), run["seed"], repeating_cell(deg)), "")
             kinds = A.repetition_kind(rs)
             for (_, r), kind in zip(rs.iterrows(), kinds):
                 label = r["kind"] + ("" if r["kind"] == "greedy" else " (T=%g)" % r["temperature"])
@@ -647,7 +652,7 @@ class Report:
                 text = r["text"]
                 if not text.strip():  # a loop of newlines or spaces: show the characters
                     text = text.encode("unicode_escape").decode("ascii")
-                self.w(fence(text))
+                self.w(fence(text_lines(text)))  # samples.csv keeps the exact text
         cols = ["name", "config", "seed", "kind", "temperature", "n_tokens", "distinct_ratio",
                 "longest_run", "top_token_frac", "degenerate", "repetition", "loop_period",
                 "loop_frac", "tokens_per_s", "text"]
@@ -697,6 +702,7 @@ def _write(sw, outdir, baseline=None, **options):
 
 
 def _aligned(rows, right):
+    rows = [[term_text(v) for v in r] for r in rows]  # names can hold ESC sequences
     width = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     return ["  ".join(v.rjust(w) if j in right else v.ljust(w)
                       for j, (v, w) in enumerate(zip(r, width))).rstrip() for r in rows]
@@ -713,9 +719,9 @@ def verdict_text(rep):
                          fint(r["n"]) if r["n"] > 0 else "-", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), str(r["verdict"])])
         return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look)."
-                          % rep.baseline_why] + _aligned(rows, {2, 3, 4})) + "\n"
+                          % term_text(rep.baseline_why)] + _aligned(rows, {2, 3, 4})) + "\n"
     con = rep.contrasts
-    lines = [rep.baseline_why]
+    lines = [term_text(rep.baseline_why)]
     if not len(con):
         lines.append("No contrasts yet.")
         return "\n".join(lines) + "\n"
@@ -787,6 +793,9 @@ def watch(a, options, out=sys.stdout, err=sys.stderr):
             except A.BaselineError as e:
                 print("ablate-report: %s" % e, file=err)
                 return 2
+            except P.PageError as e:  # the same page again at the next change: stop
+                print("ablate-report: %s" % e, file=err)
+                return 1
             except (SweepFileError, OSError) as e:
                 if str(e) != last_err:
                     print("ablate-report: watching: %s (trying again)" % e, file=err, flush=True)
@@ -857,7 +866,7 @@ def main(argv=None):
     except (SweepFileError, A.BaselineError) as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 2
-    except OSError as e:
+    except (OSError, P.PageError) as e:
         print("ablate-report: %s" % e, file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -101,6 +101,17 @@ def page_sweep(d):
     return out
 
 
+def hostile_sweep(d):
+    """tests/e2e/test_hostile_text.py's sweep (issue 37 items 4 and 9): a description, run
+    names (grid values of sample.prompt) and samples full of "<!--", "<script>", "</script>",
+    "&", "|", "$...$" and ESC and C1 control characters; 3 configurations x 2 seeds, 10 steps."""
+    import test_hostile_text as H
+    spec, _ = H.hostile_spec(d)
+    out = os.path.join(d, "hostile.h5")
+    C.run(["run", spec, "-o", out, "--force"], expect_rc=0, tag="hostile")
+    return out
+
+
 def stopped_sweep(d):
     """A sweep stopped by SIGTERM after its first run: done, interrupted and pending runs."""
     spec = C.write(os.path.join(d, "stop.yaml"),

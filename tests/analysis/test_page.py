@@ -40,7 +40,114 @@ def sweep():
 def embedded(html):
     m = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
     import json
-    return json.loads(m.group(1).replace("<\\/", "</"))
+    return json.loads(m.group(1))
+
+
+def hostile():
+    """(sweep, report dir, ablate-report's stdout) of tests/e2e/test_hostile_text.py's
+    sweep: "<!--", "<script>", "</script>", "&", "|", "$...$", ESC and C1 in the
+    description, the run names and the samples (issue 37 items 4 and 9)."""
+    if "hostile" not in FILES:
+        import subprocess
+        path = W.hostile_sweep(FILES["dir"])
+        d = os.path.join(FILES["dir"], "hostile-rep")
+        p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
+                            path, "-o", d], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        FILES["hostile"] = (path, d, p.stdout)
+    return FILES["hostile"]
+
+
+def test_hostile_page():
+    """Issue 37 item 4: strings holding "<!--" and later "<script" (which put the HTML
+    parser in its double-escaped state, where "</script>" no longer ends the data element:
+    a blank page) are embedded with <, > and & escaped; the page has the template's script
+    elements and no more; the JSON holds the exact strings. A page embedded the old way
+    makes ablate-report fail (exit 1, no report.html) instead of writing a blank page."""
+    import json
+    from ablate_analysis import report as R
+    import test_hostile_text as H
+    path, d, _ = hostile()
+    with open(os.path.join(d, "report.html")) as f:
+        html = f.read()
+    with open(P.TEMPLATE) as f:
+        template = f.read()
+    for tag in ("<script", "</script", "<!--"):
+        assert html.lower().count(tag) == template.lower().count(tag), \
+            "%s: %d in the page, %d in its template" % (tag, html.lower().count(tag),
+                                                        template.lower().count(tag))
+    m = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
+    raw = set("<>&\u2028\u2029") & set(m.group(1))
+    assert not raw, "unescaped %r in the embedded JSON" % sorted(raw)
+    data = embedded(html)
+    assert data["meta"]["title"] == H.DESCRIPTION, data["meta"]["title"]
+    sw = aa.load(path)
+    assert [r["name"] for r in data["runs"]] == list(sw.runs["name"])
+    assert any(r["name"].startswith("prompt=" + H.PROMPTS[0]) for r in data["runs"])
+    texts = [x["text"] for v in data["samples"].values() for x in v]
+    assert any("<script>" in t or "<!--" in t for t in texts), texts
+    # the old embedding ("</" written "<\\/", the rest as it is): refused, nothing written
+    saved = P.script_json
+    P.script_json = lambda obj: json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
+    try:
+        import contextlib
+        import io
+        out, err = io.StringIO(), io.StringIO()
+        old = os.path.join(FILES["dir"], "hostile-old")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = R.main([path, "-o", old])
+    finally:
+        P.script_json = saved
+    assert rc == 1 and "report.html not written" in err.getvalue() and \
+        "<script> element" in err.getvalue(), (rc, err.getvalue())
+    assert not os.path.exists(os.path.join(old, "report.html"))
+    assert not os.path.exists(os.path.join(old, "report.html.tmp"))
+
+
+def md_outside_code(md):
+    """report.md's text outside fenced blocks and code spans (where raw HTML renders)."""
+    out, fence = [], None
+    for line in md.split("\n"):
+        f = re.match(r"^(`{3,})", line)
+        if fence:
+            if f and f.group(1) == fence:
+                fence = None
+            continue
+        if f:
+            fence = f.group(1)
+            continue
+        out.append(re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", line))
+    return out
+
+
+def test_hostile_md():
+    """Issue 37 item 9: in report.md a user's string reads as the text it is: no raw HTML
+    outside code (& < > as entities), a | escaped in a table cell, control characters as
+    \\u00XX (the samples too: samples.csv keeps them), the description on one line; the
+    verdict table on the terminal escapes control characters; the figures take "$...$"
+    (mathtext) as text."""
+    import test_hostile_text as H
+    path, d, stdout = hostile()
+    with open(os.path.join(d, "report.md")) as f:
+        md = f.read()
+    want = ("see &lt;!-- old notes; the page uses a &lt;script&gt; tag &lt;/script&gt; &amp; "
+            "&lt;b&gt;bold&lt;/b&gt; | a pipe, \\u001b[31mred\\u001b[0m")
+    assert md.startswith("# Sweep report: %s\n" % want), md[:300]
+    assert "\nDescription: %s\n" % want in md
+    assert not H.raw_controls(md), H.raw_controls(md)
+    for line in md_outside_code(md):
+        assert not re.search(r"<|&(?!amp;|lt;|gt;)", line), line
+    # the grid marginals: 6 cells a row, the | in a value escaped
+    rows = [ln for ln in md.split("\n") if ln.startswith("| prompt | ")]
+    assert len(rows) == 3, rows
+    for ln in rows:
+        assert len(re.split(r"(?<!\\)\|", ln)) == 8, ln
+    assert any("&lt;_script&gt;\\|&amp;$\\frac$\\u009b" in ln for ln in rows), rows
+    # the samples as lines, ESC shown as text; the exact text in samples.csv
+    assert "\\u001b" in md.split("## Samples")[1]
+    csv = pd.read_csv(os.path.join(d, "samples.csv"))
+    assert any("\x1b" in t for t in csv["text"])
+    assert not H.raw_controls(stdout) and "prompt=\\u001b[31m<!--<script>" in stdout, stdout
 
 
 def test_page_written():
@@ -333,6 +440,47 @@ def test_browser():
         d.quit()
 
 
+def test_hostile_browser():
+    """Issue 37 item 4 in Chromium: the page whose description, run names and samples hold
+    "<!--", "<script>", "</script>" (blank before the fix) loads: no errors, the heading,
+    the verdict table (contrasts.csv's rows), the runs table and a sample show each string
+    as text, exactly."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    import test_hostile_text as H
+    path, rep, _ = hostile()
+    sw = aa.load(path)
+    d = browser()
+    try:
+        d.get("file://" + os.path.join(rep, "report.html"))
+        try:  # a small page: ready in well under a second when it loads at all
+            WebDriverWait(d, 30).until(lambda drv: js(drv, "return !!(window.ablateReport "
+                                                           "&& window.ablateReport.ready)"))
+        except Exception:
+            raise AssertionError("the page never became ready; it shows: %r" % js(
+                d, "return document.body ? document.body.innerText.slice(0, 300) : null"))
+        assert js(d, "return window.ablateReport.errors") == [], "page errors"
+        assert not console_errors(d), console_errors(d)
+        h1 = js(d, "return document.querySelector('#head h1').textContent")
+        assert h1 == "Sweep report: " + H.DESCRIPTION, h1
+        cells = js(d, "return [...document.querySelectorAll('#table-verdict tbody "
+                      "td[data-key=config]')].map(td => td.textContent)")
+        con = pd.read_csv(os.path.join(rep, "contrasts.csv"), keep_default_na=False)
+        assert cells == list(con["config"]), (cells, list(con["config"]))
+        assert any(c.startswith("prompt=" + H.PROMPTS[0]) for c in cells), cells
+        names = js(d, "return [...document.querySelectorAll('#table-runs tbody "
+                      "td[data-key=name]')].map(td => td.textContent)")
+        assert sorted(names) == sorted(sw.runs["name"]), names
+        shown = js(d, "return [...document.querySelectorAll('#samples pre')]"
+                      ".map(p => p.textContent)")
+        r = js(d, "return document.getElementById('samplerun').value")
+        with open(os.path.join(rep, "report.html")) as f:
+            want = [x["text"] for x in embedded(f.read())["samples"][r]]
+        assert shown and shown == want, (shown, want)
+        assert not console_errors(d)
+    finally:
+        d.quit()
+
+
 def js_fixed4(v):
     """The text page.html's fmt(v, 4) shows: 4 places, or JavaScript's toExponential(2)
     for magnitudes at or above 1e6 or below 1e-3 (a p-value of 4.68e-4 on other data)."""
@@ -345,9 +493,11 @@ def js_fixed4(v):
 def main():
     """test_page.py: the page as written; test_page.py --browser: the page in Chromium
     (exit 77, CTest's skip, without chromium, chromium-driver or python3-selenium)."""
-    tests = [("browser", test_browser)] if "--browser" in sys.argv[1:] else \
+    tests = [("browser", test_browser), ("hostile_browser", test_hostile_browser)] \
+        if "--browser" in sys.argv[1:] else \
         [("page_written", test_page_written), ("no_uplot", test_no_uplot),
-         ("minmax_keep", test_minmax_keep), ("thousand_runs", test_thousand_runs)]
+         ("minmax_keep", test_minmax_keep), ("thousand_runs", test_thousand_runs),
+         ("hostile_page", test_hostile_page), ("hostile_md", test_hostile_md)]
     W.main_in_workdir("analysis-page", FILES, tests)
 
 
