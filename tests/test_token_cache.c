@@ -5,9 +5,10 @@
  * or directory that others can write (or that belongs to another user) is not read. A clean
  * entry is still a hit (the file is not rewritten), new files and directories are created
  * without group/other write whatever the umask, and several processes meeting a damaged entry
- * at once warn once and all get the right ids. Needs GPT-2's vocabulary in $ABLATE_GPT2_VOCAB
- * (CTest sets it; scripts/install-deps.sh installs it): without it, every case is skipped
- * with the reason. */
+ * at once warn once and all get the right ids. The digest a caller hands in is never taken on
+ * trust: the cache keys and returns the digest of the text itself. Needs GPT-2's vocabulary in
+ * $ABLATE_GPT2_VOCAB (CTest sets it; scripts/install-deps.sh installs it): without it, every case
+ * is skipped with the reason. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,8 +47,10 @@ static void entry_path(char *out, size_t cap, const char *dir, const char *text)
     snprintf(out, cap, "%s/gpt2-%s-%.16s.bin", dir, hex, bpe_vocab_digest(bpe));
 }
 
-/* token_cache_encode with what it says on stderr caught in warn (one string). */
-static long encode(Bpe *b, const char *text, int32_t **ids, char *warn, size_t cap) {
+/* token_cache_encode with what it says on stderr caught in warn (one string); given: the digest
+ * the caller hands in (NULL: none), set to the one the cache returns. */
+static long encode_given(Bpe *b, const char *text, char *given, int32_t **ids, char *warn,
+                         size_t cap) {
     char path[600];
     test_path(path, sizeof path, "stderr.txt");
     fflush(stderr);
@@ -56,8 +59,8 @@ static long encode(Bpe *b, const char *text, int32_t **ids, char *warn, size_t c
     CHECK(saved >= 0 && fd >= 0 && dup2(fd, STDERR_FILENO) >= 0);
     close(fd);
     char err[ABL_ERR_MAX] = "";
-    long n = token_cache_encode(b, "text.txt", (const unsigned char *)text, strlen(text), NULL, ids,
-                                err);
+    long n = token_cache_encode(b, "text.txt", (const unsigned char *)text, strlen(text), given,
+                                ids, err);
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -67,6 +70,10 @@ static long encode(Bpe *b, const char *text, int32_t **ids, char *warn, size_t c
     free(said);
     if (warn[0]) fprintf(stderr, "    said: %s", warn);
     return n;
+}
+
+static long encode(Bpe *b, const char *text, int32_t **ids, char *warn, size_t cap) {
+    return encode_given(b, text, NULL, ids, warn, cap);
 }
 
 /* The ids equal a fresh tokenization of text. */
@@ -350,6 +357,38 @@ TEST(group_writable_dir) {
         free(ids);
         CHECK_MSG(one_warning(warn, dir, "belongs to uid 4242"), "%s", warn);
         CHECK(access(path, F_OK) != 0);
+    }
+}
+
+/* The caller hands in another text's digest (a forged or damaged data digest cache entry said
+ * text a is text b): the cache neither reads b's entry on a hit nor files a's tokens under b's
+ * name on a miss; it tokenizes by the digest of the bytes it was given, warns once, and hands
+ * that digest back for the run to record. */
+TEST(wrong_digest_given) {
+    NEED_VOCAB();
+    char dir[512], path_a[700], path_b[700], hex_a[65], hex_b[65], given[65], warn[1024];
+    struct stat st_b, now;
+    sha256_buf_hex(text_a, strlen(text_a), hex_a);
+    sha256_buf_hex(text_b, strlen(text_b), hex_b);
+    for (int hit = 1; hit >= 0; hit--) {
+        use_cache(dir, sizeof dir, hit ? "given-hit" : "given-miss");
+        entry_path(path_a, sizeof path_a, dir, text_a);
+        entry_path(path_b, sizeof path_b, dir, text_b);
+        if (hit) build(text_b, path_b, &st_b);
+        int32_t *ids;
+        memcpy(given, hex_b, sizeof given);
+        long n = encode_given(bpe, text_a, given, &ids, warn, sizeof warn);
+        CHECK_MSG(fresh_ids(text_a, ids, n), "text a got the tokens of the digest it came with");
+        free(ids);
+        CHECK_MSG(!strcmp(given, hex_a), "the digest handed back is not the text's: %s", given);
+        if (hit) /* the same warning is not given twice in one process */
+            CHECK_MSG(one_warning(warn, "text.txt", "it came with"), "%s", warn);
+        if (hit) CHECK(stat(path_b, &now) == 0 && same_file(&st_b, &now)); /* b's entry untouched */
+        /* b's entry, if any, holds b's tokens: a later load of b is right */
+        n = encode(bpe, text_b, &ids, warn, sizeof warn);
+        CHECK_MSG(fresh_ids(text_b, ids, n), "text b got text a's tokens from its entry");
+        free(ids);
+        CHECK(access(path_a, F_OK) == 0);
     }
 }
 

@@ -1,10 +1,7 @@
-#include "util/log.h"
 #include "token_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/cache_dir.h"
+#include "util/file_io.h"
 #include "util/sha256.h"
 #include "token_file.h"
 
-/* Modes of what the cache creates: no group/other write, whatever the umask (mode bits given
- * to open/mkdir can only be narrowed by the umask). */
-#define CACHE_FILE_MODE 0644
-#define CACHE_DIR_MODE  0755
 /* A warning names the directory (up to 2 KB) twice, and a file in it */
-#define WHY_MAX 6144
+#define WHY_MAX CACHE_WHY_MAX
 
 void token_cache_dir(char *out, size_t cap) {
     const char *dir = getenv(TOKEN_CACHE_ENV), *xdg = getenv("XDG_CACHE_HOME"),
@@ -33,89 +28,6 @@ void token_cache_dir(char *out, size_t cap) {
         snprintf(out, cap, "%s/.cache/ablate", home);
     else if (cap)
         out[0] = '\0';
-}
-
-/* Each distinct warning once per process: a sweep's worker loads its data for every run, and
- * a directory that is refused once is refused each time. */
-static void warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void warn_once(const char *fmt, ...) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static char seen[32][65];
-    static int n_seen;
-    char msg[WHY_MAX + 512], key[65];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sha256_buf_hex(msg, strlen(msg), key);
-    pthread_mutex_lock(&lock);
-    int repeat = 0;
-    for (int i = 0; i < n_seen && !repeat; i++)
-        repeat = strcmp(seen[i], key) == 0;
-    if (!repeat && n_seen < 32) memcpy(seen[n_seen++], key, sizeof key);
-    pthread_mutex_unlock(&lock);
-    if (!repeat) log_warn("%s", msg);
-}
-
-/* mkdir -p, each directory it creates without group/other write */
-static int make_dirs(const char *dir) {
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return -1;
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, CACHE_DIR_MODE) != 0 && errno != EEXIST) return -1;
-            *s = c;
-            if (!c) break;
-        }
-    }
-    return 0;
-}
-
-/* Why a file or directory others could have written is not trusted, or "" when it may be:
- * it must belong to this user or to root and have no group/other write bit (with a default
- * ACL the group bits are the ACL's mask, so a group entry with write shows too). */
-static void untrusted(const struct stat *st, char *why, size_t cap) {
-    why[0] = '\0';
-    if (st->st_uid != geteuid() && st->st_uid != 0)
-        snprintf(why, cap, "belongs to uid %lu, not to you (uid %lu)", (unsigned long)st->st_uid,
-                 (unsigned long)geteuid());
-    else if (st->st_mode & (S_IWGRP | S_IWOTH))
-        snprintf(why, cap, "is writable by group or others (mode %04o)",
-                 (unsigned)(st->st_mode & 07777));
-}
-
-/* Opens the cache directory (creating it) for the *at calls below, so the directory checked is
- * the one used; -1 with the warning's reason and advice in why. */
-static int open_dir(const char *dir, char *why, size_t cap) {
-    if (make_dirs(dir) != 0) {
-        snprintf(why, cap, "token cache directory %s cannot be created: %s (set %s)", dir,
-                 strerror(errno), TOKEN_CACHE_ENV);
-        return -1;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct stat st;
-    if (dfd < 0 || fstat(dfd, &st) != 0) {
-        snprintf(why, cap, "token cache directory %s cannot be opened: %s (set %s)", dir,
-                 strerror(errno), TOKEN_CACHE_ENV);
-        if (dfd >= 0) close(dfd);
-        return -1;
-    }
-    char bad[160];
-    untrusted(&st, bad, sizeof bad);
-    if (bad[0]) {
-        char fix[2200] = "";
-        if (st.st_uid == geteuid()) snprintf(fix, sizeof fix, "run chmod go-w %s, or ", dir);
-        snprintf(why, cap,
-                 "token cache directory %s %s: whoever can write there chooses the tokens a run "
-                 "trains on, so it is not used (%sset %s to a directory of your own that only "
-                 "you can write)",
-                 dir, bad, fix, TOKEN_CACHE_ENV);
-        close(dfd);
-        return -1;
-    }
-    return dfd;
 }
 
 /* The verification block: the tag, then the ids', the text's and the vocabulary's SHA-256. */
@@ -195,26 +107,9 @@ enum { ENTRY_HIT, ENTRY_ABSENT, ENTRY_BAD };
  * (fstat), not on a name that could be swapped meanwhile. */
 static int read_entry(int dfd, const char *name, const Bpe *b, const char *text_hex, int32_t **ids,
                       long *n, char *why, size_t cap) {
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return ENTRY_ABSENT;
-        if (errno == ELOOP)
-            snprintf(why, cap, "is a symbolic link");
-        else
-            snprintf(why, cap, "cannot be opened: %s", strerror(errno));
-        return ENTRY_BAD;
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        snprintf(why, cap, "is not a regular file");
-        return ENTRY_BAD;
-    }
-    untrusted(&st, why, cap);
-    if (why[0]) {
-        close(fd);
-        return ENTRY_BAD;
-    }
+    int fd = cache_entry_open(dfd, name, &st, why, cap);
+    if (fd < 0) return errno == ENOENT && !why[0] ? ENTRY_ABSENT : ENTRY_BAD;
     long len = (long)st.st_size, got = 0;
     unsigned char *buf = malloc((size_t)(len > 0 ? len : 1));
     while (buf && got < len) {
@@ -241,8 +136,19 @@ static int read_entry(int dfd, const char *name, const Bpe *b, const char *text_
     return ENTRY_HIT;
 }
 
-/* Writes the entry: a private temporary file, fsync'd, renamed over the name, the directory
- * fsync'd. 0, or -1 with a message in err (cap bytes). */
+/* The entry's bytes, for file_write_atomic_at. */
+typedef struct {
+    const unsigned char *buf;
+    size_t size;
+} Bytes;
+
+static int write_bytes(FILE *f, void *ctx) {
+    const Bytes *b = ctx;
+    return fwrite(b->buf, 1, b->size, f) == b->size ? 0 : -1;
+}
+
+/* Writes the entry whole (a new temporary file, fsync'd, renamed over the name, the directory
+ * fsync'd: file_write_atomic_at). 0, or -1 with a message in err (cap bytes). */
 static int write_entry(int dfd, const char *dir, const char *name, const int32_t *ids, long n,
                        const char *text_hex, const char *vocab_hex, char *err, size_t cap) {
     if (n > INT32_MAX) {
@@ -269,53 +175,46 @@ static int write_entry(int dfd, const char *dir, const char *name, const int32_t
     int k = format_block(block, sizeof block, ids_hex, text_hex, vocab_hex);
     memcpy(buf + TOKEN_CACHE_BLOCK_AT, block, (size_t)k);
 
-    static unsigned serial; /* distinct names for several writes from one process */
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", name, (long)getpid(), serial++);
-    int fd =
-        openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, CACHE_FILE_MODE);
-    int rc = fd >= 0 ? 0 : -1, e = errno;
-    for (size_t done = 0; rc == 0 && done < size;) {
-        ssize_t w = write(fd, buf + done, size - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            rc = -1, e = w < 0 ? errno : EIO;
-        else
-            done += (size_t)w;
-    }
-    if (rc == 0 && fsync(fd) != 0) rc = -1, e = errno;
-    if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && renameat(dfd, tmp, dfd, name) != 0) rc = -1, e = errno;
-    if (rc == 0 && fsync(dfd) != 0) rc = -1, e = errno; /* the rename is durable */
+    char shown[4096], ferr[ABL_ERR_MAX];
+    snprintf(shown, sizeof shown, "%s/%s", dir, name);
+    Bytes bytes = {buf, size};
+    int rc = file_write_atomic_at("token cache file", dfd, name, shown, CACHE_FILE_MODE,
+                                  write_bytes, &bytes, ferr);
     free(buf);
-    if (rc != 0) {
-        if (fd >= 0) unlinkat(dfd, tmp, 0);
-        snprintf(err, cap, "token cache file %s/%s: cannot write: %s", dir, name, strerror(e));
-        return -1;
-    }
-    return 0;
+    if (rc != 0) snprintf(err, cap, "%s", ferr);
+    return rc;
 }
 
 long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text, size_t len,
-                        const char *text_sha256, int32_t **ids, char err[ABL_ERR_MAX]) {
+                        char text_sha256[65], int32_t **ids, char err[ABL_ERR_MAX]) {
     char dir[2048], name[256], lock_name[272], hex[65], why[WHY_MAX];
     long n = -1;
     int dfd = -1, fd = -1, st;
-    if (text_sha256 && strlen(text_sha256) == 64)
-        memcpy(hex, text_sha256, 65);
-    else
-        sha256_buf_hex(text, len, hex);
+    /* the entry's key is the digest of these very bytes, never one taken on trust: a wrong one
+     * would read another text's tokens on a hit, and file this text's under another text's
+     * name on a miss (SHA-256 of Tiny Shakespeare's 1.1 MB: about 4 ms) */
+    sha256_buf_hex(text, len, hex);
+    if (text_sha256) {
+        if (text_sha256[0] && strcmp(text_sha256, hex) != 0)
+            cache_warn_once("data file %s: its bytes have the SHA-256 %.16s..., not the %.16s... "
+                            "it came with (a wrong entry in the data digest cache?): tokenizing "
+                            "and recording it by its bytes' digest",
+                            data_path, hex, text_sha256);
+        memcpy(text_sha256, hex, 65);
+    }
     token_cache_dir(dir, sizeof dir);
     const char *vocab_hex = bpe_vocab_digest(b);
     /* 64 bits of the vocabulary's digest tell vocabularies apart; the file holds all 256 */
     snprintf(name, sizeof name, "gpt2-%s-%.16s.bin", hex, vocab_hex);
     snprintf(lock_name, sizeof lock_name, "%s.lock", name);
-    if (!dir[0])
-        snprintf(why, sizeof why, "no token cache directory (no $HOME; set %s)", TOKEN_CACHE_ENV);
-    else
-        dfd = open_dir(dir, why, sizeof why);
+    if (!dir[0]) {
+        cache_warn_once("no token cache directory (no $HOME; set %s); tokenizing %s without the "
+                        "cache",
+                        TOKEN_CACHE_ENV, data_path);
+    } else {
+        dfd = cache_dir_open(dir, NULL); /* a directory refused is a warning there */
+    }
     if (dfd < 0) {
-        warn_once("%s; tokenizing %s without the cache", why, data_path);
         n = bpe_encode(b, text, len, ids);
         goto done;
     }
@@ -331,13 +230,13 @@ long token_cache_encode(Bpe *b, const char *data_path, const unsigned char *text
     if (fd >= 0) st = read_entry(dfd, name, b, hex, ids, &n, why, sizeof why);
     if (st != ENTRY_HIT) {
         if (st == ENTRY_BAD)
-            warn_once("token cache file %s/%s %s; not using it: tokenizing %s again and "
-                      "replacing it",
-                      dir, name, why, data_path);
+            cache_warn_once("token cache file %s/%s %s; not using it: tokenizing %s again and "
+                            "replacing it",
+                            dir, name, why, data_path);
         n = bpe_encode(b, text, len, ids);
         char werr[WHY_MAX];
         if (n >= 0 && write_entry(dfd, dir, name, *ids, n, hex, vocab_hex, werr, sizeof werr) != 0)
-            warn_once("%s; %s will be tokenized again next time", werr, data_path);
+            cache_warn_once("%s; %s will be tokenized again next time", werr, data_path);
     }
 done:
     if (fd >= 0) close(fd); /* releases the lock */

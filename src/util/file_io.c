@@ -61,46 +61,72 @@ int file_read_all_stat(const char *what, const char *path, unsigned char **out, 
     return 0;
 }
 
-/* fsync of the directory holding path, which a rename changed. */
-static int fsync_dir_of(const char *path) {
+int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
+                      void *ctx, char err[ABL_ERR_MAX]) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
     if (!slash)
         snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
+    else if (snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path) >=
+             (int)sizeof dir) {
+        snprintf(err, ABL_ERR_MAX, "%s %s: path too long", what, path);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        int e = errno;
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot create it: %s", what, path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    int rc = file_write_atomic_at(what, dfd, slash ? slash + 1 : path, path, 0666, write, ctx, err);
     int e = errno;
-    close(fd);
+    close(dfd);
     errno = e;
     return rc;
 }
 
-int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
-                      void *ctx, char err[ABL_ERR_MAX]) {
+int file_write_atomic_at(const char *what, int dfd, const char *name, const char *shown,
+                         unsigned mode, int (*write)(FILE *f, void *ctx), void *ctx,
+                         char err[ABL_ERR_MAX]) {
     char tmp[4096];
     static unsigned serial; /* distinct names for several writes from one process */
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), serial++);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        snprintf(err, ABL_ERR_MAX, "%s %s: path too long", what, path);
-        return -1;
+    int fd = -1, e = 0;
+    /* a name left by a dead process of the same pid (or a process of the same pid on another
+     * node of a shared file system) is skipped, never reused */
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", name, (long)getpid(), serial++);
+        if (n < 0 || (size_t)n >= sizeof tmp) {
+            snprintf(err, ABL_ERR_MAX, "%s %s: path too long", what, shown);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+        e = errno;
+        if (fd < 0 && e != EEXIST) break;
     }
-    FILE *f = fopen(tmp, "w+b"); /* +: a writer may read its bytes back (checkpoint CRCs) */
+    /* +: a writer may read its bytes back (checkpoint CRCs) */
+    FILE *f = fd >= 0 ? fdopen(fd, "w+b") : NULL;
     if (!f) {
-        snprintf(err, ABL_ERR_MAX, "%s %s: cannot create %s: %s", what, path, tmp, strerror(errno));
+        if (fd >= 0) {
+            e = errno;
+            close(fd);
+            unlinkat(dfd, tmp, 0);
+        }
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot create %s: %s", what, shown, tmp, strerror(e));
+        errno = e;
         return -1;
     }
     int rc = write(f, ctx);
-    int e = errno;
+    e = errno;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1, e = errno;
     if (fclose(f) != 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
-    if (rc == 0 && fsync_dir_of(path) != 0) rc = -1, e = errno; /* the rename is durable */
+    if (rc == 0 && renameat(dfd, tmp, dfd, name) != 0) rc = -1, e = errno;
+    if (rc == 0 && fsync(dfd) != 0) rc = -1, e = errno; /* the rename is durable */
     if (rc != 0) {
-        remove(tmp);
-        snprintf(err, ABL_ERR_MAX, "%s %s: cannot write: %s", what, path,
+        unlinkat(dfd, tmp, 0);
+        snprintf(err, ABL_ERR_MAX, "%s %s: cannot write: %s", what, shown,
                  e ? strerror(e) : "write error");
         errno = e ? e : EIO;
         return -1;

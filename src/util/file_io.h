@@ -23,6 +23,13 @@ int file_read_all_stat(const char *what, const char *path, unsigned char **out, 
  * message and errno set to the cause. */
 int file_write_atomic(const char *what, const char *path, int (*write)(FILE *f, void *ctx),
                       void *ctx, char err[ABL_ERR_MAX]);
+/* The same for the entry `name` of the directory open as dfd (all through dfd: the temporary
+ * file is created new, O_EXCL, without following a symlink), created with the permission bits
+ * mode (narrowed by the umask, as open(2) does; file_write_atomic gives 0666). shown names the
+ * file in messages. For caches that must not be group/other-writable (util/cache_dir.h). */
+int file_write_atomic_at(const char *what, int dfd, const char *name, const char *shown,
+                         unsigned mode, int (*write)(FILE *f, void *ctx), void *ctx,
+                         char err[ABL_ERR_MAX]);
 
 /* Writes one record (a line) of a stream's output and flushes it: 0, or -1 with errno
  * (ENOSPC, EPIPE, ...). A record that could not be written whole is cut back off a regular
