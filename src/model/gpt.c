@@ -10,19 +10,12 @@
 
 #include "attention.h"
 #include "gemm.h"
+#include "gpt_internal.h"
 #include "layers.h"
 #include "par.h"
 #include "rng.h"
 #include "transpose.h"
 #include "xent.h"
-
-/* The sizes every part of the model uses, derived from the config once. */
-typedef struct {
-    int V, C, L, H, KV, hd, QKV, FF, UP;
-    int group;          /* query heads per key/value head */
-    int E, K, FFE, UPE; /* experts, experts per token, an expert's ff and UP */
-    int Lm, Ld;         /* blocks with the MoE MLP, with the dense MLP */
-} Dims;
 
 static Dims dims_of(const ModelConfig *c) {
     Dims d = {.V = c->vocab_size, .C = c->d_model, .L = c->n_layer, .H = c->n_head};
@@ -40,116 +33,6 @@ static Dims dims_of(const ModelConfig *c) {
     d.Ld = d.L - d.Lm;
     return d;
 }
-
-/* Floats of one layer's slice of each per-layer activation, for passes of up to (B, T) rows. */
-typedef struct {
-    double BT, BTC, QKV, H, KV, UP, FF; /* UP, FF: the larger of the dense MLP's and k experts' */
-    double RE, NK, NKC;                 /* MoE: (B,T,E), (B,T,k), (B,T,k,C); 0 when dense */
-    double ints;                        /* MoE: int32 entries of one layer's routing tables */
-    double MZ, MH, MC;          /* mixture of heads: (B,T,H+2), (B,T,H), (B,T,C); 0 without */
-    double lane_tile, lane_att; /* lane layout (attention.h): (T,hd) and (T,T) per pair */
-    int in_place;               /* activation_in_place: fch holds the activation */
-} LayerSizes;
-
-/* Every per-layer activation, one row each: X(field, floats of one layer's slice). GptActs
- * holds n_layer slices of each; LayerActs points at one layer's. act_layout sizes them and
- * layer_acts slices them from these rows, in this order, which is the buffer order. */
-#define GPT_LAYER_ACTS(X)                                                                          \
-    X(n1, z.BTC)      /* (B,T,C) first norm's output (post: of sum1) */                            \
-    X(n1_mean, z.BT)  /* (B,T) */                                                                  \
-    X(n1_rstd, z.BT)  /* (B,T) */                                                                  \
-    X(qkv, z.QKV)     /* (B,T,QKV) projection output */                                            \
-    X(q_mean, z.H)    /* (B,T,H) per-head q norm */                                                \
-    X(q_rstd, z.H)    /* (B,T,H) */                                                                \
-    X(k_mean, z.KV)   /* (B,T,KV) */                                                               \
-    X(k_rstd, z.KV)   /* (B,T,KV) */                                                               \
-    X(q, z.lane_tile) /* lane layout, one lane per (b, query head) */                              \
-    X(k, z.lane_tile) /* k and v copied to every query head of their group */                      \
-    X(v, z.lane_tile)                                                                              \
-    X(att, z.lane_att) /* lane layout, (T,T) per pair: probabilities */                            \
-    X(atty, z.BTC)     /* (B,T,C) heads concatenated */                                            \
-    X(ao, z.BTC)       /* (B,T,C) attention output projection */                                   \
-    X(aon, z.BTC)      /* (B,T,C) peri: normalized ao */                                           \
-    X(aon_mean, z.BT)                                                                              \
-    X(aon_rstd, z.BT)                                                                              \
-    X(sum1, z.BTC) /* (B,T,C) x + attention (post: before n1) */                                   \
-    X(n2, z.BTC)   /* (B,T,C) second norm's output */                                              \
-    X(n2_mean, z.BT)                                                                               \
-    X(n2_rstd, z.BT)                                                                               \
-    X(fch, z.UP) /* (B,T,UP) pre-activation; the activation itself when in place */                \
-    X(fch_act, z.in_place ? 0 : z.FF) /* (B,T,FF) the activation; empty when in place */           \
-    X(mo, z.BTC)                      /* (B,T,C) MLP output projection */                          \
-    X(mon, z.BTC)                     /* (B,T,C) peri: normalized mo */                            \
-    X(mon_mean, z.BT)                                                                              \
-    X(mon_rstd, z.BT)                                                                              \
-    X(sum2, z.BTC) /* (B,T,C) post: before n2 */                                                   \
-    X(rlog, z.RE)  /* (B,T,E) MoE router logits */                                                 \
-    X(rprob, z.RE) /* (B,T,E) their softmax */                                                     \
-    X(gate, z.NK)  /* (B,T,k) gate of each token's j-th expert */                                  \
-    X(xg, z.NKC)   /* (B T k, C) packed: the inputs of each expert's tokens, expert by expert */   \
-    X(eo, z.NKC)   /* (B T k, C) packed: the experts' outputs (fch/fch_act are packed too) */      \
-    X(mz, z.MZ)    /* (B,T,H+2) mixture of heads: router logits (shared, routed, mix) */           \
-    X(mp, z.MZ)    /* (B,T,H+2) their softmaxes, part by part */                                   \
-    X(mg, z.MH)    /* (B,T,H) head gates (0: a routed head not chosen) */                          \
-    X(attg, z.MC)  /* (B,T,C) the gated heads, input of the output projection */
-
-#define GPT_ACT_FIELD(field, size) float *field;
-
-/* Every activation of a pass, pointers into one allocation. Per-layer buffers hold n_layer
- * slices sized for the capacity (B, T); a smaller batch uses a prefix of each slice. Each
- * buffer holds one quantity, named by what it is. */
-struct GptActs {
-    Dims d;
-    int B, T;                  /* capacity */
-    LayerSizes z;              /* one layer's slice of each per-layer buffer */
-    float *buf;                /* the allocation */
-    int32_t *tokens, *targets; /* (B,T) copies of the batch */
-    float *encoded;            /* (B,T,C) wte[x] + wpe[t] */
-    float *in_mean, *in_rstd;  /* (B,T) */
-    float *resid;              /* (L+1, B,T,C): resid[l] block l's input, resid[l+1] its output */
-    GPT_LAYER_ACTS(GPT_ACT_FIELD) /* (L, ...) each */
-    /* MoE routing tables, int32, (L, ...) each (moe_route fills them) */
-    int32_t *sel;  /* (B,T,k) each token's experts, by decreasing probability */
-    int32_t *row;  /* (B,T,k) the packed row of each assignment, -1 if dropped */
-    int32_t *asg;  /* (B T k) the assignment (token t k + j) of each packed row */
-    int32_t *eoff; /* (E+1) each expert's first packed row */
-    /* after the blocks */
-    float *fn_out, *fn_mean, *fn_rstd; /* (B,T,C) */
-    float *logits;                     /* (B,T,V); with targets, xent.h's exps */
-    float *xent_max, *xent_sum;        /* (B,T) each row's logit maximum and sum of exps */
-    /* forward scratch, one layer at a time */
-    float *qk;     /* (B,T,QKV) q and k heads after the per-head norm and RoPE (v rows unused) */
-    float *y;      /* lane layout (T,hd): attention output */
-    float *scores; /* (context) one query's attention scores against the KV cache */
-    float *rope_cos, *rope_sin; /* (context, hd/2) RoPE angles of every position */
-    /* backward scratch (training only), one gradient each */
-    float *d_resid;         /* (B,T,C) dL/d the residual stream where the backward has reached */
-    float *d_sub_in;        /* (B,T,C) dL/d a sublayer's input (the norm output, or x) */
-    float *d_sub_out;       /* (B,T,C) dL/d a sublayer's output (post, peri: the norm's input) */
-    float *d_atty;          /* (B,T,C) dL/d the concatenated heads */
-    float *d_final;         /* (B,T,C) dL/d the final norm's output */
-    float *d_embed;         /* (B,T,C) dL/d encoded, through the input norm */
-    float *d_h;             /* (B,T,FF) dL/d the MLP hidden (after the activation) */
-    float *d_fch;           /* (B,T,UP) dL/d its pre-activation; empty when activation_in_place,
-                               where the ReLU's backward turns d_h into it in place */
-    float *d_qkv;           /* (B,T,QKV) */
-    float *d_q, *d_k, *d_v; /* lane layout, one layer */
-    float *d_y;             /* lane layout (T,hd) */
-    float *d_qk_row;        /* (H + KV) hd: one token's q and k gradients before the norm */
-    float *d_eo, *d_xg;     /* (B T k, C) MoE: dL/d the experts' outputs, inputs (packed) */
-    float *d_gate;          /* (B,T,k) dL/d the gates */
-    float *d_rlog;          /* (B,T,E) dL/d the router logits */
-    float *d_router;        /* (E or H+2, C) doubles: a router weight gradient's sums */
-    float *d_mz;            /* (B,T,H+2) dL/d the mixture-of-heads router logits */
-    float *attn_scratch;    /* (T) lanes */
-    float *xent_tile;       /* the cross-entropy's scratch: its tile, and the factors the
-                               forward leaves for the backward (xent.h) */
-    /* Transposed copies (in, out) of the forward's weight matrices whose products run through
-     * OpenBLAS's small-matrix kernels (gemm.h), which take only the untransposed form;
-     * refreshed by every gpt_forward. wt_at[id] is the copy's offset in wt, or NO_WT. */
-    float *wt;
-    size_t wt_at[T_COUNT];
-};
 
 #define NO_WT ((size_t)-1)
 
@@ -616,27 +499,6 @@ static void refresh_transposed(GPT *m) {
 
 /* ------------------------------------------------------------------ a pass */
 
-/* One pass through the model: B sequences of T rows at positions pos0 .. pos0 + T - 1.
- * Training attends over the pass's own rows (causally); generation passes one row that
- * attends to the keys and values of earlier positions in k, v, and adds its own. That is
- * the only difference between them. */
-typedef struct {
-    const GPT *m;
-    GptActs *a;
-    int B, T, pos0;
-    float *k, *v;      /* generation: (L, KV, context, hd) cache; NULL in training */
-    LayerStats *stats; /* [n_layer] to collect into, or NULL */
-    float *aux;        /* training: the MoE auxiliary losses are added here; NULL otherwise */
-} Pass;
-
-/* Layer l's slice of every per-layer activation (llm.c's layer prologue). */
-typedef struct {
-    float *in, *out; /* the residual stream into and out of the block */
-    GPT_LAYER_ACTS(GPT_ACT_FIELD)
-    float *h; /* (B,T,FF) the MLP hidden after the activation: fch_act, or fch in place */
-    int32_t *sel, *row, *asg, *eoff; /* MoE routing tables */
-} LayerActs;
-
 static LayerActs layer_acts(const GptActs *a, int l) {
     const LayerSizes z = a->z;
     size_t L = (size_t)l;
@@ -677,168 +539,6 @@ static void add(float *out, const float *a, const float *b, size_t n) {
 static void accumulate(float *out, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] += a[i];
-}
-
-/* ------------------------------------------------------------------ routers */
-
-/* The router in plain loops, every expert's entries computed in the same order (double
- * sums): a BLAS kernel or a vectorized exp rounds by lane position, so two experts with equal
- * router rows could get different logits, probabilities or gradients; the tie would then not
- * go to the lower index, and the rows would drift apart by round-off (k-th and (k+1)-th
- * choices then decided by noise). Small: N E C multiply-adds against the experts' N k 8 C^2. */
-static void router_logits(float *z, const float *x, const float *w, int N, int C, int E) {
-    for (int t = 0; t < N; t++) {
-        const float *xt = x + (size_t)t * C;
-        for (int e = 0; e < E; e++) {
-            const float *we = w + (size_t)e * C;
-            double acc = 0;
-            for (int i = 0; i < C; i++)
-                acc += (double)xt[i] * we[i];
-            z[(size_t)t * E + e] = (float)acc;
-        }
-    }
-}
-
-/* p (n) = softmax(z (n)) in double: equal logits give equal probabilities. */
-static void softmax_exact(float *p, const float *z, int n) {
-    double mx = z[0], sum = 0;
-    for (int e = 1; e < n; e++)
-        mx = z[e] > mx ? z[e] : mx;
-    for (int e = 0; e < n; e++)
-        sum += exp((double)z[e] - mx);
-    for (int e = 0; e < n; e++)
-        p[e] = (float)(exp((double)z[e] - mx) / sum);
-}
-
-/* dz (n) = d/dz of softmax given dp (n) and the probabilities p. */
-static void softmax_exact_backward(float *dz, const float *dp, const float *p, int n) {
-    double pdp = 0;
-    for (int e = 0; e < n; e++)
-        pdp += (double)p[e] * dp[e];
-    for (int e = 0; e < n; e++)
-        dz[e] = (float)(p[e] * (dp[e] - pdp));
-}
-
-/* chosen[i] (n) = whether i is among the k largest z (ties: the lower index). */
-static void top_k_mask(int *chosen, const float *z, int n, int k) {
-    for (int i = 0; i < n; i++)
-        chosen[i] = 0;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (!chosen[i] && (best < 0 || z[i] > z[best])) best = i;
-        chosen[best] = 1;
-    }
-}
-
-/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
- * acc (E C doubles of scratch) so that the rows are read in memory order. */
-static void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N,
-                                   int C, int E) {
-    memset(acc, 0, (size_t)E * C * sizeof *acc);
-    for (int t = 0; t < N; t++) {
-        const float *xt = x + (size_t)t * C;
-        for (int e = 0; e < E; e++) {
-            double g = dz[(size_t)t * E + e], *ae = acc + (size_t)e * C;
-            for (int i = 0; i < C; i++)
-                ae[i] += g * xt[i];
-        }
-    }
-    for (size_t i = 0; i < (size_t)E * C; i++)
-        dw[i] += (float)acc[i];
-}
-
-/* ------------------------------------------------------------------ mixture of heads */
-
-/* The head gates of the pass's rows (gpt.h, "moh") from the attention input x into s->mz,
- * s->mp, s->mg; then attg = the heads of atty times their gates. The balance loss into p->aux
- * (training) and the statistics into p->stats[l]. */
-static void moh_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
-                        const float *x) {
-    const ModelConfig *c = &p->m->cfg;
-    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
-    int Z = H + 2, K = c->moh_top_k, hd = C / H;
-    router_logits(s->mz, x, L->w.moh_w, N, C, Z);
-    double f[MODEL_MAX_HEADS] = {0}, P[MODEL_MAX_HEADS] = {0}, ent = 0;
-    for (int t = 0; t < N; t++) {
-        const float *z = s->mz + (size_t)t * Z;
-        float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
-        softmax_exact(pp, z, hs);
-        softmax_exact(pp + hs, z + hs, R);
-        softmax_exact(pp + H, z + H, 2);
-        int chosen[MODEL_MAX_HEADS];
-        top_k_mask(chosen, z + hs, R, K);
-        for (int h = 0; h < hs; h++)
-            g[h] = pp[H] * pp[h];
-        for (int i = 0; i < R; i++) {
-            float pr = pp[hs + i];
-            g[hs + i] = chosen[i] ? pp[H + 1] * pr : 0.0f;
-            f[i] += chosen[i] / (double)N;
-            P[i] += pr / (double)N;
-            ent -= pr > 0 ? pr * log((double)pr) / N : 0;
-        }
-        const float *y = s->atty + (size_t)t * C;
-        float *o = s->attg + (size_t)t * C;
-        for (int h = 0; h < H; h++)
-            for (int d = 0; d < hd; d++)
-                o[h * hd + d] = g[h] * y[h * hd + d];
-    }
-    if (p->k) return; /* generation has no losses nor statistics */
-    double bal = 0;
-    for (int i = 0; i < R; i++)
-        bal += f[i] * P[i];
-    bal *= c->moh_balance;
-    if (p->aux) *p->aux += (float)bal;
-    if (!p->stats) return;
-    LayerStats *st = &p->stats[l];
-    for (int h = 0; h < H; h++)
-        st->head_frac[h] = h < hs ? 1.0 : f[h - hs];
-    st->moh_entropy = ent;
-    st->moh_balance = bal;
-}
-
-/* On entry a->d_atty holds dL/d attg; on exit dL/d atty, with dL/d the router logits in
- * a->d_mz (the balance loss's included). */
-static void moh_backward(const Pass *p, const LayerActs *s) {
-    const ModelConfig *c = &p->m->cfg;
-    GptActs *a = p->a;
-    int N = p->B * p->T, C = c->d_model, H = c->n_head, hs = c->moh_shared, R = H - hs;
-    int Z = H + 2, K = c->moh_top_k, hd = C / H;
-    double f[MODEL_MAX_HEADS] = {0};
-    int chosen[MODEL_MAX_HEADS];
-    for (int t = 0; t < N; t++) {
-        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
-        for (int i = 0; i < R; i++)
-            f[i] += chosen[i] / (double)N;
-    }
-    for (int t = 0; t < N; t++) {
-        const float *pp = s->mp + (size_t)t * Z, *g = s->mg + (size_t)t * H;
-        const float *y = s->atty + (size_t)t * C;
-        float *dy = a->d_atty + (size_t)t * C, dg[MODEL_MAX_HEADS];
-        for (int h = 0; h < H; h++) { /* g_h y_h: d g_h = dy_h . y_h, d y_h = g_h dy_h */
-            float acc = 0.0f;
-            for (int d = 0; d < hd; d++) {
-                acc += dy[h * hd + d] * y[h * hd + d];
-                dy[h * hd + d] *= g[h];
-            }
-            dg[h] = acc;
-        }
-        top_k_mask(chosen, s->mz + (size_t)t * Z + hs, R, K);
-        float dp[MODEL_MAX_HEADS + 2], da[2] = {0.0f, 0.0f};
-        for (int h = 0; h < hs; h++) { /* g_h = a_0 ps_h */
-            da[0] += dg[h] * pp[h];
-            dp[h] = pp[H] * dg[h];
-        }
-        for (int i = 0; i < R; i++) { /* g = a_1 pr_i if chosen; balance: d P_i / d pr_ti = 1/N */
-            int h = hs + i;
-            if (chosen[i]) da[1] += dg[h] * pp[h];
-            dp[h] = (chosen[i] ? pp[H + 1] * dg[h] : 0.0f) + (float)(c->moh_balance * f[i] / N);
-        }
-        float *dz = a->d_mz + (size_t)t * Z;
-        softmax_exact_backward(dz, dp, pp, hs);
-        softmax_exact_backward(dz + hs, dp + hs, pp + hs, R);
-        softmax_exact_backward(dz + H, da, pp + H, 2);
-    }
 }
 
 /* ------------------------------------------------------------------ attention */
@@ -982,7 +682,7 @@ static void attn_backward(const Pass *p, const LayerView *L, const LayerActs *s,
 
 /* ------------------------------------------------------------------ MLP */
 
-static void mlp_stats(LayerStats *st, const float *h, size_t n) {
+void mlp_stats(LayerStats *st, const float *h, size_t n) {
     double zeros = 0, sum = 0, sq = 0;
     float mx = -INFINITY, mn = INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -1009,7 +709,7 @@ static void mlp_stats(LayerStats *st, const float *h, size_t n) {
 
 /* The range of the nonlinearity's input over rows of width F at a stride of F (GLU: 2F,
  * the gate first): taken before the activation, which a ReLU computes in place. */
-static void pre_stats(LayerStats *st, const float *pre, int rows, int F, int glu) {
+void pre_stats(LayerStats *st, const float *pre, int rows, int F, int glu) {
     float mx = -INFINITY, mn = INFINITY;
     size_t stride = (size_t)F * (glu ? 2 : 1);
     for (int r = 0; r < rows; r++) {
@@ -1022,11 +722,6 @@ static void pre_stats(LayerStats *st, const float *pre, int rows, int F, int glu
     st->pre_max = mx;
     st->pre_min = mn;
 }
-
-static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
-                        const float *x, float *y);
-static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
-                         const float *dy, float *dx, float beta);
 
 static void mlp_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
                         const float *x, float *y) {
@@ -1073,248 +768,6 @@ static void mlp_backward(const Pass *p, const LayerView *L, const LayerActs *s, 
         activation_backward(c->activation, d_fch, a->d_h, s->fch, N, FF);
     }
     matmul_backward(dx, beta, L->g.fc_w, L->g.fc_b, d_fch, 1.0f, x, L->w.fc_w, N, C, d->UP);
-}
-
-/* ------------------------------------------------------------------ mixture of experts */
-
-/* The router's decisions for the pass's N tokens (gpt.h, "moe"): s->sel and s->gate per
- * token, the packed rows (s->row, s->asg, s->eoff) expert by expert, each expert's rows in
- * the order (choice j, token). Returns the number of packed rows. */
-static int moe_route(const Pass *p, const LayerActs *s, int N) {
-    const ModelConfig *c = &p->m->cfg;
-    int E = c->moe_experts, K = c->moe_top_k;
-    for (int t = 0; t < N; t++) {
-        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
-        int32_t *sel = s->sel + (size_t)t * K;
-        float *g = s->gate + (size_t)t * K, sum = 0.0f;
-        for (int j = 0; j < K; j++) {
-            /* by the logits, the order of p: a vectorized exp may round equal logits to
-             * unequal probabilities; strict >: ties go to the lower index */
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++)
-                    taken |= sel[i] == e;
-                if (!taken && (best < 0 || z[e] > z[best])) best = e;
-            }
-            sel[j] = best;
-            g[j] = pr[best];
-            sum += pr[best];
-        }
-        if (K > 1)
-            for (int j = 0; j < K; j++)
-                g[j] /= sum;
-    }
-    /* counting sort by expert; the capacity keeps each expert's first assignments */
-    int count[MODEL_MAX_EXPERTS] = {0}, fill[MODEL_MAX_EXPERTS] = {0};
-    for (int i = 0; i < N * K; i++)
-        count[s->sel[i]]++;
-    int cap = model_moe_capacity(c, N);
-    s->eoff[0] = 0;
-    for (int e = 0; e < E; e++)
-        s->eoff[e + 1] = s->eoff[e] + (count[e] < cap ? count[e] : cap);
-    for (int j = 0; j < K; j++)
-        for (int t = 0; t < N; t++) {
-            int i = t * K + j, e = s->sel[i];
-            if (fill[e] < s->eoff[e + 1] - s->eoff[e]) {
-                s->row[i] = s->eoff[e] + fill[e]++;
-                s->asg[s->row[i]] = i;
-            } else {
-                s->row[i] = -1;
-            }
-        }
-    return s->eoff[E];
-}
-
-/* Router statistics and the auxiliary losses of block l (weights applied): into p->aux
- * (training) and p->stats[l] (when collected). */
-static void moe_aux(const Pass *p, const LayerActs *s, int l, int N) {
-    const ModelConfig *c = &p->m->cfg;
-    int E = c->moe_experts, K = c->moe_top_k;
-    double f[MODEL_MAX_EXPERTS] = {0}, P[MODEL_MAX_EXPERTS] = {0}, z2 = 0, ent = 0;
-    for (int i = 0; i < N * K; i++)
-        f[s->sel[i]] += 1.0 / ((double)N * K);
-    for (int t = 0; t < N; t++) {
-        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
-        double mx = z[0], se = 0;
-        for (int e = 1; e < E; e++)
-            mx = z[e] > mx ? z[e] : mx;
-        for (int e = 0; e < E; e++) {
-            P[e] += pr[e] / (double)N;
-            se += exp((double)z[e] - mx);
-            ent -= pr[e] > 0 ? pr[e] * log((double)pr[e]) / N : 0;
-        }
-        double lse = mx + log(se);
-        z2 += lse * lse / N;
-    }
-    double bal = 0;
-    for (int e = 0; e < E; e++)
-        bal += f[e] * P[e];
-    bal *= c->moe_balance * E;
-    double zl = c->moe_zloss * z2;
-    if (p->aux) *p->aux += (float)(bal + zl);
-    if (!p->stats) return;
-    LayerStats *st = &p->stats[l];
-    for (int e = 0; e < E; e++)
-        st->expert_frac[e] = f[e];
-    st->router_entropy = ent;
-    st->moe_balance = bal;
-    st->moe_zloss = zl;
-    st->moe_dropped = 1.0 - (double)s->eoff[E] / ((double)N * K);
-}
-
-/* y (B,T,C) = the MoE MLP of x: route, gather each expert's tokens, run the experts on their
- * rows only, scatter back weighted by the gates. */
-static void moe_forward(const Pass *p, const LayerView *L, const LayerActs *s, int l,
-                        const float *x, float *y) {
-    const ModelConfig *c = &p->m->cfg;
-    const Dims *d = &p->a->d;
-    int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
-    router_logits(s->rlog, x, L->w.router_w, N, C, E);
-    for (int t = 0; t < N; t++)
-        softmax_exact(s->rprob + (size_t)t * E, s->rlog + (size_t)t * E, E);
-    int rows = moe_route(p, s, N);
-    if (!p->k) moe_aux(p, s, l, N); /* generation has no losses nor statistics */
-    for (int r = 0; r < rows; r++)
-        memcpy(s->xg + (size_t)r * C, x + (size_t)(s->asg[r] / K) * C, (size_t)C * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
-        if (n == 0) continue; /* an expert no token chose */
-        matmul_forward(s->fch + (size_t)r0 * UPE, s->xg + (size_t)r0 * C,
-                       L->w.exp_fc_w + (size_t)e * UPE * C, NULL,
-                       L->w.exp_fc_b ? L->w.exp_fc_b + (size_t)e * UPE : NULL, n, C, UPE);
-    }
-    if (p->stats && rows > 0) pre_stats(&p->stats[l], s->fch, rows, FFE, model_is_glu(c));
-    if (p->a->z.in_place)
-        relu_forward_inplace(s->h, (size_t)rows * FFE);
-    else if (rows > 0)
-        activation_forward(c->activation, s->h, s->fch, rows, FFE);
-    if (p->stats && rows > 0) mlp_stats(&p->stats[l], s->h, (size_t)rows * FFE);
-    for (int e = 0; e < E; e++) {
-        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
-        if (n == 0) continue;
-        matmul_forward(s->eo + (size_t)r0 * C, s->h + (size_t)r0 * FFE,
-                       L->w.exp_proj_w + (size_t)e * C * FFE, NULL,
-                       L->w.exp_proj_b ? L->w.exp_proj_b + (size_t)e * C : NULL, n, FFE, C);
-    }
-    for (int t = 0; t < N; t++) { /* each token's experts in order j: a fixed summation order */
-        float *o = y + (size_t)t * C;
-        memset(o, 0, (size_t)C * sizeof(float));
-        for (int j = 0; j < K; j++) {
-            int r = s->row[t * K + j];
-            if (r < 0) continue; /* dropped */
-            float g = s->gate[t * K + j];
-            const float *eo = s->eo + (size_t)r * C;
-            for (int i = 0; i < C; i++)
-                o[i] += g * eo[i];
-        }
-    }
-}
-
-/* dx = beta dx + d/dx of the MoE MLP given dy, plus the auxiliary losses' gradients. */
-static void moe_backward(const Pass *p, const LayerView *L, const LayerActs *s, const float *x,
-                         const float *dy, float *dx, float beta) {
-    const ModelConfig *c = &p->m->cfg;
-    GptActs *a = p->a;
-    const Dims *d = &a->d;
-    int N = p->B * p->T, C = d->C, E = d->E, K = d->K, FFE = d->FFE, UPE = d->UPE;
-    int rows = s->eoff[E];
-    /* through the gates: d eo = g dy, d g = dy . eo (a dropped assignment's gate is unused) */
-    for (int i = 0; i < N * K; i++) {
-        int r = s->row[i];
-        const float *dyt = dy + (size_t)(i / K) * C;
-        a->d_gate[i] = 0.0f;
-        if (r < 0) continue;
-        float g = s->gate[i], dg = 0.0f, *de = a->d_eo + (size_t)r * C;
-        const float *eo = s->eo + (size_t)r * C;
-        for (int k = 0; k < C; k++) {
-            de[k] = g * dyt[k];
-            dg += dyt[k] * eo[k];
-        }
-        a->d_gate[i] = dg;
-    }
-    /* each expert on its rows */
-    for (int e = 0; e < E; e++) {
-        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
-        if (n == 0) continue;
-        matmul_backward(a->d_h + (size_t)r0 * FFE, 0.0f, L->g.exp_proj_w + (size_t)e * C * FFE,
-                        L->g.exp_proj_b ? L->g.exp_proj_b + (size_t)e * C : NULL,
-                        a->d_eo + (size_t)r0 * C, 1.0f, s->h + (size_t)r0 * FFE,
-                        L->w.exp_proj_w + (size_t)e * C * FFE, n, FFE, C);
-    }
-    float *d_fch = a->d_fch;
-    if (a->z.in_place) {
-        relu_backward_inplace(a->d_h, s->h, (size_t)rows * FFE);
-        d_fch = a->d_h;
-    } else if (rows > 0) {
-        activation_backward(c->activation, d_fch, a->d_h, s->fch, rows, FFE);
-    }
-    for (int e = 0; e < E; e++) {
-        int r0 = s->eoff[e], n = s->eoff[e + 1] - r0;
-        if (n == 0) continue;
-        matmul_backward(a->d_xg + (size_t)r0 * C, 0.0f, L->g.exp_fc_w + (size_t)e * UPE * C,
-                        L->g.exp_fc_b ? L->g.exp_fc_b + (size_t)e * UPE : NULL,
-                        d_fch + (size_t)r0 * UPE, 1.0f, s->xg + (size_t)r0 * C,
-                        L->w.exp_fc_w + (size_t)e * UPE * C, n, C, UPE);
-    }
-    /* scatter back: each token's rows in order j */
-    for (int t = 0; t < N; t++) {
-        float *o = dx + (size_t)t * C;
-        if (beta == 0.0f)
-            memset(o, 0, (size_t)C * sizeof(float));
-        else if (beta != 1.0f)
-            for (int i = 0; i < C; i++)
-                o[i] *= beta;
-        for (int j = 0; j < K; j++) {
-            int r = s->row[t * K + j];
-            if (r < 0) continue;
-            const float *dg = a->d_xg + (size_t)r * C;
-            for (int i = 0; i < C; i++)
-                o[i] += dg[i];
-        }
-    }
-    /* the router: d p from the gates, the balance loss (f_i fixed, d P_i / d p_ti = 1 / N),
-     * then the softmax; the z-loss adds 2 beta lse_t p_ti / N to d z_ti */
-    double f[MODEL_MAX_EXPERTS] = {0};
-    for (int i = 0; i < N * K; i++)
-        f[s->sel[i]] += 1.0 / ((double)N * K);
-    for (int t = 0; t < N; t++) {
-        const float *pr = s->rprob + (size_t)t * E, *z = s->rlog + (size_t)t * E;
-        const float *dg = a->d_gate + (size_t)t * K, *g = s->gate + (size_t)t * K;
-        const int32_t *sel = s->sel + (size_t)t * K;
-        float dp[MODEL_MAX_EXPERTS] = {0};
-        for (int e = 0; e < E; e++)
-            dp[e] = (float)(c->moe_balance * E * f[e] / N);
-        if (K == 1) {
-            dp[sel[0]] += dg[0];
-        } else { /* g_j = p_j / S: d p_j = (d g_j - sum_m d g_m g_m) / S */
-            float S = 0.0f, dot = 0.0f;
-            for (int j = 0; j < K; j++) {
-                S += pr[sel[j]];
-                dot += dg[j] * g[j];
-            }
-            for (int j = 0; j < K; j++)
-                dp[sel[j]] += (dg[j] - dot) / S;
-        }
-        float pdp = 0.0f;
-        for (int e = 0; e < E; e++)
-            pdp += pr[e] * dp[e];
-        double lse = 0;
-        if (c->moe_zloss > 0) {
-            double mx = z[0], se = 0;
-            for (int e = 1; e < E; e++)
-                mx = z[e] > mx ? z[e] : mx;
-            for (int e = 0; e < E; e++)
-                se += exp((double)z[e] - mx);
-            lse = mx + log(se);
-        }
-        float zc = (float)(2.0 * c->moe_zloss * lse / N);
-        float *dz = a->d_rlog + (size_t)t * E;
-        for (int e = 0; e < E; e++)
-            dz[e] = pr[e] * (dp[e] - pdp) + zc * pr[e];
-    }
-    router_weight_backward(L->g.router_w, (double *)(void *)a->d_router, a->d_rlog, x, N, C, E);
-    gemm(0, 0, N, C, E, 1.0f, a->d_rlog, E, L->w.router_w, C, 1.0f, dx, C); /* dx += dz W_r */
 }
 
 /* ------------------------------------------------------------------ the block */
