@@ -58,7 +58,7 @@ void top_k_mask(int *chosen, const float *z, int n, int k) {
     }
 }
 
-/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_forward), in
+/* dW (E,C) += dz^T x, each entry summed over the tokens in order (see router_logits), in
  * acc (E C doubles of scratch) so that the rows are read in memory order. */
 void router_weight_backward(float *dw, double *acc, const float *dz, const float *x, int N, int C,
                             int E) {
