@@ -3,12 +3,9 @@
 #include "util/log.h"
 #include "sweep.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
-#include <mpi.h>
 #include <stdio.h>
+#include <dirent.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,168 +15,19 @@
 #include "worker/blas_env.h"
 #include "util/backoff.h"
 #include "util/clock.h"
-#include "util/fsutil.h"
 #include "util/grow.h"
 #include "env_info.h"
-#include "orchestrator/record/data_guard.h"
 #include "out_guard.h"
 #include "orchestrator/record/event_codec.h"
-#include "orchestrator/record/h5view.h"
-#include "orchestrator/record/journal.h"
-#include "orchestrator/plan/contrast.h"
-#include "orchestrator/plan/plan.h"
-#include "orchestrator/record/journal_calibration.h"
-#include "orchestrator/record/journal_replicate.h"
-#include "orchestrator/schedule/sequential.h"
-#include "orchestrator/plan/plan_cost.h"
-#include "group_sync.h"
 #include "protocol.h"
-#include "orchestrator/record/resume.h"
-#include "orchestrator/schedule/scheduler.h"
-#include "orchestrator/schedule/join.h"
-#include "run_exec.h"
 #include "orchestrator/plan/run_id.h"
-#include "sweep_progress.h"
 #include "sweep_signals.h"
-#include "orchestrator/record/view_updater.h"
 
-/* One run of the sweep, indexed by its journal index. */
-typedef struct {
-    const PlannedRun *pr; /* its config: run_config() resolves model.vocab_size */
-    double cost;          /* FLOPs, or a time budget's seconds at 50 GFLOP/s */
-    int finished;
-    RunStatus status;
-    uint32_t attempt;
-    int64_t ckpt_step;      /* the last journaled checkpoint (0: none) */
-    uint32_t ckpt_attempt;  /* the attempt that wrote it */
-    int dead;               /* a journal index whose PLAN record was lost (see resume) */
-    EventRecordRefs events; /* EVENTS records, while the run may still need its history */
-    JournalReader *hist;    /* the journal events points into: another process's (a run
-                               taken over from it) or NULL for ours */
-    int rank;               /* where it is being trained (-1: nowhere; -2: asked to stop) */
-    /* the BLAS its history was computed with (its START event; "" unknown): an attempt
-     * that continues it with another is warned about */
-    char blas_core[sizeof(((StartEvent *)0)->blas_core)];
-    int blas_threads;
-    /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
-    double final_val_loss, train_seconds;
-    int unstable;
-    int calib;      /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
-    int plan_later; /* joined: its PLAN record is journaled when it is first trained here */
-} SweepRun;
-/* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
- * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
-_Static_assert(sizeof(SweepRun) <= 256, "SweepRun: keep rank 0's per-run record small");
-
-/* A finished run's RUN_END written, waiting for the group sync that covers it before the
- * run is announced (group_sync.h). */
-typedef struct {
-    uint32_t run, attempt;
-    uint64_t before, after; /* journal offsets around its RUN_END */
-    RunResult res;
-} PendingEnd;
-
-/* Calibrated fixed time (worker/calibrate.h): one per configuration whose unfinished runs
- * have train.calibrate > 0. Its trials are timed before any run trains, one at a time. */
-typedef struct {
-    char group[17];                  /* run_id_hash without the seed (/runs' group) */
-    char config[JOURNAL_CONFIG_MAX]; /* its first run's name without the seed segment */
-    int rep;                         /* that run: the config and seed the trials time */
-    int k;                           /* trials wanted (train.calibrate) */
-    double *tps;                     /* k entries: tokens/s of trial i+1 */
-    uint8_t *have;                   /* k entries: trial i+1 is journaled */
-    int failed;                      /* a trial could not run: its runs fail */
-    long steps;                      /* the budget, once all k trials are in (else 0) */
-} CalibGroup;
-
-/* Why the sweep stops before every run ended. */
-typedef enum { STOP_NONE, STOP_SIGNAL, STOP_IO } StopReason;
-
-typedef struct {
-    const SweepOptions *o;
-    Spec spec;
-    Plan plan;
-    PlanCost *cost;
-    int n;
-    SweepRun *runs;
-    Scheduler *sched; /* which run trains next (schedule/scheduler.h) */
-    Journal *j;
-    char journal_path[ABL_PATH_MAX];
-    Progress progress;
-    double last_view, view_seconds;
-    StopReason stop;
-    int view_failed;
-    JournalReader *history; /* reads earlier attempts' events back for resumed runs */
-    ViewUpdater *vu;        /* builds OUT.h5 on its own thread */
-    int local_run;          /* one process: the run it is training (-1: none) */
-    DataGuard data;         /* the identity of the plan's data (data_guard.h) */
-    /* replicate: (schedule/adaptive.c): the contrasts, the decisions the journal held when
-     * this session began (not journaled again), each contrast's latest, the runs not needed */
-    Contrasts contrasts;
-    const JournalDecision *journaled;
-    int n_journaled;
-    JournalDecision *latest; /* per contrast; look -2: nothing yet */
-    int n_not_needed;
-    double idle_worker_seconds; /* worker ranks idle while the sweep went on */
-    double run_seconds;         /* a run's typical length, ASSIGN to END (0: none ended) */
-    GroupSync *gs;              /* many ranks: syncs the journal on its own thread */
-    /* each worker rank's last assignment, sent without waiting (MPI_Isend): a blocking send
-     * completes only once the worker polls, and an idle worker polls after a back-off of up
-     * to 20 ms (worker_rank.c), so rank 0 sat in MPI_Send, spinning, for most of each run
-     * it handed out when runs are short (issue 18: 8.8 ms of its CPU per run at 8 workers) */
-    RunAssignment *assign_out;
-    MPI_Request *assign_req;
-    PendingEnd *pend; /* RUN_ENDs written, not yet announced: [pend_head, npend) */
-    int npend, pend_head;
-    size_t cap_pend;
-    CalibGroup *calib; /* calibrated fixed time: the configurations to time */
-    int n_calib;
-    int calib_busy; /* a trial is being timed (no view is built meanwhile) */
-    int plan_all;   /* every run's PLAN record went into our journal at start */
-} Sweep;
+#include "sweep_internal.h"
 
 /* The config run r trains with: its plan's, with model.vocab_size from the data. */
-static void run_config(const Sweep *s, const SweepRun *r, RunConfig *out) {
+void run_config(const Sweep *s, const SweepRun *r, RunConfig *out) {
     plan_cost_config(&s->plan, s->cost, r->pr->index, out);
-}
-
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-/* --force: remove OUT.h5 and OUT.h5.d (journal, checkpoints, weights, view segments:
- * whatever a stopped sweep left). The caller holds the journal's lock, so no sweep is
- * writing there. All or nothing: OUT.h5.d is first renamed aside (atomic), and put back
- * if OUT.h5 cannot be removed; only then is the renamed tree deleted, so a failure there
- * leaves a stray directory with a warning, never a sweep without its journal. Deleting
- * entry by entry used to stop at the first unknown one (view/, after a kill) with the
- * journal already gone. */
-static int remove_outputs(const char *out, char err[ABL_ERR_MAX]) {
-    char dir[ABL_PATH_MAX], aside[ABL_PATH_MAX + 32];
-    journal_dir_for(out, dir, sizeof dir);
-    snprintf(aside, sizeof aside, "%s.removing.%ld", dir, (long)getpid());
-    int moved = 0;
-    if (exists(dir)) {
-        if (rename(dir, aside) != 0) {
-            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s", dir, strerror(errno));
-            return -1;
-        }
-        moved = 1;
-    }
-    if (exists(out) && unlink(out) != 0) {
-        int e = errno;
-        if (moved && rename(aside, dir) != 0)
-            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s (and %s is now %s)", out,
-                     strerror(e), dir, aside);
-        else
-            snprintf(err, ABL_ERR_MAX, "--force: cannot remove %s: %s; nothing was removed", out,
-                     strerror(e));
-        return -1;
-    }
-    if (moved && fs_remove_tree(aside) != 0)
-        log_warn("--force could not delete all of %s (%s): remove it", aside, strerror(errno));
-    return 0;
 }
 
 /* ------------------------------------------------------------------ stopping */
@@ -191,7 +39,7 @@ static const char *continue_with(const Sweep *s) {
 
 /* The first I/O failure stops the sweep: nothing more is dispatched, runs in progress are
  * asked to checkpoint, and the exit status says "stopped, resumable". One line, once. */
-static void stop_io(Sweep *s, const char *what) {
+void stop_io(Sweep *s, const char *what) {
     if (s->stop == STOP_IO) return;
     s->stop = STOP_IO;
     log_info("%s; stopping the sweep (finished runs are safe; after freeing space, continue "
@@ -199,11 +47,11 @@ static void stop_io(Sweep *s, const char *what) {
              what && what[0] ? what : "I/O error", continue_with(s));
 }
 
-static void stop_journal(Sweep *s) {
+void stop_journal(Sweep *s) {
     stop_io(s, journal_error(s->j));
 }
 
-static int stopping(const Sweep *s) {
+int stopping(const Sweep *s) {
     return s->stop != STOP_NONE;
 }
 
@@ -234,7 +82,7 @@ static void remove_checkpoints(const Sweep *s, const SweepRun *r, int64_t keep_s
     closedir(d);
 }
 
-static void drop_checkpoint(Sweep *s, SweepRun *r) {
+void drop_checkpoint(Sweep *s, SweepRun *r) {
     r->ckpt_step = 0;
     r->ckpt_attempt = 0;
     remove_checkpoints(s, r, 0);
@@ -364,75 +212,6 @@ static int copy_history(Sweep *s, SweepRun *r, uint32_t run, uint32_t attempt, i
 
 /* ------------------------------------------------------------------ reconcile */
 
-/* Maps the new plan onto the journal: old runs keep their indices, new ones are appended.
- * A plan that drops or changes a journaled run is refused. */
-static int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
-    ResumeMatch m;
-    if (resume_match(rs, &s->plan, &m) != 0) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    if (m.missing >= 0) {
-        snprintf(err, ABL_ERR_MAX,
-                 "%s: cannot resume: the spec no longer plans run '%s' (id %s); resuming with "
-                 "a changed spec may only add runs (more seeds, new variants). Use a new "
-                 "output file, or --force to start over",
-                 s->o->spec_path, rs->runs[m.missing].name, rs->runs[m.missing].id);
-        resume_match_free(&m);
-        return -1;
-    }
-    s->n = rs->n_runs;
-    int n_new = m.n_fresh;
-    /* joined, once some journal plans every run: ours plans only what we train (join.h) */
-    int later = s->sched->ops->shared && join_plan_journaled(s->o->out_path);
-    s->plan_all = !later;
-    s->runs = calloc((size_t)(s->n + n_new) + 1, sizeof *s->runs);
-    if (!s->runs) return resume_match_free(&m), snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    for (int k = 0; k < rs->n_runs; k++) {
-        int p = m.plan_of[k];
-        SweepRun *r = &s->runs[k];
-        if (p < 0) { /* its PLAN record was lost: the run is planned again as a new index */
-            r->dead = 1;
-            r->finished = 1;
-            continue;
-        }
-        r->pr = &s->plan.runs[p];
-        r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
-        /* failed: trained again; not_needed: the adaptive scheduler says again (or needs
-         * it after all, under a larger budget) */
-        r->finished = rs->runs[k].finished && rs->runs[k].status != RUN_FAILED &&
-                      rs->runs[k].status != RUN_NOT_NEEDED;
-        r->status = rs->runs[k].status;
-        r->attempt = rs->runs[k].attempt;
-        r->ckpt_step = rs->runs[k].ckpt_step;
-        r->ckpt_attempt = rs->runs[k].ckpt_attempt;
-        r->final_val_loss = rs->runs[k].final_val_loss;
-        r->train_seconds = rs->runs[k].train_seconds;
-        r->unstable = rs->runs[k].unstable;
-        if (!r->finished) { /* its history may be copied into the next attempt */
-            r->events = rs->runs[k].events;
-            memset(&rs->runs[k].events, 0, sizeof rs->runs[k].events);
-        }
-    }
-    for (int i = 0; i < n_new; i++) {
-        int p = m.fresh[i];
-        SweepRun *r = &s->runs[s->n + i];
-        r->pr = &s->plan.runs[p];
-        r->cost = s->cost[p].c.seconds > 0 ? s->cost[p].c.seconds * 50e9 : s->cost[p].c.flops;
-        /* the resolved config (model.vocab_size from the data) is what the file shows; the
-         * id stays the hash of the config as planned */
-        if (later) {
-            r->plan_later = 1;
-            continue;
-        }
-        RunConfig cfg;
-        run_config(s, r, &cfg);
-        if (journal_append_plan2(s->j, (uint32_t)(s->n + i), r->pr->id, r->pr->name, r->pr->seed,
-                                 &cfg, r->pr->overrides) != 0)
-            stop_journal(s);
-    }
-    s->n += n_new;
-    resume_match_free(&m);
-    return 0;
-}
-
 /* ------------------------------------------------------------------ the view */
 
 /* Called often (after events, when idle): every view_seconds it hands the flushed journal
@@ -517,7 +296,7 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
 /* A joined run's PLAN record, before the first other record of it in our journal (a
  * resume_read of the journal keeps only the records of runs planned before them). 0, or -1
  * when the journal failed. */
-static int plan_now(Sweep *s, uint32_t run) {
+int plan_now(Sweep *s, uint32_t run) {
     SweepRun *r = &s->runs[run];
     if (!r->plan_later) return 0;
     RunConfig cfg;
@@ -650,167 +429,6 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     int durable = written && journal_sync(s->j) == 0;
     if (!durable && s->stop != STOP_IO) stop_journal(s);
     end_recorded(s, run, attempt, res, durable);
-}
-
-/* ------------------------------------------------------------------ calibration */
-
-/* A run's configuration name: its name without the last "/seedN" segment. */
-static void config_name(const char *name, char *out, size_t n) {
-    const char *slash = strrchr(name, '/');
-    const char *seg = slash ? slash + 1 : name;
-    size_t len = strncmp(seg, "seed", 4) == 0 ? (size_t)(slash ? slash - name : 0) : strlen(name);
-    snprintf(out, n, "%.*s", (int)len, len ? name : "(base)");
-}
-
-/* Once every trial of a configuration is in: its budget, said once. */
-static void calib_complete(Sweep *s, CalibGroup *c, int say) {
-    for (int i = 0; i < c->k; i++)
-        if (!c->have[i]) return;
-    const RunConfig *cfg = &s->runs[c->rep].pr->cfg; /* train and context: as planned */
-    double med, lo, hi;
-    calib_summary(c->tps, c->k, &med, &lo, &hi);
-    long per_step = (long)cfg->train.batch_size * cfg->model.context;
-    c->steps = calib_budget_steps(med, cfg->train.seconds, per_step);
-    if (say)
-        log_info("calibration: %s: median %.1f tokens/s (min %.1f, max %.1f, %d trials) x %g s / "
-                 "%ld tokens a step = %ld steps",
-                 c->config, med, lo, hi, c->k, cfg->train.seconds, per_step, c->steps);
-}
-
-/* The configurations to calibrate (those of unfinished runs with train.calibrate > 0), with
- * the trials an earlier session journaled: those are never timed again. */
-static int calib_setup(Sweep *s, const ResumeState *rs) {
-    for (int i = 0; i < s->n; i++)
-        s->runs[i].calib = -1;
-    for (int i = 0; i < s->n; i++) {
-        SweepRun *r = &s->runs[i];
-        if (r->dead || r->finished || !(r->pr->cfg.train.seconds > 0) ||
-            r->pr->cfg.train.calibrate <= 0)
-            continue;
-        char group[17];
-        RunConfig cfg;
-        run_config(s, r, &cfg);
-        run_id_format(run_id_hash(&cfg, NULL), group);
-        int g = 0;
-        while (g < s->n_calib && strcmp(s->calib[g].group, group))
-            g++;
-        if (g == s->n_calib) {
-            CalibGroup *ng = realloc(s->calib, sizeof *ng * (size_t)(s->n_calib + 1));
-            if (!ng) return -1;
-            s->calib = ng;
-            CalibGroup *c = &s->calib[s->n_calib++];
-            memset(c, 0, sizeof *c);
-            memcpy(c->group, group, sizeof group);
-            config_name(r->pr->name, c->config, sizeof c->config);
-            c->rep = i;
-            c->k = r->pr->cfg.train.calibrate;
-            c->tps = calloc((size_t)c->k, sizeof *c->tps);
-            c->have = calloc((size_t)c->k, 1);
-            if (!c->tps || !c->have) return -1;
-            for (int j = 0; j < rs->n_calib; j++) {
-                const JournalCalibration *jc = &rs->calib[j];
-                if (strcmp(jc->group, group) || jc->trial > c->k || c->have[jc->trial - 1])
-                    continue;
-                c->have[jc->trial - 1] = 1;
-                c->tps[jc->trial - 1] = jc->t.tokens_per_s;
-            }
-        }
-        r->calib = g;
-    }
-    int todo = 0, all = 0;
-    for (int g = 0; g < s->n_calib; g++) {
-        for (int t = 0; t < s->calib[g].k; t++)
-            todo += !s->calib[g].have[t];
-        all += s->calib[g].k;
-        calib_complete(s, &s->calib[g], 1);
-    }
-    if (s->n_calib)
-        log_info("calibration: %d configuration(s), %d trial(s) to time (%d journaled before), "
-                 "one at a time, before any run",
-                 s->n_calib, todo, all - todo);
-    return 0;
-}
-
-static void calib_free(Sweep *s) {
-    for (int g = 0; g < s->n_calib; g++) {
-        free(s->calib[g].tps);
-        free(s->calib[g].have);
-    }
-    free(s->calib);
-}
-
-/* The next trial to time: 0 and its configuration and number, or -1 when none is left. */
-static int calib_next(const Sweep *s, int *g, int *trial) {
-    for (int i = 0; i < s->n_calib; i++) {
-        if (s->calib[i].failed) continue;
-        for (int t = 0; t < s->calib[i].k; t++)
-            if (!s->calib[i].have[t]) return *g = i, *trial = t + 1, 0;
-    }
-    return -1;
-}
-
-/* A trial's assignment: the configuration's first run, attempt = the trial number. */
-static void calib_assignment(const Sweep *s, int g, int trial, RunAssignment *a) {
-    const SweepRun *r = &s->runs[s->calib[g].rep];
-    memset(a, 0, sizeof *a);
-    a->run = (uint32_t)s->calib[g].rep;
-    a->attempt = (uint32_t)trial;
-    a->seed = r->pr->seed;
-    memcpy(a->id, r->pr->id, sizeof a->id);
-    run_config(s, r, &a->cfg);
-    snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
-    const DataIdentity *di = data_guard_of(&s->data, &r->pr->cfg.data);
-    if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
-}
-
-/* A trial timed (ok) or failed: journaled and synced before anything else happens, so that a
- * resume never times it again. */
-static void calib_record(Sweep *s, int g, int trial, int ok, const CalibTrial *t,
-                         const char *message) {
-    CalibGroup *c = &s->calib[g];
-    if (!ok) {
-        c->failed = 1;
-        log_info("calibration: %s: trial %d failed (%s); its runs fail", c->config, trial, message);
-        return;
-    }
-    JournalCalibration jc;
-    memset(&jc, 0, sizeof jc);
-    memcpy(jc.group, c->group, sizeof jc.group);
-    snprintf(jc.config, sizeof jc.config, "%s", c->config);
-    jc.trial = trial;
-    jc.warmup = CALIB_WARMUP_STEPS;
-    jc.t = *t;
-    if (s->stop == STOP_IO) return;
-    if (journal_append_calibration(s->j, &jc) != 0 || journal_sync(s->j) != 0) {
-        stop_journal(s);
-        return;
-    }
-    c->have[trial - 1] = 1;
-    c->tps[trial - 1] = t->tokens_per_s;
-    log_info("calibration: %s: trial %d/%d: %.1f tokens/s on %s (load %.2f, BLAS %s)", c->config,
-             trial, c->k, t->tokens_per_s, t->host, t->load1, t->blas_core);
-    calib_complete(s, c, 1);
-}
-
-/* One process: every trial in line, before any run. */
-static void calib_local(Sweep *s) {
-    VocabCache *vc = vocab_cache_new();
-    int g, trial;
-    while (!stopping(s) && !sweep_signal_term() && calib_next(s, &g, &trial) == 0) {
-        if (sweep_signal_usr1()) {
-            s->stop = STOP_SIGNAL;
-            break;
-        }
-        RunAssignment a;
-        calib_assignment(s, g, trial, &a);
-        CalibTrial t;
-        char err[ABL_ERR_MAX] = "";
-        s->calib_busy = 1;
-        int ok = run_calibrate(&a, vc, &t, err) == 0;
-        s->calib_busy = 0;
-        calib_record(s, g, trial, ok, &t, err);
-    }
-    vocab_cache_free(vc);
 }
 
 /* ------------------------------------------------------------------ one rank */
@@ -1100,385 +718,6 @@ static void run_mpi(Sweep *s, int nranks) {
 
 /* ------------------------------------------------------------------ setup */
 
-/* What a resume found damaged in the journal, said once: where, what was lost, which runs
- * will re-run, where the bytes were saved. The affected runs get an interrupted attempt
- * (so that a later resume re-runs them too) and a DAMAGE record marks the region handled. */
-static int handle_damage(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
-    for (int i = 0; i < rs->n_damage; i++) {
-        ResumeDamage *d = &rs->damage[i];
-        char saved[ABL_PATH_MAX + 64], runs[1024] = "";
-        snprintf(saved, sizeof saved, "%s.damaged-%llu", s->journal_path,
-                 (unsigned long long)d->offset);
-        if (journal_save_range(s->journal_path, d->offset, d->length, saved, err) != 0) return -1;
-        for (int k = 0; k < d->n_runs; k++) {
-            ResumeRun *rr = &rs->runs[d->runs[k]];
-            size_t l = strlen(runs);
-            if (l < sizeof runs - 80)
-                snprintf(runs + l, sizeof runs - l, "%s%s", k ? ", " : "", rr->name);
-            else if (l < sizeof runs - 4)
-                strcat(runs, ", …");
-            char why[128];
-            snprintf(why, sizeof why,
-                     "journal damage at bytes %llu-%llu: records lost, the run re-runs",
-                     (unsigned long long)d->offset, (unsigned long long)(d->offset + d->length));
-            EndEvent end;
-            event_end_unknown(&end, RUN_INTERRUPTED, why);
-            rr->attempt++;
-            if (journal_append_begin(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", 0) != 0 ||
-                journal_append_end(s->j, (uint32_t)d->runs[k], rr->attempt, -1, "", &end) != 0)
-                goto io;
-        }
-        if (journal_append_damage(s->j, d->offset, d->length, saved) != 0 || journal_sync(s->j))
-            goto io;
-        const char *what = d->record_type ? journal_type_name(d->record_type) : "unknown";
-        log_info("journal %s: %llu damaged bytes at offset %llu (%s record%s) skipped; "
-                 "later records kept; saved to %s; %s%s",
-                 s->journal_path, (unsigned long long)d->length, (unsigned long long)d->offset,
-                 what, d->record_type ? "" : "s", saved,
-                 d->n_runs ? "runs that will re-run: " : "no run needs to re-run",
-                 d->n_runs ? runs : "");
-    }
-    return 0;
-io:
-    snprintf(err, ABL_ERR_MAX, "%s", journal_error(s->j));
-    return -1;
-}
-
-/* What the scheduler tells us (SchedHost). */
-static void host_finished_elsewhere(void *ctx, int run, const JoinResult *res) {
-    Sweep *s = ctx;
-    SweepRun *r = &s->runs[run];
-    if (r->finished) return; /* said once (a replicate: sweep may hear it twice) */
-    r->finished = 1;
-    r->status = res->status;
-    r->final_val_loss = res->final_val_loss;
-    r->unstable = res->unstable;
-    r->train_seconds = res->train_seconds;
-    refs_free(&r->events);
-    r->hist = NULL;
-    progress_run_elsewhere(&s->progress, r->cost); /* before progress_init: forgotten */
-}
-
-/* A run taken over continues from the checkpoint another process's journal records, with
- * the history of the attempt that wrote it (as a resume does), or from its start. */
-static int host_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
-    Sweep *s = ctx;
-    SweepRun *r = &s->runs[run];
-    refs_free(&r->events);
-    r->hist = NULL;
-    r->ckpt_step = r->ckpt_attempt = 0;
-    if (!rr || rr->ckpt_step <= 0) return 0;
-    for (size_t k = 0; k < rr->events.n; k++)
-        if (rr->events.refs[k].attempt == rr->ckpt_attempt &&
-            refs_push(&r->events, rr->events.refs[k].attempt, rr->events.refs[k].offset) != 0)
-            return -1;
-    r->ckpt_step = rr->ckpt_step;
-    r->ckpt_attempt = rr->ckpt_attempt;
-    r->hist = from;
-    return 0;
-}
-
-static void host_fail(void *ctx, const char *what) {
-    stop_io(ctx, what);
-}
-
-/* A shared sweep's data must be the data its first process recorded. */
-static int host_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
-    Sweep *s = ctx;
-    return data_guard_shared_check(&s->data, out_path, s->o->accept_data_change, err);
-}
-
-/* ------------------------------------------------------------------ replicate: */
-
-/* Each contrast's state for the progress line: "h2 open n=3 [-0.02,+0.01]", "gelu better". */
-static void contrast_line(Sweep *s) {
-    char *p = s->progress.contrasts;
-    size_t cap = sizeof s->progress.contrasts, len = 0;
-    p[0] = '\0';
-    for (int j = 0; j < s->contrasts.n_contrasts && len + 16 < cap; j++) {
-        const JournalDecision *d = &s->latest[j];
-        const char *name = s->contrasts.config_name[s->contrasts.config[j]];
-        int w;
-        if (d->look < -1)
-            w = snprintf(p + len, cap - len, "%s%s open", j ? ", " : "", name);
-        else if (d->verdict == SEQ_OPEN)
-            w = snprintf(p + len, cap - len, "%s%s open n=%d [%+.3f,%+.3f]", j ? ", " : "", name,
-                         d->n, d->lo, d->hi);
-        else
-            w = snprintf(p + len, cap - len, "%s%s %s", j ? ", " : "", name,
-                         seq_verdict_name((SeqVerdict)d->verdict));
-        if (w < 0 || (size_t)w >= cap - len) {
-            snprintf(p + len, cap - len, ", ...");
-            break;
-        }
-        len += (size_t)w;
-    }
-}
-
-static int same_decision(const JournalDecision *a, const JournalDecision *b) {
-    return a->contrast == b->contrast && a->look == b->look && a->n == b->n &&
-           a->verdict == b->verdict && !strcmp(a->note, b->note) &&
-           !memcmp(&a->diff, &b->diff, sizeof a->diff) && !memcmp(&a->lo, &b->lo, sizeof a->lo) &&
-           !memcmp(&a->hi, &b->hi, sizeof a->hi);
-}
-
-/* A decision of the adaptive scheduler: journaled (synced) unless the journal has it from an
- * earlier session, where the replay must give the same one. */
-static int host_decided(void *ctx, const JournalDecision *d) {
-    Sweep *s = ctx;
-    if (d->contrast < 0 || d->contrast >= s->contrasts.n_contrasts) return -1;
-    s->latest[d->contrast] = *d;
-    const char *name = s->contrasts.config_name[s->contrasts.config[d->contrast]];
-    for (int i = 0; i < s->n_journaled; i++) {
-        const JournalDecision *o = &s->journaled[i];
-        if (o->contrast != d->contrast || o->look != d->look || o->verdict != d->verdict ||
-            strcmp(o->note, d->note))
-            continue;
-        if (!same_decision(o, d))
-            log_warn("replicate: contrast %s at n=%d now gives [%+.4f, %+.4f], the journal "
-                     "[%+.4f, %+.4f]: its runs' results changed",
-                     name, d->n, d->lo, d->hi, o->lo, o->hi);
-        return 0;
-    }
-    if (s->stop == STOP_IO) return -1;
-    if (journal_append_decision(s->j, d) != 0 || journal_sync(s->j) != 0) {
-        stop_journal(s);
-        return -1;
-    }
-    log_info("replicate: %s vs %s: n=%d, difference %+.4f, interval [%+.4f, %+.4f] at level "
-             "%.3g: %s%s%s",
-             name, s->contrasts.config_name[s->contrasts.baseline], d->n, d->diff, d->lo, d->hi,
-             d->level, seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
-    contrast_line(s);
-    return 0;
-}
-
-/* A planned run its contrasts settled without: a RUN_END with status not_needed, synced,
- * of its last attempt (0: it never began; else the one it was interrupted in, which this
- * ends for good); it counts as finished from here on. */
-static int host_not_needed(void *ctx, int run, const char *why) {
-    Sweep *s = ctx;
-    if (run < 0 || run >= s->n || s->runs[run].finished) return 0;
-    SweepRun *r = &s->runs[run];
-    if (r->status == RUN_NOT_NEEDED) { /* journaled so by a session before */
-        r->finished = 1;
-        return 0;
-    }
-    EndEvent end;
-    event_end_unknown(&end, RUN_NOT_NEEDED, why);
-    if (s->stop == STOP_IO || plan_now(s, (uint32_t)run) != 0) return -1;
-    if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
-        journal_sync(s->j) != 0) {
-        stop_journal(s);
-        return -1;
-    }
-    r->finished = 1;
-    r->status = RUN_NOT_NEEDED;
-    drop_checkpoint(s, r);
-    refs_free(&r->events);
-    s->n_not_needed++;
-    progress_run_elsewhere(&s->progress, r->cost);
-    return 0;
-}
-
-/* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
- * would be mixed with the new ones (the budget may change: a larger one continues the
- * contrasts it left unresolved). 0, or -1 with a message. */
-static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
-                          const char *const *names, const char *baseline, char err[ABL_ERR_MAX]) {
-    if (!rs->replicate_off) return 0;
-    JournalReader *r = journal_reader_open(s->journal_path, err);
-    if (!r) return -1;
-    JournalRecord rec;
-    JournalReplicate was;
-    const char *why = NULL;
-    if (journal_reader_read_at(r, rs->replicate_off, &rec) != 0 ||
-        journal_decode_replicate(&rec, &was) != 0) {
-        why = "its replicate record cannot be read";
-    } else if (was.alpha != now->alpha || was.delta != now->delta || was.min != now->min ||
-               was.max != now->max || was.n_looks != now->n_looks ||
-               memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
-        why = "replicate: seeds, looks, resolve or alpha changed";
-    } else if (was.n_contrasts != now->n_contrasts) {
-        why = "its contrasts changed (variants or grid points added or removed)";
-    } else {
-        for (int k = 0; k < now->n_contrasts && !why; k++) {
-            const char *c, *b, *p;
-            size_t cl, bl, pl;
-            if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
-                cl != strlen(names[k]) || memcmp(c, names[k], cl) || bl != strlen(baseline) ||
-                memcmp(b, baseline, bl))
-                why = "its contrasts changed (variants, grid points or the baseline)";
-        }
-    }
-    journal_reader_close(r);
-    if (!why) return 0;
-    snprintf(err, ABL_ERR_MAX,
-             "%s: cannot resume: %s since the sweep began, and its decisions were made under "
-             "the old ones; use a new output file, or --force to start over",
-             s->o->spec_path, why);
-    return -1;
-}
-
-/* The rule and the contrasts as this session's REPLICATE record has them. names: one per
- * contrast (malloc'd array; the strings are the contrasts'). */
-static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
-    const SpecReplicate *rep = &s->spec.replicate;
-    const Contrasts *c = &s->contrasts;
-    *jr = (JournalReplicate){.alpha = rep->alpha,
-                             .delta = rep->delta,
-                             .core_hours = rep->core_hours,
-                             .min = rep->min,
-                             .max = rep->max,
-                             .n_looks = rep->n_looks,
-                             .n_contrasts = c->n_contrasts};
-    memcpy(jr->looks, rep->looks, sizeof jr->looks);
-    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
-    for (int j = 0; names && j < c->n_contrasts; j++)
-        names[j] = c->config_name[c->config[j]];
-    return names;
-}
-
-/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. A
- * replicate: section removed on resume would train the runs the rule settled without, under
- * a file still labelled adaptive; one added would decide from runs planned without it. */
-static int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
-    int was = rs->replicate_off != 0, began = rs->n_runs > 0;
-    if (!s->spec.replicate.on && was)
-        return snprintf(err, ABL_ERR_MAX,
-                        "%s: cannot resume: the spec has no replicate: section, but the sweep "
-                        "began with one (its contrasts were decided by the rule, and the runs "
-                        "it did not need would be trained now); put the section back, or use a "
-                        "new output file",
-                        s->o->spec_path),
-               -1;
-    if (!s->spec.replicate.on) return 0;
-    if (!was && began)
-        return snprintf(err, ABL_ERR_MAX,
-                        "%s: cannot resume: the spec has a replicate: section, but the sweep "
-                        "began without one (its runs were planned by seeds:); use a new output "
-                        "file",
-                        s->o->spec_path),
-               -1;
-    if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
-    const Contrasts *c = &s->contrasts;
-    if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
-        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    for (int j = 0; j < c->n_contrasts; j++)
-        s->latest[j].look = -2;
-    JournalReplicate jr;
-    const char **names = replicate_record(s, &jr);
-    if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    int rc = same_replicate(s, rs, &jr, names, c->config_name[c->baseline], err);
-    free(names);
-    return rc;
-}
-
-/* The rule and the contrasts, once per session before any decision (the view's /contrasts
- * and root attributes). */
-static void write_replicate(Sweep *s) {
-    JournalReplicate jr;
-    const char **names = replicate_record(s, &jr);
-    if (!names) {
-        stop_io(s, "out of memory");
-        return;
-    }
-    if (journal_append_replicate(s->j, &jr, names,
-                                 s->contrasts.config_name[s->contrasts.baseline]) != 0)
-        stop_journal(s);
-    free(names);
-}
-
-static int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
-    const SweepOptions *o = s->o;
-    char dir[ABL_PATH_MAX];
-    if (journal_path_for(o->out_path, s->journal_path, sizeof s->journal_path) != 0 ||
-        journal_dir_for(o->out_path, dir, sizeof dir) != 0) {
-        snprintf(err, ABL_ERR_MAX, "%s: output path too long", o->out_path);
-        return -1;
-    }
-    int have_journal = exists(s->journal_path);
-    SchedConfig cfg = {o->out_path, &s->plan, o->join, o->lease, o->force, NULL};
-    SchedHost host = {s,
-                      host_finished_elsewhere,
-                      host_continue_from,
-                      host_fail,
-                      host_admit,
-                      host_decided,
-                      host_not_needed};
-    if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
-    if (s->sched->ops->shared) { /* a journal of our own, always a new one */
-        memset(rs, 0, sizeof *rs);
-        s->j = journal_create(s->journal_path, err);
-        return s->j ? 0 : -1;
-    }
-    if (!o->resume && !o->force && (exists(o->out_path) || exists(dir))) {
-        snprintf(err, ABL_ERR_MAX,
-                 "%s already exists: use --resume to continue that sweep or --force to "
-                 "overwrite it",
-                 exists(o->out_path) ? o->out_path : dir);
-        return -1;
-    }
-    if (o->resume && !have_journal && exists(o->out_path)) {
-        snprintf(err, ABL_ERR_MAX, "%s has no journal (%s) to resume from", o->out_path,
-                 s->journal_path);
-        return -1;
-    }
-    memset(rs, 0, sizeof *rs);
-    if (o->force && !o->resume) {
-        /* take the lock before deleting anything: a sweep writing there keeps its files */
-        int lock = journal_lock_existing(s->journal_path, err);
-        if (lock == -1) {
-            snprintf(err + strlen(err), ABL_ERR_MAX - strlen(err),
-                     "; --force refused: stop that sweep first");
-            return -1;
-        }
-        if (scheduler_remove_output(o->out_path, err) != 0) {
-            snprintf(err + strlen(err), ABL_ERR_MAX - strlen(err),
-                     "; --force refused: stop that sweep first");
-            if (lock >= 0) close(lock);
-            return -1;
-        }
-        int rc = remove_outputs(o->out_path, err);
-        if (rc == 0 && journal_ensure_dir(o->out_path, err) == 0)
-            s->j = journal_create(s->journal_path, err);
-        if (lock >= 0) close(lock); /* after the new journal holds its own lock */
-        return s->j ? 0 : -1;
-    }
-    if (o->resume && have_journal) {
-        JournalScan scan;
-        s->j = journal_open_append(s->journal_path, &scan, err); /* locks it first */
-        if (!s->j) return -1;
-        if (scan.dropped_bytes)
-            log_info("dropped a torn journal tail of %llu bytes",
-                     (unsigned long long)scan.dropped_bytes);
-        if (resume_read(s->journal_path, rs, err) != 0) return -1;
-        return handle_damage(s, rs, err);
-    }
-    if (journal_ensure_dir(o->out_path, err) != 0) return -1;
-    s->j = journal_create(s->journal_path, err);
-    return s->j ? 0 : -1;
-}
-
-static void write_header(Sweep *s, int nranks, const char *hostnames) {
-    EnvInfo e;
-    env_info_collect(&e, nranks, hostnames);
-    env_info_add(&e, "spec", s->spec.text, s->spec.text_len);
-    env_info_add(&e, "journal_version", JOURNAL_FORMAT_VERSION, 1);
-    env_info_add_sweep(&e, s->spec.text, s->o->sets, s->o->n_sets, &s->plan);
-    /* the char vocabulary of the first run's data, so samples can be decoded */
-    VocabCache *vc = vocab_cache_new();
-    char err[ABL_ERR_MAX];
-    const Dataset *d = s->n > 0 ? vocab_dataset(vc, &s->plan.runs[0].cfg, err) : NULL;
-    if (d && d->tokenizer == TOK_CHAR)
-        env_info_add_hex(&e, "vocab_hex", d->chars, (size_t)d->vocab_size);
-    vocab_cache_free(vc);
-    const char *kv[2 * ENV_INFO_MAX];
-    int n = env_info_pairs(&e, kv);
-    if (journal_append_header(s->j, kv, n) != 0) stop_journal(s);
-    env_info_free(&e);
-}
-
 char *sweep_gather_hostnames(int rank, int nranks) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
@@ -1498,46 +737,6 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     }
     free(all);
     return out;
-}
-
-/* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */
-static void replicate_summary(const Sweep *s, int n) {
-    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0};
-    for (int i = 0; i < s->n; i++)
-        not_needed +=
-            !s->runs[i].dead && s->runs[i].finished && s->runs[i].status == RUN_NOT_NEEDED;
-    for (int j = 0; j < s->contrasts.n_contrasts; j++) {
-        int v = s->latest[j].look < -1 ? SEQ_OPEN : s->latest[j].verdict;
-        if (v < 0 || v > SEQ_UNSTABLE) continue;
-        counts[v]++;
-        open += v == SEQ_OPEN;
-    }
-    log_info("replicate: %d of %d planned runs trained, %d not needed; worker ranks idle %.1f s "
-             "in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d unstable%s",
-             n - not_needed, n, not_needed, s->idle_worker_seconds, counts[SEQ_BETTER],
-             counts[SEQ_WORSE], counts[SEQ_EQUIVALENT], counts[SEQ_UNRESOLVED],
-             counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
-}
-
-/* A joined process's last view, once its SWEEP_END is synced: its journal is closed first
- * (the lock on it goes, so a process that finds it unlocked reads all of it), then the view
- * is asked for as the last: only the last process to end builds it (join_build_view).
- * Before, each process appended its SWEEP_END after another's build had covered every
- * journal, and 9 of 16 ending together rebuilt the same view in turn (issue 18). */
-static void last_joined_view(Sweep *s) {
-    char err[ABL_ERR_MAX];
-    if (view_updater_wait(s->vu, err) != 0) /* a periodic build still reading our journal */
-        log_warn("could not rebuild %s: %s", s->o->out_path, err);
-    uint64_t size = journal_size(s->j);
-    int closed = journal_close(s->j);
-    s->j = NULL;
-    if (closed != 0) {
-        stop_io(s, "cannot sync the journal");
-        return;
-    }
-    view_updater_request(s->vu, size, VIEW_LAST);
-    s->view_failed = view_updater_wait(s->vu, err) != 0;
-    if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
 }
 
 /* The exit status (sweep.h) and the last line of the log. */
@@ -1586,19 +785,6 @@ static int finish(Sweep *s) {
     if (s->spec.replicate.on) replicate_summary(s, n);
     log_info("all %d runs finished (%d failed) -> %s", n, failed, s->o->out_path);
     return failed ? SWEEP_EXIT_FAILED : SWEEP_EXIT_OK;
-}
-
-/* Calibration under --join is refused: each process would time its own trials on its own
- * machine's load, and the runs of one configuration would get different budgets. */
-static int calib_refuse_join(const Plan *p, char err[ABL_ERR_MAX]) {
-    const Knob *k = knob_find("train.calibrate");
-    for (int i = 0; i < p->n_runs; i++)
-        if (p->runs[i].cfg.train.calibrate > 0)
-            return spec_fail(err, plan_source(p, &p->runs[i], k, NULL),
-                             "train.calibrate cannot be used with --join yet (each process "
-                             "would time the configurations on its own machine and load): run "
-                             "the sweep without --join, or with train.calibrate: 0");
-    return 0;
 }
 
 int sweep_rank0(const SweepOptions *o, int nranks) {

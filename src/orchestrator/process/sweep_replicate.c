@@ -1,0 +1,229 @@
+/* A replicate: sweep on rank 0 (schedule/adaptive.c decides): its rule and contrasts kept
+ * unchanged on resume, journaled once per session, each decision journaled and said once,
+ * the runs its contrasts settled without journaled not_needed, and the summary at the end. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/event_schema.h"
+#include "util/log.h"
+#include "orchestrator/schedule/sequential.h"
+#include "sweep_internal.h"
+
+/* Each contrast's state for the progress line: "h2 open n=3 [-0.02,+0.01]", "gelu better". */
+void contrast_line(Sweep *s) {
+    char *p = s->progress.contrasts;
+    size_t cap = sizeof s->progress.contrasts, len = 0;
+    p[0] = '\0';
+    for (int j = 0; j < s->contrasts.n_contrasts && len + 16 < cap; j++) {
+        const JournalDecision *d = &s->latest[j];
+        const char *name = s->contrasts.config_name[s->contrasts.config[j]];
+        int w;
+        if (d->look < -1)
+            w = snprintf(p + len, cap - len, "%s%s open", j ? ", " : "", name);
+        else if (d->verdict == SEQ_OPEN)
+            w = snprintf(p + len, cap - len, "%s%s open n=%d [%+.3f,%+.3f]", j ? ", " : "", name,
+                         d->n, d->lo, d->hi);
+        else
+            w = snprintf(p + len, cap - len, "%s%s %s", j ? ", " : "", name,
+                         seq_verdict_name((SeqVerdict)d->verdict));
+        if (w < 0 || (size_t)w >= cap - len) {
+            snprintf(p + len, cap - len, ", ...");
+            break;
+        }
+        len += (size_t)w;
+    }
+}
+
+static int same_decision(const JournalDecision *a, const JournalDecision *b) {
+    return a->contrast == b->contrast && a->look == b->look && a->n == b->n &&
+           a->verdict == b->verdict && !strcmp(a->note, b->note) &&
+           !memcmp(&a->diff, &b->diff, sizeof a->diff) && !memcmp(&a->lo, &b->lo, sizeof a->lo) &&
+           !memcmp(&a->hi, &b->hi, sizeof a->hi);
+}
+
+/* A decision of the adaptive scheduler: journaled (synced) unless the journal has it from an
+ * earlier session, where the replay must give the same one. */
+int host_decided(void *ctx, const JournalDecision *d) {
+    Sweep *s = ctx;
+    if (d->contrast < 0 || d->contrast >= s->contrasts.n_contrasts) return -1;
+    s->latest[d->contrast] = *d;
+    const char *name = s->contrasts.config_name[s->contrasts.config[d->contrast]];
+    for (int i = 0; i < s->n_journaled; i++) {
+        const JournalDecision *o = &s->journaled[i];
+        if (o->contrast != d->contrast || o->look != d->look || o->verdict != d->verdict ||
+            strcmp(o->note, d->note))
+            continue;
+        if (!same_decision(o, d))
+            log_warn("replicate: contrast %s at n=%d now gives [%+.4f, %+.4f], the journal "
+                     "[%+.4f, %+.4f]: its runs' results changed",
+                     name, d->n, d->lo, d->hi, o->lo, o->hi);
+        return 0;
+    }
+    if (s->stop == STOP_IO) return -1;
+    if (journal_append_decision(s->j, d) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    log_info("replicate: %s vs %s: n=%d, difference %+.4f, interval [%+.4f, %+.4f] at level "
+             "%.3g: %s%s%s",
+             name, s->contrasts.config_name[s->contrasts.baseline], d->n, d->diff, d->lo, d->hi,
+             d->level, seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
+    contrast_line(s);
+    return 0;
+}
+
+/* A planned run its contrasts settled without: a RUN_END with status not_needed, synced,
+ * of its last attempt (0: it never began; else the one it was interrupted in, which this
+ * ends for good); it counts as finished from here on. */
+int host_not_needed(void *ctx, int run, const char *why) {
+    Sweep *s = ctx;
+    if (run < 0 || run >= s->n || s->runs[run].finished) return 0;
+    SweepRun *r = &s->runs[run];
+    if (r->status == RUN_NOT_NEEDED) { /* journaled so by a session before */
+        r->finished = 1;
+        return 0;
+    }
+    EndEvent end;
+    event_end_unknown(&end, RUN_NOT_NEEDED, why);
+    if (s->stop == STOP_IO || plan_now(s, (uint32_t)run) != 0) return -1;
+    if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
+        journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    r->finished = 1;
+    r->status = RUN_NOT_NEEDED;
+    drop_checkpoint(s, r);
+    refs_free(&r->events);
+    s->n_not_needed++;
+    progress_run_elsewhere(&s->progress, r->cost);
+    return 0;
+}
+
+/* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
+ * would be mixed with the new ones (the budget may change: a larger one continues the
+ * contrasts it left unresolved). 0, or -1 with a message. */
+static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
+                          const char *const *names, const char *baseline, char err[ABL_ERR_MAX]) {
+    if (!rs->replicate_off) return 0;
+    JournalReader *r = journal_reader_open(s->journal_path, err);
+    if (!r) return -1;
+    JournalRecord rec;
+    JournalReplicate was;
+    const char *why = NULL;
+    if (journal_reader_read_at(r, rs->replicate_off, &rec) != 0 ||
+        journal_decode_replicate(&rec, &was) != 0) {
+        why = "its replicate record cannot be read";
+    } else if (was.alpha != now->alpha || was.delta != now->delta || was.min != now->min ||
+               was.max != now->max || was.n_looks != now->n_looks ||
+               memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
+        why = "replicate: seeds, looks, resolve or alpha changed";
+    } else if (was.n_contrasts != now->n_contrasts) {
+        why = "its contrasts changed (variants or grid points added or removed)";
+    } else {
+        for (int k = 0; k < now->n_contrasts && !why; k++) {
+            const char *c, *b, *p;
+            size_t cl, bl, pl;
+            if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
+                cl != strlen(names[k]) || memcmp(c, names[k], cl) || bl != strlen(baseline) ||
+                memcmp(b, baseline, bl))
+                why = "its contrasts changed (variants, grid points or the baseline)";
+        }
+    }
+    journal_reader_close(r);
+    if (!why) return 0;
+    snprintf(err, ABL_ERR_MAX,
+             "%s: cannot resume: %s since the sweep began, and its decisions were made under "
+             "the old ones; use a new output file, or --force to start over",
+             s->o->spec_path, why);
+    return -1;
+}
+
+/* The rule and the contrasts as this session's REPLICATE record has them. names: one per
+ * contrast (malloc'd array; the strings are the contrasts'). */
+static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
+    const SpecReplicate *rep = &s->spec.replicate;
+    const Contrasts *c = &s->contrasts;
+    *jr = (JournalReplicate){.alpha = rep->alpha,
+                             .delta = rep->delta,
+                             .core_hours = rep->core_hours,
+                             .min = rep->min,
+                             .max = rep->max,
+                             .n_looks = rep->n_looks,
+                             .n_contrasts = c->n_contrasts};
+    memcpy(jr->looks, rep->looks, sizeof jr->looks);
+    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
+    for (int j = 0; names && j < c->n_contrasts; j++)
+        names[j] = c->config_name[c->config[j]];
+    return names;
+}
+
+/* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. A
+ * replicate: section removed on resume would train the runs the rule settled without, under
+ * a file still labelled adaptive; one added would decide from runs planned without it. */
+int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
+    int was = rs->replicate_off != 0, began = rs->n_runs > 0;
+    if (!s->spec.replicate.on && was)
+        return snprintf(err, ABL_ERR_MAX,
+                        "%s: cannot resume: the spec has no replicate: section, but the sweep "
+                        "began with one (its contrasts were decided by the rule, and the runs "
+                        "it did not need would be trained now); put the section back, or use a "
+                        "new output file",
+                        s->o->spec_path),
+               -1;
+    if (!s->spec.replicate.on) return 0;
+    if (!was && began)
+        return snprintf(err, ABL_ERR_MAX,
+                        "%s: cannot resume: the spec has a replicate: section, but the sweep "
+                        "began without one (its runs were planned by seeds:); use a new output "
+                        "file",
+                        s->o->spec_path),
+               -1;
+    if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
+    const Contrasts *c = &s->contrasts;
+    if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    for (int j = 0; j < c->n_contrasts; j++)
+        s->latest[j].look = -2;
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
+    if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
+    int rc = same_replicate(s, rs, &jr, names, c->config_name[c->baseline], err);
+    free(names);
+    return rc;
+}
+
+/* The rule and the contrasts, once per session before any decision (the view's /contrasts
+ * and root attributes). */
+void write_replicate(Sweep *s) {
+    JournalReplicate jr;
+    const char **names = replicate_record(s, &jr);
+    if (!names) {
+        stop_io(s, "out of memory");
+        return;
+    }
+    if (journal_append_replicate(s->j, &jr, names,
+                                 s->contrasts.config_name[s->contrasts.baseline]) != 0)
+        stop_journal(s);
+    free(names);
+}
+
+/* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */
+void replicate_summary(const Sweep *s, int n) {
+    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0};
+    for (int i = 0; i < s->n; i++)
+        not_needed +=
+            !s->runs[i].dead && s->runs[i].finished && s->runs[i].status == RUN_NOT_NEEDED;
+    for (int j = 0; j < s->contrasts.n_contrasts; j++) {
+        int v = s->latest[j].look < -1 ? SEQ_OPEN : s->latest[j].verdict;
+        if (v < 0 || v > SEQ_UNSTABLE) continue;
+        counts[v]++;
+        open += v == SEQ_OPEN;
+    }
+    log_info("replicate: %d of %d planned runs trained, %d not needed; worker ranks idle %.1f s "
+             "in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d unstable%s",
+             n - not_needed, n, not_needed, s->idle_worker_seconds, counts[SEQ_BETTER],
+             counts[SEQ_WORSE], counts[SEQ_EQUIVALENT], counts[SEQ_UNRESOLVED],
+             counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
+}
