@@ -50,14 +50,27 @@ static void print_calibration(const Plan *plan, const PlanCost *cost) {
            CALIB_WARMUP_STEPS, seconds);
 }
 
+/* The identity of run i's data as planning loaded it (the key data_guard.h uses: path,
+ * tokenizer, val_fraction); NULL if none matches. */
+static const DataIdentity *run_identity(const RunConfig *c, const DataIdentity *ids, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(ids[k].path, c->data.path) &&
+            !strcmp(ids[k].tokenizer, tokenizer_names[c->data.tokenizer]) &&
+            ids[k].val_fraction == c->data.val_fraction)
+            return &ids[k];
+    return NULL;
+}
+
 static void plan_usage(FILE *f) {
     fprintf(
         f, "usage: ablate plan SPEC.yaml [--set key=value ...] [--json] [--max-run-memory SIZE]\n\n"
            "Validates the spec and lists every planned run (name, id, seed, overrides,\n"
            "parameters, FLOPs/token, training tokens, estimated cost and the memory it\n"
            "needs) with totals, without training. --json prints one object per run on\n"
-           "stdout. A run needing more memory than --max-run-memory (default 80%% of\n"
-           "physical memory) is refused, as 'ablate run' and 'ablate train' refuse it.\n");
+           "stdout, with the identity of the data it would train on (\"data\": sha256,\n"
+           "bytes, tokenizer, vocab digest, path as resolved). A run needing more memory\n"
+           "than --max-run-memory (default 80%% of physical memory) is refused, as\n"
+           "'ablate run' and 'ablate train' refuse it.\n");
 }
 
 /* A replicate: sweep trains between min and max seeds of each configuration: the range of
@@ -115,9 +128,10 @@ int cmd_plan(int argc, char **argv) {
     Spec spec;
     Plan plan = {0};
     PlanCost *cost = NULL;
-    int rc = 2;
+    DataIdentity *ids = NULL; /* each data source as loaded: --json prints each run's */
+    int n_ids = 0, rc = 2;
     if (spec_load(&spec, path, sets, n_sets, err) != 0 || plan_build(&spec, &plan, err) != 0 ||
-        !(cost = plan_cost_compute(&plan, err))) {
+        !(cost = plan_cost_compute_ids(&plan, &ids, &n_ids, err))) {
         char shown[4 * ABL_ERR_MAX];
         log_line("%s", text_escape(err, shown, sizeof shown));
         goto out;
@@ -144,10 +158,20 @@ int cmd_plan(int argc, char **argv) {
             json_print_string(stdout, r->overrides);
             printf(
                 ",\"params\":%ld,\"active_params\":%ld,\"flops_per_token\":%.0f,"
-                "\"kv_bytes_per_token\":%.0f,\"tokens\":%ld,\"flops\":%.6g,\"memory_bytes\":%.0f,"
-                "\"config\":%s}\n",
+                "\"kv_bytes_per_token\":%.0f,\"tokens\":%ld,\"flops\":%.6g,\"memory_bytes\":%.0f,",
                 c->params, c->active_params, c->flops_per_token, c->kv_bytes_per_token, c->tokens,
-                c->flops, c->memory, cfgjson);
+                c->flops, c->memory);
+            /* what the run would train on: slurm/submit passes it to the job, which checks
+             * that it plans the same data (sha256 first: a fixed-width field to parse) */
+            const DataIdentity *id = run_identity(&cfg, ids, n_ids);
+            if (id) {
+                printf("\"data\":{\"sha256\":\"%s\",\"bytes\":%lld,\"tokenizer\":\"%s\","
+                       "\"vocab\":\"%s\",\"path\":",
+                       id->sha256, id->bytes, id->tokenizer, id->vocab);
+                json_print_string(stdout, id->path);
+                printf("},");
+            }
+            printf("\"config\":%s}\n", cfgjson);
         } else {
             char mem[32];
             plan_cost_format_bytes(c->memory, mem, sizeof mem);
@@ -172,6 +196,7 @@ int cmd_plan(int argc, char **argv) {
     }
     rc = cli_output_ok() == 0 ? 0 : 1;
 out:
+    free(ids);
     free(cost);
     plan_free(&plan);
     spec_free(&spec);
