@@ -43,6 +43,16 @@ rank 0 orchestrates, 2 workers):
      exported variable, --dependency, --mail-type to the finish job, a missing directory);
      admin_requeue (an admin's requeue: resumes from checkpoints and says so, no ready
      file left, no "Forwarding signal 18").
+  j. issue 37 (the job trains on the data that submit checked): data_export_none
+     (SBATCH_EXPORT=NONE, ABLATE_DATA=A here, another file at the specs' default
+     data/tinyshakespeare.txt: every run's data_sha256 is A's); data_export_list (an export
+     list, --array 2, a spec that needs ${ABLATE_DATA}: each task gets the checked value);
+     data_changed (A changes while the sweep job is held: the job refuses in one line with
+     both digests, "status 2 (data check)", nothing trained; --wait says the sweep failed
+     its data check, exit 2; the finish job names status 2, not 4); finish_status2 (a spec
+     broken while the job is held: the finish job names status 2); and in every case that
+     stops on USR1 (a, b, d, f, g), the line after the launcher's report of the exit 3
+     says that it was planned, not a crash.
 While (f) waits for its pass, the cases that fit in the wait run, and are reported in
 their place. There is no sacct: the job's state and exit code
 come from scontrol while the record lasts and from the job's own log."""
@@ -321,6 +331,32 @@ def stopped_by_usr1(job, label):
     assert "SIGUSR1: checkpointing" in text and "stopped with" in text, (
         "%s: the USR1 never reached ablate (lost, or it killed a process):\n%s"
         % (label, text[-4000:]))
+    planned_exit_said(text, label)
+
+
+# mpirun's report of a rank's non-zero exit, which ablate's exit 3 after a USR1 causes
+ABORT_BLOCK = "Per user-direction, the job has been aborted"
+
+
+def planned_exit_said(text, label):
+    """Issue 37 item 11: each start that checkpointed on a USR1 and exited 3 says, after
+    mpirun's "non-zero exit code ... aborted" block, that the exit was planned, not a
+    crash (the block is there: mpirun prints it for any non-zero exit)."""
+    starts = [m.start() for m in START_RE.finditer(text)] + [len(text)]
+    stops = 0
+    for a, b in zip(starts, starts[1:]):
+        seg = text[a:b]
+        if "SIGUSR1: checkpointing" not in seg or not re.search(
+                r"^ablate: stopped with ", seg, re.M):
+            continue
+        stops += 1
+        if "(mpirun)" in seg.splitlines()[0]:
+            assert ABORT_BLOCK in seg, "%s: no mpirun block to explain:\n%s" % (label, seg)
+        m = re.search(r"^ablate job: .*exit 3.* planned .*not a crash.*$", seg, re.M)
+        assert m and (ABORT_BLOCK not in seg or seg.index(ABORT_BLOCK) < m.start()), (
+            "%s: the planned exit 3 is not said to be planned after the launcher's "
+            "report:\n%s" % (label, seg))
+    assert stops, "%s: no start stopped on USR1:\n%s" % (label, text[-4000:])
 
 
 def case_usr1_at_start(S):
@@ -859,6 +895,135 @@ def case_admin_requeue(S):
         job.cancel()
 
 
+# Issue 37 item 3: the job trains on exactly the data that slurm/submit checked. The specs
+# name their data through ${ABLATE_DATA:-data/tinyshakespeare.txt}; under --export=NONE the
+# job does not inherit the submitting shell's ABLATE_DATA.
+DEFAULT_PATH = "${ABLATE_DATA:-data/tinyshakespeare.txt}"
+DATA_CHECK_END_RE = re.compile(r"^ablate job end \S+ status 2 \(data check\)$", re.M)
+
+
+def sha256_of(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def data_files(S, name):
+    """A copy of the corpus as `name` (ABLATE_DATA's file) and, in the submit directory, a
+    different file at data/tinyshakespeare.txt (what the specs fall back to): (path, sha)."""
+    text = read(C.corpus_path())
+    a = C.write(os.path.join(S.d, name), text)
+    other = os.path.join(S.d, "data", "tinyshakespeare.txt")
+    if not os.path.exists(other):
+        os.makedirs(os.path.dirname(other), exist_ok=True)
+        C.write(other, "\n".join(reversed(text.split("\n"))) + "\nother data\n")
+    assert sha256_of(a) != sha256_of(other)
+    return a, sha256_of(a)
+
+
+def data_spec(S, name, path):
+    return C.write(os.path.join(S.d, name), C.micro_spec(path, steps=40, seeds=(1, 2),
+                                                         eval_every=20, stats_every=20))
+
+
+def trained_on(h5, sha, label):
+    with h5py.File(h5, "r") as f:
+        got = sorted(set(s.decode() for s in f["runs"]["data_sha256"]))
+    other = sha256_of(os.path.join(os.path.dirname(h5), "data", "tinyshakespeare.txt"))
+    assert got == [sha], "%s: trained on data %s, not ABLATE_DATA's %s%s" % (
+        label, got, sha, " (it is data/tinyshakespeare.txt in the submit directory)"
+        if other in got else "")
+
+
+def case_data_export_none(S):
+    """SBATCH_EXPORT=NONE, ABLATE_DATA=A in the submitting shell, another file at the
+    specs' default data/tinyshakespeare.txt: the job trains on A, which the check saw."""
+    a, sha = data_files(S, "data-a.txt")
+    data_spec(S, "dv.yaml", DEFAULT_PATH)
+    h5 = os.path.join(S.d, "dv.h5")
+    rc, out, err = submit(S, ["dv.yaml", "-o", h5, "--srun", "--ranks", "1", "--wait"],
+                          timeout=150, env=submit_env(SBATCH_EXPORT="NONE", ABLATE_DATA=a))
+    text = read(h5 + ".log")
+    assert rc == 0, "dv: submit --wait exited %d:\n%s%s\n%s" % (rc, out, err, text[-3000:])
+    trained_on(h5, sha, "dv (SBATCH_EXPORT=NONE)")
+
+
+def case_data_export_list(S):
+    """An export list (-- --export=PATH: NONE plus PATH) and an array of 2 tasks, with a
+    spec that needs ${ABLATE_DATA} (no default), set only in the submitting shell: each
+    task gets the value the check resolved the spec with and trains on A."""
+    a, sha = data_files(S, "data-l.txt")
+    data_spec(S, "dl.yaml", "${ABLATE_DATA}")
+    h5 = os.path.join(S.d, "dl.h5")
+    rc, out, err = submit(S, ["dl.yaml", "-o", h5, "--srun", "--ranks", "1", "--array", "2",
+                              "--wait", "--", "--export=PATH"],
+                          timeout=150, env=submit_env(ABLATE_DATA=a))
+    logs = "\n".join(read(os.path.join(S.d, f)) for f in sorted(os.listdir(S.d))
+                     if f.startswith("dl.h5.") and f.endswith(".log"))
+    assert rc == 0, "dl: submit --wait exited %d:\n%s%s\n%s" % (rc, out, err, logs[-4000:])
+    trained_on(h5, sha, "dl (--export=PATH, --array 2)")
+
+
+def held_submit(S, args, env):
+    """slurm/submit ARGS --wait -- --hold: returns the Submitted, its sweep job held."""
+    return Submitted(S, args + ["--wait", "--", "--hold"], env=env)
+
+
+def case_data_changed(S):
+    """The data changes between the check and the job's start (the sweep job is held
+    meanwhile): the job refuses in one line naming ABLATE_DATA, the file and both digests,
+    ends "status 2 (data check)" having trained nothing, and submit --wait says that the
+    sweep failed its data check (exit 2); the finish job says that the sweep job ended
+    with status 2, not that ablate could not start (status 4)."""
+    a, sha = data_files(S, "data-c.txt")
+    data_spec(S, "dc.yaml", "${ABLATE_DATA}")
+    h5 = os.path.join(S.d, "dc.h5")
+    sub = held_submit(S, ["dc.yaml", "-o", h5, "--srun", "--ranks", "1"],
+                      env=submit_env(SBATCH_EXPORT="NONE", ABLATE_DATA=a))
+    try:
+        with open(a, "a") as f:
+            f.write("ROMEO:\nchanged after the check\n")
+        sha2 = sha256_of(a)
+        subprocess.run(["scontrol", "release", sub.ids["sweep"]], check=True)
+        rc, out = sub.wait()
+        text = read(h5 + ".log")
+        assert rc == 2, "dc: submit --wait exited %d, expected 2:\n%s\n%s" % (rc, out, text)
+        assert "the sweep failed its data check" in out, out
+        assert DATA_CHECK_END_RE.search(text), text
+        lines = [l for l in text.splitlines() if l.startswith("ablate job: data check")]
+        assert len(lines) == 1 and all(s in lines[0] for s in ("ABLATE_DATA", a, sha, sha2)), (
+            "dc: the refusal is not one line naming ABLATE_DATA, %s, %s and %s:\n%s"
+            % (a, sha, sha2, text))
+        assert not os.path.exists(h5 + ".d"), "dc: the job trained:\n" + text
+        fin = text[text.index("ablate finish %s start" % sub.ids["finish"]):]
+        assert "status 2 (data check)" in fin and "status 4" not in fin, (
+            "dc: the finish job's message:\n" + fin)
+    finally:
+        sub.cancel()
+
+
+def case_finish_status2(S):
+    """Issue 37 item 11: the spec is broken after the check (the sweep job held
+    meanwhile): the sweep job ends with status 2 having recorded nothing; the finish job's
+    message names that status, and does not suggest status 4."""
+    spec = C.write(os.path.join(S.d, "s2.yaml"), read(S.spec))
+    h5 = os.path.join(S.d, "s2.h5")
+    sub = held_submit(S, ["s2.yaml", "-o", h5, "--srun", "--ranks", "1"], env=submit_env())
+    try:
+        C.write(spec, read(S.spec).replace("steps:", "stepz:"))
+        subprocess.run(["scontrol", "release", sub.ids["sweep"]], check=True)
+        rc, out = sub.wait()
+        text = read(h5 + ".log")
+        assert rc == 2, "s2: submit --wait exited %d, expected 2:\n%s\n%s" % (rc, out, text)
+        assert re.search(r"unknown key 'train\.stepz'", text), text
+        fin = text[text.index("ablate finish %s start" % sub.ids["finish"]):]
+        assert "the sweep recorded nothing" in fin and re.search(
+            r"sweep job %s ended with status 2\b" % sub.ids["sweep"], fin) and \
+            "status 4" not in fin, "s2: the finish job's message:\n" + fin
+    finally:
+        sub.cancel()
+
+
 class Early:
     """Short cases run while another case waits (time_limit, for slurmctld's pass), each
     reported in its own place in the list: its result is kept and given again there."""
@@ -920,6 +1085,10 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("export_none", case_export_none, 12),
          ("launcher_failure", case_launcher_failure, 4),
          ("array_surplus", case_array_surplus, 9),
+         ("data_export_none", case_data_export_none, 5),
+         ("data_export_list", case_data_export_list, 6),
+         ("data_changed", case_data_changed, 4),
+         ("finish_status2", case_finish_status2, 2.5),
          ("admin_requeue", case_admin_requeue, None),  # 40 s: fits no wait
          ("submit_wait", case_submit_wait, None)]
 

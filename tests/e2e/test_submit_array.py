@@ -1,19 +1,29 @@
-"""issue 18 item 5: `slurm/submit --array N` and SLURM's MaxArraySize. SLURM refuses an
-array whose largest index reaches MaxArraySize (default 1001: at most 1000 tasks); submit
-says so before anything is submitted: with the site's value (scontrol show config) it
-refuses, without one it notes the default.
+"""slurm/submit without a SLURM (tests/e2e/test_slurm.py runs the jobs on one):
+  max_array_size: issue 18 item 5, `slurm/submit --array N` and SLURM's MaxArraySize. SLURM
+    refuses an array whose largest index reaches MaxArraySize (default 1001: at most 1000
+    tasks); submit says so before anything is submitted: with the site's value (scontrol
+    show config) it refuses, without one it notes the default.
+  data_check: issue 37 item 3, what the check saw goes to the job: the dry run's sweep job
+    gets the spec's variables (--spec-env NAME=VALUE as set here, a comma included,
+    --spec-unset NAME as unset here; ablate's ABLATE_CACHE_DIR when set) and the identity
+    of its data (--expect-data, the SHA-256 'ablate plan --json' gives); the batch script, run by hand with those options but
+    another file in ABLATE_DATA, refuses before it starts anything: one line naming the
+    variable, the file and both digests, "status 2 (data check)", exit 2.
 
 Cheap by design: no SLURM is needed; stand-ins for scontrol and sinfo on PATH answer as a
 site would, and every submit is a --dry-run.
 """
 
+import hashlib
 import os
+import shlex
 import stat
 import subprocess
 
 import common as C
 
 SUBMIT = os.path.join(C.SOURCE_DIR, "slurm", "submit")
+SWEEP = os.path.join(C.SOURCE_DIR, "slurm", "ablate-sweep.sbatch")
 
 SCONTROL = """#!/bin/sh
 # scontrol show config as a site with MaxArraySize $FAKE_MAX_ARRAY ("" = no controller)
@@ -71,5 +81,58 @@ def check(d):
     assert rc == 0 and "MaxArraySize" not in err, err
 
 
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_data_check():
+    with C.workdir("submit_data") as d:
+        check_data(d)
+
+
+def check_data(d):
+    b = fake_bin(d)
+    with open(C.corpus_path(d)) as f:
+        text = f.read()
+    a = C.write(os.path.join(d, "a.txt"), text)
+    other = C.write(os.path.join(d, "other.txt"), text + "\nmore\n")
+    C.write(os.path.join(d, "v.yaml"), C.micro_spec(
+        "${ABLATE_DATA:-data/tinyshakespeare.txt}", steps=1, seeds=(0,),
+        extra_base="model: {activation: \"${ACT_UNSET_HERE:-gelu}\"}")
+        .replace('prompt: "ROMEO:"', 'prompt: "${PROMPT_VAR}"'))
+    env = dict(C.ENV, ABLATE_BIN=C.BIN, PATH=b + os.pathsep + C.ENV.get("PATH", ""),
+               FAKE_MAX_ARRAY="", ABLATE_DATA=a, PROMPT_VAR="ROMEO, the king")
+    env.pop("ACT_UNSET_HERE", None)
+    env.pop("ABLATE_GPT2_VOCAB", None)  # (set, it would go to the job, as the cache dir does)
+    env["ABLATE_CACHE_DIR"] = os.path.join(d, "cache")
+    r = subprocess.run([SUBMIT, "v.yaml", "-o", "v.h5", "--dry-run"], cwd=d, env=env,
+                       capture_output=True, text=True, timeout=120)
+    C.log("  dry run: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    line = [l for l in r.stdout.splitlines() if "ablate-sweep.sbatch" in l]
+    assert r.returncode == 0 and line, r.stdout + r.stderr
+    words = shlex.split(line[0])
+    args = words[words.index(SWEEP) + 3:]
+    sha = sha256_of(a)
+    opts = {(k, v) for k, v in zip(args, args[1:]) if k.startswith("--spec-")}
+    assert opts == {("--spec-env", "ABLATE_DATA=" + a), ("--spec-env", "PROMPT_VAR=ROMEO, the king"),
+                    ("--spec-unset", "ACT_UNSET_HERE"),
+                    ("--spec-env", "ABLATE_CACHE_DIR=" + env["ABLATE_CACHE_DIR"])}, args
+    expect = [v for k, v in zip(args, args[1:]) if k == "--expect-data"]
+    assert len(expect) == 1 and '"sha256":"%s"' % sha in expect[0] and \
+        expect[0].endswith('"path":"%s"}' % a), expect
+    # the job, with that check but another file in ABLATE_DATA (run here, outside SLURM:
+    # it stops before it launches anything)
+    job = [a2.replace("ABLATE_DATA=" + a, "ABLATE_DATA=" + other) for a2 in args]
+    r = subprocess.run(["bash", SWEEP, "v.yaml", os.path.join(d, "v.h5")] + job, cwd=d,
+                       env=env, capture_output=True, text=True, timeout=120)
+    C.log("  the job: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    lines = [l for l in r.stdout.splitlines() if l.startswith("ablate job: data check: ")]
+    assert r.returncode == 2 and r.stdout.rstrip().endswith("status 2 (data check)"), r.stdout
+    assert len(lines) == 1 and all(s in lines[0] for s in (
+        "ABLATE_DATA=" + other, other, a, sha, sha256_of(other))), r.stdout
+    assert not os.path.exists(os.path.join(d, "v.h5.d")), "the job trained"
+
+
 if __name__ == "__main__":
-    C.main([("max_array_size", test_max_array_size)])
+    C.main([("max_array_size", test_max_array_size), ("data_check", test_data_check)])
