@@ -1137,6 +1137,119 @@ TEST(replicate_errors) {
     EXPECT_ERROR(g, NULL, 0, "t.yaml:8:14: ", "model.n_layer is not a grid axis");
 }
 
+/* ---- the key lists messages name ---- */
+
+/* The error of loading the spec "%s" filled with word (g_err; "" if it loads and plans). */
+static const char *spec_error(const char *fmt, const char *word) {
+    char text[2048];
+    snprintf(text, sizeof text, fmt, word);
+    Spec s;
+    Plan p;
+    if (load_plan(text, NULL, 0, &s, &p) == 0) {
+        done(&s, &p);
+        g_err[0] = '\0';
+    }
+    return g_err;
+}
+
+/* The keys in g_err between after and before, as "a b c": a list "a, b and c" (", ", " and ",
+ * " or ") or a mapping's form "{a: N, b: M}". "" if after or before is missing. */
+static const char *listed_keys(const char *after, const char *before) {
+    static char out[256];
+    out[0] = '\0';
+    const char *a = strstr(g_err, after), *b = a ? strstr(a + strlen(after), before) : NULL;
+    if (!b) return out;
+    char seg[256];
+    snprintf(seg, sizeof seg, "%.*s", (int)(b - a - strlen(after)), a + strlen(after));
+    size_t len = 0;
+    for (char *w = seg + (seg[0] == '{'); *w && len < sizeof out;) {
+        size_t n = strcspn(w, ",:} ");
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%.*s", len ? " " : "", (int)n, w);
+        w += n;
+        if (*w == ':') w += strcspn(w, ",}"); /* a form: skip the placeholder */
+        w += strspn(w, ",} ");
+        if (!strncmp(w, "and ", 4) || !strncmp(w, "or ", 3)) w += *w == 'a' ? 4 : 3;
+    }
+    return out;
+}
+
+#define EXPECT_KEYS(got, want)                                                                     \
+    CHECK_MSG(!strcmp(got, want), "listed '%s', want '%s' in: %s", got, want, g_err)
+
+/* Every key of "a b c" is accepted where fmt puts it: its spec may fail, but not on an
+ * unknown key; and a key that is none of them is refused there (the probe can tell). */
+static void expect_accepted(int line, const char *fmt, const char *keys) {
+    char words[256];
+    snprintf(words, sizeof words, "%s", keys);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        if (strstr(spec_error(fmt, w), "unknown key")) {
+            fprintf(stderr, "test_spec.c:%d: the message lists '%s', the parser refuses it: %s\n",
+                    line, w, g_err);
+            test_failures++;
+        }
+    if (!strstr(spec_error(fmt, "zzqqzz"), "unknown key")) {
+        fprintf(stderr, "test_spec.c:%d: 'zzqqzz' is not refused: '%s'\n", line, g_err);
+        test_failures++;
+    }
+}
+
+/* A message that lists the keys a mapping takes lists exactly the keys its parser accepts
+ * (a hand-written top-level list once lacked description and replicate): every listed key is
+ * accepted there, and each list is the documented one (docs/spec.md, "Top-level keys" and
+ * "replicate"). */
+TEST(key_lists) {
+    const char *rep = "data: {path: \"@DATA@\"}\n"
+                      "variants: {baseline: {}, h2: {model.n_head: 2}}\n";
+    char fmt[1024];
+    spec_error("- %s\n", "base");
+    EXPECT_KEYS(listed_keys("mapping with keys ", "; got"),
+                "data base grid variants seeds description replicate");
+    expect_accepted(__LINE__, "%s: {}\n", listed_keys("mapping with keys ", "; got"));
+    spec_error("zzzzqqq: %s\n", "1");
+    EXPECT_KEYS(listed_keys("(expected ", ")"),
+                "data base grid variants seeds description replicate");
+
+    snprintf(fmt, sizeof fmt, "%sreplicate: %%s\n", rep);
+    spec_error(fmt, "5");
+    EXPECT_KEYS(listed_keys("mapping with ", "; got"), "seeds resolve looks alpha budget baseline");
+    snprintf(fmt, sizeof fmt, "%sreplicate: {%%s: {}}\n", rep);
+    expect_accepted(__LINE__, fmt, listed_keys("mapping with ", "; got"));
+
+    snprintf(fmt, sizeof fmt, "%sreplicate: {seeds: %%s, resolve: 0.01}\n", rep);
+    spec_error(fmt, "5");
+    EXPECT_KEYS(listed_keys("expected ", ", got"), "min max");
+    spec_error(fmt, "{min: 3}");
+    EXPECT_KEYS(listed_keys("both ", " are required"), "min max");
+    snprintf(fmt, sizeof fmt, "%sreplicate: {seeds: {%%s: 3}, resolve: 0.01}\n", rep);
+    expect_accepted(__LINE__, fmt, "min max");
+    snprintf(fmt, sizeof fmt, "%sreplicate: {resolve: 0.01}\n", rep);
+    spec_error(fmt, "");
+    EXPECT_KEYS(listed_keys("required: ", " seeds per"), "min max");
+
+    snprintf(fmt, sizeof fmt,
+             "%sreplicate: {seeds: {min: 3, max: 5}, resolve: 0.01, budget: %%s}\n", rep);
+    spec_error(fmt, "1");
+    EXPECT_KEYS(listed_keys("expected ", ", got"), "core_hours");
+    snprintf(fmt, sizeof fmt,
+             "%sreplicate: {seeds: {min: 3, max: 5}, resolve: 0.01, budget: {%%s: 1}}\n", rep);
+    expect_accepted(__LINE__, fmt, "core_hours");
+}
+
+/* base: suggests its keys from the knob table: a near miss of preset, of any section
+ * ("mode" for model) or of an undotted knob ("save_weight") is told the key it missed, so a
+ * new section needs no second list. */
+TEST(base_key_suggestions) {
+    char shown[64], want[96];
+    for (int i = -1; i < knob_count; i++) {
+        const char *name = i < 0 ? "preset" : knob_table[i].name;
+        snprintf(shown, sizeof shown, "%.*s", (int)strcspn(name, ".") - 1, name);
+        snprintf(want, sizeof want, "unknown key '%s' (did you mean '%.*s'?)", shown,
+                 (int)strcspn(name, "."), name);
+        spec_error("base:\n  %s: {}\n", shown);
+        CHECK_MSG(strstr(g_err, want), "%s: %s", name, g_err);
+    }
+}
+
 /* Issue 20: the contrasts, defined once in C: every configuration against the baseline,
  * paired by seed index. */
 TEST(contrasts) {

@@ -148,28 +148,87 @@ static int kidx(const Knob *k) {
     return (int)(k - knob_table);
 }
 
-/* The closest of a NULL-terminated word list within distance 2, or NULL. */
-static const char *closest(const char *word, const char *const *words) {
+/* ---- the keys of the spec's own mappings ----
+ * Each SpecKey list is both what the parser accepts at its place and what the messages
+ * there name ("expected a mapping with ...", "did you mean"), so no message can omit or
+ * invent a key. Knob keys come from the knob table itself. */
+
+/* A key, and the placeholder its value has where a message shows the mapping's form
+ * ("{min: N, max: M}"; NULL where none does). Lists end with a NULL name. */
+typedef struct {
+    const char *name, *value;
+} SpecKey;
+
+static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},  {"grid", NULL},
+                                   {"variants", NULL},  {"seeds", NULL}, {"description", NULL},
+                                   {"replicate", NULL}, {NULL, NULL}};
+static const SpecKey rep_keys_list[] = {{"seeds", NULL}, {"resolve", NULL}, {"looks", NULL},
+                                        {"alpha", NULL}, {"budget", NULL},  {"baseline", NULL},
+                                        {NULL, NULL}};
+static const SpecKey seed_keys[] = {{"min", "N"}, {"max", "M"}, {NULL, NULL}};
+static const SpecKey budget_keys[] = {{"core_hours", "H"}, {NULL, NULL}};
+/* base: accepts this, the sections of the knob table and its undotted knobs. */
+static const char PRESET_KEY[] = "preset";
+
+static int key_known(const char *word, const SpecKey *keys) {
+    for (int i = 0; keys[i].name; i++)
+        if (!strcmp(word, keys[i].name)) return 1;
+    return 0;
+}
+
+/* The closest key within distance 2, or NULL. */
+static const char *closest(const char *word, const SpecKey *keys) {
     const char *best = NULL;
     int best_d = 3;
-    for (int i = 0; words[i]; i++) {
-        int d = knob_edit_distance(word, words[i]);
-        if (d < best_d) best_d = d, best = words[i];
+    for (int i = 0; keys[i].name; i++) {
+        int d = knob_edit_distance(word, keys[i].name);
+        if (d < best_d) best_d = d, best = keys[i].name;
     }
     return best;
 }
 
-/* "unknown key 'x' (did you mean 'y'?)" at m; words (may be NULL) are checked before knobs. */
-static int unknown_key(Load *L, SpecMark m, const char *shown, const char *prefix,
-                       const char *const *words) {
-    const char *guess = words ? closest(shown + strlen(prefix), words) : NULL;
-    char buf[SPEC_NAME_MAX + 8];
-    if (guess) {
-        snprintf(buf, sizeof buf, "%s%s", prefix, guess);
-        guess = buf;
-    } else {
-        guess = knob_suggest(shown);
+/* "a, b and c" (conj " and "), "a, b or c" (" or "), "a, b, c" (", "): the keys as a
+ * message names them. */
+static const char *key_list(char *out, size_t n, const SpecKey *keys, const char *conj) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int j = 0; keys[j].name && len < n; j++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s",
+                                j == 0 ? "" : (keys[j + 1].name ? ", " : conj), keys[j].name);
+    return out;
+}
+
+/* "{min: N, max: M}": the form of a mapping, from its keys and their placeholders. */
+static const char *key_form(char *out, size_t n, const SpecKey *keys) {
+    size_t len = (size_t)snprintf(out, n, "{");
+    for (int j = 0; keys[j].name && len < n; j++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s: %s", j ? ", " : "", keys[j].name,
+                                keys[j].value);
+    if (len < n) snprintf(out + len, n - len, "}");
+    return out;
+}
+
+/* The closest key a base mapping accepts (preset, a section of the knob table such as
+ * "model", an undotted knob such as "save_weights") within distance 2, in out; NULL if none. */
+static const char *closest_base_key(const char *word, char *out, size_t n) {
+    int best_d = knob_edit_distance(word, PRESET_KEY);
+    if (best_d < 3) snprintf(out, n, "%s", PRESET_KEY);
+    for (int i = 0; i < knob_count; i++) {
+        char key[SPEC_NAME_MAX];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(knob_table[i].name, "."),
+                 knob_table[i].name);
+        int d = knob_edit_distance(word, key);
+        if (d < best_d && d < 3) best_d = d, snprintf(out, n, "%s", key);
     }
+    return best_d < 3 ? out : NULL;
+}
+
+/* "unknown key 'x' (did you mean 'y'?)" at m; with base, the keys of a base mapping are
+ * checked before knobs. */
+static int unknown_key(Load *L, SpecMark m, const char *shown, int base) {
+    char buf[SPEC_NAME_MAX + 8];
+    const char *guess = base ? closest_base_key(shown, buf, sizeof buf) : NULL;
+    if (!guess) guess = knob_suggest(shown);
     if (guess) return spec_fail(L->err, m, "unknown key '%s' (did you mean '%s'?)", shown, guess);
     return spec_fail(L->err, m, "unknown key '%s'", shown);
 }
@@ -199,9 +258,6 @@ static int is_section(const char *prefix) {
     return 0;
 }
 
-static const char *const base_words[] = {"preset", "model",  "train", "data",
-                                         "stats",  "sample", NULL};
-
 /* Applies a mapping of base keys: nested sections ("model: {...}") or dotted knob names. */
 static int apply_base_map(Load *L, const YNode *map, const char *prefix, const char *what) {
     Spec *s = L->s;
@@ -214,7 +270,7 @@ static int apply_base_map(Load *L, const YNode *map, const char *prefix, const c
         char full[SPEC_NAME_MAX];
         if (snprintf(full, sizeof full, "%s%s", prefix, key->text) >= (int)sizeof full)
             return spec_fail(L->err, mark_of(s, key), "key too long");
-        if (!*prefix && !strcmp(key->text, "preset")) continue; /* applied first */
+        if (!*prefix && !strcmp(key->text, PRESET_KEY)) continue; /* applied first */
         const Knob *k = knob_find(full);
         if (!k && is_section(full)) {
             char sub[SPEC_NAME_MAX + 1], what[SPEC_NAME_MAX + 8];
@@ -223,7 +279,7 @@ static int apply_base_map(Load *L, const YNode *map, const char *prefix, const c
             if (apply_base_map(L, val, sub, what) != 0) return -1;
             continue;
         }
-        if (!k) return unknown_key(L, mark_of(s, key), full, prefix, *prefix ? NULL : base_words);
+        if (!k) return unknown_key(L, mark_of(s, key), full, !*prefix);
         int idx = kidx(k);
         if (L->explicit_[idx])
             return spec_fail(L->err, mark_of(s, key), "%s is set twice (first at line %d)", k->name,
@@ -242,7 +298,7 @@ static int apply_base_map(Load *L, const YNode *map, const char *prefix, const c
 
 static int apply_preset(Load *L, const YNode *base) {
     Spec *s = L->s;
-    const YNode *key = NULL, *val = ydoc_get(base, "preset", &key);
+    const YNode *key = NULL, *val = ydoc_get(base, PRESET_KEY, &key);
     if (!val) return 0;
     char *text = value_text(L, val, "base.preset");
     if (!text) return -1;
@@ -265,7 +321,7 @@ static int apply_preset(Load *L, const YNode *base) {
 /* A dotted knob key of grid/variants/exclude (an optional "base." prefix is accepted). */
 static const Knob *dotted_knob(Load *L, const YNode *key) {
     const Knob *k = knob_find(key->text);
-    if (!k) unknown_key(L, mark_of(L->s, key), key->text, "", NULL);
+    if (!k) unknown_key(L, mark_of(L->s, key), key->text, 0);
     return k;
 }
 
@@ -581,13 +637,10 @@ static int rep_num(Load *L, const YNode *v, const char *key, double lo, double h
 }
 
 /* Unknown keys of a replicate: mapping, with a suggestion. */
-static int rep_keys(Load *L, const YNode *map, const char *prefix, const char *const *words) {
+static int rep_keys(Load *L, const YNode *map, const char *prefix, const SpecKey *keys) {
     for (int i = 0; i < map->n; i++) {
-        int known = 0;
-        for (int j = 0; words[j]; j++)
-            known |= !strcmp(map->keys[i]->text, words[j]);
-        if (known) continue;
-        const char *guess = closest(map->keys[i]->text, words);
+        if (key_known(map->keys[i]->text, keys)) continue;
+        const char *guess = closest(map->keys[i]->text, keys);
         if (guess)
             return spec_fail(L->err, mark_of(L->s, map->keys[i]),
                              "unknown key '%s%s' (did you mean '%s%s'?)", prefix,
@@ -673,34 +726,31 @@ static int rep_baseline(Load *L, const YNode *v) {
     return 0;
 }
 
-static const char *const rep_words[] = {"seeds",  "resolve",  "looks", "alpha",
-                                        "budget", "baseline", NULL};
-
 static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
     Spec *s = L->s;
     SpecReplicate *r = &s->replicate;
     r->on = 1;
     r->mark = mark_of(s, key);
     r->alpha = 0.05;
+    char words[160], form[64];
     if (v->type != YNODE_MAP)
-        return spec_fail(L->err, mark_of(s, v),
-                         "replicate: expected a mapping with seeds, resolve, looks, alpha, budget, "
-                         "baseline; got %s",
-                         ydoc_kind(v));
-    if (rep_keys(L, v, "replicate.", rep_words) != 0) return -1;
+        return spec_fail(L->err, mark_of(s, v), "replicate: expected a mapping with %s; got %s",
+                         key_list(words, sizeof words, rep_keys_list, ", "), ydoc_kind(v));
+    if (rep_keys(L, v, "replicate.", rep_keys_list) != 0) return -1;
+    key_form(form, sizeof form, seed_keys);
     const YNode *k = NULL, *x;
     /* seeds: {min, max} */
     if (!(x = ydoc_get(v, "seeds", &k)))
-        return spec_fail(L->err, r->mark,
-                         "replicate.seeds is required: {min: N, max: M} seeds per configuration");
+        return spec_fail(L->err, r->mark, "replicate.seeds is required: %s seeds per configuration",
+                         form);
     if (x->type != YNODE_MAP)
-        return spec_fail(L->err, mark_of(s, x),
-                         "replicate.seeds: expected {min: N, max: M}, got %s", ydoc_kind(x));
-    static const char *const seed_words[] = {"min", "max", NULL};
-    if (rep_keys(L, x, "replicate.seeds.", seed_words) != 0) return -1;
+        return spec_fail(L->err, mark_of(s, x), "replicate.seeds: expected %s, got %s", form,
+                         ydoc_kind(x));
+    if (rep_keys(L, x, "replicate.seeds.", seed_keys) != 0) return -1;
     const YNode *mn = ydoc_get(x, "min", NULL), *mx = ydoc_get(x, "max", NULL);
     if (!mn || !mx)
-        return spec_fail(L->err, mark_of(s, x), "replicate.seeds: both min and max are required");
+        return spec_fail(L->err, mark_of(s, x), "replicate.seeds: both %s are required",
+                         key_list(words, sizeof words, seed_keys, " and "));
     /* a t interval needs two differences */
     if (rep_int(L, mn, "replicate.seeds.min", 2, SPEC_MAX_SEEDS, &r->min) != 0 ||
         rep_int(L, mx, "replicate.seeds.max", 2, SPEC_MAX_SEEDS, &r->max) != 0)
@@ -719,11 +769,10 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
         rep_num(L, x, "replicate.alpha", 0, 0.5, &r->alpha) != 0)
         return -1;
     if ((x = ydoc_get(v, "budget", NULL))) {
-        static const char *const budget_words[] = {"core_hours", NULL};
         if (x->type != YNODE_MAP || x->n == 0)
-            return spec_fail(L->err, mark_of(s, x),
-                             "replicate.budget: expected {core_hours: H}, got %s", ydoc_kind(x));
-        if (rep_keys(L, x, "replicate.budget.", budget_words) != 0 ||
+            return spec_fail(L->err, mark_of(s, x), "replicate.budget: expected %s, got %s",
+                             key_form(form, sizeof form, budget_keys), ydoc_kind(x));
+        if (rep_keys(L, x, "replicate.budget.", budget_keys) != 0 ||
             rep_num(L, ydoc_get(x, "core_hours", NULL), "replicate.budget.core_hours", 0, 0,
                     &r->core_hours) != 0)
             return -1;
@@ -800,7 +849,7 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
         char key[SPEC_NAME_MAX];
         snprintf(key, sizeof key, "%.*s", (int)(eq - a), a);
         const Knob *k = knob_find(key);
-        if (!k) return unknown_key(L, m, key, "", NULL);
+        if (!k) return unknown_key(L, m, key, 0);
         int at = 0;
         const SpecAxis *ax = axis_with(s, k, &at);
         if (ax)
@@ -820,18 +869,10 @@ static int apply_sets(Load *L, const char *const *sets, int n_sets) {
     return 0;
 }
 
-static const char *const top_words[] = {"data",  "base",        "grid",      "variants",
-                                        "seeds", "description", "replicate", NULL};
-
 /* "data, base, ... and replicate" (conj "and") or "... or replicate": the top-level keys as
- * the messages name them, from top_words, so no message forgets one. */
+ * the messages name them, from top_keys, so no message forgets one. */
 static const char *top_list(char *out, size_t n, const char *conj) {
-    size_t len = 0;
-    out[0] = '\0';
-    for (int j = 0; top_words[j] && len < n; j++)
-        len += (size_t)snprintf(out + len, n - len, "%s%s",
-                                j == 0 ? "" : (top_words[j + 1] ? ", " : conj), top_words[j]);
-    return out;
+    return key_list(out, n, top_keys, conj);
 }
 
 static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_sets) {
@@ -842,11 +883,8 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
                          top_list(words, sizeof words, " and "), ydoc_kind(root));
     for (int i = 0; i < root->n; i++) {
         const char *k = root->keys[i]->text;
-        int known = 0;
-        for (int j = 0; top_words[j]; j++)
-            known |= !strcmp(k, top_words[j]);
-        if (!known) {
-            const char *guess = closest(k, top_words);
+        if (!key_known(k, top_keys)) {
+            const char *guess = closest(k, top_keys);
             if (guess)
                 return spec_fail(L->err, mark_of(s, root->keys[i]),
                                  "unknown key '%s' (did you mean '%s'?)", k, guess);
