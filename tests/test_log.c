@@ -71,6 +71,27 @@ TEST(long_line_cut_visibly) {
     CHECK(strchr(got, '\n') == got + n - 1); /* still one line */
 }
 
+static void hostile(void) {
+    log_status("[1/2] a\033]0;title\007b");
+    log_info("run %s: %s", "x\033[2Jy",
+             "caf\xc3\xa9 \xc2\x9b"
+             "31m \x9b \x7f");
+    log_warn("two\nlines\ttab\r");
+}
+
+/* A message quotes run names, grid values, paths and samples: terminal controls in them are
+ * shown as text on every line (a title change, a screen clear, an 8-bit CSI as U+009B or as
+ * a lone byte, DEL), UTF-8 passes, newline and tab stay; the status line's own "\r\033[K"
+ * is not the message's. */
+TEST(controls_shown_as_text) {
+    const char *got = capture(hostile);
+    const char *want = "\r\033[K[1/2] a\\u001b]0;title\\u0007b\n"
+                       "ablate: run x\\u001b[2Jy: caf\xc3\xa9 \\u009b"
+                       "31m \\x9b \\u007f\n"
+                       "ablate: warning: two\nlines\ttab\\u000d\n";
+    CHECK_MSG(strcmp(got, want) == 0, "got:\n%s", got);
+}
+
 int main(int argc, char **argv) {
     return test_main(argc, argv, "test_log");
 }
