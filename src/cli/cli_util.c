@@ -63,20 +63,14 @@ int cli_number(const char *opt, const char *text, CliNumber kind, void *out) {
 }
 
 void cli_print_knobs(FILE *f) {
-    RunConfig def;
-    run_config_default(&def);
-    char val[64];
+    char val[64], choices[256];
     for (int i = 0; i < knob_count; i++) {
         const Knob *k = &knob_table[i];
-        knob_format(&def, k, val, sizeof val);
-        if (k->type == FT_STR && !val[0]) snprintf(val, sizeof val, "\"\"");
-        if (k->type == FT_STR && val[0] == '\n') snprintf(val, sizeof val, "\"\\n\"");
+        knob_default_text(k, val, sizeof val);
         fprintf(f, "  %-22s %-10s %s", k->name, val, k->desc);
         if (k->type == FT_ENUM) {
-            fprintf(f, " (");
-            for (int j = 0; j < (int)k->n; j++)
-                fprintf(f, "%s%s", j ? "|" : "", k->names[j]);
-            fprintf(f, ")");
+            knob_kind_text(k, "|", choices, sizeof choices);
+            fprintf(f, " (%s)", choices);
         }
         fputc('\n', f);
     }

@@ -313,6 +313,40 @@ int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n) {
     return field_format(c, k, buf, n);
 }
 
+int knob_default_text(const Knob *k, char *buf, size_t n) {
+    RunConfig def;
+    run_config_default(&def);
+    int len = knob_format(&def, k, buf, n);
+    /* text knobs: an empty or newline default would show as nothing at all */
+    if (k->type == FT_STR && len == 0) return snprintf(buf, n, "\"\"");
+    if (k->type == FT_STR && buf[0] == '\n') return snprintf(buf, n, "\"\\n\"");
+    return len;
+}
+
+int knob_kind_text(const Knob *k, const char *sep, char *buf, size_t n) {
+    switch (k->type) {
+    case FT_INT:
+    case FT_LONG:
+        return snprintf(buf, n, "integer");
+    case FT_DOUBLE:
+        return snprintf(buf, n, "number");
+    case FT_BOOL:
+        return snprintf(buf, n, "true/false");
+    case FT_ENUM: {
+        int len = 0;
+        buf[0] = '\0';
+        for (int j = 0; j < (int)k->n && len < (int)n; j++)
+            len += snprintf(buf + len, n - (size_t)len, "%s%s", j ? sep : "", k->names[j]);
+        return len;
+    }
+    case FT_STR:
+    case FT_TEXT:
+    case FT_HEADS:
+        break;
+    }
+    return snprintf(buf, n, "text");
+}
+
 /* Values that are the same are the same text: knob_equal skips formatting them (run ids
  * compare every knob of a config with its default, and the live view computes one per run
  * it writes: two snprintf, for a double up to 17 of them with a strtod each, per knob). */

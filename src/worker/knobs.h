@@ -29,6 +29,13 @@ int knob_set(RunConfig *c, const Knob *k, const char *text, char err[ABL_ERR_MAX
 int knob_assign(RunConfig *c, const char *assignment, char err[ABL_ERR_MAX]);
 /* Canonical text of a knob's value (shortest round-trip for doubles); returns length. */
 int knob_format(const RunConfig *c, const Knob *k, char *buf, size_t n);
+/* A knob's default as `ablate train --help` and docs/spec.md show it (one formatter for
+ * both): knob_format of run_config_default's value, an empty text as "" and a newline as
+ * "\n". Returns the length. */
+int knob_default_text(const Knob *k, char *buf, size_t n);
+/* What a knob takes, as --help and docs/spec.md name it: an enum's choices joined by sep
+ * ("relu|gelu|..."), else "integer", "number", "true/false" or "text". Returns the length. */
+int knob_kind_text(const Knob *k, const char *sep, char *buf, size_t n);
 /* Does a knob hold the same value in two configs? */
 int knob_equal(const RunConfig *a, const RunConfig *b, const Knob *k);
 /* Writes the whole resolved config as one JSON object {"model.context":16,...}. */
