@@ -252,7 +252,7 @@ def check_view_damaged(out, offset, length, victim, rtype):
     rc, _, err = C.run(["view", out], tag="view-damaged")
     assert rc == 3, "view over damage: exit %s, expected 3\n%s" % (rc, err[-2000:])
     lines = [ln for ln in err.splitlines() if "damaged bytes %d-" % offset in ln]
-    assert lines and victim in lines[0] and ("a %s record" % rtype) in lines[0], err[-2000:]
+    assert lines and victim in lines[0] and (" %s record" % rtype) in lines[0], err[-2000:]
     assert "--resume" in err, err[-2000:]
     v = C.View(out)
     assert v.attrs["status"] == "damaged", v.attrs.get("status")

@@ -9,6 +9,9 @@
     of its data (--expect-data, the SHA-256 'ablate plan --json' gives); the batch script, run by hand with those options but
     another file in ABLATE_DATA, refuses before it starts anything: one line naming the
     variable, the file and both digests, "status 2 (data check)", exit 2.
+  finish_damaged: issue 37 item 1, the finish job run by hand on a sweep whose journal has
+    one flipped byte: `ablate view` exits 3 and names the run; the job stops there with exit
+    3 ("damaged", submit again to resume), writes no report (it wrote one over the damage).
 
 Cheap by design: no SLURM is needed; stand-ins for scontrol and sinfo on PATH answer as a
 site would, and every submit is a --dry-run.
@@ -134,5 +137,38 @@ def check_data(d):
     assert not os.path.exists(os.path.join(d, "v.h5.d")), "the job trained"
 
 
+FINISH = os.path.join(C.SOURCE_DIR, "slurm", "ablate-finish.sbatch")
+
+
+def test_finish_damaged():
+    with C.workdir("finish_damaged") as d:
+        spec = C.write(os.path.join(d, "f.yaml"),
+                       C.micro_spec(C.corpus_path(d), steps=10, seeds=(0, 1), eval_every=5,
+                                    stats_every=5, sample_tokens=4))
+        out = os.path.join(d, "f.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0, tag="sweep")
+        jp = C.journal_path(out)
+        recs, _ = C.journal_records(jp, offsets=True)
+        evs = [r for r in recs if r[0] == 4]
+        target = evs[len(evs) // 2]
+        state, _ = C.journal_state(jp)
+        with open(jp, "r+b") as f:
+            f.seek(target[3] + 30)
+            byte = f.read(1)
+            f.seek(target[3] + 30)
+            f.write(bytes([byte[0] ^ 0x5A]))
+        report = os.path.join(d, "report")
+        env = dict(C.ENV, ABLATE_BIN=C.BIN, ABLATE_REPORT="/bin/true")
+        r = subprocess.run(["bash", FINISH, out, report], cwd=d, env=env, capture_output=True,
+                           text=True, timeout=120)
+        C.log("  finish: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        text = r.stdout + r.stderr
+        assert r.returncode == 3, "finish over a damaged journal: exit %d" % r.returncode
+        assert "journal is damaged" in text and "no report" in text, text
+        assert state[target[1]]["name"] in text, text  # the view's line names the run
+        assert r.stdout.rstrip().endswith("status 3"), r.stdout
+
+
 if __name__ == "__main__":
-    C.main([("max_array_size", test_max_array_size), ("data_check", test_data_check)])
+    C.main([("max_array_size", test_max_array_size), ("data_check", test_data_check),
+            ("finish_damaged", test_finish_damaged)])

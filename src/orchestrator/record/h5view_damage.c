@@ -92,11 +92,13 @@ void h5v_damage_settle(View *v) {
         v->st.damaged_bytes += d->length;
         if (b.len) buf_addc(&b, '\n');
         if (v->nrd > 1) buf_printf(&b, "journal %d ", d->journal); /* which process's */
+        const char *type = d->record_type ? journal_type_name(d->record_type) : "";
         buf_printf(&b, "bytes %llu-%llu (%llu)%s%s%s: ", (unsigned long long)d->offset,
                    (unsigned long long)(d->offset + d->length - 1), (unsigned long long)d->length,
-                   d->record_type ? ", a " : "",
-                   d->record_type ? journal_type_name(d->record_type) : "",
-                   d->record_type ? " record" : "");
+                   !type[0]                   ? ""
+                   : strchr("aeiou", type[0]) ? ", an "
+                                              : ", a ",
+                   type, type[0] ? " record" : "");
         if (d->n_runs == 0)
             buf_printf(&b, "no run's records known lost%s",
                        d->record_type == JREC_DECISION ? " (a decision of the rule)" : "");
