@@ -40,6 +40,11 @@ static void run_usage(FILE *f) {
         "                         the sweep trained on so far (refused otherwise, exit 2):\n"
         "                         unfinished runs restart on the new data, and /runs puts\n"
         "                         runs of different data in different groups\n"
+        "  --expect-data SHA256=PATH\n"
+        "                         the data file PATH the spec plans must have this SHA-256\n"
+        "                         (refused otherwise, exit 2, nothing written): the data a\n"
+        "                         check made before the sweep saw (slurm/submit passes it to\n"
+        "                         its jobs); repeatable\n"
         "  --lease S              with --join: runs of a process that stops renewing its\n"
         "                         heartbeat (hung, or its node is gone) are taken over after S\n"
         "                         seconds (%.0f); a process that exits or is killed is seen at "
@@ -87,7 +92,8 @@ int cmd_run(int argc, char **argv) {
     SweepOptions o;
     memset(&o, 0, sizeof o);
     o.checkpoint_every = SWEEP_DEFAULT_CHECKPOINT_EVERY;
-    const char *sets[256];
+    const char *sets[256], *expect[64];
+    int n_expect = 0;
     int bad = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -103,6 +109,8 @@ int cmd_run(int argc, char **argv) {
             o.join = 1;
         } else if (!strcmp(argv[i], "--accept-data-change")) {
             o.accept_data_change = 1;
+        } else if (!strcmp(argv[i], "--expect-data") && i + 1 < argc && n_expect < 64) {
+            expect[n_expect++] = argv[++i];
         } else if (!strcmp(argv[i], "--lease") && i + 1 < argc) {
             bad |= cli_number("--lease", argv[++i], CLI_SECONDS, &o.lease);
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && o.n_sets < 256) {
@@ -133,6 +141,8 @@ int cmd_run(int argc, char **argv) {
         }
     }
     o.sets = sets;
+    o.expect_data = expect;
+    o.n_expect_data = n_expect;
     if (!bad && o.join && o.force) {
         log_cmd("--join cannot be combined with --force (every joined process "
                 "would start the sweep over); remove the output first, or use --force "

@@ -8,7 +8,9 @@
     --spec-unset NAME as unset here; ablate's ABLATE_CACHE_DIR when set) and the identity
     of its data (--expect-data, the SHA-256 'ablate plan --json' gives); the batch script, run by hand with those options but
     another file in ABLATE_DATA, refuses before it starts anything: one line naming the
-    variable, the file and both digests, "status 2 (data check)", exit 2.
+    variable, the file and both digests, "status 2 (data check)", exit 2; and when the file
+    changes after that check, before ablate run reads it, ablate run refuses it
+    (--expect-data SHA256=PATH, passed on by the job), exit 2, nothing trained.
   finish_damaged: issue 37 item 1, the finish job run by hand on a sweep whose journal has
     one flipped byte: `ablate view` exits 3 and names the run; the job stops there with exit
     3 ("damaged", submit again to resume), writes no report (it wrote one over the damage).
@@ -135,6 +137,20 @@ def check_data(d):
     assert len(lines) == 1 and all(s in lines[0] for s in (
         "ABLATE_DATA=" + other, other, a, sha, sha256_of(other))), r.stdout
     assert not os.path.exists(os.path.join(d, "v.h5.d")), "the job trained"
+    # the check passes, then the file changes before ablate run reads it (a wrapper binary
+    # appends to it as `run` starts): ablate run itself refuses (--expect-data), nothing trained
+    wrapper = C.write(os.path.join(b, "ablate-late-change"),
+                      "#!/bin/sh\n[ \"$1\" = run ] && echo late >> '%s'\nexec '%s' \"$@\"\n"
+                      % (a, C.BIN))
+    os.chmod(wrapper, 0o755)
+    r = subprocess.run(["bash", SWEEP, "v.yaml", os.path.join(d, "v.h5")] + args, cwd=d,
+                       env=dict(env, ABLATE_BIN=wrapper), capture_output=True, text=True,
+                       timeout=120)
+    C.log("  late change: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    text = r.stdout + r.stderr
+    assert r.returncode == 2 and "--expect-data: %s is not the data that was checked" % a in text \
+        and sha in text, text
+    assert not os.path.exists(os.path.join(d, "v.h5.d", "journal")), "the job trained"
 
 
 FINISH = os.path.join(C.SOURCE_DIR, "slurm", "ablate-finish.sbatch")

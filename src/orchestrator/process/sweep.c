@@ -815,7 +815,13 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         log_cmd("%s", err);
         goto stop_workers;
     }
-    /* the data's identity, checked against the sweep's before anything is written */
+    /* the data's identity: the one a batch job's check saw, then the sweep's, before
+     * anything is written */
+    if (data_guard_expect(ids, n_ids, o->expect_data, o->n_expect_data, err) != 0) {
+        log_cmd("%s", err);
+        free(ids);
+        goto stop_workers;
+    }
     if (data_guard_begin(&s.data, ids, n_ids, err) != 0) {
         log_cmd("%s", err);
         goto stop_workers;

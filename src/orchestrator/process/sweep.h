@@ -16,6 +16,8 @@ typedef struct {
     int join;                /* one of many processes on this sweep (join.h) */
     double lease;            /* join: seconds before an unresponsive process's runs are taken */
     int accept_data_change;  /* train on data that differs from the sweep's (data_guard.h) */
+    const char *const *expect_data; /* "SHA256=PATH": the data a check saw (data_guard.h) */
+    int n_expect_data;
 } SweepOptions;
 
 /* Exit statuses of `ablate run` (also what slurm/ablate-sweep.sbatch acts on). */

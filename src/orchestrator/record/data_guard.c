@@ -224,3 +224,33 @@ int data_guard_decode(const JournalRecord *rec, DataIdentity *id) {
     }
     return rc == 0 && seen == 3 ? 0 : -1;
 }
+
+int data_guard_expect(const DataIdentity *ids, int n, const char *const *expect, int n_expect,
+                      char err[ABL_ERR_MAX]) {
+    for (int k = 0; k < n_expect; k++) {
+        const char *sha = expect[k], *path = strchr(expect[k], '=');
+        if (!path || path - sha != 64) {
+            snprintf(err, ABL_ERR_MAX, "--expect-data '%s': expected SHA256=PATH", expect[k]);
+            return -1;
+        }
+        path++;
+        int i = 0;
+        while (i < n && strcmp(ids[i].path, path))
+            i++;
+        if (i == n) {
+            snprintf(err, ABL_ERR_MAX,
+                     "--expect-data: the plan has no data file %s (the spec or its variables "
+                     "resolve otherwise than when it was checked); nothing trained",
+                     path);
+            return -1;
+        }
+        if (strncmp(ids[i].sha256, sha, 64) != 0) {
+            snprintf(err, ABL_ERR_MAX,
+                     "--expect-data: %s is not the data that was checked: its SHA-256 is %s "
+                     "here, the check saw %.64s (it changed since); nothing trained",
+                     path, ids[i].sha256, sha);
+            return -1;
+        }
+    }
+    return 0;
+}

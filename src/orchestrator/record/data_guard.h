@@ -25,6 +25,13 @@ typedef struct {
     DataIdentity *was;  /* the journal's identity, where changed */
 } DataGuard;
 
+/* The check of a batch job (slurm/submit's --expect-data): each expected "SHA256=PATH" must be
+ * the identity of the plan's source at PATH as this process loaded it, so the sweep trains
+ * on exactly the bytes a check made before the job started saw (a file replaced between that
+ * check and this read is caught here, and the workers check theirs against this). 0, or -1
+ * with one line naming the file and both digests (nothing is written). */
+int data_guard_expect(const DataIdentity *ids, int n, const char *const *expect, int n_expect,
+                      char err[ABL_ERR_MAX]);
 /* Takes (owns) the identities of the plan's sources as planning loaded them
  * (plan_cost_compute_ids). 0, or -1 when out of memory. */
 int data_guard_begin(DataGuard *g, DataIdentity *ids, int n, char err[ABL_ERR_MAX]);
