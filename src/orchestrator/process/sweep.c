@@ -488,30 +488,44 @@ static void run_local(Sweep *s, const char *host) {
 
 /* ------------------------------------------------------------------ many ranks */
 
+/* What a worker rank is doing, where it is not training a run (busy[rank] >= 0: that run's
+ * journal index). */
+enum { WORKER_IDLE = -1, WORKER_NOT_READY = -2, WORKER_CALIBRATING = -3 };
+
 static void send_stop(int rank, int32_t mode) {
     MPI_Send(&mode, 1, MPI_INT32_T, rank, TAG_STOP, MPI_COMM_WORLD);
 }
 
-/* Worker idle time (reported for replicate: sweeps, where the rule may leave workers
- * waiting on a look): when each idle worker became idle; and when each busy one was given
- * its run, for the runs' typical length (rank 0's poll interval, run_mpi). */
-static double *g_idle_since, *g_busy_since;
+/* Every worker rank, once it says it is ready, is told to exit: the sweep ends before any
+ * run was handed out (an invalid spec, a refused output, no memory for the dispatch). */
+static void stop_workers_unstarted(int nranks) {
+    for (int r = 1; r < nranks; r++) {
+        char host[64];
+        MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        send_stop(r, STOP_EXIT);
+    }
+}
 
+/* Worker idle time (reported for replicate: sweeps, where the rule may leave workers
+ * waiting on a look): when each idle worker became idle (Sweep.idle_since); and when each
+ * busy one was given its run (busy_since), for the runs' typical length (rank 0's poll
+ * interval, run_mpi). */
 static void worker_idle(Sweep *s, int rank) {
     double now = clock_seconds();
-    if (g_idle_since) g_idle_since[rank] = now;
-    if (g_busy_since && g_busy_since[rank] > 0) { /* a moving mean over the last ~8 runs */
-        double run = now - g_busy_since[rank];
+    if (s->idle_since) s->idle_since[rank] = now;
+    if (s->busy_since && s->busy_since[rank] > 0) { /* a moving mean over the last ~8 runs */
+        double run = now - s->busy_since[rank];
         s->run_seconds = s->run_seconds > 0 ? s->run_seconds + (run - s->run_seconds) / 8 : run;
-        g_busy_since[rank] = 0;
+        s->busy_since[rank] = 0;
     }
 }
 
 static void worker_busy(Sweep *s, int rank) {
     double now = clock_seconds();
-    if (g_idle_since && g_idle_since[rank] > 0) s->idle_worker_seconds += now - g_idle_since[rank];
-    if (g_idle_since) g_idle_since[rank] = 0;
-    if (g_busy_since) g_busy_since[rank] = now;
+    if (s->idle_since && s->idle_since[rank] > 0)
+        s->idle_worker_seconds += now - s->idle_since[rank];
+    if (s->idle_since) s->idle_since[rank] = 0;
+    if (s->busy_since) s->busy_since[rank] = now;
 }
 
 /* Hands the next queued run to an idle worker; returns 1 if it did. */
@@ -532,7 +546,7 @@ static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
 }
 
 static void run_mpi(Sweep *s, int nranks) {
-    /* run index, -1 idle, -2 not ready, -3 timing a calibration trial */
+    /* each worker rank: the journal index of its run, or a WORKER_* state */
     int *busy = malloc(sizeof(int) * (size_t)nranks);
     char(*hosts)[64] = calloc((size_t)nranks, 64);
     s->assign_out = calloc((size_t)nranks, sizeof *s->assign_out);
@@ -546,13 +560,12 @@ static void run_mpi(Sweep *s, int nranks) {
      * 10 ms, at most 1% of a typical run (an END waits 1% of a run at most) and 1 ms while a
      * group sync is due (its runs are announced when it returns) */
     Backoff idle = BACKOFF_INIT(20000, 10000000);
+    /* the idle and run times are reports: without their tables they go unmeasured */
+    s->idle_since = calloc((size_t)nranks, sizeof *s->idle_since);
+    s->busy_since = calloc((size_t)nranks, sizeof *s->busy_since);
     if (!busy || !hosts || !s->assign_out || !s->assign_req) { /* nothing dispatched yet */
         stop_io(s, "out of memory for the table of worker ranks");
-        for (int r = 1; r < nranks; r++) {
-            char host[64];
-            MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            send_stop(r, STOP_EXIT);
-        }
+        stop_workers_unstarted(nranks);
         free(busy);
         free(hosts);
         free(s->assign_out);
@@ -560,9 +573,7 @@ static void run_mpi(Sweep *s, int nranks) {
         return;
     }
     for (int r = 0; r < nranks; r++)
-        busy[r] = -2;
-    g_idle_since = calloc((size_t)nranks, sizeof *g_idle_since);
-    g_busy_since = calloc((size_t)nranks, sizeof *g_busy_since);
+        busy[r] = WORKER_NOT_READY;
     char gerr[ABL_ERR_MAX]; /* without the thread, each RUN_END is synced in line */
     s->gs = group_sync_start(journal_fd(s->j), s->journal_path, gerr);
     for (;;) {
@@ -589,18 +600,18 @@ static void run_mpi(Sweep *s, int nranks) {
         if (!stopping(s) && calib_next(s, &cg, &ctrial) == 0) {
             /* calibration first, one trial at a time: every other rank sleeps meanwhile */
             for (int r = 1; r < nranks && !s->calib_busy; r++)
-                if (busy[r] == -1) {
+                if (busy[r] == WORKER_IDLE) {
                     RunAssignment a;
                     calib_assignment(s, cg, ctrial, &a);
                     worker_busy(s, r);
                     MPI_Send(&a, (int)sizeof a, MPI_BYTE, r, TAG_CALIB, MPI_COMM_WORLD);
-                    busy[r] = -3;
+                    busy[r] = WORKER_CALIBRATING;
                     s->calib_busy = 1;
                     n_busy++;
                 }
         } else {
             for (int r = 1; r < nranks && !stopping(s); r++)
-                if (busy[r] == -1 && sched_more(s->sched))
+                if (busy[r] == WORKER_IDLE && sched_more(s->sched))
                     n_busy += assign_next(s, r, hosts[r], busy);
         }
         if (n_busy == 0 && s->pend_head < s->npend) {
@@ -614,7 +625,7 @@ static void run_mpi(Sweep *s, int nranks) {
         if (n_busy == 0 && s->pend_head == s->npend && (stopping(s) || !sched_more(s->sched))) {
             int ready = 1;
             for (int r = 1; r < nranks; r++)
-                ready &= busy[r] != -2;
+                ready &= busy[r] != WORKER_NOT_READY;
             if (ready || stopping(s)) break;
         }
         int flag = 0;
@@ -642,7 +653,7 @@ static void run_mpi(Sweep *s, int nranks) {
         int src = st.MPI_SOURCE;
         if (st.MPI_TAG == TAG_READY) {
             snprintf(hosts[src], 64, "%.*s", n, (const char *)buf);
-            busy[src] = -1;
+            busy[src] = WORKER_IDLE;
             worker_idle(s, src);
         } else if (st.MPI_TAG == TAG_EVENTS && n >= 8) {
             uint32_t run, attempt;
@@ -655,7 +666,7 @@ static void run_mpi(Sweep *s, int nranks) {
             wc.message[sizeof wc.message - 1] = '\0';
             wc.t.host[sizeof wc.t.host - 1] = wc.t.blas_core[sizeof wc.t.blas_core - 1] = '\0';
             wc.t.utc[sizeof wc.t.utc - 1] = '\0';
-            busy[src] = -1;
+            busy[src] = WORKER_IDLE;
             n_busy--;
             s->calib_busy = 0;
             worker_idle(s, src);
@@ -681,7 +692,7 @@ static void run_mpi(Sweep *s, int nranks) {
             }
             res.end = ev.u.end;
             we.host[sizeof we.host - 1] = '\0';
-            busy[src] = -1;
+            busy[src] = WORKER_IDLE;
             n_busy--;
             worker_idle(s, src);
             /* keep the worker busy while the finished run is synced (and the view rebuilt) */
@@ -707,10 +718,10 @@ static void run_mpi(Sweep *s, int nranks) {
     s->assign_out = NULL;
     s->assign_req = NULL;
     for (int r = 1; r < nranks; r++)
-        if (busy[r] == -1) worker_busy(s, r);
-    free(g_idle_since);
-    free(g_busy_since);
-    g_idle_since = g_busy_since = NULL;
+        if (busy[r] == WORKER_IDLE) worker_busy(s, r);
+    free(s->idle_since);
+    free(s->busy_since);
+    s->idle_since = s->busy_since = NULL;
     free(buf);
     free(busy);
     free(hosts);
@@ -722,11 +733,15 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     char *all = rank == 0 ? calloc((size_t)nranks, 64) : NULL;
+    if (rank == 0 && !all) { /* the gather needs it on every rank's behalf: nothing begun yet */
+        log_cmd("out of memory for the host names of %d ranks", nranks);
+        MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_USAGE);
+    }
     MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank != 0) return NULL;
-    /* distinct hosts, comma-separated */
+    /* distinct hosts, comma-separated; NULL (none named) when out of memory */
     char *out = calloc((size_t)nranks, 66);
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; out && r < nranks; r++) {
         const char *h = all + 64 * r;
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
@@ -739,6 +754,20 @@ char *sweep_gather_hostnames(int rank, int nranks) {
     return out;
 }
 
+/* The journal's SWEEP_END with this status and the time, synced; 0, or -1 (the journal
+ * failed: the sweep is then stopping for I/O). Nothing when it already is. */
+static int sweep_end(Sweep *s, const char *status) {
+    if (s->stop == STOP_IO) return -1;
+    char t[64];
+    env_info_now(t, sizeof t);
+    const char *kv[] = {"end_time", t, "status", status};
+    if (journal_append_sweep_end(s->j, kv, 2) != 0 || journal_sync(s->j) != 0) {
+        stop_journal(s);
+        return -1;
+    }
+    return 0;
+}
+
 /* The exit status (sweep.h) and the last line of the log. */
 static int finish(Sweep *s) {
     int failed = 0, finished = 0, n = 0;
@@ -749,14 +778,7 @@ static int finish(Sweep *s) {
         finished += s->runs[i].finished;
         failed += s->runs[i].finished && s->runs[i].status == RUN_FAILED;
     }
-    if (s->stop != STOP_IO) {
-        char t[64];
-        env_info_now(t, sizeof t);
-        const char *kv[] = {"end_time", t, "status",
-                            finished < n ? "stopped"
-                                         : (failed ? "complete_with_failures" : "complete")};
-        if (journal_append_sweep_end(s->j, kv, 2) != 0 || journal_sync(s->j) != 0) stop_journal(s);
-    }
+    sweep_end(s, finished < n ? "stopped" : failed ? "complete_with_failures" : "complete");
     if (s->stop != STOP_IO && s->sched->ops->shared) {
         last_joined_view(s);
     } else if (s->stop != STOP_IO) {
@@ -920,11 +942,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     if (sweep_signal_term()) {
         /* finished runs are already durable; flush what else there is, and say in the
          * journal that the sweep stopped (a reader can tell it from a crash) */
-        char t[64];
-        env_info_now(t, sizeof t);
-        const char *kv[] = {"end_time", t, "status", "stopped"};
-        if (s.stop != STOP_IO) journal_append_sweep_end(s.j, kv, 2);
-        journal_sync(s.j);
+        if (sweep_end(&s, "stopped") != 0 && s.j) journal_sync(s.j);
         log_info("%s: stopped; continue with %s", sweep_signal_name(), continue_with(&s));
         journal_close(s.j);
         s.j = NULL;
@@ -935,11 +953,7 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     rc = finish(&s);
     goto out;
 stop_workers:
-    for (int r = 1; r < nranks; r++) {
-        char host[64];
-        MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        send_stop(r, STOP_EXIT);
-    }
+    stop_workers_unstarted(nranks);
     if (s.j) journal_close(s.j);
 out:
     if (s.history) journal_reader_close(s.history);

@@ -103,9 +103,11 @@ typedef struct {
     int n_journaled;
     JournalDecision *latest; /* per contrast; look -2: nothing yet */
     int n_not_needed;
-    double idle_worker_seconds; /* worker ranks idle while the sweep went on */
-    double run_seconds;         /* a run's typical length, ASSIGN to END (0: none ended) */
-    GroupSync *gs;              /* many ranks: syncs the journal on its own thread */
+    double idle_worker_seconds;      /* worker ranks idle while the sweep went on */
+    double *idle_since, *busy_since; /* many ranks: when each worker became idle, when it
+                                        was given its run (0: not) */
+    double run_seconds;              /* a run's typical length, ASSIGN to END (0: none ended) */
+    GroupSync *gs;                   /* many ranks: syncs the journal on its own thread */
     /* each worker rank's last assignment, sent without waiting (MPI_Isend): a blocking send
      * completes only once the worker polls, and an idle worker polls after a back-off of up
      * to 20 ms (worker_rank.c), so rank 0 sat in MPI_Send, spinning, for most of each run

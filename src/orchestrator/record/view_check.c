@@ -145,12 +145,21 @@ static Block *read_blocks(hid_t file, size_t *n) {
         *n = (size_t)len;
         for (size_t i = 0; i < *n && !has_last; i++)
             b[i].last_run = b[i].run;
+        int lost = 0;
         for (size_t i = 0; i < *n; i++) /* our own copies: freed with free() */
             if (b[i].file) {
                 char *c = strdup(b[i].file);
+                lost |= !c; /* out of memory: the blocks cannot be checked */
                 H5free_memory(b[i].file);
                 b[i].file = c;
             }
+        if (lost) {
+            for (size_t i = 0; i < *n; i++)
+                free(b[i].file);
+            free(b);
+            b = NULL;
+            *n = 0;
+        }
     } else {
         free(b);
         b = NULL;
