@@ -64,7 +64,8 @@ static void h_elsewhere(void *ctx, int run, const JoinResult *res) {
 static int h_decided(void *ctx, const JournalDecision *d) {
     Fx *f = ctx;
     if (f->n_dec < 64) f->dec[f->n_dec++] = *d;
-    if (f->j && !f->unjournaled) CHECK(journal_append_decision(f->j, d) == 0); /* as the sweep */
+    if (f->j && !f->unjournaled)
+        CHECK_CMP(journal_append_decision(f->j, d), ==, 0); /* as the sweep */
     return 0;
 }
 static int h_not_needed(void *ctx, int run, const char *why) {
@@ -127,12 +128,12 @@ TEST(first_look_settles) {
     char err[ABL_ERR_MAX];
     CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
     /* seeds 1..4 of every configuration, lowest seed index first */
     int took[12], n = 0;
     for (int run; n < 12 && (run = sched_take(f.s, 0)) >= 0;)
         took[n++] = run;
-    CHECK(n == 12);
+    CHECK_CMP(n, ==, 12);
     for (int i = 0; i < n; i++)
         CHECK_MSG(took[i] == RUN(i % 3, i / 3), "take %d: run %d", i, took[i]);
     CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s)); /* nothing more until a look */
@@ -142,10 +143,10 @@ TEST(first_look_settles) {
     for (int i = 0; i < 12; i++) {
         EndEvent e = end_of(order[i], 1);
         sched_ended(f.s, order[i], &e);
-        if (i == 6 || i == 10) CHECK(f.n_dec == (i == 6 ? 0 : 1));
+        if (i == 6 || i == 10) CHECK_CMP(f.n_dec, ==, (i == 6 ? 0 : 1));
         if (i == 7) CHECK(f.n_dec == 1 && f.dec[0].contrast == 1);
     }
-    CHECK(f.n_dec == 2);
+    CHECK_CMP(f.n_dec, ==, 2);
     if (f.n_dec == 2) {
         CHECK(f.dec[0].contrast == 1 && f.dec[0].look == 0 && f.dec[0].n == 4 &&
               f.dec[0].verdict == SEQ_EQUIVALENT);
@@ -170,8 +171,8 @@ TEST(replay) {
         f.runs[i].finished = 1;
         f.runs[i].final_val_loss = k == 4 ? 100.0 * (i + 1) : loss_of(i);
     }
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
-    CHECK(f.n_dec == 2);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    CHECK_CMP(f.n_dec, ==, 2);
     if (f.n_dec == 2) {
         CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 4 && f.dec[0].verdict == SEQ_WORSE &&
               fabs(f.dec[0].diff - 1.000005) < 1e-9);
@@ -199,10 +200,10 @@ TEST(replay_reordered) {
         f.runs[j].final_val_loss = k == 4 ? 100.0 * (i + 1) : loss_of(i);
     }
     long before = id_index_total_compares();
-    CHECK(sched_start(f.s, f.runs, n) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, n), ==, 0);
     long compares = id_index_total_compares() - before;
     CHECK_MSG(compares <= 2 * n, "%ld id comparisons for %d journal runs", compares, n);
-    CHECK(f.n_dec == 2);
+    CHECK_CMP(f.n_dec, ==, 2);
     if (f.n_dec == 2) {
         CHECK(f.dec[0].contrast == 0 && f.dec[0].n == 4 && f.dec[0].verdict == SEQ_WORSE);
         CHECK(f.dec[1].contrast == 1 && f.dec[1].n == 4 && f.dec[1].verdict == SEQ_EQUIVALENT);
@@ -230,7 +231,7 @@ TEST(next_look_and_unstable) {
     char err[ABL_ERR_MAX];
     CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
     first_look_same_open(&f);
     CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
     /* seeds 5 and 6 of "same" and of the baseline, nothing of "far" (settled) */
@@ -238,8 +239,8 @@ TEST(next_look_and_unstable) {
     for (int i = 0; i < 4; i++)
         t[i] = sched_take(f.s, 0);
     CHECK(t[0] == RUN(0, 4) && t[1] == RUN(2, 4) && t[2] == RUN(0, 5) && t[3] == RUN(2, 5));
-    CHECK(sched_take(f.s, 0) == -1);
-    CHECK(f.n_not_needed == 4); /* far's seeds 5..8 */
+    CHECK_CMP(sched_take(f.s, 0), ==, -1);
+    CHECK_CMP(f.n_not_needed, ==, 4); /* far's seeds 5..8 */
     for (int i = 0; i < 4; i++) {
         EndEvent e = end_of(t[i], 1);
         if (i == 3) e.instability = INSTAB_ABOVE_UNIFORM; /* flagged, though done */
@@ -257,21 +258,21 @@ TEST(budget) {
     char err[ABL_ERR_MAX];
     CHECK_MSG(open_fx(&f, "  budget: {core_hours: 0.001}\n", NULL, err) == 0, "%s", err);
     if (!f.s) return;
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
     int run = sched_take(f.s, 0), other = sched_take(f.s, 0), third = sched_take(f.s, 0);
     EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
     sched_ended(f.s, run, &e);
     CHECK(f.n_dec == 2 && f.dec[0].verdict == SEQ_UNRESOLVED && !strcmp(f.dec[0].note, "budget"));
     CHECK(f.n_dec == 2 && f.dec[1].verdict == SEQ_UNRESOLVED && f.dec[1].look == -1);
     CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
-    CHECK(f.n_not_needed == f.plan.n_runs - 3); /* the ones still training are kept */
+    CHECK_CMP(f.n_not_needed, ==, f.plan.n_runs - 3); /* the ones still training are kept */
     /* one of them interrupted on its own is not needed any more: not taken again */
     sched_requeue(f.s, third);
     CHECK(f.n_not_needed == f.plan.n_runs - 2 && f.not_needed[f.n_not_needed - 1] == third);
     CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
     e = end_of(other, 1);
     sched_ended(f.s, other, &e); /* changes nothing */
-    CHECK(f.n_dec == 2);
+    CHECK_CMP(f.n_dec, ==, 2);
     close_fx(&f);
 }
 
@@ -288,9 +289,9 @@ TEST(budget_raised) {
         f.runs[i].status = k < 4 ? RUN_DONE : RUN_NOT_NEEDED;
         f.runs[i].final_val_loss = loss_of(i) + (i == RUN(2, 1) ? 0.5 : 0); /* same: open */
     }
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
     CHECK(f.n_dec == 2 && f.dec[1].contrast == 1 && f.dec[1].verdict == SEQ_OPEN);
-    CHECK(f.n_not_needed == 4); /* far's seeds 5..8 (the host keeps their status) */
+    CHECK_CMP(f.n_not_needed, ==, 4); /* far's seeds 5..8 (the host keeps their status) */
     int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
     CHECK(a == RUN(0, 4) && b == RUN(2, 4));
     close_fx(&f);
@@ -302,7 +303,7 @@ TEST(requeue) {
     char err[ABL_ERR_MAX];
     CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
     if (!f.s) return;
-    CHECK(sched_start(f.s, f.runs, f.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
     int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
     sched_requeue(f.s, a);
     CHECK(sched_more(f.s) && sched_take(f.s, 0) == a && sched_take(f.s, 0) != b);
@@ -372,8 +373,8 @@ TEST(joined_decides_from_claims) {
     CHECK(a.s->ops->shared && !strcmp(a.s->ops->continue_flag, "--join"));
     const int spec = RUN(1, 5); /* far/seed6: held by "other" */
     Journal *other = other_holds(out, a.plan.runs[spec].id);
-    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
-    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
+    CHECK_CMP(sched_start(b.s, b.runs, b.plan.n_runs), ==, 0);
     for (int i = 0; i < 12; i++) {
         int run = sched_take(a.s, 0);
         CHECK_MSG(run == RUN(i % 3, i / 3), "take %d: run %d", i, run);
@@ -386,13 +387,13 @@ TEST(joined_decides_from_claims) {
     }
     CHECK(a.n_dec == 2 && a.n_not_needed == 11 && a.n_elsewhere == 0);
     CHECK(sched_more(a.s)); /* the speculative run, held elsewhere */
-    CHECK(sched_take(b.s, 10) == -1);
+    CHECK_CMP(sched_take(b.s, 10), ==, -1);
     check_same_decisions(&a, &b);
     CHECK_MSG(b.n_not_needed == 0 && b.n_elsewhere == 23, "%d not needed, %d heard", b.n_not_needed,
               b.n_elsewhere);
     CHECK(same_bits(b.elsewhere[RUN(1, 2)].final_val_loss, loss_of(RUN(1, 2))) &&
           b.elsewhere[RUN(1, 2)].status == RUN_DONE);
-    CHECK(b.elsewhere[RUN(2, 6)].status == RUN_NOT_NEEDED);
+    CHECK_CMP(b.elsewhere[RUN(2, 6)].status, ==, RUN_NOT_NEEDED);
     CHECK(sched_more(b.s));
     /* "other" finishes its run: both stop waiting; it decides nothing */
     char path[ABL_PATH_MAX + 64];
@@ -402,7 +403,7 @@ TEST(joined_decides_from_claims) {
     CHECK(sched_take(a.s, 20) == -1 && !sched_more(a.s));
     CHECK(sched_take(b.s, 20) == -1 && !sched_more(b.s));
     CHECK(a.n_dec == 2 && b.n_dec == 2 && a.n_elsewhere == 1 && b.n_elsewhere == 24);
-    CHECK(a.elsewhere[spec].final_val_loss == 512.0);
+    CHECK_CMP(a.elsewhere[spec].final_val_loss, ==, 512.0);
     close_fx(&a);
     close_fx(&b);
     journal_close(other);
@@ -425,7 +426,7 @@ TEST(joined_shared) {
     char err[ABL_ERR_MAX], out[1200];
     CHECK_MSG(open_fx(&ref, "", NULL, err) == 0, "%s", err);
     if (!ref.s) return;
-    CHECK(sched_start(ref.s, ref.runs, ref.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(ref.s, ref.runs, ref.plan.n_runs), ==, 0);
     for (int run; (run = sched_take(ref.s, 0)) >= 0;) {
         EndEvent e = shared_end(run);
         sched_ended(ref.s, run, &e);
@@ -435,8 +436,8 @@ TEST(joined_shared) {
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
     if (!a.s || !b.s) return;
-    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
-    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
+    CHECK_CMP(sched_start(b.s, b.runs, b.plan.n_runs), ==, 0);
     int mine[2][12], n[2] = {0, 0};
     Fx *p[2] = {&a, &b};
     for (int i = 0; i < 12; i++) {
@@ -488,13 +489,13 @@ TEST(joined_budget) {
     CHECK_MSG(open_fx(&a, "  budget: {core_hours: 0.001}\n", out, err) == 0, "%s", err);
     if (!a.s) return;
     Journal *other = other_holds(out, a.plan.runs[RUN(0, 1)].id);
-    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
     int run = sched_take(a.s, 0), second = sched_take(a.s, 0);
     CHECK(run == RUN(0, 0) && second == RUN(1, 0));
     EndEvent e = end_of(run, 4.0); /* 3.6 s is the budget */
     sched_ended(a.s, run, &e);
     CHECK(a.n_dec == 2 && a.dec[0].verdict == SEQ_UNRESOLVED);
-    CHECK(a.n_not_needed == a.plan.n_runs - 3); /* ours training and the other's are kept */
+    CHECK_CMP(a.n_not_needed, ==, a.plan.n_runs - 3); /* ours training and the other's are kept */
     CHECK(sched_take(a.s, 10) == -1 && sched_more(a.s));
     join_path(out, "claims/", path, sizeof path);
     strcat(path, a.plan.runs[RUN(0, 1)].id);
@@ -502,7 +503,7 @@ TEST(joined_budget) {
     CHECK(sched_take(a.s, 20) == -1 && !sched_more(a.s) && a.n_elsewhere == 1);
     e = end_of(second, 1);
     sched_ended(a.s, second, &e);
-    CHECK(a.n_dec == 2);
+    CHECK_CMP(a.n_dec, ==, 2);
     close_fx(&a);
     journal_close(other);
 }
@@ -532,13 +533,13 @@ static int late_join_leaves(const char *name, int unjournaled, int left_one) {
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     if (!a.s) return -1;
     a.unjournaled = unjournaled;
-    CHECK(sched_start(a.s, a.runs, a.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
     for (int run; (run = sched_take(a.s, 0)) >= 0;) {
         EndEvent e = end_of(run, 1);
         sched_ended(a.s, run, &e);
     }
     CHECK(!sched_more(a.s) && a.n_dec == 2 && a.n_not_needed == 12);
-    CHECK(journal_sync(a.j) == 0);
+    CHECK_CMP(journal_sync(a.j), ==, 0);
     if (left_one) { /* its claim still held by A, which is gone (no heartbeat, no journal) */
         char path[ABL_PATH_MAX + 64];
         join_path(out, "claims/", path, sizeof path);
@@ -549,13 +550,13 @@ static int late_join_leaves(const char *name, int unjournaled, int left_one) {
     }
     CHECK_MSG(open_fx(&b, "", out, err) == 0, "%s", err);
     if (!b.s) return -1;
-    CHECK(sched_start(b.s, b.runs, b.plan.n_runs) == 0);
+    CHECK_CMP(sched_start(b.s, b.runs, b.plan.n_runs), ==, 0);
     check_same_decisions(&a, &b);
     CHECK(b.n_elsewhere == b.plan.n_runs - left_one && b.n_not_needed == left_one);
     CHECK(!sched_more(b.s));
     join_path(out, "procs", procs, sizeof procs);
-    CHECK(test_dir_entries(procs) == 2);
-    CHECK(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out) == 1);
+    CHECK_CMP(test_dir_entries(procs), ==, 2);
+    CHECK_CMP(b.s->ops->complete_on_start(b.s, b.plan.n_runs, out), ==, 1);
     int left = test_dir_entries(procs);
     close_fx(&a);
     close_fx(&b);
@@ -565,9 +566,9 @@ static int late_join_leaves(const char *name, int unjournaled, int left_one) {
 /* Joining a complete sweep leaves nothing, unless it recorded what no journal held (a
  * decision, or a run given up, left by processes killed first): then its journal keeps it. */
 TEST(joined_complete) {
-    CHECK(late_join_leaves("complete", 0, 0) == 1);
-    CHECK(late_join_leaves("complete-lost", 1, 0) == 0);
-    CHECK(late_join_leaves("complete-given", 0, 1) == 0);
+    CHECK_CMP(late_join_leaves("complete", 0, 0), ==, 1);
+    CHECK_CMP(late_join_leaves("complete-lost", 1, 0), ==, 0);
+    CHECK_CMP(late_join_leaves("complete-given", 0, 1), ==, 0);
 }
 
 /* A process whose replicate: rule differs from the first process's is refused in one line,
@@ -578,10 +579,10 @@ TEST(joined_rule_refused) {
     snprintf(out, sizeof out, "%s/rule.h5", g_tmp);
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     join_path(out, "procs", procs, sizeof procs);
-    CHECK(test_dir_entries(procs) == 1);
+    CHECK_CMP(test_dir_entries(procs), ==, 1);
     CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
     CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
-    CHECK(test_dir_entries(procs) == 1);
+    CHECK_CMP(test_dir_entries(procs), ==, 1);
     close_fx(&a);
     close_fx(&b);
 }

@@ -27,14 +27,14 @@ TEST(summary) {
 
 TEST(budget_steps) {
     /* the study's case: 1,300 tokens/s x 300 s / (2 x 128) tokens a step = 1523.4 -> 1523 */
-    CHECK(calib_budget_steps(1300, 300, 256) == 1523);
-    CHECK(calib_budget_steps(1000, 1.0, 400) == 3); /* 2.5 rounds away from zero */
-    CHECK(calib_budget_steps(1000, 1.0, 800) == 1); /* 1.25 */
-    CHECK(calib_budget_steps(10, 1.0, 1000) == 1);  /* at least one step */
-    CHECK(calib_budget_steps(0, 300, 256) == 0);    /* no throughput: no budget */
-    CHECK(calib_budget_steps(NAN, 300, 256) == 0);
-    CHECK(calib_budget_steps(1300, 300, 0) == 0);
-    CHECK(calib_budget_steps(1e300, 1e300, 1) == 0); /* beyond any step count */
+    CHECK_CMP(calib_budget_steps(1300, 300, 256), ==, 1523);
+    CHECK_CMP(calib_budget_steps(1000, 1.0, 400), ==, 3); /* 2.5 rounds away from zero */
+    CHECK_CMP(calib_budget_steps(1000, 1.0, 800), ==, 1); /* 1.25 */
+    CHECK_CMP(calib_budget_steps(10, 1.0, 1000), ==, 1);  /* at least one step */
+    CHECK_CMP(calib_budget_steps(0, 300, 256), ==, 0);    /* no throughput: no budget */
+    CHECK_CMP(calib_budget_steps(NAN, 300, 256), ==, 0);
+    CHECK_CMP(calib_budget_steps(1300, 300, 0), ==, 0);
+    CHECK_CMP(calib_budget_steps(1e300, 1e300, 1), ==, 0); /* beyond any step count */
 }
 
 static void config(RunConfig *c, const char *data) {
@@ -64,9 +64,9 @@ TEST(validate) {
     CHECK(run_config_validate(&c, err) != 0 && strstr(err, "train.calibrate_steps"));
     /* the budget: by time until the sweep has calibrated it, then its steps */
     c.train.calibrate_steps = 5;
-    CHECK(run_config_total_steps(&c) == -1);
+    CHECK_CMP(run_config_total_steps(&c), ==, -1);
     c.train.calibrated_steps = 42;
-    CHECK(run_config_total_steps(&c) == 42);
+    CHECK_CMP(run_config_total_steps(&c), ==, 42);
 }
 
 TEST(record) {
@@ -86,8 +86,8 @@ TEST(record) {
     snprintf(c.t.host, sizeof c.t.host, "node7");
     snprintf(c.t.blas_core, sizeof c.t.blas_core, "SkylakeX");
     snprintf(c.t.utc, sizeof c.t.utc, "2026-12-02T05:00:00.000Z");
-    CHECK(journal_append_calibration(j, &c) == 0);
-    CHECK(journal_close(j) == 0);
+    CHECK_CMP(journal_append_calibration(j, &c), ==, 0);
+    CHECK_CMP(journal_close(j), ==, 0);
     JournalReader *rd = journal_reader_open(path, err);
     CHECK_MSG(rd != NULL, "%s", err);
     if (!rd) return;
@@ -95,7 +95,7 @@ TEST(record) {
     JournalCalibration b;
     CHECK(journal_reader_next(rd, &rec) == 1 && rec.type == JREC_CALIBRATION &&
           rec.run == JOURNAL_NO_RUN && !strcmp(journal_type_name(rec.type), "calibration"));
-    CHECK(journal_decode_calibration(&rec, &b) == 0);
+    CHECK_CMP(journal_decode_calibration(&rec, &b), ==, 0);
     CHECK(!strcmp(b.group, c.group) && !strcmp(b.config, c.config) && b.trial == 2 &&
           b.warmup == CALIB_WARMUP_STEPS && b.t.tokens_per_s == 1234.5 && b.t.seconds == 0.25 &&
           isnan(b.t.load1) && b.t.steps == 20 && !strcmp(b.t.host, "node7") &&
@@ -104,11 +104,11 @@ TEST(record) {
     for (uint32_t n = 0; n < rec.len; n++) {
         JournalRecord cut = rec;
         cut.len = n;
-        CHECK(journal_decode_calibration(&cut, &b) == -1);
+        CHECK_CMP(journal_decode_calibration(&cut, &b), ==, -1);
     }
     JournalRecord other = rec;
     other.type = JREC_DECISION;
-    CHECK(journal_decode_calibration(&other, &b) == -1);
+    CHECK_CMP(journal_decode_calibration(&other, &b), ==, -1);
     journal_reader_close(rd);
 }
 
@@ -135,12 +135,12 @@ TEST(trains_calibrated_steps) {
     CHECK_MSG(calib_trial(&c, 1, &d, &t, err) == 0, "%s", err);
     CHECK(t.steps == 4 && t.seconds > 0 && t.tokens_per_s > 0 && t.host[0] && t.blas_core[0] &&
           t.utc[0]);
-    CHECK(fabs(t.tokens_per_s * t.seconds - 4.0 * 4 * c.model.context) < 1e-6);
+    CHECK_CMP(fabs(t.tokens_per_s * t.seconds - 4.0 * 4 * c.model.context), <, 1e-6);
     c.train.calibrated_steps = 7;
     Trainer tr;
     CHECK_MSG(trainer_init(&tr, &c, 1, &d, err) == 0, "%s", err);
     EndEvent end;
-    CHECK(trainer_run(&tr, NULL, NULL, &end) == RUN_DONE);
+    CHECK_CMP(trainer_run(&tr, NULL, NULL, &end), ==, RUN_DONE);
     CHECK_MSG(end.steps == 7, "trained %ld steps", end.steps);
     trainer_free(&tr);
     dataset_free(&d);

@@ -66,7 +66,7 @@ TEST(char) {
     for (int i = 0; i < 200; i++)
         text[i] = alphabet[(i * 7 + i / 3) % (int)strlen(alphabet)];
     text[200] = '\0';
-    CHECK(test_write_file(path, text, 200) == 0);
+    CHECK_CMP(test_write_file(path, text, 200), ==, 0);
 
     DataConfig cfg = data_cfg(path, TOK_CHAR, 0.1);
     Dataset d;
@@ -81,26 +81,26 @@ TEST(char) {
     int distinct = 0;
     for (int c = 0; c < 256; c++)
         distinct += seen[c];
-    CHECK(d.vocab_size == distinct);
-    CHECK(d.tokenizer == TOK_CHAR);
+    CHECK_CMP(d.vocab_size, ==, distinct);
+    CHECK_CMP(d.tokenizer, ==, TOK_CHAR);
     for (int i = 1; i < d.vocab_size; i++)
-        CHECK(d.chars[i - 1] < d.chars[i]);
+        CHECK_CMP(d.chars[i - 1], <, d.chars[i]);
     for (int c = 0; c < 256; c++) {
         if (seen[c]) {
             CHECK(d.char_to_id[c] >= 0 && d.chars[d.char_to_id[c]] == c);
         } else {
-            CHECK(d.char_to_id[c] == -1);
+            CHECK_CMP(d.char_to_id[c], ==, -1);
         }
     }
-    CHECK(d.n_tokens == 200);
-    CHECK(d.n_train == 200 - 20);
+    CHECK_CMP(d.n_tokens, ==, 200);
+    CHECK_CMP(d.n_train, ==, 200 - 20);
     for (long i = 0; i < d.n_tokens; i++)
         CHECK(d.tokens[i] >= 0 && d.tokens[i] < d.vocab_size);
 
     /* Round trip: the stream decodes to the file; encoding the file gives the stream. */
     char out[256];
     int w = dataset_decode(&d, d.tokens, (int)d.n_tokens, out, sizeof out);
-    CHECK(w == 200);
+    CHECK_CMP(w, ==, 200);
     CHECK(memcmp(out, text, 200) == 0 && out[200] == '\0');
     int32_t ids[256];
     int n = dataset_encode(&d, text, ids, 256, err);
@@ -108,11 +108,11 @@ TEST(char) {
     CHECK(n == 200 && memcmp(ids, d.tokens, 200 * sizeof(int32_t)) == 0);
 
     /* Empty prompt, unknown character, too many tokens. */
-    CHECK(dataset_encode(&d, "", ids, 256, err) == 0);
+    CHECK_CMP(dataset_encode(&d, "", ids, 256, err), ==, 0);
     err[0] = '\0';
-    CHECK(dataset_encode(&d, "hello Z", ids, 256, err) == -1);
+    CHECK_CMP(dataset_encode(&d, "hello Z", ids, 256, err), ==, -1);
     CHECK_MSG(strstr(err, "'Z'") && strstr(err, "vocabulary"), "%s", err);
-    CHECK(dataset_encode(&d, "hello", ids, 3, err) == -1);
+    CHECK_CMP(dataset_encode(&d, "hello", ids, 3, err), ==, -1);
 
     /* Decode never overflows and always terminates. */
     char small[5];
@@ -127,7 +127,7 @@ TEST(char) {
     rc = dataset_load(&d, &cfg, 8, err);
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
-        CHECK(d.n_train == 200);
+        CHECK_CMP(d.n_train, ==, 200);
         dataset_free(&d);
     }
 
@@ -144,7 +144,7 @@ TEST(char) {
     char empty[512], missing[512];
     test_path(empty, sizeof empty, "empty.txt");
     test_path(missing, sizeof missing, "no-such-file.txt");
-    CHECK(test_write_file(empty, "", 0) == 0);
+    CHECK_CMP(test_write_file(empty, "", 0), ==, 0);
     DataConfig ce = data_cfg(empty, TOK_CHAR, 0.0);
     expect_load_error(&ce, 4, "empty");
     DataConfig cm = data_cfg(missing, TOK_CHAR, 0.0);
@@ -167,7 +167,7 @@ TEST(corpus_file) {
     if (rc != 0) return;
     CHECK_MSG(d.vocab_size == 65, "vocab %d", d.vocab_size);
     CHECK_MSG(d.n_tokens == 1115394, "n_tokens %ld", d.n_tokens);
-    CHECK(d.n_train == 1115394 - 111539);
+    CHECK_CMP(d.n_train, ==, 1115394 - 111539);
     dataset_free(&d);
 }
 
@@ -177,14 +177,14 @@ TEST(byte) {
     unsigned char data[600];
     for (int i = 0; i < 600; i++)
         data[i] = (unsigned char)((i * 37 + 11) % 256);
-    CHECK(test_write_file(path, data, sizeof data) == 0);
+    CHECK_CMP(test_write_file(path, data, sizeof data), ==, 0);
     DataConfig cfg = data_cfg(path, TOK_BYTE, 0.25);
     Dataset d;
     char err[ABL_ERR_MAX] = "";
     int rc = dataset_load(&d, &cfg, 16, err);
     CHECK_MSG(rc == 0, "%s", err);
     if (rc != 0) return;
-    CHECK(d.vocab_size == 256);
+    CHECK_CMP(d.vocab_size, ==, 256);
     CHECK(d.n_tokens == 600 && d.n_train == 450);
     int ok = 1;
     for (int i = 0; i < 600; i++)
@@ -193,10 +193,10 @@ TEST(byte) {
     const char *text = "Any bytes: \xc3\xa9\x01~";
     int32_t ids[64];
     int n = dataset_encode(&d, text, ids, 64, err);
-    CHECK(n == (int)strlen(text));
+    CHECK_CMP(n, ==, (int)strlen(text));
     char out[64];
-    CHECK(dataset_decode(&d, ids, n, out, sizeof out) == n);
-    CHECK(strcmp(out, text) == 0);
+    CHECK_CMP(dataset_decode(&d, ids, n, out, sizeof out), ==, n);
+    CHECK_EQ_STR(out, text);
     dataset_free(&d);
 }
 
@@ -207,7 +207,7 @@ TEST(bin) {
         toks[i] = (uint16_t)((i * 7919) % 50257);
     char path[512];
     test_path(path, sizeof path, "tokens.bin");
-    CHECK(write_bin(path, 20240520, 1, N, toks, N) == 0);
+    CHECK_CMP(write_bin(path, 20240520, 1, N, toks, N), ==, 0);
 
     DataConfig cfg = data_cfg(path, TOK_TOKENS, 0.1);
     Dataset d;
@@ -223,21 +223,21 @@ TEST(bin) {
         unsetenv("ABLATE_GPT2_VOCAB");
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
-        CHECK(d.vocab_size == 50257);
+        CHECK_CMP(d.vocab_size, ==, 50257);
         CHECK(d.n_tokens == N && d.n_train == N - 100);
         int ok = 1;
         for (int i = 0; i < N; i++)
             ok &= d.tokens[i] == toks[i];
         CHECK(ok);
         /* Without GPT-2's vocabulary, prompts are ids and decoding prints <id>. */
-        CHECK(d.bpe == NULL);
+        CHECK_CMP(d.bpe, ==, NULL);
         int32_t ids[8];
-        CHECK(dataset_encode(&d, "  464 3290\n", ids, 8, err) == 2);
+        CHECK_CMP(dataset_encode(&d, "  464 3290\n", ids, 8, err), ==, 2);
         CHECK(ids[0] == 464 && ids[1] == 3290);
-        CHECK(dataset_encode(&d, "", ids, 8, err) == 0);
+        CHECK_CMP(dataset_encode(&d, "", ids, 8, err), ==, 0);
         CHECK(dataset_encode(&d, "464 dog", ids, 8, err) == -1 && strstr(err, "dog"));
         CHECK(dataset_encode(&d, "50257", ids, 8, err) == -1 && strstr(err, "range"));
-        CHECK(dataset_encode(&d, "-1", ids, 8, err) == -1);
+        CHECK_CMP(dataset_encode(&d, "-1", ids, 8, err), ==, -1);
         char out[32];
         ids[0] = 464;
         ids[1] = 3290;
@@ -252,13 +252,13 @@ TEST(bin) {
         small[i] = (uint16_t)(i % 50);
     char spath[512];
     test_path(spath, sizeof spath, "small-vocab.bin");
-    CHECK(write_bin(spath, 20240520, 1, 100, small, 100) == 0);
+    CHECK_CMP(write_bin(spath, 20240520, 1, 100, small, 100), ==, 0);
     DataConfig cs = data_cfg(spath, TOK_TOKENS, 0.0);
     cs.vocab_size = 50;
     rc = dataset_load(&d, &cs, 8, err);
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
-        CHECK(d.vocab_size == 50);
+        CHECK_CMP(d.vocab_size, ==, 50);
         dataset_free(&d);
     }
     cs.vocab_size = 40;
@@ -269,7 +269,7 @@ TEST(bin) {
     /* Bad magic (the value found and the expected one). */
     char bpath[512];
     test_path(bpath, sizeof bpath, "bad-magic.bin");
-    CHECK(write_bin(bpath, 12345, 1, N, toks, N) == 0);
+    CHECK_CMP(write_bin(bpath, 12345, 1, N, toks, N), ==, 0);
     DataConfig cb = data_cfg(bpath, TOK_TOKENS, 0.1);
     expect_load_error(&cb, 32, "magic");
     expect_load_error(&cb, 32, "12345");
@@ -278,14 +278,14 @@ TEST(bin) {
     /* Unsupported version. */
     char vpath[512];
     test_path(vpath, sizeof vpath, "version.bin");
-    CHECK(write_bin(vpath, 20240520, 7, N, toks, N) == 0);
+    CHECK_CMP(write_bin(vpath, 20240520, 7, N, toks, N), ==, 0);
     DataConfig cv = data_cfg(vpath, TOK_TOKENS, 0.1);
     expect_load_error(&cv, 32, "version 7");
 
     /* Truncated: declares N tokens, holds N/2 (both numbers in the message). */
     char tpath[512];
     test_path(tpath, sizeof tpath, "truncated.bin");
-    CHECK(write_bin(tpath, 20240520, 1, N, toks, N / 2) == 0);
+    CHECK_CMP(write_bin(tpath, 20240520, 1, N, toks, N / 2), ==, 0);
     DataConfig ct = data_cfg(tpath, TOK_TOKENS, 0.1);
     expect_load_error(&ct, 32, "truncated");
     expect_load_error(&ct, 32, "1000");
@@ -296,7 +296,7 @@ TEST(bin) {
     test_path(hpath, sizeof hpath, "short.bin");
     unsigned char hdr[100] = {0};
     put_i32(hdr, 20240520);
-    CHECK(test_write_file(hpath, hdr, sizeof hdr) == 0);
+    CHECK_CMP(test_write_file(hpath, hdr, sizeof hdr), ==, 0);
     DataConfig ch = data_cfg(hpath, TOK_TOKENS, 0.1);
     expect_load_error(&ch, 32, "header");
 
@@ -304,7 +304,7 @@ TEST(bin) {
     char epath[512], mpath[512];
     test_path(epath, sizeof epath, "empty.bin");
     test_path(mpath, sizeof mpath, "missing.bin");
-    CHECK(test_write_file(epath, "", 0) == 0);
+    CHECK_CMP(test_write_file(epath, "", 0), ==, 0);
     DataConfig ce = data_cfg(epath, TOK_TOKENS, 0.1);
     expect_load_error(&ce, 32, "empty");
     DataConfig cm = data_cfg(mpath, TOK_TOKENS, 0.1);
@@ -341,9 +341,9 @@ static int load_ramp(Dataset *d, long n, double val_fraction, int context) {
 TEST(batches) {
     enum { N = 5000, B = 4, T = 16 };
     Dataset d;
-    CHECK(load_ramp(&d, N, 0.2, T) == 0);
+    CHECK_CMP(load_ramp(&d, N, 0.2, T), ==, 0);
     if (!d.tokens) return;
-    CHECK(d.n_train == 4000);
+    CHECK_CMP(d.n_train, ==, 4000);
     int32_t x1[B * T], y1[B * T], x2[B * T], y2[B * T];
 
     /* Same seed and step: identical; a different step or seed: different. */
@@ -351,16 +351,16 @@ TEST(batches) {
     dataset_train_batch(&d, 42, 7, B, T, x2, y2);
     CHECK(memcmp(x1, x2, sizeof x1) == 0 && memcmp(y1, y2, sizeof y1) == 0);
     dataset_train_batch(&d, 43, 7, B, T, x2, y2);
-    CHECK(memcmp(x1, x2, sizeof x1) != 0);
+    CHECK_CMP(memcmp(x1, x2, sizeof x1), !=, 0);
     dataset_train_batch(&d, 42, 8, B, T, x2, y2);
-    CHECK(memcmp(x1, x2, sizeof x1) != 0);
+    CHECK_CMP(memcmp(x1, x2, sizeof x1), !=, 0);
 
     /* Window b is a pure function of (seed, step, b): a batch of one at counter step*B+b
      * reproduces it (step' = step*B+b with B = 1). */
     for (int b = 0; b < B; b++) {
         int32_t xo[T], yo[T];
         dataset_train_batch(&d, 42, 7L * B + b, 1, T, xo, yo);
-        CHECK(memcmp(xo, x1 + b * T, sizeof xo) == 0);
+        CHECK_CMP(memcmp(xo, x1 + b * T, sizeof xo), ==, 0);
     }
 
     /* Many windows: contiguous, shifted by one, inside the train split; starts cover it. */
@@ -390,18 +390,18 @@ TEST(batches) {
 TEST(val_windows) {
     enum { N = 5000, T = 16 };
     Dataset d;
-    CHECK(load_ramp(&d, N, 0.2, T) == 0);
+    CHECK_CMP(load_ramp(&d, N, 0.2, T), ==, 0);
     if (!d.tokens) return;
     long n_val = N - d.n_train; /* 1000 */
 
     /* Count rule: eval_tokens / T, at least 1, at most the non-overlapping windows. */
-    CHECK(dataset_val_windows(&d, 0, T) == 1);
-    CHECK(dataset_val_windows(&d, 15, T) == 1);
-    CHECK(dataset_val_windows(&d, 160, T) == 10);
-    CHECK(dataset_val_windows(&d, 175, T) == 10);
+    CHECK_CMP(dataset_val_windows(&d, 0, T), ==, 1);
+    CHECK_CMP(dataset_val_windows(&d, 15, T), ==, 1);
+    CHECK_CMP(dataset_val_windows(&d, 160, T), ==, 10);
+    CHECK_CMP(dataset_val_windows(&d, 175, T), ==, 10);
     int cap = dataset_val_windows(&d, 1000000, T);
-    CHECK(cap == (int)((n_val - 1) / T));
-    CHECK((long)cap * T <= n_val);
+    CHECK_CMP(cap, ==, (int)((n_val - 1) / T));
+    CHECK_CMP((long)cap * T, <=, n_val);
 
     int ns[] = {1, 2, 7, cap};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
@@ -435,10 +435,10 @@ TEST(val_windows) {
     dataset_free(&d);
 
     /* A validation split of exactly context + 1 tokens: one window. */
-    CHECK(load_ramp(&d, 170, 0.1, T) == 0);
+    CHECK_CMP(load_ramp(&d, 170, 0.1, T), ==, 0);
     if (d.tokens) {
-        CHECK(d.n_tokens - d.n_train == 17);
-        CHECK(dataset_val_windows(&d, 100000, T) == 1);
+        CHECK_CMP(d.n_tokens - d.n_train, ==, 17);
+        CHECK_CMP(dataset_val_windows(&d, 100000, T), ==, 1);
         int32_t x[T], y[T];
         dataset_val_window(&d, 0, 1, T, x, y);
         CHECK(x[0] == d.n_train && y[T - 1] == 169);
@@ -446,13 +446,13 @@ TEST(val_windows) {
     }
 
     /* No validation split (val_fraction 0): windows come from the train split. */
-    CHECK(load_ramp(&d, 500, 0.0, T) == 0);
+    CHECK_CMP(load_ramp(&d, 500, 0.0, T), ==, 0);
     if (d.tokens) {
         int n = dataset_val_windows(&d, 100000, T);
-        CHECK(n == (500 - 1) / T);
+        CHECK_CMP(n, ==, (500 - 1) / T);
         int32_t x[T], y[T];
         dataset_val_window(&d, n - 1, n, T, x, y);
-        CHECK(y[T - 1] == 499);
+        CHECK_CMP(y[T - 1], ==, 499);
         dataset_free(&d);
     }
 }

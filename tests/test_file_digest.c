@@ -23,7 +23,7 @@ static char tmp[512], cache[600];
 /* The name of path's entry, as the cache names it (docs/spec.md, "The data's identity"). */
 static void entry_name(const char *path, char *out, size_t cap) {
     struct stat st;
-    CHECK(stat(path, &st) == 0);
+    CHECK_CMP(stat(path, &st), ==, 0);
     snprintf(out, cap, "%llx-%llx-%lld-%lld.%09ld-%lld.%09ld", (unsigned long long)st.st_dev,
              (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
              (long)st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, (long)st.st_ctim.tv_nsec);
@@ -122,7 +122,7 @@ static void plant_old_entry(const char *dir, const char *young, int how) {
         CHECK(text && test_write_file(to, text, (size_t)n) == 0);
         free(text);
     } else {
-        CHECK(symlink(from, to) == 0);
+        CHECK_CMP(symlink(from, to), ==, 0);
     }
 }
 
@@ -149,22 +149,22 @@ TEST(read_digest) {
     unsigned char *buf;
     long len;
     int cached = -1;
-    CHECK(file_read_digest("data file", path, cache, &buf, &len, hex, &cached, err) == 0);
+    CHECK_CMP(file_read_digest("data file", path, cache, &buf, &len, hex, &cached, err), ==, 0);
     sha256_buf_hex("hello, world\n", 13, want);
     CHECK(len == 13 && !strcmp(hex, want) && cached == 0);
     free(buf);
     CHECK_MSG(count_entries() == 0, "a file written just now was cached");
     test_write_text(path, "world, hello\n"); /* same size, same inode, maybe the same mtime */
-    CHECK(file_read_digest("data file", path, cache, &buf, &len, hex, &cached, err) == 0);
+    CHECK_CMP(file_read_digest("data file", path, cache, &buf, &len, hex, &cached, err), ==, 0);
     sha256_buf_hex("world, hello\n", 13, want);
     CHECK_MSG(!strcmp(hex, want), "a same-size rewrite kept the old digest");
     free(buf);
     long long size;
-    CHECK(file_digest(path, cache, hex, &size, &cached, err) == 0);
+    CHECK_CMP(file_digest(path, cache, hex, &size, &cached, err), ==, 0);
     CHECK(!strcmp(hex, want) && size == 13 && cached == 0);
     CHECK(file_digest(path, "", hex, &size, &cached, err) == 0 && !strcmp(hex, want));
-    CHECK(file_digest("/nonexistent/data.txt", cache, hex, &size, &cached, err) == -1);
-    CHECK(strstr(err, "/nonexistent/data.txt") != NULL);
+    CHECK_CMP(file_digest("/nonexistent/data.txt", cache, hex, &size, &cached, err), ==, -1);
+    CHECK_CMP(strstr(err, "/nonexistent/data.txt"), !=, NULL);
 }
 
 /* A file that has been still for a while (this source file) is hashed once, then known by
@@ -172,19 +172,19 @@ TEST(read_digest) {
 TEST(cache_hit) {
     const char *src = ABLATE_TEST_SOURCE;
     struct stat st;
-    CHECK(stat(src, &st) == 0);
+    CHECK_CMP(stat(src, &st), ==, 0);
     char hex[65], hex2[65], want[65], err[ABL_ERR_MAX];
     long long size, wsize;
     int cached = -1;
-    CHECK(sha256_file(src, want, &wsize) == 0);
-    CHECK(file_digest(src, cache, hex, &size, &cached, err) == 0);
+    CHECK_CMP(sha256_file(src, want, &wsize), ==, 0);
+    CHECK_CMP(file_digest(src, cache, hex, &size, &cached, err), ==, 0);
     CHECK(!strcmp(hex, want) && size == wsize && cached == 0);
-    CHECK(file_digest(src, cache, hex2, &size, &cached, err) == 0);
+    CHECK_CMP(file_digest(src, cache, hex2, &size, &cached, err), ==, 0);
     CHECK_MSG(cached == 1, "the digest of %s was not cached", src);
-    CHECK(!strcmp(hex2, want));
+    CHECK_EQ_STR(hex2, want);
     unsigned char *buf;
     long len;
-    CHECK(file_read_digest("data file", src, cache, &buf, &len, hex2, &cached, err) == 0);
+    CHECK_CMP(file_read_digest("data file", src, cache, &buf, &len, hex2, &cached, err), ==, 0);
     CHECK(cached == 1 && !strcmp(hex2, want) && len == wsize);
     free(buf);
 }
@@ -205,20 +205,20 @@ TEST(dataset_identity) {
     dc.val_fraction = 0.0;
     Dataset da, db, dz;
     snprintf(dc.path, sizeof dc.path, "%s", a);
-    CHECK(dataset_load(&da, &dc, 4, err) == 0);
+    CHECK_CMP(dataset_load(&da, &dc, 4, err), ==, 0);
     snprintf(dc.path, sizeof dc.path, "%s", b);
-    CHECK(dataset_load(&db, &dc, 4, err) == 0);
+    CHECK_CMP(dataset_load(&db, &dc, 4, err), ==, 0);
     snprintf(dc.path, sizeof dc.path, "%s", c);
-    CHECK(dataset_load(&dz, &dc, 4, err) == 0);
+    CHECK_CMP(dataset_load(&dz, &dc, 4, err), ==, 0);
     char want[65];
     long long n;
-    CHECK(sha256_file(a, want, &n) == 0);
+    CHECK_CMP(sha256_file(a, want, &n), ==, 0);
     CHECK(!strcmp(da.identity.sha256, want) && da.identity.bytes == n);
     CHECK(!strcmp(da.identity.tokenizer, "char") && da.identity.vocab_size == 10);
-    CHECK(!strcmp(da.identity.vocab, db.identity.vocab));
-    CHECK(strcmp(da.identity.sha256, db.identity.sha256) != 0);
+    CHECK_EQ_STR(da.identity.vocab, db.identity.vocab);
+    CHECK_CMP(strcmp(da.identity.sha256, db.identity.sha256), !=, 0);
     CHECK(!data_identity_same(&da.identity, &db.identity));
-    CHECK(strcmp(da.identity.vocab, dz.identity.vocab) != 0);
+    CHECK_CMP(strcmp(da.identity.vocab, dz.identity.vocab), !=, 0);
     DataIdentity moved = da.identity; /* the same bytes under another path are the same data */
     snprintf(moved.path, sizeof moved.path, "elsewhere.txt");
     CHECK(data_identity_same(&da.identity, &moved));
@@ -285,7 +285,7 @@ TEST(other_owner_entry) {
     young_file(young, sizeof young, sha);
     plant_old_entry(dir, young, 0);
     entry_path(dir, young, entry, sizeof entry);
-    CHECK(chown(entry, 4242, 4242) == 0);
+    CHECK_CMP(chown(entry, 4242, 4242), ==, 0);
     expect_refused(dir, young, sha, "belongs to uid 4242");
 }
 
@@ -301,8 +301,8 @@ TEST(untrusted_dir) {
         plant_old_entry(dir, young, 0);
         entry_path(dir, young, entry, sizeof entry);
         const char *bad = c == 2 ? digests : c == 1 ? dir : digests;
-        if (c == 0) CHECK(chmod(digests, 0775) == 0);
-        if (c == 1) CHECK(chmod(dir, 0777) == 0);
+        if (c == 0) CHECK_CMP(chmod(digests, 0775), ==, 0);
+        if (c == 1) CHECK_CMP(chmod(dir, 0777), ==, 0);
         if (c == 2) { /* digests/ moved away, a symlink to it in its place */
             char moved[900];
             snprintf(moved, sizeof moved, "%s/elsewhere", dir);
@@ -325,7 +325,7 @@ TEST(untrusted_dir) {
         /* nor written: the old file's entry removed is not written again */
         char old_entry[1024];
         entry_path(dir, old_file(), old_entry, sizeof old_entry);
-        CHECK(unlink(old_entry) == 0);
+        CHECK_CMP(unlink(old_entry), ==, 0);
         digest_said(old_file(), dir, 0, hex, &cached, warn, sizeof warn);
         CHECK_MSG(cached == 0 && access(old_entry, F_OK) != 0, "an untrusted cache was written");
     }

@@ -146,7 +146,7 @@ TEST(codec) {
         /* Exactly enough room works; one byte less fails. */
         uint8_t tight[EVENT_PACK_MAX];
         CHECK(event_pack(&ev[i], tight, n) == n && memcmp(tight, buf + off, n) == 0);
-        CHECK(event_pack(&ev[i], tight, n - 1) == 0);
+        CHECK_CMP(event_pack(&ev[i], tight, n - 1), ==, 0);
         /* Every truncation fails to unpack. */
         for (size_t cut = 0; cut < n; cut++) {
             size_t used;
@@ -165,23 +165,23 @@ TEST(codec) {
     for (int i = 0; i < 6; i++) {
         size_t used = 0;
         memset(&back, 0x5a, sizeof back);
-        CHECK(event_unpack(buf + pos, off - pos, &back, &used) == 0);
+        CHECK_CMP(event_unpack(buf + pos, off - pos, &back, &used), ==, 0);
         CHECK_MSG(events_equal(&ev[i], &back), "event %d differs after a round trip", i);
         pos += used;
     }
-    CHECK(pos == off);
+    CHECK_CMP(pos, ==, off);
     /* A typical step event is small. */
     Event st = {.kind = EV_STEP};
     st.u.step = (StepEvent){500, 500 * 1024, 2.0, 1e-3, 0.5, 3.0};
-    CHECK(event_packed_size(&st) <= 40);
+    CHECK_CMP(event_packed_size(&st), <=, 40);
     /* Garbage kinds and oversize head counts are rejected. */
     uint8_t bad[2] = {EV_KIND_COUNT, 0};
     size_t used;
-    CHECK(event_unpack(bad, 2, &back, &used) != 0);
+    CHECK_CMP(event_unpack(bad, 2, &back, &used), !=, 0);
     Event act = ev[3];
     act.u.act.n_head = 3;
     size_t n = event_pack(&act, buf, sizeof buf);
-    CHECK(n > 0);
+    CHECK_CMP(n, >, 0);
     CHECK(event_unpack(buf, n, &back, &used) == 0 && back.u.act.n_head == 3);
 }
 
@@ -205,15 +205,15 @@ static void write_sample_journal(const char *path, Expect *exp, RunConfig *cfg) 
     const char *kv[] = {
         "spec", "sweep:\n  name: x\n", "ablate_version", "0.1.0", "ranks", "3", "empty", ""};
     exp[k++] = (Expect){journal_size(j), JREC_HEADER, JOURNAL_NO_RUN};
-    CHECK(journal_append_header(j, kv, 4) == 0);
+    CHECK_CMP(journal_append_header(j, kv, 4), ==, 0);
     run_config_default(cfg);
     cfg->model.n_head = 2;
     cfg->train.lr = 0.1 + 0.2; /* not a short decimal */
     snprintf(cfg->sample.prompt, sizeof cfg->sample.prompt, "line one\nback\\slash=x");
     exp[k++] = (Expect){journal_size(j), JREC_PLAN, 7};
-    CHECK(journal_append_plan(j, 7, "0123456789abcdef", "act=relu,seed=1", 42, cfg) == 0);
+    CHECK_CMP(journal_append_plan(j, 7, "0123456789abcdef", "act=relu,seed=1", 42, cfg), ==, 0);
     exp[k++] = (Expect){journal_size(j), JREC_RUN_BEGIN, 7};
-    CHECK(journal_append_begin(j, 7, 2, 3, "node-a", 100) == 0);
+    CHECK_CMP(journal_append_begin(j, 7, 2, 3, "node-a", 100), ==, 0);
     static Event ev[6];
     fill_events(ev);
     static uint8_t packed[6 * EVENT_PACK_MAX];
@@ -221,23 +221,23 @@ static void write_sample_journal(const char *path, Expect *exp, RunConfig *cfg) 
     for (int i = 0; i < 6; i++)
         n += event_pack(&ev[i], packed + n, sizeof packed - n);
     exp[k++] = (Expect){journal_size(j), JREC_EVENTS, 7};
-    CHECK(journal_append_events(j, 7, 2, packed, n) == 0);
+    CHECK_CMP(journal_append_events(j, 7, 2, packed, n), ==, 0);
     exp[k++] = (Expect){journal_size(j), JREC_CHECKPOINT, 7};
-    CHECK(journal_append_checkpoint(j, 7, 2, 150, "ckpt/7-150.bin") == 0);
+    CHECK_CMP(journal_append_checkpoint(j, 7, 2, 150, "ckpt/7-150.bin"), ==, 0);
     /* Bigger than the 1 MiB buffer: written directly. */
     size_t big_n = 3u << 20;
     uint8_t *big = malloc(big_n);
     for (size_t i = 0; i < big_n; i++)
         big[i] = (uint8_t)(i * 7 + 1);
     exp[k++] = (Expect){journal_size(j), 200, 9};
-    CHECK(journal_append(j, 200, 9, big, big_n) == 0);
+    CHECK_CMP(journal_append(j, 200, 9, big, big_n), ==, 0);
     free(big);
     exp[k++] = (Expect){journal_size(j), JREC_RUN_END, 7};
-    CHECK(journal_append_end(j, 7, 2, 3, "node-a", &ev[5].u.end) == 0);
-    CHECK(journal_sync(j) == 0);
+    CHECK_CMP(journal_append_end(j, 7, 2, 3, "node-a", &ev[5].u.end), ==, 0);
+    CHECK_CMP(journal_sync(j), ==, 0);
     const char *endkv[] = {"end_time", "2024-01-02T03:04:05Z"};
     exp[k++] = (Expect){journal_size(j), JREC_SWEEP_END, JOURNAL_NO_RUN};
-    CHECK(journal_append_sweep_end(j, endkv, 1) == 0);
+    CHECK_CMP(journal_append_sweep_end(j, endkv, 1), ==, 0);
     /* The last record: a moderate EVENTS batch (cut at every byte below). */
     n = 0;
     for (int i = 0; i < 12; i++) {
@@ -246,11 +246,11 @@ static void write_sample_journal(const char *path, Expect *exp, RunConfig *cfg) 
         n += event_pack(&s, packed + n, sizeof packed - n);
     }
     exp[k++] = (Expect){journal_size(j), JREC_EVENTS, 8};
-    CHECK(journal_append_events(j, 8, 1, packed, n) == 0);
-    CHECK(k == N_RECORDS);
+    CHECK_CMP(journal_append_events(j, 8, 1, packed, n), ==, 0);
+    CHECK_CMP(k, ==, N_RECORDS);
     uint64_t logical = journal_size(j);
-    CHECK(journal_close(j) == 0);
-    CHECK((long)logical == test_file_size(path));
+    CHECK_CMP(journal_close(j), ==, 0);
+    CHECK_CMP((long)logical, ==, test_file_size(path));
 }
 
 static int count_records(const char *path, uint64_t *valid_end, uint64_t *torn) {
@@ -273,8 +273,8 @@ TEST(round_trip) {
     Expect exp[N_RECORDS];
     static RunConfig cfg, back;
     write_sample_journal(path, exp, &cfg);
-    CHECK(journal_create(path, err) == NULL); /* exists */
-    CHECK(strstr(err, "exists") != NULL);
+    CHECK_CMP(journal_create(path, err), ==, NULL); /* exists */
+    CHECK_CMP(strstr(err, "exists"), !=, NULL);
 
     JournalReader *r = journal_reader_open(path, err);
     CHECK_MSG(r != NULL, "%s", err);
@@ -302,31 +302,31 @@ TEST(round_trip) {
                 if (n == 3) CHECK(kl == 5 && vl == 0);
                 n++;
             }
-            CHECK(n == 4);
+            CHECK_CMP(n, ==, 4);
             break;
         }
         case JREC_PLAN: {
             JournalPlan p;
-            CHECK(journal_decode_plan(&rec, &p) == 0);
+            CHECK_CMP(journal_decode_plan(&rec, &p), ==, 0);
             CHECK(p.index == 7 && !strcmp(p.id, "0123456789abcdef") && p.seed == 42 &&
                   !strcmp(p.name, "act=relu,seed=1"));
             CHECK(p.config_len > 0 && memchr(p.config_text, '\n', p.config_len) != NULL);
-            CHECK(journal_plan_config(&p, &back, err) == 0);
+            CHECK_CMP(journal_plan_config(&p, &back, err), ==, 0);
             for (int i = 0; i < knob_count; i++)
                 CHECK_MSG(knob_equal(&cfg, &back, &knob_table[i]), "knob %s differs",
                           knob_table[i].name);
-            CHECK(!strcmp(back.sample.prompt, "line one\nback\\slash=x"));
+            CHECK_EQ_STR(back.sample.prompt, "line one\nback\\slash=x");
             CHECK(same_double(back.train.lr, 0.1 + 0.2));
             /* The canonical text has one line per knob. */
             int lines = 0;
             for (size_t i = 0; i < p.config_len; i++)
                 lines += p.config_text[i] == '\n';
-            CHECK(lines == knob_count);
+            CHECK_CMP(lines, ==, knob_count);
             break;
         }
         case JREC_RUN_BEGIN: {
             JournalBegin b;
-            CHECK(journal_decode_begin(&rec, &b) == 0);
+            CHECK_CMP(journal_decode_begin(&rec, &b), ==, 0);
             CHECK(b.attempt == 2 && b.rank == 3 && b.resumed_from_step == 100 &&
                   !strcmp(b.host, "node-a"));
             break;
@@ -335,7 +335,7 @@ TEST(round_trip) {
             uint32_t attempt;
             const uint8_t *p;
             size_t n;
-            CHECK(journal_decode_events(&rec, &attempt, &p, &n) == 0);
+            CHECK_CMP(journal_decode_events(&rec, &attempt, &p, &n), ==, 0);
             int count = 0;
             Event e;
             while (n > 0) {
@@ -349,19 +349,19 @@ TEST(round_trip) {
                 n -= used;
                 count++;
             }
-            CHECK(count == (rec.run == 7 ? 6 : 12));
-            CHECK(attempt == (rec.run == 7 ? 2u : 1u));
+            CHECK_CMP(count, ==, (rec.run == 7 ? 6 : 12));
+            CHECK_CMP(attempt, ==, (rec.run == 7 ? 2u : 1u));
             break;
         }
         case JREC_CHECKPOINT: {
             JournalCheckpoint c;
-            CHECK(journal_decode_checkpoint(&rec, &c) == 0);
+            CHECK_CMP(journal_decode_checkpoint(&rec, &c), ==, 0);
             CHECK(c.attempt == 2 && c.step == 150 && !strcmp(c.path, "ckpt/7-150.bin"));
             break;
         }
         case JREC_RUN_END: {
             JournalEnd e;
-            CHECK(journal_decode_end(&rec, &e) == 0);
+            CHECK_CMP(journal_decode_end(&rec, &e), ==, 0);
             Event x = {.kind = EV_END};
             x.u.end = e.end;
             CHECK(e.attempt == 2 && e.rank == 3 && !strcmp(e.host, "node-a"));
@@ -369,7 +369,7 @@ TEST(round_trip) {
             break;
         }
         case 200: {
-            CHECK(rec.len == (3u << 20));
+            CHECK_CMP(rec.len, ==, (3u << 20));
             int ok = 1;
             for (size_t i = 0; i < rec.len; i++)
                 ok &= rec.payload[i] == (uint8_t)(i * 7 + 1);
@@ -382,18 +382,18 @@ TEST(round_trip) {
             const char *key, *val;
             size_t kl, vl;
             CHECK(journal_kv_next(&it, &key, &kl, &val, &vl) == 1 && vl == 20);
-            CHECK(journal_kv_next(&it, &key, &kl, &val, &vl) == 0);
+            CHECK_CMP(journal_kv_next(&it, &key, &kl, &val, &vl), ==, 0);
             break;
         }
         }
         k++;
     }
-    CHECK(k == N_RECORDS);
-    CHECK(journal_reader_torn_bytes(r) == 0);
-    CHECK((long)journal_reader_valid_end(r) == test_file_size(path));
+    CHECK_CMP(k, ==, N_RECORDS);
+    CHECK_CMP(journal_reader_torn_bytes(r), ==, 0);
+    CHECK_CMP((long)journal_reader_valid_end(r), ==, test_file_size(path));
     /* Random access re-reads and re-validates. */
     CHECK(journal_reader_read_at(r, exp[2].offset, &rec) == 0 && rec.type == JREC_RUN_BEGIN);
-    CHECK(journal_reader_read_at(r, exp[2].offset + 1, &rec) != 0);
+    CHECK_CMP(journal_reader_read_at(r, exp[2].offset + 1, &rec), !=, 0);
     journal_reader_close(r);
 
     /* Reopen for append: nothing dropped, new records land after the old ones. */
@@ -406,10 +406,11 @@ TEST(round_trip) {
         Journal *j2 = journal_open_append(path, NULL, err);
         CHECK(j2 == NULL && strstr(err, "in use") != NULL);
         if (j2) journal_close(j2);
-        CHECK(journal_append(j, JREC_CHECKPOINT, 1, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16) == 0);
-        CHECK(journal_close(j) == 0);
+        CHECK_CMP(journal_append(j, JREC_CHECKPOINT, 1, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16), ==,
+                  0);
+        CHECK_CMP(journal_close(j), ==, 0);
     }
-    CHECK(count_records(path, NULL, NULL) == N_RECORDS + 1);
+    CHECK_CMP(count_records(path, NULL, NULL), ==, N_RECORDS + 1);
 }
 
 /* Cuts the journal at every byte offset inside its last record: the reader stops cleanly
@@ -442,10 +443,10 @@ TEST(replicate_records) {
                          .verdict = 4};
     snprintf(d.note, sizeof d.note, "budget");
     JournalDecision none = {.contrast = 0, .look = -1, .verdict = 5};
-    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
-    CHECK(journal_append_decision(j, &d) == 0);
-    CHECK(journal_append_decision(j, &none) == 0);
-    CHECK(journal_close(j) == 0);
+    CHECK_CMP(journal_append_replicate(j, &r, names, "baseline"), ==, 0);
+    CHECK_CMP(journal_append_decision(j, &d), ==, 0);
+    CHECK_CMP(journal_append_decision(j, &none), ==, 0);
+    CHECK_CMP(journal_close(j), ==, 0);
     JournalReader *rd = journal_reader_open(path, err);
     CHECK_MSG(rd != NULL, "%s", err);
     if (!rd) return;
@@ -453,24 +454,24 @@ TEST(replicate_records) {
     CHECK(journal_reader_next(rd, &rec) == 1 && rec.type == JREC_REPLICATE &&
           rec.run == JOURNAL_NO_RUN && !strcmp(journal_type_name(rec.type), "replicate"));
     JournalReplicate back;
-    CHECK(journal_decode_replicate(&rec, &back) == 0);
+    CHECK_CMP(journal_decode_replicate(&rec, &back), ==, 0);
     CHECK(back.alpha == 0.05 && back.delta == 0.01 && back.core_hours == 2.5 && back.min == 3 &&
           back.max == 8 && back.n_looks == 3 && back.looks[1] == 5 && back.n_contrasts == 2);
     const char *c, *b, *pr;
     size_t cl, bl, pl;
-    CHECK(journal_replicate_contrast(&rec, 1, &c, &cl, &b, &bl, &pr, &pl) == 0);
+    CHECK_CMP(journal_replicate_contrast(&rec, 1, &c, &cl, &b, &bl, &pr, &pl), ==, 0);
     CHECK(cl == strlen(names[1]) && !memcmp(c, names[1], cl) && bl == 8 &&
           !memcmp(b, "baseline", 8) && pl == 4 && !memcmp(pr, "seed", 4));
-    CHECK(journal_replicate_contrast(&rec, 2, &c, &cl, &b, &bl, &pr, &pl) == -1);
+    CHECK_CMP(journal_replicate_contrast(&rec, 2, &c, &cl, &b, &bl, &pr, &pl), ==, -1);
     JournalDecision e;
     CHECK(journal_reader_next(rd, &rec) == 1 && rec.type == JREC_DECISION);
-    CHECK(journal_decode_decision(&rec, &e) == 0);
+    CHECK_CMP(journal_decode_decision(&rec, &e), ==, 0);
     CHECK(e.contrast == 1 && e.look == 2 && e.n == 8 && e.diff == -0.125 && e.sd == 0.5 &&
           e.lo == -0.25 && e.hi == 1.0 / 3 && e.level == 0.001 && e.verdict == 4 &&
           !strcmp(e.note, "budget"));
     CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_decision(&rec, &e) == 0);
     CHECK(e.look == -1 && e.verdict == 5 && e.note[0] == '\0');
-    CHECK(journal_decode_replicate(&rec, &back) == -1); /* the wrong type */
+    CHECK_CMP(journal_decode_replicate(&rec, &back), ==, -1); /* the wrong type */
     journal_reader_close(rd);
 }
 
@@ -584,11 +585,11 @@ TEST(corruption) {
     if (j) {
         CHECK(scan.records == (uint64_t)(N_RECORDS - 1) && scan.valid_bytes == (uint64_t)n);
         CHECK(scan.dropped_bytes == 0 && scan.damaged_regions == 1);
-        CHECK(scan.damaged_bytes == (uint64_t)(end - beg));
-        CHECK(test_file_size(cpath) == n);
-        CHECK(journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16) == 0);
+        CHECK_CMP(scan.damaged_bytes, ==, (uint64_t)(end - beg));
+        CHECK_CMP(test_file_size(cpath), ==, n);
+        CHECK_CMP(journal_append(j, JREC_CHECKPOINT, 3, "abcdefghijklmnop", 16), ==, 0);
         journal_close(j);
-        CHECK(count_records(cpath, NULL, NULL) == N_RECORDS);
+        CHECK_CMP(count_records(cpath, NULL, NULL), ==, N_RECORDS);
     }
     /* Damage spanning a record boundary (end of record k, start of k+1): both are lost,
      * the rest kept. */
@@ -598,26 +599,26 @@ TEST(corruption) {
     write_file(cpath, full, n);
     full[mid - 2] ^= 0x55;
     full[mid + 6] ^= 0x55;
-    CHECK(count_records(cpath, NULL, NULL) == N_RECORDS - 2);
+    CHECK_CMP(count_records(cpath, NULL, NULL), ==, N_RECORDS - 2);
     /* Corruption of the last record's CRC: a plain torn tail. */
     full[n - 1] ^= 0xff;
     unlink(cpath);
     write_file(cpath, full, n);
     j = journal_open_append(cpath, &scan, err);
     CHECK(j && scan.records == N_RECORDS - 1 && scan.damaged_regions == 0);
-    CHECK(scan.dropped_bytes == (uint64_t)(n - (long)exp[N_RECORDS - 1].offset));
+    CHECK_CMP(scan.dropped_bytes, ==, (uint64_t)(n - (long)exp[N_RECORDS - 1].offset));
     if (j) journal_close(j);
     free(full);
     /* Not a journal at all. */
     write_file(cpath, (const uint8_t *)"hello world, this is not a journal", 34);
-    CHECK(count_records(cpath, NULL, NULL) == 0);
+    CHECK_CMP(count_records(cpath, NULL, NULL), ==, 0);
 }
 
 TEST(crc) {
-    CHECK(journal_crc32c(0, "123456789", 9) == 0xE3069283u);
+    CHECK_CMP(journal_crc32c(0, "123456789", 9), ==, 0xE3069283u);
     uint32_t c = journal_crc32c(0, "1234", 4);
-    CHECK(journal_crc32c(c, "56789", 5) == 0xE3069283u);
-    CHECK(journal_crc32c(0, "", 0) == 0);
+    CHECK_CMP(journal_crc32c(c, "56789", 5), ==, 0xE3069283u);
+    CHECK_CMP(journal_crc32c(0, "", 0), ==, 0);
 }
 
 /* Not a pass/fail check: the append rate of step events packed into worker-sized batches

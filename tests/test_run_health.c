@@ -27,20 +27,20 @@ TEST(rule) {
     RunHealth h;
     const int V = 65; /* ln 65 + 1 = 5.174 */
     double lim = run_health_limit(V);
-    CHECK(fabs(lim - (log(65.0) + 1.0)) < 1e-12);
+    CHECK_CMP(fabs(lim - (log(65.0) + 1.0)), <, 1e-12);
     run_health_init(&h);
     CHECK(h.kind == INSTAB_NONE && h.step == 0 && isnan(h.loss));
     /* during warmup (step <= warmup_steps) a high loss is the init's or the ramp's */
     CHECK(run_health_observe(&h, 10, 100.0, 10, V) == 0 && h.kind == INSTAB_NONE);
     CHECK(run_health_observe(&h, 11, lim, 10, V) == 0 && h.kind == INSTAB_NONE); /* not above */
-    CHECK(run_health_observe(&h, 12, nextafter(lim, INFINITY), 10, V) == 1);
+    CHECK_CMP(run_health_observe(&h, 12, nextafter(lim, INFINITY), 10, V), ==, 1);
     CHECK(h.kind == INSTAB_ABOVE_UNIFORM && h.step == 12 && h.loss > lim);
     /* the first firing is kept */
     CHECK(run_health_observe(&h, 13, NAN, 10, V) == 0 && h.kind == INSTAB_ABOVE_UNIFORM);
-    CHECK(h.step == 12);
+    CHECK_CMP(h.step, ==, 12);
     /* a non-finite loss fires during warmup too */
     run_health_init(&h);
-    CHECK(run_health_observe(&h, 3, INFINITY, 10, V) == 1);
+    CHECK_CMP(run_health_observe(&h, 3, INFINITY, 10, V), ==, 1);
     CHECK(h.kind == INSTAB_NONFINITE && h.step == 3);
     EndEvent end;
     memset(&end, 0, sizeof end);
@@ -116,7 +116,7 @@ static RunStatus run(const RunConfig *c, EventSink *sink, EndEvent *end, long st
     }
     if (resume_from) {
         FILE *f = fopen(resume_from, "rb");
-        CHECK(f != NULL);
+        CHECK_CMP(f, !=, NULL);
         if (f) {
             CHECK_MSG(trainer_load(&t, f, err) == 0, "%s", err);
             fclose(f);
@@ -149,12 +149,12 @@ TEST(ordinary) {
         if (sets[i][0]) CHECK_MSG(knob_assign(&c, sets[i], err) == 0, "%s", err);
         Acts a = {{acts_emit}, 0, {0}, {0}};
         EndEvent end;
-        CHECK(run(&c, &a.sink, &end, 0, NULL, NULL) == RUN_DONE);
+        CHECK_CMP(run(&c, &a.sink, &end, 0, NULL, NULL), ==, RUN_DONE);
         CHECK_MSG(end.instability == INSTAB_NONE && end.unstable_step == 0 &&
                       isnan(end.unstable_loss),
                   "%s: flagged %s at step %ld (loss %g)", sets[i][0] ? sets[i] : "baseline",
                   instability_names[end.instability], end.unstable_step, end.unstable_loss);
-        CHECK(a.n_acts == 2 * c.model.n_layer);
+        CHECK_CMP(a.n_acts, ==, 2 * c.model.n_layer);
         for (int l = 0; l < c.model.n_layer && l < 8; l++) {
             CHECK_MSG(a.near_zero[l] >= a.zero[l] && a.near_zero[l] < 1.0,
                       "%s layer %d: near_zero %g zero %g", sets[i], l, a.near_zero[l], a.zero[l]);
@@ -175,7 +175,7 @@ TEST(unstable) {
     c.train.grad_clip = 0.0;
     c.train.warmup_steps = 0;
     EndEvent end;
-    CHECK(run(&c, NULL, &end, 0, NULL, NULL) == RUN_DONE);
+    CHECK_CMP(run(&c, NULL, &end, 0, NULL, NULL), ==, RUN_DONE);
     CHECK_MSG(end.status == RUN_DONE && end.instability == INSTAB_ABOVE_UNIFORM,
               "status %s instability %s", run_status_names[end.status],
               instability_names[end.instability]);
@@ -188,9 +188,9 @@ TEST(unstable) {
     /* stopped at step 20 with a checkpoint, resumed from it: the same verdict */
     char ckpt[512], old[512];
     snprintf(ckpt, sizeof ckpt, "%s/unstable.ckpt", dir);
-    CHECK(run(&c, NULL, &end, 20, ckpt, NULL) == RUN_INTERRUPTED);
+    CHECK_CMP(run(&c, NULL, &end, 20, ckpt, NULL), ==, RUN_INTERRUPTED);
     CHECK(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step == step);
-    CHECK(run(&c, NULL, &end, 0, NULL, ckpt) == RUN_DONE);
+    CHECK_CMP(run(&c, NULL, &end, 0, NULL, ckpt), ==, RUN_DONE);
     CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step == step &&
                   end.unstable_loss == loss,
               "resumed: %s at %ld (loss %g)", instability_names[end.instability], end.unstable_step,
@@ -218,7 +218,7 @@ TEST(unstable) {
     if (out) fclose(out);
     /* it loads; the verdict starts over from the checkpoint's step (this run, still
      * unstable, fires again at once) */
-    CHECK(run(&c, NULL, &end, 0, NULL, old) == RUN_DONE);
+    CHECK_CMP(run(&c, NULL, &end, 0, NULL, old), ==, RUN_DONE);
     CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step > 20,
               "old checkpoint: %s at %ld", instability_names[end.instability], end.unstable_step);
     unlink(ckpt);
@@ -229,7 +229,7 @@ TEST(unstable) {
     c.train.lr = 1e30;
     c.train.steps = 200;
     c.train.warmup_steps = 1000;
-    CHECK(run(&c, NULL, &end, 0, NULL, NULL) == RUN_DIVERGED);
+    CHECK_CMP(run(&c, NULL, &end, 0, NULL, NULL), ==, RUN_DIVERGED);
     CHECK(end.instability == INSTAB_NONFINITE && end.unstable_step == end.steps);
 }
 

@@ -23,8 +23,8 @@ TEST(bounds) {
     for (int k = 0; k < EV_KIND_COUNT; k++) {
         CHECK_MSG(event_packed_max((EventKind)k) <= EVENT_PACK_MAX, "%s packs to up to %zu bytes",
                   event_schema[k].name, event_packed_max((EventKind)k));
-        CHECK(event_schema[k].v1_fields <= event_schema[k].n_fields);
-        CHECK(!strcmp(event_schema[k].name, event_kind_names[k]));
+        CHECK_CMP(event_schema[k].v1_fields, <=, event_schema[k].n_fields);
+        CHECK_EQ_STR(event_schema[k].name, event_kind_names[k]);
     }
 }
 
@@ -39,7 +39,7 @@ TEST(v1_journal) {
     while (journal_reader_next(r, &rec) == 1) {
         if (rec.type == JREC_RUN_END) {
             JournalEnd e;
-            CHECK(journal_decode_end(&rec, &e) == 0);
+            CHECK_CMP(journal_decode_end(&rec, &e), ==, 0);
             CHECK(e.end.status == RUN_DONE && e.end.steps == 6 && e.end.peak_rss == -1);
             ends++;
         }
@@ -47,7 +47,7 @@ TEST(v1_journal) {
         uint32_t attempt;
         const uint8_t *p;
         size_t n;
-        CHECK(journal_decode_events(&rec, &attempt, &p, &n) == 0);
+        CHECK_CMP(journal_decode_events(&rec, &attempt, &p, &n), ==, 0);
         while (n > 0) {
             Event ev;
             size_t used;
@@ -57,15 +57,16 @@ TEST(v1_journal) {
             }
             counts[ev.kind]++;
             if (ev.kind == EV_EVAL) CHECK(ev.u.eval.tokens == -1 && isnan(ev.u.eval.time));
-            if (ev.kind == EV_START) CHECK(ev.u.start.start_utc[0] == 0);
-            if (ev.kind == EV_SAMPLE) CHECK(ev.u.sample.text_len == (int)strlen(ev.u.sample.text));
+            if (ev.kind == EV_START) CHECK_CMP(ev.u.start.start_utc[0], ==, 0);
+            if (ev.kind == EV_SAMPLE)
+                CHECK_CMP(ev.u.sample.text_len, ==, (int)strlen(ev.u.sample.text));
             p += used;
             n -= used;
         }
     }
     journal_reader_close(r);
-    CHECK(bad == 0);
-    CHECK(ends == 8);
+    CHECK_CMP(bad, ==, 0);
+    CHECK_CMP(ends, ==, 8);
     CHECK_MSG(counts[EV_START] == 8 && counts[EV_STEP] == 8 * 3 && counts[EV_EVAL] == 8 * 2 &&
                   counts[EV_SAMPLE] == 16,
               "start %d step %d eval %d sample %d", counts[EV_START], counts[EV_STEP],
@@ -87,7 +88,7 @@ TEST(v2_journal) {
         uint32_t attempt;
         const uint8_t *p;
         size_t n;
-        CHECK(journal_decode_events(&rec, &attempt, &p, &n) == 0);
+        CHECK_CMP(journal_decode_events(&rec, &attempt, &p, &n), ==, 0);
         while (n > 0) {
             Event ev;
             size_t used;
@@ -107,7 +108,7 @@ TEST(v2_journal) {
         }
     }
     journal_reader_close(r);
-    CHECK(bad == 0);
+    CHECK_CMP(bad, ==, 0);
     CHECK_MSG(counts[EV_START] == 1 && counts[EV_STEP] == 2 && counts[EV_EVAL] == 2 &&
                   counts[EV_ACT] == 2 * 2 && counts[EV_SAMPLE] == 2,
               "start %d step %d eval %d act %d sample %d", counts[EV_START], counts[EV_STEP],
@@ -125,7 +126,7 @@ TEST(v2_journal) {
     CHECK(back.u.act.pre_max == 12.5 && back.u.act.pre_min == -3.25 &&
           back.u.act.split == ACT_SPLIT_VAL);
     buf[1]++;
-    CHECK(event_unpack(buf, len, &back, &used) != 0);
+    CHECK_CMP(event_unpack(buf, len, &back, &used), !=, 0);
 }
 
 /* A v2 event round-trips every field, including text with NUL and invalid UTF-8. */
@@ -138,14 +139,14 @@ TEST(roundtrip) {
     ev.u.sample.kind = SAMPLE_TEMPERATURE;
     uint8_t buf[EVENT_PACK_MAX];
     size_t n = event_pack(&ev, buf, sizeof buf), used = 0;
-    CHECK(n == event_packed_size(&ev));
+    CHECK_CMP(n, ==, event_packed_size(&ev));
     CHECK(event_unpack(buf, n, &back, &used) == 0 && used == n);
     CHECK(back.u.sample.text_len == 6 && memcmp(back.u.sample.text, "a\0b\xff\xc3\xa9", 6) == 0);
     memset(&ev, 0, sizeof ev);
     ev.kind = EV_EVAL;
     ev.u.eval = (EvalEvent){10, 2.5, 0.25, 640, 1.25, 0.0};
     n = event_pack(&ev, buf, sizeof buf);
-    CHECK(event_unpack(buf, n, &back, &used) == 0);
+    CHECK_CMP(event_unpack(buf, n, &back, &used), ==, 0);
     CHECK(back.u.eval.tokens == 640 && back.u.eval.time == 1.25 && back.u.eval.val_acc == 0.25);
     /* the same event as ablate 0.1.0 packed it: tag without 0x80, the first three fields */
     uint8_t old[] = {EV_EVAL, 20, 0, 0, 0, 0, 0, 0, 4, 0x40, 0, 0, 0, 0, 0, 0, 0xd0, 0x3f};
@@ -165,7 +166,7 @@ TEST(json) {
     CHECK_MSG(strtod(b.p, NULL) == 0.1 + 0.2, "%s", b.p);
     buf_clear(&b);
     json_number(&b, NAN);
-    CHECK(!strcmp(b.p, "null"));
+    CHECK_EQ_STR(b.p, "null");
     buf_clear(&b);
     Event ev;
     memset(&ev, 0, sizeof ev);
@@ -205,15 +206,15 @@ TEST(stable_ids) {
     c.train.lr = 0.005;
     c.model.n_head = 2;
     uint64_t seed = 7, other = 8;
-    CHECK(run_id_hash_table(knob_table, knob_count, &c, &seed) ==
-          run_id_hash_table(t, knob_count + 1, &c, &seed));
-    CHECK(run_id_hash_v1_table(knob_table, knob_count, &c, seed) !=
-          run_id_hash_v1_table(t, knob_count + 1, &c, seed));
-    CHECK(run_id_hash(&c, &seed) != run_id_hash(&c, &other));
-    CHECK(run_id_hash(&c, NULL) == run_id_hash_table(t, knob_count + 1, &c, NULL));
+    CHECK_CMP(run_id_hash_table(knob_table, knob_count, &c, &seed), ==,
+              run_id_hash_table(t, knob_count + 1, &c, &seed));
+    CHECK_CMP(run_id_hash_v1_table(knob_table, knob_count, &c, seed), !=,
+              run_id_hash_v1_table(t, knob_count + 1, &c, seed));
+    CHECK_CMP(run_id_hash(&c, &seed), !=, run_id_hash(&c, &other));
+    CHECK_CMP(run_id_hash(&c, NULL), ==, run_id_hash_table(t, knob_count + 1, &c, NULL));
     RunConfig d = c;
     d.model.n_head = 4;
-    CHECK(run_id_hash(&c, NULL) != run_id_hash(&d, NULL));
+    CHECK_CMP(run_id_hash(&c, NULL), !=, run_id_hash(&d, NULL));
     free(t);
 }
 
@@ -232,7 +233,7 @@ TEST(v1_ids_frozen) {
         if (rec.type != JREC_PLAN) continue;
         JournalPlan jp;
         RunConfig c;
-        CHECK(journal_decode_plan(&rec, &jp) == 0);
+        CHECK_CMP(journal_decode_plan(&rec, &jp), ==, 0);
         CHECK_MSG(journal_plan_config(&jp, &c, err) == 0, "%s", err);
         c.model.vocab_size = 0; /* planned ids hash the config before the data sets it */
         char id[17];
@@ -241,7 +242,7 @@ TEST(v1_ids_frozen) {
         plans++;
     }
     journal_reader_close(r);
-    CHECK(plans == 8);
+    CHECK_CMP(plans, ==, 8);
 }
 
 int main(int argc, char **argv) {

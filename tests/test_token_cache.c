@@ -146,7 +146,7 @@ TEST(clean_hit) {
     build(text_a, path, &st);
     umask(old);
     CHECK_MSG((st.st_mode & 022) == 0, "cache file mode %04o", (unsigned)(st.st_mode & 07777));
-    CHECK(stat(dir, &ds) == 0);
+    CHECK_CMP(stat(dir, &ds), ==, 0);
     CHECK_MSG((ds.st_mode & 022) == 0, "cache directory mode %04o", (unsigned)(ds.st_mode & 07777));
     /* the second load reads the file: no warning, the same ids, the file untouched */
     int32_t *ids;
@@ -177,7 +177,7 @@ static void flip_id(const char *path, long i) {
     CHECK(buf && len > TOKEN_FILE_HEADER_BYTES + 2 * (i + 1));
     if (!buf) return;
     buf[TOKEN_FILE_HEADER_BYTES + 2 * i] ^= 1;
-    CHECK(test_write_file(path, buf, (size_t)len) == 0);
+    CHECK_CMP(test_write_file(path, buf, (size_t)len), ==, 0);
     free(buf);
 }
 
@@ -199,7 +199,7 @@ TEST(truncated) {
     use_cache(dir, sizeof dir, "trunc");
     entry_path(path, sizeof path, dir, text_a);
     build(text_a, path, &st);
-    CHECK(truncate(path, st.st_size - 2) == 0);
+    CHECK_CMP(truncate(path, st.st_size - 2), ==, 0);
     expect_rebuilt(text_a, path, "truncated");
 }
 
@@ -211,7 +211,7 @@ TEST(foreign_text) {
     entry_path(path_a, sizeof path_a, dir, text_a);
     entry_path(path_b, sizeof path_b, dir, text_b);
     build(text_b, path_b, &st);
-    CHECK(rename(path_b, path_a) == 0); /* another text's whole, valid entry under a's name */
+    CHECK_CMP(rename(path_b, path_a), ==, 0); /* another text's whole, valid entry under a's name */
     expect_rebuilt(text_a, path_a, "another text");
 }
 
@@ -229,7 +229,7 @@ static Bpe *other_vocabulary(const char *dir) {
     snprintf(from, sizeof from, "%s/vocab.bpe", vocab_dir);
     snprintf(to, sizeof to, "%s/vocab.bpe", dir);
     s = test_read_file(from, &len);
-    CHECK(s != NULL);
+    CHECK_CMP(s, !=, NULL);
     if (!s) return NULL;
     /* line 0 is "#version: 0.2"; lines 1 and 2 the first two merges */
     char *l1 = strchr(s, '\n') + 1, *l2 = strchr(l1, '\n') + 1, *l3 = strchr(l2, '\n') + 1;
@@ -240,7 +240,7 @@ static Bpe *other_vocabulary(const char *dir) {
     memcpy(out + k, l2, n2);
     memcpy(out + k + n2, l1, n1);
     memcpy(out + k + n1 + n2, l3, (size_t)len - (size_t)(l3 - s));
-    CHECK(test_write_file(to, out, (size_t)len) == 0);
+    CHECK_CMP(test_write_file(to, out, (size_t)len), ==, 0);
     free(out);
     free(s);
     char err[ABL_ERR_MAX];
@@ -257,15 +257,15 @@ TEST(foreign_vocabulary) {
     snprintf(vdir, sizeof vdir, "%s/other-vocab", tmp);
     Bpe *b2 = other_vocabulary(vdir);
     if (!b2) return;
-    CHECK(strcmp(bpe_vocab_digest(b2), bpe_vocab_digest(bpe)) != 0);
+    CHECK_CMP(strcmp(bpe_vocab_digest(b2), bpe_vocab_digest(bpe)), !=, 0);
     int32_t *ids;
     char warn[1024], hex[65];
     long n = encode(b2, text_a, &ids, warn, sizeof warn);
-    CHECK(n > 0);
+    CHECK_CMP(n, >, 0);
     free(ids);
     sha256_buf_hex(text_a, strlen(text_a), hex);
     snprintf(other, sizeof other, "%s/gpt2-%s-%.16s.bin", dir, hex, bpe_vocab_digest(b2));
-    CHECK(rename(other, path) == 0); /* the same text under another vocabulary */
+    CHECK_CMP(rename(other, path), ==, 0); /* the same text under another vocabulary */
     expect_rebuilt(text_a, path, "another vocabulary");
     bpe_free(b2);
 }
@@ -278,9 +278,9 @@ TEST(old_format) {
     /* what earlier versions wrote: a plain .bin with the right ids and nothing to verify them */
     int32_t *ids;
     long n = bpe_encode(bpe, (const unsigned char *)text_a, strlen(text_a), &ids);
-    CHECK(mkdir(dir, 0700) == 0);
+    CHECK_CMP(mkdir(dir, 0700), ==, 0);
     CHECK_MSG(token_file_write("test", path, ids, n, err) == 0, "%s", err);
-    CHECK(chmod(path, 0644) == 0);
+    CHECK_CMP(chmod(path, 0644), ==, 0);
     free(ids);
     expect_rebuilt(text_a, path, "old format");
 }
@@ -294,7 +294,7 @@ TEST(group_writable_file) {
     use_cache(dir, sizeof dir, "gw");
     entry_path(path, sizeof path, dir, text_a);
     build(text_a, path, &st);
-    CHECK(chmod(path, 0664) == 0);
+    CHECK_CMP(chmod(path, 0664), ==, 0);
     expect_rebuilt(text_a, path, "writable by group or others");
     struct stat now;
     CHECK(stat(path, &now) == 0 && now.st_ino != st.st_ino); /* replaced, not chmod'ed */
@@ -311,7 +311,7 @@ TEST(other_owner) {
     use_cache(dir, sizeof dir, "owner");
     entry_path(path, sizeof path, dir, text_a);
     build(text_a, path, &st);
-    CHECK(chown(path, 4242, 4242) == 0);
+    CHECK_CMP(chown(path, 4242, 4242), ==, 0);
     expect_rebuilt(text_a, path, "belongs to uid 4242");
 }
 
@@ -324,8 +324,8 @@ TEST(group_writable_dir) {
     entry_path(path, sizeof path, dir, text_a);
     build(text_a, path, &st);
     flip_id(path, 2); /* if it were read, the ids would be wrong */
-    CHECK(stat(path, &st) == 0);
-    CHECK(chmod(dir, 0775) == 0);
+    CHECK_CMP(stat(path, &st), ==, 0);
+    CHECK_CMP(chmod(dir, 0775), ==, 0);
     for (int round = 0; round < 2; round++) {
         int32_t *ids;
         char warn[1024];
@@ -350,13 +350,13 @@ TEST(group_writable_dir) {
     char warn[1024];
     encode(bpe, text_a, &ids, warn, sizeof warn);
     free(ids);
-    CHECK(access(path, F_OK) != 0);
+    CHECK_CMP(access(path, F_OK), !=, 0);
     if (geteuid() == 0) { /* a directory of another user */
         CHECK(chmod(dir, 0755) == 0 && chown(dir, 4242, 4242) == 0);
         encode(bpe, text_a, &ids, warn, sizeof warn);
         free(ids);
         CHECK_MSG(one_warning(warn, dir, "belongs to uid 4242"), "%s", warn);
-        CHECK(access(path, F_OK) != 0);
+        CHECK_CMP(access(path, F_OK), !=, 0);
     }
 }
 
@@ -388,7 +388,7 @@ TEST(wrong_digest_given) {
         n = encode(bpe, text_b, &ids, warn, sizeof warn);
         CHECK_MSG(fresh_ids(text_b, ids, n), "text b got text a's tokens from its entry");
         free(ids);
-        CHECK(access(path_a, F_OK) == 0);
+        CHECK_CMP(access(path_a, F_OK), ==, 0);
     }
 }
 
@@ -404,7 +404,7 @@ TEST(concurrent_damage) {
     flip_id(path, 1);
     enum { KIDS = 4 };
     int go[2];
-    CHECK(pipe(go) == 0);
+    CHECK_CMP(pipe(go), ==, 0);
     pid_t pid[KIDS];
     for (int k = 0; k < KIDS; k++) {
         if ((pid[k] = fork()) == 0) {
@@ -427,7 +427,7 @@ TEST(concurrent_damage) {
     int warnings = 0;
     for (int k = 0; k < KIDS; k++) {
         int status;
-        CHECK(waitpid(pid[k], &status, 0) == pid[k]);
+        CHECK_CMP(waitpid(pid[k], &status, 0), ==, pid[k]);
         CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d got other ids", k);
         char out[600];
         snprintf(out, sizeof out, "%s/kid%d.txt", tmp, k);

@@ -34,6 +34,60 @@ void test_register(const char *name, void (*fn)(void), int line) {
     n_cases++;
 }
 
+void test_fmt_int(char *buf, size_t cap, long long v) {
+    snprintf(buf, cap, "%lld", v);
+}
+
+void test_fmt_uint(char *buf, size_t cap, unsigned long long v) {
+    snprintf(buf, cap, "%llu", v);
+}
+
+/* 17 digits: two doubles that differ print differently. */
+void test_fmt_dbl(char *buf, size_t cap, long double v) {
+    snprintf(buf, cap, "%.17Lg", v);
+}
+
+void test_fmt_ptr(char *buf, size_t cap, const volatile void *v) {
+    snprintf(buf, cap, "%p", (void *)(uintptr_t)v);
+}
+
+void test_fail_cmp(const char *file, int line, const char *expr, const char *a, const char *b) {
+    fprintf(stderr, "%s:%d: [%s] CHECK failed: %s (left %s, right %s)\n", file, line, test_current,
+            expr, a, b);
+    test_failures++;
+}
+
+/* s quoted, bytes outside printable ASCII as \xHH, cut at 200 bytes (a failure line stays
+ * one line). */
+static void print_quoted(const char *s) {
+    if (!s) {
+        fputs("NULL", stderr);
+        return;
+    }
+    fputc('"', stderr);
+    size_t i = 0;
+    for (; s[i] && i < 200; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(stderr, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            fprintf(stderr, "\\x%02x", c);
+        else
+            fputc(c, stderr);
+    }
+    fputs(s[i] ? "\"..." : "\"", stderr);
+}
+
+void test_check_eq_str(const char *file, int line, const char *expr, const char *a, const char *b) {
+    if (a == b || (a && b && !strcmp(a, b))) return;
+    fprintf(stderr, "%s:%d: [%s] CHECK failed: %s (left ", file, line, test_current, expr);
+    print_quoted(a);
+    fputs(", right ", stderr);
+    print_quoted(b);
+    fputs(")\n", stderr);
+    test_failures++;
+}
+
 /* Constructors run in no promised order: the file's order is the line order. */
 static int by_line(const void *a, const void *b) {
     return ((const int *)a)[0] - ((const int *)b)[0];

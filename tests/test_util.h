@@ -7,7 +7,8 @@
  * `test_journal --list` names them; CMake registers each case as the CTest test
  * `test_journal.codec`, so `ctest -R test_journal.codec` runs it alone. A failed check
  * prints file:line, the case and the expression, and the program exits non-zero at the
- * end. (libuv's TEST_IMPL, with the list built by registration instead of by hand.) */
+ * end; a failed comparison (CHECK_CMP, CHECK_EQ_STR) prints both values too. (libuv's
+ * TEST_IMPL, with the list built by registration instead of by hand.) */
 #ifndef ABLATE_TEST_UTIL_H
 #define ABLATE_TEST_UTIL_H
 
@@ -49,6 +50,56 @@ int test_main(int argc, char **argv, const char *program);
             test_failures++;                                                                       \
         }                                                                                          \
     } while (0)
+
+/* CHECK_CMP(a, op, b) is CHECK((a) op (b)) that also prints both values when it fails:
+ *
+ *     tests/test_journal.c:40: [codec] CHECK failed: n == 3 (left 2, right 3)
+ *
+ * a and b are evaluated once each, as in the CHECK, and compared as they are: the same
+ * types, converted the same way (the sign-compare warning is off for the comparison because
+ * a literal such as the 3 above is a variable of its type here, which would warn where the
+ * literal does not). They must be numbers, enums or pointers (a pointer prints as its
+ * address: strings go to CHECK_EQ_STR). */
+/* clang-format off */
+#define CHECK_CMP(a, op, b)                                                                        \
+    do {                                                                                           \
+        __typeof__(0 ? (a) : (a)) test_a_ = (a);                                                   \
+        __typeof__(0 ? (b) : (b)) test_b_ = (b);                                                   \
+        _Pragma("GCC diagnostic push")                                                             \
+        _Pragma("GCC diagnostic ignored \"-Wsign-compare\"")                                       \
+        int test_ok_ = test_a_ op test_b_;                                                        \
+        _Pragma("GCC diagnostic pop")                                                              \
+        if (!test_ok_) {                                                                           \
+            char test_sa_[64], test_sb_[64];                                                       \
+            TEST_FMT(test_sa_, test_a_);                                                           \
+            TEST_FMT(test_sb_, test_b_);                                                           \
+            test_fail_cmp(__FILE__, __LINE__, #a " " #op " " #b, test_sa_, test_sb_);              \
+        }                                                                                          \
+    } while (0)
+
+/* The value's text, by its type (CHECK_CMP). */
+#define TEST_FMT(buf, v)                                                                           \
+    _Generic((v),                                                                                  \
+        float: test_fmt_dbl, double: test_fmt_dbl, long double: test_fmt_dbl,                      \
+        _Bool: test_fmt_int, char: test_fmt_int, signed char: test_fmt_int, short: test_fmt_int,   \
+        int: test_fmt_int, long: test_fmt_int, long long: test_fmt_int,                            \
+        unsigned char: test_fmt_uint, unsigned short: test_fmt_uint, unsigned: test_fmt_uint,      \
+        unsigned long: test_fmt_uint, unsigned long long: test_fmt_uint,                           \
+        default: test_fmt_ptr)(buf, sizeof(buf), v)
+/* clang-format on */
+
+/* Two strings equal (NULL equals only NULL); on failure prints both, quoted, escaped and cut
+ * at 200 bytes. */
+#define CHECK_EQ_STR(a, b) test_check_eq_str(__FILE__, __LINE__, #a " == " #b, (a), (b))
+
+void test_fmt_int(char *buf, size_t cap, long long v);
+void test_fmt_uint(char *buf, size_t cap, unsigned long long v);
+void test_fmt_dbl(char *buf, size_t cap, long double v);
+void test_fmt_ptr(char *buf, size_t cap, const volatile void *v);
+/* Counts and reports a failed CHECK_CMP. */
+void test_fail_cmp(const char *file, int line, const char *expr, const char *a, const char *b);
+/* CHECK_EQ_STR's check. */
+void test_check_eq_str(const char *file, int line, const char *expr, const char *a, const char *b);
 
 /* Writes a deterministic English-like corpus of n bytes to path (for tests that must run
  * without Tiny Shakespeare). Returns 0 on success. */
