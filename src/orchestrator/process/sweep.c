@@ -1,10 +1,12 @@
-/* Rank 0 of `ablate run`: plan, reconcile with the journal, dispatch, journal, rebuild. */
+/* Rank 0 of `ablate run`, once the sweep is open (sweep_open.c): the dispatch loop (one
+ * process, or worker ranks over MPI) and the records it makes of each run (begin, events,
+ * checkpoints, end; a resumed run's history), the view kept current, the end of the sweep. */
 #include "worker/event_schema.h"
 #include "util/log.h"
 #include "sweep.h"
 
-#include <stdio.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/blas_env.h"
 #include "util/backoff.h"
 #include "util/clock.h"
 #include "util/grow.h"
 #include "env_info.h"
-#include "out_guard.h"
 #include "orchestrator/record/event_codec.h"
 #include "protocol.h"
-#include "orchestrator/plan/run_id.h"
 #include "sweep_signals.h"
 
 #include "sweep_internal.h"
@@ -251,7 +250,7 @@ static void rebuild_view(Sweep *s, int force) {
  * joined process builds none unless OUT.h5 does not exist yet: the others' views show the
  * runs already, and a build each at start, one after another under view.lock, made
  * processes joining a large sweep wait in line (issue 18). */
-static void start_view(Sweep *s) {
+void start_view(Sweep *s) {
     s->last_view = clock_seconds();
     if (s->sched->ops->shared && access(s->o->out_path, F_OK) == 0) return;
     if (journal_flush(s->j) != 0) {
@@ -815,124 +814,14 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     s.o = o;
     s.local_run = -1;
     s.view_seconds = o->view_interval > 0 ? o->view_interval : 30.0;
-    char err[ABL_ERR_MAX];
     ResumeState rs = {0};
-    DataIdentity *ids = NULL; /* the data as planning loaded it: data_guard owns them */
-    int n_ids = 0, rc = SWEEP_EXIT_USAGE;
     char *hostnames = sweep_gather_hostnames(0, nranks);
-    blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
-    blas_warn_threads("ablate run");
-    /* Validate everything before any file is touched. */
-    if (spec_load(&s.spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
-        plan_build(&s.spec, &s.plan, err) != 0 ||
-        !(s.cost = plan_cost_compute_ids(&s.plan, &ids, &n_ids, err))) {
-        log_line("%s", err);
-        goto stop_workers;
+    int rc = sweep_open(&s, &rs, nranks, hostnames ? hostnames : "");
+    if (rc >= 0) { /* refused, or nothing to do: no worker was given anything */
+        stop_workers_unstarted(nranks);
+        if (s.j) journal_close(s.j);
+        goto out;
     }
-    if (o->join && calib_refuse_join(&s.plan, err) != 0) {
-        log_line("%s", err);
-        goto stop_workers;
-    }
-    if (out_guard_check(o->out_path, o->spec_path, &s.plan, err) != 0) {
-        log_cmd("%s", err);
-        goto stop_workers;
-    }
-    /* the data's identity: the one a batch job's check saw, then the sweep's, before
-     * anything is written */
-    if (data_guard_expect(ids, n_ids, o->expect_data, o->n_expect_data, err) != 0) {
-        log_cmd("%s", err);
-        free(ids);
-        goto stop_workers;
-    }
-    if (data_guard_begin(&s.data, ids, n_ids, err) != 0) {
-        log_cmd("%s", err);
-        goto stop_workers;
-    }
-    if (open_journal(&s, &rs, err) != 0 || replicate_begin(&s, &rs, err) != 0 ||
-        data_guard_compare(&s.data, rs.data, rs.n_data, o->accept_data_change, err) != 0 ||
-        (run_id_adopt(&s.plan, &rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
-        reconcile(&s, &rs, err) != 0) {
-        log_cmd("%s", err);
-        goto stop_workers;
-    }
-    if (calib_setup(&s, &rs) != 0) {
-        log_cmd("out of memory");
-        rc = SWEEP_EXIT_FAILED;
-        goto stop_workers;
-    }
-    for (int i = 0; i < s.n; i++) /* accepted new data: no run trains partly on each */
-        if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0 &&
-            data_guard_changed(&s.data, &s.runs[i].pr->cfg.data)) {
-            drop_checkpoint(&s, &s.runs[i]);
-            refs_free(&s.runs[i].events);
-        }
-    if (!(s.vu = view_updater_start(s.journal_path, o->out_path, s.sched->ops->shared, err))) {
-        log_cmd("%s", err);
-        goto stop_workers;
-    }
-    write_header(&s, nranks, hostnames ? hostnames : "");
-    s.journaled = rs.decisions;
-    s.n_journaled = rs.n_decisions;
-    if (s.spec.replicate.on) write_replicate(&s);
-    /* a shared sweep's first identity is also where other processes check theirs */
-    if (data_guard_record(&s.data, s.j, s.sched->ops->shared ? o->out_path : NULL,
-                          o->accept_data_change, err))
-        stop_io(&s, err);
-    /* the scheduler learns the runs; a shared one hears which others finished already */
-    SchedRun *sr = malloc(sizeof *sr * (size_t)(s.n + 1));
-    for (int i = 0; sr && i < s.n; i++) {
-        SweepRun *r = &s.runs[i];
-        sr[i] = (SchedRun){r->dead ? "" : r->pr->id,
-                           r->dead ? "" : r->pr->name,
-                           r->cost,
-                           r->finished,
-                           r->status,
-                           r->final_val_loss,
-                           r->unstable,
-                           r->train_seconds};
-    }
-    if (!sr || sched_start(s.sched, sr, s.n) != 0) {
-        free(sr);
-        log_cmd("out of memory");
-        rc = SWEEP_EXIT_FAILED;
-        goto stop_workers;
-    }
-    free(sr);
-    int done_before = 0, n_live = 0;
-    double total_cost = 0;
-    for (int i = 0; i < s.n; i++) {
-        if (s.runs[i].dead) continue;
-        n_live++;
-        if (s.runs[i].finished)
-            done_before++;
-        else
-            total_cost += s.runs[i].cost;
-    }
-    if (s.sched->ops->shared && n_live > 0 && done_before == n_live) {
-        /* nothing to train or record: our journal, just made, holds nothing */
-        journal_close(s.j);
-        s.j = NULL;
-        if (s.sched->ops->complete_on_start(s.sched, n_live, o->out_path)) {
-            rc = SWEEP_EXIT_OK;
-            goto stop_workers;
-        }
-    }
-    if (journal_sync(s.j) != 0) stop_journal(&s);
-    if (s.sched->ops->shared && s.plan_all && !stopping(&s) &&
-        join_mark_plan_journaled(o->out_path, s.journal_path, err) != 0)
-        log_warn("%s", err); /* the processes that join next plan every run again */
-    if (!stopping(&s)) start_view(&s);
-    int n_resumed = 0; /* runs to train that continue from a checkpoint */
-    for (int i = 0; i < s.n; i++)
-        if (!s.runs[i].dead && !s.runs[i].finished && s.runs[i].ckpt_step > 0) n_resumed++;
-    char where[64];
-    snprintf(where, sizeof where, "%d %s", nranks > 1 ? nranks - 1 : 1,
-             nranks > 1 ? "worker rank(s)" : "process");
-    s.sched->ops->announce(s.sched, n_live, done_before, n_resumed, where, o->out_path);
-    progress_init(&s.progress, n_live, done_before, total_cost);
-    s.progress.eta_upper = s.spec.replicate.on;
-    if (s.spec.replicate.on) contrast_line(&s);
-
     if (nranks > 1)
         run_mpi(&s, nranks);
     else
@@ -951,10 +840,6 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
         goto out;
     }
     rc = finish(&s);
-    goto out;
-stop_workers:
-    stop_workers_unstarted(nranks);
-    if (s.j) journal_close(s.j);
 out:
     if (s.history) journal_reader_close(s.history);
     for (int i = 0; i < s.n; i++)

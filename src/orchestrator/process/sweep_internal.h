@@ -153,5 +153,13 @@ int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]);
 int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]);
 void write_header(Sweep *s, int nranks, const char *hostnames);
 void last_joined_view(Sweep *s);
+/* Everything before the first run: the spec planned and validated, the output and the data
+ * checked, the journal opened (new, forced, or resumed and reconciled), calibration and the
+ * scheduler set up, the session's records journaled and synced, the first view asked for,
+ * the sweep announced. -1: dispatch; else the exit status (sweep.h) to end with, no worker
+ * given anything (errors said). */
+int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames);
+/* sweep.c, for sweep_open: the first view, asked for */
+void start_view(Sweep *s);
 
 #endif

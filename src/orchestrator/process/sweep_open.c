@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include "worker/event_schema.h"
+#include "worker/blas_env.h"
 #include "util/fsutil.h"
 #include "util/log.h"
 #include "env_info.h"
+#include "out_guard.h"
+#include "orchestrator/plan/run_id.h"
 #include "sweep_internal.h"
 
 static int exists(const char *p) {
@@ -319,4 +322,113 @@ void last_joined_view(Sweep *s) {
     view_updater_request(s->vu, size, VIEW_LAST);
     s->view_failed = view_updater_wait(s->vu, err) != 0;
     if (s->view_failed) log_warn("could not rebuild %s: %s", s->o->out_path, err);
+}
+
+/* The scheduler learns the runs (a shared one hears which others finished already). 0, or
+ * -1 out of memory. */
+static int sched_learn(Sweep *s) {
+    SchedRun *sr = malloc(sizeof *sr * (size_t)(s->n + 1));
+    for (int i = 0; sr && i < s->n; i++) {
+        SweepRun *r = &s->runs[i];
+        sr[i] = (SchedRun){r->dead ? "" : r->pr->id,
+                           r->dead ? "" : r->pr->name,
+                           r->cost,
+                           r->finished,
+                           r->status,
+                           r->final_val_loss,
+                           r->unstable,
+                           r->train_seconds};
+    }
+    int rc = !sr || sched_start(s->sched, sr, s->n) != 0 ? -1 : 0;
+    free(sr);
+    return rc;
+}
+
+int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
+    const SweepOptions *o = s->o;
+    char err[ABL_ERR_MAX];
+    DataIdentity *ids = NULL; /* the data as planning loaded it: data_guard owns them */
+    int n_ids = 0;
+    blas_set_threads(); /* one BLAS thread, as on workers: identical results on any rank count */
+    blas_warn_threads("ablate run");
+    /* Validate everything before any file is touched. */
+    if (spec_load(&s->spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
+        plan_build(&s->spec, &s->plan, err) != 0 ||
+        !(s->cost = plan_cost_compute_ids(&s->plan, &ids, &n_ids, err)) ||
+        (o->join && calib_refuse_join(&s->plan, err) != 0)) {
+        log_line("%s", err);
+        free(ids);
+        return SWEEP_EXIT_USAGE;
+    }
+    /* the output, and the data's identity: the one a batch job's check saw, then the
+     * sweep's, before anything is written */
+    if (out_guard_check(o->out_path, o->spec_path, &s->plan, err) != 0 ||
+        data_guard_expect(ids, n_ids, o->expect_data, o->n_expect_data, err) != 0) {
+        log_cmd("%s", err);
+        free(ids);
+        return SWEEP_EXIT_USAGE;
+    }
+    if (data_guard_begin(&s->data, ids, n_ids, err) != 0 || open_journal(s, rs, err) != 0 ||
+        replicate_begin(s, rs, err) != 0 ||
+        data_guard_compare(&s->data, rs->data, rs->n_data, o->accept_data_change, err) != 0 ||
+        (run_id_adopt(&s->plan, rs) < 0 && snprintf(err, ABL_ERR_MAX, "out of memory")) ||
+        reconcile(s, rs, err) != 0) {
+        log_cmd("%s", err);
+        return SWEEP_EXIT_USAGE;
+    }
+    if (calib_setup(s, rs) != 0) {
+        log_cmd("out of memory");
+        return SWEEP_EXIT_FAILED;
+    }
+    for (int i = 0; i < s->n; i++) /* accepted new data: no run trains partly on each */
+        if (!s->runs[i].dead && !s->runs[i].finished && s->runs[i].ckpt_step > 0 &&
+            data_guard_changed(&s->data, &s->runs[i].pr->cfg.data)) {
+            drop_checkpoint(s, &s->runs[i]);
+            refs_free(&s->runs[i].events);
+        }
+    int shared = s->sched->ops->shared;
+    if (!(s->vu = view_updater_start(s->journal_path, o->out_path, shared, err))) {
+        log_cmd("%s", err);
+        return SWEEP_EXIT_USAGE;
+    }
+    write_header(s, nranks, hostnames);
+    s->journaled = rs->decisions;
+    s->n_journaled = rs->n_decisions;
+    if (s->spec.replicate.on) write_replicate(s);
+    /* a shared sweep's first identity is also where other processes check theirs */
+    if (data_guard_record(&s->data, s->j, shared ? o->out_path : NULL, o->accept_data_change, err))
+        stop_io(s, err);
+    if (sched_learn(s) != 0) {
+        log_cmd("out of memory");
+        return SWEEP_EXIT_FAILED;
+    }
+    int done_before = 0, n_live = 0, n_resumed = 0; /* resumed: continue from a checkpoint */
+    double total_cost = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->runs[i].dead) continue;
+        n_live++;
+        if (s->runs[i].finished)
+            done_before++;
+        else
+            total_cost += s->runs[i].cost, n_resumed += s->runs[i].ckpt_step > 0;
+    }
+    if (shared && n_live > 0 && done_before == n_live) {
+        /* nothing to train or record: our journal, just made, holds nothing */
+        journal_close(s->j);
+        s->j = NULL;
+        if (s->sched->ops->complete_on_start(s->sched, n_live, o->out_path)) return SWEEP_EXIT_OK;
+    }
+    if (journal_sync(s->j) != 0) stop_journal(s);
+    if (shared && s->plan_all && !stopping(s) &&
+        join_mark_plan_journaled(o->out_path, s->journal_path, err) != 0)
+        log_warn("%s", err); /* the processes that join next plan every run again */
+    if (!stopping(s)) start_view(s);
+    char where[64];
+    snprintf(where, sizeof where, "%d %s", nranks > 1 ? nranks - 1 : 1,
+             nranks > 1 ? "worker rank(s)" : "process");
+    s->sched->ops->announce(s->sched, n_live, done_before, n_resumed, where, o->out_path);
+    progress_init(&s->progress, n_live, done_before, total_cost);
+    s->progress.eta_upper = s->spec.replicate.on;
+    if (s->spec.replicate.on) contrast_line(s);
+    return -1;
 }
