@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "orchestrator/record/h5table.h"
 #include "util/addr_space.h"
+#include "util/test_hooks.h"
 #include "orchestrator/process/sweep_signals.h"
 #include "worker/blas_env.h"
 
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
         addr_space_check(strcmp(argv[1], "run") == 0 ? ADDR_SPACE_RUN_EXTRA
                                                      : ADDR_SPACE_OTHER_EXTRA) != 0)
         _exit(2);
+    test_hooks_load();     /* once, before any thread: no step reads the environment */
     sweep_signals_block(); /* until `run` has its handlers: see sweep_signals.h */
     blas_ensure_env(argv, blas_argv_threads(argv));
     h5_process_init();

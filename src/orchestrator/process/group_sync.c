@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "worker/run_config.h"
+#include "util/test_hooks.h"
 
 struct GroupSync {
     pthread_t thread;
@@ -22,15 +23,15 @@ struct GroupSync {
     char err[ABL_ERR_MAX];
 };
 
-/* Test-only hook (docs/architecture.md, "Test hooks"): ABLATE_TEST_KILL_BEFORE_SYNC=K kills
+/* Test-only hook (util/test_hooks.h): ABLATE_TEST_KILL_BEFORE_SYNC=K kills
  * the process (SIGKILL) just before its K-th group sync, the group's RUN_END records
  * written but not synced, after saying which bytes on stderr; a test then checks that
  * none of the runs whose RUN_END lies there was reported done. It first waits until rank 0
  * has written another RUN_END (or waits, or stops): rank 0 has then gone on, and would have
  * announced the group's runs by then if it announced before their sync. */
 static void test_kill_before_sync(GroupSync *g, uint64_t from, uint64_t to) {
-    const char *k = getenv("ABLATE_TEST_KILL_BEFORE_SYNC");
-    if (!k || !k[0] || atol(k) != g->groups) return;
+    long k = test_hooks()->kill_before_sync;
+    if (k <= 0 || k != g->groups) return;
     pthread_mutex_lock(&g->mu);
     while (g->requested <= to && !g->stopping && !g->waiters)
         pthread_cond_wait(&g->cv, &g->mu);

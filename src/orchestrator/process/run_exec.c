@@ -16,6 +16,7 @@
 
 #include "util/clock.h"
 #include "util/file_io.h"
+#include "util/test_hooks.h"
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/journal.h"
 
@@ -176,7 +177,7 @@ typedef struct {
     long polls;       /* of this attempt: one before each step */
 } RunCtx;
 
-/* Test-only hook (docs/architecture.md, "Test hooks"). With ABLATE_TEST_HOLD_DIR set, an
+/* Test-only hook (util/test_hooks.h). With ABLATE_TEST_HOLD_DIR set, an
  * attempt that has taken ABLATE_TEST_HOLD_STEP steps (default 1) creates DIR/ID.held and
  * waits before each further step, still in progress, until the sweep asks it to stop (a
  * signal, a stop from rank 0) or DIR/ID.go or DIR/go exists; a periodic checkpoint that
@@ -184,11 +185,11 @@ typedef struct {
  * comma-separated list of run ids, holds only those. A fault test then signals or kills a
  * run that cannot have ended, whatever the machine's speed, instead of racing it. */
 static TrainPoll test_hold(RunCtx *rc, TrainPoll p) {
-    const char *dir = getenv("ABLATE_TEST_HOLD_DIR");
-    if (!dir || !dir[0] || p == TRAIN_CHECKPOINT || p == TRAIN_ABORT) return p;
-    const char *at = getenv("ABLATE_TEST_HOLD_STEP"), *only = getenv("ABLATE_TEST_HOLD_RUNS");
-    if (rc->polls <= (at && at[0] ? atol(at) : 1)) return p;
-    if (only && only[0] && !strstr(only, rc->a->id)) return p;
+    const TestHooks *h = test_hooks();
+    const char *dir = h->hold_dir;
+    if (!dir[0] || p == TRAIN_CHECKPOINT || p == TRAIN_ABORT) return p;
+    if (rc->polls <= h->hold_step) return p;
+    if (h->hold_runs[0] && !strstr(h->hold_runs, rc->a->id)) return p;
     char held[ABL_PATH_MAX], go[ABL_PATH_MAX], all[ABL_PATH_MAX];
     snprintf(go, sizeof go, "%s/%s.go", dir, rc->a->id);
     snprintf(all, sizeof all, "%s/go", dir);

@@ -1,4 +1,5 @@
 #include "util/log.h"
+#include "util/test_hooks.h"
 #include "view_updater.h"
 
 #include "worker/run_config.h"
@@ -42,15 +43,14 @@ static int build(ViewUpdater *u, int full, int last, uint64_t upto, H5ViewStats 
     return h5live_update(u->live, upto, st, err);
 }
 
-/* Test-only hook (docs/architecture.md, "Test hooks"). With ABLATE_TEST_HOLD_VIEW=DIR set,
+/* Test-only hook (util/test_hooks.h). With ABLATE_TEST_HOLD_VIEW=DIR set,
  * every build after the first ABLATE_TEST_HOLD_VIEW_AFTER (default 0) first creates
  * DIR/view.held and waits until DIR/view.go exists: a test sees what the sweep does while a
  * view build is slow (rank 0 does not wait for the first one), or orders the builds of
  * joined processes, whatever the machine's speed. */
 static void test_hold(ViewUpdater *u) {
-    const char *dir = getenv("ABLATE_TEST_HOLD_VIEW"),
-               *after = getenv("ABLATE_TEST_HOLD_VIEW_AFTER");
-    if (!dir || !dir[0] || ++u->builds <= (after ? atoi(after) : 0)) return;
+    const char *dir = test_hooks()->hold_view;
+    if (!dir[0] || ++u->builds <= test_hooks()->hold_view_after) return;
     char held[ABL_PATH_MAX], go[ABL_PATH_MAX];
     snprintf(held, sizeof held, "%s/view.held", dir);
     snprintf(go, sizeof go, "%s/view.go", dir);
