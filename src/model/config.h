@@ -7,7 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define ABL_ERR_MAX 512
+#include "util/sizes.h"
+
 /* In a validation function with a `char err[ABL_ERR_MAX]` parameter: write the message,
  * return -1. */
 #define ABL_FAIL(...)                                                                              \

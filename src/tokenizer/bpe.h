@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
+#include "util/sizes.h"
 #include "util/sha256.h"
 
 #define BPE_GPT2_VOCAB    50257

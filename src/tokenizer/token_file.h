@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "model/config.h"
+#include "util/sizes.h"
 
 #define TOKEN_FILE_MAGIC        20240520
 #define TOKEN_FILE_VERSION      1

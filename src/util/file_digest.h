@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "model/config.h"
+#include "util/sizes.h"
 
 #define FILE_DIGEST_SUBDIR       "digests"
 #define FILE_DIGEST_RACY_SECONDS 2

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "model/config.h"
+#include "util/sizes.h"
 
 /* Reads a whole file (regular, pipe or special) into a malloc'd buffer. */
 int file_read_all(const char *what, const char *path, unsigned char **out, long *len,

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "worker/run_config.h"
+#include "sizes.h"
 
 void fs_dir_of(const char *path, char *dir, size_t n) {
     const char *slash = strrchr(path, '/');

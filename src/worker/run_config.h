@@ -6,7 +6,6 @@
 
 #include "model/config.h"
 
-#define ABL_PATH_MAX 1024
 #define ABL_TEXT_MAX 256
 
 typedef enum { SCHED_CONSTANT, SCHED_LINEAR, SCHED_COSINE, SCHED_COUNT } Schedule;

@@ -25,7 +25,7 @@ uint64_t plan_run_hash(const RunConfig *c, uint64_t seed) {
     return run_id_hash(c, &seed);
 }
 
-void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]) {
+void plan_run_id(const RunConfig *c, uint64_t seed, char id[RUN_ID_CHARS]) {
     run_id_format(plan_run_hash(c, seed), id);
 }
 

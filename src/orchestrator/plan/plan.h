@@ -17,9 +17,9 @@
 #define PLAN_NAME_MAX         255 /* bytes of a run name (the journal keeps names up to this) */
 
 typedef struct {
-    int index;   /* position in the plan, 0-based */
-    char *name;  /* "post/n_head=4/activation=gelu/seed1" */
-    char id[17]; /* 16 lowercase hex digits: plan_run_id(cfg, seed) */
+    int index;             /* position in the plan, 0-based */
+    char *name;            /* "post/n_head=4/activation=gelu/seed1" */
+    char id[RUN_ID_CHARS]; /* 16 lowercase hex digits: plan_run_id(cfg, seed) */
     uint64_t seed;
     RunConfig cfg;   /* fully resolved (model.vocab_size stays as specified, usually 0) */
     char *overrides; /* "model.norm=post model.n_head=4": variant then grid, canonical values
@@ -55,6 +55,6 @@ int plan_find_id(const Plan *p, const char *id);
 /* The stable run id (run_id.h, scheme 2): a hash of the knobs that differ from their
  * defaults and the seed, printed as %016llx. */
 uint64_t plan_run_hash(const RunConfig *c, uint64_t seed);
-void plan_run_id(const RunConfig *c, uint64_t seed, char id[17]);
+void plan_run_id(const RunConfig *c, uint64_t seed, char id[RUN_ID_CHARS]);
 
 #endif

@@ -74,15 +74,15 @@ uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed) {
     return run_id_hash_v1_table(table, n, c, seed);
 }
 
-void run_id_format(uint64_t h, char out[17]) {
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
+void run_id_format(uint64_t h, char out[RUN_ID_CHARS]) {
+    snprintf(out, RUN_ID_CHARS, "%016llx", (unsigned long long)h);
 }
 
 /* Every lookup goes through a hash index (id_index.h): resume adopts over every journaled
  * run, and a linear search each made resuming 10^5 runs quadratic. */
 int run_id_adopt(Plan *p, const ResumeState *rs) {
     if (p->n_runs == 0) return 0;
-    char(*v1)[17] = NULL; /* the plan's scheme-1 ids, computed when first needed */
+    char(*v1)[RUN_ID_CHARS] = NULL; /* the plan's scheme-1 ids, computed when first needed */
     IdIndex ix, ix1 = {0};
     if (id_index_build(&ix, p->runs[0].id, sizeof p->runs[0], p->n_runs) != 0) return -1;
     int adopted = 0;
@@ -97,7 +97,7 @@ int run_id_adopt(Plan *p, const ResumeState *rs) {
         }
         int i = id_index_find(&ix1, old);
         if (i >= 0) {
-            memcpy(p->runs[i].id, old, 17);
+            memcpy(p->runs[i].id, old, RUN_ID_CHARS);
             adopted++;
         }
     }

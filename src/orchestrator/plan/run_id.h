@@ -32,7 +32,7 @@ uint64_t run_id_hash(const RunConfig *c, const uint64_t *seed);
 uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint64_t seed);
 uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed);
 /* 16 hex digits + NUL. */
-void run_id_format(uint64_t h, char out[17]);
+void run_id_format(uint64_t h, char out[RUN_ID_CHARS]);
 /* Gives planned runs the scheme-1 ids under which a journal knows them (see above);
  * returns how many runs were adopted, -1 if out of memory. */
 int run_id_adopt(Plan *p, const ResumeState *rs);

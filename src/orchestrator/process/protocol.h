@@ -53,7 +53,7 @@ typedef struct {
     int32_t rank;
     int64_t ckpt_step; /* RunResult.ckpt_step */
     int32_t io_errno;  /* RunResult.io_errno */
-    char host[64];
+    char host[HOST_MAX];
 } WorkerEnd;
 
 typedef struct {

@@ -256,7 +256,7 @@ static const Dataset *sweep_data(const RunAssignment *a, VocabCache *vc, char er
     if (d && a->data_sha256[0] && strcmp(d->identity.sha256, a->data_sha256) != 0) {
         /* another copy on this node, or the file changed since the sweep read it: training
          * on it would mix two data sets in one sweep */
-        char host[64] = "";
+        char host[HOST_MAX] = "";
         gethostname(host, sizeof host - 1);
         snprintf(err, ABL_ERR_MAX,
                  "data file %s on %s is not the sweep's: sha256 %.12s... (%lld bytes) here, "

@@ -19,7 +19,7 @@ typedef struct {
     uint32_t run;     /* journal index */
     uint32_t attempt; /* 1-based */
     uint64_t seed;
-    char id[17];
+    char id[RUN_ID_CHARS];
     RunConfig cfg;
     /* OUT.h5. The files of the run are named from it and id, not sent (protocol.h: the
      * assignment fits the shared-memory eager limit): checkpoints OUT.h5.d/ckpt/

@@ -499,8 +499,8 @@ static void send_stop(int rank, int32_t mode) {
  * run was handed out (an invalid spec, a refused output, no memory for the dispatch). */
 static void stop_workers_unstarted(int nranks) {
     for (int r = 1; r < nranks; r++) {
-        char host[64];
-        MPI_Recv(host, 64, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        char host[HOST_MAX];
+        MPI_Recv(host, HOST_MAX, MPI_CHAR, r, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         send_stop(r, STOP_EXIT);
     }
 }
@@ -547,7 +547,7 @@ static int assign_next(Sweep *s, int rank, const char *host, int *busy) {
 static void run_mpi(Sweep *s, int nranks) {
     /* each worker rank: the journal index of its run, or a WORKER_* state */
     int *busy = malloc(sizeof(int) * (size_t)nranks);
-    char(*hosts)[64] = calloc((size_t)nranks, 64);
+    char(*hosts)[HOST_MAX] = calloc((size_t)nranks, HOST_MAX);
     s->assign_out = calloc((size_t)nranks, sizeof *s->assign_out);
     s->assign_req = malloc(sizeof *s->assign_req * (size_t)nranks);
     for (int r = 0; s->assign_req && r < nranks; r++)
@@ -651,7 +651,7 @@ static void run_mpi(Sweep *s, int nranks) {
         MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         int src = st.MPI_SOURCE;
         if (st.MPI_TAG == TAG_READY) {
-            snprintf(hosts[src], 64, "%.*s", n, (const char *)buf);
+            snprintf(hosts[src], HOST_MAX, "%.*s", n, (const char *)buf);
             busy[src] = WORKER_IDLE;
             worker_idle(s, src);
         } else if (st.MPI_TAG == TAG_EVENTS && n >= 8) {
@@ -729,22 +729,22 @@ static void run_mpi(Sweep *s, int nranks) {
 /* ------------------------------------------------------------------ setup */
 
 char *sweep_gather_hostnames(int rank, int nranks) {
-    char host[64] = "";
+    char host[HOST_MAX] = "";
     gethostname(host, sizeof host - 1);
-    char *all = rank == 0 ? calloc((size_t)nranks, 64) : NULL;
+    char *all = rank == 0 ? calloc((size_t)nranks, HOST_MAX) : NULL;
     if (rank == 0 && !all) { /* the gather needs it on every rank's behalf: nothing begun yet */
         log_cmd("out of memory for the host names of %d ranks", nranks);
         MPI_Abort(MPI_COMM_WORLD, SWEEP_EXIT_USAGE);
     }
-    MPI_Gather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gather(host, HOST_MAX, MPI_CHAR, all, HOST_MAX, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank != 0) return NULL;
     /* distinct hosts, comma-separated; NULL (none named) when out of memory */
     char *out = calloc((size_t)nranks, 66);
     for (int r = 0; out && r < nranks; r++) {
-        const char *h = all + 64 * r;
+        const char *h = all + HOST_MAX * r;
         int seen = 0;
         for (int q = 0; q < r && !seen; q++)
-            seen = strcmp(all + 64 * q, h) == 0;
+            seen = strcmp(all + HOST_MAX * q, h) == 0;
         if (seen) continue;
         if (out[0]) strcat(out, ",");
         strcat(out, h);

@@ -43,7 +43,7 @@ int calib_setup(Sweep *s, const ResumeState *rs) {
         if (r->dead || r->finished || !(r->pr->cfg.train.seconds > 0) ||
             r->pr->cfg.train.calibrate <= 0)
             continue;
-        char group[17];
+        char group[RUN_ID_CHARS];
         RunConfig cfg;
         run_config(s, r, &cfg);
         run_id_format(run_id_hash(&cfg, NULL), group);

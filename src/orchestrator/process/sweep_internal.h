@@ -65,7 +65,7 @@ typedef struct {
 /* Calibrated fixed time (worker/calibrate.h): one per configuration whose unfinished runs
  * have train.calibrate > 0. Its trials are timed before any run trains, one at a time. */
 typedef struct {
-    char group[17];                  /* run_id_hash without the seed (/runs' group) */
+    char group[RUN_ID_CHARS];        /* run_id_hash without the seed (/runs' group) */
     char config[JOURNAL_CONFIG_MAX]; /* its first run's name without the seed segment */
     int rep;                         /* that run: the config and seed the trials time */
     int k;                           /* trials wanted (train.calibrate) */

@@ -96,7 +96,7 @@ int sweep_worker(int rank) {
     int nranks;
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     sweep_gather_hostnames(rank, nranks);
-    char host[64] = "";
+    char host[HOST_MAX] = "";
     gethostname(host, sizeof host - 1);
     blas_set_threads();
     MPI_Send(host, (int)strlen(host) + 1, MPI_CHAR, 0, TAG_READY, MPI_COMM_WORLD);

@@ -27,7 +27,7 @@ int h5v_calibration_record(View *v, const JournalRecord *rec) {
 
 static const H5Col calib_cols[] = {
     {"configuration", H5C_VSTR, 0, NULL, "the configuration timed: its run names without /seedN"},
-    {"group", H5C_STR, 17, NULL, "its group (the group column of /runs)"},
+    {"group", H5C_STR, RUN_ID_CHARS, NULL, "its group (the group column of /runs)"},
     {"trial", H5C_I32, 0, NULL, "trial number, 1..train.calibrate"},
     {"tokens_per_s", H5C_F64, 0, "tokens/s",
      "training throughput of the trial's timed steps (optimizer steps only)"},
@@ -58,7 +58,7 @@ void h5v_calibration_put(const View *v, H5Table *t, uint8_t *row, int c0, const 
     double med = NAN, lo = NAN, hi = NAN;
     int n = 0;
     if (cfg && cfg->train.seconds > 0 && cfg->train.calibrate > 0) {
-        char group[17];
+        char group[RUN_ID_CHARS];
         run_id_format(run_id_hash(cfg, NULL), group);
         int k = cfg->train.calibrate;
         double *x = malloc(sizeof *x * (size_t)k);
@@ -99,7 +99,7 @@ int h5v_write_calibration(View *v, hid_t file, char *err) {
             snprintf(err, ABL_ERR_MAX, "out of memory");
             goto done;
         }
-        h5t_set_str(&c, row, 1, x->group, 17);
+        h5t_set_str(&c, row, 1, x->group, RUN_ID_CHARS);
         h5t_set_i32(&c, row, 2, x->trial);
         h5t_set_f64(&c, row, 3, x->t.tokens_per_s);
         h5t_set_f64(&c, row, 4, x->t.seconds);

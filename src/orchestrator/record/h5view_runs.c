@@ -31,7 +31,7 @@ enum { R_RANK, R_HOST, R_ATTEMPTS, R_RESUMED, R_CKPT, R_NTAIL };
 
 static const H5Col fixed_cols[R_NFIXED] = {
     {"index", H5C_I32, 0, NULL, "plan index (= run in the metric tables)"},
-    {"id", H5C_STR, 17, NULL, "stable run id: 16 hex digits (id_scheme)"},
+    {"id", H5C_STR, RUN_ID_CHARS, NULL, "stable run id: 16 hex digits (id_scheme)"},
     {"name", H5C_VSTR, 0, NULL, "run name: variant/axis=value/.../seedN"},
     {"seed", H5C_U64, 0, NULL, "the run's seed"},
     {"status", H5C_STR, STATUS_LEN, NULL,
@@ -39,7 +39,7 @@ static const H5Col fixed_cols[R_NFIXED] = {
      "unfinished lists "
      "those of runs that have not ended, one a line)"},
     {"variant", H5C_VSTR, 0, NULL, "variant name (empty for a grid without variants)"},
-    {"group", H5C_STR, 17, NULL,
+    {"group", H5C_STR, RUN_ID_CHARS, NULL,
      "hash of the configuration without the seed: seeds of one "
      "configuration share it (and their data: a run trained on data other than the "
      "sweep's first, accepted with --accept-data-change, has a group of its own)"},
@@ -158,7 +158,7 @@ static int put_knobs(H5Table *t, uint8_t *row, int c0, const H5Col *cols, const 
  * message when the config cannot be read back. */
 static int put_plan(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint32_t i,
                     const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
-    char cerr[ABL_ERR_MAX], group[17] = "";
+    char cerr[ABL_ERR_MAX], group[RUN_ID_CHARS] = "";
     if (journal_plan_config(plan, cfg, cerr) != 0) {
         v->st.skipped++;
         snprintf(message, mn, "config: %.240s", cerr);
@@ -166,9 +166,9 @@ static int put_plan(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint
         run_id_format(run_id_hash(cfg, NULL), group);
     }
     h5t_set_i32(t, row, R_INDEX, (int32_t)i);
-    h5t_set_str(t, row, R_ID, plan->id, 17);
+    h5t_set_str(t, row, R_ID, plan->id, RUN_ID_CHARS);
     h5t_set_u64(t, row, R_SEED, plan->seed);
-    h5t_set_str(t, row, R_GROUP, group, 17);
+    h5t_set_str(t, row, R_GROUP, group, RUN_ID_CHARS);
     AxisCtx a = {t, row, L, v, 0};
     a.bad |= h5t_set_vstr(t, row, R_NAME, plan->name, strlen(plan->name));
     a.bad |= h5t_set_vstr(t, row, R_VARIANT, "", 0);
@@ -258,10 +258,10 @@ static void put_trained(const View *v, const RunsLayout *L, H5Table *t, uint8_t 
             v->data[i].val_fraction == cfg->data.val_fraction)
             first = &v->data[i];
     if (!first || !se->data_sha256[0] || !strcmp(first->sha256, se->data_sha256)) return;
-    char group[17];
+    char group[RUN_ID_CHARS];
     uint64_t h = fnv1a(run_id_hash(cfg, NULL), "data_sha256=", 12);
     run_id_format(fnv1a(h, se->data_sha256, strlen(se->data_sha256)), group);
-    h5t_set_str(t, row, R_GROUP, group, 17);
+    h5t_set_str(t, row, R_GROUP, group, RUN_ID_CHARS);
 }
 
 static int runs_axes_attr(const View *v, const RunsLayout *L, hid_t dset) {

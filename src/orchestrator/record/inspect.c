@@ -244,7 +244,7 @@ done:
 
 typedef struct {
     int32_t index;
-    char id[17];
+    char id[RUN_ID_CHARS];
     char name[128];
     char *vname; /* schema 2: name is a variable-length string */
     uint64_t seed;
@@ -330,11 +330,11 @@ static void print_calibration(hid_t file, FILE *out) {
     if (H5Lexists(file, "calibration", H5P_DEFAULT) <= 0) return;
     typedef struct {
         char *config;
-        char group[17];
+        char group[RUN_ID_CHARS];
         double tps, load1;
     } Row;
     typedef struct {
-        char group[17];
+        char group[RUN_ID_CHARS];
         int64_t steps;
     } RunR;
     hid_t d = H5Dopen2(file, "calibration", H5P_DEFAULT);
@@ -346,7 +346,7 @@ static void print_calibration(hid_t file, FILE *out) {
     }
     hid_t sp = H5Dget_space(d), rsp = H5Dget_space(rd);
     hssize_t n = H5Sget_simple_extent_npoints(sp), nr = H5Sget_simple_extent_npoints(rsp);
-    hid_t vs = vstr_type(), s17 = str_type(17), t = H5Tcreate(H5T_COMPOUND, sizeof(Row)),
+    hid_t vs = vstr_type(), s17 = str_type(RUN_ID_CHARS), t = H5Tcreate(H5T_COMPOUND, sizeof(Row)),
           rt = H5Tcreate(H5T_COMPOUND, sizeof(RunR));
     H5Tinsert(t, "configuration", HOFFSET(Row, config), vs);
     H5Tinsert(t, "group", HOFFSET(Row, group), s17);
@@ -412,7 +412,7 @@ static hid_t runrow_type(hid_t ftype) {
         int own;
     } m[] = {
         {"index", offsetof(RunRow, index), H5T_NATIVE_INT32, 0},
-        {"id", offsetof(RunRow, id), str_type(17), 1},
+        {"id", offsetof(RunRow, id), str_type(RUN_ID_CHARS), 1},
         {"name", offsetof(RunRow, name), str_type(128), 1},
         {"name", offsetof(RunRow, vname), vstr_type(), 1},
         {"seed", offsetof(RunRow, seed), H5T_NATIVE_UINT64, 0},

@@ -217,7 +217,7 @@ int journal_kv_next(JournalKvIter *it, const char **key, size_t *klen, const cha
 
 typedef struct {
     uint32_t index;
-    char id[17];
+    char id[RUN_ID_CHARS];
     uint64_t seed;
     char name[JOURNAL_NAME_MAX];
     const char *config_text; /* escaped "knob=value\n" lines; points into the payload */

@@ -17,7 +17,7 @@
 #define JOURNAL_CONFIG_MAX 256
 
 typedef struct {
-    char group[17];
+    char group[RUN_ID_CHARS];
     char config[JOURNAL_CONFIG_MAX];
     int trial, warmup;
     CalibTrial t;

@@ -30,7 +30,7 @@ int refs_push(EventRecordRefs *v, uint32_t attempt, uint64_t offset);
 void refs_free(EventRecordRefs *v);
 
 typedef struct {
-    char id[17];
+    char id[RUN_ID_CHARS];
     char name[JOURNAL_NAME_MAX];
     uint64_t seed;
     int finished; /* a RUN_END of its last attempt exists */

@@ -167,7 +167,7 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
     if (!j) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     j->lock_fd = j->done_fd = -1;
     j->lease = lease > 0 ? lease : JOIN_DEFAULT_LEASE;
-    char base[ABL_PATH_MAX], host[64] = "", stamp[32];
+    char base[ABL_PATH_MAX], host[HOST_MAX] = "", stamp[32];
     if (journal_dir_for(out_path, base, sizeof base) != 0 ||
         snprintf(j->dir, sizeof j->dir, "%s/join", base) >= (int)sizeof j->dir - 64) {
         snprintf(err, ABL_ERR_MAX, "%s: output path too long", out_path);
@@ -552,7 +552,7 @@ int join_done_read(Join *j, JoinDoneFn fn, void *ctx) {
 
 /* join_compact's reading of join/done: the ids it has a line for */
 typedef struct {
-    char (*ids)[17];
+    char (*ids)[RUN_ID_CHARS];
     int n;
     size_t cap;
 } IdList;
@@ -567,7 +567,7 @@ static int compacted_path(const Join *j, char *buf, size_t n) {
     return snprintf(buf, n, "%s/compacted", j->dir) < (int)n ? 0 : -1;
 }
 
-int join_compact(Join *j, const char (*ids)[17], int n, char err[ABL_ERR_MAX]) {
+int join_compact(Join *j, const char (*ids)[RUN_ID_CHARS], int n, char err[ABL_ERR_MAX]) {
     char path[ABL_PATH_MAX + 64], mark[ABL_PATH_MAX + 32], holder[JOIN_NAME_MAX];
     if (j->done_fd < 0 || compacted_path(j, mark, sizeof mark) != 0) return 0;
     if (access(mark, F_OK) == 0) return 0; /* another process did it */

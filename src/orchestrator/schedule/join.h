@@ -124,7 +124,7 @@ int join_done_read(Join *j, JoinDoneFn fn, void *ctx);
  * everything from join/done. Nothing is removed if a claim does not say done, if the sweep
  * has no join/done, or once join/compacted exists. The claims removed (0: none), or -1 with
  * a message. */
-int join_compact(Join *j, const char (*ids)[17], int n, char err[ABL_ERR_MAX]);
+int join_compact(Join *j, const char (*ids)[RUN_ID_CHARS], int n, char err[ABL_ERR_MAX]);
 /* Claim files read by this process so far (tests: what learning the finished runs costs). */
 long join_claim_reads(void);
 /* 1 while claims/ID names us as its holder. */

@@ -40,7 +40,8 @@ typedef struct {
     int unfinished;      /* queue position before which every run is finished */
     double next_scan;    /* when to look for a run again after finding none */
     int failed;          /* an I/O error was reported: the sweep stops */
-    char (*ids)[17];     /* the runs' ids ("" if finished before), indexed (ix) for join/done */
+    char (
+        *ids)[RUN_ID_CHARS]; /* the runs' ids ("" if finished before), indexed (ix) for join/done */
     IdIndex ix;
     double next_learn; /* when to read join/done again (sched_joined_claim) */
     int starting;      /* in j_start: a failed run is one to train again */
@@ -380,7 +381,7 @@ static void j_close(Scheduler *s) {
         all = J->st[i].finished;
     if (all) { /* the sweep is complete: its claims are folded into join/done */
         char err[ABL_ERR_MAX];
-        int removed = join_compact(J->join, (const char(*)[17])J->ids, s->n, err);
+        int removed = join_compact(J->join, (const char(*)[RUN_ID_CHARS])J->ids, s->n, err);
         if (removed < 0) log_warn("%s", err);
         if (removed > 0) log_info("%d claims folded into join/done", removed);
     }
