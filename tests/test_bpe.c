@@ -16,7 +16,7 @@
 #include "util/sha256.h"
 #include "tokenizer/token_cache.h"
 #include "tokenizer/token_file.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 static const char *tmp;
 

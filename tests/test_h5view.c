@@ -27,7 +27,7 @@
 #include "orchestrator/record/view_check.h"
 #include "orchestrator/schedule/sequential.h"
 #include "test_util.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 #include "util/fsutil.h"
 #include "worker/knobs.h"
 

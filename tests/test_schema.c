@@ -13,7 +13,7 @@
 #include "worker/event_schema.h"
 #include "util/json.h"
 #include "worker/sinks.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 #ifndef ABLATE_FIXTURES_DIR
 #define ABLATE_FIXTURES_DIR "tests/fixtures"

@@ -13,7 +13,7 @@
 #include "util/file_io.h"
 #include "util/grow.h"
 #include "unicode_class.h"
-#include "utf8.h"
+#include "util/utf8.h"
 
 typedef struct {
     uint64_t key; /* (a << 32) | b; UINT64_MAX = empty */

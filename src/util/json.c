@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/utf8.h"
+#include "utf8.h"
 
 /* The escapes of all three. ESC_JSON adds the quote and backslash (JSON's own syntax) and
  * leaves C1 controls as they are (valid JSON, and the bytes JSON configs already recorded

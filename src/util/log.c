@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tokenizer/utf8.h"
+#include "utf8.h"
 
 static char command[32];
 static _Atomic int status_shown; /* a status line without its newline is on the terminal */

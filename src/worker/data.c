@@ -18,7 +18,7 @@
 #include "util/sha256.h"
 #include "tokenizer/token_cache.h"
 #include "tokenizer/token_file.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 static void set_err(char err[ABL_ERR_MAX], const char *fmt, ...) {
     if (!err) return;

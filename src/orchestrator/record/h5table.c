@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "worker/run_config.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 #include "util/fsutil.h"
 
 #define TABLE_MAX_ROWS  65536

@@ -1,8 +1,8 @@
 /* UTF-8 validity. Text that ablate stores tagged as UTF-8 (HDF5) or prints as JSON must be
  * valid UTF-8, but a run's text (a byte-level vocabulary, generated samples, a prompt) is
  * bytes: these helpers tell the two apart and repair what is not valid. */
-#ifndef ABLATE_WORKER_UTF8_H
-#define ABLATE_WORKER_UTF8_H
+#ifndef ABLATE_UTIL_UTF8_H
+#define ABLATE_UTIL_UTF8_H
 
 #include <stddef.h>
 #include <stdint.h>
