@@ -17,7 +17,7 @@
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/record/journal.h"
 #include "orchestrator/schedule/scheduler.h"
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "test_util.h"
 #include "util/buf.h"
 

@@ -25,7 +25,7 @@
 #include "orchestrator/record/inspect.h"
 #include "orchestrator/record/journal_replicate.h"
 #include "orchestrator/record/view_check.h"
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "test_util.h"
 #include "util/utf8.h"
 #include "util/fsutil.h"

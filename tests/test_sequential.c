@@ -1,4 +1,4 @@
-/* The sequential rule (src/orchestrator/schedule/sequential.h) and the distributions under it
+/* The sequential rule (src/orchestrator/plan/sequential.h) and the distributions under it
  * (src/util/distrib.h): the CDFs and quantiles against scipy, seq_rule_init's checks, the
  * verdicts of seq_look, and THE SIMULATION: the rule's own code run on 10^5 simulated
  * studies of 6 contrasts per scenario, under null, boundary and mixed true differences, with
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "test_util.h"
 #include "util/distrib.h"
 #include "util/sim_rand.h"

@@ -7,7 +7,7 @@
 
 #include "worker/event_schema.h"
 #include "util/log.h"
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "sweep_internal.h"
 
 /* Each contrast's state for the progress line: "h2 open n=3 [-0.02,+0.01]", "gelu better". */

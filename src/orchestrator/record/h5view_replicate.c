@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "h5view_internal.h"
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "util/grow.h"
 #include "util/log.h"
 
@@ -128,7 +128,7 @@ static int root_attrs(hid_t file, const JournalReplicate *r) {
            h5_attr_i32(file, "replicate_min", r->min) ||
            h5_attr_i32(file, "replicate_max", r->max) ||
            h5_attr_str(file, "replicate_looks", looks) ||
-           h5_attr_str(file, "replicate_rule", "schedule/sequential.h, docs/analysis.md");
+           h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md");
 }
 
 int h5v_write_replicate(View *v, hid_t file, char *err) {

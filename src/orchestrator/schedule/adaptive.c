@@ -38,7 +38,7 @@
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
 #include "scheduler.h"
-#include "sequential.h"
+#include "orchestrator/plan/sequential.h"
 #include "util/buf.h"
 #include "util/grow.h"
 #include "util/json.h"

@@ -21,7 +21,7 @@
 #ifndef ABLATE_ORCHESTRATOR_SEQUENTIAL_H
 #define ABLATE_ORCHESTRATOR_SEQUENTIAL_H
 
-#include "model/config.h" /* ABL_ERR_MAX */
+#include "util/sizes.h"
 
 #define SEQ_MAX_LOOKS 32
 

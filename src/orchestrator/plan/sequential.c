@@ -10,7 +10,7 @@
  * 2 (1 - Phi(z_{1-a'/2} / sqrt(t))): that one spends almost nothing before the last look
  * (critical t 132 at n = 5 of 20 with 10 contrasts, against 17.6 here) and needed 0.72x the
  * runs of the fixed design at study B's effects, where this one needs 0.65x. */
-#include "orchestrator/schedule/sequential.h"
+#include "orchestrator/plan/sequential.h"
 
 #include <math.h>
 #include <stdio.h>
