@@ -1,8 +1,6 @@
 #include "plan.h"
 #include "contrast.h"
 
-#include "orchestrator/record/journal.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,8 +14,6 @@
 #include "run_id.h"
 #include "util/buf.h"
 #include "util/grow.h"
-
-_Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
 /* ---- ids ---- */
 

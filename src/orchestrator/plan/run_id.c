@@ -77,37 +77,3 @@ uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed) {
 void run_id_format(uint64_t h, char out[RUN_ID_CHARS]) {
     snprintf(out, RUN_ID_CHARS, "%016llx", (unsigned long long)h);
 }
-
-/* Every lookup goes through a hash index (id_index.h): resume adopts over every journaled
- * run, and a linear search each made resuming 10^5 runs quadratic. */
-int run_id_adopt(Plan *p, const ResumeState *rs) {
-    if (p->n_runs == 0) return 0;
-    char(*v1)[RUN_ID_CHARS] = NULL; /* the plan's scheme-1 ids, computed when first needed */
-    IdIndex ix, ix1 = {0};
-    if (id_index_build(&ix, p->runs[0].id, sizeof p->runs[0], p->n_runs) != 0) return -1;
-    int adopted = 0;
-    for (int k = 0; k < rs->n_runs; k++) {
-        const char *old = rs->runs[k].id;
-        if (!old[0] || id_index_find(&ix, old) >= 0) continue;
-        if (!v1) {
-            if (!(v1 = malloc(sizeof *v1 * (size_t)(p->n_runs + 1)))) goto oom;
-            for (int i = 0; i < p->n_runs; i++)
-                run_id_format(run_id_hash_v1(&p->runs[i].cfg, p->runs[i].seed), v1[i]);
-            if (id_index_build(&ix1, v1[0], sizeof v1[0], p->n_runs) != 0) goto oom;
-        }
-        int i = id_index_find(&ix1, old);
-        if (i >= 0) {
-            memcpy(p->runs[i].id, old, RUN_ID_CHARS);
-            adopted++;
-        }
-    }
-    id_index_free(&ix1);
-    free(v1);
-    id_index_free(&ix);
-    return adopted;
-oom:
-    id_index_free(&ix1);
-    free(v1);
-    id_index_free(&ix);
-    return -1;
-}

@@ -8,7 +8,7 @@
  * configuration share it.
  *
  * Id scheme 1 (ablate 0.1.0) hashed every knob, so each new knob changed every id. Journals
- * it wrote keep their ids: on --resume, run_id_adopt finds each journaled run whose id no
+ * it wrote keep their ids: on --resume, run_id_adopt (record/resume.h) finds each journaled run whose id no
  * planned run has under scheme 2 and gives the planned run with that scheme-1 id the old id.
  * The journal HEADER records "id_scheme". */
 #ifndef ABLATE_ORCHESTRATOR_RUN_ID_H
@@ -20,7 +20,6 @@
 #include "util/hash.h"
 #include "worker/knobs.h"
 #include "plan.h"
-#include "orchestrator/record/resume.h"
 
 #define RUN_ID_SCHEME 2
 
@@ -33,8 +32,5 @@ uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint
 uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed);
 /* 16 hex digits + NUL. */
 void run_id_format(uint64_t h, char out[RUN_ID_CHARS]);
-/* Gives planned runs the scheme-1 ids under which a journal knows them (see above);
- * returns how many runs were adopted, -1 if out of memory. */
-int run_id_adopt(Plan *p, const ResumeState *rs);
 
 #endif

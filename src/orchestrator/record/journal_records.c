@@ -12,6 +12,9 @@
 #include "util/buf.h"
 #include "util/le.h"
 #include "worker/knobs.h"
+#include "orchestrator/plan/plan.h"
+
+_Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
 const char *journal_type_name(int type) {
     switch (type) {

@@ -93,6 +93,9 @@ typedef struct {
 
 /* -1 when out of memory. A plan that only adds runs has missing == -1. */
 int resume_match(const ResumeState *st, const Plan *p, ResumeMatch *m);
+/* Gives planned runs the scheme-1 ids under which a journal knows them (plan/run_id.h);
+ * returns how many runs were adopted, -1 if out of memory. */
+int run_id_adopt(Plan *p, const ResumeState *rs);
 void resume_match_free(ResumeMatch *m);
 
 #endif
