@@ -6,7 +6,7 @@
 #include "util/log.h"
 #include "commands.h"
 #include "orchestrator/record/h5view.h"
-#include "orchestrator/schedule/join.h"
+#include "orchestrator/record/joined_view.h"
 #include "orchestrator/record/journal.h"
 
 static void view_usage(FILE *f) {

@@ -3,7 +3,7 @@
 #include "view_updater.h"
 
 #include "worker/run_config.h"
-#include "orchestrator/schedule/join.h"
+#include "joined_view.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -44,8 +44,9 @@
 
 #include <stddef.h>
 
-#include "model/config.h"
+#include "util/sizes.h"
 #include "orchestrator/record/h5view.h"
+#include "orchestrator/record/joined_view.h"
 #include "orchestrator/plan/plan.h"
 #include "worker/events.h"
 
@@ -140,27 +141,7 @@ int join_plan_journaled(const char *out_path);
  * unless it exists. 0, or -1 with a message. */
 int join_mark_plan_journaled(const char *out_path, const char *journal_path, char err[ABL_ERR_MAX]);
 
-/* Is out_path a joined sweep (OUT.h5.d/join exists)? */
-int join_exists(const char *out_path);
-/* The journals of a joined sweep, sorted by name (oldest first): malloc'd array of malloc'd
- * paths. 0 with *n >= 0, or -1 with a message. */
-int join_list_journals(const char *out_path, char ***paths, int *n, char err[ABL_ERR_MAX]);
-void join_free_list(char **paths, int n);
 /* --force on a joined sweep: removes OUT.h5.d/join unless one of its processes is alive
  * (its journal locked: refused, with the message naming it). 0 also when not joined. */
 int join_remove(const char *out_path, char err[ABL_ERR_MAX]);
-/* Builds OUT.h5 from every journal of the joined sweep (h5view_build_many), one process at a
- * time (join/view.lock). own: a journal still being appended, read up to limit (NULL: none);
- * a periodic view (own, not last) is not built while another process builds one.
- * last: own is closed (its process has ended the sweep); the view is then built only when no
- * other process is still running (the last to end builds it, once) and does not already
- * cover every journal byte. `ablate view` (own NULL) always builds. */
-int join_build_view(const char *out_path, const char *own, uint64_t limit, int last,
-                    H5ViewStats *st, char err[ABL_ERR_MAX]);
-/* How long a build (other than a periodic one, which tries once and lets the holder's build
- * stand) waits for join/view.lock before it goes on without it: a process stopped or hung
- * while it builds holds the lock. Tests: join_set_view_lock_wait (<= 0 restores it). */
-#define JOIN_VIEW_LOCK_WAIT 10.0
-void join_set_view_lock_wait(double seconds);
-
 #endif
