@@ -1,5 +1,6 @@
 #include "worker/event_schema.h"
 #include "worker/provenance.h"
+#include "worker/weights_file.h"
 #include "util/log.h"
 #include "run_exec.h"
 
@@ -67,7 +68,7 @@ int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf,
 int run_weights_path(const char *out_path, const char *id, char *buf, size_t n) {
     char dir[ABL_PATH_MAX];
     if (journal_dir_for(out_path, dir, sizeof dir) != 0) return -1;
-    return snprintf(buf, n, "%s/weights/%s.f32", dir, id) < (int)n ? 0 : -1;
+    return weights_file_path(dir, id, buf, n);
 }
 
 /* Writes a file durably (file_write_atomic) in a directory created if missing: 0, or the
@@ -244,10 +245,7 @@ static int save_checkpoint(void *ctx, const Trainer *t) {
 }
 
 static int write_weights(FILE *f, void *ctx) {
-    const GPT *g = ctx;
-    WeightsHeader h = {RUN_WEIGHTS_MAGIC, g->cfg.vocab_size, 0, g->n_params};
-    if (fwrite(&h, sizeof h, 1, f) != 1) return -1;
-    return fwrite(g->params, sizeof(float), g->n_params, f) == g->n_params ? 0 : -1;
+    return weights_file_write(f, ctx);
 }
 
 /* The run's data, when it is the sweep's (else NULL with a message). */

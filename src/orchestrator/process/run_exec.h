@@ -65,16 +65,7 @@ int run_ckpt_path(const char *out_path, const char *id, int64_t step, char *buf,
 /* Checks a checkpoint file's trailer and CRC-32C; 0, or -1 with a message naming it. */
 int run_ckpt_verify(const char *path, char err[ABL_ERR_MAX]);
 /* OUT.h5.d/weights/<id>.f32: the final parameters, written durably before the run is
- * reported finished; the view copies them into OUT.h5. A WeightsHeader, then n_params
- * float32 in tensor-table order (gpt.h). */
+ * reported finished; the view copies them into OUT.h5 (worker/weights_file.h). */
 int run_weights_path(const char *out_path, const char *id, char *buf, size_t n);
-
-#define RUN_WEIGHTS_MAGIC 0x31574c42u /* "BLW1" */
-typedef struct {
-    uint32_t magic;
-    int32_t vocab_size; /* resolved: the tensor table needs it */
-    int32_t reserved;
-    uint64_t n_params;
-} WeightsHeader;
 
 #endif

@@ -26,7 +26,7 @@
 #include "data_guard.h"
 #include "h5user.h"
 #include "journal.h"
-#include "orchestrator/process/run_exec.h"
+#include "worker/weights_file.h"
 #include "orchestrator/plan/run_id.h"
 
 #ifndef ABLATE_VERSION
@@ -829,7 +829,7 @@ static int write_weights(View *v, const char *dir, hid_t file, char *err) {
             journal_decode_plan(&rec, &plan) != 0)
             continue;
         char path[ABL_PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/weights/%s.f32", dir, plan.id);
+        if (weights_file_path(dir, plan.id, path, sizeof path) != 0) continue;
         FILE *f = fopen(path, "rb");
         if (!f) continue;
         WeightsHeader h;
