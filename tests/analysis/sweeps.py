@@ -13,12 +13,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "analysi
 import common as C  # noqa: E402,F401
 
 def main_in_workdir(tag, files, tests):
-    """Runs tests (name, fn) with common.main, all in one temp dir given to them as
-    files["dir"] (removed when they pass, kept when one fails); exits as common.main does."""
+    """Runs the tests (name, fn) that common.select chooses from the command line with
+    common.main, all in one temp dir given to them as files["dir"] (removed when they
+    pass, kept when one fails); exits as common.main does."""
+    chosen = C.select([name for name, _ in tests])
     with C.workdir(tag) as d:
         files["dir"] = d
         try:
-            C.main(tests)
+            C.main([t for t in tests if t[0] in chosen], argv=[])
         except SystemExit as e:
             if e.code:
                 raise

@@ -491,14 +491,13 @@ def js_fixed4(v):
 
 
 def main():
-    """test_page.py: the page as written; test_page.py --browser: the page in Chromium
-    (exit 77, CTest's skip, without chromium, chromium-driver or python3-selenium)."""
-    tests = [("browser", test_browser), ("hostile_browser", test_hostile_browser)] \
-        if "--browser" in sys.argv[1:] else \
-        [("page_written", test_page_written), ("no_uplot", test_no_uplot),
-         ("minmax_keep", test_minmax_keep), ("thousand_runs", test_thousand_runs),
-         ("hostile_page", test_hostile_page), ("hostile_md", test_hostile_md)]
-    W.main_in_workdir("analysis-page", FILES, tests)
+    """The page as written, then in Chromium (browser, hostile_browser: skipped, CTest's
+    exit 77, without chromium, chromium-driver or python3-selenium)."""
+    W.main_in_workdir("analysis-page", FILES, [
+        ("page_written", test_page_written), ("no_uplot", test_no_uplot),
+        ("minmax_keep", test_minmax_keep), ("thousand_runs", test_thousand_runs),
+        ("hostile_page", test_hostile_page), ("hostile_md", test_hostile_md),
+        ("browser", test_browser), ("hostile_browser", test_hostile_browser)])
 
 
 if __name__ == "__main__":

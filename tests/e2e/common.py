@@ -2,6 +2,9 @@
 
 Run a test by hand with the Python that has numpy and h5py, e.g.
     ABLATE_BIN=build/ablate /usr/bin/python3 tests/e2e/test_rank_identity.py
+Every test file takes its cases as the C tests do (main() and select() below): no argument
+runs them all, `--list` names them, `test_join.py hung refused` runs those two; CTest has
+each case as its own test (tests/CMakeLists.txt, ablate_py_test: `ctest -R e2e_join.hung`).
 CTest provides ABLATE_BIN, ABLATE_TEST_CORPUS, ABLATE_PYTHON and the Open MPI root
 variables (tests/CMakeLists.txt); every one of them has a fallback here.
 
@@ -40,6 +43,8 @@ SOURCE_DIR = os.environ.get("ABLATE_SOURCE_DIR") or os.path.dirname(os.path.dirn
 # ---------------------------------------------------------------- environment
 
 def ablate_bin():
+    """$ABLATE_BIN, else a built ablate under the source tree, else None: importing a test
+    needs no binary (`--list` runs without one); main() refuses to run a case without it."""
     b = os.environ.get("ABLATE_BIN")
     if b:
         return os.path.abspath(b)
@@ -47,7 +52,7 @@ def ablate_bin():
         p = os.path.join(SOURCE_DIR, d, "ablate")
         if os.access(p, os.X_OK):
             return p
-    sys.exit("ABLATE_BIN is not set and no built ablate was found under %s" % SOURCE_DIR)
+    return None
 
 
 BIN = ablate_bin()
@@ -78,6 +83,66 @@ def workdir_persistent(name):
     if not os.environ.get("ABLATE_E2E_KEEP"):
         atexit.register(shutil.rmtree, d, True)
     return d
+
+
+def _identity(path):
+    st = os.stat(path)
+    return "%s %d %d %d" % (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_SHARED = {}
+
+
+def shared_sweep(tag, spec_text, timeout=600):
+    """An uninterrupted reference sweep several cases compare with: spec_text written to
+    SPEC and `ablate run SPEC -o OUT.h5` run in-process to exit 0, once. Returns (SPEC, OUT.h5),
+    which the caller only reads.
+
+    CTest runs each case in its own process; so that a reference computed for one case is
+    not computed again for the next, CTest gives ABLATE_TEST_CACHE (a directory of the build,
+    tests/CMakeLists.txt) and the sweep is kept there, under a lock, by the hash of what
+    makes it: the spec's text, the binary's identity (path, inode, size, mtime) and the
+    corpus's (every data path the spec names); a rebuilt binary starts the directory afresh.
+    Without ABLATE_TEST_CACHE (a test run by hand) it is kept for the process only."""
+    import fcntl
+    import hashlib
+    if (tag, spec_text) in _SHARED:
+        return _SHARED[(tag, spec_text)]
+    base = os.environ.get("ABLATE_TEST_CACHE")
+    if not base:
+        d = workdir_persistent(tag)
+        _SHARED[(tag, spec_text)] = _run_shared(d, spec_text, timeout)
+        return _SHARED[(tag, spec_text)]
+    binary = hashlib.sha256(_identity(BIN).encode()).hexdigest()[:16]
+    ident = [spec_text, binary] + [_identity(m) for m in re.findall(
+        r'path: "([^"]+)"', spec_text) if os.path.exists(m)]
+    key = hashlib.sha256("\n".join(ident).encode()).hexdigest()[:16]
+    root = os.path.join(base, binary)
+    if not os.path.isdir(root):
+        # the references of an earlier binary are no use to this one
+        for old in os.listdir(base) if os.path.isdir(base) else []:
+            shutil.rmtree(os.path.join(base, old), ignore_errors=True)
+        os.makedirs(root, exist_ok=True)
+    d = os.path.join(root, "%s-%s" % (tag, key))
+    with open(d + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent case waits for the first to finish
+        if not os.path.exists(os.path.join(d, "complete")):
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            _run_shared(d, spec_text, timeout)
+            write(os.path.join(d, "complete"), "")
+        else:
+            log("  reference %s: kept from an earlier case (%s)" % (tag, d))
+    _SHARED[(tag, spec_text)] = (os.path.join(d, "spec.yaml"), os.path.join(d, "ref.h5"))
+    return _SHARED[(tag, spec_text)]
+
+
+def _run_shared(d, spec_text, timeout):
+    spec, out = write(os.path.join(d, "spec.yaml"), spec_text), os.path.join(d, "ref.h5")
+    t0 = time.monotonic()
+    run(["run", spec, "-o", out], expect_rc=0, timeout=timeout, tag="ref")
+    log("  reference: %.1f s" % (time.monotonic() - t0))
+    return spec, out
 
 
 class Skip(Exception):
@@ -687,9 +752,32 @@ def plan_json(spec, sets=(), env=None):
 SKIP_RC = 77  # tests/CMakeLists.txt: SKIP_RETURN_CODE
 
 
-def main(tests):
-    """Runs each (name, fn) in order, printing PASS/FAIL/SKIP and times; exit 1 if any
-    failed, 77 if every one was skipped."""
+def select(names, argv=None):
+    """The cases to run, as a C test program takes them (tests/test_util.h): argv
+    (sys.argv[1:] by default) empty runs every case; `--list` prints the case names one a
+    line and exits 0 (CMake lists them so at configure time: nothing may run before it);
+    NAME... runs those, in the file's order; an unknown name exits 2 naming the known
+    ones. Returns the chosen names."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--list"]:
+        print("\n".join(names), flush=True)
+        sys.exit(0)
+    unknown = [a for a in argv if a not in names]
+    if unknown:
+        sys.stderr.write("%s: no case %s (the cases: %s)\n" % (
+            os.path.basename(sys.argv[0]), ", ".join("'%s'" % u for u in unknown),
+            ", ".join(names)))
+        sys.exit(2)
+    return [n for n in names if not argv or n in argv]
+
+
+def main(tests, argv=None):
+    """Runs the cases (name, fn) that select() chooses from argv, in order, printing
+    PASS/FAIL/SKIP and times; exit 1 if any failed, 77 if every one was skipped."""
+    chosen = select([name for name, _ in tests], argv)
+    tests = [t for t in tests if t[0] in chosen]
+    if BIN is None:
+        sys.exit("ABLATE_BIN is not set and no built ablate was found under %s" % SOURCE_DIR)
     failed, skipped = [], []
     t_all = time.monotonic()
     for name, fn in tests:

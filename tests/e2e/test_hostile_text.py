@@ -140,7 +140,5 @@ def test_train_error():
 
 
 if __name__ == "__main__":
-    tests = [("run_progress", test_run_progress), ("train_output", test_train_output),
-             ("train_error", test_train_error)]
-    only = sys.argv[1:]
-    C.main([t for t in tests if not only or t[0] in only])
+    C.main([("run_progress", test_run_progress), ("train_output", test_train_output),
+            ("train_error", test_train_error)])

@@ -37,14 +37,13 @@ _REF = {}
 
 
 def spec_and_ref(tmp):
+    """The spec and its uninterrupted reference (computed once for every case:
+    C.shared_sweep)."""
     if "ref" not in _REF:
-        d = C.workdir_persistent("join-ref")
         corpus = C.corpus_path(tmp)
-        spec = C.write(os.path.join(d, "spec.yaml"),
-                       C.micro_spec(corpus, steps=300, seeds=SEEDS, variants=VARIANTS,
-                                    eval_every=100, stats_every=25))
-        out = os.path.join(d, "ref.h5")
-        C.run(["run", spec, "-o", out], expect_rc=0, timeout=600, tag="ref")
+        spec, out = C.shared_sweep("join-ref", C.micro_spec(
+            corpus, steps=300, seeds=SEEDS, variants=VARIANTS, eval_every=100,
+            stats_every=25), timeout=600)
         v = C.View(out)
         C.assert_complete(v, N_RUNS, "reference")
         _REF["ref"] = (spec, v)
@@ -344,7 +343,6 @@ CASES = [("four", test_four), ("hung", test_hung), ("refused", test_refused),
          ("plan_once", test_plan_once), ("random", test_random)]
 
 if __name__ == "__main__":
-    # `test_join.py random` runs that case alone (CTest join_random, Release only); no
-    # argument runs the others (e2e_join, also under the sanitizers)
-    only = sys.argv[1:]
-    C.main([c for c in CASES if (c[0] in only if only else c[0] != "random")])
+    # CTest has `random` as join_random (Release only), the others as e2e_join.CASE (also
+    # under the sanitizers)
+    C.main(CASES)

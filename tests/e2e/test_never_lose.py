@@ -58,16 +58,13 @@ _REF = {}
 
 def spec_and_ref(tmp, steps=200, stats_every=1):
     """A sweep of 8 micro runs whose journal is a few hundred KB, and its uninterrupted
-    reference view (computed once per spec)."""
+    reference view (computed once per spec, for every case: C.shared_sweep)."""
     corpus = C.corpus_path(tmp)
     key = (steps, stats_every)
     if key not in _REF:
-        d = C.workdir_persistent("never-lose-ref")
-        spec = C.write(os.path.join(d, "spec-%d-%d.yaml" % key),
-                       C.micro_spec(corpus, steps=steps, seeds=SEEDS, variants=VARIANTS,
-                                    eval_every=20, stats_every=stats_every))
-        out = os.path.join(d, "ref-%d-%d.h5" % key)
-        C.run(["run", spec, "-o", out], expect_rc=0, timeout=300, tag="ref")
+        spec, out = C.shared_sweep("never-lose-ref-%d-%d" % key, C.micro_spec(
+            corpus, steps=steps, seeds=SEEDS, variants=VARIANTS, eval_every=20,
+            stats_every=stats_every), timeout=300)
         v = C.View(out)
         C.assert_complete(v, N_RUNS, "reference")
         _REF[key] = (spec, v, os.path.getsize(C.journal_path(out)))

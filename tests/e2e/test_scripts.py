@@ -33,7 +33,7 @@ def cache_value(build, key):
     return None
 
 
-def main():
+def test_quickstart_then_run_tests():
     tmp = tempfile.mkdtemp(prefix="ablate-scripts-")
     try:
         build = os.path.join(tmp, "build")
@@ -47,7 +47,8 @@ def main():
         assert rc == 0 and m and int(m.group(1)) > 0, (
             "run-tests.sh after the quickstart lists no test (rc %d):\n%s\n%s" % (rc, out, err))
         assert cache_value(build, "BUILD_TESTING") == "ON"
-        for name in ("e2e_slurm", "analysis_report", r"test_engine\.determinism"):
+        for name in ("e2e_slurm", r"analysis_report\.loader", r"e2e_join\.hung",
+                     r"test_engine\.determinism"):
             assert re.search(r"Test +#\d+: %s$" % name, out, re.M), "%s not listed" % name
         print("run-tests.sh after the quickstart: %s tests" % m.group(1))
 
@@ -68,4 +69,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    sys.path.insert(0, HERE)
+    import common as C
+    C.main([("quickstart_then_run_tests", test_quickstart_then_run_tests)])

@@ -1093,19 +1093,19 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("submit_wait", case_submit_wait, None)]
 
 if __name__ == "__main__":
-    # test_slurm.py [CASE ...] runs only those cases
-    unknown = set(sys.argv[1:]) - {c[0] for c in CASES}
-    if unknown:
-        sys.exit("unknown case(s) %s; the cases: %s" % (
-            ", ".join(sorted(unknown)), ", ".join(c[0] for c in CASES)))
+    # the cases as every test file takes them (common.select: none = all, --list, CASE...),
+    # chosen before SLURM starts; then one process runs them all, sharing the references
+    # and fitting the short cases into time_limit's wait (Early), so CTest has the whole
+    # file as one test, e2e_slurm
+    names = C.select([c[0] for c in CASES])
     slurm_up()
     with C.workdir("slurm") as d:
-        chosen = [c for c in CASES if not sys.argv[1:] or c[0] in sys.argv[1:]]
+        chosen = [c for c in CASES if c[0] in names]
         S = Sweep(d, long=bool({"time_limit", "preempted", "array", "admin_requeue"}
                                & {c[0] for c in chosen}))
         S.early = Early(S, [c for c in chosen if c[2] is not None])
         try:
-            C.main([(n, S.early.case(n, f)) for n, f, _ in chosen])
+            C.main([(n, S.early.case(n, f)) for n, f, _ in chosen], argv=[])
         except SystemExit as e:
             if e.code:
                 raise  # keeps the work dir
