@@ -1,6 +1,7 @@
 """Real small sweep files for the analysis tests, made with the ablate binary (ABLATE_BIN)
 through tests/e2e/common.py. Each builder takes a directory and returns the file's path.
-Sizes are kept to a few seconds of training on one process."""
+Sizes are kept to a few seconds of training on one process. Three of them are also
+committed files (FIXTURES, fixture()) for the tests that only read one."""
 
 import os
 import signal
@@ -135,6 +136,22 @@ def stopped_sweep(d):
     finally:
         job.close()
         job.cleanup_files()
+    return out
+
+
+# The sweeps committed as files (tests/fixtures/analysis/NAME.h5, written by
+# tests/analysis/make_fixtures.py): tests that only read a sweep take fixture(NAME, d)
+# instead of building it, so a case alone (CTest runs each in its own process) starts at once.
+FIXTURES = {"variants": variants_sweep, "page": page_sweep, "hostile": hostile_sweep}
+FIXTURE_DIR = os.path.join(os.path.dirname(HERE), "fixtures", "analysis")
+
+
+def fixture(name, d):
+    """A copy in d of the committed sweep file NAME (FIXTURES): the test may change it."""
+    import shutil
+    out = os.path.join(d, "fixture-%s.h5" % name)
+    if not os.path.exists(out):
+        shutil.copy(os.path.join(FIXTURE_DIR, name + ".h5"), out)
     return out
 
 

@@ -31,7 +31,7 @@ MB = 1 << 20
 
 def sweep():
     if "page" not in FILES:
-        FILES["page"] = W.page_sweep(FILES["dir"])
+        FILES["page"] = W.fixture("page", FILES["dir"])
         rc, err = W.report(FILES["page"], os.path.join(FILES["dir"], "rep"))
         assert rc == 0, err
     return FILES["page"], os.path.join(FILES["dir"], "rep")
@@ -49,7 +49,7 @@ def hostile():
     description, the run names and the samples (issue 37 items 4 and 9)."""
     if "hostile" not in FILES:
         import subprocess
-        path = W.hostile_sweep(FILES["dir"])
+        path = W.fixture("hostile", FILES["dir"])
         d = os.path.join(FILES["dir"], "hostile-rep")
         p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT,
                             path, "-o", d], capture_output=True, text=True, timeout=300)

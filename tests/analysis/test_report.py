@@ -102,6 +102,8 @@ def check_csvs(d, md):
 
 
 def make(name, builder):
+    """The sweep `name` built once in this process (the variants sweep is a committed
+    file: W.fixture)."""
     if name not in FILES:
         FILES[name] = builder(FILES["dir"])
     return FILES[name]
@@ -137,7 +139,7 @@ def check_identity(sw, runs):
 def test_loader():
     """Schema 2 as the binary writes it: group, variant, axes and /evals tokens and time
     are the file's columns."""
-    path = make("variants", W.variants_sweep)
+    path = W.fixture("variants", FILES["dir"])
     sw = aa.load(path)
     runs, evals, extra = raw(path)
     assert sw.schema_version == 2 and extra["axes"] == []
@@ -315,7 +317,7 @@ def check_paired_contrasts(d, md, v, pairs, n):
 
 
 def test_variants_report():
-    path = make("variants", W.variants_sweep)
+    path = W.fixture("variants", FILES["dir"])
     d, md = run_report(path, "variants", cli=True)
     runs, _, _ = raw(path)
     v = runs[runs["valid"]]
@@ -328,15 +330,14 @@ def test_variants_report():
         assert re.search(r"huge/seed%d \| failed \| .*cannot allocate" % s, over), over
     # contrasts: paired t on the seeds, Holm over the family of two, power figures
     check_paired_contrasts(d, md, v, {"gelu": "baseline", "ctx8": "baseline"}, 3)
-    # provenance: the data file's checksum (schema 2's /data_files), against the file
-    import hashlib
+    # provenance: the data file's size and checksum as schema 2's /data_files records them
+    # (the file is the corpus the fixture was made from: that the record is the file's is
+    # e2e_data_identity's to check)
     with h5py.File(path, "r") as f:
-        data = [_str(x) for x in f["data_files"]["path"]]
-    assert len(data) == 1, data
-    with open(data[0], "rb") as f:
-        blob = f.read()
-    assert "| %s | {:,} | `%s` |".format(len(blob)) % (data[0], hashlib.sha256(blob)
-                                                        .hexdigest()) in md, "data checksum"
+        data = [(_str(r["path"]), int(r["bytes"]), _str(r["sha256"])) for r in f["data_files"]]
+    assert len(data) == 1 and re.fullmatch(r"[0-9a-f]{64}", data[0][2]), data
+    assert "| %s | {:,} | `%s` |".format(data[0][1]) % (data[0][0], data[0][2]) in md, \
+        "data checksum"
     check_pngs(d, ["val_loss.png", "mlp_activations.png", "attention_entropy.png",
                    "throughput.png", "forest.png"])
     assert set(check_csvs(d, md)) >= {"configs.csv", "contrasts.csv", "layers.csv",
@@ -350,7 +351,7 @@ def test_variants_report():
 
 
 def test_baseline_option():
-    path = make("variants", W.variants_sweep)
+    path = W.fixture("variants", FILES["dir"])
     d, md = run_report(path, "variants-gelu", "--baseline", "gelu")
     con = pd.read_csv(os.path.join(d, "contrasts.csv"))
     assert set(con["baseline"]) == {"gelu"} and set(con["config"]) == {"baseline", "ctx8"}, con

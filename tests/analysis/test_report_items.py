@@ -25,9 +25,8 @@ BLOWN = "activation=gelu/lr=3e-3"
 
 
 def sweep():
-    if "page" not in FILES:
-        FILES["page"] = W.page_sweep(FILES["dir"])
-    return FILES["page"]
+    """The test sweep: tests/analysis/sweeps.py's page sweep, its committed file."""
+    return W.fixture("page", FILES["dir"])
 
 
 def report(*extra):
