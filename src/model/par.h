@@ -1,4 +1,4 @@
-/* Threads inside a run (--blas-threads K, issue 18): the model's loops outside the GEMMs
+/* Threads inside a run (--blas-threads K): the model's loops outside the GEMMs
  * and the products in ablate's own kernel (src/model/gemm_small.h) cut into K contiguous
  * chunks; products in OpenBLAS run on its own K threads. Without them a run on K cores
  * spent the cross-entropy, AdamW, the activations and attention on one.

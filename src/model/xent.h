@@ -1,4 +1,4 @@
-/* The lm_head and the cross-entropy over its logits, tiled over the vocabulary (issue 18).
+/* The lm_head and the cross-entropy over its logits, tiled over the vocabulary.
  *
  * The (N, V) logits of a training step (1024 x 50,257 floats, 206 MB, on book) used to be
  * written by one GEMM (which first zero-fills its output for beta = 0), then read and

@@ -21,7 +21,7 @@ void backoff_reset(Backoff *b);
 /* A cap for backoff_sleep that answers within 1/share of `typical` seconds (the length of
  * the runs whose end or start is waited for), within b's [min, max]; 0 (no cap) while
  * nothing is known (typical <= 0). With max alone, a poller that slept 10-20 ms added that
- * to every run of a few ms (issue 18: 25 ms between runs of 6 ms). */
+ * to every run of a few ms (25 ms between runs of 6 ms). */
 long backoff_cap_share(const Backoff *b, double typical, int share);
 
 #endif

@@ -1,6 +1,6 @@
-/* The contrasts of a replicate: sweep (issue 20), defined once, here: each configuration
- * (a variant at a grid point) against the baseline configuration, paired by seed index
- * (seed k of one with seed k of the other). The planner lays runs out configuration by
+/* The contrasts of a replicate: sweep (docs/spec.md, "replicate"), defined once, here: each
+ * configuration (a variant at a grid point) against the baseline configuration, paired by seed
+ * index (seed k of one with seed k of the other). The planner lays runs out configuration by
  * configuration, seeds innermost (plan.h), so configuration c's seed k is plan run
  * c * n_seeds + k. The baseline is the variant "baseline" (or the implicit one) at the grid
  * point replicate.baseline names (spec.h, docs/spec.md). Rank 0 journals these (REPLICATE

@@ -1,7 +1,7 @@
 /* A hash index over run ids (16 hex digits + NUL) stored at a fixed stride in an array (the
  * plan's runs, a journal's runs, a table of scheme-1 ids): built once in O(n), then each
  * lookup costs O(1) expected. Resuming looks up every journaled run; a linear search each
- * made resuming 10^5 runs quadratic (issue 18). */
+ * made resuming 10^5 runs quadratic. */
 #ifndef ABLATE_ORCHESTRATOR_ID_INDEX_H
 #define ABLATE_ORCHESTRATOR_ID_INDEX_H
 

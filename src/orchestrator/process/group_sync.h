@@ -1,4 +1,4 @@
-/* Group commit of the journal (issue 18 item 4): a writer thread makes the journal durable
+/* Group commit of the journal: a writer thread makes the journal durable
  * (fdatasync) while rank 0 goes on serving workers. Rank 0 writes a finished run's RUN_END
  * (journal_flush), asks for it to be synced and announces the run (progress line, view,
  * scheduler) only once the sync that covers it has returned; every RUN_END written while

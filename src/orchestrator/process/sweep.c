@@ -249,7 +249,7 @@ static void rebuild_view(Sweep *s, int force) {
  * thread builds it (a resume at 10^5 runs spent most of its start-up waiting for it). A
  * joined process builds none unless OUT.h5 does not exist yet: the others' views show the
  * runs already, and a build each at start, one after another under view.lock, made
- * processes joining a large sweep wait in line (issue 18). */
+ * processes joining a large sweep wait in line. */
 void start_view(Sweep *s) {
     s->last_view = clock_seconds();
     if (s->sched->ops->shared && access(s->o->out_path, F_OK) == 0) return;

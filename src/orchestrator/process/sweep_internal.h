@@ -51,7 +51,7 @@ typedef struct {
     int plan_later; /* joined: its PLAN record is journaled when it is first trained here */
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
- * are 10 MB (issue 18: a copy of the run's config made it 1.7 KB) */
+ * are 10 MB (a copy of the run's config once made it 1.7 KB) */
 _Static_assert(sizeof(SweepRun) <= 256, "SweepRun: keep rank 0's per-run record small");
 
 /* A finished run's RUN_END written, waiting for the group sync that covers it before the
@@ -111,7 +111,7 @@ typedef struct {
     /* each worker rank's last assignment, sent without waiting (MPI_Isend): a blocking send
      * completes only once the worker polls, and an idle worker polls after a back-off of up
      * to 20 ms (worker_rank.c), so rank 0 sat in MPI_Send, spinning, for most of each run
-     * it handed out when runs are short (issue 18: 8.8 ms of its CPU per run at 8 workers) */
+     * it handed out when runs are short (8.8 ms of its CPU per run at 8 workers) */
     RunAssignment *assign_out;
     MPI_Request *assign_req;
     PendingEnd *pend; /* RUN_ENDs written, not yet announced: [pend_head, npend) */

@@ -307,7 +307,7 @@ void write_header(Sweep *s, int nranks, const char *hostnames) {
  * (the lock on it goes, so a process that finds it unlocked reads all of it), then the view
  * is asked for as the last: only the last process to end builds it (join_build_view).
  * Before, each process appended its SWEEP_END after another's build had covered every
- * journal, and 9 of 16 ending together rebuilt the same view in turn (issue 18). */
+ * journal, and 9 of 16 ending together rebuilt the same view in turn. */
 void last_joined_view(Sweep *s) {
     char err[ABL_ERR_MAX];
     if (view_updater_wait(s->vu, err) != 0) /* a periodic build still reading our journal */

@@ -1,4 +1,4 @@
-/* A sweep never mixes data silently (issue 17). The identity of every data source of the
+/* A sweep never mixes data silently. The identity of every data source of the
  * plan (worker/data_identity.h: tokenizer, vocabulary digest, val_fraction, SHA-256 and size
  * of the bytes) is journaled in a DATA record when the sweep first sees it; a --resume whose
  * data differs from the journal's, and a --join process whose data differs from the one the

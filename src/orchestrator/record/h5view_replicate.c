@@ -1,4 +1,4 @@
-/* The view of a replicate: sweep (issue 20): /contrasts (each configuration against the
+/* The view of a replicate: sweep: /contrasts (each configuration against the
  * baseline, as the sweep defined them: plan/contrast.h) with each contrast's current state,
  * /decisions (every look of every contrast, journal order) and the rule's settings as root
  * attributes (replicate_*), all from the journal's REPLICATE and DECISION records

@@ -1,5 +1,5 @@
-/* The journal records of a replicate: sweep (issue 20), framed like every other record
- * (journal.h) and read by resume (the decisions already made) and by the view (/contrasts,
+/* The journal records of a replicate: sweep (docs/spec.md, "replicate"), framed like every other
+ * record (journal.h) and read by resume (the decisions already made) and by the view (/contrasts,
  * /decisions and the rule's root attributes). Payloads (little-endian, "str" = u32 length +
  * bytes):
  *   REPLICATE  (type 10, run JOURNAL_NO_RUN, one per session, written before any run

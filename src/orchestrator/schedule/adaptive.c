@@ -1,4 +1,4 @@
-/* The adaptive scheduler (scheduler.h) of a replicate: sweep (issue 20, docs/spec.md
+/* The adaptive scheduler (scheduler.h) of a replicate: sweep (docs/spec.md
  * "replicate"): seeds only where a contrast is still open (one process, or many with --join).
  *
  * The plan holds every configuration x max seeds (contrast.h). Every configuration first

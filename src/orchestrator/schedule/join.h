@@ -111,7 +111,7 @@ int join_result(Join *j, const char *id, JoinResult *res);
 /* join/done, the runs whose claims say done, one line each ("ID STATUS LOSS UNSTABLE
  * SECONDS", the claim's result), appended under join/lock as each claim is written: calls fn
  * for each complete line not read before. A process learns what the others finished from it
- * without reading a claim per run (issue 18: with P processes, every run's claim was read by
+ * without reading a claim per run (with P processes, every run's claim was read by
  * each of them). A run may be done without its line (its process was killed between the
  * two): its claim still says so. The count of lines read, or -1 when the sweep has no such
  * file (begun by an older ablate: read the claims). */
@@ -119,7 +119,7 @@ typedef void (*JoinDoneFn)(void *ctx, const char *id, const JoinResult *res);
 int join_done_read(Join *j, JoinDoneFn fn, void *ctx);
 /* Every run of the sweep is finished (ids: the plan's, "" for none): the claims are
  * folded into join/done, which keeps the sweep's record of what is done, so that a sweep of
- * 10^5 runs does not leave 10^5 files behind (issue 18: inodes on a parallel file system).
+ * 10^5 runs does not leave 10^5 files behind (inodes are scarce on a parallel file system).
  * Under the lock: a run whose line is missing gets it from its claim, join/done is synced,
  * then every claim is removed and join/compacted written; a process joining later learns
  * everything from join/done. Nothing is removed if a claim does not say done, if the sweep

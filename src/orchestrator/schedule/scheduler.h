@@ -11,7 +11,7 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
- *   adaptive.c a replicate: sweep: seeds only where a contrast is still open (issue 20);
+ *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
  *              hears the results of other processes' runs from their claims)
  * ended() hands over each run's final result, finished_elsewhere another process's, and
