@@ -8,9 +8,9 @@
  * configuration share it.
  *
  * Id scheme 1 (ablate 0.1.0) hashed every knob, so each new knob changed every id. Journals
- * it wrote keep their ids: on --resume, run_id_adopt (record/resume.h) finds each journaled run whose id no
- * planned run has under scheme 2 and gives the planned run with that scheme-1 id the old id.
- * The journal HEADER records "id_scheme". */
+ * it wrote keep their ids: on --resume, run_id_adopt (record/resume.h) finds each journaled run
+ * whose id no planned run has under scheme 2 and gives the planned run with that scheme-1 id the
+ * old id. The journal HEADER records "id_scheme". */
 #ifndef ABLATE_ORCHESTRATOR_RUN_ID_H
 #define ABLATE_ORCHESTRATOR_RUN_ID_H
 

@@ -160,9 +160,9 @@ int join_build_view(const char *out_path, const char *own, uint64_t limit, int l
     journal_dir_for(out_path, base, sizeof base);
     /* At the end only the last process to end builds (last: the others' journals are
      * unlocked); two ending together may both find none running, and the second then finds
-     * a view of the complete sweep over every journal byte, the same file (every process building
-     * in turn gave 16 processes ending together a 16.7 s tail). `ablate view` (own NULL) always
-     * builds. */
+     * a view of the complete sweep over every journal byte, the same file (every process
+     * building in turn gave 16 processes ending together a 16.7 s tail). `ablate view` (own
+     * NULL) always builds. */
     unsigned long long bytes = 0;
     for (int k = 0; own && k < n; k++) {
         struct stat sb;
