@@ -77,6 +77,7 @@ void model_config_default(ModelConfig *c) {
     c->moh_shared = 0;
     c->moh_top_k = 0;
     c->moh_balance = 0.01; /* the paper's beta */
+    c->init_seed = -1;
 }
 
 int model_config_preset(ModelConfig *c, const char *name) {
@@ -189,6 +190,8 @@ int model_config_validate(const ModelConfig *c, char err[ABL_ERR_MAX]) {
                  c->moh_top_k, c->moh_shared, c->n_head);
     if (!(c->moh_balance >= 0))
         ABL_FAIL("model.moh_balance must not be negative (got %g)", c->moh_balance);
+    if (c->init_seed < -1)
+        ABL_FAIL("model.init_seed must be >= 0, or -1 for the run's seed (got %ld)", c->init_seed);
     return 0;
 }
 

@@ -79,6 +79,10 @@ typedef struct {
     int moh_shared;     /* heads always active (the first ones) */
     int moh_top_k;      /* routed heads per token, of the n_head - moh_shared others */
     double moh_balance; /* beta of the balance loss beta sum_i f_i P_i over routed heads */
+    /* The seed of the weights' initialisation; -1: the run's seed (so a spec that does not
+     * set it keeps its run ids). Crossed with train.data_seed, a sweep tells how much of the
+     * seed-to-seed spread is the initialisation and how much the data order. */
+    long init_seed;
 } ModelConfig;
 
 extern const char *const activation_names[ACT_COUNT];

@@ -29,6 +29,7 @@ void run_config_default(RunConfig *c) {
     t->eval_tokens = 16384;
     t->log_every = 1;
     t->calibrate_steps = 20;
+    t->data_seed = -1;
     c->data.tokenizer = TOK_CHAR;
     c->data.val_fraction = 0.1;
     c->stats.every = 100;
@@ -83,6 +84,8 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("train.seconds %g with train.calibrate is more than %g s (31 years): its "
                  "calibrated step budget could not be counted",
                  t->seconds, CALIB_MAX_SECONDS);
+    if (t->data_seed < -1)
+        ABL_FAIL("train.data_seed must be >= 0, or -1 for the run's seed (got %ld)", t->data_seed);
     if (t->calibrate_steps < 1)
         ABL_FAIL("train.calibrate_steps must be positive (got %d)", t->calibrate_steps);
     if (t->eval_every < 0) ABL_FAIL("train.eval_every must be >= 0");

@@ -41,7 +41,8 @@ typedef struct {
     long calibrated_steps;
     int eval_every; /* steps; 0 = only at the end */
     long eval_tokens;
-    int log_every; /* step events every N steps (the last step is always logged) */
+    int log_every;  /* step events every N steps (the last step is always logged) */
+    long data_seed; /* the order of the training batches; -1: the run's seed (model.init_seed) */
 } TrainConfig;
 
 typedef struct {

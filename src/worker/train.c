@@ -53,7 +53,10 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
         trainer_free(t);
         return -1;
     }
-    gpt_init_weights(&t->gpt, seed);
+    /* the initialisation and the data order each from their own seed when the spec sets
+     * one (model.init_seed, train.data_seed), else from the run's */
+    gpt_init_weights(&t->gpt, mc->init_seed >= 0 ? (uint64_t)mc->init_seed : seed);
+    t->data_seed = t->cfg.train.data_seed >= 0 ? (uint64_t)t->cfg.train.data_seed : seed;
     t->total_steps = run_config_total_steps(&t->cfg);
     t->val_loss = t->val_acc = NAN;
     run_health_init(&t->health);
@@ -203,7 +206,7 @@ static float train_step(Trainer *t, int collect_stats, double *grad_norm, double
     const TrainConfig *tc = &t->cfg.train;
     GPT *g = &t->gpt;
     int B = tc->batch_size, T = t->cfg.model.context;
-    dataset_train_batch(t->data, t->seed, t->step, B, T, t->x, t->y);
+    dataset_train_batch(t->data, t->data_seed, t->step, B, T, t->x, t->y);
     g->collect_stats = collect_stats;
     gpt_zero_grad(g);
     float loss = gpt_forward(g, t->x, t->y, B, T);

@@ -14,8 +14,9 @@
 #include "val_stats.h"
 
 typedef struct {
-    RunConfig cfg; /* resolved: model.vocab_size filled in from the data */
-    uint64_t seed;
+    RunConfig cfg;      /* resolved: model.vocab_size filled in from the data */
+    uint64_t seed;      /* the run's (samples; the default of the two below) */
+    uint64_t data_seed; /* the training batches' order (train.data_seed, else seed) */
     const Dataset *data;
     GPT gpt;
     float *m, *v;     /* AdamW moments, laid out like the parameters */
