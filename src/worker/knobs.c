@@ -90,6 +90,9 @@ const Knob knob_table[] = {
     NUM("train.tokens", FT_LONG, train.tokens, "tokens",
         "budget: training tokens (rounded up to whole steps)"),
     NUM("train.seconds", FT_DOUBLE, train.seconds, "s", "budget: seconds of training time"),
+    NUM("train.flops", FT_DOUBLE, train.flops, "FLOPs",
+        "budget: training FLOPs (the plan's FLOPs a token x tokens, active ones for a "
+        "mixture), rounded up to whole steps"),
     NUM("train.calibrate", FT_INT, train.calibrate, "trials",
         "calibrated fixed time: timing trials per configuration before the sweep; each run "
         "then trains round(median tokens/s x train.seconds / tokens per step) steps (0 = off)"),

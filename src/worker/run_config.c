@@ -43,11 +43,13 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     if (m.vocab_size == 0) m.vocab_size = 256; /* not known until the data is read */
     if (model_config_validate(&m, err) != 0) return -1;
     const TrainConfig *t = &c->train;
-    int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0);
+    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0 || t->flops < 0)
+        ABL_FAIL("train budgets must be positive");
+    int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0) + (t->flops > 0);
     if (budgets != 1)
-        ABL_FAIL("exactly one of train.steps, train.tokens, train.seconds must be set (%d are)",
+        ABL_FAIL("exactly one of train.steps, train.tokens, train.seconds, train.flops must be "
+                 "set (%d are)",
                  budgets);
-    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0) ABL_FAIL("train budgets must be positive");
     if (!(t->lr > 0)) ABL_FAIL("train.lr must be positive (got %g)", t->lr);
     if (!(t->beta1 >= 0 && t->beta1 < 1))
         ABL_FAIL("train.beta1 must be in [0, 1) (got %g)", t->beta1);
@@ -71,6 +73,14 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         ABL_FAIL("train.tokens %ld, rounded up to whole steps of train.batch_size %d x "
                  "model.context %d tokens, is more than 2^63-1",
                  t->tokens, t->batch_size, m.context);
+    if (t->flops > 0) { /* with the vocabulary above: the plan checks again with the data's */
+        RunConfig v = *c;
+        v.model = m;
+        long steps = run_config_total_steps(&v);
+        if (!isfinite(t->flops) || steps < 1 || steps > LONG_MAX / per_step)
+            ABL_FAIL("train.flops %g at %.6g FLOPs a token is %s training tokens", t->flops,
+                     model_flops_per_token(&m), steps < 1 ? "not a count of" : "more than 2^63-1");
+    }
     if (t->calibrate < 0) ABL_FAIL("train.calibrate must be >= 0 (got %d; 0 = off)", t->calibrate);
     if (t->calibrate > 0 && !(t->seconds > 0))
         ABL_FAIL("train.calibrate %d needs a time budget: it turns train.seconds into a step "
@@ -112,6 +122,12 @@ long run_config_total_steps(const RunConfig *c) {
     const TrainConfig *t = &c->train;
     if (t->steps > 0) return t->steps;
     if (t->seconds > 0) return t->calibrated_steps > 0 ? t->calibrated_steps : -1;
+    if (t->flops > 0) { /* needs the resolved vocabulary (the lm_head's FLOPs) */
+        double per_step = model_flops_per_token(&c->model) * t->batch_size * c->model.context;
+        if (c->model.vocab_size <= 0 || !(per_step > 0)) return -1;
+        double steps = ceil(t->flops / per_step);
+        return steps >= 9.2e18 ? LONG_MAX : (long)steps;
+    }
     if (t->tokens > 0) {
         long per_step = (long)t->batch_size * c->model.context;
         if (per_step < 1) return -1;

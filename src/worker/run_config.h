@@ -27,6 +27,9 @@ typedef struct {
     long steps;
     long tokens;
     double seconds; /* training time only; evaluation and statistics excluded */
+    /* training FLOPs (model_flops_per_token x tokens: active FLOPs for a mixture), rounded
+     * up to whole steps: configurations of other sizes compared at equal compute */
+    double flops;
     /* Calibrated fixed time (docs/spec.md): with seconds > 0 and calibrate = K > 0, a sweep
      * first times K short trials of the configuration (calibrate_steps steps each after
      * CALIB_WARMUP_STEPS), then trains it for calibrated_steps = round(median tokens/s x

@@ -34,24 +34,19 @@ typedef struct {
     size_t cap;
 } Layer;
 
-static int budget_slot(const Knob *k) {
-    if (!spec_is_budget(k)) return -1;
-    return !strcmp(k->name, "train.steps") ? 0 : (!strcmp(k->name, "train.tokens") ? 1 : 2);
-}
-
 /* base + every assignment except `skip` (-1 = none), then the budget rule. */
 static void resolve(const Spec *s, const Layer *l, int skip, RunConfig *out) {
     *out = s->base;
-    int budgets[3] = {0, 0, 0};
+    int budgets[SPEC_BUDGETS] = {0};
     for (int i = 0; i < knob_count; i++) {
-        int b = budget_slot(&knob_table[i]);
+        int b = spec_budget_index(&knob_table[i]);
         if (b >= 0 && s->base_src[i].line > 0) budgets[b] = 1;
     }
     for (int i = 0; i < l->n; i++) {
         if (i == skip) continue;
         char msg[ABL_ERR_MAX];
         knob_set(out, l->a[i]->knob, l->a[i]->text, msg); /* typed at load time */
-        int b = budget_slot(l->a[i]->knob);
+        int b = spec_budget_index(l->a[i]->knob);
         if (b >= 0) budgets[b] = 1;
     }
     spec_resolve_budgets(out, budgets);
@@ -395,7 +390,7 @@ static int exclude_depth(const Spec *s, const SpecExclude *e) {
             const Knob *k = s->axes[a].cells[j].knob;
             for (int i = 0; i < e->n_assign; i++)
                 if (e->assign[i].knob == k ||
-                    (budget_slot(k) >= 0 && budget_slot(e->assign[i].knob) >= 0))
+                    (spec_is_budget(k) && spec_is_budget(e->assign[i].knob)))
                     deep = a;
         }
     return deep;

@@ -31,16 +31,28 @@ int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...) {
     return -1;
 }
 
-int spec_is_budget(const Knob *k) {
-    return !strcmp(k->name, "train.steps") || !strcmp(k->name, "train.tokens") ||
-           !strcmp(k->name, "train.seconds");
+static const char *const budget_knobs[SPEC_BUDGETS] = {"train.steps", "train.tokens",
+                                                       "train.seconds", "train.flops"};
+
+int spec_budget_index(const Knob *k) {
+    for (int b = 0; b < SPEC_BUDGETS; b++)
+        if (!strcmp(k->name, budget_knobs[b])) return b;
+    return -1;
 }
 
-void spec_resolve_budgets(RunConfig *c, const int set[3]) {
-    if (!set[0] && !set[1] && !set[2]) return;
+int spec_is_budget(const Knob *k) {
+    return spec_budget_index(k) >= 0;
+}
+
+void spec_resolve_budgets(RunConfig *c, const int set[SPEC_BUDGETS]) {
+    int any = 0;
+    for (int b = 0; b < SPEC_BUDGETS; b++)
+        any |= set[b];
+    if (!any) return;
     if (!set[0]) c->train.steps = 0;
     if (!set[1]) c->train.tokens = 0;
     if (!set[2]) c->train.seconds = 0;
+    if (!set[3]) c->train.flops = 0;
 }
 
 /* ---- ${VAR} expansion ---- */
@@ -934,12 +946,10 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
         s->n_seeds = 1;
     }
     if (apply_sets(L, sets, n_sets) != 0) return -1;
-    int budgets[3] = {0, 0, 0};
+    int budgets[SPEC_BUDGETS] = {0};
     for (int i = 0; i < knob_count; i++)
         if (L->explicit_[i] && spec_is_budget(&knob_table[i]))
-            budgets[!strcmp(knob_table[i].name, "train.steps")    ? 0
-                    : !strcmp(knob_table[i].name, "train.tokens") ? 1
-                                                                  : 2] = 1;
+            budgets[spec_budget_index(&knob_table[i])] = 1;
     spec_resolve_budgets(&s->base, budgets);
     return 0;
 }

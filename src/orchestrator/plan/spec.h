@@ -122,9 +122,13 @@ char *spec_expand(const char *text, char err[ABL_ERR_MAX]);
  * in the message become spaces) and returns -1. */
 int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Is k one of the exclusive budgets train.steps, train.tokens, train.seconds? */
+/* The exclusive budgets, in this order: train.steps, train.tokens, train.seconds,
+ * train.flops. */
+#define SPEC_BUDGETS 4
+/* k's index among the budgets, or -1 when k is none. */
+int spec_budget_index(const Knob *k);
 int spec_is_budget(const Knob *k);
-/* If any budget was set explicitly (set[i] for steps, tokens, seconds), zeroes the others. */
-void spec_resolve_budgets(RunConfig *c, const int set[3]);
+/* If any budget was set explicitly (set[i], in the order above), zeroes the others. */
+void spec_resolve_budgets(RunConfig *c, const int set[SPEC_BUDGETS]);
 
 #endif
