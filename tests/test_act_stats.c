@@ -1,4 +1,4 @@
-/* The MLP activation statistics of issue 22: the pre-activation range of every act row
+/* The MLP activation statistics: the pre-activation range of every act row
  * (the nonlinearity's input; GLU: the gate's) and, with stats.val, the act rows of split val
  * taken over every validation batch of an evaluation. The val rows are checked against one
  * forward over all the validation windows at once (no folding of batches), and the

@@ -1,4 +1,4 @@
-/* The adaptive scheduler of a replicate: sweep (schedule/adaptive.c, issue 20), driven with
+/* The adaptive scheduler of a replicate: sweep (schedule/adaptive.c), driven with
  * made-up results: seeds 1..looks[0] of every configuration first, a look only on seeds
  * 1..n of both arms once they have ended, not_needed runs once a configuration is settled,
  * unstable runs, the budget, and the same decisions replayed from finished runs (a resume);
@@ -184,7 +184,7 @@ TEST(replay) {
 
 /* The replay when the journal's indices are not the plan's (a spec changed between
  * sessions): the same decisions, each run found by id in a hash index, not by a search per
- * run (issue 18: quadratic at 10^5 runs); counted through id_index_total_compares. */
+ * run (a search per run was quadratic at 10^5 runs); counted through id_index_total_compares. */
 TEST(replay_reordered) {
     Fx f;
     char err[ABL_ERR_MAX];

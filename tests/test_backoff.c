@@ -1,4 +1,4 @@
-/* util/backoff.h: the poll interval's cap from the length of what is waited for (issue 18: a
+/* util/backoff.h: the poll interval's cap from the length of what is waited for (a
  * worker rank and rank 0 that slept up to 20 and 10 ms between polls put 25 ms between runs
  * of 6 ms; bench/sweep_dispatch.sh measures the gap). */
 #include "test_util.h"

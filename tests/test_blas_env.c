@@ -1,4 +1,4 @@
-/* OpenBLAS's environment as blas_ensure_env sets it before OpenBLAS reads it (issue 18):
+/* OpenBLAS's environment as blas_ensure_env sets it before OpenBLAS reads it:
  * OPENBLAS_THREAD_TIMEOUT for a process that runs OpenBLAS on several threads (its idle
  * threads otherwise spin ~0.1 s after every product on the cores the model's own loops
  * need), never overriding a value the environment sets, and no re-execution for one thread.

@@ -1,4 +1,4 @@
-/* GPT-2 tokens inside ablate (issue 12): SHA-256 and UTF-8 decoding against known answers,
+/* GPT-2 tokens inside ablate: SHA-256 and UTF-8 decoding against known answers,
  * data.tokenizer: gpt2 (ids of known words, prompts, decoded samples with invalid UTF-8 shown
  * as U+FFFD and never cut inside a character, the token cache file), and tokens runs that
  * decode to text once GPT-2's vocabulary is at hand. Needs $ABLATE_GPT2_VOCAB (CTest sets it;

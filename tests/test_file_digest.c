@@ -1,7 +1,7 @@
-/* The data's identity (issue 17): the digest of the bytes read and its cache keyed by the
+/* The data's identity: the digest of the bytes read and its cache keyed by the
  * file's identity on disk (util/file_digest.h), and what dataset_load records
- * (worker/data_identity.h). The cache is trusted only as far as who could have written it
- * (issue 37 follow-up): an entry of another file copied or linked under a file's name, one in
+ * (worker/data_identity.h). The cache is trusted only as far as who could have written it:
+ * an entry of another file copied or linked under a file's name, one in
  * the old format, a damaged one, one of another owner, and any entry in a directory others can
  * write are not used (one warning, the file hashed); new entries and directories are never
  * group/other-writable, even under umask 0. */

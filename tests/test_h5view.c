@@ -536,7 +536,7 @@ TEST(empty_journal) {
     journal_close(j);
 }
 
-/* Issue 20: a replicate: sweep's REPLICATE and DECISION records become /contrasts,
+/* A replicate: sweep's REPLICATE and DECISION records become /contrasts,
  * /decisions and the replicate_* root attributes; a run journaled not_needed shows so. */
 TEST(replicate_tables) {
     char dir[600], err[ABL_ERR_MAX], jp[800], out[800];
@@ -665,7 +665,7 @@ static int joined_rep_journal(const char *path, const JournalDecision *d, int n)
     return journal_close(j) == 0 ? 0 : -1;
 }
 
-/* Issue 20 under --join: every process journals the decisions it makes, all from the same
+/* A replicate: sweep under --join: every process journals the decisions it makes, all from the same
  * results, so the view of a joined sweep shows each (contrast, look) once; a budget's end
  * of the same look is a decision of its own; one that differs between journals keeps the
  * first and is counted (and warned about, once). */
@@ -1032,7 +1032,7 @@ static int checked_view(const char *path, char *text, size_t n) {
     return rc;
 }
 
-/* issue 18: a segment holding pages of /runs lost while the sweep runs: the OUT.h5 that
+/* A segment holding pages of /runs lost while the sweep runs: the OUT.h5 that
  * maps it reads those rows as fill (index -1) and view_check says which; the writer says it
  * is lost and writes the pages again, and the next OUT.h5 reads as a full build's. */
 TEST(live_lost_runs_segment) {
@@ -1133,7 +1133,7 @@ static void many_progress(void *ctx, long ended, const H5ViewStats *st, double s
     c->last_mappings = m;
 }
 
-/* issue 18 item 2: a live view over many finished runs maps O(log runs) blocks (finished
+/* A live view over many finished runs maps O(log runs) blocks (finished
  * runs are packed into geometrically merged segments), keeps every run's rows contiguous,
  * and holds the same rows as a full build. */
 TEST(live_mappings_bounded) {
@@ -1266,7 +1266,7 @@ static void plan_reads(void *ctx, long ended, const H5ViewStats *st, double seco
     c->last_reads = st->plan_reads;
 }
 
-/* issue 18: the live view keeps the /runs rows of ended runs and of runs not begun, so an
+/* The live view keeps the /runs rows of ended runs and of runs not begun, so an
  * update re-reads only the runs that began or ended, and one with nothing new reads no PLAN
  * record; its /runs is the full build's. */
 TEST(live_runs_cached) {
@@ -1361,7 +1361,7 @@ static void paged_progress(void *ctx, long ended, const H5ViewStats *st, double 
     c->updates++;
 }
 
-/* issue 18: the live view's /runs is paged: an update writes the pages that changed (and
+/* The live view's /runs is paged: an update writes the pages that changed (and
  * those a merge absorbs), not every planned run's row, maps O(log pages) ranges, and reads
  * as a full build's /runs at every update. */
 TEST(live_runs_paged) {
@@ -1449,7 +1449,7 @@ static double median_of(const double *v, long n) {
     return m;
 }
 
-/* The target (issue 18): an update's cost and the mappings grow at most logarithmically
+/* The target (sweeps of 10^5 runs): an update's cost and the mappings grow at most logarithmically
  * with the runs ended. Updates 2 to 10% (the first writes everything) against the last 10%
  * (but the one with nothing new): a cost linear in the runs ended would make the late
  * median ~10-20x the early one, a logarithmic one ~1.3x; PASS at most 2x. The mappings

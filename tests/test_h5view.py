@@ -58,7 +58,7 @@ def check_schema(f, check, what):
 
 
 def check_declared(path, tmp, check):
-    """Issue 16: what the loader needs of /runs and of absent tables is in the file (the
+    """What the loader needs of /runs and of absent tables is in the file (the
     `knobs` and `unfinished` attributes of /runs, /schema), so that a new knob section, a
     new run status or a new column needs no Python edit."""
     import ablate_analysis as aa

@@ -1,4 +1,4 @@
-/* join_build_view's decisions at the end of a joined sweep (issue 18): a process that has
+/* join_build_view's decisions at the end of a joined sweep: a process that has
  * ended the sweep leaves the last view to the processes still running (their journal
  * locked); a periodic view is not built while another process builds one; and a holder of
  * join/view.lock that is stopped does not keep a process at its end waiting.

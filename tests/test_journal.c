@@ -415,7 +415,7 @@ TEST(round_trip) {
 
 /* Cuts the journal at every byte offset inside its last record: the reader stops cleanly
  * after the earlier records, and open_append truncates exactly the torn part. */
-/* Issue 20: a replicate: sweep's rule and contrasts, and its decisions, round-trip. */
+/* A replicate: sweep's rule and contrasts, and its decisions, round-trip. */
 TEST(replicate_records) {
     char path[512], err[ABL_ERR_MAX];
     test_path(path, sizeof path, "rep.journal");

@@ -1,4 +1,4 @@
-"""A live view never reads as zeros (issue 17, item 2): where a reader cannot get a segment's
+"""A live view never reads as zeros: where a reader cannot get a segment's
 rows, HDF5 gives the fill value (run = -1, step = -1, NaN), and the loader, `ablate inspect`
 and the report name the runs and tables whose rows are unavailable instead of using them.
 

@@ -1,4 +1,4 @@
-/* The messages between rank 0 and the workers (protocol.h). issue 18 item 5: an assignment
+/* The messages between rank 0 and the workers (protocol.h). An assignment
  * larger than Open MPI's shared-memory eager limit waits for its worker to post the
  * receive; protocol.h asserts the size at compile time, this states it where CTest shows it
  * and checks that the files a worker names from the assignment are those rank 0 names. */

@@ -539,7 +539,7 @@ static void result_heard(int via_log) {
 
 /* A done claim carries its run's result, exactly (a replicate: sweep decides from it in
  * every process), and so does its line in join/done, which a process joining later reads
- * instead of every run's claim (issue 18: claim reads grew with processes x runs). */
+ * instead of every run's claim (reading every claim grew with processes x runs). */
 TEST(joined_result_in_claim) {
     result_heard(0);
 }
@@ -587,7 +587,7 @@ static int compacted(const char *out) {
 }
 
 /* The process that sees the sweep complete folds the claims into join/done and removes
- * them (issue 18: one file per run left behind, 10^5 inodes at 10^5 runs); a run whose
+ * them (else one file per run is left behind, 10^5 inodes at 10^5 runs); a run whose
  * line was missing (its process killed between claim and line) gets it from its claim; a
  * process joining later learns every run from join/done. With a claim that does not say
  * done, nothing is removed. */

@@ -384,7 +384,7 @@ TEST(calibrate_errors) {
                  "grid:\n"
                  "  train.calibrate: [2, -1]\n",
                  NULL, 0, "t.yaml:5:", "train.calibrate must be >= 0");
-    /* issue 37 item 7: a budget round(tokens/s x seconds / tokens a step) that cannot be
+    /* a budget round(tokens/s x seconds / tokens a step) that cannot be
      * counted is refused here, not failed in the run (or trained by the clock) */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -402,7 +402,7 @@ TEST(calibrate_errors) {
 
 TEST(errors) {
     /* a spec that is not a mapping, an unknown top-level key: every top-level key named
-     * (issue 37 item 11: description and replicate were missing from the first) */
+     * (description and replicate were once missing from that list) */
     EXPECT_ERROR("- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
                  "data, base, grid, variants, seeds, description and replicate; got a list");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
@@ -649,7 +649,7 @@ TEST(fixture) {
     unsetenv("ABLATE_DATA");
 }
 
-/* Issue 8, item 14: limits and inputs that used to be caught late or wrongly. */
+/* Limits and inputs that used to be caught late or wrongly. */
 TEST(bom) {
     /* a UTF-8 byte order mark is skipped (libyaml failed on the second line of a mapping
      * after it) and columns count from the first character after it */
@@ -733,7 +733,7 @@ TEST(run_names) {
     }
 }
 
-/* Issue 8, items 13 and 14: what needs the data is checked when the plan is costed (before
+/* What needs the data is checked when the plan is costed (before
  * `ablate run` writes anything), each error at the spec entry responsible. */
 TEST(plan_data) {
     g_cost = 1;
@@ -888,7 +888,7 @@ TEST(resume_match) {
     CHECK_MSG(large >= 0 && large <= 2 * 20000, "%ld id comparisons for 20000 journal runs", large);
 }
 
-/* issue 18 item 1: --resume of a journal written under id scheme 1 gives each planned run
+/* --resume of a journal written under id scheme 1 gives each planned run
  * its old id (run_id_adopt). The journal: the first half of the plan under scheme-1 ids in
  * reverse order, one scheme-2 id among them, one lost index. Counted, not timed: id
  * comparisons (id_index_total_compares, plan_find_id's included) per journaled run. */
@@ -939,7 +939,7 @@ TEST(run_id_adopt_linear) {
     CHECK_MSG(large >= 0 && large <= 4 * 10000, "%ld id comparisons for 10000 journal runs", large);
 }
 
-/* issue 17 item 11: the run limit applies after grid.exclude. 7 axes of 10 values
+/* The run limit applies after grid.exclude. 7 axes of 10 values
  * (10,000,000 points) that exclude down to one run plan that run; a grid that keeps more
  * than the limit is refused without building it; n_excluded counts what exclusion dropped. */
 TEST(exclude_limit) {
@@ -988,7 +988,7 @@ TEST(exclude_limit) {
     }
 }
 
-/* Issue 20: replicate: instead of seeds: plans every configuration x max seeds (seeds
+/* replicate: instead of seeds: plans every configuration x max seeds (seeds
  * 0..max-1, the ids `seeds: max` gives), with the rule's settings and the baseline. */
 TEST(replicate) {
     Spec s;
@@ -1250,7 +1250,7 @@ TEST(base_key_suggestions) {
     }
 }
 
-/* Issue 20: the contrasts, defined once in C: every configuration against the baseline,
+/* A replicate: sweep's contrasts, defined once in C: every configuration against the baseline,
  * paired by seed index. */
 TEST(contrasts) {
     Spec s;
@@ -1299,7 +1299,7 @@ TEST(contrasts) {
                  NULL, 0, "t.yaml:6:23: ", "excluded by grid.exclude");
 }
 
-/* issue 18 item 5: the run limit is not compiled in. ABLATE_MAX_RUNS lowers or raises it;
+/* The run limit is not compiled in. ABLATE_MAX_RUNS lowers or raises it;
  * a spec over it is refused with a message naming the limit and the variable; a bad value
  * is refused naming the variable. */
 /* knob_find's hash (worker/knobs.c) finds every knob by its name, with or without "base.",

@@ -1,4 +1,4 @@
-/* The GPT-2 token cache trusts nothing it did not verify (issue 37 item 2): a cache file whose
+/* The GPT-2 token cache trusts nothing it did not verify: a cache file whose
  * ids were changed, a truncated one, one holding another text's or another vocabulary's
  * tokens renamed into place, and one in the old format without digests are each rebuilt with
  * one warning naming the file, and the ids returned are the fresh tokenization's; a cache file

@@ -105,7 +105,7 @@ def page_sweep(d):
 
 
 def hostile_sweep(d):
-    """tests/e2e/test_hostile_text.py's sweep (issue 37 items 4 and 9): a description, run
+    """tests/e2e/test_hostile_text.py's sweep: a description, run
     names (grid values of sample.prompt) and samples full of "<!--", "<script>", "</script>",
     "&", "|", "$...$" and ESC and C1 control characters; 3 configurations x 2 seeds, 10 steps."""
     import test_hostile_text as H

@@ -1,4 +1,4 @@
-"""ablate-report's activation maximum (issue 22): /acts rows of split val (stats.val) are
+"""ablate-report's activation maximum: /acts rows of split val (stats.val) are
 kept apart from the training rows (Sweep.val_acts), and the report states the maximum as a
 write-up measures it: the largest post-activation value over every layer and every
 validation batch of the final evaluation, next to the last training batch's numbers and the

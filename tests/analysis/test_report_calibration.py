@@ -1,4 +1,4 @@
-"""ablate-report on a calibrated fixed-time sweep (issue 22, "Fixed time, made fair"): a
+"""ablate-report on a calibrated fixed-time sweep: a
 "Calibration (fixed time)" section after the per-configuration table with, per
 configuration, its trials, median tokens/s with min-max and spread, the 1-minute load
 averages its trials saw, host, BLAS core and the step budget its runs got (and the tokens

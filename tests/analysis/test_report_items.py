@@ -1,4 +1,4 @@
-"""ablate-report on what trying it found (issue 19, items 1-9): figures that one
+"""ablate-report on what trying it found: figures that one
 blown-up configuration cannot flatten (robust y-limits, --log-y, --only/--exclude), token
 axis labels that do not run together, the verdict table on the terminal and as --json,
 provenance values without trailing blanks, the curves as a long-form CSV, the forest
@@ -192,7 +192,7 @@ def test_preset_baseline():
     assert "preset's defaults" in why, why
     con = A.contrasts(sw, bmap)
     assert list(con["config"]) == ["n_head=2"] and np.isfinite(con["p"].iloc[0]), con
-    # issue 16: the file says the resolved base (/base_config), preset defaults included,
+    # the file says the resolved base (/base_config), preset defaults included,
     # so the baseline is found without reading the spec's YAML or running ablate
     assert sw.base_config["model.n_head"] == 4 and sw.base_config["train.steps"] == 20, \
         sw.base_config

@@ -1,5 +1,5 @@
-"""ablate-report on mixture-of-experts and mixture-of-heads runs (issue 21, "What gets
-recorded"): a Routing section per routed block with each expert's and head's share, the
+"""ablate-report on mixture-of-experts and mixture-of-heads runs: a
+Routing section per routed block with each expert's and head's share, the
 router's entropy, the balance loss and the dropped share, equal to the file's rows at the
 last recorded step (mean over seeds); routing.csv holds every recorded step; a dense sweep
 has no such section."""
@@ -55,8 +55,8 @@ def test_routing_section():
                 assert ent in line[0], (ent, line[0])
                 assert abs(sum(shares) - 1) < 1e-3, shares
     assert "| baseline |" not in section, section  # a dense block routes nothing
-    # the per-configuration table shows params and active params side by side (issue 21:
-    # equal parameters or equal active compute), from the file's own columns
+    # the per-configuration table shows params and active params side by side (to
+    # compare at equal parameters or at equal active compute), from the file's own columns
     table = md[md.index("## Per configuration"):].split("\n### ", 1)[0]
     header = [l for l in table.splitlines() if l.startswith("| configuration | n |")][0]
     cols = [c.strip() for c in header.strip("|").split("|")]

@@ -1,4 +1,4 @@
-"""ablate-report --watch (issue 19, "Live"): started before the sweep, it waits for the file;
+"""ablate-report --watch: started before the sweep, it waits for the file;
 while the sweep runs (its last run held by the test hook of run_exec.c) it writes the report
 from the live view, the page reloads itself and says the sweep is still running and how
 fresh it is; when the sweep ends it writes the final report (no reload, no live note),

@@ -1,4 +1,4 @@
-"""A replicate: sweep (issue 20) killed with SIGKILL mid-way and resumed makes exactly the
+"""A replicate: sweep killed with SIGKILL mid-way and resumed makes exactly the
 decisions an uninterrupted one makes, also at another rank count.
 
 The reference runs in-process to the end. Each trial holds the first run of seed index 2

@@ -1,4 +1,4 @@
-"""A replicate: sweep (issue 20) under `ablate run --join`: processes that share one sweep
+"""A replicate: sweep under `ablate run --join`: processes that share one sweep
 decide from the union of their results and end with exactly the decisions and run statuses
 of one uninterrupted process.
 

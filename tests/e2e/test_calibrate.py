@@ -1,4 +1,4 @@
-"""Calibrated fixed time (train.calibrate, issue 22): a sweep with train.seconds and
+"""Calibrated fixed time (train.calibrate): a sweep with train.seconds and
 train.calibrate K times each configuration K times before any run, journals every trial
 (CALIBRATION records), and trains each run for exactly
     round(median tokens/s x train.seconds / tokens per step)

@@ -345,8 +345,8 @@ def test_train_run():
 
 
 # A refusal costs next to no CPU: `plan` took 7 s of it (15-24 s under load) to refuse a batch
-# of 10^8 rows, looping over every row count up to it for the cross-entropy's scratch (issue 37
-# item 10); it takes ~0.03 s now. A CPU-time limit (not a wall-clock one: the load of the
+# of 10^8 rows, looping over every row count up to it for the cross-entropy's scratch;
+# it takes ~0.03 s now. A CPU-time limit (not a wall-clock one: the load of the
 # machine does not count) two orders of magnitude from either.
 PLAN_CPU_LIMIT = 2
 
@@ -373,7 +373,7 @@ def test_limits():
             ("prompt outside the vocabulary", base.replace("ROMEO:", "ROMEO{"),
              ("prompt:", '"ROMEO{'), "not in the corpus vocabulary"),
             ("FIFO as data.path", base.replace(corpus, fifo), ("data:", '"'), "not a regular file"),
-            # issue 37 item 7: the calibrated budget overflowed (a run failed for the wrong
+            # the calibrated budget overflowed (a run failed for the wrong
             # cause; train trained by the clock)
             ("calibrated train.seconds 1e30",
              base.replace("steps: 10,", "seconds: 1.0e+30, calibrate: 2,"),

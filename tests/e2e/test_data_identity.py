@@ -1,4 +1,4 @@
-"""Data identity (issue 17 item 1): a sweep never mixes two data files silently.
+"""Data identity: a sweep never mixes two data files silently.
 
 Cases:
   tac_resume:  a sweep stopped with SIGUSR1 once its run has a checkpoint; the data file is

@@ -1,4 +1,4 @@
-"""Faults of issue 17, items 3 to 7: per-attempt BLAS provenance, failed writes of the
+"""Faults: per-attempt BLAS provenance, failed writes of the
 output, --force over a stopped live view, small address-space limits, SIGINT/SIGHUP and
 `ablate inspect` after an abnormal end. Each test waits for the state it needs (a journal
 record, a file), never for a time."""

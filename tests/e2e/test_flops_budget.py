@@ -1,4 +1,4 @@
-"""train.flops: a budget of training FLOPs (issue 39 item 2), so that configurations of
+"""train.flops: a budget of training FLOPs, so that configurations of
 other sizes are compared at equal compute:
 
   plan     each run's steps are ceil(train.flops / (the plan's FLOPs a token x tokens a

@@ -1,4 +1,4 @@
-"""GPT-2 tokens (issue 12): ablate's BPE against the reference JavaScript encoder, the
+"""GPT-2 tokens: ablate's BPE against the reference JavaScript encoder, the
 round trip, vocabulary errors, and data.tokenizer: gpt2 with its on-disk token cache.
 
   - identical ids to gpt-3-encoder 1.1.4's Encoder.js (tests/gpt2/reference_encode.js, under

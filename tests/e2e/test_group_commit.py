@@ -1,4 +1,4 @@
-"""Group commit (issue 18 item 4): with many ranks, rank 0 syncs finished runs' RUN_END
+"""Group commit: with many ranks, rank 0 syncs finished runs' RUN_END
 records in groups on a writer thread and announces a run done (progress line, view,
 scheduler) only after the sync that covers it. The test hook ABLATE_TEST_KILL_BEFORE_SYNC=K
 kills rank 0 (SIGKILL) just before its K-th group sync, the group's RUN_END records written

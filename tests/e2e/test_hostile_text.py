@@ -1,4 +1,4 @@
-"""Hostile strings on the terminal (issue 37 item 9): a corpus whose text is mostly ESC
+"""Hostile strings on the terminal: a corpus whose text is mostly ESC
 sequences, "<!--", "<script>" and a C1 control (CSI, U+009B), and grid values (so run names)
 made of them:
 

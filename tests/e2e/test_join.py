@@ -217,7 +217,7 @@ def test_hung():
             age = time.time() - last_beat
             assert age >= 1.5, "taken over %.2f s after h's last heartbeat, within the lease" % age
             # o trains every run and ends while h is still stopped, its journal locked: the
-            # last view is left to h, which builds it once continued (issue 18: each
+            # last view is left to h, which builds it once continued (before, each
             # process ending built it, one after another)
             assert o.wait(300) == 0, o.stderr()[-3000:]
             assert "its last view is left to the 1 joined process still running" in o.stderr(), \
@@ -280,7 +280,7 @@ def plans_and_begun(journal):
 
 
 def test_plan_once():
-    """issue 18: the plan is journaled once, no view is built at a joined process's start,
+    """The plan is journaled once, no view is built at a joined process's start,
     and the complete sweep's view once. The first process's journal plans every run and
     join/plan_journal names it; a process joining later plans only the runs it trains (its
     journal does not grow with the sweep's runs) and builds no view at start (its view

@@ -104,7 +104,7 @@ def test_live_lost_segment():
 
 
 def test_start_view_not_waited():
-    """Rank 0 does not wait for the first view before handing out runs (issue 18: a resume
+    """Rank 0 does not wait for the first view before handing out runs (a resume
     at 10^5 runs spent most of its start-up in it): with every view build held by the test
     hook, runs train and finish, fresh and resumed (in one process and under mpirun); once
     released, the final view holds every run."""

@@ -1,5 +1,5 @@
 """A run whose event history before its checkpoint is longer than the journal's 64 MiB
-record cap (issue 8, "long histories"): 8 layers x 32 heads of statistics at every step.
+record cap: 8 layers x 32 heads of statistics at every step.
 The release before the fix replayed the whole history as one journal record, which the
 journal refused: the resumed run ended `done` with every row before the checkpoint missing
 and params -1, exit 1 with no reason. Now rank 0 streams the history from the journal into

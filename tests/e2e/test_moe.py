@@ -1,4 +1,4 @@
-"""A mixture-of-experts sweep (issue 21): the same bits in-process and on 2 MPI ranks, the
+"""A mixture-of-experts sweep: the same bits in-process and on 2 MPI ranks, the
 router's statistics and the auxiliary losses in their own columns, and a dense model's id
 unchanged by the MoE knobs at their defaults.
 

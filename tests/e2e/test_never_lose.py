@@ -1,4 +1,4 @@
-"""Never lose or misreport a run (issue 8): every fault below once lost finished work,
+"""Never lose or misreport a run: every fault below once lost finished work,
 reported runs done that were not, or stopped a job the wrong way. Each sub-test fails on
 the release before the fix (b7ba083) and passes now.
 

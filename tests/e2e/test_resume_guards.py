@@ -1,5 +1,5 @@
-"""What a --resume (and `ablate view`) must refuse rather than change the data unseen
-(issue 37, items 5 and 6). Each case failed before its fix.
+"""What a --resume (and `ablate view`) must refuse rather than change the data unseen.
+Each case failed before its fix.
 
   journal_symlink    OUT.h5.d/journal a symbolic link to another file: --resume reported a
                      torn tail, truncated the link's target and appended a journal to it;

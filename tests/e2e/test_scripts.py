@@ -1,4 +1,4 @@
-"""The README's two commands in its order (issue 17 item 15): scripts/quickstart.sh leaves
+"""The README's two commands in its order: scripts/quickstart.sh leaves
 its build dir configured with BUILD_TESTING=OFF; scripts/run-tests.sh run next on the same
 dir must turn testing on itself and refuse a pass that would run no test.
 

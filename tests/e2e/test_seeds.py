@@ -1,5 +1,5 @@
 """Separate seeds for the data order and the initialisation (train.data_seed,
-model.init_seed; issue 39 item 5), each defaulting to the run's seed:
+model.init_seed), each defaulting to the run's seed:
 
   defaults       a run with neither set trains bit for bit as one with both set to its seed,
                  and its run id is the one the spec had before the knobs existed (a knob at

@@ -34,7 +34,7 @@ rank 0 orchestrates, 2 workers):
      while it holds a run (another task takes it over), task 2 gets USR1 (it checkpoints,
      releases its run and requeues itself); the finish job after the whole array finds
      the sweep complete, --wait exits 0; every run once, values identical.
-  i. issue 23 (SLURM as sites run it): export_none (--export=NONE as SBATCH_EXPORT: the
+  i. SLURM as sites run it: export_none (--export=NONE as SBATCH_EXPORT: the
      jobs still get what they need, into a directory submit creates; a job with no binary
      ends "status 4 (not started)"); launcher_failure (mpirun refusing to run as root:
      status 4, submit exits 4, not "a run failed"); array_surplus (a held surplus task is
@@ -43,7 +43,7 @@ rank 0 orchestrates, 2 workers):
      exported variable, --dependency, --mail-type to the finish job, a missing directory);
      admin_requeue (an admin's requeue: resumes from checkpoints and says so, no ready
      file left, no "Forwarding signal 18").
-  j. issue 37 (the job trains on the data that submit checked): data_export_none
+  j. the job trains on the data that submit checked: data_export_none
      (SBATCH_EXPORT=NONE, ABLATE_DATA=A here, another file at the specs' default
      data/tinyshakespeare.txt: every run's data_sha256 is A's); data_export_list (an export
      list, --array 2, a spec that needs ${ABLATE_DATA}: each task gets the checked value);
@@ -339,7 +339,7 @@ ABORT_BLOCK = "Per user-direction, the job has been aborted"
 
 
 def planned_exit_said(text, label):
-    """Issue 37 item 11: each start that checkpointed on a USR1 and exited 3 says, after
+    """Each start that checkpointed on a USR1 and exited 3 says, after
     mpirun's "non-zero exit code ... aborted" block, that the exit was planned, not a
     crash (the block is there: mpirun prints it for any non-zero exit)."""
     starts = [m.start() for m in START_RE.finditer(text)] + [len(text)]
@@ -691,7 +691,7 @@ def case_array(S):
             "h: the run of the cancelled task 1 (%s) was not taken over:\n%s" % (gone, all_text))
         assert "requeueing" in text[2], "h: task 2 was not requeued:\n" + text[2]
         # its next start ran, unless task 3 completed the sweep while task 2 was pending
-        # again and cancelled it (a surplus task, issue 23)
+        # again and cancelled it (a surplus task)
         ended = [3] + ([] if "cancelling the array's pending tasks %s_2" % jid in text[3]
                        else [2])
         if 2 in ended:
@@ -895,7 +895,7 @@ def case_admin_requeue(S):
         job.cancel()
 
 
-# Issue 37 item 3: the job trains on exactly the data that slurm/submit checked. The specs
+# The job trains on exactly the data that slurm/submit checked. The specs
 # name their data through ${ABLATE_DATA:-data/tinyshakespeare.txt}; under --export=NONE the
 # job does not inherit the submitting shell's ABLATE_DATA.
 DEFAULT_PATH = "${ABLATE_DATA:-data/tinyshakespeare.txt}"
@@ -1003,7 +1003,7 @@ def case_data_changed(S):
 
 
 def case_finish_status2(S):
-    """Issue 37 item 11: the spec is broken after the check (the sweep job held
+    """The spec is broken after the check (the sweep job held
     meanwhile): the sweep job ends with status 2 having recorded nothing; the finish job's
     message names that status, and does not suggest status 4."""
     spec = C.write(os.path.join(S.d, "s2.yaml"), read(S.spec))

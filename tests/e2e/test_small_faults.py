@@ -1,4 +1,4 @@
-"""Small input faults of issue 17 (items 8-12, 14), each refused or kept as documented.
+"""Small input faults, each refused or kept as documented.
 
   - output_is_input: -o naming the spec, the data file (by another path, a symlink, a hard
     link) or a directory OUT.h5.d that holds the data is refused, with --force too, exit 2,

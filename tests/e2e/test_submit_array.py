@@ -1,9 +1,9 @@
 """slurm/submit without a SLURM (tests/e2e/test_slurm.py runs the jobs on one):
-  max_array_size: issue 18 item 5, `slurm/submit --array N` and SLURM's MaxArraySize. SLURM
+  max_array_size: `slurm/submit --array N` and SLURM's MaxArraySize. SLURM
     refuses an array whose largest index reaches MaxArraySize (default 1001: at most 1000
     tasks); submit says so before anything is submitted: with the site's value (scontrol
     show config) it refuses, without one it notes the default.
-  data_check: issue 37 item 3, what the check saw goes to the job: the dry run's sweep job
+  data_check: what the check saw goes to the job: the dry run's sweep job
     gets the spec's variables (--spec-env NAME=VALUE as set here, a comma included,
     --spec-unset NAME as unset here; ablate's ABLATE_CACHE_DIR when set) and the identity
     of its data (--expect-data, the SHA-256 'ablate plan --json' gives); the batch script, run by hand with those options but
@@ -11,7 +11,7 @@
     variable, the file and both digests, "status 2 (data check)", exit 2; and when the file
     changes after that check, before ablate run reads it, ablate run refuses it
     (--expect-data SHA256=PATH, passed on by the job), exit 2, nothing trained.
-  finish_damaged: issue 37 item 1, the finish job run by hand on a sweep whose journal has
+  finish_damaged: the finish job run by hand on a sweep whose journal has
     one flipped byte: `ablate view` exits 3 and names the run; the job stops there with exit
     3 ("damaged", submit again to resume), writes no report (it wrote one over the damage).
 
