@@ -1,5 +1,5 @@
 /* activation_speed: the MLP activations of src/model/layers.c timed alone, forward and
- * backward, at an MLP's shape (issue 22: "Tanh is the slowest", a claim of study A's write-up
+ * backward, at an MLP's shape ("Tanh is the slowest", a claim of study A's write-up
  * about its PyTorch runs). Each activation runs on the same inputs (a normal spread like a
  * pre-activation's, plus exact zeros and negatives), best of R repetitions of a batch of
  * calls, interleaved so a load that comes and goes hits every activation alike.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MLP activations timed alone, forward and backward, at an MLP's shape (issue 22, study
+# The MLP activations timed alone, forward and backward, at an MLP's shape (study
 # A's claim "Tanh is the slowest"): builds bench/activation_speed.c against ablate's static
 # libraries (bench/build_c_bench.sh; BUILD=dir for another build) and runs it. Best-of-R
 # timings, interleaved: a load that comes and goes hits every activation alike.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 19's scale targets, measured: `ablate-report` on a 1,000-run file within 60 s, and
+"""The report's scale targets, measured: `ablate-report` on a 1,000-run file within 60 s, and
 its report.html interactive in Chromium within 5 s (and under 10 MB).
 
 The 1,000-run file is made cheaply: one small real sweep (micro GPT, a 2 x 2 grid of

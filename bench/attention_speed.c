@@ -1,5 +1,5 @@
 /* attention_speed: the engine's attention (src/model/attention.c) timed alone, forward and
- * backward, at one model width for several head counts and batches (issue 22: at a fixed
+ * backward, at one model width for several head counts and batches (at a fixed
  * time, study A's heads 1 / 4 / 8 process different numbers of tokens although their
  * attention FLOPs are equal; this says how much of that is the attention kernel).
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attention timed alone, forward and backward, per head count and batch (issue 22, study
+# The attention timed alone, forward and backward, per head count and batch (study
 # A at a fixed time: why heads 1 / 4 / 8 process different tokens/s): builds
 # bench/attention_speed.c against ablate's static libraries (bench/build_c_bench.sh;
 # BUILD=dir for another build) and runs it. Best-of-R timings in CPU time, interleaved: a

@@ -1,4 +1,4 @@
-/* The cost of knowing which data a run trains on (issue 17): on a token file of SIZE MB
+/* The cost of knowing which data a run trains on: on a token file of SIZE MB
  * (llm.c .bin, random ids), the time of
  *   load      dataset_load as a worker or a resume does it, the digest cached;
  *   check     the identity check alone (file_digest: one stat and the cache entry);

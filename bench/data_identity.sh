@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data identity check (issue 17 item 1) on a large token file: the time of a load with
+# The data identity check on a large token file: the time of a load with
 # the digest cached, of the check alone, and of the uncached hash; the check's target is
 # <= 5% of the load. See bench/data_identity.c. Needs SIZE_MB of disk and ~3x SIZE_MB of
 # memory (the file, its bytes and its int32 tokens).

@@ -1,4 +1,4 @@
-/* The engine against its shape limit (issue 18): for each preset, a training step of ablate's
+/* The engine against its shape limit: for each preset, a training step of ablate's
  * model against the time of the step's unfused matrix products run alone, with the same
  * OpenBLAS, core and thread count, in the same process.
  *
@@ -13,8 +13,8 @@
  * out);
  *  - the shape limit: the reference products of one step (bench/shapes/PRESET.txt: today's
  *    shapes and FLOP count, fixed even when the engine changes its own) timed alone through
- *    src/model/gemm.c with every product in OpenBLAS (issue 18: "with the same OpenBLAS and
- *    core"). At the first K the two alternate in R rounds (S steps, then the list of
+ *    src/model/gemm.c with every product in OpenBLAS (with the same OpenBLAS and
+ *    core). At the first K the two alternate in R rounds (S steps, then the list of
  *    products once), so that a load that comes and goes hits both alike, and both are the
  *    median over the rounds (the best of each beside it); the step's fraction of the limit
  *    (target >= 90%) and, beside it, the fraction of the square-sgemm rate (the reference
@@ -442,7 +442,7 @@ static int run_preset(const char *preset, int steps, const Options *o) {
     for (int i = 1; i < o->nk; i++)
         printf("   threads %d       %9.3f ms median (CPU %.3f ms), x%.2f of %d thread(s)%s\n",
                o->k[i], 1e3 * med[i], 1e3 * cpu[i], med[0] / med[i], o->k[0],
-               /* issue 18's target is the book step's: micro's step (~1 ms, products of
+               /* the x1.8 target is the book step's: micro's step (~1 ms, products of
                 * 512 x 32 x 96) is below what a second thread can split */
                o->k[i] == 2 && o->k[0] == 1
                    ? (strcmp(preset, "book")   ? "  (no target: the x1.8 is book's)"

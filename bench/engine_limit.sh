@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine against its shape limit, per preset (issue 18): builds bench/engine_limit.c
+# The engine against its shape limit, per preset: builds bench/engine_limit.c
 # against ablate's static libraries and runs it. See docs/benchmarks.md.
 #
 #   bench/engine_limit.sh [options]            (options go to engine_limit)

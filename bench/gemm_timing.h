@@ -22,7 +22,7 @@ double gemm_timing_flops(const GemmShape *sh, int ns);
  * forward product (N T) that gemm.c runs unpacked goes N N (on the transposed weight copy
  * gpt.c keeps for it), weight gradients (T N) accumulate (beta 1), the rest overwrite
  * (beta 0). blas_only: every product through OpenBLAS (gemm_set_own_limit(0)), as the
- * engine ran them before its own small-product kernel: issue 18's shape limit. With
+ * engine ran them before its own small-product kernel: the shape limit. With
  * per_shape non-NULL, also each line's best time (all its count calls). */
 double gemm_timing_shapes(const GemmShape *sh, int ns, int reps, int blas_only, double *per_shape);
 /* Best time of the whole list as plain OpenBLAS calls: each product one cblas_sgemm with the

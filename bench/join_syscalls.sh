@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# System calls per claimed run of joined processes (issue 18, "Sweeps of 10^5 runs", item 3:
-# "~32 opens, 5 flocks, 7 stats and 1 fsync per claimed run"). P unmodified `ablate run
+# System calls per claimed run of joined processes (~32 opens, 5 flocks, 7 stats and 1
+# fsync per claimed run before the change they guided). P unmodified `ablate run
 # --join` processes (each its own MPI singleton, no mpirun) share one sweep of tiny runs
 # (micro preset, 1 step, batch 1, a 16-token eval, no samples), each under `strace -f -c`;
 # the same is done with N and with 2N runs, and the difference of the two counts divided by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The live view's cost as runs finish (issue 18, "Sweeps of 10^5 runs"): a journal of RUNS
+# The live view's cost as runs finish (sweeps of 10^5 runs): a journal of RUNS
 # tiny runs (a start, two steps, samples), PER_UPDATE of them ending between two live
 # updates while the next IN_FLIGHT are part-way, brought up to date by h5live_update as
 # the view thread of `ablate run` does. Prints a line per update where the runs ended grew

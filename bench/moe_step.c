@@ -1,4 +1,4 @@
-/* The cost of a mixture-of-experts step against the dense step (issue 21): the book preset
+/* The cost of a mixture-of-experts step against the dense step: the book preset
  * (batch 8 x context 128, vocab 50257, random tokens), dense and with the MoE MLP in every
  * block at E experts of the dense width, top-k. Per configuration: the median time of a
  * forward + backward, and of a whole step (zero_grad, forward, backward, AdamW over every

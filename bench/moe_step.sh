@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A mixture-of-experts step against the dense step on the book preset (issue 21): see
+# A mixture-of-experts step against the dense step on the book preset: see
 # bench/moe_step.c for what is measured; target: E=8, k=1 costs at most 1.3x the dense step.
 # Run it on a quiet machine (one core per process; nothing else running).
 #

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Rank 0's memory against the number of runs (issue 18, "Sweeps of 10^5 runs"): an
+# Rank 0's memory against the number of runs (sweeps of 10^5 runs): an
 # unmodified `ablate run` of N tiny runs (micro preset, 1 step, batch 1, a 16-token eval, no
 # samples) on W workers (mpirun -n W+1 --oversubscribe), live views on (--view-interval),
 # with bench/sweep_timeshim.c preloaded to read each rank's peak RSS (ru_maxrss) at
 # MPI_Finalize. Prints per N:
 #   RANK0_MEMORY runs=N wall_s=S rank0_peak_mib=M worker_peak_mib=M journal_mib=J out_mib=O
-# and rank 0's service time (issue 18: "rank 0's service time per run in us at 10^5 runs,
+# and rank 0's service time ("rank 0's service time per run in us at 10^5 runs,
 # and from it the largest number of workers it can keep busy for a given run length"):
 #   RANK0_SERVICE runs=N rank0_cpu_s=C main_cpu_s=M cpu_us_per_run=U main_us_per_run=UM
 #                 gap_us_median=G gap_us_p99=G99
@@ -19,7 +19,7 @@
 # workers busy (at 100%; half that to leave slack; its other threads need cores of their
 # own at the process figure):
 #   RANK0_MODEL runs=N1..N2 main_us_per_run=s process_us_per_run=S max_workers_L1s=.. ..
-# Target (issue 18): rank 0 under 300 MB at 20,000 runs and under 1 GB at 10^5 runs, i.e.
+# Target: rank 0 under 300 MB at 20,000 runs and under 1 GB at 10^5 runs, i.e.
 # O(runs in flight + a bounded per-run record). At 10^5 runs the plan needs
 # ABLATE_MAX_RUNS set above 100000 only for more runs than that: 10^5 is the default limit.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume against a fresh start (issue 18, "Sweeps of 10^5 runs", item 1): an unmodified
+# Resume against a fresh start (sweeps of 10^5 runs): an unmodified
 # `ablate run` of N tiny runs (micro preset, 1 step, batch 1, a 16-token eval, no samples)
 # on W workers (mpirun -n W+1 --oversubscribe) is started fresh and SIGKILLed (the whole
 # job) once its progress lines say half the runs are done; then `ablate run --resume` of the
@@ -9,7 +9,7 @@
 #   RESUME_TIME runs=N done_at_kill=K already_finished=K2 fresh_s=F resume_s=R ratio=R/F
 #               target=1.5 PASS|FAIL
 # with the date, CPU, load average and commit; exits 0 either way (non-zero only if a sweep
-# failed). Target (issue 18): resume to the first assignment within 1.5x a fresh start.
+# failed). Target: resume to the first assignment within 1.5x a fresh start.
 # At more than 100,000 runs set ABLATE_MAX_RUNS (10^5 is the default limit).
 #
 #   bench/resume_time.sh [--runs 5000] [--workers 2] [--build DIR] [--corpus PATH] [--out DIR]

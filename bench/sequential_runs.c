@@ -1,4 +1,4 @@
-/* The runs the sequential rule (issue 20, src/orchestrator/plan/sequential.h) saves: at
+/* The runs the sequential rule (src/orchestrator/plan/sequential.h) saves: at
  * study B's measured effects and spreads (docs/studies.md, the 5-seed table: each contrast's
  * mean paired difference and the sd of its paired differences, recovered from its 95% t
  * interval), simulate STUDIES studies of the 10 contrasts with normal paired differences and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The runs the sequential rule of issue 20 saves against a fixed design with the same
+# The runs the sequential rule saves against a fixed design with the same
 # family-wise error and power, at study B's effects and spreads; and the rule's error under
 # skewed differences. See bench/sequential_runs.c and docs/benchmarks.md. Simulation only:
 # a few seconds per 10,000 studies.

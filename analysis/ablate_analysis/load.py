@@ -109,10 +109,10 @@ class Sweep:
              unavailable_notes says why, one line per table. Empty when every row is there.
     """
 
-    # a replicate: sweep's /contrasts and /decisions (issue 20; read_replicate), else None
+    # a replicate: sweep's /contrasts and /decisions (read_replicate), else None
     replicate_contrasts = None
     replicate_decisions = None
-    # a calibrated fixed-time sweep's /calibration (train.calibrate, issue 22), else None
+    # a calibrated fixed-time sweep's /calibration (train.calibrate), else None
     calibration = None
 
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
@@ -437,7 +437,7 @@ def _load_once(path):
                 cols = V1_EMPTY_COLUMNS[t] if schema_cols is None else schema_cols.get(t, [])
                 raw[t] = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
         data_files = _frame(f["data_files"][()]) if "data_files" in f else None
-        # an adaptive sweep's pre-declared family of contrasts (/contrasts, issue 20)
+        # an adaptive sweep's pre-declared family of contrasts (/contrasts)
         declared = "contrasts" in f
         replicate = read_replicate(f)
         calibration = _frame(f["calibration"][()]) if "calibration" in f and \
