@@ -56,8 +56,10 @@ endif()
 # nothing it runs can use an instruction the CPU lacks: x86-64 here (SSE2), whatever
 # ABLATE_ARCH says; it reads what the build needs from isa_needs.c, which is compiled with
 # ABLATE_ARCH but holds only data.
+# (Also with ABLATE_ARCH=none: the level may then come from CFLAGS or a compiler wrapper, such
+# as Spack's, which isa_needs.c sees as well; these flags come after those.)
 set(ABLATE_ISA_BASELINE_FLAGS "")
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND ABLATE_ARCH_FLAGS)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(ABLATE_ISA_BASELINE_FLAGS -march=x86-64 -mtune=generic)
 endif()
 message(STATUS "ablate: ISA level ${ABLATE_ARCH}")

@@ -7,6 +7,7 @@
 
 #include "util/log.h"
 #include "commands.h"
+#include "isa_check.h"
 #include "orchestrator/record/h5table.h"
 #include "util/addr_space.h"
 #include "util/test_hooks.h"
@@ -56,7 +57,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("ablate %s (%s)\n", ABLATE_VERSION, ABLATE_GIT_REV);
+        /* the ISA level too: a site's installs for two levels say which is which */
+        printf("ablate %s (%s, built for %s)\n", ABLATE_VERSION, ABLATE_GIT_REV, ablate_isa_arch);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -4,7 +4,7 @@
     AMD's XOP, which no current CPU has, and executing an XOP instruction in main);
   isa_recorded: the build's ISA level (ABLATE_ARCH) is in every results file (c_flags);
   versions: one version, CMakeLists.txt's project(VERSION): ablate, ablate-submit and
-    ablate-report print it, CITATION.cff, CHANGELOG.md and analysis/pyproject.toml say it;
+    ablate-report print it (ablate with the ISA level it was built for), CITATION.cff, CHANGELOG.md and analysis/pyproject.toml say it;
   release_reproducible: scripts/release.sh makes the same tarball bytes twice from one
     commit (sorted, the commit's time, owner root), with its SHA-256 file;
   submit_backoff: ablate-submit --wait asks scontrol after 2 s, then twice as long each
@@ -74,6 +74,10 @@ def test_versions():
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and re.search(r"\b%s\b" % re.escape(v), r.stdout), \
             (cmd, r.returncode, r.stdout, r.stderr)
+    arch = os.environ.get("ABLATE_ARCH_BUILT")
+    if arch:  # and the level it was built for
+        r = subprocess.run([C.BIN, "--version"], capture_output=True, text=True, timeout=60)
+        assert ("built for %s)" % arch) in r.stdout, r.stdout
     with open(os.path.join(C.SOURCE_DIR, "CITATION.cff")) as f:
         assert re.search(r"^version: %s$" % re.escape(v), f.read(), re.M), "CITATION.cff"
     with open(os.path.join(C.SOURCE_DIR, "analysis", "pyproject.toml")) as f:

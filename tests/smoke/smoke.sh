@@ -6,8 +6,8 @@
 #   ctest -L smoke                          (from a build directory: installs it into a
 #                                            temporary prefix first, or tests ABLATE_PREFIX)
 # Checks: each command's --version says the same version; `ablate plan` on the installed
-# quickstart spec; its sweep (6 runs of 6 steps) trained in-process (no mpirun: a recipe's build sandbox may
-# have no MPI slots), inspected and rebuilt from its journal; GPT-2 tokenization when the
+# quickstart spec; a 2-run sweep of the micro preset trained in-process (no mpirun: a
+# recipe's build sandbox may have no MPI slots), inspected and rebuilt from its journal; GPT-2 tokenization when the
 # vocabulary is installed; `ablate-report` (report.md, and report.html when uPlot is
 # installed) when the Python packages it needs are there, else it says which is missing;
 # `ablate-submit --dry-run` (no SLURM needed). The corpus is the installed docs.
@@ -40,13 +40,22 @@ step "plan the installed quickstart spec"
 cat "$share"/docs/*.md "$share/README.md" > corpus.txt
 export ABLATE_DATA=$work/corpus.txt
 ablate plan "$share/sweeps/quickstart.yaml" > plan.txt || fail "ablate plan"
-grep -q 'gelu' plan.txt || fail "ablate plan lists no gelu run"
+grep -q '/seed' plan.txt || fail "ablate plan lists no run"
 
-step "the quickstart sweep (6 runs of 6 steps), in-process"
-sets=(--set train.steps=6 --set train.eval_every=3 --set train.eval_tokens=256
-      --set train.batch_size=4 --set sample.tokens=4)
-ablate run "$share/sweeps/quickstart.yaml" -o s.h5 "${sets[@]}" > run.txt 2>&1 ||
-    { cat run.txt >&2; fail "ablate run"; }
+step "a 2-run sweep (the installed micro preset, 6 steps), in-process"
+cat > s.yaml <<SPEC
+description: smoke test
+data: {path: "$work/corpus.txt", tokenizer: char, val_fraction: 0.1}
+base:
+  preset: micro
+  train: {steps: 6, batch_size: 4, eval_every: 3, eval_tokens: 256}
+  sample: {prompt: "The", tokens: 4}
+variants:
+  baseline: {}
+  gelu: {model.activation: gelu}
+seeds: 1
+SPEC
+ablate run s.yaml -o s.h5 > run.txt 2>&1 || { cat run.txt >&2; fail "ablate run"; }
 ablate inspect s.h5 | grep -q 'sweep complete' || fail "ablate inspect: the sweep is not complete"
 ablate view s.h5 > /dev/null || fail "ablate view"
 
@@ -74,7 +83,7 @@ fi
 
 step "ablate-submit --dry-run"
 mkdir sub
-ablate-submit "$share/sweeps/quickstart.yaml" -o sub/q.h5 "${sets[@]}" --dry-run > submit.txt 2>&1 ||
+ablate-submit s.yaml -o sub/s.h5 --dry-run > submit.txt 2>&1 ||
     { cat submit.txt >&2; fail "ablate-submit --dry-run"; }
 grep -q "ablate-sweep.sbatch" submit.txt ||
     fail "ablate-submit --dry-run shows no sweep job"
