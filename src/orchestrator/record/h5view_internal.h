@@ -154,15 +154,17 @@ int h5v_write_runs(View *v, hid_t file, char *err);
 /* /runs row by row (the live view writes it in pages, h5view_live.c): open takes the layout
  * (and drops kept rows made for another); table creates /runs (name "runs": its attributes
  * too; virtual over blocks when blocks is not NULL) or a table of the same columns, listed
- * in v->schema (NULL: nowhere); put appends run i's row (nothing for a run not planned); sig is 0
- * unless run i's row is kept and would be put as it is, else a value that changes whenever the row
- * would; settled: run i has not begun or has ended (put keeps its row, as a rule); tally counts run
- * i in v->st as put does, for a row kept (sig != 0) but not put. */
+ * in schema (NULL: nowhere, as in a segment); put appends run i's row (nothing for a run not
+ * planned) and, when count, counts it in v->st (runs, runs_done, skipped; every PLAN record it
+ * reads counts in plan_reads whatever count says); sig is 0 unless run i's row is kept and would
+ * be put as it is, else a value that changes whenever the row would; settled: run i has not
+ * begun or has ended (put keeps its row, as a rule); tally counts run i in v->st as put does,
+ * for a row kept (sig != 0) but not put with count. */
 typedef struct RunsRows RunsRows;
 RunsRows *h5v_runs_rows_open(View *v, char *err);
 int h5v_runs_rows_table(RunsRows *w, hid_t loc, const char *name, const TableBlock *blocks,
-                        int nblocks, H5Table *t, char *err);
-int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, char *err);
+                        int nblocks, H5Table *schema, H5Table *t, char *err);
+int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, int count, char *err);
 uint64_t h5v_runs_rows_sig(RunsRows *w, uint32_t i);
 int h5v_runs_rows_settled(RunsRows *w, uint32_t i);
 void h5v_runs_rows_tally(RunsRows *w, uint32_t i);

@@ -707,135 +707,170 @@ static void choose_moves(const H5Live *lv, const uint64_t *sig, const uint8_t *s
 }
 
 /* The rows of the pages marked in want into table t, in page order, each page's first row
- * in start[p]; 0 or -1 with err. */
+ * in start[p], counted in the stats when count (h5v_runs_rows_put); 0 or -1 with err. */
 static int put_pages(H5Live *lv, RunsRows *w, H5Table *t, const uint8_t *want, hsize_t *start,
-                     char *err) {
+                     int count, char *err) {
     for (uint32_t p = 0; p < lv->npages; p++) {
         if (!want[p]) continue;
         start[p] = (hsize_t)h5t_rows(t);
         for (uint32_t i = p * lv->page_runs; i < page_end(lv, p); i++)
-            if (h5v_runs_rows_put(w, t, i, err) != 0) return -1;
+            if (h5v_runs_rows_put(w, t, i, count, err) != 0) return -1;
     }
     return 0;
 }
 
-/* /runs of OUT.h5 (see the top): the pages that stay as they were mapped where they are,
- * those kept but not in a segment (and the range they absorb) written into a new one, the
- * others into f's /view_runs; lv->runs_blocks says where each range comes from. */
-static int write_runs(H5Live *lv, hid_t f, char *err) {
-    View *v = &lv->v;
-    uint32_t P = lv->page_runs, np = (v->nruns + P - 1) / P;
-    RunsRows *w = h5v_runs_rows_open(v, err);
-    uint64_t *sig = calloc((size_t)np + 1, sizeof *sig);
-    uint32_t *cnt = calloc((size_t)np + 1, sizeof *cnt);
-    uint8_t *move = calloc((size_t)np + 1, 1), *hot = calloc((size_t)np + 1, 1);
-    uint8_t *settled = calloc((size_t)np + 1, 1);
-    hsize_t *start = calloc((size_t)np + 1, sizeof *start);
-    H5Table seg_t, hot_t, runs_t;
-    h5t_init(&seg_t);
-    h5t_init(&hot_t);
-    h5t_init(&runs_t);
-    int rc = -1;
-    if (!w) goto done;
-    if (!sig || !cnt || !move || !hot || !settled || !start ||
-        GROW(lv->pages, lv->cap_pages, (size_t)np + 1) != 0 ||
-        GROW(lv->runs_blocks, lv->cap_runs_blocks, (size_t)np + 1) != 0 ||
-        GROW(lv->runs_block_run, lv->cap_runs_block_run, (size_t)np + 1) != 0) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        goto done;
-    }
+/* What one update found of each page of /runs (write_runs), passed from step to step. */
+typedef struct {
+    uint32_t np;      /* pages: the plan's runs, lv->page_runs a page */
+    uint64_t *sig;    /* its rows as they would be written now (page_sig; 0: not all kept) */
+    uint32_t *cnt;    /* its planned runs */
+    uint8_t *settled; /* every one of them settled (page_sig) */
+    uint8_t *move;    /* into the new segment (choose_moves; move_pages keeps those it mapped) */
+    uint8_t *hot;     /* into OUT.h5's /view_runs (write_hot) */
+    hsize_t *start;   /* its first row in the table it was put into by this update */
+} PageScan;
+
+static void scan_free(PageScan *s) {
+    free(s->sig);
+    free(s->cnt);
+    free(s->settled);
+    free(s->move);
+    free(s->hot);
+    free(s->start);
+}
+
+/* The arrays of s for np pages, and room in lv for as many pages and /runs ranges (a page
+ * new since the last update is in no segment yet); 0, or -1 with err. */
+static int scan_open(H5Live *lv, PageScan *s, uint32_t np, char *err) {
+    size_t n = (size_t)np + 1;
+    *s = (PageScan){.np = np,
+                    .sig = calloc(n, sizeof *s->sig),
+                    .cnt = calloc(n, sizeof *s->cnt),
+                    .settled = calloc(n, 1),
+                    .move = calloc(n, 1),
+                    .hot = calloc(n, 1),
+                    .start = calloc(n, sizeof *s->start)};
+    if (!s->sig || !s->cnt || !s->settled || !s->move || !s->hot || !s->start ||
+        GROW(lv->pages, lv->cap_pages, n) != 0 ||
+        GROW(lv->runs_blocks, lv->cap_runs_blocks, n) != 0 ||
+        GROW(lv->runs_block_run, lv->cap_runs_block_run, n) != 0)
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (uint32_t p = lv->npages; p < np; p++)
         lv->pages[p] = (RunsPage){NO_SEG, 0, 0, 0};
     lv->npages = np;
-    /* each page as it would be written now; a page that changed leaves its segment */
-    for (uint32_t p = 0; p < np; p++) {
-        sig[p] = page_sig(lv, w, p, &cnt[p], &settled[p]);
+    return 0;
+}
+
+/* Step 1, the page diff: each page as it would be written now, against the rows its segment
+ * holds; a page that changed leaves its segment (its rows are written again), and the pages
+ * to move into a new segment are chosen (choose_moves). */
+static void diff_pages(H5Live *lv, RunsRows *w, PageScan *s) {
+    for (uint32_t p = 0; p < s->np; p++) {
+        s->sig[p] = page_sig(lv, w, p, &s->cnt[p], &s->settled[p]);
         RunsPage *pg = &lv->pages[p];
-        if (pg->seg != NO_SEG && (sig[p] != pg->sig || cnt[p] != pg->count)) pg->seg = NO_SEG;
+        if (pg->seg != NO_SEG && (s->sig[p] != pg->sig || s->cnt[p] != pg->count)) pg->seg = NO_SEG;
     }
-    choose_moves(lv, sig, settled, cnt, move);
-    int any_move = 0, any_hot = 0;
-    for (uint32_t p = 0; p < np; p++)
-        any_move |= move[p];
-    v->st.runs_rows = 0;
-    if (any_move) {
-        char path[ABL_PATH_MAX + 96];
-        hid_t sf;
-        if (seg_open(lv, &sf, path, sizeof path, err) != 0) goto done;
-        H5Table *schema = v->schema; /* OUT.h5's: a segment has none */
-        v->schema = NULL;
-        long runs = v->st.runs, done = v->st.runs_done;
-        long long skipped = v->st.skipped; /* counted below, once, whatever goes where */
-        int ok = h5v_runs_rows_table(w, sf, "runs", NULL, 0, &seg_t, err) == 0 &&
-                 put_pages(lv, w, &seg_t, move, start, err) == 0;
-        v->schema = schema;
-        v->st.runs = runs;
-        v->st.runs_done = done;
-        v->st.skipped = skipped;
-        lv->seg_rows[lv->nseg][RUNS_T] = (hsize_t)h5t_rows(&seg_t);
-        v->st.runs_rows += h5t_rows(&seg_t);
-        char e2[ABL_ERR_MAX];
-        if (h5t_close(&seg_t, !ok, ok ? err : e2) != 0) ok = 0;
-        uint32_t seg = (uint32_t)lv->nseg;
-        if (seg_close(lv, sf, path, ok, err) != 0) goto done;
-        /* a page settled but not kept before is kept now, as a rule; one that is not (its
-         * rows could change) is put in /view_runs too, its rows in the segment unused */
-        for (uint32_t p = 0; p < np; p++) {
-            if (!move[p]) continue;
-            uint8_t s;
-            uint32_t n;
-            if (!(sig[p] = page_sig(lv, w, p, &n, &s))) {
-                move[p] = 0;
-                lv->pages[p].seg = NO_SEG;
-                continue;
-            }
-            lv->pages[p] = (RunsPage){seg, cnt[p], start[p], sig[p]};
+    choose_moves(lv, s->sig, s->settled, s->cnt, s->move);
+}
+
+/* Step 2, the segment: the pages chosen to move are written into a new segment's "runs"
+ * (no /schema there), their rows not counted in the stats: write_hot counts each run once,
+ * wherever its row ends up. A page settled but not kept before is kept now, as a rule, and
+ * maps there; one that is not (its rows could change) keeps no segment and goes into
+ * /view_runs too, its rows in the segment unused. 0 (nothing to move is fine), or -1 with
+ * err. */
+static int move_pages(H5Live *lv, RunsRows *w, PageScan *s, char *err) {
+    int any = 0;
+    for (uint32_t p = 0; p < s->np; p++)
+        any |= s->move[p];
+    if (!any) return 0;
+    char path[ABL_PATH_MAX + 96], e2[ABL_ERR_MAX];
+    hid_t sf;
+    if (seg_open(lv, &sf, path, sizeof path, err) != 0) return -1;
+    uint32_t seg = (uint32_t)lv->nseg;
+    H5Table t;
+    h5t_init(&t);
+    int ok = h5v_runs_rows_table(w, sf, "runs", NULL, 0, NULL, &t, err) == 0 &&
+             put_pages(lv, w, &t, s->move, s->start, 0, err) == 0;
+    lv->seg_rows[seg][RUNS_T] = (hsize_t)h5t_rows(&t);
+    lv->v.st.runs_rows += h5t_rows(&t);
+    if (h5t_close(&t, !ok, ok ? err : e2) != 0) ok = 0;
+    if (seg_close(lv, sf, path, ok, err) != 0) return -1;
+    for (uint32_t p = 0; p < s->np; p++) {
+        if (!s->move[p]) continue;
+        uint8_t settled;
+        uint32_t n;
+        if (!(s->sig[p] = page_sig(lv, w, p, &n, &settled))) {
+            s->move[p] = 0;
+            lv->pages[p].seg = NO_SEG;
+            continue;
         }
+        lv->pages[p] = (RunsPage){seg, s->cnt[p], s->start[p], s->sig[p]};
     }
-    for (uint32_t p = 0; p < np; p++) {
-        hot[p] = !move[p] && lv->pages[p].seg == NO_SEG && cnt[p];
-        any_hot |= hot[p];
-    }
-    /* the runs of pages in a segment count in the stats here (put counts those it puts in
-     * /view_runs) */
-    for (uint32_t p = 0; p < np; p++) {
+    return 0;
+}
+
+/* Step 3, the hot rows: the pages with planned runs that are in no segment go into f's
+ * /view_runs, their runs counted in the stats as they are put; the runs of the pages in a
+ * segment are counted from their kept rows (h5v_runs_rows_tally). The rows of /view_runs
+ * in *rows; 0, or -1 with err. */
+static int write_hot(H5Live *lv, RunsRows *w, hid_t f, PageScan *s, hsize_t *rows, char *err) {
+    int any = 0;
+    for (uint32_t p = 0; p < s->np; p++) {
+        s->hot[p] = lv->pages[p].seg == NO_SEG && s->cnt[p];
+        any |= s->hot[p];
         if (lv->pages[p].seg == NO_SEG) continue;
-        for (uint32_t i = p * P; i < page_end(lv, p); i++)
-            if (v->runs[i].planned) h5v_runs_rows_tally(w, i);
+        for (uint32_t i = p * lv->page_runs; i < page_end(lv, p); i++)
+            if (lv->v.runs[i].planned) h5v_runs_rows_tally(w, i);
     }
-    hsize_t hot_rows = 0;
-    if (any_hot) {
-        if (h5v_runs_rows_table(w, f, "view_runs", NULL, 0, &hot_t, err) != 0 ||
-            put_pages(lv, w, &hot_t, hot, start, err) != 0)
-            goto done;
-        hot_rows = (hsize_t)h5t_rows(&hot_t);
-        v->st.runs_rows += (long long)hot_rows;
-        if (h5t_close(&hot_t, 0, err) != 0) goto done;
+    *rows = 0;
+    if (!any) return 0;
+    H5Table t;
+    h5t_init(&t);
+    char e2[ABL_ERR_MAX];
+    if (h5v_runs_rows_table(w, f, "view_runs", NULL, 0, lv->v.schema, &t, err) != 0 ||
+        put_pages(lv, w, &t, s->hot, s->start, 1, err) != 0) {
+        h5t_close(&t, 1, e2);
+        return -1;
     }
-    /* the ranges, in plan order: consecutive rows of one source are one mapping */
+    *rows = (hsize_t)h5t_rows(&t);
+    lv->v.st.runs_rows += (long long)*rows;
+    return h5t_close(&t, 0, err);
+}
+
+/* Step 4, the mapping: where /runs takes each page's rows from (its segment's "runs", or
+ * /view_runs of hot_rows rows), in plan order, consecutive rows of one source one range,
+ * into lv->runs_blocks (write_blocks lists them as well). */
+static void map_pages(H5Live *lv, const PageScan *s, hsize_t hot_rows) {
     int n = 0;
-    for (uint32_t p = 0; p < np; p++) {
-        if (!cnt[p]) continue;
+    for (uint32_t p = 0; p < s->np; p++) {
+        if (!s->cnt[p]) continue;
         const RunsPage *pg = &lv->pages[p];
         int in_seg = pg->seg != NO_SEG;
-        TableBlock b = {in_seg ? lv->segs[pg->seg] : ".", in_seg ? pg->start : start[p], cnt[p],
-                        in_seg ? lv->seg_rows[pg->seg][RUNS_T] : hot_rows,
+        TableBlock b = {in_seg ? lv->segs[pg->seg] : ".", in_seg ? pg->start : s->start[p],
+                        s->cnt[p], in_seg ? lv->seg_rows[pg->seg][RUNS_T] : hot_rows,
                         in_seg ? NULL : "view_runs"};
         TableBlock *last = n ? &lv->runs_blocks[n - 1] : NULL;
         if (last && last->file == b.file && last->start + last->count == b.start)
             last->count += b.count;
         else {
-            lv->runs_block_run[n] = p * P;
+            lv->runs_block_run[n] = p * lv->page_runs;
             lv->runs_blocks[n++] = b;
         }
     }
     lv->nruns_blocks = n;
-    /* the segment names relative to OUT.h5's directory, for the mappings */
+}
+
+/* /runs of f, virtual over lv->runs_blocks with the segment names made relative to OUT.h5's
+ * directory (a reader resolves them wherever it runs); 0, or -1 with err. */
+static int runs_table(H5Live *lv, RunsRows *w, hid_t f, char *err) {
+    int n = lv->nruns_blocks;
     char(*rel)[ABL_PATH_MAX + 96] = malloc(sizeof *rel * ((size_t)n + 1));
     TableBlock *tb = malloc(sizeof *tb * ((size_t)n + 1));
+    H5Table t;
+    h5t_init(&t);
+    int rc = -1;
     if (!rel || !tb) {
-        free(rel);
-        free(tb);
         snprintf(err, ABL_ERR_MAX, "out of memory");
         goto done;
     }
@@ -847,21 +882,35 @@ static int write_runs(H5Live *lv, hid_t f, char *err) {
         }
     }
     lv->mappings += n;
-    rc = h5v_runs_rows_table(w, f, "runs", n ? tb : NULL, n, &runs_t, err);
-    free(rel);
-    free(tb);
+    rc = h5v_runs_rows_table(w, f, "runs", n ? tb : NULL, n, lv->v.schema, &t, err);
 done:;
     char e2[ABL_ERR_MAX];
-    if (h5t_close(&runs_t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
-    h5t_close(&hot_t, 1, e2);
-    h5t_close(&seg_t, 1, e2);
+    if (h5t_close(&t, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
+    free(rel);
+    free(tb);
+    return rc;
+}
+
+/* /runs of OUT.h5 (see the top), in the four steps above: the pages that stay as they were
+ * mapped where they are, those kept but not in a segment (and the range they absorb)
+ * written into a new one, the others into f's /view_runs; lv->runs_blocks says where each
+ * range comes from. The steps pass what they found in a PageScan. */
+static int write_runs(H5Live *lv, hid_t f, char *err) {
+    uint32_t np = (lv->v.nruns + lv->page_runs - 1) / lv->page_runs;
+    PageScan s = {0};
+    hsize_t hot_rows;
+    int rc = -1;
+    RunsRows *w = h5v_runs_rows_open(&lv->v, err);
+    if (w && scan_open(lv, &s, np, err) == 0) {
+        lv->v.st.runs_rows = 0;
+        diff_pages(lv, w, &s);
+        if (move_pages(lv, w, &s, err) == 0 && write_hot(lv, w, f, &s, &hot_rows, err) == 0) {
+            map_pages(lv, &s, hot_rows);
+            rc = runs_table(lv, w, f, err);
+        }
+    }
+    scan_free(&s);
     h5v_runs_rows_close(w);
-    free(sig);
-    free(cnt);
-    free(move);
-    free(hot);
-    free(settled);
-    free(start);
     return rc;
 }
 

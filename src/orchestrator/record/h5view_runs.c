@@ -54,6 +54,19 @@ static const H5Col tail_cols[R_NTAIL] = {
     {"last_checkpoint_step", H5C_I64, 0, "steps", "latest checkpoint (0 if none)"},
 };
 
+/* What one row of /runs counts for in the view's stats (H5ViewStats runs, runs_done,
+ * skipped): h5v_runs_rows_put adds it there or not, as its caller says. */
+typedef struct {
+    long runs, done;
+    long long skipped;
+} RowCount;
+
+static void count_row(View *v, const RowCount *c) {
+    v->st.runs += c->runs;
+    v->st.runs_done += c->done;
+    v->st.skipped += c->skipped;
+}
+
 static int layout_has(const RunsLayout *L, int upto, const char *name) {
     for (int i = 0; i < upto; i++)
         if (!strcmp(L->cols[i].name, name)) return 1;
@@ -155,12 +168,13 @@ static int put_knobs(H5Table *t, uint8_t *row, int c0, const H5Col *cols, const 
 }
 
 /* The plan's part of a row: identity, variant, group, overrides, axes, knobs. Sets
- * message when the config cannot be read back. */
-static int put_plan(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint32_t i,
-                    const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn) {
+ * message (and counts a skip in *n) when the config cannot be read back. */
+static int put_plan(const View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint32_t i,
+                    const JournalPlan *plan, RunConfig *cfg, char *message, size_t mn,
+                    RowCount *n) {
     char cerr[ABL_ERR_MAX], group[RUN_ID_CHARS] = "";
     if (journal_plan_config(plan, cfg, cerr) != 0) {
-        v->st.skipped++;
+        n->skipped++;
         snprintf(message, mn, "config: %.240s", cerr);
     } else {
         run_id_format(run_id_hash(cfg, NULL), group);
@@ -180,9 +194,10 @@ static int put_plan(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, uint
     return a.bad || put_knobs(t, row, L->knob0, L->cols, cfg) != 0 ? -1 : 0;
 }
 
-/* The results part of a row: status, the start and end events' fields, where it ran. */
-static int put_results(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, RunState *rs,
-                       JournalEnd *end, const char *message, int *status) {
+/* The results part of a row: status, the start and end events' fields, where it ran;
+ * the run, and a RUN_END that cannot be read, counted in *n. */
+static int put_results(const View *v, const RunsLayout *L, H5Table *t, uint8_t *row, RunState *rs,
+                       JournalEnd *end, const char *message, int *status, RowCount *n) {
     JournalReader *r = h5v_run_reader(v, rs);
     JournalRecord rec;
     int have_end = 0;
@@ -195,7 +210,7 @@ static int put_results(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, R
             rank = end->rank;
             snprintf(host, sizeof host, "%s", end->host);
         } else {
-            v->st.skipped++;
+            n->skipped++;
             rs->has_end = 0;
         }
     }
@@ -218,8 +233,8 @@ static int put_results(View *v, const RunsLayout *L, H5Table *t, uint8_t *row, R
     }
     if (message[0]) snprintf(end->end.message, sizeof end->end.message, "%s", message);
     int st = *status = h5v_run_status(rs, end);
-    if (st == ST_DONE) v->st.runs_done++;
-    v->st.runs++;
+    n->done += st == ST_DONE;
+    n->runs++;
     h5t_set_str(t, row, R_STATUS, h5view_status_names[st], STATUS_LEN);
     if (!rs->has_start) event_fields_default(&rs->start, EV_START, 0);
     const EventSchema *ss = &event_schema[EV_START], *es = &event_schema[EV_END];
@@ -403,9 +418,10 @@ static int cache_valid(const CachedRow *e, const RunState *rs, int n_cal) {
            e->attempts == rs->attempts;
 }
 
-/* Run i's row from the cache into a new row of t: 1, 0 when none is cached, -1 (memory). */
-static int cache_use(View *v, const RunsLayout *L, H5Table *t, uint32_t i, const RunState *rs,
-                     char *err) {
+/* Run i's row from the cache into a new row of t, what it counts for in *n: 1, 0 when none
+ * is cached, -1 (memory). */
+static int cache_use(const View *v, const RunsLayout *L, H5Table *t, uint32_t i, const RunState *rs,
+                     RowCount *n, char *err) {
     RunsCache *c = v->runs_cache;
     if (!c || i >= c->cap || !cache_valid(&c->rows[i], rs, v->n_cal)) return 0;
     const CachedRow *e = &c->rows[i];
@@ -423,9 +439,7 @@ static int cache_use(View *v, const RunsLayout *L, H5Table *t, uint32_t i, const
     }
     for (int k = 0; k < L->n_rows; k++)
         h5t_set_i64(t, row, L->rows0 + k, rs->rows[L->rows_table[k]]);
-    v->st.runs++;
-    v->st.runs_done += e->done;
-    v->st.skipped += e->skipped;
+    *n = (RowCount){1, e->done, e->skipped};
     return 1;
 }
 
@@ -507,7 +521,7 @@ RunsRows *h5v_runs_rows_open(View *v, char *err) {
 }
 
 int h5v_runs_rows_table(RunsRows *w, hid_t loc, const char *name, const TableBlock *blocks,
-                        int nblocks, H5Table *t, char *err) {
+                        int nblocks, H5Table *schema, H5Table *t, char *err) {
     View *v = w->v;
     int user = !strcmp(name, "runs"); /* the table readers see (else a live view's rows) */
     const char *desc = user ? runs_desc
@@ -521,16 +535,19 @@ int h5v_runs_rows_table(RunsRows *w, hid_t loc, const char *name, const TableBlo
         h5_err(err, "cannot write the attributes of /runs");
         return -1;
     }
-    /* every table of a view file is in its /schema (v->schema NULL: a segment, none) */
-    return h5t_schema_add(v->schema, name, w->L.cols, w->L.ncol, err);
+    /* every table of a view file is in its /schema (a segment has none) */
+    return h5t_schema_add(schema, name, w->L.cols, w->L.ncol, err);
 }
 
-int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, char *err) {
+int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, int count, char *err) {
     View *v = w->v;
     RunState *rs = &v->runs[i];
     if (!rs->planned) return 0;
-    int cached = cache_use(v, &w->L, t, i, rs, err);
-    if (cached) return cached < 0 ? -1 : 0;
+    RowCount n = {0};
+    int cached = cache_use(v, &w->L, t, i, rs, &n, err);
+    if (cached < 0) return -1;
+    if (count) count_row(v, &n);
+    if (cached) return 0;
     JournalRecord rec;
     JournalReader *r = h5v_run_reader(v, rs);
     v->st.plan_reads++;
@@ -544,11 +561,10 @@ int h5v_runs_rows_put(RunsRows *w, H5Table *t, uint32_t i, char *err) {
     if (!row) return -1;
     char message[256] = "";
     int status;
-    if (put_plan(v, &w->L, t, row, i, w->plan, w->cfg, message, sizeof message) != 0 ||
-        put_results(v, &w->L, t, row, rs, w->end, message, &status) != 0) {
-        snprintf(err, ABL_ERR_MAX, "out of memory");
-        return -1;
-    }
+    int bad = put_plan(v, &w->L, t, row, i, w->plan, w->cfg, message, sizeof message, &n) != 0 ||
+              put_results(v, &w->L, t, row, rs, w->end, message, &status, &n) != 0;
+    if (count) count_row(v, &n);
+    if (bad) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     if (!message[0]) put_trained(v, &w->L, t, row, rs, w->cfg);
     h5v_calibration_put(v, t, row, w->L.calib0, message[0] ? NULL : w->cfg);
     if (cache_store(v, t, i, rs, row, status, message[0] != 0) != 0) {
@@ -574,11 +590,8 @@ int h5v_runs_rows_settled(RunsRows *w, uint32_t i) {
 }
 
 void h5v_runs_rows_tally(RunsRows *w, uint32_t i) {
-    View *v = w->v;
-    const CachedRow *e = &v->runs_cache->rows[i];
-    v->st.runs++;
-    v->st.runs_done += e->done;
-    v->st.skipped += e->skipped;
+    const CachedRow *e = &w->v->runs_cache->rows[i];
+    count_row(w->v, &(RowCount){1, e->done, e->skipped});
 }
 
 int h5v_write_runs(View *v, hid_t file, char *err) {
@@ -586,9 +599,9 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
     if (!w) return -1;
     H5Table runs;
     h5t_init(&runs);
-    int rc = h5v_runs_rows_table(w, file, "runs", NULL, 0, &runs, err);
+    int rc = h5v_runs_rows_table(w, file, "runs", NULL, 0, v->schema, &runs, err);
     for (uint32_t i = 0; i < v->nruns && rc == 0; i++)
-        rc = h5v_runs_rows_put(w, &runs, i, err);
+        rc = h5v_runs_rows_put(w, &runs, i, 1, err);
     char e2[ABL_ERR_MAX];
     if (h5t_close(&runs, rc != 0, rc == 0 ? err : e2) != 0) rc = -1;
     h5v_runs_rows_close(w);
