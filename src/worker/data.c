@@ -94,6 +94,7 @@ static void identity_fill(Dataset *d, const DataConfig *cfg, long len) {
     snprintf(id->path, sizeof id->path, "%s", cfg->path);
     id->bytes = len;
     id->val_fraction = cfg->val_fraction;
+    id->test_fraction = cfg->test_fraction;
     id->vocab_size = d->vocab_size;
     if (cfg->tokenizer == TOK_GPT2 && d->bpe) {
         snprintf(id->vocab, sizeof id->vocab, "%s", bpe_vocab_digest(d->bpe));
@@ -151,13 +152,23 @@ int dataset_load(Dataset *d, const DataConfig *cfg, int context, char err[ABL_ER
     identity_fill(d, cfg, len);
 
     long n_val = (long)((double)d->n_tokens * cfg->val_fraction);
-    d->n_train = d->n_tokens - n_val;
+    d->n_test = (long)((double)d->n_tokens * cfg->test_fraction);
+    d->n_train = d->n_tokens - n_val - d->n_test;
     long need = (long)context + 1;
     if (d->n_train < need) {
         set_err(err,
                 "data file %s: too short: the train split has %ld tokens (of %ld, "
                 "data.val_fraction %g) but model.context %d needs at least %ld",
                 path, d->n_train, d->n_tokens, cfg->val_fraction, context, need);
+        dataset_free(d);
+        return -1;
+    }
+    if (cfg->test_fraction > 0 && d->n_test < need) {
+        set_err(err,
+                "data file %s: too short: the test split has %ld tokens (of %ld, "
+                "data.test_fraction %g) but model.context %d needs at least %ld; raise "
+                "data.test_fraction or lower model.context",
+                path, d->n_test, d->n_tokens, cfg->test_fraction, context, need);
         dataset_free(d);
         return -1;
     }
@@ -196,10 +207,16 @@ void dataset_train_batch(const Dataset *d, uint64_t seed, long step, int B, int 
     }
 }
 
-/* The region validation windows come from: the validation split, or the whole train split
- * when there is none (val_fraction 0, evaluation then measures training loss). */
-static void val_region(const Dataset *d, int T, long *base, long *len) {
-    long n_val = d->n_tokens - d->n_train;
+/* The region a split's windows come from. Validation: the validation split, or the whole
+ * train split when there is none (val_fraction 0, evaluation then measures training loss).
+ * Test: the test split, or nothing (len 0). */
+static void split_region(const Dataset *d, Split s, int T, long *base, long *len) {
+    if (s == SPLIT_TEST) {
+        *base = d->n_tokens - d->n_test;
+        *len = d->n_test >= (long)T + 1 ? d->n_test : 0;
+        return;
+    }
+    long n_val = d->n_tokens - d->n_test - d->n_train;
     if (n_val >= (long)T + 1) {
         *base = d->n_train;
         *len = n_val;
@@ -209,9 +226,10 @@ static void val_region(const Dataset *d, int T, long *base, long *len) {
     }
 }
 
-int dataset_val_windows(const Dataset *d, long eval_tokens, int T) {
+int dataset_windows(const Dataset *d, Split s, long eval_tokens, int T) {
     long base, len;
-    val_region(d, T, &base, &len);
+    split_region(d, s, T, &base, &len);
+    if (len == 0) return 0;
     long n = eval_tokens / T;
     if (n < 1) n = 1;
     long max_windows = (len - 1) / T; /* non-overlapping inputs, each with its targets */
@@ -221,9 +239,17 @@ int dataset_val_windows(const Dataset *d, long eval_tokens, int T) {
     return (int)n;
 }
 
+int dataset_val_windows(const Dataset *d, long eval_tokens, int T) {
+    return dataset_windows(d, SPLIT_VAL, eval_tokens, T);
+}
+
 void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y) {
+    dataset_window(d, SPLIT_VAL, i, n, T, x, y);
+}
+
+void dataset_window(const Dataset *d, Split s, int i, int n, int T, int32_t *x, int32_t *y) {
     long base, len;
-    val_region(d, T, &base, &len);
+    split_region(d, s, T, &base, &len);
     long start = base;
     if (n > 1) start = base + (long)i * (len - T - 1) / (n - 1);
     memcpy(x, d->tokens + start, (size_t)T * sizeof(int32_t));

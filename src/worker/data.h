@@ -12,7 +12,8 @@
 typedef struct {
     int32_t *tokens; /* the whole stream */
     long n_tokens;
-    long n_train; /* tokens [0, n_train) train, [n_train, n_tokens) validation */
+    long n_train; /* tokens [0, n_train) train, [n_train, n_tokens - n_test) validation */
+    long n_test;  /* the last n_test tokens: the held-out test split (data.test_fraction) */
     int vocab_size;
     Tokenizer tokenizer;
     /* char tokenizer: the sorted distinct bytes of the file; chars[id] is the byte. */
@@ -33,9 +34,16 @@ void dataset_free(Dataset *d);
  * one), drawn from the train split with the counter-based RNG keyed by seed. */
 void dataset_train_batch(const Dataset *d, uint64_t seed, long step, int B, int T, int32_t *x,
                          int32_t *y);
-/* Number of validation windows for eval_tokens at context T (at least 1). */
+/* The held-out splits evaluation reads: validation (every evaluation) and test (once, at the
+ * end; nothing selects on it). */
+typedef enum { SPLIT_VAL, SPLIT_TEST } Split;
+/* Number of windows of split s for eval_tokens at context T: at least 1 for validation (the
+ * train split stands in when there is none), 0 for a test split there is not. */
+int dataset_windows(const Dataset *d, Split s, long eval_tokens, int T);
+/* Window i of n of split s: evenly spaced over it, deterministic. */
+void dataset_window(const Dataset *d, Split s, int i, int n, int T, int32_t *x, int32_t *y);
+/* The same for the validation split. */
 int dataset_val_windows(const Dataset *d, long eval_tokens, int T);
-/* Validation window i of n: evenly spaced over the validation split, deterministic. */
 void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y);
 
 /* Encodes text (prompt) into ids: char/byte by character (unknown characters are an error),

@@ -16,13 +16,18 @@ typedef struct {
                         * byte: the 256 bytes; tokens: "ids:N"; gpt2: GPT-2's files */
     int vocab_size;
     double val_fraction;
-    char sha256[65]; /* of the data file's bytes as parsed */
+    double test_fraction; /* 0: no test split (and in journals written before it existed) */
+    char sha256[65];      /* of the data file's bytes as parsed */
     long long bytes;
     char path[ABL_PATH_MAX];
 } DataIdentity;
 
-/* Equal data: tokenizer, vocabulary, val_fraction and bytes (not the path). */
+/* Equal data: tokenizer, vocabulary, the splits and bytes (not the path). */
 int data_identity_same(const DataIdentity *a, const DataIdentity *b);
+/* One source of a plan (the key every side matches data by): the same data.path, tokenizer
+ * and splits (val_fraction, test_fraction); against another identity, or a run's config. */
+int data_source_same(const DataIdentity *a, const DataIdentity *b);
+int data_source_is(const DataIdentity *id, const DataConfig *dc);
 /* One phrase for messages: "PATH (sha256 1a2b3c4d5e6f..., 1115394 bytes, char vocabulary of
  * 65, val_fraction 0.1)". */
 void data_identity_describe(const DataIdentity *d, char *out, size_t n);

@@ -110,6 +110,9 @@ const Knob knob_table[] = {
          "char, byte, tokens (llm.c .bin) or gpt2 (GPT-2 BPE of UTF-8 text)"),
     NUM("data.val_fraction", FT_DOUBLE, data.val_fraction, "fraction",
         "last fraction of the stream held out"),
+    NUM("data.test_fraction", FT_DOUBLE, data.test_fraction, "fraction",
+        "held-out test split: the stream's last fraction, after the validation split, scored "
+        "once at the end (final_test_loss; 0 = none)"),
     NUM("data.vocab_size", FT_INT, data.vocab_size, "tokens",
         "vocabulary of a .bin file (0 = 50257; gpt2: 50257)"),
     NUM("stats.every", FT_INT, stats.every, "steps",

@@ -104,6 +104,10 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     if (c->data.path[0] == '\0') ABL_FAIL("data.path is required");
     if (!(c->data.val_fraction >= 0 && c->data.val_fraction < 1))
         ABL_FAIL("data.val_fraction must be in [0, 1) (got %g)", c->data.val_fraction);
+    if (!(c->data.test_fraction >= 0 && c->data.val_fraction + c->data.test_fraction < 1))
+        ABL_FAIL("data.test_fraction must be >= 0 and leave a train split beside "
+                 "data.val_fraction %g (got %g)",
+                 c->data.val_fraction, c->data.test_fraction);
     if (c->data.vocab_size < 0) ABL_FAIL("data.vocab_size must be positive");
     if (c->data.tokenizer == TOK_TOKENS && c->data.vocab_size > 65536)
         ABL_FAIL("data.vocab_size %d does not fit the uint16 tokens of the .bin format",

@@ -52,6 +52,9 @@ typedef struct {
     char path[ABL_PATH_MAX];
     Tokenizer tokenizer;
     double val_fraction;
+    /* the held-out test split: the stream's last test_fraction, after the validation split,
+     * scored once at the end (final_test_loss); 0: none. Nothing selects on it. */
+    double test_fraction;
     int vocab_size; /* tokens tokenizer only; 0 = 50257 (gpt2: 0 or 50257) */
 } DataConfig;
 

@@ -58,7 +58,7 @@ int trainer_init(Trainer *t, const RunConfig *cfg, uint64_t seed, const Dataset 
     gpt_init_weights(&t->gpt, mc->init_seed >= 0 ? (uint64_t)mc->init_seed : seed);
     t->data_seed = t->cfg.train.data_seed >= 0 ? (uint64_t)t->cfg.train.data_seed : seed;
     t->total_steps = run_config_total_steps(&t->cfg);
-    t->val_loss = t->val_acc = NAN;
+    t->val_loss = t->val_acc = t->test_loss = t->test_acc = NAN;
     run_health_init(&t->health);
     return 0;
 }
@@ -87,31 +87,38 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
+/* The loss and accuracy over split s's windows (validation: also its auxiliary losses and,
+ * with stats.val, its activation statistics); NaN for a test split there is not. */
+static void evaluate(Trainer *t, Split s, double *out_loss, double *out_acc) {
     const Dataset *d = t->data;
     int B = t->cfg.train.batch_size, T = t->cfg.model.context;
-    int n = dataset_val_windows(d, t->cfg.train.eval_tokens, T);
+    int n = dataset_windows(d, s, t->cfg.train.eval_tokens, T);
     double loss = 0.0, aux = 0.0;
     long hits = 0, count = 0, batches = 0;
     GPT *g = &t->gpt;
     int L = g->cfg.n_layer;
-    if (t->val_stats) val_stats_reset(t->val_stats, L);
+    ValStats *vs = s == SPLIT_VAL ? t->val_stats : NULL;
+    if (vs) val_stats_reset(vs, L);
     for (int i = 0; i < n; i += B) {
         int bs = n - i < B ? n - i : B;
         for (int b = 0; b < bs; b++)
-            dataset_val_window(d, i + b, n, T, t->x + (size_t)b * T, t->y + (size_t)b * T);
-        g->collect_stats = t->val_stats != NULL;
+            dataset_window(d, s, i + b, n, T, t->x + (size_t)b * T, t->y + (size_t)b * T);
+        g->collect_stats = vs != NULL;
         loss += (double)gpt_forward(g, t->x, t->y, bs, T) * bs * T;
         g->collect_stats = 0;
-        if (t->val_stats) val_stats_add(t->val_stats, g->stats, L, (double)bs * T * g->cfg.d_model);
+        if (vs) val_stats_add(vs, g->stats, L, (double)bs * T * g->cfg.d_model);
         hits += t->gpt.correct;
         count += (long)bs * T;
         aux += t->gpt.aux_loss;
         batches++;
     }
-    t->val_aux = batches ? aux / (double)batches : 0.0;
-    *val_loss = loss / (double)count;
-    *val_acc = (double)hits / (double)count;
+    if (s == SPLIT_VAL) t->val_aux = batches ? aux / (double)batches : 0.0;
+    *out_loss = count ? loss / (double)count : NAN;
+    *out_acc = count ? (double)hits / (double)count : NAN;
+}
+
+void trainer_evaluate(Trainer *t, double *val_loss, double *val_acc) {
+    evaluate(t, SPLIT_VAL, val_loss, val_acc);
 }
 
 static void emit_eval(Trainer *t, EventSink *sink) {
@@ -297,6 +304,8 @@ static void fill_end(const Trainer *t, RunStatus status, EndEvent *end) {
     end->tokens_per_s = t->train_seconds > 0 ? (double)t->tokens / t->train_seconds : 0.0;
     end->final_val_loss = t->val_loss;
     end->final_val_acc = t->val_acc;
+    end->final_test_loss = t->test_loss;
+    end->final_test_acc = t->test_acc;
     run_health_fill_end(&t->health, end);
     provenance_fill_end(end, t->attempt_start_utc);
 }
@@ -360,6 +369,9 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     }
     if (status == RUN_DONE) {
         if (t->eval_step != t->step) emit_eval(t, sink);
+        /* the held-out test split, once, on the final weights: no evaluation, selection or
+         * stopping rule ever reads it before */
+        evaluate(t, SPLIT_TEST, &t->test_loss, &t->test_acc);
         emit_samples(t, sink);
     }
     fill_end(t, status, end);

@@ -25,10 +25,11 @@ typedef struct {
     /* progress: everything a checkpoint must restore */
     long step, tokens;
     double train_seconds;
-    double val_loss, val_acc; /* last evaluation (NaN before the first) */
-    double val_aux;           /* its auxiliary (MoE) losses, mean over the batches */
-    ValStats *val_stats;      /* [n_layer] its activation statistics (stats.val; else NULL) */
-    double *layer_grad_norm;  /* [n_layer] on a statistics step, before clipping */
+    double val_loss, val_acc;   /* last evaluation (NaN before the first) */
+    double test_loss, test_acc; /* the test split's, at the end of a done run (NaN: none) */
+    double val_aux;             /* its auxiliary (MoE) losses, mean over the batches */
+    ValStats *val_stats;        /* [n_layer] its activation statistics (stats.val; else NULL) */
+    double *layer_grad_norm;    /* [n_layer] on a statistics step, before clipping */
     long eval_step;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */

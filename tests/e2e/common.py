@@ -569,7 +569,14 @@ def journal_state(path):
         elif typ == 5:
             attempt, _rank = struct.unpack_from("<Ii", p, 0)
             _host, o = _str(p, 8)
-            kind, status = p[o] & 0x7F, p[o + 1]  # tag bit 0x80: all fields (event_codec.h)
+            # the tag (event_codec.h): the kind, plus 0x80 (the version-2 fields) or 0x40 (a
+            # varint count of the fields follows); the status is the first field
+            kind, o = p[o] & 0x3F, o + 1
+            if p[o - 1] & 0x40:
+                while p[o] & 0x80:
+                    o += 1
+                o += 1
+            status = p[o]
             if RUN_STATUS[status] != "interrupted" if status < len(RUN_STATUS) else True:
                 r["ends"] += 1
             if attempt < r["attempt"] or kind != 5:

@@ -129,8 +129,9 @@ static int set_by_run(const Plan *p, int i, const char *knob) {
  * run itself sets (its context, its vocab_size), else the run's own data.path, else an
  * explicit data.vocab_size the message names, else data.path. */
 static const char *data_culprit(const Plan *p, int i, const char *msg) {
-    static const char *const knobs[] = {"model.context", "data.vocab_size", "data.val_fraction"};
-    for (int k = 0; k < 3; k++)
+    static const char *const knobs[] = {"model.context", "data.vocab_size", "data.val_fraction",
+                                        "data.test_fraction"};
+    for (int k = 0; k < 4; k++)
         if (strstr(msg, knobs[k]) && set_by_run(p, i, knobs[k])) return knobs[k];
     if (set_by_run(p, i, "data.path")) return "data.path";
     const Knob *vs = knob_find("data.vocab_size");
@@ -208,9 +209,7 @@ PlanCost *plan_cost_compute(const Plan *p, char err[ABL_ERR_MAX]) {
 /* Keeps the identity of each distinct source once (the key data_guard.h uses). */
 static int add_identity(DataIdentity **ids, int *n, size_t *cap, const DataIdentity *id) {
     for (int k = 0; k < *n; k++)
-        if (!strcmp((*ids)[k].path, id->path) && !strcmp((*ids)[k].tokenizer, id->tokenizer) &&
-            (*ids)[k].val_fraction == id->val_fraction)
-            return 0;
+        if (data_source_same(&(*ids)[k], id)) return 0;
     if (GROW(*ids, *cap, (size_t)*n + 1) != 0) return -1;
     (*ids)[(*n)++] = *id;
     return 0;

@@ -26,7 +26,8 @@ void vocab_cache_free(VocabCache *vc) {
 
 static int same_source(const DataConfig *a, const DataConfig *b) {
     return strcmp(a->path, b->path) == 0 && a->tokenizer == b->tokenizer &&
-           a->val_fraction == b->val_fraction && a->vocab_size == b->vocab_size;
+           a->val_fraction == b->val_fraction && a->test_fraction == b->test_fraction &&
+           a->vocab_size == b->vocab_size;
 }
 
 const Dataset *vocab_dataset(VocabCache *vc, const RunConfig *cfg, char err[ABL_ERR_MAX]) {

@@ -11,13 +11,11 @@
 #include "util/grow.h"
 
 static int same_source(const DataIdentity *id, const DataConfig *dc) {
-    return !strcmp(id->path, dc->path) && !strcmp(id->tokenizer, tokenizer_names[dc->tokenizer]) &&
-           id->val_fraction == dc->val_fraction;
+    return data_source_is(id, dc);
 }
 
 static int same_key(const DataIdentity *a, const DataIdentity *b) {
-    return !strcmp(a->path, b->path) && !strcmp(a->tokenizer, b->tokenizer) &&
-           a->val_fraction == b->val_fraction;
+    return data_source_same(a, b);
 }
 
 int data_guard_begin(DataGuard *g, DataIdentity *ids, int n, char err[ABL_ERR_MAX]) {
@@ -78,8 +76,9 @@ int data_guard_compare(DataGuard *g, const DataIdentity *journaled, int n, int a
     return 0;
 }
 
-/* OUT.h5.d/join/data: one line per source, "sha256 bytes vocab vocab_size val_fraction
- * tokenizer path" (the path last: it may hold spaces). */
+/* OUT.h5.d/join/data: one line per source, "sha256 bytes vocab vocab_size splits tokenizer
+ * path" (the path last: it may hold spaces); splits is val_fraction, or val_fraction:
+ * test_fraction with a test split (a line without one reads as 0). */
 static void join_data_path(const char *out, char *buf, size_t n) {
     snprintf(buf, n, "%s.d/join/data", out);
 }
@@ -87,10 +86,13 @@ static void join_data_path(const char *out, char *buf, size_t n) {
 static int parse_line(const char *line, DataIdentity *id) {
     memset(id, 0, sizeof *id);
     int used = 0;
-    if (sscanf(line, "%64s %lld %64s %d %lf %7s %n", id->sha256, &id->bytes, id->vocab,
-               &id->vocab_size, &id->val_fraction, id->tokenizer, &used) < 6 ||
+    char splits[80], *colon;
+    if (sscanf(line, "%64s %lld %64s %d %79s %7s %n", id->sha256, &id->bytes, id->vocab,
+               &id->vocab_size, splits, id->tokenizer, &used) < 6 ||
         !used)
         return -1;
+    id->val_fraction = strtod(splits, &colon);
+    if (*colon == ':') id->test_fraction = strtod(colon + 1, NULL);
     snprintf(id->path, sizeof id->path, "%s", line + used);
     return 0;
 }
@@ -132,8 +134,12 @@ static int write_join_data(FILE *f, void *ctx) {
     const DataGuard *g = ctx;
     for (int i = 0; i < g->n; i++) {
         const DataIdentity *d = &g->now[i];
-        if (fprintf(f, "%s %lld %s %d %.17g %s %s\n", d->sha256, d->bytes, d->vocab, d->vocab_size,
-                    d->val_fraction, d->tokenizer, d->path) < 0)
+        char splits[80];
+        int k = snprintf(splits, sizeof splits, "%.17g", d->val_fraction);
+        if (d->test_fraction > 0)
+            snprintf(splits + k, sizeof splits - (size_t)k, ":%.17g", d->test_fraction);
+        if (fprintf(f, "%s %lld %s %d %s %s %s\n", d->sha256, d->bytes, d->vocab, d->vocab_size,
+                    splits, d->tokenizer, d->path) < 0)
             return -1;
     }
     return 0;
@@ -184,14 +190,17 @@ void data_guard_free(DataGuard *g) {
 }
 
 int data_guard_append(Journal *j, const DataIdentity *id) {
-    char vs[16], vf[32], bytes[32];
+    char vs[16], vf[32], tf[32], bytes[32];
     snprintf(vs, sizeof vs, "%d", id->vocab_size);
     snprintf(vf, sizeof vf, "%.17g", id->val_fraction);
+    snprintf(tf, sizeof tf, "%.17g", id->test_fraction);
     snprintf(bytes, sizeof bytes, "%lld", id->bytes);
-    const char *kv[] = {"path",    id->path,     "tokenizer", id->tokenizer,  "vocab",
-                        id->vocab, "vocab_size", vs,          "val_fraction", vf,
-                        "sha256",  id->sha256,   "bytes",     bytes};
-    return journal_append_data(j, kv, 7);
+    /* test_fraction only with a test split: a record without one reads as 0 */
+    const char *kv[] = {"path",         id->path,  "tokenizer",     id->tokenizer,
+                        "vocab",        id->vocab, "vocab_size",    vs,
+                        "val_fraction", vf,        "sha256",        id->sha256,
+                        "bytes",        bytes,     "test_fraction", tf};
+    return journal_append_data(j, kv, id->test_fraction > 0 ? 8 : 7);
 }
 
 int data_guard_decode(const JournalRecord *rec, DataIdentity *id) {
@@ -216,6 +225,8 @@ int data_guard_decode(const JournalRecord *rec, DataIdentity *id) {
             id->vocab_size = atoi(val);
         else if (KEY("val_fraction"))
             id->val_fraction = strtod(val, NULL);
+        else if (KEY("test_fraction"))
+            id->test_fraction = strtod(val, NULL);
         else if (KEY("sha256"))
             snprintf(id->sha256, sizeof id->sha256, "%s", val), seen |= 2;
         else if (KEY("bytes"))

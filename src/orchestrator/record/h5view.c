@@ -152,9 +152,7 @@ static int data_first(View *v, const JournalRecord *rec) {
     DataIdentity id;
     if (data_guard_decode(rec, &id) != 0) return 0;
     for (int i = 0; i < v->n_data; i++)
-        if (!strcmp(v->data[i].path, id.path) && !strcmp(v->data[i].tokenizer, id.tokenizer) &&
-            v->data[i].val_fraction == id.val_fraction)
-            return 0;
+        if (data_source_same(&v->data[i], &id)) return 0;
     if (GROW(v->data, v->cap_data, (size_t)v->n_data + 1) != 0) return -1;
     v->data[v->n_data++] = id;
     return 0;
