@@ -278,12 +278,15 @@ def sequential_contrasts(sw):
     level = {}
     for _, d in dec.iterrows() if len(dec) else []:
         level[int(d["contrast"])] = float(d["level"])
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "config": con["configuration"].astype(str), "baseline": con["baseline"].astype(str),
+        "method": "sequential", "n": con["n"],
         "diff": con["difference"].astype(float), "lo": con["lo"].astype(float),
         "hi": con["hi"].astype(float),
         "level": [level.get(int(c), math.nan) for c in con["contrast"]],
-        "verdict": con["verdict"].astype(str), "n": con["n"], "sequential": True})
+        "verdict": con["verdict"].astype(str), "sequential": True})
+    out.attrs["delta"] = float(sw.attrs.get("replicate_delta", math.nan))
+    return out
 
 
 ROUTING_NUM = ("router_entropy", "moe_max_frac", "moe_balance", "moe_zloss", "moe_dropped",

@@ -219,16 +219,15 @@ class Report:
 
     # -------------------------------------------------------- sections
 
-    def overview(self):
+    def header(self):
         sw = self.sw
-        status, compute, bad = A.overview(sw)
         desc = sw.description
         self.w("# Sweep report: %s" % md_text(desc or os.path.basename(sw.path)), "")
         live = P.live_note(self)
         if live:
             self.w("> **%s** (report.md is rewritten with it.)" % live, "")
         if sw.partial:
-            done = int(status.get("done", 0))
+            done = int((sw.runs["status"] == "done").sum())
             self.w("> **Partial:** the sweep is `%s`; %d of %d runs are done. Statistics use "
                    "the finished runs only and will change." % (sw.status, done, len(sw.runs)),
                    "")
@@ -237,6 +236,13 @@ class Report:
                    "named (the view's segments could not be read; re-run the report on the "
                    "final file):", ">")
             self.w(*["> - %s" % md_text(n) for n in sw.unavailable_notes], "")
+        self.summary_at = len(self.md)  # the verdicts in a sentence, once they are known
+        self.w("", "")
+
+    def overview(self):
+        sw = self.sw
+        status, compute, bad = A.overview(sw)
+        desc = sw.description
         self.w("## Overview", "")
         self.w("File %s (schema version %d), sweep status **%s**, %d runs in %d "
                "configurations." % (md_code(os.path.basename(sw.path)), sw.schema_version,
@@ -244,23 +250,8 @@ class Report:
                                     len(sw.runs), sw.runs["config"].nunique()), "")
         if desc:
             self.w("Description: %s" % md_text(desc), "")
-        self.w("### Provenance", "")
-        attrs = dict(sw.attrs)
-        keys = [k for k in KNOWN_ATTRS if k in attrs] + sorted(k for k in attrs
-                                                                if k not in KNOWN_ATTRS)
-        # values as text without surrounding blanks (`sets` is written with a trailing one)
-        prov = pd.DataFrame({"attribute": keys, "value": [str(attrs[k]).strip() for k in keys]})
-        self.w(md_table(["attribute", "value"], [[k, md_code(v) if v != "" else "—"]
-                                                 for k, v in zip(prov["attribute"],
-                                                                 prov["value"])]))
-        self.csv(prov, "provenance.csv")
-        if len(sw.data_files):
-            self.w("Data files, as the (latest) session found them:", "")
-            self.w(md_table(["path", "bytes", "sha256"],
-                            [[p, fint(b), md_code(h)] for p, b, h in
-                             zip(sw.data_files["path"], sw.data_files["bytes"],
-                                 sw.data_files["sha256"])]))
-            self.csv(sw.data_files, "data_files.csv")
+        self.w("Provenance (build, libraries, hosts, data files): [at the end](#provenance).",
+               "")
         self.w("### Runs by status", "")
         st = status.rename_axis("status").reset_index(name="runs")
         self.w(md_table(["status", "runs"], st.values.tolist()))
@@ -291,6 +282,28 @@ class Report:
             "final_val_loss", "final_val_acc", "host", "message"]
         self.csv(sw.runs[[c for c in runs_cols if c in sw.runs]], "runs.csv")
         self.csv(curves(sw), "curves.csv")
+
+    def provenance(self):
+        """The file's root attributes and data files: last, as reference (they were ~100
+        lines ahead of the verdicts)."""
+        sw = self.sw
+        self.w("## Provenance", "")
+        attrs = dict(sw.attrs)
+        keys = [k for k in KNOWN_ATTRS if k in attrs] + sorted(k for k in attrs
+                                                                if k not in KNOWN_ATTRS)
+        # values as text without surrounding blanks (`sets` is written with a trailing one)
+        prov = pd.DataFrame({"attribute": keys, "value": [str(attrs[k]).strip() for k in keys]})
+        self.w(md_table(["attribute", "value"], [[k, md_code(v) if v != "" else "—"]
+                                                 for k, v in zip(prov["attribute"],
+                                                                 prov["value"])]))
+        self.csv(prov, "provenance.csv")
+        if len(sw.data_files):
+            self.w("Data files, as the (latest) session found them:", "")
+            self.w(md_table(["path", "bytes", "sha256"],
+                            [[p, fint(b), md_code(h)] for p, b, h in
+                             zip(sw.data_files["path"], sw.data_files["bytes"],
+                                 sw.data_files["sha256"])]))
+            self.csv(sw.data_files, "data_files.csv")
 
     def per_config(self):
         sw = self.sw
@@ -476,14 +489,18 @@ class Report:
             self.w(md_prose(fam), "")
         con = A.contrasts(sw, bmap)
         self.contrasts = con
-        # a replicate: sweep's verdicts are its sequential ones: they come first, and the
-        # fixed-sample table below is labelled as what it is (issue 20)
+        # a replicate: sweep's verdicts are its sequential ones: they come first everywhere
+        # (here, contrasts.csv, the page, stdout, --json), and the fixed-sample re-test of
+        # the same runs is named as such wherever it is shown (fixed_sample_contrasts.csv)
+        self.seq = A.sequential_contrasts(sw)
         self.sequential()
-        if len(con) and sw.replicate_contrasts is not None:
-            self.w("### As if the number of seeds had been fixed (not the sweep's test)", "")
-            self.w("The sweep chose how many seeds each contrast got from the results so far, "
-                   "so the fixed-sample p-values and Holm verdicts below do not hold their "
-                   "level; they are shown for comparison with fixed-seed studies only.", "")
+        if len(con) and self.seq is not None:
+            self.w("### Fixed-sample re-test (not the sweep's test)", "")
+            self.w("As if the number of seeds had been fixed: the sweep chose how many seeds "
+                   "each contrast got from the results so far, so the fixed-sample p-values "
+                   "and Holm verdicts below do not hold their level; they are shown for "
+                   "comparison with fixed-seed studies only (`fixed_sample_contrasts.csv`). "
+                   "The sweep's verdicts are the sequential ones above (`contrasts.csv`).", "")
         if len(con):
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
@@ -493,7 +510,12 @@ class Report:
         if not len(con) and bmap:
             self.w("No contrasts yet: no configuration and its baseline both have finished "
                    "runs.", "")
-        self.csv(con, "contrasts.csv")
+        if self.seq is None:
+            self.csv(con, "contrasts.csv")
+        else:
+            self.csv(self.seq, "contrasts.csv")
+            self.csv(con, "fixed_sample_contrasts.csv")
+        self.summary = verdict_summary(self.seq if self.seq is not None else con)
 
     def sequential(self):
         """A replicate: sweep's own verdicts (/contrasts, /decisions; issue 20): what the
@@ -660,13 +682,16 @@ class Report:
 
     def write(self):
         os.makedirs(self.dir, exist_ok=True)
+        self.header()
+        self.against_baseline()
+        self.md[self.summary_at] = "**Verdicts:** %s" % md_text(self.summary)
         self.overview()
         self.per_config()
-        self.against_baseline()
         self.grids()
         self.budgets()
         self.figures()
         self.samples()
+        self.provenance()
         self.w("## Files", "")
         self.w("Tables as CSV: " + ", ".join("`%s`" % f for f in self.files
                                               if f.endswith(".csv")) + ".", "")
@@ -719,7 +744,9 @@ def verdict_text(rep):
                          fint(r["n"]) if r["n"] > 0 else "-", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), str(r["verdict"])])
         return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look)."
-                          % term_text(rep.baseline_why)] + _aligned(rows, {2, 3, 4})) + "\n"
+                          % term_text(rep.baseline_why)] + _aligned(rows, {2, 3, 4}) +
+                         ["The fixed-sample re-test of the same runs (not the sweep's test) "
+                          "is in fixed_sample_contrasts.csv."]) + "\n"
     con = rep.contrasts
     lines = [term_text(rep.baseline_why)]
     if not len(con):
@@ -735,17 +762,52 @@ def verdict_text(rep):
     return "\n".join(lines + _aligned(rows, {2, 3, 4})) + "\n"
 
 
-def verdict_json(rep):
-    """The verdicts for scripts: the report's files, the baseline sentence and each
-    contrast's row of contrasts.csv (full precision; NaN as null)."""
-    import json
-    con = rep.contrasts
+def verdict_summary(con):
+    """The verdicts in one sentence, e.g. "3 better, 1 worse, 2 equivalent within ±0.01,
+    1 unresolved (sequential, the sweep's own)" for a replicate: sweep's (con from
+    analyze.sequential_contrasts) or "1 better, 0 worse, 2 not resolved (fixed-sample
+    tests, Holm-corrected at 0.05)"."""
+    if con is None or not len(con):
+        return "no contrasts yet."
+    v = [str(x) for x in con["verdict"]]
+    if "sequential" in con.columns:
+        parts = ["%d better" % v.count("better"), "%d worse" % v.count("worse")]
+        eq = v.count("equivalent")
+        if eq:
+            delta = con.attrs.get("delta")
+            parts.append("%d equivalent%s" % (eq, "" if delta is None or _nan(delta) else
+                                               " within ±%s" % fsig(delta)))
+        for k in sorted(set(v) - {"better", "worse", "equivalent"}):
+            parts.append("%d %s" % (v.count(k), k))
+        return "%s (%d contrasts; sequential: the sweep's own verdicts)." % (
+            ", ".join(parts), len(v))
+    k = v.count("better"), v.count("worse")
+    return "%d better, %d worse, %d not resolved (%d contrasts; fixed-sample tests, " \
+        "Holm-corrected at 0.05)." % (k[0], k[1], len(v) - sum(k), len(v))
+
+
+def _records(df):
     recs = []
-    for rec in con.to_dict("records"):
+    for rec in df.to_dict("records"):
         recs.append({k: (None if isinstance(v, float) and not math.isfinite(v) else
                          v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()})
-    return json.dumps({"report": rep.path, "page": rep.page, "baseline": rep.baseline_why,
-                       "contrasts": recs}, indent=1, allow_nan=False) + "\n"
+    return recs
+
+
+def verdict_json(rep):
+    """The verdicts for scripts: the report's files, the baseline sentence, the verdicts in
+    a sentence and each contrast's row of contrasts.csv (full precision; NaN as null). For
+    a replicate: sweep these are its own sequential verdicts (`"verdicts": "sequential"`),
+    and the fixed-sample re-test of the same runs is `fixed_sample_contrasts`."""
+    import json
+    seq = getattr(rep, "seq", None)
+    out = {"report": rep.path, "page": rep.page, "baseline": rep.baseline_why,
+           "summary": rep.summary,
+           "verdicts": "fixed-sample" if seq is None else "sequential",
+           "contrasts": _records(rep.contrasts if seq is None else seq)}
+    if seq is not None:
+        out["fixed_sample_contrasts"] = _records(rep.contrasts)
+    return json.dumps(out, indent=1, allow_nan=False) + "\n"
 
 
 def _patterns(values):

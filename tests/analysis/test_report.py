@@ -343,7 +343,7 @@ def test_variants_report():
     assert set(check_csvs(d, md)) >= {"configs.csv", "contrasts.csv", "layers.csv",
                                       "samples.csv", "failures.csv", "runs.csv",
                                       "data_files.csv"}
-    for s in ("## Overview", "### Provenance", "### Runs by status", "### Compute spent",
+    for s in ("## Overview", "## Provenance", "### Runs by status", "### Compute spent",
               "## Per configuration", "### Per layer", "## Against the baseline", "## Figures",
               "## Samples", "git_rev"):
         assert s in md, "report.md lacks %r" % s

@@ -19,6 +19,8 @@ FILES = {}
 
 
 def replicate_sweep(d):
+    if "replicate" in FILES:  # (one sweep for the cases run in one process)
+        return FILES["replicate"]
     spec = C.micro_spec(C.corpus_path(), steps=40, variants="  baseline: {}\n"
                         "  lr_hi: {train.lr: 3.0e-2}\n  heads2: {model.n_head: 2}\n",
                         eval_every=20, stats_every=20, sample_tokens=8)
@@ -27,6 +29,7 @@ def replicate_sweep(d):
     path = C.write(os.path.join(d, "rep.yaml"), spec)
     out = os.path.join(d, "rep.h5")
     C.run(["run", path, "-o", out], expect_rc=0, tag="replicate")
+    FILES["replicate"] = out
     return out
 
 
@@ -42,7 +45,7 @@ def test_sequential_section():
     md = open(os.path.join(d, "report.md")).read()
     assert "### Sequential verdicts" in md and "**sequential**" in md, md[-3000:]
     # the sweep's own verdicts lead; the fixed-sample table follows, labelled as not its test
-    fixed = md.find("### As if the number of seeds had been fixed")
+    fixed = md.find("### Fixed-sample re-test (not the sweep's test)")
     assert 0 <= md.index("### Sequential verdicts") < fixed, md[-3000:]
     # the terminal's table is the sequential one too, a line per contrast with its verdict
     assert "Sequential verdicts (the sweep's own" in p.stdout, p.stdout
@@ -77,6 +80,54 @@ def test_sequential_section():
         assert abs(r["lo"] - row["lo"]) < 1e-12 and abs(r["hi"] - row["hi"]) < 1e-12, (r, row)
 
 
+def test_sequential_leads():
+    """Issue 41 item 1: a replicate: sweep's own verdicts lead everywhere a reader or a
+    script looks first: the page's verdict table (above the forest plot that draws them),
+    report.md's summary line, stdout, --json's `contrasts` and contrasts.csv; the
+    fixed-sample re-test of the same runs is named as such wherever it is (the page's second
+    table, report.md's heading, --json's `fixed_sample_contrasts`,
+    fixed_sample_contrasts.csv)."""
+    import pandas as pd
+    out = replicate_sweep(FILES["dir"])
+    d = os.path.join(FILES["dir"], "rep-json")
+    p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3", W.REPORT, out,
+                        "-o", d, "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with h5py.File(out, "r") as f:
+        own = {r["configuration"].decode(): (r["verdict"].decode(), float(r["difference"]))
+               for r in f["contrasts"][()]}
+    js = json.loads(p.stdout)
+    assert js["verdicts"] == "sequential", js.keys()
+    got = {r["config"]: (r["verdict"], r["diff"]) for r in js["contrasts"]}
+    assert got.keys() == own.keys(), (got, own)
+    for k, (v, diff) in own.items():
+        assert got[k][0] == v and (math.isnan(diff) and got[k][1] is None or
+                                   abs(got[k][1] - diff) < 1e-12), (k, got[k], v, diff)
+    assert len(js["fixed_sample_contrasts"]) == len(own)
+    assert all("p_holm" in r for r in js["fixed_sample_contrasts"])
+    csv = pd.read_csv(os.path.join(d, "contrasts.csv"), keep_default_na=False)
+    assert dict(zip(csv["config"], csv["verdict"])) == {k: v for k, (v, _) in own.items()}
+    assert set(csv["method"]) == {"sequential"}
+    fixed = pd.read_csv(os.path.join(d, "fixed_sample_contrasts.csv"))
+    assert "p_holm" in fixed and len(fixed) == len(own)
+    md = open(os.path.join(d, "report.md")).read()
+    summary = md.split("\n")[2]
+    assert summary.startswith("**Verdicts:**") and "sequential" in summary, md[:400]
+    assert "### Fixed-sample re-test (not the sweep's test)" in md
+    # the page: the verdict table is the sweep's own, the re-test is a second, named table
+    html = open(os.path.join(d, "report.html")).read()
+    m = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
+    data = json.loads(m.group(1))
+    tables = {t["id"]: t for t in data["tables"]}
+    ver = tables["verdict"]
+    keys = [c["key"] for c in ver["columns"]]
+    assert "sequential" in ver["title"].lower()
+    assert {r[keys.index("config")]: r[keys.index("verdict")] for r in ver["rows"]} == \
+        {k: v for k, (v, _) in own.items()}
+    assert tables["fixed"]["title"] == "Fixed-sample re-test (not the sweep's test)"
+    assert "sequential" in data["meta"]["summary"]
+
+
 def test_fixed_sweep_has_none():
     """A sweep with fixed seeds has no sequential section."""
     d = FILES["dir"]
@@ -95,5 +146,6 @@ def test_fixed_sweep_has_none():
 
 if __name__ == "__main__":
     W.main_in_workdir("report-sequential", FILES, [("sequential_section", test_sequential_section),
+                                                   ("sequential_leads", test_sequential_leads),
                                                    ("fixed_sweep_has_none",
                                                     test_fixed_sweep_has_none)])
