@@ -39,8 +39,17 @@ class PageUnavailable(Exception):
     """uPlot is not installed (or not the pinned files): the page cannot be written."""
 
 
+PACKAGED_UPLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "uplot")
+
+
 def uplot_dir():
-    return os.environ.get("ABLATE_UPLOT") or os.path.join(REPO, "data", "uplot")
+    """Where uPlot is: $ABLATE_UPLOT; else the copy `pip install ./analysis` puts in the
+    package (analysis/setup.py); else the checkout's data/uplot (scripts/install-deps.sh)."""
+    if os.environ.get("ABLATE_UPLOT"):
+        return os.environ["ABLATE_UPLOT"]
+    if os.path.isfile(os.path.join(PACKAGED_UPLOT, "uPlot.iife.min.js")):
+        return PACKAGED_UPLOT
+    return os.path.join(REPO, "data", "uplot")
 
 
 def library():
@@ -239,6 +248,10 @@ CONTRAST_COLS = [("config", "configuration", None), ("baseline", "baseline", Non
                  ("instability_rate", "unstable rate", 3),
                  ("instability_rate_baseline", "baseline unstable rate", 3),
                  ("mdd", "smallest resolvable", 4), ("seeds_needed", "seeds needed", -1)]
+SEQUENTIAL_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
+                   ("method", "test", None), ("n", "n", -1), ("diff", "difference", 4),
+                   ("lo", "interval lo", 4), ("hi", "interval hi", 4),
+                   ("level", "level", 4), ("verdict", "verdict", None)]
 CONFIG_COLS = [("config", "configuration", None), ("n", "n", -1), ("planned", "planned", -1),
                ("excluded", "excluded (failed, diverged, unstable)", -1),
                ("instability_rate", "unstable rate", 3), ("val_loss_mean", "val loss", 4),
@@ -278,8 +291,13 @@ def page_data(rep):
     config_pos = {c: i for i, c in enumerate(order)}
     cfg = sw.configs().set_index("config")
     axes = [{"key": a, "label": A.label_of(a)} for a in sw.axes]
+    # FLOPs per token of each configuration, the plan's exact count (/runs flops_per_token):
+    # the page's FLOPs axis is training tokens times it
+    fpt = (sw.runs.groupby("config")["flops_per_token"].first()
+           if "flops_per_token" in sw.runs else pd.Series(dtype=float))
     configs = [{"name": c, "variant": str(cfg.loc[c, "variant"]),
-                "axes": {a: str(cfg.loc[c, a]) for a in sw.axes}} for c in order]
+                "axes": {a: str(cfg.loc[c, a]) for a in sw.axes},
+                "flops": _flops(fpt.get(c))} for c in order]
     runs = sw.runs
     run_pos = {int(r): i for i, r in enumerate(runs["index"])}
     run_list = [{"name": n, "c": config_pos[c], "seed": int(s), "status": st}
@@ -291,24 +309,28 @@ def page_data(rep):
     steps = sw.steps
     figures = []
 
-    def fig(fid, title, ylabel, lines, xs=("step", "tokens", "time"), logy=False):
+    # smooth: whether EMA smoothing applies. Not to the validation loss (one point per
+    # evaluation: a few dozen points, where an EMA lags by whole evaluations and reorders
+    # configurations) nor to the learning rate (a schedule, not a noisy measurement).
+    def fig(fid, title, ylabel, lines, smooth, xs=("step", "tokens", "time", "flops")):
         for ln in lines:
             ln["c"] = run_list[ln["r"]]["c"]
         figures.append({"id": fid, "title": title, "ylabel": ylabel, "xs": list(xs),
-                        "lines": lines, "logy": logy})
+                        "lines": lines, "smooth": smooth})
 
     fig("val_loss", "Validation loss", "validation loss (nats/token)",
-        _run_lines(sw.evals, "val_loss", run_pos, budget))
+        _run_lines(sw.evals, "val_loss", run_pos, budget), False)
     fig("train_loss", "Training loss", "training loss (nats/token)",
-        _run_lines(steps, "loss", run_pos, budget))
+        _run_lines(steps, "loss", run_pos, budget), True)
     fig("grad_norm", "Gradient norm", "gradient norm (before clipping)",
-        _run_lines(steps, "grad_norm", run_pos, budget))
+        _run_lines(steps, "grad_norm", run_pos, budget), True)
     # the learning rate is a function of the configuration: its first run's schedule
     first = steps.drop_duplicates("config")["run"] if len(steps) else []
     fig("lr", "Learning rate", "learning rate",
         _run_lines(steps[steps["run"].isin(first)], "lr", run_pos, budget) if len(steps)
-        else [])
-    fig("throughput", "Throughput", "training tokens/s", _throughput(steps, run_pos, budget))
+        else [], False)
+    fig("throughput", "Throughput", "training tokens/s", _throughput(steps, run_pos, budget),
+        True)
     stats, layers, layer_lines = _layer_lines(sw, config_pos, CURVE_NUMBERS // 4)
 
     con = rep.contrasts
@@ -326,9 +348,15 @@ def page_data(rep):
                                "hi": float(hi) if np.isfinite(hi) else None,
                                "level": float(lv) if np.isfinite(lv) else None,
                                "verdict": r["verdict"]})
-    tables = [
-        dict(id="verdict", title="Against the baseline",
-             **_table(_with_excluded_text(con), CONTRAST_COLS)),
+    if seq is None:
+        tables = [dict(id="verdict", title="Against the baseline",
+                       **_table(_with_excluded_text(con), CONTRAST_COLS))]
+    else:  # the sweep's own verdicts lead; the fixed-sample re-test follows, named so
+        tables = [dict(id="verdict", title="Sequential verdicts (the sweep's own)",
+                       **_table(seq, SEQUENTIAL_COLS)),
+                  dict(id="fixed", title="Fixed-sample re-test (not the sweep's test)",
+                       **_table(_with_excluded_text(con), CONTRAST_COLS))]
+    tables += [
         dict(id="configs", title="Per configuration", **_table(rep.configs, CONFIG_COLS)),
         dict(id="layers", title="Per layer (last recorded step)",
              **_table(A.per_layer(sw), LAYER_COLS)),
@@ -364,11 +392,33 @@ def page_data(rep):
                  "baseline": getattr(rep, "baseline_why", ""),
                  "generated": datetime.datetime.now(datetime.timezone.utc)
                  .strftime("%Y-%m-%d %H:%M:%S UTC"),
-                 "uplot": UPLOT_VERSION, "live": live_note(rep), "sequential": seq is not None},
+                 "uplot": UPLOT_VERSION, "live": live_note(rep), "sequential": seq is not None,
+                 "summary": getattr(rep, "summary", ""), "stamp": _stamp(rep),
+                 "live_interval": (rep.watch or {}).get("interval")
+                 if getattr(rep, "watch", None) else None},
         "axes": axes, "configs": configs, "runs": run_list, "figures": figures,
         "layers": {"stats": stats, "layers": layers, "lines": layer_lines},
         "forest": forest, "tables": tables, "samples": samples, "provenance": prov,
     }
+
+
+def _flops(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def _stamp(rep):
+    """What identifies the data the page shows: the sweep file's identity (inode, mtime,
+    size) when written. `--watch` writes it to report-live.js too; the page reloads itself
+    only when that file names another (docs/analysis.md, "Live")."""
+    try:
+        st = os.stat(rep.sw.path)
+        return "%d-%d-%d" % (st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return ""
 
 
 def _with_excluded_text(con):
@@ -394,7 +444,8 @@ def live_note(rep):
     except OSError:
         when = "unknown"
     return ("Live: the sweep is still running. Data as of the view written %s; this page "
-            "reloads itself every %g s while ablate-report --watch runs." % (when, w["interval"]))
+            "checks every %g s while ablate-report --watch runs and reloads itself when the "
+            "data changed, keeping its zoom and toggles." % (when, w["interval"]))
 
 
 def rep_known_attrs():
@@ -444,9 +495,15 @@ def write_page(rep, path):
     with open(TEMPLATE) as f:
         html = f.read()
     w = getattr(rep, "watch", None)
-    if w and w.get("running"):  # --watch: the browser reloads the page it rewrites
-        html = html.replace("<head>", '<head>\n<meta http-equiv="refresh" content="%d">'
-                            % max(1, int(math.ceil(w["interval"]))), 1)
+    if w:
+        # --watch: the page loads report-live.js every interval and reloads itself only
+        # when the stamp in it is another (the data changed), keeping its state; the final
+        # page's stamp too, so that an open page reloads to it (and stops checking)
+        stamp = json.loads(data)["meta"]["stamp"]
+        live = os.path.join(os.path.dirname(os.path.abspath(path)), "report-live.js")
+        with open(live + ".tmp", "w") as f:
+            f.write("window.ablateLive && window.ablateLive(%s);\n" % script_json(stamp))
+        os.replace(live + ".tmp", live)
     js = js.replace("</", "<\\/")
     check_script(js, "uPlot's script")
     check_script(data, "the page's data")

@@ -1,6 +1,6 @@
 """ablate-report --watch: started before the sweep, it waits for the file;
 while the sweep runs (its last run held by the test hook of run_exec.c) it writes the report
-from the live view, the page reloads itself and says the sweep is still running and how
+from the live view, the page reloads itself when the data changed and says the sweep is still running and how
 fresh it is; when the sweep ends it writes the final report (no reload, no live note),
 prints the verdict table and exits 0. Every wait is for a state: a line in the watcher's
 log, a .held file, the process's exit."""
@@ -74,8 +74,14 @@ def test_watch():
         if os.path.exists(page):  # (uPlot installed)
             with open(page) as f:
                 html = f.read()
-            assert '<meta http-equiv="refresh" content="1">' in html
+            # the page checks report-live.js at --watch's interval and reloads itself only when
+            # the stamp there is another than its own (issue 41 item 13)
+            assert "http-equiv=\"refresh\"" not in html and '"live_interval":0.1' in html
             assert '"live":"Live: the sweep is still running.' in html
+            with open(os.path.join(rep, "report-live.js")) as f:
+                live = f.read()
+            stamp = re.search(r'"stamp":("[^"]*")', html).group(1)
+            assert live == "window.ablateLive && window.ablateLive(%s);\n" % stamp, (live, stamp)
         C.release(hold)
         rc, se = job.finish(180)
         assert rc == 0, se[-2000:]
@@ -91,6 +97,10 @@ def test_watch():
             with open(page) as f:
                 html = f.read()
             assert "http-equiv=\"refresh\"" not in html and '"live":null' in html
+            # an open live page finds the final page's stamp and reloads to it
+            stamp = re.search(r'"stamp":("[^"]*")', html).group(1)
+            with open(os.path.join(rep, "report-live.js")) as f:
+                assert stamp in f.read()
         with open(os.path.join(d, "watch.out")) as f:
             stdout = f.read()
         assert stdout.startswith("Baseline: the `baseline` variant") and "gelu" in stdout, stdout
