@@ -557,7 +557,11 @@ void bpe_vocab_dir(char out[BPE_VOCAB_DIR_MAX]) {
         join_path(probe, sizeof probe, out, BPE_ENCODER_FILE);
         if (access(probe, F_OK) == 0) return;
     }
-    snprintf(out, BPE_VOCAB_DIR_MAX, "%s%s", exe, under[0]);
+    /* neither has it: name where it belongs, the prefix's share/ablate when this binary is an
+     * installed one (that directory exists), else the build tree's data/gpt2 */
+    char share[BPE_VOCAB_DIR_MAX + 32];
+    snprintf(share, sizeof share, "%s/../share/ablate", exe);
+    snprintf(out, BPE_VOCAB_DIR_MAX, "%s%s", exe, under[access(share, F_OK) == 0 ? 1 : 0]);
 }
 
 /* ------------------------------------------------------------------ pre-tokenization */

@@ -139,6 +139,11 @@ if [ "$HAS_VOCAB" = 1 ]; then
     ablate tokenize t.txt -o t.bin
     ablate tokenize --decode t.bin > back.txt
     cmp t.txt back.txt
+    # without the vocabulary, the error names where an install keeps it (it named P/data/gpt2)
+    mv "$PREFIX/share/ablate/gpt2" "$WORK/gpt2-aside"
+    if ablate tokenize t.txt -o t2.bin 2> novocab.txt; then exit 1; fi
+    mv "$WORK/gpt2-aside" "$PREFIX/share/ablate/gpt2"
+    grep -q "$PREFIX/bin/../share/ablate/gpt2" novocab.txt || { cat novocab.txt; exit 1; }
 fi
 mkdir sub
 ablate-submit --help | head -n 1 > submit-help.txt
