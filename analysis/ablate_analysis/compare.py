@@ -48,6 +48,20 @@ def match_knobs(a, b):
     return common, [k for k in ka if k not in kb], [k for k in kb if k not in ka]
 
 
+def differing_knobs(a, b, knobs):
+    """The knobs of `knobs` whose values in A and in B have none in common (a rerun with
+    `train.lr` changed: A all 0.01, B all 0.003), as [(knob, A's values, B's values)].
+    Configurations are matched ignoring them: they are what the comparison is about."""
+    out = []
+    for k in knobs:
+        va = sorted({_canon(v) for v in a.runs[k]}) if k in a.runs else []
+        vb = sorted({_canon(v) for v in b.runs[k]}) if k in b.runs else []
+        if va and vb and not set(va) & set(vb):
+            out.append((k, [str(v) for v in a.runs[k].drop_duplicates()],
+                        [str(v) for v in b.runs[k].drop_duplicates()]))
+    return out
+
+
 def _data_id(runs):
     """Per run: its data identity (data_sha256 + data_vocab) or None where not recorded."""
     cols = [c for c in DATA_ID if c in runs]
@@ -94,7 +108,15 @@ def compare(a, b, alpha=S.ALPHA):
     p, Holm-adjusted p over the rows and the verdict (better: B lower); facts says what
     else matches and differs (see differences())."""
     knobs, only_a, only_b = match_knobs(a, b)
+    differ = differing_knobs(a, b, knobs)
+    knobs = [k for k in knobs if k not in {d[0] for d in differ}]
     sa, sb = _side(a, knobs), _side(b, knobs)
+    by = "knobs"
+    if not set(sa) & set(sb):  # nothing matches on the knobs: by the configurations' names
+        names = {y["config"]: y for y in sb.values()}
+        if any(x["config"] in names for x in sa.values()):
+            by = "name"
+            sb = {key: names[x["config"]] for key, x in sa.items() if x["config"] in names}
     rows = []
     for key, x in sa.items():
         y = sb.get(key)
@@ -123,14 +145,21 @@ def compare(a, b, alpha=S.ALPHA):
     cols = ["config", "config_b", "data", "n_a", "mean_a", "n_b", "mean_b", "method", "n",
             "diff", "lo", "hi", "p", "p_holm", "verdict", "excluded_a", "ended_a",
             "excluded_b", "ended_b", "other_data_a", "other_data_b"]
+    facts = differences(a, b, sa, sb, only_a, only_b)
+    facts.update(differing=differ, matched_by=by, knobs=knobs)
     if not rows:
-        return pd.DataFrame(columns=cols), differences(a, b, sa, sb, only_a, only_b)
+        return pd.DataFrame(columns=cols), facts
     out = pd.DataFrame(rows)
     out["p_holm"] = S.holm(out["p"].astype(float))
     out["verdict"] = [S.verdict(d, p, "%d+%d" % (na, nb) if m != "paired" else str(n), alpha)
                       for d, p, m, n, na, nb in zip(out["diff"], out["p_holm"], out["method"],
                                                     out["n"], out["n_a"], out["n_b"])]
-    return out[cols], differences(a, b, sa, sb, only_a, only_b)
+    # a rerun that reproduced every seed's result exactly is "identical", not "not resolved"
+    same = [key for key, x in sa.items() if key in sb and x["values"] and
+            x["values"] == sb[key]["values"]]
+    ident = {sa[k]["config"] for k in same}
+    out.loc[out["config"].isin(ident), "verdict"] = "identical"
+    return out[cols], facts
 
 
 def differences(a, b, sa, sb, only_a, only_b):
@@ -163,6 +192,14 @@ def write(a, b, outdir):
     if la == lb:
         la, lb = a.path, b.path
     md = ["# Two sweeps compared: A = %s, B = %s" % (md_code(la), md_code(lb)), ""]
+    if facts["differing"]:
+        md += ["**Knobs that differ between the files:** %s. Configurations are matched "
+               "ignoring %s." % ("; ".join("%s (A: %s; B: %s)" % (
+                   md_code(k), ", ".join(md_code(v) for v in va),
+                   ", ".join(md_code(v) for v in vb)) for k, va, vb in facts["differing"]),
+                   "it" if len(facts["differing"]) == 1 else "them"), ""]
+    if facts["matched_by"] == "name":
+        md += ["No configuration has the same knobs in both files: matched by name.", ""]
     md += ["Configurations matched by their resolved knobs (%s; `data.path` left out) and "
            "the data they trained on (/runs `data_sha256`, `data_vocab`). Difference = B − "
            "A of the final validation loss (negative: B lower), paired by seed where both "
@@ -223,7 +260,89 @@ def write(a, b, outdir):
         f.write("\n".join(md).rstrip("\n") + "\n")
     os.replace(path + ".tmp", path)
     rows.to_csv(os.path.join(outdir, "compare.csv"), index=False)
+    write_page(a, b, rows, facts, outdir)
+    rows.attrs["facts"] = facts
     return path, rows
+
+
+def differing_text(facts):
+    """The knobs that differ, for the terminal: one line, or "" when none."""
+    if not facts.get("differing"):
+        return ""
+    return "Knobs that differ between the files: %s (configurations matched ignoring %s).\n" % (
+        "; ".join("%s (A: %s; B: %s)" % (k, ", ".join(va), ", ".join(vb))
+                  for k, va, vb in facts["differing"]),
+        "it" if len(facts["differing"]) == 1 else "them")
+
+
+def merged(a, b):
+    """One Sweep of both files' runs for the comparison's page: each configuration labelled
+    `A: name` or `B: name`, a grid axis `sweep` (A, B) for the page's filter and group-by,
+    B's run indices after A's."""
+    from .load import Sweep
+    n = int(a.runs["index"].max()) + 1 if len(a.runs) else 0
+
+    def both(get, col="run"):
+        parts = []
+        for tag, sw, off in (("A", a, 0), ("B", b, n)):
+            df = get(sw)
+            if df is None:
+                continue
+            df = df.copy()
+            if col in df:
+                df[col] = df[col] + off
+            for lab in ("name", "config"):
+                if lab in df:
+                    df[lab] = tag + ": " + df[lab].astype(str)
+            if "group" in df:
+                df["group"] = tag + df["group"].astype(str)
+            df["sweep"] = tag
+            parts.append(df)
+        return pd.concat(parts, ignore_index=True)
+
+    tables = {t: both(lambda sw, t=t: getattr(sw, t)) for t in
+              ("steps", "evals", "acts", "attn", "samples")}
+    runs = both(lambda sw: sw.runs, "index")
+    attrs = {"description": "A = %s, B = %s" % (os.path.basename(a.path),
+                                                os.path.basename(b.path)),
+             "status": "%s / %s" % (a.status, b.status)}
+    m = Sweep(b.path, attrs, "", runs, tables, ["sweep"], [k for k in a.knobs if k in b.knobs])
+    m.axis_columns = {"sweep": "sweep"}
+    return m
+
+
+def write_page(a, b, rows, facts, outdir):
+    """outdir/compare.html: the single-sweep page of both sweeps' runs (merged()), both
+    sweeps' curves overlaid (group by `sweep` for the two means), its verdict table and
+    forest plot the comparison's B − A rows. None (and a line on stderr) without uPlot."""
+    import sys
+    from . import page as P
+    from .report import Report
+    try:
+        P.library()
+    except P.PageUnavailable as e:
+        print("ablate-report: %s" % str(e).replace("report.html", "compare.html"),
+              file=sys.stderr)
+        return None
+    m = merged(a, b)
+    rep = Report(m, outdir)
+    rep.configs = A.per_config(m)
+    con = pd.DataFrame({"config": ["B: " + c for c in rows["config_b"]],
+                        "baseline": ["A: " + c for c in rows["config"]],
+                        "method": rows["method"], "n": rows["n"], "diff": rows["diff"],
+                        "lo": rows["lo"], "hi": rows["hi"], "p": rows["p"],
+                        "p_holm": rows["p_holm"], "verdict": rows["verdict"]})
+    rep.contrasts = con
+    rep.forest_frame = con.assign(level=0.05)  # the 95% intervals of the table
+    rep.baseline_why = "Two sweeps compared: each configuration of B against the same " \
+        "configuration of A (compare.md)." + (" " + differing_text(facts).strip()
+                                              if facts.get("differing") else "")
+    rep.summary = "%d better, %d worse, %d identical, %d not resolved (B − A, %d " \
+        "configurations in both; Holm-corrected at 0.05)." % (
+            (rows["verdict"] == "better").sum(), (rows["verdict"] == "worse").sum(),
+            (rows["verdict"] == "identical").sum(),
+            len(rows) - rows["verdict"].isin(["better", "worse", "identical"]).sum(), len(rows))
+    return P.write_page(rep, os.path.join(outdir, "compare.html"))
 
 
 def text(rows):

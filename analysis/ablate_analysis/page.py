@@ -336,10 +336,14 @@ def page_data(rep):
     con = rep.contrasts
     seq = A.sequential_contrasts(rep.sw)  # a replicate: sweep: its own sequential verdicts
     fcon = con if seq is None else seq
+    given = getattr(rep, "forest_frame", None)  # intervals given as they are (two sweeps)
+    if given is not None:
+        fcon = given
     forest = []
     if len(fcon):
         from .figures import forest_intervals
-        iv = forest_intervals(fcon)  # at the level each Holm verdict (or look) used
+        # at the level each Holm verdict (or look) used
+        iv = given[["lo", "hi", "level"]] if given is not None else forest_intervals(fcon)
         for (_, r), lo, hi, lv in zip(fcon.iterrows(), iv["lo"], iv["hi"], iv["level"]):
             if np.isfinite(float(r["diff"])):
                 forest.append({"config": r["config"], "baseline": r["baseline"],

@@ -918,8 +918,9 @@ def main(argv=None):
             from . import compare as K
             sa, sb = load(a.files[0]), load(a.files[1])
             path, rows = K.write(sa, sb, a.output)
+            facts = rows.attrs.get("facts", {})
             sys.stdout.write(rows.to_json(orient="records", indent=1) + "\n" if a.json
-                             else K.text(rows))
+                             else K.differing_text(facts) + K.text(rows))
             print("ablate-report: %s (%d configurations in both, %.1f s)"
                   % (path, len(rows), time.monotonic() - t0), file=sys.stderr)
             return 0

@@ -457,13 +457,61 @@ def test_pip_route():
     assert "report.html" in p.stderr
 
 
+# ---------------------------------------------------------------- 6: two sweeps, one knob
+
+def small_sweep(d, name, *extra):
+    spec = C.write(os.path.join(d, name + ".yaml"),
+                   C.micro_spec(C.corpus_path(), steps=20, seeds=(0, 1),
+                                variants="  baseline: {}\n  gelu: {model.activation: gelu}\n",
+                                eval_every=10, stats_every=10))
+    out = os.path.join(d, name + ".h5")
+    C.run(["run", spec, "-o", out, "--force"] + list(extra), expect_rc=0, tag=name)
+    return out
+
+
+def test_compare_one_knob():
+    """Two sweeps that differ in train.lr only: the comparison names the knob, matches the
+    configurations ignoring it, and writes compare.html with both sweeps' curves; a rerun
+    with the same results says "identical"."""
+    d = FILES["dir"]
+    a = small_sweep(d, "a")
+    b = small_sweep(d, "b", "--set", "train.lr=3e-3")
+    a2 = small_sweep(d, "a2")
+    out = os.path.join(d, "cmp")
+    p = subprocess.run([PY, W.REPORT, a, b, "-o", out], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "No configuration is in both sweeps" not in p.stdout, p.stdout
+    assert p.stdout.startswith("Knobs that differ between the files: train.lr (A: "), p.stdout
+    md = open(os.path.join(out, "compare.md")).read()
+    assert "**Knobs that differ between the files:** `train.lr`" in md, md[:1500]
+    import pandas as pd
+    rows = pd.read_csv(os.path.join(out, "compare.csv"))
+    assert list(rows["config"]) == ["baseline", "gelu"], rows
+    html = os.path.join(out, "compare.html")
+    data = TP.embedded(open(html).read())
+    names = sorted(c["name"] for c in data["configs"])
+    assert names == ["A: baseline", "A: gelu", "B: baseline", "B: gelu"], names
+    assert data["axes"] == [{"key": "sweep", "label": "sweep"}]
+    vl = next(f for f in data["figures"] if f["id"] == "val_loss")
+    assert {data["configs"][ln["c"]]["axes"]["sweep"] for ln in vl["lines"]} == {"A", "B"}
+    # a rerun: identical
+    out2 = os.path.join(d, "cmp-rerun")
+    p = subprocess.run([PY, W.REPORT, a, a2, "-o", out2], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = pd.read_csv(os.path.join(out2, "compare.csv"))
+    assert list(rows["verdict"]) == ["identical", "identical"], rows[["config", "diff", "verdict"]]
+
+
 def main():
     W.main_in_workdir("analysis-page-items", FILES, [
         ("summary_first", test_summary_first), ("pip_route", test_pip_route),
         ("zoom", test_zoom), ("ema", test_ema), ("log_y", test_log_y),
         ("hover", test_hover), ("legend", test_legend),
         ("flops_and_export", test_flops_and_export),
-        ("narrow_dark_print", test_narrow_dark_print), ("live", test_live)])
+        ("narrow_dark_print", test_narrow_dark_print), ("live", test_live),
+        ("compare_one_knob", test_compare_one_knob)])
 
 
 if __name__ == "__main__":
