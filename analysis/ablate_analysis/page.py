@@ -300,9 +300,14 @@ def page_data(rep):
                 "flops": _flops(fpt.get(c))} for c in order]
     runs = sw.runs
     run_pos = {int(r): i for i, r in enumerate(runs["index"])}
-    run_list = [{"name": n, "c": config_pos[c], "seed": int(s), "status": st}
-                for n, c, s, st in zip(runs["name"], runs["config"], runs["seed"],
-                                       runs["status"])]
+    # each run's final validation loss where it enters the statistics (else null): the
+    # grid's scatter and parallel coordinates draw these
+    valid = set(A.valid_runs(sw)["index"])
+    final = [float(v) if i in valid and np.isfinite(v) else None
+             for i, v in zip(runs["index"], runs["final_val_loss"].astype(float))]
+    run_list = [{"name": n, "c": config_pos[c], "seed": int(s), "status": st, "loss": f}
+                for n, c, s, st, f in zip(runs["name"], runs["config"], runs["seed"],
+                                          runs["status"], final)]
     # per-run curves: validation loss, training loss, gradient norm, throughput
     n_runs = max(1, len(runs))
     budget = _budget(n_runs * 4, 4)

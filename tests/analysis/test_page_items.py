@@ -317,6 +317,33 @@ def test_legend():
         d.quit()
 
 
+# ---------------------------------------------------------------- 10: the grid at a glance
+
+def test_grid_glance():
+    """A grid's final loss against each axis (a point per valid run) and parallel
+    coordinates (a line per configuration), following the legend's "only"."""
+    d, _, data = opened()
+    try:
+        sw = aa.load(W.fixture("page", FILES["dir"]))
+        from ablate_analysis import analyze as A
+        valid = A.valid_runs(sw)
+        got = js(d, "const o = {}; for (const s of document.querySelectorAll('svg.gridscatter'))"
+                    " o[s.dataset.axis] = [...s.querySelectorAll('circle.pt')].map(c => +c.getAttribute('cy'));"
+                    " o._pc = [...document.querySelectorAll('#parcoords polyline.pc')].map(p => p.dataset.config);"
+                    " return o;")
+        assert set(got) == set(sw.axes) | {"_pc"}, got.keys()
+        for a in sw.axes:
+            assert len(got[a]) == len(valid), (a, len(got[a]), len(valid))
+        names = [c["name"] for c in data["configs"]]
+        assert sorted(got["_pc"]) == sorted(names)
+        click_el(d, "#legend .item[data-unit='%s'] .only" % names[1])
+        TP.wait_ready(d)
+        pc = js(d, "return [...document.querySelectorAll('#parcoords polyline.pc')].map(p => p.dataset.config)")
+        assert pc == [names[1]], pc
+    finally:
+        d.quit()
+
+
 # ---------------------------------------------------------------- 9, 11: FLOPs, export
 
 def test_flops_and_export():
@@ -509,7 +536,7 @@ def main():
         ("summary_first", test_summary_first), ("pip_route", test_pip_route),
         ("zoom", test_zoom), ("ema", test_ema), ("log_y", test_log_y),
         ("hover", test_hover), ("legend", test_legend),
-        ("flops_and_export", test_flops_and_export),
+        ("flops_and_export", test_flops_and_export), ("grid_glance", test_grid_glance),
         ("narrow_dark_print", test_narrow_dark_print), ("live", test_live),
         ("compare_one_knob", test_compare_one_knob)])
 
