@@ -1,6 +1,7 @@
 /* The internals of the sweep view shared by the full build (h5view.c) and the live,
  * incremental one (h5view_live.c): the per-run state pass 1 collects, the metric tables'
- * layout, and the passes themselves. Not a public interface. */
+ * layout, and the passes themselves. Not a public interface: beyond the view's files only
+ * its reader in this directory (inspect.c) uses it, for the columns as they are written. */
 #ifndef ABLATE_ORCH_H5VIEW_INTERNAL_H
 #define ABLATE_ORCH_H5VIEW_INTERNAL_H
 
@@ -169,6 +170,11 @@ uint64_t h5v_runs_rows_sig(RunsRows *w, uint32_t i);
 int h5v_runs_rows_settled(RunsRows *w, uint32_t i);
 void h5v_runs_rows_tally(RunsRows *w, uint32_t i);
 void h5v_runs_rows_close(RunsRows *w);
+/* The column of /runs named name as the writer lays it out (the fixed, knob, start and end
+ * event, tail, calibration and rows_* columns; a grid axis is a file's own) into *col, its
+ * name pointing to name: 0, or -1 when /runs has none such. For the readers of /runs
+ * (inspect.c), so that they read each column as it is written. */
+int h5v_runs_col(const char *name, H5Col *col);
 /* From now on h5v_write_runs keeps the rows of ended runs and uses them again (the live
  * view); 0 or -1 (memory). h5v_view_free frees them. */
 int h5v_runs_cache_enable(View *v);

@@ -608,6 +608,22 @@ int h5v_write_runs(View *v, hid_t file, char *err) {
     return rc;
 }
 
+int h5v_runs_col(const char *name, H5Col *col) {
+    View v;
+    memset(&v, 0, sizeof v); /* no grid axes: their columns are each file's own */
+    RunsLayout L;
+    int rc = -1;
+    if (runs_layout(&v, &L) == 0)
+        for (int i = 0; i < L.ncol && rc != 0; i++)
+            if (!strcmp(L.cols[i].name, name)) {
+                *col = L.cols[i];
+                col->name = name; /* L's names go with it */
+                rc = 0;
+            }
+    layout_free(&L);
+    return rc;
+}
+
 /* The /runs part of docs/hdf5-schema.md's tables (h5view_schema_markdown). */
 void h5v_runs_markdown(Buf *b, const char *head) {
     View v;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "util/json.h"
-#include "h5view.h"
+#include "h5view_internal.h"
 #include "view_check.h"
 #include "journal.h"
 #include "worker/calibrate.h"
@@ -245,10 +245,10 @@ done:
 typedef struct {
     int32_t index;
     char id[RUN_ID_CHARS];
-    char name[128];
-    char *vname; /* schema 2: name is a variable-length string */
+    char name[128]; /* what the table shows (a version-1 file's fixed-length name is read here) */
+    char *vname;    /* the name as /runs holds it, a variable-length string */
     uint64_t seed;
-    char status[16];
+    char status[STATUS_LEN];
     int64_t steps;
     double final_val_loss;
     int64_t params;
@@ -266,6 +266,65 @@ static hid_t str_type(size_t n) {
     H5Tset_size(t, n);
     H5Tset_strpad(t, H5T_STR_NULLTERM);
     return t;
+}
+
+/* A column of /runs read into a struct member. Its type and width are the writer's
+ * (h5v_runs_col), so that a column the writer changes is read as it is written. */
+typedef struct {
+    const char *col;
+    size_t off, size;             /* the member */
+    size_t fixed_off, fixed_size; /* where a version-1 file's fixed-length text goes, for a
+                                     column now variable-length (size 0: nowhere) */
+} RunsCol;
+#define MEMBER(T, m) offsetof(T, m), sizeof(((T *)0)->m)
+
+/* The memory type of a column as declared (a fixed-length string cut to max bytes); -1 for
+ * a type no reader here needs (bool). */
+static hid_t col_mem_type(const H5Col *c, size_t max) {
+    const hid_t num[] = {[H5C_I32] = H5T_NATIVE_INT32,
+                         [H5C_I64] = H5T_NATIVE_INT64,
+                         [H5C_U64] = H5T_NATIVE_UINT64,
+                         [H5C_F64] = H5T_NATIVE_DOUBLE};
+    if (c->type == H5C_STR) return str_type(c->len < max ? c->len : max);
+    if (c->type == H5C_VSTR) return vstr_type();
+    return (size_t)c->type < sizeof num / sizeof *num ? H5Tcopy(num[c->type]) : -1;
+}
+
+/* The compound memory type, size bytes, of the columns cols[0..n) of /runs that ftype (its
+ * file type) has. A column the file lacks, or holds as a string of the other form than
+ * declared (but a version-1 fixed-length text, see RunsCol), is left out: its member keeps
+ * what the caller put there. */
+static hid_t runs_mem_type(hid_t ftype, size_t size, const RunsCol *cols, int n) {
+    hid_t mt = H5Tcreate(H5T_COMPOUND, size);
+    for (int i = 0; i < n; i++) {
+        const RunsCol *w = &cols[i];
+        H5Col c;
+        int idx = H5Tget_member_index(ftype, w->col);
+        if (idx < 0 || h5v_runs_col(w->col, &c) != 0) continue;
+        hid_t ft = H5Tget_member_type(ftype, (unsigned)idx);
+        int str = H5Tget_class(ft) == H5T_STRING, vl = str && H5Tis_variable_str(ft) > 0;
+        size_t off = w->off, max = w->size;
+        if (str && !vl && c.type == H5C_VSTR && w->fixed_size) {
+            c = (H5Col){c.name, H5C_STR, w->fixed_size, NULL, NULL};
+            off = w->fixed_off;
+            max = w->fixed_size;
+        }
+        hid_t t = col_mem_type(&c, max);
+        /* a string in the form the file holds it only; HDF5 converts strings of one
+         * character set */
+        if (t >= 0 && str && vl != (H5Tis_variable_str(t) > 0)) {
+            H5Tclose(t);
+            t = -1;
+        } else if (t >= 0 && str) {
+            H5Tset_cset(t, H5Tget_cset(ft));
+        }
+        if (t >= 0) {
+            H5Tinsert(mt, w->col, off, t);
+            H5Tclose(t);
+        }
+        H5Tclose(ft);
+    }
+    return mt;
 }
 
 /* A replicate: sweep's contrasts (/contrasts, issue 20): each one open with its n and
@@ -337,6 +396,9 @@ static void print_calibration(hid_t file, FILE *out) {
         char group[RUN_ID_CHARS];
         int64_t steps;
     } RunR;
+    static const RunsCol run_cols[] = {{"group", MEMBER(RunR, group), 0, 0},
+                                       {"calibrated_steps", MEMBER(RunR, steps), 0, 0}};
+    const int n_run_cols = (int)(sizeof run_cols / sizeof *run_cols);
     hid_t d = H5Dopen2(file, "calibration", H5P_DEFAULT);
     hid_t rd = H5Dopen2(file, "runs", H5P_DEFAULT);
     if (d < 0 || rd < 0) {
@@ -347,17 +409,16 @@ static void print_calibration(hid_t file, FILE *out) {
     hid_t sp = H5Dget_space(d), rsp = H5Dget_space(rd);
     hssize_t n = H5Sget_simple_extent_npoints(sp), nr = H5Sget_simple_extent_npoints(rsp);
     hid_t vs = vstr_type(), s17 = str_type(RUN_ID_CHARS), t = H5Tcreate(H5T_COMPOUND, sizeof(Row)),
-          rt = H5Tcreate(H5T_COMPOUND, sizeof(RunR));
+          rft = H5Dget_type(rd), rt = runs_mem_type(rft, sizeof(RunR), run_cols, n_run_cols);
     H5Tinsert(t, "configuration", HOFFSET(Row, config), vs);
     H5Tinsert(t, "group", HOFFSET(Row, group), s17);
     H5Tinsert(t, "tokens_per_s", HOFFSET(Row, tps), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "load1", HOFFSET(Row, load1), H5T_NATIVE_DOUBLE);
-    H5Tinsert(rt, "group", HOFFSET(RunR, group), s17);
-    H5Tinsert(rt, "calibrated_steps", HOFFSET(RunR, steps), H5T_NATIVE_INT64);
     Row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
     RunR *runs = nr > 0 ? calloc((size_t)nr, sizeof *runs) : NULL;
     double *x = n > 0 ? calloc((size_t)n, sizeof *x) : NULL;
-    if (rows && runs && x && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0 &&
+    if (rows && runs && x && H5Tget_nmembers(rt) == n_run_cols && /* both, or nothing shown */
+        H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0 &&
         H5Dread(rd, rt, H5S_ALL, H5S_ALL, H5P_DEFAULT, runs) >= 0) {
         fprintf(out, "calibration (train.calibrate: each configuration's timing trials; its "
                      "runs train round(median x train.seconds / tokens per step) steps):\n");
@@ -395,6 +456,7 @@ static void print_calibration(hid_t file, FILE *out) {
     free(x);
     H5Tclose(t);
     H5Tclose(rt);
+    H5Tclose(rft);
     H5Tclose(vs);
     H5Tclose(s17);
     H5Sclose(sp);
@@ -403,47 +465,19 @@ static void print_calibration(hid_t file, FILE *out) {
     H5Dclose(rd);
 }
 
-/* Memory type of the RunRow fields that the file has. */
-static hid_t runrow_type(hid_t ftype) {
-    struct {
-        const char *name;
-        size_t off;
-        hid_t t;
-        int own;
-    } m[] = {
-        {"index", offsetof(RunRow, index), H5T_NATIVE_INT32, 0},
-        {"id", offsetof(RunRow, id), str_type(RUN_ID_CHARS), 1},
-        {"name", offsetof(RunRow, name), str_type(128), 1},
-        {"name", offsetof(RunRow, vname), vstr_type(), 1},
-        {"seed", offsetof(RunRow, seed), H5T_NATIVE_UINT64, 0},
-        {"status", offsetof(RunRow, status), str_type(16), 1},
-        {"steps", offsetof(RunRow, steps), H5T_NATIVE_INT64, 0},
-        {"final_val_loss", offsetof(RunRow, final_val_loss), H5T_NATIVE_DOUBLE, 0},
-        {"params", offsetof(RunRow, params), H5T_NATIVE_INT64, 0},
-        {"tokens_per_s", offsetof(RunRow, tokens_per_s), H5T_NATIVE_DOUBLE, 0},
-    };
-    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(RunRow));
-    for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
-        int idx = H5Tget_member_index(ftype, m[i].name);
-        if (idx >= 0) {
-            hid_t ft = H5Tget_member_type(ftype, (unsigned)idx);
-            /* a fixed or a variable-length string in the file: the matching memory type */
-            int vl_file = H5Tget_class(ft) == H5T_STRING && H5Tis_variable_str(ft) > 0;
-            int vl_mem = H5Tget_class(m[i].t) == H5T_STRING && H5Tis_variable_str(m[i].t) > 0;
-            if (H5Tget_class(ft) == H5T_STRING && vl_file != vl_mem) {
-                H5Tclose(ft);
-                if (m[i].own) H5Tclose(m[i].t);
-                continue;
-            }
-            /* HDF5 converts strings only between the same character set tags. */
-            if (m[i].own && H5Tget_class(ft) == H5T_STRING) H5Tset_cset(m[i].t, H5Tget_cset(ft));
-            H5Tclose(ft);
-            H5Tinsert(mt, m[i].name, m[i].off, m[i].t);
-        }
-        if (m[i].own) H5Tclose(m[i].t);
-    }
-    return mt;
-}
+/* The columns of /runs the table shows. */
+static const RunsCol run_row_cols[] = {
+    {"index", MEMBER(RunRow, index), 0, 0},
+    {"id", MEMBER(RunRow, id), 0, 0},
+    {"name", MEMBER(RunRow, vname), MEMBER(RunRow, name)},
+    {"seed", MEMBER(RunRow, seed), 0, 0},
+    {"status", MEMBER(RunRow, status), 0, 0},
+    {"steps", MEMBER(RunRow, steps), 0, 0},
+    {"final_val_loss", MEMBER(RunRow, final_val_loss), 0, 0},
+    {"params", MEMBER(RunRow, params), 0, 0},
+    {"tokens_per_s", MEMBER(RunRow, tokens_per_s), 0, 0},
+};
+#define N_RUN_ROW_COLS ((int)(sizeof run_row_cols / sizeof *run_row_cols))
 
 /* The view records how many journal bytes it shows; more in the journal now means the view
  * is older (a sweep between rebuilds, or one that stopped abnormally). */
@@ -505,7 +539,7 @@ static int print_table(hid_t dset, hid_t ftype, hsize_t nrows, hid_t file, const
         rows[i].tokens_per_s = NAN;
         rows[i].params = -1;
     }
-    hid_t mt = runrow_type(ftype);
+    hid_t mt = runs_mem_type(ftype, sizeof(RunRow), run_row_cols, N_RUN_ROW_COLS);
     if (nrows && H5Dread(dset, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0) {
         H5Tclose(mt);
         free(rows);
