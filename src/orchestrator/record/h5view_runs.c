@@ -268,10 +268,7 @@ static void put_trained(const View *v, const RunsLayout *L, H5Table *t, uint8_t 
         h5t_set_i32(t, row, L->knob0 + (int)(vk - knob_table), (int32_t)se->data_vocab_size);
     const DataIdentity *first = NULL;
     for (int i = 0; i < v->n_data && !first; i++)
-        if (!strcmp(v->data[i].path, cfg->data.path) &&
-            !strcmp(v->data[i].tokenizer, tokenizer_names[cfg->data.tokenizer]) &&
-            v->data[i].val_fraction == cfg->data.val_fraction)
-            first = &v->data[i];
+        if (data_source_is(&v->data[i], &cfg->data)) first = &v->data[i];
     if (!first || !se->data_sha256[0] || !strcmp(first->sha256, se->data_sha256)) return;
     char group[RUN_ID_CHARS];
     uint64_t h = fnv1a(run_id_hash(cfg, NULL), "data_sha256=", 12);
