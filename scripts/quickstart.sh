@@ -61,6 +61,11 @@ t_sweep=$SECONDS
 # (docs/analysis.md). It prints the verdicts.
 say "the verdicts: each change against the baseline, seeds added until it was settled"
 /usr/bin/python3 analysis/ablate-report "$out/quickstart.h5" -o "$out/quickstart-report"
+case $ABLATE_DATA in
+  */common-licenses.txt)
+    say "note: trained on the Debian license texts (offline), not Tiny Shakespeare: these" \
+        "verdicts differ from the README's (set ABLATE_CORPUS to Tiny Shakespeare, or get online)" ;;
+esac
 say "results: $out/quickstart.h5 ($ablate inspect lists its runs; docs/hdf5-schema.md)"
 say "report:  $out/quickstart-report/report.md"
 say "page:    file://$out/quickstart-report/report.html"
