@@ -60,6 +60,7 @@ t_sweep=$SECONDS
 # The report: the sweep's own verdicts first, then statistics, figures, tables and the page
 # (docs/analysis.md). It prints the verdicts.
 say "the verdicts: each change against the baseline, seeds added until it was settled"
+rm -f "$out/quickstart-report/report.html"  # a page from an earlier run is not this one
 /usr/bin/python3 analysis/ablate-report "$out/quickstart.h5" -o "$out/quickstart-report"
 case $ABLATE_DATA in
   */common-licenses.txt)
@@ -68,8 +69,13 @@ case $ABLATE_DATA in
 esac
 say "results: $out/quickstart.h5 ($ablate inspect lists its runs; docs/hdf5-schema.md)"
 say "report:  $out/quickstart-report/report.md"
-say "page:    file://$out/quickstart-report/report.html"
-say "open the page in any browser, it needs no network (xdg-open, or copy the directory" \
-    "quickstart-report/ to a machine with a browser); next: docs/tutorial.md"
+if [ -f "$out/quickstart-report/report.html" ]; then
+  say "page:    file://$out/quickstart-report/report.html"
+  say "open the page in any browser, it needs no network (xdg-open, or copy the directory" \
+      "quickstart-report/ to a machine with a browser); next: docs/tutorial.md"
+else  # ablate-report said why above: uPlot, which the page embeds, is not installed
+  say "no page: report.html needs uPlot (scripts/install-deps.sh installs it); next:" \
+      "docs/tutorial.md"
+fi
 say "done in $((SECONDS - t0)) s (install and build $((t_build - t0)) s," \
     "sweep $((t_sweep - t_build)) s, report $((SECONDS - t_sweep)) s)"

@@ -10,7 +10,9 @@ equivalent), and the page it names exists. The README's example is on Tiny Shake
 another corpus (ABLATE_TEST_CORPUS, when it is not Tiny Shakespeare) skips the case: offline
 the quickstart trains on the Debian license texts, where the verdicts differ (README).
 
-The sweep is the quickstart's own: 20 micro runs of 600 steps, ~20 s on 2 cores.
+no_page: without uPlot no report.html is written, and the quickstart names no page.
+
+The sweep is the quickstart's own: 20 micro runs of 600 steps, ~20 s on 2 cores (each case).
 """
 
 import hashlib
@@ -108,5 +110,33 @@ def test_readme_output():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_no_page():
+    """Without uPlot (install-deps not run, or its npm fetch failed) ablate-report writes no
+    report.html; the quickstart then names no page (it used to print the page's URL all the
+    same), nor one an earlier run left in the report's directory."""
+    tmp = tempfile.mkdtemp(prefix="ablate-quickstart-")
+    try:
+        stale = os.path.join(tmp, "quickstart-report", "report.html")
+        os.makedirs(os.path.dirname(stale))
+        C.write(stale, "<html>an earlier run's page</html>\n")
+        no_uplot = os.path.join(tmp, "no-uplot")
+        os.makedirs(no_uplot)
+        env = dict(C.ENV, ABLATE_QUICKSTART_BIN=C.BIN, ABLATE_QUICKSTART_OUT=tmp,
+                   ABLATE_CORPUS=C.corpus_path(), ABLATE_UPLOT=no_uplot, PYTHONUNBUFFERED="1")
+        p = subprocess.run(["bash", os.path.join(C.SOURCE_DIR, "scripts", "quickstart.sh")],
+                           cwd=C.SOURCE_DIR, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=900)
+        out = p.stdout
+        assert p.returncode == 0, "quickstart.sh exit %d:\n%s" % (p.returncode, out[-4000:])
+        assert "report.html not written" in out, out[-3000:]
+        assert not re.search(r"^quickstart: page:", out, re.M), (
+            "the quickstart names a page it did not write:\n%s" % out[-2000:])
+        assert re.search(r"^quickstart: no page: .*uPlot", out, re.M), out[-2000:]
+        assert not os.path.exists(stale), "the earlier run's page is still there"
+        assert os.path.isfile(os.path.join(tmp, "quickstart-report", "report.md"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    C.main([("readme_output", test_readme_output)])
+    C.main([("readme_output", test_readme_output), ("no_page", test_no_page)])
