@@ -10,11 +10,21 @@
   submit_backoff: ablate-submit --wait asks scontrol after 2 s, then twice as long each
     time up to a minute (stand-ins for sbatch, scontrol and sleep: no time passes);
   submit_array_fit: --array N larger than the partition's CPUs hold at once is resized to
-    what fits, with a note; a task that cannot fit at all is refused (exit 2).
+    what fits, with a note; a task that cannot fit at all is refused (exit 2);
+  release_to_module: issue 42's "done when", the chain a site follows: scripts/release.sh
+    makes the tarball of the committed HEAD (in a clean clone, HEAD is the tree); it is
+    extracted, configured with the defaults (the portable ISA level; BUILD_TESTING=OFF),
+    built and installed to a prefix; the extracted tree and its build are then deleted,
+    and in a clean environment (env -i, PATH=/usr/bin:/bin) Debian's Lmod loads the
+    installed module, which alone runs, from another directory: `ablate --version` (the
+    portable level), the installed smoke test, ablate-report on a small sweep (report.html
+    with uPlot in it) and `ablate-submit --dry-run` (the prefix's ablate and batch scripts).
+    Skips without git, lmod, or GPT-2's vocabulary and uPlot (which the install carries).
 """
 import glob
 import os
 import re
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -195,7 +205,142 @@ def test_submit_array_fit():
         assert "--array=" not in r.stdout
 
 
+LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
+
+# Run with env -i (test_release_to_module): only what a user's login shell has, and the
+# module. The sweep is the smoke test's (2 runs of 6 steps), for a report and a dry run.
+CLEAN_ENV_SCRIPT = r"""set -eu
+source /usr/share/lmod/lmod/init/bash
+module use "$PREFIX/share/ablate/modulefiles"
+module load ablate
+mkdir -p "$WORK/elsewhere" && cd "$WORK/elsewhere"
+found=$(command -v ablate) || { echo "clean: module load ablate put no ablate on PATH ($PATH)"; exit 1; }
+echo "which: $found"
+version=$(ablate --version)
+echo "version: $version"
+bash "$ABLATE_ROOT/share/ablate/tests/smoke.sh"
+cat "$ABLATE_ROOT"/share/ablate/docs/*.md > corpus.txt
+cat > s.yaml <<SPEC
+description: release_to_module
+data: {path: "$PWD/corpus.txt", tokenizer: char, val_fraction: 0.1}
+base:
+  preset: micro
+  train: {steps: 6, batch_size: 4, eval_every: 3, eval_tokens: 256}
+  sample: {prompt: "The", tokens: 4}
+variants:
+  baseline: {}
+  gelu: {model.activation: gelu}
+seeds: 1
+SPEC
+ablate run s.yaml -o s.h5 > run.txt 2>&1 || { cat run.txt; exit 1; }
+ablate-report s.h5 -o report > report.txt 2>&1 || { cat report.txt; exit 1; }
+mkdir sub
+ablate-submit s.yaml -o sub/s.h5 --dry-run > dry.txt
+echo "clean: all ran"
+"""
+
+
+def x86_64_v3_missing():
+    """The x86-64-v3 features this CPU lacks (the default level's), from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        return []
+    return [x for x in ("avx2", "fma", "bmi2", "movbe") if x not in flags]
+
+
+def test_release_to_module():
+    import hashlib
+    import platform
+    import time
+    if not os.path.exists(os.path.join(C.SOURCE_DIR, ".git")):
+        raise C.Skip("not a git checkout")
+    if not os.path.isfile(LMOD_INIT):
+        raise C.Skip("no lmod (%s; scripts/install-deps.sh installs it)" % LMOD_INIT)
+    vocab = os.environ.get("ABLATE_GPT2_VOCAB") or os.path.join(C.SOURCE_DIR, "data", "gpt2")
+    uplot = os.environ.get("ABLATE_UPLOT") or os.path.join(C.SOURCE_DIR, "data", "uplot")
+    for f in (os.path.join(vocab, "encoder.json"), os.path.join(uplot, "uPlot.iife.min.js")):
+        if not os.path.isfile(f):
+            raise C.Skip("no %s (scripts/install-deps.sh fetches it)" % f)
+    # the default level: x86-64-v3 on x86-64 (cmake/AblateArch.cmake), else none
+    level = "x86-64-v3" if platform.machine() in ("x86_64", "AMD64", "amd64") else "none"
+    if level == "x86-64-v3" and x86_64_v3_missing():
+        raise C.Skip("this CPU lacks %s: the default level's binary refuses to start here"
+                     % ", ".join(x86_64_v3_missing()))
+    t0 = time.monotonic()
+
+    def step(what, cmd, timeout, **kw):
+        t = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+        C.log("  %s: exit %d, %.1f s" % (what, r.returncode, time.monotonic() - t))
+        if r.returncode != 0:
+            C.log(r.stdout[-4000:] + r.stderr[-4000:])
+        assert r.returncode == 0, "%s failed (exit %d)" % (what, r.returncode)
+        return r
+
+    with C.workdir("release_to_module") as d:
+        # 1. the release tarball of HEAD
+        dist = os.path.join(d, "dist")
+        step("release.sh HEAD", ["bash", os.path.join(C.SOURCE_DIR, "scripts", "release.sh"),
+                                 "HEAD", "-o", dist], 300, cwd=C.SOURCE_DIR)
+        tars = glob.glob(os.path.join(dist, "ablate-*.tar.gz"))
+        assert len(tars) == 1, "release.sh wrote %s, not one tarball" % os.listdir(dist)
+        with open(tars[0], "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()
+        with open(tars[0] + ".sha256") as f:
+            assert f.read().split() == [sha, os.path.basename(tars[0])], "its .sha256"
+        # 2. extract, configure with the defaults, build, install
+        with tarfile.open(tars[0]) as t:
+            top = t.getnames()[0].split("/")[0]
+        step("tar xzf", ["tar", "xzf", tars[0], "-C", d], 120)
+        src = os.path.join(d, top)
+        with open(os.path.join(src, "CMakeLists.txt")) as f:
+            version = re.search(r"^project\(ablate VERSION (\S+)", f.read(), re.M).group(1)
+        assert top.startswith("ablate-%s" % version), (top, version)
+        build, prefix = os.path.join(d, "build"), os.path.join(d, "prefix")
+        step("configure", ["cmake", "-S", src, "-B", build, "-DBUILD_TESTING=OFF",
+                           "-DABLATE_GPT2_VOCAB=" + vocab, "-DABLATE_UPLOT=" + uplot], 300)
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            cache = f.read()
+        assert re.search(r"^ABLATE_ARCH:\w+=%s$" % re.escape(level), cache, re.M), \
+            "the default ABLATE_ARCH is not %s" % level
+        step("build", ["cmake", "--build", build, "-j%d" % len(os.sched_getaffinity(0))], 600)
+        step("install", ["cmake", "--install", build, "--prefix", prefix], 300)
+        # from here on the prefix alone: nothing left of the tree it was built from
+        shutil.rmtree(src)
+        shutil.rmtree(build)
+        # 3. the module, in a clean environment
+        script = C.write(os.path.join(d, "clean.sh"), CLEAN_ENV_SCRIPT)
+        env = ["HOME=" + d, "USER=nobody", "PATH=/usr/bin:/bin", "PREFIX=" + prefix,
+               "WORK=" + d]
+        if os.geteuid() == 0:  # Open MPI refuses root without these (CI's containers)
+            env += ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"]
+        r = step("module load ablate; smoke, report, submit",
+                 ["env", "-i"] + env + ["bash", "--noprofile", "--norc", script], 600, cwd=d)
+        C.log(r.stdout[-3000:])
+        out = r.stdout
+        assert "clean: all ran" in out
+        assert "which: %s/bin/ablate\n" % prefix in out, "the module's PATH: " + out[:300]
+        assert "version: ablate %s " % version in out and "built for %s)" % level in out, out
+        assert "smoke: all ran (%s" % prefix in out, "the smoke test"
+        here = os.path.join(d, "elsewhere")
+        with open(os.path.join(here, "report", "report.html")) as f:
+            html = f.read()
+        with open(os.path.join(prefix, "share", "ablate", "uplot", "uPlot.iife.min.js")) as f:
+            js = f.read()
+        assert js.replace("</", "<\\/") in html, "report.html does not embed uPlot"
+        assert '"gelu"' in html, "report.html has not the sweep's variants"
+        with open(os.path.join(here, "dry.txt")) as f:
+            dry = f.read()
+        for want in ("ABLATE_BIN=%s/bin/ablate" % prefix,
+                     "%s/libexec/ablate/ablate-sweep.sbatch" % prefix):
+            assert want in dry, (want, dry)
+    C.log("  release_to_module: %.1f s in all" % (time.monotonic() - t0))
+
+
 if __name__ == "__main__":
     C.main([("isa_refuse", test_isa_refuse), ("isa_recorded", test_isa_recorded),
             ("versions", test_versions), ("release_reproducible", test_release_reproducible),
-            ("submit_backoff", test_submit_backoff), ("submit_array_fit", test_submit_array_fit)])
+            ("submit_backoff", test_submit_backoff), ("submit_array_fit", test_submit_array_fit),
+            ("release_to_module", test_release_to_module)])
