@@ -334,7 +334,7 @@ def routing(sw, last_only=True):
 # ---------------------------------------------------------------- baseline
 
 def calibration(sw):
-    """A calibrated fixed-time sweep's trials per configuration (train.calibrate, issue 22),
+    """A calibrated fixed-time sweep's trials per configuration (train.calibrate),
     in the runs' configuration order: trials n, median tokens/s with its min and max, the
     spread max/min - 1, the 1-minute load averages seen when the trials ended (min, max),
     the hosts and BLAS cores, and the step budget its runs got (/runs calibrated_steps: min

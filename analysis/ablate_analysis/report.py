@@ -364,7 +364,7 @@ class Report:
         self.routing()
 
     def activation_maximum(self, c):
-        """The MLP's largest activation, by what it is taken over (issue 22)."""
+        """The MLP's largest activation, by what it is taken over."""
         self.w("### Activation maximum", "")
         self.w("The MLP hidden activation's maximum, taken over different things (each per "
                "run, then the mean over the configuration's valid runs). *Last batch, mean "
@@ -392,7 +392,7 @@ class Report:
                    "(docs/metrics.md).", "")
 
     def calibration(self):
-        """Calibrated fixed time (train.calibrate, issue 22): what each configuration's
+        """Calibrated fixed time (train.calibrate): what each configuration's
         budget was measured from, and how much the machine varied while it was measured."""
         cal = A.calibration(self.sw)
         if not len(cal):
@@ -518,7 +518,7 @@ class Report:
         self.summary = verdict_summary(self.seq if self.seq is not None else con)
 
     def sequential(self):
-        """A replicate: sweep's own verdicts (/contrasts, /decisions; issue 20): what the
+        """A replicate: sweep's own verdicts (/contrasts, /decisions): what the
         sweep decided with its sequential rule, ahead of the fixed-sample table (which
         re-tests the same runs as if their number had been fixed), and the runs it used
         against a fixed design at max seeds."""

@@ -46,7 +46,7 @@ def embedded(html):
 def hostile():
     """(sweep, report dir, ablate-report's stdout) of tests/e2e/test_hostile_text.py's
     sweep: "<!--", "<script>", "</script>", "&", "|", "$...$", ESC and C1 in the
-    description, the run names and the samples (issue 37 items 4 and 9)."""
+    description, the run names and the samples."""
     if "hostile" not in FILES:
         import subprocess
         path = W.fixture("hostile", FILES["dir"])
@@ -59,7 +59,7 @@ def hostile():
 
 
 def test_hostile_page():
-    """Issue 37 item 4: strings holding "<!--" and later "<script" (which put the HTML
+    """Strings holding "<!--" and later "<script" (which put the HTML
     parser in its double-escaped state, where "</script>" no longer ends the data element:
     a blank page) are embedded with <, > and & escaped; the page has the template's script
     elements and no more; the JSON holds the exact strings. A page embedded the old way
@@ -121,7 +121,7 @@ def md_outside_code(md):
 
 
 def test_hostile_md():
-    """Issue 37 item 9: in report.md a user's string reads as the text it is: no raw HTML
+    """In report.md a user's string reads as the text it is: no raw HTML
     outside code (& < > as entities), a | escaped in a table cell, control characters as
     \\u00XX (the samples too: samples.csv keeps them), the description on one line; the
     verdict table on the terminal escapes control characters; the figures take "$...$"
@@ -443,7 +443,7 @@ def test_browser():
 
 
 def test_hostile_browser():
-    """Issue 37 item 4 in Chromium: the page whose description, run names and samples hold
+    """In Chromium: the page whose description, run names and samples hold
     "<!--", "<script>", "</script>" (blank before the fix) loads: no errors, the heading,
     the verdict table (contrasts.csv's rows), the runs table and a sample show each string
     as text, exactly."""

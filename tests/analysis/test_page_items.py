@@ -1,4 +1,4 @@
-"""What a researcher used to W&B and TensorBoard found on report.html (issue 41), each
+"""What a researcher used to W&B and TensorBoard found on report.html, each
 driven in headless Chromium with real input events (CDP Input.dispatchMouseEvent and
 Input.dispatchKeyEvent, as a user's mouse and keyboard; never a JavaScript call where a user
 would click): zoom by a drag, reset by a double-click, no stale zoom on a later click, an x

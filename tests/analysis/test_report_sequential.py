@@ -1,4 +1,4 @@
-"""ablate-report on a replicate: sweep (issue 20): the report reads /contrasts and
+"""ablate-report on a replicate: sweep: the report reads /contrasts and
 /decisions, says its verdicts are sequential, its numbers agree with the file, and it
 states the runs used against a fixed design at max seeds."""
 import json
@@ -65,7 +65,7 @@ def test_sequential_section():
         assert verdict in line[0] and ("%+.4f" % row["difference"]) in line[0].replace(
             "−", "-"), (line[0], verdict, row["difference"])
     assert os.path.exists(os.path.join(d, "sequential_decisions.csv"))
-    # the page's forest plot draws the sweep's own sequential intervals (issue 19, item 4)
+    # the page's forest plot draws the sweep's own sequential intervals
     html = open(os.path.join(d, "report.html")).read()
     m = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
     data = json.loads(m.group(1).replace("<\\/", "</"))
@@ -81,7 +81,7 @@ def test_sequential_section():
 
 
 def test_sequential_leads():
-    """Issue 41 item 1: a replicate: sweep's own verdicts lead everywhere a reader or a
+    """A replicate: sweep's own verdicts lead everywhere a reader or a
     script looks first: the page's verdict table (above the forest plot that draws them),
     report.md's summary line, stdout, --json's `contrasts` and contrasts.csv; the
     fixed-sample re-test of the same runs is named as such wherever it is (the page's second

@@ -75,7 +75,7 @@ def test_watch():
             with open(page) as f:
                 html = f.read()
             # the page checks report-live.js at --watch's interval and reloads itself only when
-            # the stamp there is another than its own (issue 41 item 13)
+            # the stamp there is another than its own (the page reloads only on a change)
             assert "http-equiv=\"refresh\"" not in html and '"live_interval":0.1' in html
             assert '"live":"Live: the sweep is still running.' in html
             with open(os.path.join(rep, "report-live.js")) as f:

@@ -1,4 +1,4 @@
-"""The README's quickstart example is what scripts/quickstart.sh prints (issue 43 item 1).
+"""The README's quickstart example is what scripts/quickstart.sh prints.
 
 readme_output: runs scripts/quickstart.sh itself with this build's ablate
 (ABLATE_QUICKSTART_BIN: no install, no build) into a temp dir (ABLATE_QUICKSTART_OUT), on

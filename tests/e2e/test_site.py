@@ -1,4 +1,4 @@
-"""What a site installing ablate relies on (issue 42), each cheap (no SLURM, no root):
+"""What a site installing ablate relies on, each cheap (no SLURM, no root):
   isa_refuse: a binary built for instruction sets the CPU lacks refuses at start-up with one
     line naming them, exit 4, instead of dying with SIGILL (tests/isa_probe.c: built for
     AMD's XOP, which no current CPU has, and executing an XOP instruction in main);
@@ -11,7 +11,7 @@
     time up to a minute (stand-ins for sbatch, scontrol and sleep: no time passes);
   submit_array_fit: --array N larger than the partition's CPUs hold at once is resized to
     what fits, with a note; a task that cannot fit at all is refused (exit 2);
-  release_to_module: issue 42's "done when", the chain a site follows: scripts/release.sh
+  release_to_module: the chain a site follows: scripts/release.sh
     makes the tarball of the committed HEAD (in a clean clone, HEAD is the tree); it is
     extracted, configured with the defaults (the portable ISA level; BUILD_TESTING=OFF),
     built and installed to a prefix; the extracted tree and its build are then deleted,

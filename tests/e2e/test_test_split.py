@@ -1,4 +1,4 @@
-"""A held-out test split (data.test_fraction; issue 39 item 4): the stream's last fraction,
+"""A held-out test split (data.test_fraction): the stream's last fraction,
 after the validation split, scored once on the final weights, never read before:
 
   none      without it, final_test_loss is NaN in `train --json`'s end event and in /runs;

@@ -1,4 +1,4 @@
-"""docs/tutorial.md runs as written (issue 43 item 3): its blocks in document order, in one
+"""docs/tutorial.md runs as written: its blocks in document order, in one
 fresh directory laid out like the checkout (build/ holding this build's ablate; analysis/,
 scripts/, slurm/, sweeps/ and data/ of the source tree), with ABLATE_CORPUS (the test
 corpus) for scripts/get-corpus.sh and ABLATE_DATA set to it:

@@ -17,7 +17,7 @@
  * planned run) and one mapping per block. The sweep ends with a full build, which writes
  * the self-contained file and lets the segments go.
  *
- * Finished runs are packed (issue 18: a mapping per finished run made a 10,000-run view
+ * Finished runs are packed (a mapping per finished run made a 10,000-run view
  * slow to write and to open): once PACK_MIN_RUNS runs have ended for good, they are
  * written, whole and in run order, into a packed segment, instead of into the update's
  * segment. Packed segments form a stack whose weights (EVENTS records)
@@ -28,7 +28,7 @@
  * mapping), then the blocks of the runs still in progress. Every run's rows are
  * contiguous: the packed runs first, segment by segment, then the others by run.
  *
- * /runs is paged (issue 18: written whole, its 10^5 rows of text cost 3-5 s an update):
+ * /runs is paged (written whole, its 10^5 rows of text cost 3-5 s an update):
  * pages of H5LIVE_RUNS_PAGE runs whose rows have not changed since the last update (every
  * run kept by h5view_runs.c's row cache, with the same rows counts) are written once into
  * a segment's own "runs" dataset and mapped there; the pages that change (runs in flight)
@@ -521,7 +521,7 @@ static int pack_finished(H5Live *lv, char *err) {
 /* Segments that neither the OUT.h5 just written nor the one before it maps, for at least
  * lv->grace seconds, are removed (a segment is never mapped again once left out): without
  * this a sweep kept every segment it ever wrote until its final view, two or three a
- * update, their rows rewritten O(log runs) times (issue 18: 220 files and 41 MB at 20,000
+ * update, their rows rewritten O(log runs) times (before: 220 files and 41 MB at 20,000
  * runs against a 32 MB journal). A reader that opened an older OUT.h5 and reads it after
  * that gets fill rows, which it detects (docs/hdf5-schema.md); one that opens OUT.h5 again
  * reads whole. Only files that are still the ones written are removed. The segments kept. */

@@ -315,7 +315,7 @@ static int runs_kind_attrs(const RunsLayout *L, hid_t dset) {
  * attempt and RUN_END stay the same, and a run not begun yet keeps its row while its PLAN
  * record and the calibrations stay the same, so the live view keeps those rows instead of
  * re-reading and re-formatting the run's PLAN record at every update: an update re-reads
- * only the runs that began or ended since the last (issue 18: an update cost ~0.4 s at
+ * only the runs that began or ended since the last (before: an update cost ~0.4 s at
  * 2,000 planned runs with nothing new, and 8.7 s at 10^5 planned runs when only the ended
  * runs were kept). The rows' text cells point to strings interned here, so runs share
  * their knobs' text. A change of the layout (a new grid axis) drops every row. */

@@ -327,7 +327,7 @@ static hid_t runs_mem_type(hid_t ftype, size_t size, const RunsCol *cols, int n)
     return mt;
 }
 
-/* A replicate: sweep's contrasts (/contrasts, issue 20): each one open with its n and
+/* A replicate: sweep's contrasts (/contrasts): each one open with its n and
  * interval, or its verdict. Nothing for other files. */
 static void print_contrasts(hid_t file, FILE *out) {
     if (H5Lexists(file, "contrasts", H5P_DEFAULT) <= 0) return;
