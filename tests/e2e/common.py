@@ -591,6 +591,37 @@ def journal_state(path):
     return runs, torn
 
 
+def digest(path):
+    """The SHA-256 of a file's bytes (hex): that a refusal left a file as it was."""
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def one_line(err, what):
+    """The one non-empty line of stderr; fails (naming `what`) when there are more."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, "%s: stderr should be one line:\n%s" % (what, err)
+    return lines[0]
+
+
+def damage_record(jp, rtype, at, mask):
+    """Flips the bits `mask` of byte `at` of the middle record of type rtype (4 EVENTS,
+    5 RUN_END, ...) in journal jp, as a bad sector or a cosmic ray would; returns the record's
+    offset, its length, its run index and that run's name."""
+    recs, _ = journal_records(jp, offsets=True)
+    of_type = [r for r in recs if r[0] == rtype]
+    target = of_type[len(of_type) // 2]
+    offset, run = target[3], target[1]
+    state, _ = journal_state(jp)
+    with open(jp, "r+b") as f:
+        f.seek(offset + at)
+        b = f.read(1)
+        f.seek(offset + at)
+        f.write(bytes([b[0] ^ mask]))
+    return offset, target[4], run, state[run]["name"]
+
+
 def journal_path(out):
     return out + ".d/journal"
 

@@ -203,21 +203,11 @@ def test_damaged_byte():
         out = os.path.join(tmp, "out.h5")
         C.run(["run", spec, "-o", out], expect_rc=0, tag="sweep")
         jp = C.journal_path(out)
-        recs, _ = C.journal_records(jp, offsets=True)
-        # an EVENTS record in the middle of the journal, and the run it belongs to
-        evs = [r for r in recs if r[0] == 4]
-        target = evs[len(evs) // 2]
-        offset, run = target[3], target[1]
-        state, _ = C.journal_state(jp)
-        victim = state[run]["name"]
         size = os.path.getsize(jp)
-        with open(jp, "r+b") as f:
-            f.seek(offset + 30)
-            b = f.read(1)
-            f.seek(offset + 30)
-            f.write(bytes([b[0] ^ 0x5A]))
+        # an EVENTS record in the middle of the journal, and the run it belongs to
+        offset, length, _, victim = C.damage_record(jp, 4, 30, 0x5A)
         # `ablate view` over the damage: written, but said, with status 3 and the run named
-        check_view_damaged(out, offset, target[4], victim, "events")
+        check_view_damaged(out, offset, length, victim, "events")
         rc, _, err = C.run(["run", spec, "-o", out, "--resume"], tag="resume")
         assert rc == 0, "resume exit %s\n%s" % (rc, err[-3000:])
         assert "torn" not in err, "damage reported as a torn tail:\n" + err[-2000:]
@@ -226,8 +216,8 @@ def test_damaged_byte():
         saved = jp + ".damaged-%d" % offset
         assert ("offset %d" % offset) in line[0] and saved in line[0], line[0]
         assert ("re-run: %s" % victim) in line[0], line[0]
-        assert os.path.getsize(saved) == target[4], "saved %d bytes, record is %d" % (
-            os.path.getsize(saved), target[4])
+        assert os.path.getsize(saved) == length, "saved %d bytes, record is %d" % (
+            os.path.getsize(saved), length)
         assert "(%d already finished)" % (N_RUNS - 1) in err, err[-2000:]
         assert os.path.getsize(jp) > size, "the journal lost its tail"
         v = C.View(out)
@@ -264,19 +254,8 @@ def test_damaged_end():
         spec, ref, _ = spec_and_ref(tmp)
         out = os.path.join(tmp, "out.h5")
         C.run(["run", spec, "-o", out], expect_rc=0, tag="sweep")
-        jp = C.journal_path(out)
-        recs, _ = C.journal_records(jp, offsets=True)
-        ends = [r for r in recs if r[0] == 5]
-        target = ends[len(ends) // 2]
-        offset, run = target[3], target[1]
-        state, _ = C.journal_state(jp)
-        victim = state[run]["name"]
-        with open(jp, "r+b") as f:
-            f.seek(offset + 20)
-            b = f.read(1)
-            f.seek(offset + 20)
-            f.write(bytes([b[0] ^ 0x01]))
-        check_view_damaged(out, offset, target[4], victim, "run_end")
+        offset, length, _, victim = C.damage_record(C.journal_path(out), 5, 20, 0x01)
+        check_view_damaged(out, offset, length, victim, "run_end")
         C.run(["run", spec, "-o", out, "--resume"], expect_rc=0, tag="resume")
         C.run(["view", out], expect_rc=0, tag="view-after")
         v = C.View(out)

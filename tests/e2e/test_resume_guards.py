@@ -12,7 +12,6 @@ Each case failed before its fix.
                      journal unchanged.
 Run one case alone: test_resume_guards.py NAME.
 """
-import hashlib
 import os
 import re
 import sys
@@ -20,16 +19,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
 
-
-def digest(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def one_line(err, what):
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, "%s: stderr should be one line:\n%s" % (what, err)
-    return lines[0]
 
 
 def test_journal_symlink():
@@ -45,16 +34,16 @@ def test_journal_symlink():
             data = f.read()
         with open(target, "wb") as f:
             f.write(data + b"ABLJ\x04 half a record")
-        before = digest(target)
+        before = C.digest(target)
         os.replace(jp, jp + ".moved")
         os.symlink(target, jp)
         for args, tag in ((["run", spec, "-o", out, "--resume"], "resume"),
                           (["view", out], "view")):
             rc, _, err = C.run(args, tag=tag)
             assert rc != 0, "%s through a symlinked journal: exit 0\n%s" % (tag, err[-2000:])
-            line = one_line(err, tag)
+            line = C.one_line(err, tag)
             assert "symbolic link" in line and jp in line, line
-            assert digest(target) == before, "%s changed the link's target" % tag
+            assert C.digest(target) == before, "%s changed the link's target" % tag
             assert os.path.islink(jp), "%s replaced the link" % tag
 
 
@@ -78,12 +67,12 @@ def test_replicate_removed():
             out = os.path.join(tmp, tag + ".h5")
             C.run(["run", began, "-o", out], expect_rc=0, tag=tag)
             jp = C.journal_path(out)
-            j0, v0 = digest(jp), digest(out)
+            j0, v0 = C.digest(jp), C.digest(out)
             rc, _, err = C.run(["run", then, "-o", out, "--resume"], tag=tag + "-resume")
             assert rc == 2, "%s: resume exit %s, expected 2\n%s" % (tag, rc, err[-2000:])
-            line = one_line(err, tag)
+            line = C.one_line(err, tag)
             assert "replicate: section" in line and then in line, line
-            assert digest(jp) == j0 and digest(out) == v0, "%s: the refusal wrote" % tag
+            assert C.digest(jp) == j0 and C.digest(out) == v0, "%s: the refusal wrote" % tag
 
 
 if __name__ == "__main__":

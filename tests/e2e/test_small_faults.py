@@ -14,7 +14,6 @@
     --resume that adds runs; anything else a user added is named in one warning line;
 Run one case alone: test_small_faults.py NAME.
 """
-import hashlib
 import os
 import shutil
 import sys
@@ -22,16 +21,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
 
-
-def digest(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def one_line(err, what):
-    lines = [l for l in err.splitlines() if l.strip()]
-    assert len(lines) == 1, "%s: stderr should be one line:\n%s" % (what, err)
-    return lines[0]
 
 
 def test_output_is_input():
@@ -53,14 +42,14 @@ def test_output_is_input():
                  (spec, data, "link.h5", "data file"), (spec, data, "hard.h5", "data file"),
                  (spec, spec, "s.yaml", "spec"), (spec2, data2, "o.h5", "data file")]
         for i, (sp, victim, out, what) in enumerate(cases):
-            before = digest(victim)
+            before = C.digest(victim)
             for flags in (["--force"], ["--resume"], []) if i == 0 else (["--force"],):
                 rc, so, err = C.run(["run", sp, "-o", out] + flags, cwd=tmp)
                 label = "-o %s %s" % (out, " ".join(flags))
                 assert rc == 2, "%s: exit %s, expected 2\n%s" % (label, rc, err)
-                line = one_line(err, label)
+                line = C.one_line(err, label)
                 assert what in line and "another output" in line, "%s: %s" % (label, line)
-                assert os.path.isfile(victim) and digest(victim) == before, \
+                assert os.path.isfile(victim) and C.digest(victim) == before, \
                     "%s changed %s" % (label, victim)
             assert not os.path.exists(os.path.join(tmp, out) + ".d") or out == "o.h5", \
                 "-o %s created its journal dir" % out
@@ -109,7 +98,7 @@ def test_number_grammar():
             text = base.replace(old, new)
             spec = C.write(os.path.join(tmp, "s.yaml"), text)
             rc, so, err = C.run(["plan", spec])
-            line = one_line(err, new)
+            line = C.one_line(err, new)
             want_line = [i + 1 for i, l in enumerate(text.split("\n"))
                          if new.split("\n")[-1].strip() in l][0]
             assert rc == 2 and line.startswith("%s:%d:" % (spec, want_line)) and key in line, \
@@ -117,7 +106,7 @@ def test_number_grammar():
         # --set reads the same grammar
         spec = C.write(os.path.join(tmp, "s.yaml"), base)
         rc, so, err = C.run(["plan", spec, "--set", "train.lr=0x10"])
-        assert rc == 2 and one_line(err, "--set").startswith("--set:1:"), err
+        assert rc == 2 and C.one_line(err, "--set").startswith("--set:1:"), err
         for good in ("lr: 0.01", "lr: 1e-2", "lr: .01", "lr: +1E-2", "batch_size: 8.0"):
             old = "lr: 1e-2" if good.startswith("lr") else "batch_size: 8"
             spec = C.write(os.path.join(tmp, "s.yaml"), base.replace(old, good))

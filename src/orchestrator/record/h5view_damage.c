@@ -23,11 +23,6 @@ struct H5Damage {
     int *runs, n_runs;
 };
 
-static int is_run_record(int type) {
-    return type == JREC_RUN_BEGIN || type == JREC_EVENTS || type == JREC_RUN_END ||
-           type == JREC_CHECKPOINT;
-}
-
 int h5v_damage_gap(View *v, JournalReader *r, uint64_t offset, uint64_t length) {
     if (GROW(v->dmg, v->cap_dmg, (size_t)v->n_dmg + 1) != 0) return -1;
     H5Damage *d = &v->dmg[v->n_dmg];
@@ -39,7 +34,7 @@ int h5v_damage_gap(View *v, JournalReader *r, uint64_t offset, uint64_t length) 
     uint32_t run;
     if (journal_reader_damaged_header(r, offset, length, &type, &run)) {
         d->record_type = type;
-        if (is_run_record(type) && run < v->nruns) {
+        if (journal_type_of_run(type) && run < v->nruns) {
             if (!(d->runs = malloc(sizeof *d->runs))) return -1;
             d->runs[d->n_runs++] = (int)run;
         }

@@ -80,6 +80,9 @@ typedef enum {
 
 /* "header", "plan", ...; "unknown" for other values. */
 const char *journal_type_name(int type);
+/* Does a record of this type hold one run's results (RUN_BEGIN, EVENTS, RUN_END,
+ * CHECKPOINT)? Damage to one costs that run (resume.c re-runs it, the view names it). */
+int journal_type_of_run(int type);
 /* CRC-32C, chainable like zlib's crc32: start with crc = 0. */
 uint32_t journal_crc32c(uint32_t crc, const void *data, size_t n);
 /* OUT.h5 -> "OUT.h5.d" and "OUT.h5.d/journal"; -1 if it does not fit. */

@@ -16,6 +16,11 @@
 
 _Static_assert(PLAN_NAME_MAX < JOURNAL_NAME_MAX, "the journal must keep whole run names");
 
+int journal_type_of_run(int type) {
+    return type == JREC_RUN_BEGIN || type == JREC_EVENTS || type == JREC_RUN_END ||
+           type == JREC_CHECKPOINT;
+}
+
 const char *journal_type_name(int type) {
     switch (type) {
     case JREC_HEADER:

@@ -41,8 +41,7 @@ static int note_damage(ResumeState *st, JournalReader *r, uint64_t offset, uint6
     uint32_t run;
     if (journal_reader_damaged_header(r, offset, len, &type, &run)) {
         d->record_type = type;
-        if (type == JREC_PLAN || type == JREC_HEADER || type == JREC_SWEEP_END ||
-            type == JREC_DAMAGE || run >= (uint32_t)st->n_runs)
+        if (!journal_type_of_run(type) || run >= (uint32_t)st->n_runs)
             return 0; /* no run's results: a lost PLAN is planned again (sweep.c) */
         if (!(d->runs = malloc(sizeof *d->runs))) return -1;
         d->runs[d->n_runs++] = (int)run;
