@@ -108,6 +108,14 @@ static void build(const char *text, const char *path, struct stat *st) {
     CHECK_MSG(stat(path, st) == 0, "no cache file %s", path);
 }
 
+/* A fresh cache directory NAME with text_a's entry built in it (dir, path; st of the file). */
+static void built_entry(const char *name, char *dir, size_t dn, char *path, size_t pn,
+                        struct stat *st) {
+    use_cache(dir, dn, name);
+    entry_path(path, pn, dir, text_a);
+    build(text_a, path, st);
+}
+
 /* Loads text expecting a rebuild with one warning naming path and what; the file afterwards
  * is a clean hit. */
 static void expect_rebuilt(const char *text, const char *path, const char *what) {
@@ -185,9 +193,7 @@ TEST(flipped_id) {
     NEED_VOCAB();
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "flip");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("flip", dir, sizeof dir, path, sizeof path, &st);
     flip_id(path, 3);
     expect_rebuilt(text_a, path, "digest");
 }
@@ -196,9 +202,7 @@ TEST(truncated) {
     NEED_VOCAB();
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "trunc");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("trunc", dir, sizeof dir, path, sizeof path, &st);
     CHECK_CMP(truncate(path, st.st_size - 2), ==, 0);
     expect_rebuilt(text_a, path, "truncated");
 }
@@ -291,9 +295,7 @@ TEST(group_writable_file) {
     NEED_VOCAB();
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "gw");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("gw", dir, sizeof dir, path, sizeof path, &st);
     CHECK_CMP(chmod(path, 0664), ==, 0);
     expect_rebuilt(text_a, path, "writable by group or others");
     struct stat now;
@@ -308,9 +310,7 @@ TEST(other_owner) {
     }
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "owner");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("owner", dir, sizeof dir, path, sizeof path, &st);
     CHECK_CMP(chown(path, 4242, 4242), ==, 0);
     expect_rebuilt(text_a, path, "belongs to uid 4242");
 }
@@ -320,9 +320,7 @@ TEST(group_writable_dir) {
     NEED_VOCAB();
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "gwdir");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("gwdir", dir, sizeof dir, path, sizeof path, &st);
     flip_id(path, 2); /* if it were read, the ids would be wrong */
     CHECK_CMP(stat(path, &st), ==, 0);
     CHECK_CMP(chmod(dir, 0775), ==, 0);
@@ -398,9 +396,7 @@ TEST(concurrent_damage) {
     NEED_VOCAB();
     char dir[512], path[700];
     struct stat st;
-    use_cache(dir, sizeof dir, "conc");
-    entry_path(path, sizeof path, dir, text_a);
-    build(text_a, path, &st);
+    built_entry("conc", dir, sizeof dir, path, sizeof path, &st);
     flip_id(path, 1);
     enum { KIDS = 4 };
     int go[2];
