@@ -677,6 +677,54 @@ def not_compared(sw, bmap, con):
 
 # ---------------------------------------------------------------- grids
 
+SEED_KNOBS = ("model.init_seed", "train.data_seed")
+
+
+def seed_variance(sw, col="final_val_loss"):
+    """The seed-to-seed spread of each configuration split into its initialisation and its
+    data order, where a sweep crosses them (model.init_seed x train.data_seed, each -1
+    meaning the run's seed): the runs that differ only in those two knobs (and the seed) form
+    a family; with at least two values of each and every pair present, a two-way analysis of
+    variance without replication over the pairs' means gives each factor's variance
+    component, (MS_factor - MS_residual) / (levels of the other), floored at 0, and the
+    residual's (their interaction and what else varies). Returns one row per family:
+    family, init_values, data_values, runs, sd_init, sd_data, sd_residual, share_init,
+    share_data, share_residual (shares of the summed components)."""
+    cols = ["family", "init_values", "data_values", "runs", "sd_init", "sd_data",
+            "sd_residual", "share_init", "share_data", "share_residual"]
+    r = valid_runs(sw)
+    if not len(r) or any(k not in r.columns for k in SEED_KNOBS):
+        return pd.DataFrame(columns=cols)
+    r = r.copy()
+    r["_init"] = np.where(r["model.init_seed"] >= 0, r["model.init_seed"], r["seed"])
+    r["_data"] = np.where(r["train.data_seed"] >= 0, r["train.data_seed"], r["seed"])
+    others = [c for c in sw.knobs if c in r.columns and c not in SEED_KNOBS]
+    rows = []
+    for _, fam in r.groupby([r[c].astype(str) for c in others], sort=False):
+        cell = fam.groupby(["_init", "_data"])[col].mean().unstack()
+        n_i, n_d = cell.shape
+        if n_i < 2 or n_d < 2 or cell.isna().to_numpy().any():
+            continue
+        y = cell.to_numpy(dtype=float)
+        m = y.mean()
+        a, b = y.mean(axis=1), y.mean(axis=0)
+        ms_i = n_d * np.sum((a - m) ** 2) / (n_i - 1)
+        ms_d = n_i * np.sum((b - m) ** 2) / (n_d - 1)
+        ms_r = np.sum((y - a[:, None] - b[None, :] + m) ** 2) / ((n_i - 1) * (n_d - 1))
+        v_i, v_d, v_r = max(0.0, (ms_i - ms_r) / n_d), max(0.0, (ms_d - ms_r) / n_i), ms_r
+        total = v_i + v_d + v_r
+        name = "/".join(seg for seg in str(fam["config"].iloc[0]).split("/")
+                        if seg.split("=")[0] not in ("init_seed", "data_seed") and
+                        seg.split("=")[0] not in SEED_KNOBS) or "(base)"
+        rows.append(dict(family=name, init_values=n_i, data_values=n_d, runs=len(fam),
+                         sd_init=math.sqrt(v_i), sd_data=math.sqrt(v_d),
+                         sd_residual=math.sqrt(v_r),
+                         share_init=v_i / total if total > 0 else math.nan,
+                         share_data=v_d / total if total > 0 else math.nan,
+                         share_residual=v_r / total if total > 0 else math.nan))
+    return pd.DataFrame(rows, columns=cols)
+
+
 def marginals(sw, col="final_val_loss"):
     """For each grid axis (and the variant, when a grid has variants), each value's mean
     over the configurations that have it, with equal weight per configuration, and its

@@ -571,6 +571,27 @@ class Report:
                           fci(r["lo"], r["hi"])] for _, r in m.iterrows()]))
         self.csv(m, "marginals.csv")
 
+    def seed_spread(self):
+        """Where the sweep crosses model.init_seed with train.data_seed: how much of the
+        seed-to-seed spread is the initialisation and how much the data order."""
+        t = A.seed_variance(self.sw)
+        if not len(t):
+            return
+        self.w("## Seed-to-seed spread: initialisation and data order", "")
+        self.w("The sweep crosses `model.init_seed` with `train.data_seed`: per family of runs "
+               "that differ only in those, a two-way analysis of variance of the final "
+               "validation loss over the pairs (each pair's mean) splits the spread into the "
+               "initialisation's, the data order's, and the residual (their interaction); "
+               "standard deviations in nats, and each one's share of the variance.", "")
+        self.w(md_table(["family", "init seeds", "data seeds", "runs", "sd init", "sd data",
+                         "sd residual", "init share", "data share"],
+                        [[r["family"], r["init_values"], r["data_values"], r["runs"],
+                          fnum(r["sd_init"]), fnum(r["sd_data"]), fnum(r["sd_residual"]),
+                          "%.0f%%" % (100 * r["share_init"]) if not _nan(r["share_init"]) else "—",
+                          "%.0f%%" % (100 * r["share_data"]) if not _nan(r["share_data"]) else "—"]
+                         for _, r in t.iterrows()]))
+        self.csv(t, "seed_variance.csv")
+
     def budgets(self):
         sw = self.sw
         fixed_time = A.is_fixed_time(sw)
@@ -688,6 +709,7 @@ class Report:
         self.overview()
         self.per_config()
         self.grids()
+        self.seed_spread()
         self.budgets()
         self.figures()
         self.samples()
