@@ -138,6 +138,7 @@ def test_missing(exe, tmp):
     from ablate_analysis import report as R
     os.makedirs(os.path.join(tmp, "report"))
     rep = R.Report(sw, os.path.join(tmp, "report"))
+    rep.header()  # the note leads the report, above the verdicts
     rep.overview()
     text = "\n".join(rep.md)
     check("Rows unavailable" in text and "/steps" in text, "report notes the rows")

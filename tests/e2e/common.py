@@ -591,6 +591,28 @@ def journal_state(path):
     return runs, torn
 
 
+def slurm_reachable():
+    """True once a SLURM answers: the single-node slurm-local started when its start.sh is
+    found ($ABLATE_SLURM_LOCAL, else ../shared/slurm-local beside the source tree; CI has
+    it), else whatever sbatch and sinfo reach; False when none does. Raises AssertionError
+    when slurm-local is there but does not start."""
+    local = os.environ.get("ABLATE_SLURM_LOCAL") or os.path.join(
+        SOURCE_DIR, "..", "shared", "slurm-local")
+    start = os.path.join(local, "start.sh")
+    if os.path.isfile(start):
+        r = subprocess.run(["bash", start], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise AssertionError("slurm-local did not start (exit %d):\n%s%s"
+                                 % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+        return True
+    if not shutil.which("sbatch"):
+        return False
+    try:
+        return subprocess.run(["sinfo"], capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def digest(path):
     """The SHA-256 of a file's bytes (hex): that a refusal left a file as it was."""
     import hashlib

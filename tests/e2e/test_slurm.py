@@ -89,18 +89,8 @@ PASS_PERIOD = 30.07
 
 def slurm_up():
     """Starts slurm-local when found; else checks that a SLURM answers; else exits 77."""
-    local = os.environ.get("ABLATE_SLURM_LOCAL") or os.path.join(
-        C.SOURCE_DIR, "..", "shared", "slurm-local")
-    start = os.path.join(local, "start.sh")
-    if os.path.isfile(start):
-        r = subprocess.run(["bash", start], capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise SystemExit("slurm-local did not start (exit %d):\n%s%s"
-                             % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
-        return
-    if not shutil.which("sbatch") or subprocess.run(
-            ["sinfo"], capture_output=True).returncode != 0:
-        C.log("SKIP: no SLURM here (no sbatch/sinfo and no slurm-local start.sh at %s)" % local)
+    if not C.slurm_reachable():
+        C.log("SKIP: no SLURM here (no sbatch/sinfo and no slurm-local start.sh)")
         sys.exit(SKIP)
 
 

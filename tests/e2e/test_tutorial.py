@@ -54,25 +54,6 @@ def smaller(code):
     return "\n".join(out)
 
 
-def slurm_reachable():
-    """True once a SLURM answers: slurm-local started when found, as e2e_slurm does."""
-    local = os.environ.get("ABLATE_SLURM_LOCAL") or os.path.join(
-        C.SOURCE_DIR, "..", "shared", "slurm-local")
-    start = os.path.join(local, "start.sh")
-    if os.path.isfile(start):
-        r = subprocess.run(["bash", start], capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise AssertionError("slurm-local did not start (exit %d):\n%s%s"
-                                 % (r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
-        return True
-    if not shutil.which("sbatch"):
-        return False
-    try:
-        return subprocess.run(["sinfo"], capture_output=True, timeout=20).returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
-
-
 def checkout_like(d):
     """d laid out as the checkout the tutorial runs in."""
     os.makedirs(os.path.join(d, "build"))
@@ -115,7 +96,7 @@ def test_tutorial():
                 continue
             if lang == "sh" and first.startswith("#") and "SLURM" in first:
                 if slurm is None:
-                    slurm = slurm_reachable()
+                    slurm = C.slurm_reachable()
                 if not slurm:
                     C.log("  block %d: SKIP (no SLURM here): %s" % (i, first))
                     continue
