@@ -32,13 +32,12 @@ int h5v_damage_gap(View *v, JournalReader *r, uint64_t offset, uint64_t length) 
     d->length = length;
     uint8_t type;
     uint32_t run;
-    if (journal_reader_damaged_header(r, offset, length, &type, &run)) {
-        d->record_type = type;
-        if (journal_type_of_run(type) && run < v->nruns) {
-            if (!(d->runs = malloc(sizeof *d->runs))) return -1;
-            d->runs[d->n_runs++] = (int)run;
-        }
-    } else if (v->nruns) { /* unknown: every run in progress here */
+    JournalDamagedRun held = journal_reader_damaged_run(r, offset, length, v->nruns, &type, &run);
+    d->record_type = type;
+    if (held == JDMG_RUN) {
+        if (!(d->runs = malloc(sizeof *d->runs))) return -1;
+        d->runs[d->n_runs++] = (int)run;
+    } else if (held == JDMG_UNKNOWN && v->nruns) { /* every run in progress here */
         if (!(d->runs = malloc(sizeof *d->runs * v->nruns))) return -1;
         for (uint32_t i = 0; i < v->nruns; i++)
             if (v->runs[i].planned && (v->runs[i].begun || v->runs[i].n_ev) && !v->runs[i].has_end)

@@ -574,8 +574,10 @@ int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec
     return 0;
 }
 
-int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t len, uint8_t *type,
-                                  uint32_t *run) {
+/* Damage of len bytes at offset that is exactly one record whose header survived (only its
+ * payload or CRC was hit): 1 with its type and run, else 0. */
+static int damaged_header(JournalReader *r, uint64_t offset, uint64_t len, uint8_t *type,
+                          uint32_t *run) {
     uint8_t head[JOURNAL_HEADER_BYTES];
     if (len < JOURNAL_RECORD_OVERHEAD || pread_all(r->fd, head, sizeof head, offset) != 0) return 0;
     if (memcmp(head, MAGIC, 4) != 0 || head[4] < JREC_HEADER || head[4] > JREC_DATA ||
@@ -584,6 +586,13 @@ int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t le
     *type = head[4];
     *run = le_get_u32(head + 5);
     return 1;
+}
+
+JournalDamagedRun journal_reader_damaged_run(JournalReader *r, uint64_t offset, uint64_t len,
+                                             uint32_t n_runs, uint8_t *type, uint32_t *run) {
+    *type = 0;
+    if (!damaged_header(r, offset, len, type, run)) return JDMG_UNKNOWN;
+    return journal_type_of_run(*type) && *run < n_runs ? JDMG_RUN : JDMG_NO_RUN;
 }
 
 void journal_reader_close(JournalReader *r) {

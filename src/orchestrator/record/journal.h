@@ -178,10 +178,13 @@ uint64_t journal_reader_damaged_regions(const JournalReader *r);
 /* Re-reads (pread) and re-validates the record at offset; 0 or -1. Independent of next(). */
 int journal_reader_read_at(JournalReader *r, uint64_t offset, JournalRecord *rec);
 const char *journal_reader_error(const JournalReader *r);
-/* Damage of len bytes at offset that is exactly one record whose header survived (only its
- * payload or CRC was hit): 1 with its type and run, else 0. */
-int journal_reader_damaged_header(JournalReader *r, uint64_t offset, uint64_t len, uint8_t *type,
-                                  uint32_t *run);
+/* Which run a damaged region may have held, the one answer for resume and the view:
+ * JDMG_RUN with *run (one record of a run < n_runs whose header survived), JDMG_NO_RUN (a
+ * record of no run, or of a run the plan does not have), JDMG_UNKNOWN (the header is gone:
+ * any run then in progress). *type: the record's type when its header survived, else 0. */
+typedef enum { JDMG_UNKNOWN = 0, JDMG_RUN, JDMG_NO_RUN } JournalDamagedRun;
+JournalDamagedRun journal_reader_damaged_run(JournalReader *r, uint64_t offset, uint64_t len,
+                                             uint32_t n_runs, uint8_t *type, uint32_t *run);
 void journal_reader_close(JournalReader *r);
 
 /* ---------------- payloads (journal_records.c): appending ---------------- */

@@ -39,13 +39,18 @@ static int note_damage(ResumeState *st, JournalReader *r, uint64_t offset, uint6
     d->length = len;
     uint8_t type;
     uint32_t run;
-    if (journal_reader_damaged_header(r, offset, len, &type, &run)) {
-        d->record_type = type;
-        if (!journal_type_of_run(type) || run >= (uint32_t)st->n_runs)
-            return 0; /* no run's results: a lost PLAN is planned again (sweep.c) */
+    JournalDamagedRun held =
+        journal_reader_damaged_run(r, offset, len, (uint32_t)st->n_runs, &type, &run);
+    d->record_type = type;
+    switch (held) {
+    case JDMG_NO_RUN:
+        return 0; /* no run's results: a lost PLAN is planned again (sweep.c) */
+    case JDMG_RUN:
         if (!(d->runs = malloc(sizeof *d->runs))) return -1;
         d->runs[d->n_runs++] = (int)run;
         return 0;
+    case JDMG_UNKNOWN:
+        break;
     }
     /* unknown: every run in progress here (begun, not ended) */
     if (!(d->runs = malloc(sizeof *d->runs * ((size_t)st->n_runs + 1)))) return -1;
