@@ -8,7 +8,8 @@ steps each):
           `ablate plan` prints the rungs' table;
   report  the report has "Effects against scale" with a row per rung and a trend row whose
           slope is the weighted least squares of its own per-rung table (numpy by hand), the
-          value beyond the ladder labelled extrapolation.
+          value beyond the ladder labelled extrapolation;
+  study_spec  sweeps/micro-ladder-rope.yaml plans the runs and tokens its header states.
 Run one case alone: test_report_ladder.py NAME.
 """
 import math
@@ -110,5 +111,27 @@ def test_report():
     assert t["extrapolated_flops"] > rungs["flops"].max(), t
 
 
+def test_study_spec():
+    """sweeps/micro-ladder-rope.yaml plans, with the runs and the tokens per rung its
+    header states (tokens do not depend on the data: non-embedding parameters)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "sweeps", "micro-ladder-rope.yaml")
+    header = [l for l in open(path) if l.startswith("#")]
+    stated = {}
+    for l in header:
+        f = l[1:].split()
+        if len(f) > 5 and f[0] in ("1", "2", "3") and f[1].startswith("d_model="):
+            stated[(f[1], f[2])] = int(f[5].replace(",", ""))
+    assert len(stated) == 3, header
+    assert any("= 30 runs" in l for l in header), header
+    runs = C.plan_json(path, env={"ABLATE_DATA": C.corpus_path()})
+    assert len(runs) == 30, len(runs)
+    for r in runs:
+        c = r["config"]
+        key = ("d_model=%d" % c["model.d_model"], "n_layer=%d" % c["model.n_layer"])
+        assert r["tokens"] == stated[key], (r["name"], r["tokens"], stated)
+
+
 if __name__ == "__main__":
-    sweeps.main_in_workdir("ladder", FILES, [("plan", test_plan), ("report", test_report)])
+    sweeps.main_in_workdir("ladder", FILES, [("plan", test_plan), ("report", test_report),
+                                             ("study_spec", test_study_spec)])
