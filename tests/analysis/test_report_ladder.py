@@ -6,7 +6,7 @@ steps each):
           steps (non-embedding parameters of the micro block, 12 d_model^2 per layer, counted
           here independently), the same tokens with either position encoding, and
           `ablate plan` prints the rungs' table;
-  report  the report has "Effects against scale" with a row per rung and a trend row whose
+  report  every run trains its rung's tokens; the report has "Effects against scale" with a row per rung and a trend row whose
           slope is the weighted least squares of its own per-rung table (numpy by hand), the
           value beyond the ladder labelled extrapolation;
   study_spec  sweeps/micro-ladder-rope.yaml plans the runs and tokens its header states.
@@ -81,6 +81,13 @@ def sweep():
 
 def test_report():
     import pandas as pd
+    from ablate_analysis.load import load
+    # each run trained exactly the tokens its rung planned
+    planned = {r["name"]: r["tokens"] for r in C.plan_json(spec())}
+    runs = load(sweep()).runs
+    assert len(runs) == len(planned) and (runs["status"] == "done").all(), runs
+    for _, r in runs.iterrows():
+        assert int(r["tokens"]) == planned[r["name"]], (r["name"], r["tokens"])
     outdir = os.path.join(FILES["dir"], "report")
     rc, err = sweeps.report(sweep(), outdir)
     assert rc == 0, err
