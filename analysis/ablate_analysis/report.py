@@ -583,8 +583,10 @@ class Report:
         self.w("The sweep's `ladder:` trains each configuration at %s. Difference = "
                "configuration − baseline at the same rung, paired by seed (95%% t interval). "
                "Trend: weighted least squares of the difference against log10(training "
-               "FLOPs), weights 1/se² (each rung's standard error taken as known), slope per "
-               "decade of compute with its 95%% interval; verdict by the rule of "
+               "FLOPs), weights 1/se², slope per decade of compute with its 95%% interval "
+               "(t on the Welch–Satterthwaite degrees of freedom of the rungs' seeds, *df*); "
+               "χ² far above its dof: the rungs scatter more than their intervals say; "
+               "verdict by the rule of "
                "docs/analysis.md (*changes sign*, *stable*, *grows*, *shrinks*). Fitted values "
                "beyond the largest rung are **extrapolation**." % (
                    "%d rungs" % rungs["rung"].max() if len(rungs) else "several sizes"), "")
@@ -598,11 +600,11 @@ class Report:
                           int(r["n"]), fsigned(r["diff"]), fci(r["lo"], r["hi"])]
                          for _, r in rungs.iterrows()],
                         ["---", "--:", "---", "--:", "--:", "--:", "--:"]))
-        self.w(md_table(["contrast", "rungs", "slope / decade", "95% CI", "χ² (dof)",
+        self.w(md_table(["contrast", "rungs", "slope / decade", "95% CI", "df", "χ² (dof)",
                          "verdict", "why", "fit at largest rung",
                          "extrapolation: fit at %gx its FLOPs" % SC.EXTRAPOLATE_FACTOR],
                         [[r["contrast"], int(r["n_rungs"]), fsigned(r["slope"]),
-                          fci(r["slope_lo"], r["slope_hi"]),
+                          fci(r["slope_lo"], r["slope_hi"]), fnum(r["df_slope"], 1),
                           "%s (%d)" % (fnum(r["chi2"], 2), r["dof"]), "**%s**" % r["verdict"],
                           r["why"], "%s %s" % (fsigned(r["fit_largest"]),
                                                fci(r["fit_largest_lo"], r["fit_largest_hi"])),
@@ -610,7 +612,8 @@ class Report:
                                                      fci(r["extrapolated_lo"],
                                                          r["extrapolated_hi"]))]
                          for _, r in fits.iterrows()],
-                        ["---", "--:", "--:", "--:", "--:", "---", "---", "--:", "--:"]))
+                        ["---", "--:", "--:", "--:", "--:", "--:", "---", "---", "--:",
+                         "--:"]))
         self.csv(rungs, "ladder_rungs.csv")
         self.csv(fits, "ladder_trends.csv")
 

@@ -6,9 +6,13 @@ trend (docs/analysis.md, "Effects against scale", has the rule).
 
 The fit takes each rung's standard error as known (weights 1/se^2, the usual fit of
 measurements with errors): slope and intercept are the generalized least-squares solution
-(X' W X)^-1 X' W y and their covariance is (X' W X)^-1, so the slope's interval is
-slope +- z se_slope with z the normal quantile. chi2 (sum of weighted squared residuals,
-rungs - 2 degrees of freedom) says how well a line describes the rungs.
+(X' W X)^-1 X' W y and their covariance is (X' W X)^-1. Every fitted quantity is a linear
+combination sum g_i y_i of the rungs' differences, with variance sum g_i^2 se_i^2; each
+se_i^2 being estimated from a few seeds (df_i degrees of freedom), its interval uses the
+t quantile on the Welch-Satterthwaite degrees of freedom
+(sum g_i^2 se_i^2)^2 / sum (g_i^2 se_i^2)^2 / df_i (the normal quantile without df).
+chi2 (sum of weighted squared residuals, rungs - 2 degrees of freedom) says how well a line
+describes the rungs.
 """
 
 import math
@@ -24,17 +28,36 @@ from . import stats as S
 EXTRAPOLATE_FACTOR = 10.0
 
 
-def wls(x, y, se, level=S.LEVEL):
+def combination_df(g, se, df):
+    """Welch-Satterthwaite degrees of freedom of sum g_i y_i whose y_i have standard errors
+    se_i estimated on df_i degrees of freedom; inf when df is None (se known)."""
+    if df is None:
+        return math.inf
+    v = (np.asarray(g, float) * np.asarray(se, float)) ** 2
+    den = (v ** 2 / np.asarray(df, float)).sum()
+    return float(v.sum() ** 2 / den) if den > 0 else math.inf
+
+
+def _quantile(level, df):
+    return st.norm.ppf(0.5 + level / 2) if not math.isfinite(df) else \
+        st.t.ppf(0.5 + level / 2, df)
+
+
+def wls(x, y, se, level=S.LEVEL, df=None):
     """Weighted least squares of y on x with weights 1/se^2 (se known). Returns a dict:
-    n, slope, intercept, se_slope, se_intercept, cov (slope, intercept), lo, hi (the
-    slope's interval at level, normal quantile), x_mean and y_mean (weighted), chi2 and
-    dof. NaN entries when fewer than two points with finite se > 0 and distinct x."""
+    n, slope, intercept, se_slope, se_intercept, cov (slope, intercept), df_slope (the
+    slope's Welch-Satterthwaite degrees of freedom from the rungs' df; inf without df),
+    lo, hi (the slope's interval at level: t on df_slope, normal without df), x_mean and
+    y_mean (weighted), chi2 and dof, and for predict() the points kept (xs, ses, dfs). NaN
+    entries when fewer than two points with finite se > 0 and distinct x."""
     x, y, se = (np.asarray(v, dtype=float) for v in (x, y, se))
-    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(se) & (se > 0)
-    x, y, se = x[ok], y[ok], se[ok]
+    d = np.full(len(x), np.inf) if df is None else np.asarray(df, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(se) & (se > 0) & (d > 0)
+    x, y, se, d = x[ok], y[ok], se[ok], d[ok]
     nan = math.nan
     out = dict(n=int(len(x)), slope=nan, intercept=nan, se_slope=nan, se_intercept=nan,
-               cov=nan, lo=nan, hi=nan, x_mean=nan, y_mean=nan, chi2=nan, dof=len(x) - 2)
+               cov=nan, df_slope=nan, lo=nan, hi=nan, x_mean=nan, y_mean=nan, chi2=nan,
+               dof=len(x) - 2, xs=x, ses=se, dfs=None if df is None else d)
     if len(x) < 2:
         return out
     w = 1.0 / se ** 2
@@ -46,10 +69,11 @@ def wls(x, y, se, level=S.LEVEL):
     slope = (w * (x - xm) * (y - ym)).sum() / sxx
     intercept = ym - slope * xm
     se_slope = math.sqrt(1.0 / sxx)
-    z = st.norm.ppf(0.5 + level / 2)
+    df_slope = combination_df(w * (x - xm) / sxx, se, out["dfs"])
+    h = _quantile(level, df_slope) * se_slope
     out.update(slope=float(slope), intercept=float(intercept), se_slope=se_slope,
                se_intercept=math.sqrt(1.0 / sw + xm * xm / sxx), cov=float(-xm / sxx),
-               lo=float(slope - z * se_slope), hi=float(slope + z * se_slope),
+               df_slope=df_slope, lo=float(slope - h), hi=float(slope + h),
                x_mean=float(xm), y_mean=float(ym),
                chi2=float((w * (y - intercept - slope * x) ** 2).sum()))
     return out
@@ -57,12 +81,16 @@ def wls(x, y, se, level=S.LEVEL):
 
 def predict(fit, x0, level=S.LEVEL):
     """The fitted value at x0 with its interval (value, lo, hi), from the fit's
-    covariance: var = var(intercept) + x0^2 var(slope) + 2 x0 cov."""
+    covariance: var = var(intercept) + x0^2 var(slope) + 2 x0 cov, t on its
+    Welch-Satterthwaite degrees of freedom when the fit had the rungs' df."""
     if not math.isfinite(fit["slope"]):
         return math.nan, math.nan, math.nan
     v = fit["intercept"] + fit["slope"] * x0
     var = fit["se_intercept"] ** 2 + x0 * x0 * fit["se_slope"] ** 2 + 2 * x0 * fit["cov"]
-    h = st.norm.ppf(0.5 + level / 2) * math.sqrt(max(var, 0.0))
+    x, se = fit["xs"], fit["ses"]
+    w = 1.0 / se ** 2
+    g = w / w.sum() + (x0 - fit["x_mean"]) * w * (x - fit["x_mean"]) * fit["se_slope"] ** 2
+    h = _quantile(level, combination_df(g, se, fit["dfs"])) * math.sqrt(max(var, 0.0))
     return float(v), float(v - h), float(v + h)
 
 
@@ -123,8 +151,8 @@ def ladder_effects(sw, bmap, col="final_val_loss", level=S.LEVEL):
     """(rungs, fits) for a ladder sweep and its baseline map (configuration -> baseline
     at the same rung), or None without a ladder. rungs: one row per contrast and rung
     (contrast, configuration, baseline, rung, rung_values, flops, log10_flops, n, method,
-    diff, se, lo, hi); fits: one row per contrast (n_rungs, slope, se_slope, slope_lo,
-    slope_hi, chi2, dof, verdict, why, and the fitted difference at the smallest and
+    diff, se, df, lo, hi); fits: one row per contrast (n_rungs, slope, se_slope, df_slope,
+    slope_lo, slope_hi, chi2, dof, verdict, why, and the fitted difference at the smallest and
     largest rung and, as extrapolation, at EXTRAPOLATE_FACTOR times the largest rung's
     FLOPs). A contrast is a configuration's variant and its other axes' values; its rungs
     are ordered by training FLOPs (the mean over both arms' valid runs of FLOPs a token x
@@ -158,10 +186,11 @@ def ladder_effects(sw, bmap, col="final_val_loss", level=S.LEVEL):
                          rung_values=" ".join("%s=%s" % (A.label_of(c), rc[c]) for c in lad),
                          flops=flops, log10_flops=math.log10(flops) if flops > 0 else math.nan,
                          n=res["n"], method=res["method"], diff=res["diff"], se=res["se"],
-                         lo=res["lo"], hi=res["hi"]))
+                         df=res["df"], lo=res["lo"], hi=res["hi"]))
     rcols = ["contrast", "configuration", "baseline", "rung", "rung_values", "flops",
-             "log10_flops", "n", "method", "diff", "se", "lo", "hi"]
-    fcols = ["contrast", "n_rungs", "slope", "se_slope", "slope_lo", "slope_hi", "chi2",
+             "log10_flops", "n", "method", "diff", "se", "df", "lo", "hi"]
+    fcols = ["contrast", "n_rungs", "slope", "se_slope", "df_slope", "slope_lo", "slope_hi",
+             "chi2",
              "dof", "verdict", "why", "fit_smallest", "fit_smallest_lo", "fit_smallest_hi",
              "fit_largest", "fit_largest_lo", "fit_largest_hi", "extrapolated_flops",
              "extrapolated", "extrapolated_lo", "extrapolated_hi"]
@@ -172,7 +201,7 @@ def ladder_effects(sw, bmap, col="final_val_loss", level=S.LEVEL):
     r = r[rcols].reset_index(drop=True)
     fits = []
     for name, g in r.groupby("contrast", sort=False):
-        fit = wls(g["log10_flops"], g["diff"], g["se"], level)
+        fit = wls(g["log10_flops"], g["diff"], g["se"], level, df=g["df"])
         x_min, x_max = float(g["log10_flops"].min()), float(g["log10_flops"].max())
         verdict, why = trend_verdict(g["lo"], g["hi"], fit, x_min, x_max)
         x_ex = x_max + math.log10(EXTRAPOLATE_FACTOR)
@@ -180,7 +209,8 @@ def ladder_effects(sw, bmap, col="final_val_loss", level=S.LEVEL):
         e, el, eu = predict(fit, x_max, level)
         x, xl, xu = predict(fit, x_ex, level)
         fits.append(dict(contrast=name, n_rungs=fit["n"], slope=fit["slope"],
-                         se_slope=fit["se_slope"], slope_lo=fit["lo"], slope_hi=fit["hi"],
+                         se_slope=fit["se_slope"], df_slope=fit["df_slope"],
+                         slope_lo=fit["lo"], slope_hi=fit["hi"],
                          chi2=fit["chi2"], dof=fit["dof"], verdict=verdict, why=why,
                          fit_smallest=s, fit_smallest_lo=l_, fit_smallest_hi=u,
                          fit_largest=e, fit_largest_lo=el, fit_largest_hi=eu,

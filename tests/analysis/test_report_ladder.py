@@ -115,6 +115,14 @@ def test_report():
     beta = cov @ X.T @ W @ y
     assert abs(t["slope"] - beta[1]) <= 1e-6 * max(1, abs(beta[1])), (t["slope"], beta)
     assert abs(t["se_slope"] - math.sqrt(cov[1, 1])) <= 1e-6 * math.sqrt(cov[1, 1])
+    # its interval: t on the Welch-Satterthwaite df of the slope's combination of the rungs
+    from scipy import stats as st
+    w = 1 / se ** 2
+    xm = np.sum(w * x) / np.sum(w)
+    v = (w * (x - xm) * cov[1, 1]) ** 2 * se ** 2
+    nu = v.sum() ** 2 / np.sum(v ** 2 / rungs["df"].to_numpy(float))
+    h = st.t.ppf(0.975, nu) * math.sqrt(cov[1, 1])
+    assert abs(t["slope_lo"] - (beta[1] - h)) <= 1e-6 * max(1, h), (t["slope_lo"], beta[1] - h)
     assert t["extrapolated_flops"] > rungs["flops"].max(), t
 
 

@@ -1,7 +1,8 @@
 """ablate_analysis.scaling (effects against scale, a ladder: sweep) against computations by
 hand: the trend fit is weighted least squares, solved here with numpy as (X' W X)^-1 X' W y
 with covariance (X' W X)^-1, and also checked against numpy.polyfit's weighted fit; the
-fitted value's interval from that covariance; the trend verdicts of docs/analysis.md on
+fitted value's interval from that covariance; with the rungs' degrees of freedom, t on the
+Welch-Satterthwaite df of each combination; the trend verdicts of docs/analysis.md on
 constructed rungs."""
 import math
 import os
@@ -61,6 +62,40 @@ def test_wls_by_hand():
         close(v - lo, hi - v, what="symmetric")
 
 
+def test_wls_seeds_df():
+    """With each rung's degrees of freedom (seeds - 1), the slope's and a fitted value's
+    intervals use t on the Welch-Satterthwaite df of that linear combination, by hand."""
+    x = np.array([13.0, 14.0, 15.5])
+    se = np.array([0.01, 0.004, 0.006])
+    y = np.array([-0.02, -0.025, -0.035])
+    df = np.array([4.0, 1.0, 9.0])
+    fit = SC.wls(x, y, se, df=df)
+    beta, cov = by_hand(x, y, se)
+    close(fit["slope"], beta[1], what="slope")
+    w = 1 / se ** 2
+    xm = np.sum(w * x) / np.sum(w)
+    c = w * (x - xm) / np.sum(w * (x - xm) ** 2)  # slope = sum c_i y_i
+    close(float(c @ y), beta[1], what="slope as a combination")
+    v = c ** 2 * se ** 2
+    nu = v.sum() ** 2 / np.sum(v ** 2 / df)
+    close(fit["df_slope"], nu, what="df")
+    h = st.t.ppf(0.975, nu) * math.sqrt(cov[1, 1])
+    close(fit["lo"], beta[1] - h, what="lo")
+    close(fit["hi"], beta[1] + h, what="hi")
+    assert 1 <= nu <= df.sum() + 1e-9 and h > 1.96 * math.sqrt(cov[1, 1])
+    x0 = 16.5
+    g = np.array([1.0, x0])
+    gy = np.linalg.solve(np.column_stack([np.ones_like(x), x]).T @ np.diag(w) @
+                         np.column_stack([np.ones_like(x), x]),
+                         g)  # prediction = gy' X' W y: its weights on y
+    a = (np.column_stack([np.ones_like(x), x]) @ gy) * w
+    close(float(a @ y), float(g @ beta), what="prediction as a combination")
+    va = a ** 2 * se ** 2
+    nu0 = va.sum() ** 2 / np.sum(va ** 2 / df)
+    val, lo, hi = SC.predict(fit, x0)
+    close(hi - val, st.t.ppf(0.975, nu0) * math.sqrt(float(g @ cov @ g)), what="pred width")
+
+
 def X_line(x, beta):
     return beta[0] + beta[1] * x
 
@@ -101,5 +136,5 @@ def test_verdicts():
 
 
 if __name__ == "__main__":
-    C.main([("wls_by_hand", test_wls_by_hand), ("wls_degenerate", test_wls_degenerate),
-            ("verdicts", test_verdicts)])
+    C.main([("wls_by_hand", test_wls_by_hand), ("wls_seeds_df", test_wls_seeds_df),
+            ("wls_degenerate", test_wls_degenerate), ("verdicts", test_verdicts)])
