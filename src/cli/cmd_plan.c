@@ -62,7 +62,7 @@ static void print_ladder(const Plan *plan, const PlanCost *cost) {
     if (s->base.train.tokens_per_param > 0)
         printf("; train.tokens_per_param %g (tokens per non-embedding parameter)",
                s->base.train.tokens_per_param);
-    printf("\n%-5s %-32s %14s %12s %12s %12s %6s %10s\n", "rung", "values", "non-emb params",
+    printf("\n%-5s %-32s %14s %16s %12s %12s %6s %10s\n", "rung", "values", "non-emb params",
            "params", "tokens", "PFLOP/run", "runs", "PFLOP");
     for (int p = 0; p < ax->n_points; p++) {
         char values[256] = "";
@@ -94,7 +94,7 @@ static void print_ladder(const Plan *plan, const PlanCost *cost) {
         snprintf(pr, sizeof pr, lo[0] == hi[0] ? "%ld" : "%ld-%ld", lo[0], hi[0]);
         snprintf(tr, sizeof tr, lo[1] == hi[1] ? "%ld" : "%ld-%ld", lo[1], hi[1]);
         snprintf(fr, sizeof fr, flo == fhi ? "%.4g" : "%.3g-%.3g", flo / 1e15, fhi / 1e15);
-        printf("%-5d %-32s %14ld %12s %12s %12s %6d %10.4g\n", p + 1, values, nonemb, pr, tr, fr,
+        printf("%-5d %-32s %14ld %16s %12s %12s %6d %10.4g\n", p + 1, values, nonemb, pr, tr, fr,
                runs, total / 1e15);
     }
 }
