@@ -403,10 +403,12 @@ TEST(calibrate_errors) {
 TEST(errors) {
     /* a spec that is not a mapping, an unknown top-level key: every top-level key named
      * (description and replicate were once missing from that list) */
-    EXPECT_ERROR("- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
-                 "data, base, grid, variants, seeds, description and replicate; got a list");
+    EXPECT_ERROR(
+        "- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
+        "data, base, grid, variants, seeds, description, replicate and ladder; got a list");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
-                 "t.yaml:2:1: ", "unknown key 'zzzzqqq'", "seeds, description or replicate)");
+                 "t.yaml:2:1: ", "unknown key 'zzzzqqq'",
+                 "seeds, description, replicate or ladder)");
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -1203,11 +1205,11 @@ TEST(key_lists) {
     char fmt[1024];
     spec_error("- %s\n", "base");
     EXPECT_KEYS(listed_keys("mapping with keys ", "; got"),
-                "data base grid variants seeds description replicate");
+                "data base grid variants seeds description replicate ladder");
     expect_accepted(__LINE__, "%s: {}\n", listed_keys("mapping with keys ", "; got"));
     spec_error("zzzzqqq: %s\n", "1");
     EXPECT_KEYS(listed_keys("(expected ", ")"),
-                "data base grid variants seeds description replicate");
+                "data base grid variants seeds description replicate ladder");
 
     snprintf(fmt, sizeof fmt, "%sreplicate: %%s\n", rep);
     spec_error(fmt, "5");
@@ -1410,6 +1412,99 @@ TEST(max_runs_env) {
     unsetenv("ABLATE_MAX_RUNS");
     char err[ABL_ERR_MAX];
     CHECK(plan_max_runs(err) == PLAN_MAX_RUNS_DEFAULT);
+}
+
+/* ladder: a zip axis of sizes after the grid's axes, and train.tokens_per_param: tokens =
+ * tokens_per_param x non-embedding parameters, rounded up to whole steps (docs/spec.md). */
+TEST(ladder) {
+    const char *y = "data: {path: \"@DATA@\"}\n"
+                    "base: {train: {batch_size: 4}}\n"
+                    "grid:\n"
+                    "  model.activation: [gelu, relu]\n"
+                    "ladder:\n"
+                    "  rungs: {model.d_model: [16, 32, 64], model.n_layer: [1, 1, 2]}\n"
+                    "  tokens_per_param: 2.5\n"
+                    "variants:\n"
+                    "  baseline: {}\n"
+                    "  rope: {model.position: rope}\n"
+                    "seeds: 2\n";
+    Spec s;
+    Plan p;
+    g_cost = 1;
+    CHECK_MSG(load_plan(y, NULL, 0, &s, &p) == 0, "%s", g_err);
+    g_cost = 0;
+    CHECK(s.ladder && s.ladder_axis == 1 && s.n_axes == 2 && s.axes[1].zip);
+    CHECK(s.base.train.tokens_per_param == 2.5 && s.base.train.steps == 0);
+    CHECK(p.n_runs == 2 * 2 * 3 * 2);
+    if (p.n_runs == 24) {
+        CHECK(!strcmp(p.runs[0].name, "baseline/activation=gelu/d_model=16/n_layer=1/seed0"));
+        CHECK(!strcmp(p.runs[23].name, "rope/activation=relu/d_model=64/n_layer=2/seed1"));
+        PlanCost *cost = plan_cost_compute(&p, g_err);
+        CHECK_MSG(cost != NULL, "%s", g_err);
+        for (int i = 0; cost && i < p.n_runs; i++) {
+            RunConfig c;
+            plan_cost_config(&p, cost, i, &c);
+            long per_step = 4L * c.model.context;
+            double n = (double)model_nonembedding_param_count(&c.model);
+            long want = (long)ceil(2.5 * n / (double)per_step) * per_step;
+            CHECK_MSG(cost[i].c.tokens == want, "%s: %ld tokens, want %ld", p.runs[i].name,
+                      cost[i].c.tokens, want);
+            /* the same rung trains the same tokens with either position encoding */
+            if (i >= 12) CHECK(cost[i].c.tokens == cost[i - 12].c.tokens);
+            if (i >= 12) CHECK(cost[i].c.params < cost[i - 12].c.params);
+        }
+        /* tokens grow with the rung's size */
+        CHECK(cost && cost[0].c.tokens < cost[2].c.tokens && cost[2].c.tokens < cost[4].c.tokens);
+        free(cost);
+    }
+    done(&s, &p);
+    /* the knob alone, as any budget */
+    const char *k = "data: {path: \"@DATA@\"}\n"
+                    "base: {train: {tokens_per_param: 1}}\n";
+    CHECK_MSG(load_plan(k, NULL, 0, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 1 && p.runs[0].cfg.train.steps == 0 &&
+          p.runs[0].cfg.train.tokens_per_param == 1);
+    CHECK(run_config_total_steps(&p.runs[0].cfg) ==
+          (long)ceil((double)model_nonembedding_param_count(&p.runs[0].cfg.model) /
+                     (32.0 * p.runs[0].cfg.model.context)));
+    done(&s, &p);
+
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rung: {model.d_model: [16, 32]}}\n",
+                 NULL, 0, "t.yaml:2:10: ", "unknown key 'ladder.rung'", "'ladder.rungs'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {tokens_per_param: 20}\n",
+                 NULL, 0, "t.yaml:2:1: ", "ladder.rungs is required");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: [16, 32]\n",
+                 NULL, 0, "t.yaml:2:9: ", "ladder: expected a mapping");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16]}}\n",
+                 NULL, 0, "t.yaml:2:33: ", "at least two rungs");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32], model.n_layer: [1]}}\n",
+                 NULL, 0, "t.yaml:2:", "at least two rungs");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32], model.n_layer: [1, 2, 3]}}\n",
+                 NULL, 0, "t.yaml:2:58: ", "same length");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid: {model.d_model: [16, 32]}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32]}}\n",
+                 NULL, 0, "t.yaml:3:18: ", "already a grid axis");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32]}}\n"
+                 "variants: {wide: {model.d_model: 64}}\n",
+                 NULL, 0, "t.yaml:3:19: ", "grid axis");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "base: {train: {steps: 10}}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32]}, tokens_per_param: 20}\n",
+                 NULL, 0, "t.yaml:3:44: ", "train.steps is set too (line 2)");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32]}, tokens_per_param: -1}\n",
+                 NULL, 0, "t.yaml:2:62: ", "ladder.tokens_per_param", "above 0");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "ladder: {rungs: {model.d_model: [16, 32]}, tokens_per_param: many}\n",
+                 NULL, 0, "t.yaml:2:62: ", "ladder.tokens_per_param", "expected a number");
 }
 
 int main(int argc, char **argv) {

@@ -18,6 +18,7 @@ import pandas as pd
 from . import analyze as A
 from . import figures as F
 from . import page as P
+from . import scaling as SC
 from . import stats as S
 from .load import SweepFileError, load
 from .text import Md, md_code, md_prose, md_text, term_text, text_lines
@@ -571,6 +572,51 @@ class Report:
                           fci(r["lo"], r["hi"])] for _, r in m.iterrows()]))
         self.csv(m, "marginals.csv")
 
+    def scale(self):
+        """A ladder: sweep: each contrast's difference at each rung and its trend against
+        log10(training FLOPs) (scaling.py; the rule in docs/analysis.md)."""
+        got = SC.ladder_effects(self.sw, self.bmap or {})
+        if got is None:
+            return
+        rungs, fits = got
+        self.w("## Effects against scale", "")
+        self.w("The sweep's `ladder:` trains each configuration at %s. Difference = "
+               "configuration − baseline at the same rung, paired by seed (95%% t interval). "
+               "Trend: weighted least squares of the difference against log10(training "
+               "FLOPs), weights 1/se², slope per decade of compute with its 95%% interval "
+               "(t on the Welch–Satterthwaite degrees of freedom of the rungs' seeds, *df*); "
+               "χ² far above its dof: the rungs scatter more than their intervals say; "
+               "verdict by the rule of "
+               "docs/analysis.md (*changes sign*, *stable*, *grows*, *shrinks*). Fitted values "
+               "beyond the largest rung are **extrapolation**." % (
+                   "%d rungs" % rungs["rung"].max() if len(rungs) else "several sizes"), "")
+        if not len(rungs):
+            self.w("No ladder contrasts yet: no configuration and its baseline at the same "
+                   "rung both have valid runs.", "")
+            return
+        self.w(md_table(["contrast", "rung", "values", "training FLOPs", "n", "difference",
+                         "95% CI"],
+                        [[r["contrast"], int(r["rung"]), r["rung_values"], fsig(r["flops"]),
+                          int(r["n"]), fsigned(r["diff"]), fci(r["lo"], r["hi"])]
+                         for _, r in rungs.iterrows()],
+                        ["---", "--:", "---", "--:", "--:", "--:", "--:"]))
+        self.w(md_table(["contrast", "rungs", "slope / decade", "95% CI", "df", "χ² (dof)",
+                         "verdict", "why", "fit at largest rung",
+                         "extrapolation: fit at %gx its FLOPs" % SC.EXTRAPOLATE_FACTOR],
+                        [[r["contrast"], int(r["n_rungs"]), fsigned(r["slope"]),
+                          fci(r["slope_lo"], r["slope_hi"]), fnum(r["df_slope"], 1),
+                          "%s (%d)" % (fnum(r["chi2"], 2), r["dof"]), "**%s**" % r["verdict"],
+                          r["why"], "%s %s" % (fsigned(r["fit_largest"]),
+                                               fci(r["fit_largest_lo"], r["fit_largest_hi"])),
+                          "%s %s (extrapolation)" % (fsigned(r["extrapolated"]),
+                                                     fci(r["extrapolated_lo"],
+                                                         r["extrapolated_hi"]))]
+                         for _, r in fits.iterrows()],
+                        ["---", "--:", "--:", "--:", "--:", "--:", "---", "---", "--:",
+                         "--:"]))
+        self.csv(rungs, "ladder_rungs.csv")
+        self.csv(fits, "ladder_trends.csv")
+
     def seed_spread(self):
         """Where the sweep crosses model.init_seed with train.data_seed: how much of the
         seed-to-seed spread is the initialisation and how much the data order."""
@@ -709,6 +755,7 @@ class Report:
         self.overview()
         self.per_config()
         self.grids()
+        self.scale()
         self.seed_spread()
         self.budgets()
         self.figures()

@@ -50,6 +50,55 @@ static void print_calibration(const Plan *plan, const PlanCost *cost) {
            CALIB_WARMUP_STEPS, seconds);
 }
 
+/* A ladder: (docs/spec.md): per rung, its values, the non-embedding parameters a
+ * train.tokens_per_param budget counts, and the range over the rung's runs (variants may
+ * differ in size) of parameters, training tokens and FLOPs, with the rung's total. */
+static void print_ladder(const Plan *plan, const PlanCost *cost) {
+    const Spec *s = plan->spec;
+    const SpecAxis *ax = &s->axes[s->ladder_axis];
+    printf("ladder: %d rungs of", ax->n_points);
+    for (int j = 0; j < ax->n_keys; j++)
+        printf("%s %s", j ? "," : "", ax->cells[j].knob->name);
+    if (s->base.train.tokens_per_param > 0)
+        printf("; train.tokens_per_param %g (tokens per non-embedding parameter)",
+               s->base.train.tokens_per_param);
+    printf("\n%-5s %-32s %14s %16s %12s %12s %6s %10s\n", "rung", "values", "non-emb params",
+           "params", "tokens", "PFLOP/run", "runs", "PFLOP");
+    for (int p = 0; p < ax->n_points; p++) {
+        char values[256] = "";
+        size_t len = 0;
+        for (int j = 0; j < ax->n_keys && len < sizeof values; j++) {
+            const SpecAssign *c = &ax->cells[p * ax->n_keys + j];
+            const char *dot = strrchr(c->knob->name, '.');
+            len += (size_t)snprintf(values + len, sizeof values - len, "%s%s=%s", j ? " " : "",
+                                    dot ? dot + 1 : c->knob->name, c->text);
+        }
+        long lo[2] = {-1, -1}, hi[2] = {-1, -1}, nonemb = -1;
+        double flo = -1, fhi = -1, total = 0;
+        int runs = 0;
+        for (int i = 0; i < plan->n_runs; i++) {
+            if (plan->runs[i].point[s->ladder_axis] != p) continue;
+            const RunCost *c = &cost[i].c;
+            long v[2] = {c->params, c->tokens};
+            for (int k = 0; k < 2; k++) {
+                if (lo[k] < 0 || v[k] < lo[k]) lo[k] = v[k];
+                if (v[k] > hi[k]) hi[k] = v[k];
+            }
+            if (flo < 0 || c->flops < flo) flo = c->flops;
+            if (c->flops > fhi) fhi = c->flops;
+            if (!runs) nonemb = (long)model_nonembedding_param_count(&plan->runs[i].cfg.model);
+            total += c->flops;
+            runs++;
+        }
+        char pr[48], tr[48], fr[48];
+        snprintf(pr, sizeof pr, lo[0] == hi[0] ? "%ld" : "%ld-%ld", lo[0], hi[0]);
+        snprintf(tr, sizeof tr, lo[1] == hi[1] ? "%ld" : "%ld-%ld", lo[1], hi[1]);
+        snprintf(fr, sizeof fr, flo == fhi ? "%.4g" : "%.3g-%.3g", flo / 1e15, fhi / 1e15);
+        printf("%-5d %-32s %14ld %16s %12s %12s %6d %10.4g\n", p + 1, values, nonemb, pr, tr, fr,
+               runs, total / 1e15);
+    }
+}
+
 /* The identity of run i's data as planning loaded it (the key data_guard.h uses: path,
  * tokenizer, val_fraction); NULL if none matches. */
 static const DataIdentity *run_identity(const RunConfig *c, const DataIdentity *ids, int n) {
@@ -191,6 +240,7 @@ int cmd_plan(int argc, char **argv) {
                "seconds)\nthe largest run needs about %s of memory; the limit per run is %s (%s)\n",
                plan.n_runs, plan.n_excluded, total_tokens, total_flops / 1e15,
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
+        if (spec.ladder) print_ladder(&plan, cost);
         if (spec.replicate.on) print_replicate(&plan, cost);
         print_calibration(&plan, cost);
     }

@@ -223,6 +223,12 @@ size_t model_param_count(const ModelConfig *c) {
     return gpt_tensor_table(c, t);
 }
 
+size_t model_nonembedding_param_count(const ModelConfig *c) {
+    TensorInfo t[T_COUNT];
+    size_t all = gpt_tensor_table(c, t);
+    return all - t[T_WTE].size - t[T_WPE].size - t[T_LM_HEAD].size;
+}
+
 size_t model_active_param_count(const ModelConfig *c) {
     size_t ff = (size_t)model_expert_ff(c), C = (size_t)c->d_model;
     size_t expert =

@@ -120,6 +120,11 @@ int model_is_moh(const ModelConfig *c); /* moh_top_k > 0 */
 
 /* Number of trainable parameters. */
 size_t model_param_count(const ModelConfig *c);
+/* Parameters outside the token embedding, the learned position embedding and the untied
+ * lm_head (Kaplan et al.'s N): the same for configurations that differ only in position
+ * encoding, and independent of the vocabulary. The budget train.tokens_per_param counts
+ * these. */
+size_t model_nonembedding_param_count(const ModelConfig *c);
 /* Parameters one token uses: all of them but the (E - k) experts of each MoE block it is
  * not routed to (the router counts). Equal to model_param_count for a dense model. */
 size_t model_active_param_count(const ModelConfig *c);

@@ -93,6 +93,9 @@ const Knob knob_table[] = {
     NUM("train.flops", FT_DOUBLE, train.flops, "FLOPs",
         "budget: training FLOPs (the plan's FLOPs a token x tokens, active ones for a "
         "mixture), rounded up to whole steps"),
+    NUM("train.tokens_per_param", FT_DOUBLE, train.tokens_per_param, "tokens/param",
+        "budget: training tokens per non-embedding parameter (all but the token and position "
+        "embeddings and the untied lm_head), rounded up to whole steps"),
     NUM("train.calibrate", FT_INT, train.calibrate, "trials",
         "calibrated fixed time: timing trials per configuration before the sweep; each run "
         "then trains round(median tokens/s x train.seconds / tokens per step) steps (0 = off)"),

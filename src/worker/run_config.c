@@ -43,12 +43,13 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
     if (m.vocab_size == 0) m.vocab_size = 256; /* not known until the data is read */
     if (model_config_validate(&m, err) != 0) return -1;
     const TrainConfig *t = &c->train;
-    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0 || t->flops < 0)
+    if (t->steps < 0 || t->tokens < 0 || t->seconds < 0 || t->flops < 0 || t->tokens_per_param < 0)
         ABL_FAIL("train budgets must be positive");
-    int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0) + (t->flops > 0);
+    int budgets = (t->steps > 0) + (t->tokens > 0) + (t->seconds > 0) + (t->flops > 0) +
+                  (t->tokens_per_param > 0);
     if (budgets != 1)
-        ABL_FAIL("exactly one of train.steps, train.tokens, train.seconds, train.flops must be "
-                 "set (%d are)",
+        ABL_FAIL("exactly one of train.steps, train.tokens, train.seconds, train.flops, "
+                 "train.tokens_per_param must be set (%d are)",
                  budgets);
     if (!(t->lr > 0)) ABL_FAIL("train.lr must be positive (got %g)", t->lr);
     if (!(t->beta1 >= 0 && t->beta1 < 1))
@@ -80,6 +81,14 @@ int run_config_validate(const RunConfig *c, char err[ABL_ERR_MAX]) {
         if (!isfinite(t->flops) || steps < 1 || steps > LONG_MAX / per_step)
             ABL_FAIL("train.flops %g at %.6g FLOPs a token is %s training tokens", t->flops,
                      model_flops_per_token(&m), steps < 1 ? "not a count of" : "more than 2^63-1");
+    }
+    if (t->tokens_per_param > 0) {
+        long steps = run_config_total_steps(c);
+        if (!isfinite(t->tokens_per_param) || steps < 1 || steps > LONG_MAX / per_step)
+            ABL_FAIL("train.tokens_per_param %g x %zu non-embedding parameters is %s training "
+                     "tokens",
+                     t->tokens_per_param, model_nonembedding_param_count(&m),
+                     steps < 1 ? "not a count of" : "more than 2^63-1");
     }
     if (t->calibrate < 0) ABL_FAIL("train.calibrate must be >= 0 (got %d; 0 = off)", t->calibrate);
     if (t->calibrate > 0 && !(t->seconds > 0))
@@ -130,6 +139,13 @@ long run_config_total_steps(const RunConfig *c) {
         double per_step = model_flops_per_token(&c->model) * t->batch_size * c->model.context;
         if (c->model.vocab_size <= 0 || !(per_step > 0)) return -1;
         double steps = ceil(t->flops / per_step);
+        return steps >= 9.2e18 ? LONG_MAX : (long)steps;
+    }
+    if (t->tokens_per_param > 0) { /* non-embedding parameters: no vocabulary needed */
+        double per_step = (double)t->batch_size * c->model.context;
+        if (!(per_step > 0)) return -1;
+        double steps = ceil(t->tokens_per_param *
+                            (double)model_nonembedding_param_count(&c->model) / per_step);
         return steps >= 9.2e18 ? LONG_MAX : (long)steps;
     }
     if (t->tokens > 0) {

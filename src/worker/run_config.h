@@ -30,6 +30,10 @@ typedef struct {
     /* training FLOPs (model_flops_per_token x tokens: active FLOPs for a mixture), rounded
      * up to whole steps: configurations of other sizes compared at equal compute */
     double flops;
+    /* training tokens per non-embedding parameter (model_nonembedding_param_count),
+     * rounded up to whole steps: a budget that scales with the model, for a ladder of
+     * sizes (docs/spec.md, "ladder") */
+    double tokens_per_param;
     /* Calibrated fixed time (docs/spec.md): with seconds > 0 and calibrate = K > 0, a sweep
      * first times K short trials of the configuration (calibrate_steps steps each after
      * CALIB_WARMUP_STEPS), then trains it for calibrated_steps = round(median tokens/s x

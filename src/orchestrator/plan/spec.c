@@ -31,8 +31,8 @@ int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...) {
     return -1;
 }
 
-static const char *const budget_knobs[SPEC_BUDGETS] = {"train.steps", "train.tokens",
-                                                       "train.seconds", "train.flops"};
+static const char *const budget_knobs[SPEC_BUDGETS] = {
+    "train.steps", "train.tokens", "train.seconds", "train.flops", "train.tokens_per_param"};
 
 int spec_budget_index(const Knob *k) {
     for (int b = 0; b < SPEC_BUDGETS; b++)
@@ -53,6 +53,7 @@ void spec_resolve_budgets(RunConfig *c, const int set[SPEC_BUDGETS]) {
     if (!set[1]) c->train.tokens = 0;
     if (!set[2]) c->train.seconds = 0;
     if (!set[3]) c->train.flops = 0;
+    if (!set[4]) c->train.tokens_per_param = 0;
 }
 
 /* ---- ${VAR} expansion ---- */
@@ -171,9 +172,10 @@ typedef struct {
     const char *name, *value;
 } SpecKey;
 
-static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},  {"grid", NULL},
-                                   {"variants", NULL},  {"seeds", NULL}, {"description", NULL},
-                                   {"replicate", NULL}, {NULL, NULL}};
+static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},   {"grid", NULL},
+                                   {"variants", NULL},  {"seeds", NULL},  {"description", NULL},
+                                   {"replicate", NULL}, {"ladder", NULL}, {NULL, NULL}};
+static const SpecKey ladder_keys[] = {{"rungs", NULL}, {"tokens_per_param", NULL}, {NULL, NULL}};
 static const SpecKey rep_keys_list[] = {{"seeds", NULL}, {"resolve", NULL}, {"looks", NULL},
                                         {"alpha", NULL}, {"budget", NULL},  {"baseline", NULL},
                                         {NULL, NULL}};
@@ -486,6 +488,67 @@ static int parse_grid(Load *L, const YNode *grid) {
         }
     }
     return exclude ? parse_excludes(L, exclude) : 0;
+}
+
+/* ladder: a zip axis of model sizes (rungs) planned like any other axis, and optionally the
+ * budget rule train.tokens_per_param set on the base (docs/spec.md, "ladder"). */
+static int parse_ladder(Load *L, const YNode *key, const YNode *v) {
+    Spec *s = L->s;
+    char words[96];
+    if (v->type != YNODE_MAP)
+        return spec_fail(L->err, mark_of(s, v), "ladder: expected a mapping with %s; got %s",
+                         key_list(words, sizeof words, ladder_keys, " and "), ydoc_kind(v));
+    for (int i = 0; i < v->n; i++) {
+        if (key_known(v->keys[i]->text, ladder_keys)) continue;
+        const char *guess = closest(v->keys[i]->text, ladder_keys);
+        if (guess)
+            return spec_fail(L->err, mark_of(s, v->keys[i]),
+                             "unknown key 'ladder.%s' (did you mean 'ladder.%s'?)",
+                             v->keys[i]->text, guess);
+        return spec_fail(L->err, mark_of(s, v->keys[i]), "unknown key 'ladder.%s' (expected %s)",
+                         v->keys[i]->text, key_list(words, sizeof words, ladder_keys, " or "));
+    }
+    const YNode *rk = NULL, *rungs = ydoc_get(v, "rungs", &rk);
+    if (!rungs)
+        return spec_fail(L->err, mark_of(s, key),
+                         "ladder.rungs is required: a mapping of knob: [one value per rung], "
+                         "e.g. {model.d_model: [32, 64, 128], model.n_layer: [1, 2, 3]}");
+    if (rungs->type != YNODE_MAP || rungs->n == 0)
+        return spec_fail(L->err, mark_of(s, rungs),
+                         "ladder.rungs: expected a mapping of knob: [one value per rung], got %s",
+                         ydoc_kind(rungs));
+    for (int i = 0; i < rungs->n; i++)
+        if (rungs->items[i]->type == YNODE_SEQ && rungs->items[i]->n == 1)
+            return spec_fail(L->err, mark_of(s, rungs->items[i]),
+                             "ladder.rungs: %s has one value; a ladder needs at least two rungs "
+                             "to fit a trend",
+                             rungs->keys[i]->text);
+    if (add_axis(L, rungs, 0, rungs->n, 1, rk) != 0) return -1;
+    s->ladder = 1;
+    s->ladder_axis = s->n_axes - 1;
+    s->ladder_mark = mark_of(s, key);
+    const YNode *tk = NULL, *tpp = ydoc_get(v, "tokens_per_param", &tk);
+    if (!tpp) return 0;
+    const Knob *k = knob_find("train.tokens_per_param");
+    for (int i = 0; i < knob_count; i++)
+        if (L->explicit_[i] && spec_is_budget(&knob_table[i]))
+            return spec_fail(L->err, mark_of(s, tk),
+                             "ladder.tokens_per_param sets the budget, but %s is set too (line "
+                             "%d): remove one of them",
+                             knob_table[i].name, s->base_src[i].line);
+    char *text = value_text(L, tpp, "ladder.tokens_per_param");
+    if (!text) return -1;
+    char msg[ABL_ERR_MAX];
+    int rc = knob_set(&s->base, k, text, msg);
+    double x = s->base.train.tokens_per_param;
+    free(text);
+    if (rc != 0) return spec_fail(L->err, mark_of(s, tpp), "ladder.tokens_per_param: %s", msg);
+    if (!(x > 0))
+        return spec_fail(L->err, mark_of(s, tpp),
+                         "ladder.tokens_per_param: expected a number above 0, got %g", x);
+    s->base_src[kidx(k)] = mark_of(s, tpp);
+    L->explicit_[kidx(k)] = 1;
+    return 0;
 }
 
 static int valid_variant_name(const char *n) {
@@ -928,6 +991,7 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
         if (apply_base_map(L, base, "", "base") != 0) return -1;
     }
     if ((v = ydoc_get(root, "grid", NULL)) && parse_grid(L, v) != 0) return -1;
+    if ((v = ydoc_get(root, "ladder", &key)) && parse_ladder(L, key, v) != 0) return -1;
     if ((v = ydoc_get(root, "variants", NULL)) && parse_variants(L, v) != 0) return -1;
     const YNode *rep_key = NULL, *rep = ydoc_get(root, "replicate", &rep_key);
     if (rep && (v = ydoc_get(root, "seeds", &key)))

@@ -100,6 +100,10 @@ typedef struct {
     uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
     SpecMark seeds_mark;
     SpecReplicate replicate; /* .on = 0 without a replicate: section */
+    /* ladder: (docs/spec.md): a zip axis of model sizes, placed after the grid's axes */
+    int ladder;           /* a ladder: section was given */
+    int ladder_axis;      /* its index in axes (valid when ladder) */
+    SpecMark ladder_mark; /* of the ladder key */
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the
@@ -123,8 +127,8 @@ char *spec_expand(const char *text, char err[ABL_ERR_MAX]);
 int spec_fail(char err[ABL_ERR_MAX], SpecMark m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The exclusive budgets, in this order: train.steps, train.tokens, train.seconds,
- * train.flops. */
-#define SPEC_BUDGETS 4
+ * train.flops, train.tokens_per_param. */
+#define SPEC_BUDGETS 5
 /* k's index among the budgets, or -1 when k is none. */
 int spec_budget_index(const Knob *k);
 int spec_is_budget(const Knob *k);
