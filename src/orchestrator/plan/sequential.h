@@ -7,22 +7,24 @@
  * over every look and every contrast (family-wise level alpha). From it:
  *   excludes 0, Δ < 0          better   (lower loss)
  *   excludes 0, Δ > 0          worse
- *   inside (-delta, +delta)    equivalent within ±delta
+ *   its TOST one inside ±delta equivalent within ±delta (the TOST interval: below)
  *   otherwise                  open (unresolved at the last look)
  * The interval is not the symmetric t interval: it is inverted from Hall's (1992)
- * skewness-removing transformation of the t statistic, with twice the sample skewness, and
- * never narrower than the t interval on either side (docs/analysis.md gives the formulas and
- * the simulation that chose them): the t interval alone lets a skewed distribution of the
- * differences, or one-sided loss spikes, through at the small levels the rule spends.
- * "better/worse" are read off the two-sided interval at the look's level l (each side
- * misses with l/2), "equivalent" off the two one-sided tests at level l each (TOST, the
- * 1 - 2l interval of the same construction). Why this holds the family-wise level: at any
- * true difference Δ a false verdict at a look needs a bound on the wrong side of Δ, and the
- * possible ones are (Δ = 0) either two-sided bound, chance l; (0 < |Δ| < δ) the two-sided
- * bound on the far side of 0, l/2; (|Δ| >= δ) the two-sided bound on the far side of 0 or the
- * TOST bound on the same side, nested since the TOST interval lies inside the two-sided
- * one: chance l. Never more than l per look, so the union bound over looks and contrasts
- * keeps alpha, and the partitioning principle (Finner & Strassburger 2002) is this case split.
+ * skewness-removing transformation of the t statistic, with SEQ_SKEW_FACTOR times the
+ * sample skewness, and never narrower than the t interval on either side (docs/analysis.md
+ * gives the formulas and the simulation that chose them): the t interval alone lets a
+ * skewed distribution of the differences, or one-sided loss spikes, through at the small
+ * levels the rule spends. "better/worse" are read off the two-sided interval at the look's
+ * level l (each side misses with l/2), "equivalent" off the two one-sided tests at level l
+ * each (TOST, the 1 - 2l interval of the same construction). Why this holds the family-wise
+ * level: at any true difference Δ a false verdict at a look needs a bound on the wrong side
+ * of Δ, and the possible ones are (Δ = 0) either two-sided bound, chance l; (0 < |Δ| < δ)
+ * the two-sided bound on the far side of 0, l/2; (|Δ| >= δ) the two-sided bound on the far
+ * side of 0 or the TOST bound on the same side, nested since the TOST interval lies inside
+ * the two-sided one: chance l (exactly for normal differences and the t interval;
+ * approximately with the correction, which the simulation checks). Never more than l per
+ * look, so the union bound over looks and contrasts keeps alpha; the partitioning principle
+ * (Finner & Strassburger 2002) is this case split.
  *
  * Each contrast is decided on its own (no step-down across contrasts), so that a contrast
  * can be decided the moment its own runs are durable, whatever the others are doing. This
