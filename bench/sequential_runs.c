@@ -10,9 +10,15 @@
  *               same alpha (the same family-wise error), the same verdicts (better / worse /
  *               equivalent within delta off the interval), at the smallest n whose expected
  *               number of contrasts settled correctly (the power) is at least the rule's;
- * and the ratio sequential / fixed (target <= 0.7). Then the rule's family-wise error under
- * skewed null differences (6 contrasts, as tests/test_sequential.c) by skewness: the limit
- * docs/analysis.md states. Deterministic (xoshiro256**, fixed seeds).
+ * and the ratio sequential / fixed (target <= 0.7). Then the saving over three families of
+ * 10 contrasts at study B's spreads (study B's effects; a mix of large, null and margin
+ * effects; all null), as expected runs against the fixed design at the maximum of 20 seeds,
+ * and the rule's family-wise error (6 contrasts, as tests/test_sequential.c) under skewed
+ * null differences by skewness, at study B's spreads and at sd >= 1.4 delta, and under
+ * one-sided loss spikes: the limits docs/analysis.md states. Every figure for the rule and,
+ * beside it, for the rule before the skewness correction (the symmetric t interval, and
+ * "equivalent" off the two-sided interval), computed from the same draws.
+ * Deterministic (xoshiro256**, fixed seeds).
  *
  *   sequential_runs [STUDIES]   (bench/sequential_runs.sh builds and runs it) */
 #include <math.h>
@@ -76,13 +82,29 @@ static int is_false(SeqVerdict v, double diff) {
     return (v == SEQ_BETTER || v == SEQ_WORSE || v == SEQ_EQUIVALENT) && !correct(v, diff);
 }
 
+/* The rule before the skewness correction, for comparison: the symmetric t interval at the
+ * look's level, "equivalent" read off that same two-sided interval. */
+static SeqVerdict old_look(const SeqRule *r, int look, const double *d) {
+    SeqDecision s = seq_look(r, look, d); /* its mean and sd, the same bits */
+    double half = r->crit[look] * s.sd / sqrt((double)s.n), lo = s.diff - half, hi = s.diff + half;
+    if (hi < 0) return SEQ_BETTER;
+    if (lo > 0) return SEQ_WORSE;
+    if (lo > -r->delta && hi < r->delta) return SEQ_EQUIVALENT;
+    return look == r->n_looks - 1 ? SEQ_UNRESOLVED : SEQ_OPEN;
+}
+
+static SeqVerdict look_with(int old, const SeqRule *r, int look, const double *d) {
+    return old ? old_look(r, look, d) : seq_look(r, look, d).verdict;
+}
+
 typedef struct {
     double runs, settled, fwe; /* per study: expected runs, contrasts settled, P(false) */
     double n_mean[NC], p_settled[NC];
 } SeqResult;
 
-/* The sequential procedure under rule r on study B: each contrast stops at its first verdict. */
-static SeqResult run_sequential(const SeqRule *r, long studies) {
+/* The sequential procedure under rule r (old: the rule before) on a family of NC contrasts
+ * with true differences diff at study B's spreads: each contrast stops at its first verdict. */
+static SeqResult run_family(const SeqRule *r, int old, const double diff[NC], long studies) {
     SimRand g;
     sim_rand_seed(&g, 20);
     double d[MAX_FIXED];
@@ -92,17 +114,17 @@ static SeqResult run_sequential(const SeqRule *r, long studies) {
         int longest = 0, any_false = 0;
         for (int c = 0; c < NC; c++) {
             for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++)
-                d[i] = STUDY_B[c].diff + g_sd[c] * sim_rand_normal(&g);
+                d[i] = diff[c] + g_sd[c] * sim_rand_normal(&g);
             for (int k = 0; k < N_LOOKS; k++) {
-                SeqDecision dec = seq_look(r, k, d);
-                if (dec.verdict == SEQ_OPEN) continue;
-                int ok = correct(dec.verdict, STUDY_B[c].diff);
-                any_false |= is_false(dec.verdict, STUDY_B[c].diff);
+                SeqVerdict v = look_with(old, r, k, d);
+                if (v == SEQ_OPEN) continue;
+                int ok = correct(v, diff[c]);
+                any_false |= is_false(v, diff[c]);
                 res.p_settled[c] += ok;
                 res.settled += ok;
-                res.n_mean[c] += dec.n;
-                res.runs += dec.n;
-                if (dec.n > longest) longest = dec.n;
+                res.n_mean[c] += LOOKS[k];
+                res.runs += LOOKS[k];
+                if (LOOKS[k] > longest) longest = LOOKS[k];
                 break;
             }
         }
@@ -117,6 +139,12 @@ static SeqResult run_sequential(const SeqRule *r, long studies) {
         res.p_settled[c] /= studies;
     }
     return res;
+}
+
+static double g_diff_b[NC];
+
+static SeqResult run_sequential(const SeqRule *r, long studies) {
+    return run_family(r, 0, g_diff_b, studies);
 }
 
 /* The fixed design at n seeds per arm: expected contrasts settled, and per contrast. */
@@ -141,29 +169,44 @@ static double run_fixed(int n, long studies, double p_c[NC]) {
     return all;
 }
 
-/* P(any false verdict) of 6 contrasts, all null, chi-square paired differences with k degrees
- * of freedom (0: normal), long tails alternating in sign. */
-static double skewed_null_fwe(const SeqRule *r6, int k, long studies) {
+/* P(any false verdict) of 6 contrasts, all null, each with sd `sd` of its paired
+ * differences, under rule r6 (old: the rule before): chi-square paired differences with k
+ * degrees of freedom (0: normal), long tails alternating in sign; or, for spike_p > 0, normal
+ * differences plus a jump of spike_s sds with chance spike_p (one arm's loss spike), centred
+ * and scaled to sd. */
+static double skewed_null_fwe_at(const SeqRule *r6, int old, int k, double sd, double spike_p,
+                                 double spike_s, long studies) {
     SimRand g;
     sim_rand_seed(&g, 77 + (uint64_t)k);
     double d[MAX_FIXED];
     long bad = 0;
+    double v = sqrt(1 + spike_p * (1 - spike_p) * spike_s * spike_s);
     for (long s = 0; s < studies; s++) {
         int any = 0;
         for (int c = 0; c < 6; c++) {
             double sign = c % 2 ? -1 : 1;
-            for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++)
-                d[i] = 0.008 * sign * rng_chisq_std(&g, k);
+            for (int i = 0; i < LOOKS[N_LOOKS - 1]; i++) {
+                double x = sign * rng_chisq_std(&g, k);
+                if (spike_p > 0) {
+                    double jump = sim_rand_unif(&g) < spike_p ? spike_s : 0;
+                    x = (x + sign * (jump - spike_p * spike_s)) / v;
+                }
+                d[i] = sd * x;
+            }
             for (int j = 0; j < N_LOOKS; j++) {
-                SeqDecision dec = seq_look(r6, j, d);
-                if (dec.verdict == SEQ_OPEN) continue;
-                any |= is_false(dec.verdict, 0);
+                SeqVerdict dec = look_with(old, r6, j, d);
+                if (dec == SEQ_OPEN) continue;
+                any |= is_false(dec, 0);
                 break;
             }
         }
         bad += any;
     }
     return (double)bad / studies;
+}
+
+static double skewed_null_fwe(const SeqRule *r6, int k, long studies) {
+    return skewed_null_fwe_at(r6, 0, k, 0.008, 0, 0, studies);
 }
 
 /* For comparison only, the same rule (same union bound, same validity argument) with another
@@ -193,8 +236,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     double t975 = distrib_t_isf(0.025, 4);
-    for (int c = 0; c < NC; c++)
+    for (int c = 0; c < NC; c++) {
         g_sd[c] = (STUDY_B[c].hi - STUDY_B[c].lo) / 2 * sqrt(5.0) / t975;
+        g_diff_b[c] = STUDY_B[c].diff;
+    }
 
     char err[ABL_ERR_MAX];
     SeqRule r, r6;
@@ -247,16 +292,59 @@ int main(int argc, char **argv) {
     printf("ratio sequential / fixed at max = %d seeds (%d runs): %.3f\n", LOOKS[N_LOOKS - 1],
            11 * LOOKS[N_LOOKS - 1], seq.runs / (11.0 * LOOKS[N_LOOKS - 1]));
 
+    /* the saving over families: study B's effects; a mix (the four large, two null, the two
+     * margins, two small); all null; each at study B's spreads */
+    static const struct {
+        const char *name;
+        double diff[NC];
+    } FAMILIES[] = {
+        {"study B's effects", {0}},
+        {"mixed: -0.087, -0.075, +0.069, -0.047, 0, 0, +delta, -delta, +0.0129, -0.009",
+         {-0.0868, -0.0751, 0.0693, -0.0469, 0, 0, DELTA, -DELTA, 0.0129, -0.009}},
+        {"all null", {0}},
+    };
     printf(
-        "\nfamily-wise error, 6 contrasts all null, chi-square paired differences (skewness "
-        "sqrt(8/k)), %ld studies each:\n| k | skewness | P(any false verdict) |\n|--:|--:|--:|\n",
-        studies);
-    static const int KS[] = {0, 32, 16, 8, 4, 2, 1};
+        "\nthe saving by family (10 contrasts, study B's spreads), expected runs against the "
+        "fixed design at %d seeds (%d runs):\n| family | runs | ratio | settled | P(any false) "
+        "| before: runs | ratio | settled | P(any false) |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+        "\n",
+        LOOKS[N_LOOKS - 1], 11 * LOOKS[N_LOOKS - 1]);
+    for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
+        const double *diff = f == 0 ? g_diff_b : FAMILIES[f].diff;
+        SeqResult a = run_family(&r, 0, diff, studies), b = run_family(&r, 1, diff, studies);
+        double full = 11.0 * LOOKS[N_LOOKS - 1];
+        printf("| %s | %.1f | %.3f | %.2f | %.4f | %.1f | %.3f | %.2f | %.4f |\n", FAMILIES[f].name,
+               a.runs, a.runs / full, a.settled, a.fwe, b.runs, b.runs / full, b.settled, b.fwe);
+    }
+
+    printf("\nfamily-wise error, 6 contrasts all null, %ld studies each: chi-square paired "
+           "differences (skewness sqrt(8/k), long tails alternating in sign), and normal ones "
+           "with one-sided spikes\n| differences | skewness | sd 0.008: rule | before | sd 0.014 "
+           "(1.4 delta): rule | before |\n|---|--:|--:|--:|--:|--:|\n",
+           studies);
+    static const int KS[] = {0, 32, 16, 8, 4, 2};
     for (size_t j = 0; j < sizeof KS / sizeof KS[0]; j++) {
-        char k_name[16];
-        snprintf(k_name, sizeof k_name, KS[j] ? "%d" : "normal", KS[j]);
-        printf("| %s | %.2f | %.4f |\n", k_name, KS[j] ? sqrt(8.0 / KS[j]) : 0.0,
-               skewed_null_fwe(&r6, KS[j], studies));
+        char k_name[32];
+        snprintf(k_name, sizeof k_name, KS[j] ? "chi-square %d df" : "normal", KS[j]);
+        printf("| %s | %.2f | %.4f | %.4f | %.4f | %.4f |\n", k_name,
+               KS[j] ? sqrt(8.0 / KS[j]) : 0.0,
+               skewed_null_fwe_at(&r6, 0, KS[j], 0.008, 0, 0, studies),
+               skewed_null_fwe_at(&r6, 1, KS[j], 0.008, 0, 0, studies),
+               skewed_null_fwe_at(&r6, 0, KS[j], 0.014, 0, 0, studies),
+               skewed_null_fwe_at(&r6, 1, KS[j], 0.014, 0, 0, studies));
+    }
+    static const double SPIKES[][2] = {{0.01, 4}, {0.01, 8}, {0.02, 3}, {0.02, 6}, {0.02, 8},
+                                       {0.05, 3}, {0.05, 4}, {0.05, 6}, {0.1, 2},  {0.1, 3}};
+    for (size_t j = 0; j < sizeof SPIKES / sizeof SPIKES[0]; j++) {
+        double p = SPIKES[j][0], S = SPIKES[j][1], var = 1 + p * (1 - p) * S * S;
+        char name[64];
+        snprintf(name, sizeof name, "normal + spikes of %g sd, chance %g", S, p);
+        printf("| %s | %.2f | %.4f | %.4f | %.4f | %.4f |\n", name,
+               p * (1 - p) * (1 - 2 * p) * S * S * S / (var * sqrt(var)),
+               skewed_null_fwe_at(&r6, 0, 0, 0.008, p, S, studies),
+               skewed_null_fwe_at(&r6, 1, 0, 0.008, p, S, studies),
+               skewed_null_fwe_at(&r6, 0, 0, 0.014, p, S, studies),
+               skewed_null_fwe_at(&r6, 1, 0, 0.014, p, S, studies));
     }
 
     printf("\nfor comparison, other spending functions (same union bound; runs against the fixed "
