@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
                 wh = h;
             }
             char layout[32];
-            if (attn_by_position(pairs, T))
+            if (attn_by_position(pairs, T, C / H))
                 snprintf(layout, sizeof layout, "positions");
             else
                 snprintf(layout, sizeof layout, "pairs %d/%d", pairs,
@@ -152,8 +152,8 @@ int main(int argc, char **argv) {
                    1e3 * best[b][h], 1e3 * best[b][h] * L, 1e-9 / per_flop[b][h], ratio);
             printf("ATTENTION_SPEED width=%d context=%d batch=%d heads=%d position_lanes=%d "
                    "layer_ms=%.4f step_ms=%.3f gflops=%.3f per_flop_ratio=%.3f\n",
-                   C, T, B, H, attn_by_position(pairs, T), 1e3 * best[b][h], 1e3 * best[b][h] * L,
-                   1e-9 / per_flop[b][h], ratio);
+                   C, T, B, H, attn_by_position(pairs, T, C / H), 1e3 * best[b][h],
+                   1e3 * best[b][h] * L, 1e-9 / per_flop[b][h], ratio);
         }
     printf("ATTENTION_TARGET width=%d context=%d worst=%.3f batch=%d heads=%d target=%.2f %s\n", C,
            T, worst, batches[wb], heads[wh], target, worst <= target ? "met" : "MISSED");

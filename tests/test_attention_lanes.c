@@ -57,7 +57,7 @@ static float *filled(size_t n, uint64_t seed) {
 TEST(to_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
-        int pairs = s->B * s->H, by_pos = attn_by_position(pairs, s->T);
+        int pairs = s->B * s->H, by_pos = attn_by_position(pairs, s->T, s->hd);
         /* lanes past the last pair hold pair 0, past the last position position 0 */
         int lanes = by_pos ? pairs : attn_groups(pairs) * ATTN_LANES;
         int T = by_pos ? attn_padded(s->T) : s->T;
@@ -69,7 +69,7 @@ TEST(to_lanes) {
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < s->hd; i++) {
                     float want = src[row_at(s, p < pairs ? p : 0, t < s->T ? t : 0) + i];
-                    bad += dst[attn_offset(pairs, s->T, s->hd, p, t, i)] != want;
+                    bad += dst[attn_offset(by_pos, s->T, s->hd, p, t, i)] != want;
                 }
         CHECK_MSG(bad == 0, "shape %zu: %d lane values differ", c, bad);
         free(src);
@@ -80,7 +80,7 @@ TEST(to_lanes) {
 TEST(from_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
-        int pairs = s->B * s->H;
+        int pairs = s->B * s->H, by_pos = attn_by_position(pairs, s->T, s->hd);
         size_t nrows = rows_total(s);
         float *lanes = filled(lanes_total(s), c + 7), *dst = filled(nrows, 5);
         float *want = malloc(nrows * sizeof(float));
@@ -88,7 +88,7 @@ TEST(from_lanes) {
         for (int p = 0; p < pairs; p++) /* a shared head: the sum of its pairs, in order */
             for (int t = 0; t < s->T; t++)
                 for (int i = 0; i < s->hd; i++) {
-                    float x = lanes[attn_offset(pairs, s->T, s->hd, p, t, i)];
+                    float x = lanes[attn_offset(by_pos, s->T, s->hd, p, t, i)];
                     float *w = &want[row_at(s, p, t) + i];
                     *w = p % s->H % s->rep == 0 ? x : *w + x;
                 }

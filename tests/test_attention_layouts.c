@@ -27,7 +27,7 @@ static const Shape few[] = {
     {1, 33, 4, 16, 2}, /* shared key/value heads, one position past two blocks */
     {3, 24, 2, 12, 1}, /* a head dim that is not a multiple of 8 */
     {1, 16, 1, 4, 1},  /* one pair, one whole block */
-    {2, 64, 1, 32, 1}, /* study A's shape, smaller: 2 pairs, wide heads */
+    {2, 48, 1, 32, 1}, /* study A's shape, smaller: 2 pairs, wide heads */
 };
 
 typedef struct {
@@ -170,11 +170,16 @@ static int far(const float *x, const double *ref, size_t n, double tol) {
 
 TEST(shapes_take_position_lanes) {
     for (size_t c = 0; c < sizeof few / sizeof *few; c++)
-        CHECK_MSG(attn_by_position(few[c].B * few[c].H, few[c].T), "shape %zu: pair lanes", c);
-    /* full groups never do; study A's book at batch 2: heads 1, 2, 4 do, 8 (16 pairs) not */
-    CHECK(!attn_by_position(16, 16) && !attn_by_position(128, 16) && !attn_by_position(64, 128));
-    CHECK(attn_by_position(2, 128) && attn_by_position(4, 128) && attn_by_position(8, 128));
-    CHECK(!attn_by_position(16, 128) && attn_by_position(18, 128));
+        CHECK_MSG(attn_by_position(few[c].B * few[c].H, few[c].T, few[c].hd),
+                  "shape %zu: pair lanes", c);
+    /* full groups at short contexts never do (micro: context 16; context 32) */
+    CHECK(!attn_by_position(16, 16, 8) && !attn_by_position(128, 16, 8));
+    CHECK(!attn_by_position(32, 32, 32) && !attn_by_position(64, 64, 8));
+    /* study A's book (context 128, width 128) at batch 2: heads 1, 2, 4 for their few pairs,
+     * 8 (16 pairs, hd 16) for the locality; hd 8 at 16 pairs stays in pair lanes */
+    CHECK(attn_by_position(2, 128, 128) && attn_by_position(4, 128, 64));
+    CHECK(attn_by_position(8, 128, 32) && attn_by_position(16, 128, 16));
+    CHECK(!attn_by_position(16, 128, 8) && attn_by_position(18, 128, 8));
 }
 
 /* Each pair's results do not depend on the layout: the shape's pairs in position lanes, and
@@ -184,7 +189,7 @@ TEST(position_lanes_equal_pair_lanes) {
         const Shape *s = &few[c];
         Shape big = *s;
         big.B = s->B * ATTN_LANES;
-        CHECK(!attn_by_position(big.B * big.H, big.T));
+        CHECK(!attn_by_position(big.B * big.H, big.T, big.hd));
         Io a, z;
         io_inputs(&a, s, 100 + c);
         memset(&z, 0, sizeof z);

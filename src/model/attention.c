@@ -132,10 +132,19 @@ static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, si
 #undef BLOCK
 }
 
-/* Softmax over p[0..n) in every lane, in place. The max is a select per native vector (a
- * lane_t select on AVX2 was lowered one float at a time through the stack); exp and the
- * scaling are plain float loops of ATTN_LANES iterations, which the compiler vectorizes. */
-static void lane_softmax(lane_t *p, int n) {
+/* Softmax over p[0..n) in every lane, in place, in two halves: exp of each score less its
+ * lane's max, with inv = 1 / the lane's sum of them; then the scaling by inv. The max is a
+ * select per native vector (a lane_t select on AVX2 was lowered one float at a time through
+ * the stack); exp and the scaling are plain float loops of ATTN_LANES iterations, which the
+ * compiler vectorizes. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+/* GCC vectorizes plain loops 256 bits wide on AVX-512 cores (its tuning); the exp of the
+ * softmax is as much work as the products at a head dim of 16, so it gets the full width */
+#define SOFTMAX_WIDTH __attribute__((target("prefer-vector-width=512")))
+#else
+#define SOFTMAX_WIDTH
+#endif
+SOFTMAX_WIDTH static void softmax_exp(lane_t *p, int n, float inv[ATTN_LANES]) {
     typedef int32_t vmask_t __attribute__((vector_size(VEC_FLOATS * sizeof(int32_t))));
     const vec_t *pv = (const vec_t *)p;
     vec_t mv[VEC_PER_LANE];
@@ -159,10 +168,20 @@ static void lane_softmax(lane_t *p, int n) {
             sum[j] += e;
         }
     for (int j = 0; j < ATTN_LANES; j++)
-        sum[j] = 1.0f / sum[j];
+        inv[j] = 1.0f / sum[j];
+}
+
+SOFTMAX_WIDTH static void softmax_scale(lane_t *p, int n, const float inv[ATTN_LANES]) {
+    float *x = (float *)p;
     for (int s = 0; s < n; s++)
         for (int j = 0; j < ATTN_LANES; j++)
-            x[s * ATTN_LANES + j] *= sum[j];
+            x[s * ATTN_LANES + j] *= inv[j];
+}
+
+static void lane_softmax(lane_t *p, int n) {
+    float inv[ATTN_LANES];
+    softmax_exp(p, n, inv);
+    softmax_scale(p, n, inv);
 }
 
 /* p[s] = P_t[s] (dp[s] - P_t . dp) * scale for s < n, in place: row t of the score
@@ -232,11 +251,17 @@ bweighted_block(lane_t *restrict out, const lane_t *restrict w, const float *res
     vec_t *ov = (vec_t *)out;
     for (int h = 0; h < VEC_PER_LANE; h++) {
         vec_t acc[KERNEL_ACC] = {{0}};
-        for (int r = 0; r < n; r++) {
-            const vec_t x = wv[(size_t)r * VEC_PER_LANE + h];
-            const float *br = b + pos_at(hd, r0 + r, i0);
-            for (int k = 0; k < W; k++)
-                acc[k] += x * br[(size_t)k * ATTN_LANES];
+        /* rows r0.. a block of positions at a time: consecutive floats within one */
+        for (int r = 0, t = r0; r < n;) {
+            int m = ATTN_LANES - t % ATTN_LANES < n - r ? ATTN_LANES - t % ATTN_LANES : n - r;
+            const float *br = b + pos_at(hd, t, i0);
+            for (int u = 0; u < m; u++, br++) {
+                const vec_t x = wv[(size_t)(r + u) * VEC_PER_LANE + h];
+                for (int k = 0; k < W; k++)
+                    acc[k] += x * br[(size_t)k * ATTN_LANES];
+            }
+            r += m;
+            t += m;
         }
         for (int k = 0; k < W; k++)
             ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[k];
@@ -258,19 +283,22 @@ static void pos_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
 
 /* Softmax over p[0..n) of the query rows t0 + j (lane j), each over its keys s <= t0 + j, in
  * place; the keys past a row's own (the diagonal block's upper half) become 0. Those keys
- * enter lane_softmax as -inf: never the max, and their exp (exp_nonpos clamps its argument
- * to -87: 1.6e-38) is added after the row's own keys, to a sum of at least 1 (its max's exp),
+ * enter softmax_exp as -inf: never the max, and their exp (exp_nonpos clamps its argument to
+ * -87: 1.6e-38) is added after the row's own keys, to a sum of at least 1 (its max's exp),
  * which it leaves unchanged. So a row gets the bits it gets in pair lanes, with the loops of
- * lane_softmax, which the compiler vectorizes (a select per float did not). */
+ * lane_softmax, which the compiler vectorizes (a select per float did not). They are zeroed
+ * before the scaling: 1.6e-38 / sum is subnormal, and each subnormal result cost a
+ * microcode assist (the softmax took 43% of the attention at head dim 8). */
 static void pos_softmax(lane_t *p, int n, int t0) {
-    float *x = (float *)p;
+    float *x = (float *)p, inv[ATTN_LANES];
     for (int s = t0 + 1; s < n; s++)
         for (int j = 0; j < s - t0; j++)
             x[s * ATTN_LANES + j] = -INFINITY;
-    lane_softmax(p, n);
+    softmax_exp(p, n, inv);
     for (int s = t0 + 1; s < n; s++)
         for (int j = 0; j < s - t0; j++)
             x[s * ATTN_LANES + j] = 0.0f;
+    softmax_scale(p, n, inv);
 }
 
 /* col[r][l] = P(s0 + r, s0 + l) for s0 + r < T (0 past the last key): key block s0's column
@@ -358,7 +386,7 @@ static void forward_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
 void attention_forward(float *y, float *att, const float *q, const float *k, const float *v,
                        int pairs, int T, int hd) {
     AttnJob j = {.y = y, .att = att, .q = q, .k = k, .v = v, .T = T, .hd = hd};
-    if (attn_by_position(pairs, T))
+    if (attn_by_position(pairs, T, hd))
         par_for((size_t)pairs, par_grain((size_t)attn_padded(T) * T * hd, 1), forward_pairs, &j);
     else
         par_for((size_t)attn_groups(pairs), par_grain((size_t)T * T * hd * ATTN_LANES, 1),
@@ -448,7 +476,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
                  .scratch = scratch,
                  .T = T,
                  .hd = hd};
-    if (attn_by_position(pairs, T))
+    if (attn_by_position(pairs, T, hd))
         par_for((size_t)pairs, par_grain((size_t)attn_padded(T) * T * hd, 1), backward_pairs, &j);
     else
         par_for((size_t)attn_groups(pairs), par_grain((size_t)T * T * hd * ATTN_LANES, 1),
@@ -536,7 +564,7 @@ static void to_lanes_pos(void *ctx, size_t p0, size_t p1, int chunk) {
 void attn_to_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
                    int rep) {
     LaneJob j = {dst, src, B, T, H, hd, rep, stride};
-    if (attn_by_position(B * H, T)) {
+    if (attn_by_position(B * H, T, hd)) {
         size_t pair = (size_t)attn_padded(T) * hd;
         par_for((size_t)B * H, par_grain(pair * PAR_COPY_WORK, 1), to_lanes_pos, &j);
         return;
@@ -623,7 +651,7 @@ static void from_lanes_pos(void *ctx, size_t p0, size_t p1, int chunk) {
 void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
                      int rep) {
     LaneJob j = {dst, src, B, T, H, hd, rep, stride};
-    if (attn_by_position(B * H, T)) {
+    if (attn_by_position(B * H, T, hd)) {
         par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, (size_t)rep),
                 from_lanes_pos, &j);
         return;
@@ -635,12 +663,13 @@ void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, 
     par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, block), from_lanes_pairs, &j);
 }
 
-void attention_entropy(double *entropy, const float *att, int pairs, int H, int T) {
+void attention_entropy(double *entropy, const float *att, int pairs, int H, int T, int hd) {
+    int by_pos = attn_by_position(pairs, T, hd);
     for (int p = 0; p < pairs; p++) {
         double e = 0.0;
         for (int t = 0; t < T; t++)
             for (int s = 0; s <= t; s++) { /* att is a (T, T) lane tensor */
-                double x = att[attn_offset(pairs, T, T, p, t, s)];
+                double x = att[attn_offset(by_pos, T, T, p, t, s)];
                 if (x > 0.0) e -= x * log(x);
             }
         entropy[p % H] += e;

@@ -2,7 +2,7 @@
  *
  * Every scalar operation of the textbook algorithm is one ATTN_LANES-wide vector operation,
  * whatever T and head_dim are, in one of two layouts of a per-pair (T, hd) tensor X (pair
- * p = b*H + h, one (batch row, head)); attn_by_position(pairs, T) picks it for a pass:
+ * p = b*H + h, one (batch row, head)); attn_by_position(pairs, T, hd) picks it for a pass:
  *
  *  - pair lanes: ATTN_LANES pairs side by side: pair p lives in group g = p / ATTN_LANES,
  *    lane j = p % ATTN_LANES, X[g][t][i][j]. At the shapes of ablation studies (T = 16,
@@ -39,15 +39,19 @@ static inline int attn_padded(int T) {
     return (T + ATTN_LANES - 1) / ATTN_LANES * ATTN_LANES;
 }
 
-/* 1 if a pass of `pairs` pairs over T positions uses position lanes: when they compute fewer
- * lane-steps (a query row against a key, in one lane) than pair lanes, whose groups compute
- * G * ATTN_LANES pairs' T (T + 1) / 2 of them; position lanes compute, per pair, every
- * block's ATTN_LANES rows against the keys up to the block's end. Equal: pair lanes. */
-static inline int attn_by_position(int pairs, int T) {
+/* 1 if a pass of `pairs` pairs over T positions, heads of hd, uses position lanes. Pair-lane
+ * groups compute G * ATTN_LANES pairs' T (T + 1) / 2 lane-steps (a query row against a key,
+ * in one lane), position lanes every block's ATTN_LANES rows against the keys up to the
+ * block's end. Position lanes when they compute fewer; and, from a head dim of 16, up to 1.25x
+ * as many: a pair's keys and values (T hd floats) stay in the L1 cache, where a group's
+ * (ATTN_LANES T hd) stream from L2 for every query row (at context 128, full groups ran at
+ * 50 GFLOP/s and position lanes at 75-106 on an AVX-512 core; at context 64 and head dim 8,
+ * pair lanes 61, position lanes 51: the softmax's cost per score weighs more there). */
+static inline int attn_by_position(int pairs, int T, int hd) {
     double by_pair = (double)attn_groups(pairs) * ATTN_LANES * T * (T + 1) / 2, by_pos = 0;
     for (int t0 = 0; t0 < T; t0 += ATTN_LANES)
         by_pos += (double)pairs * ATTN_LANES * (t0 + ATTN_LANES < T ? t0 + ATTN_LANES : T);
-    return by_pos < by_pair;
+    return by_pos < by_pair || (hd >= 16 && by_pos < 1.25 * by_pair);
 }
 
 /* Floats of a (T, hd) lane tensor for any pass of up to `pairs` pairs over up to T positions,
@@ -63,11 +67,12 @@ static inline size_t attn_lane_offset(int T, int hd, int p, int t, int i) {
     return (((size_t)(p / ATTN_LANES) * T + t) * hd + i) * ATTN_LANES + (size_t)(p % ATTN_LANES);
 }
 
-/* Offset in floats of element (t, i) of pair p in a (T, hd) lane tensor of a pass of `pairs`
- * pairs, in the layout attn_by_position picks (element (t, s) of a score tensor: hd = T). */
-static inline size_t attn_offset(int pairs, int T, int hd, int p, int t, int i) {
-    if (!attn_by_position(pairs, T)) return attn_lane_offset(T, hd, p, t, i);
-    return (((size_t)p * attn_padded(T) / ATTN_LANES + (size_t)(t / ATTN_LANES)) * hd + i) *
+/* Offset in floats of element (t, i) of pair p in a (T, width) lane tensor in the layout
+ * by_pos (attn_by_position of the pass): width = hd for q, k, v, y and their gradients,
+ * width = T for the scores, element (t, s). */
+static inline size_t attn_offset(int by_pos, int T, int width, int p, int t, int i) {
+    if (!by_pos) return attn_lane_offset(T, width, p, t, i);
+    return (((size_t)p * attn_padded(T) / ATTN_LANES + (size_t)(t / ATTN_LANES)) * width + i) *
                ATTN_LANES +
            (size_t)(t % ATTN_LANES);
 }
@@ -103,7 +108,8 @@ void attention_cached(float *y, const float *q, const float *K, const float *V, 
                       int cap, int n, int hd, float *scores);
 
 /* Adds to entropy[p % H], for every pair p < pairs, the entropy (nats) of each of its
- * attention rows: summed over query positions and over the batch. */
-void attention_entropy(double *entropy, const float *att, int pairs, int H, int T);
+ * attention rows: summed over query positions and over the batch. att: the forward's, heads
+ * of hd. */
+void attention_entropy(double *entropy, const float *att, int pairs, int H, int T, int hd);
 
 #endif

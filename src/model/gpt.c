@@ -586,7 +586,7 @@ static void attend_rows(const Pass *p, const LayerActs *s, const float *qk, int 
     attention_forward(a->y, s->att, s->q, s->k, s->v, B * H, T, hd);
     if (p->stats) {
         double entropy[MODEL_MAX_HEADS] = {0};
-        attention_entropy(entropy, s->att, B * H, H, T);
+        attention_entropy(entropy, s->att, B * H, H, T, hd);
         for (int h = 0; h < H; h++)
             p->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
     }
