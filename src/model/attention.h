@@ -10,7 +10,8 @@
  *    horizontal reductions instead; here nothing is reduced across lanes. A group costs the
  *    same whether its lanes hold pairs or padding.
  *  - position lanes, when pairs are too few to fill the groups (study A's book GPT at batch 2
- *    and 1 head: 2 of 16 lanes, 11x the attention time of 8 heads): ATTN_LANES consecutive
+ *    and 1 head: 2 of 16 lanes, 11x the attention time of 8 heads), or the context is long
+ *    enough for a pair's keys in L1 to pay for the diagonal blocks: ATTN_LANES consecutive
  *    positions of one pair side by side, X[p][t / ATTN_LANES][i][t % ATTN_LANES] with T
  *    rounded up to whole blocks (attn_padded). Query rows are lanes (scores, softmax, y, dq);
  *    keys and values are read one scalar at a time (broadcast); dk and dv have key positions
@@ -19,7 +20,7 @@
  *
  * Both layouts compute every float with the same chain of operations (a masked entry adds
  * an exact zero), so a pair's results do not depend on the layout nor on which pairs share
- * its group. Buffers are 64-byte aligned and sized by attn_tile_floats / attn_att_floats.
+ * its group. Buffers are 64-byte aligned and sized by attn_tile_floats (width T: scores).
  * Lanes past the last real pair or position must hold finite values: they are computed and
  * ignored. */
 #ifndef ABLATE_MODEL_ATTENTION_H
