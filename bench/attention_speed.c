@@ -1,17 +1,18 @@
 /* attention_speed: the engine's attention (src/model/attention.c) timed alone, forward and
- * backward, at one model width for several head counts and batches (at a fixed
+ * backward, at one model width and context for several head counts and batches (at a fixed
  * time, study A's heads 1 / 4 / 8 process different numbers of tokens although their
  * attention FLOPs are equal; this says how much of that is the attention kernel).
  *
  *   attention_speed [--width 128] [--context 128] [--layers 4] [--batches 2,8]
- *                   [--heads 1,4,8] [--reps 20]
+ *                   [--heads 1,4,8] [--reps 20] [--target 1.5]
  *
- * The kernel computes ATTN_LANES (batch, head) pairs side by side; B*H pairs fill
- * ceil(B*H / ATTN_LANES) groups, and a group costs the same whether its lanes hold pairs or
- * padding. Per (batch, heads) it prints the lanes used, the time of one layer's attention
+ * Per (batch, heads) it prints the layout the kernel picks (attention.h: pair lanes, and how
+ * many of their lanes hold pairs, or position lanes), the time of one layer's attention
  * (forward + backward, best of R in this thread's CPU time, interleaved), all layers' time,
- * and that time against the same batch's best head count: the useful work
- * (B * H * T^2 * head_dim) is the same for every head count at one width. */
+ * the useful FLOP rate (12 B H hd T (T + 1) / 2: six causal products of multiply-adds) and
+ * the time per FLOP against the best configuration of this run, a ratio measured in the same
+ * run. The last line checks the worst ratio against --target (the engine must not decide a
+ * fixed-time comparison: every configuration within 1.5x of the best per FLOP). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static int parse_list(const char *v, int *out) {
 int main(int argc, char **argv) {
     int C = 128, T = 128, L = 4, reps = 20, batches[MAXV] = {2, 8}, nb = 2, heads[MAXV] = {1, 4, 8},
         nh = 3;
+    double target = 1.5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
         int ok = v != NULL;
@@ -72,13 +74,17 @@ int main(int argc, char **argv) {
             ok = (nb = parse_list(v, batches)) > 0;
         else if (ok && !strcmp(a, "--heads"))
             ok = (nh = parse_list(v, heads)) > 0;
+        else if (ok && !strcmp(a, "--target"))
+            ok = (target = atof(v)) >= 1.0;
         else
             ok = 0;
         for (int h = 0; ok && h < nh; h++)
             ok = C % heads[h] == 0;
         if (!ok) {
-            fprintf(stderr, "usage: attention_speed [--width 128] [--context 128] [--layers 4] "
-                            "[--batches 2,8] [--heads 1,4,8] [--reps 20] (heads divide width)\n");
+            fprintf(stderr,
+                    "usage: attention_speed [--width 128] [--context 128] [--layers 4] "
+                    "[--batches 2,8] [--heads 1,4,8] [--reps 20] [--target 1.5] (heads divide "
+                    "width)\n");
             return 2;
         }
     }
@@ -91,8 +97,9 @@ int main(int argc, char **argv) {
     size_t max_tile = 0, max_att = 0;
     for (int b = 0; b < nb; b++)
         for (int h = 0; h < nh; h++) {
-            size_t G = (size_t)attn_groups(batches[b] * heads[h]);
-            size_t tile = G * T * (C / heads[h]) * ATTN_LANES, att = G * T * T * ATTN_LANES;
+            int pairs = batches[b] * heads[h];
+            size_t tile = attn_tile_floats(pairs, T, C / heads[h]),
+                   att = attn_tile_floats(pairs, T, T);
             if (tile > max_tile) max_tile = tile;
             if (att > max_att) max_att = att;
         }
@@ -103,10 +110,10 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) /* interleaved: a passing load hits every shape alike */
         for (int b = 0; b < nb; b++)
             for (int h = 0; h < nh; h++) {
-                int B = batches[b], H = heads[h], hd = C / H, G = attn_groups(B * H);
+                int B = batches[b], H = heads[h], hd = C / H;
                 double t0 = now_s();
-                attention_forward(y, P, q, k, v, G, T, hd);
-                attention_backward(dq, dk, dv, y, P, q, k, v, G, T, hd, scr);
+                attention_forward(y, P, q, k, v, B * H, T, hd);
+                attention_backward(dq, dk, dv, y, P, q, k, v, B * H, T, hd, scr);
                 double t = now_s() - t0;
                 if (t < best[b][h]) best[b][h] = t;
             }
@@ -115,22 +122,40 @@ int main(int argc, char **argv) {
         free(bufs[i]);
     printf("attention_speed: width %d, context %d, %d layers, %d lanes, best of %d\n", C, T, L,
            ATTN_LANES, reps);
-    printf("%6s %6s %9s %12s %12s %14s %10s\n", "batch", "heads", "head dim", "lanes used",
-           "layer ms", "all layers ms", "x best");
-    for (int b = 0; b < nb; b++) {
-        double lo = INFINITY;
-        for (int h = 0; h < nh; h++)
-            if (best[b][h] < lo) lo = best[b][h];
+    printf("%6s %6s %9s %16s %10s %14s %9s %12s\n", "batch", "heads", "head dim", "layout",
+           "layer ms", "all layers ms", "GFLOP/s", "x best/FLOP");
+    double per_flop[MAXV][MAXV], lo = INFINITY, worst = 0;
+    int wb = 0, wh = 0;
+    for (int b = 0; b < nb; b++)
         for (int h = 0; h < nh; h++) {
-            int B = batches[b], H = heads[h], G = attn_groups(B * H);
-            char used[32];
-            snprintf(used, sizeof used, "%d/%d", B * H, G * ATTN_LANES);
-            printf("%6d %6d %9d %12s %12.2f %14.2f %10.2f\n", B, H, C / H, used, 1e3 * best[b][h],
-                   1e3 * best[b][h] * L, best[b][h] / lo);
-            printf("ATTENTION_SPEED batch=%d heads=%d lanes_used=%d lanes=%d layer_ms=%.3f "
-                   "step_ms=%.2f\n",
-                   B, H, B * H, G * ATTN_LANES, 1e3 * best[b][h], 1e3 * best[b][h] * L);
+            /* useful work: the same at one width for every head count (B H hd = B C) */
+            double flops = 12.0 * batches[b] * C * ((double)T * (T + 1) / 2);
+            per_flop[b][h] = best[b][h] / flops;
+            if (per_flop[b][h] < lo) lo = per_flop[b][h];
         }
-    }
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++) {
+            int B = batches[b], H = heads[h], pairs = B * H;
+            double ratio = per_flop[b][h] / lo;
+            if (ratio > worst) {
+                worst = ratio;
+                wb = b;
+                wh = h;
+            }
+            char layout[32];
+            if (attn_by_position(pairs, T, C / H))
+                snprintf(layout, sizeof layout, "positions");
+            else
+                snprintf(layout, sizeof layout, "pairs %d/%d", pairs,
+                         attn_groups(pairs) * ATTN_LANES);
+            printf("%6d %6d %9d %16s %10.3f %14.2f %9.2f %12.2f\n", B, H, C / H, layout,
+                   1e3 * best[b][h], 1e3 * best[b][h] * L, 1e-9 / per_flop[b][h], ratio);
+            printf("ATTENTION_SPEED width=%d context=%d batch=%d heads=%d position_lanes=%d "
+                   "layer_ms=%.4f step_ms=%.3f gflops=%.3f per_flop_ratio=%.3f\n",
+                   C, T, B, H, attn_by_position(pairs, T, C / H), 1e3 * best[b][h],
+                   1e3 * best[b][h] * L, 1e-9 / per_flop[b][h], ratio);
+        }
+    printf("ATTENTION_TARGET width=%d context=%d worst=%.3f batch=%d heads=%d target=%.2f %s\n", C,
+           T, worst, batches[wb], heads[wh], target, worst <= target ? "met" : "MISSED");
     return 0;
 }

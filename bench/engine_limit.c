@@ -269,15 +269,15 @@ static int non_gemm_ops(Bench *b, int reps, Op *ops) {
     });
     ops[n++] = (Op){"MLP activation, forward and backward", t * L};
 
-    int G = attn_groups(b->B * H);
-    size_t tile = (size_t)G * b->T * hd * ATTN_LANES, att = (size_t)G * b->T * b->T * ATTN_LANES;
+    int pairs = b->B * H;
+    size_t tile = attn_tile_floats(pairs, b->T, hd), att = attn_tile_floats(pairs, b->T, b->T);
     float *q = randoms(tile, 6, 1.0f), *k = randoms(tile, 7, 1.0f), *v = randoms(tile, 8, 1.0f);
     float *ay = xmalloc(tile * 4), *P = xmalloc(att * 4), *dq = xmalloc(tile * 4),
           *dk = xmalloc(tile * 4), *dv = xmalloc(tile * 4),
           *scr = xmalloc((size_t)PAR_MAX_THREADS * b->T * ATTN_LANES * 4); /* a piece's each */
     TIME_BEST(reps, t, {
-        attention_forward(ay, P, q, k, v, G, b->T, hd);
-        attention_backward(dq, dk, dv, ay, P, q, k, v, G, b->T, hd, scr);
+        attention_forward(ay, P, q, k, v, pairs, b->T, hd);
+        attention_backward(dq, dk, dv, ay, P, q, k, v, pairs, b->T, hd, scr);
     });
     ops[n++] = (Op){"attention (scores, softmax, values), fwd + bwd", t * L};
     void *bufs[] = {x, y, dx, mean, rstd, w, bb, dw, db, q, k, v, ay, P, dq, dk, dv, scr};

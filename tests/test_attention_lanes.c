@@ -1,7 +1,8 @@
-/* The attention's lane layout (src/model/attention.h): attn_to_lanes and attn_from_lanes
- * against the layout's definition, element by element, over shapes that take every path
- * (8-pair transposed blocks and single lanes, head dims that are and are not multiples of
- * 8, a last group with pad lanes, shared key/value heads, rows wider than the heads). */
+/* The attention's lane layouts (src/model/attention.h): attn_to_lanes and attn_from_lanes
+ * against the layouts' definition (attn_offset), element by element, over shapes that take
+ * every path (pair lanes: 8-pair transposed blocks and single lanes, head dims that are and
+ * are not multiples of 8, a last group with pad lanes; position lanes: a last partial block
+ * of positions; both: shared key/value heads, rows wider than the heads). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,18 @@ typedef struct {
 
 static const Shape shapes[] = {
     {32, 16, 4, 8, 1, 64}, /* micro's q of a qkv row */
-    {2, 5, 4, 8, 1, 0},    {3, 4, 3, 16, 1, 5}, {5, 3, 4, 12, 1, 0}, {1, 7, 8, 8, 2, 3},
-    {3, 2, 8, 16, 4, 0},   {2, 3, 6, 4, 3, 0},  {9, 2, 2, 24, 1, 8}, {1, 1, 1, 8, 1, 0},
+    {2, 5, 4, 8, 1, 0},
+    {3, 4, 3, 16, 1, 5},
+    {5, 3, 4, 12, 1, 0},
+    {1, 7, 8, 8, 2, 3},
+    {3, 2, 8, 16, 4, 0},
+    {2, 3, 6, 4, 3, 0},
+    {9, 2, 2, 24, 1, 8},
+    {1, 1, 1, 8, 1, 0},
+    /* position lanes (few pairs) */
+    {2, 40, 1, 8, 1, 64},
+    {1, 33, 4, 16, 2, 3},
+    {3, 24, 2, 12, 1, 0},
 };
 
 static size_t row_floats(const Shape *s) {
@@ -28,7 +39,7 @@ static size_t rows_total(const Shape *s) {
     return (size_t)s->B * s->T * row_floats(s);
 }
 static size_t lanes_total(const Shape *s) {
-    return (size_t)attn_groups(s->B * s->H) * s->T * s->hd * ATTN_LANES;
+    return attn_tile_floats(s->B * s->H, s->T, s->hd);
 }
 
 /* where pair p's vector at position t starts in the rows */
@@ -46,15 +57,19 @@ static float *filled(size_t n, uint64_t seed) {
 TEST(to_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
-        int pairs = s->B * s->H, G = attn_groups(pairs);
+        int pairs = s->B * s->H, by_pos = attn_by_position(pairs, s->T, s->hd);
+        /* lanes past the last pair hold pair 0, past the last position position 0 */
+        int lanes = by_pos ? pairs : attn_groups(pairs) * ATTN_LANES;
+        int T = by_pos ? attn_padded(s->T) : s->T;
+        CHECK(by_pos == (c >= 9)); /* the shapes are in the right list */
         float *src = filled(rows_total(s), c + 1), *dst = filled(lanes_total(s), 99);
         attn_to_lanes(dst, src, s->B, s->T, s->H, s->hd, row_floats(s), s->rep);
         int bad = 0;
-        for (int p = 0; p < G * ATTN_LANES; p++) /* lanes past the last pair hold pair 0 */
-            for (int t = 0; t < s->T; t++)
+        for (int p = 0; p < lanes; p++)
+            for (int t = 0; t < T; t++)
                 for (int i = 0; i < s->hd; i++) {
-                    float want = src[row_at(s, p < pairs ? p : 0, t) + i];
-                    bad += dst[attn_lane_offset(s->T, s->hd, p, t, i)] != want;
+                    float want = src[row_at(s, p < pairs ? p : 0, t < s->T ? t : 0) + i];
+                    bad += dst[attn_offset(by_pos, s->T, s->hd, p, t, i)] != want;
                 }
         CHECK_MSG(bad == 0, "shape %zu: %d lane values differ", c, bad);
         free(src);
@@ -65,7 +80,7 @@ TEST(to_lanes) {
 TEST(from_lanes) {
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const Shape *s = &shapes[c];
-        int pairs = s->B * s->H;
+        int pairs = s->B * s->H, by_pos = attn_by_position(pairs, s->T, s->hd);
         size_t nrows = rows_total(s);
         float *lanes = filled(lanes_total(s), c + 7), *dst = filled(nrows, 5);
         float *want = malloc(nrows * sizeof(float));
@@ -73,7 +88,7 @@ TEST(from_lanes) {
         for (int p = 0; p < pairs; p++) /* a shared head: the sum of its pairs, in order */
             for (int t = 0; t < s->T; t++)
                 for (int i = 0; i < s->hd; i++) {
-                    float x = lanes[attn_lane_offset(s->T, s->hd, p, t, i)];
+                    float x = lanes[attn_offset(by_pos, s->T, s->hd, p, t, i)];
                     float *w = &want[row_at(s, p, t) + i];
                     *w = p % s->H % s->rep == 0 ? x : *w + x;
                 }

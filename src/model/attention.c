@@ -38,6 +38,35 @@ typedef float vec_t __attribute__((vector_size(VEC_FLOATS * sizeof(float))));
 #define KERNEL_ACC 4
 #endif
 
+/* The last n % KERNEL_ACC rows or columns of a kernel, as one block of that many (W must be a
+ * constant for the accumulators to live in registers): independent multiply-add chains side
+ * by side, where one block per row or column ran one dependent chain at a time (a head dim
+ * of 4 or 8 had no whole block of columns). Each float's chain, and so its bits, is the same
+ * either way. */
+// clang-format off
+#if KERNEL_ACC > 4
+#define KERNEL_REST(block, rest)                                                                   \
+    switch (rest) {                                                                                \
+    case 1: block(1); break;                                                                       \
+    case 2: block(2); break;                                                                       \
+    case 3: block(3); break;                                                                       \
+    case 4: block(4); break;                                                                       \
+    case 5: block(5); break;                                                                       \
+    case 6: block(6); break;                                                                       \
+    case 7: block(7); break;                                                                       \
+    default: break;                                                                                \
+    }
+#else
+#define KERNEL_REST(block, rest)                                                                   \
+    switch (rest) {                                                                                \
+    case 1: block(1); break;                                                                       \
+    case 2: block(2); break;                                                                       \
+    case 3: block(3); break;                                                                       \
+    default: break;                                                                                \
+    }
+#endif
+// clang-format on
+
 /* out[s0 + k] = scale * sum_i a[i] b[s0 + k][i] for k < W (W a constant after inlining):
  * W independent multiply-add chains in registers, per vector of lanes. */
 static inline __attribute__((always_inline)) void dots_block(lane_t *restrict out,
@@ -65,8 +94,9 @@ static void lane_dots(lane_t *restrict out, const lane_t *restrict a, const lane
     int s = 0;
     for (; s + KERNEL_ACC <= n; s += KERNEL_ACC)
         dots_block(out, a, b, s, hd, scale, KERNEL_ACC);
-    for (; s < n; s++)
-        dots_block(out, a, b, s, hd, scale, 1);
+#define BLOCK(W) dots_block(out, a, b, s, hd, scale, W)
+    KERNEL_REST(BLOCK, n - s)
+#undef BLOCK
 }
 
 /* out[i0 + k] = sum_{s<n} w[s*ws] b[s][i0 + k] for k < W (W a constant after inlining),
@@ -91,20 +121,30 @@ weighted_block(lane_t *restrict out, const lane_t *restrict w, size_t ws, const 
 
 /* out[i] = sum_{s<n} w[s*ws] b[s][i] for i < hd: y_t = P_t v (forward); dq_t = dS_t k,
  * dk_s = dS^T_s q, dv_s = P^T_s dy (backward: a column of P or dS, stride ws = T).
- * KERNEL_ACC output columns at a time, then one. */
+ * KERNEL_ACC output columns at a time, then the rest. */
 static void lane_weighted_sum(lane_t *restrict out, const lane_t *restrict w, size_t ws,
                               const lane_t *restrict b, int n, int hd) {
     int i = 0;
     for (; i + KERNEL_ACC <= hd; i += KERNEL_ACC)
         weighted_block(out, w, ws, b, n, hd, i, KERNEL_ACC);
-    for (; i < hd; i++)
-        weighted_block(out, w, ws, b, n, hd, i, 1);
+#define BLOCK(W) weighted_block(out, w, ws, b, n, hd, i, W)
+    KERNEL_REST(BLOCK, hd - i)
+#undef BLOCK
 }
 
-/* Softmax over p[0..n) in every lane, in place. The max is a select per native vector (a
- * lane_t select on AVX2 was lowered one float at a time through the stack); exp and the
- * scaling are plain float loops of ATTN_LANES iterations, which the compiler vectorizes. */
-static void lane_softmax(lane_t *p, int n) {
+/* Softmax over p[0..n) in every lane, in place, in two halves: exp of each score less its
+ * lane's max, with inv = 1 / the lane's sum of them; then the scaling by inv. The max is a
+ * select per native vector (a lane_t select on AVX2 was lowered one float at a time through
+ * the stack); exp and the scaling are plain float loops of ATTN_LANES iterations, which the
+ * compiler vectorizes. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+/* GCC vectorizes plain loops 256 bits wide on AVX-512 cores (its tuning); the exp of the
+ * softmax is as much work as the products at a head dim of 16, so it gets the full width */
+#define SOFTMAX_WIDTH __attribute__((target("prefer-vector-width=512")))
+#else
+#define SOFTMAX_WIDTH
+#endif
+SOFTMAX_WIDTH static void softmax_exp(lane_t *p, int n, float inv[ATTN_LANES]) {
     typedef int32_t vmask_t __attribute__((vector_size(VEC_FLOATS * sizeof(int32_t))));
     const vec_t *pv = (const vec_t *)p;
     vec_t mv[VEC_PER_LANE];
@@ -128,10 +168,20 @@ static void lane_softmax(lane_t *p, int n) {
             sum[j] += e;
         }
     for (int j = 0; j < ATTN_LANES; j++)
-        sum[j] = 1.0f / sum[j];
+        inv[j] = 1.0f / sum[j];
+}
+
+SOFTMAX_WIDTH static void softmax_scale(lane_t *p, int n, const float inv[ATTN_LANES]) {
+    float *x = (float *)p;
     for (int s = 0; s < n; s++)
         for (int j = 0; j < ATTN_LANES; j++)
-            x[s * ATTN_LANES + j] *= sum[j];
+            x[s * ATTN_LANES + j] *= inv[j];
+}
+
+static void lane_softmax(lane_t *p, int n) {
+    float inv[ATTN_LANES];
+    softmax_exp(p, n, inv);
+    softmax_scale(p, n, inv);
 }
 
 /* p[s] = P_t[s] (dp[s] - P_t . dp) * scale for s < n, in place: row t of the score
@@ -147,6 +197,139 @@ static void dscores(lane_t *restrict p, const lane_t *restrict dp, int n, float 
             size_t o = (size_t)s * VEC_PER_LANE + h;
             pv[o] = pv[o] * (dv[o] - dot) * scale;
         }
+    }
+}
+
+/* Position lanes (attention.h): where scalar (t, i) of a pair's (T, hd) tensor is, from the
+ * pair's first float. */
+static inline size_t pos_at(int hd, int t, int i) {
+    return ((size_t)(t / ATTN_LANES) * hd + i) * ATTN_LANES + (size_t)(t % ATTN_LANES);
+}
+
+/* out[s0 + k] = scale * sum_i a[i] b(s0 + k, i) for k < W (W a constant after inlining): a is
+ * a block of (hd) rows in lanes, b a pair's tensor read one scalar at a time (broadcast). The
+ * products and their order are those of dots_block: the same bits. */
+static inline __attribute__((always_inline)) void bdots_block(lane_t *restrict out,
+                                                              const lane_t *restrict a,
+                                                              const float *restrict b, int s0,
+                                                              int hd, float scale, const int W) {
+    const vec_t *av = (const vec_t *)a;
+    vec_t *ov = (vec_t *)out;
+    const float *bs[KERNEL_ACC];
+    for (int k = 0; k < W; k++)
+        bs[k] = b + pos_at(hd, s0 + k, 0);
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t acc[KERNEL_ACC] = {{0}};
+        for (int i = 0; i < hd; i++) {
+            const vec_t x = av[(size_t)i * VEC_PER_LANE + h];
+            for (int k = 0; k < W; k++)
+                acc[k] += x * bs[k][(size_t)i * ATTN_LANES];
+        }
+        for (int k = 0; k < W; k++)
+            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[k] * scale;
+    }
+}
+
+/* out[s] = scale * sum_i a[i] b(s, i) for s < n: scores of a block of query rows against n
+ * keys (forward), dy . v (backward). */
+static void pos_dots(lane_t *restrict out, const lane_t *restrict a, const float *restrict b, int n,
+                     int hd, float scale) {
+    int s = 0;
+    for (; s + KERNEL_ACC <= n; s += KERNEL_ACC)
+        bdots_block(out, a, b, s, hd, scale, KERNEL_ACC);
+#define BLOCK(W) bdots_block(out, a, b, s, hd, scale, W)
+    KERNEL_REST(BLOCK, n - s)
+#undef BLOCK
+}
+
+/* out[i0 + k] = sum_{r<n} w[r] b(r0 + r, i0 + k) for k < W (W a constant after inlining), b
+ * read one scalar at a time; the order of weighted_block. */
+static inline __attribute__((always_inline)) void
+bweighted_block(lane_t *restrict out, const lane_t *restrict w, const float *restrict b, int r0,
+                int n, int hd, int i0, const int W) {
+    const vec_t *wv = (const vec_t *)w;
+    vec_t *ov = (vec_t *)out;
+    for (int h = 0; h < VEC_PER_LANE; h++) {
+        vec_t acc[KERNEL_ACC] = {{0}};
+        /* rows r0.. a block of positions at a time: consecutive floats within one */
+        for (int r = 0, t = r0; r < n;) {
+            int m = ATTN_LANES - t % ATTN_LANES < n - r ? ATTN_LANES - t % ATTN_LANES : n - r;
+            const float *br = b + pos_at(hd, t, i0);
+            for (int u = 0; u < m; u++, br++) {
+                const vec_t x = wv[(size_t)(r + u) * VEC_PER_LANE + h];
+                for (int k = 0; k < W; k++)
+                    acc[k] += x * br[(size_t)k * ATTN_LANES];
+            }
+            r += m;
+            t += m;
+        }
+        for (int k = 0; k < W; k++)
+            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[k];
+    }
+}
+
+/* out[i] = sum_{r<n} w[r] b(r0 + r, i) for i < hd: y = P v, dq = dS k (rows of a query block
+ * as lanes, r0 = 0), dv = P^T dy, dk = dS^T q (a key block's column of P or dS as lanes, from
+ * its diagonal row r0 on). */
+static void pos_weighted_sum(lane_t *restrict out, const lane_t *restrict w,
+                             const float *restrict b, int r0, int n, int hd) {
+    int i = 0;
+    for (; i + KERNEL_ACC <= hd; i += KERNEL_ACC)
+        bweighted_block(out, w, b, r0, n, hd, i, KERNEL_ACC);
+#define BLOCK(W) bweighted_block(out, w, b, r0, n, hd, i, W)
+    KERNEL_REST(BLOCK, hd - i)
+#undef BLOCK
+}
+
+/* Softmax over p[0..n) of the query rows t0 + j (lane j), each over its keys s <= t0 + j, in
+ * place; the keys past a row's own (the diagonal block's upper half) become 0. Those keys
+ * enter softmax_exp as -inf: never the max, and their exp (exp_nonpos clamps its argument to
+ * -87: 1.6e-38) is added after the row's own keys, to a sum of at least 1 (its max's exp),
+ * which it leaves unchanged. So a row gets the bits it gets in pair lanes, with the loops of
+ * lane_softmax, which the compiler vectorizes (a select per float did not). They are zeroed
+ * before the scaling: 1.6e-38 / sum is subnormal, and each subnormal result cost a
+ * microcode assist (the softmax took 43% of the attention at head dim 8). */
+static void pos_softmax(lane_t *p, int n, int t0) {
+    float *x = (float *)p, inv[ATTN_LANES];
+    for (int s = t0 + 1; s < n; s++)
+        for (int j = 0; j < s - t0; j++)
+            x[s * ATTN_LANES + j] = -INFINITY;
+    softmax_exp(p, n, inv);
+    for (int s = t0 + 1; s < n; s++)
+        for (int j = 0; j < s - t0; j++)
+            x[s * ATTN_LANES + j] = 0.0f;
+    softmax_scale(p, n, inv);
+}
+
+/* col[r][l] = P(s0 + r, s0 + l) for s0 + r < T (0 past the last key): key block s0's column
+ * of a pair's (T, T) position-lane score tensor P, from its diagonal row on, with the keys as
+ * lanes. Entries above the diagonal are the zeros the forward wrote. */
+static void pos_column(lane_t *restrict col, const float *restrict P, int T, int s0) {
+    float *c = (float *)col;
+    int keys = T - s0 < ATTN_LANES ? T - s0 : ATTN_LANES, t = s0;
+#if FAST_TRANSPOSE
+    /* whole 16 x 16 tiles (rows t.. of lanes, keys s0.. as rows) as four 8 x 8 transposes in
+     * registers: one float at a time, the columns cost as much as the products at hd 8 */
+    if (keys == ATTN_LANES)
+        for (; t + ATTN_LANES <= T; t += ATTN_LANES)
+            for (int a = 0; a < ATTN_LANES; a += 8)
+                for (int b = 0; b < ATTN_LANES; b += 8) {
+                    const float *in[8];
+                    float *out[8];
+                    for (int k = 0; k < 8; k++) {
+                        in[k] = P + pos_at(T, t, s0 + a + k) + b; /* key a+k, rows b.. */
+                        out[k] = c + (size_t)(t - s0 + b + k) * ATTN_LANES + a;
+                    }
+                    transpose8(out, in);
+                }
+#endif
+    for (; t < T; t++) {
+        const float *row = P + pos_at(T, t, s0);
+        float *out = c + (size_t)(t - s0) * ATTN_LANES;
+        for (int l = 0; l < keys; l++)
+            out[l] = row[(size_t)l * ATTN_LANES];
+        for (int l = keys; l < ATTN_LANES; l++)
+            out[l] = 0.0f;
     }
 }
 
@@ -178,10 +361,36 @@ static void forward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
     }
 }
 
-void attention_forward(float *y, float *att, const float *q, const float *k, const float *v, int G,
-                       int T, int hd) {
+/* Position lanes: per pair, per block of ATTN_LANES query rows, the scores against the keys
+ * up to the block's last row, their softmax and y. */
+static void forward_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
+    const AttnJob *j = ctx;
+    int T = j->T, hd = j->hd, blocks = attn_padded(T) / ATTN_LANES;
+    (void)chunk;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t tile = (size_t)blocks * hd, ptile = (size_t)blocks * T; /* in lane_t */
+    for (size_t p = p0; p < p1; p++) {
+        const lane_t *Q = (const lane_t *)j->q + p * tile;
+        const float *K = j->k + p * tile * ATTN_LANES, *V = j->v + p * tile * ATTN_LANES;
+        lane_t *Y = (lane_t *)j->y + p * tile, *P = (lane_t *)j->att + p * ptile;
+        for (int b = 0; b < blocks; b++) {
+            int t0 = b * ATTN_LANES, n = t0 + ATTN_LANES < T ? t0 + ATTN_LANES : T;
+            lane_t *pb = P + (size_t)b * T;
+            pos_dots(pb, Q + (size_t)b * hd, K, n, hd, scale);
+            pos_softmax(pb, n, t0);
+            pos_weighted_sum(Y + (size_t)b * hd, pb, V, 0, n, hd);
+        }
+    }
+}
+
+void attention_forward(float *y, float *att, const float *q, const float *k, const float *v,
+                       int pairs, int T, int hd) {
     AttnJob j = {.y = y, .att = att, .q = q, .k = k, .v = v, .T = T, .hd = hd};
-    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), forward_groups, &j);
+    if (attn_by_position(pairs, T, hd))
+        par_for((size_t)pairs, par_grain((size_t)attn_padded(T) * T * hd, 1), forward_pairs, &j);
+    else
+        par_for((size_t)attn_groups(pairs), par_grain((size_t)T * T * hd * ATTN_LANES, 1),
+                forward_groups, &j);
 }
 
 /* With dp_t[s] = dy_t . v_s and dS_t = P_t * (dp_t - P_t . dp_t) / sqrt(hd):
@@ -218,8 +427,43 @@ static void backward_groups(void *ctx, size_t g0, size_t g1, int chunk) {
     }
 }
 
+/* Position lanes: dv a key block at a time (P's column as lanes), then dp, dS and dq a query
+ * block at a time, then dk a key block at a time (dS's column). The scratch holds a block's
+ * dp or a column: T lane_t either way. */
+static void backward_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
+    const AttnJob *j = ctx;
+    int T = j->T, hd = j->hd, blocks = attn_padded(T) / ATTN_LANES;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t tile = (size_t)blocks * hd, ptile = (size_t)blocks * T; /* in lane_t */
+    lane_t *col = (lane_t *)j->scratch + (size_t)chunk * T;              /* the chunk's own */
+    for (size_t p = p0; p < p1; p++) {
+        const float *Q = j->q + p * tile * ATTN_LANES, *K = j->k + p * tile * ATTN_LANES;
+        const float *V = j->v + p * tile * ATTN_LANES, *DYs = j->dy + p * tile * ATTN_LANES;
+        const lane_t *DY = (const lane_t *)j->dy + p * tile;
+        lane_t *P = (lane_t *)j->att + p * ptile, *DQ = (lane_t *)j->dq + p * tile;
+        lane_t *DK = (lane_t *)j->dk + p * tile, *DV = (lane_t *)j->dv + p * tile;
+        for (int b = 0; b < blocks; b++) {
+            int s0 = b * ATTN_LANES;
+            pos_column(col, (const float *)P, T, s0);
+            pos_weighted_sum(DV + (size_t)b * hd, col, DYs, s0, T - s0, hd);
+        }
+        for (int b = 0; b < blocks; b++) {
+            int t0 = b * ATTN_LANES, n = t0 + ATTN_LANES < T ? t0 + ATTN_LANES : T;
+            lane_t *pb = P + (size_t)b * T;
+            pos_dots(col, DY + (size_t)b * hd, V, n, hd, 1.0f);
+            dscores(pb, col, n, scale);
+            pos_weighted_sum(DQ + (size_t)b * hd, pb, K, 0, n, hd);
+        }
+        for (int b = 0; b < blocks; b++) {
+            int s0 = b * ATTN_LANES;
+            pos_column(col, (const float *)P, T, s0);
+            pos_weighted_sum(DK + (size_t)b * hd, col, Q, s0, T - s0, hd);
+        }
+    }
+}
+
 void attention_backward(float *dq, float *dk, float *dv, const float *dy, float *att,
-                        const float *q, const float *k, const float *v, int G, int T, int hd,
+                        const float *q, const float *k, const float *v, int pairs, int T, int hd,
                         float *scratch) {
     AttnJob j = {.dq = dq,
                  .dk = dk,
@@ -232,7 +476,11 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dy, float 
                  .scratch = scratch,
                  .T = T,
                  .hd = hd};
-    par_for((size_t)G, par_grain((size_t)T * T * hd * ATTN_LANES, 1), backward_groups, &j);
+    if (attn_by_position(pairs, T, hd))
+        par_for((size_t)pairs, par_grain((size_t)attn_padded(T) * T * hd, 1), backward_pairs, &j);
+    else
+        par_for((size_t)attn_groups(pairs), par_grain((size_t)T * T * hd * ATTN_LANES, 1),
+                backward_groups, &j);
 }
 
 /* Where pair p's (hd) vector at position t starts in a rows tensor (see attn_to_lanes). */
@@ -292,9 +540,35 @@ static void to_lanes_groups(void *ctx, size_t g0, size_t g1, int chunk) {
     }
 }
 
+/* Position lanes: a pair's rows into its blocks of ATTN_LANES positions (pairs are few here,
+ * and this is T * hd floats a pair against the attention's T^2 * hd work). */
+static void to_lanes_pos(void *ctx, size_t p0, size_t p1, int chunk) {
+    const LaneJob *lj = ctx;
+    float *restrict dst = lj->dst;
+    const float *restrict src = lj->src;
+    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, TP = attn_padded(T);
+    size_t stride = lj->stride;
+    (void)chunk;
+    for (int p = (int)p0; p < (int)p1; p++) {
+        const float *s = src + row_offset(p, 0, H, T, hd, stride, rep);
+        float *d = dst + (size_t)p * TP * hd;
+        for (int t0 = 0; t0 < TP; t0 += ATTN_LANES)
+            for (int i = 0; i < hd; i++, d += ATTN_LANES)
+                for (int j = 0; j < ATTN_LANES; j++) {
+                    int t = t0 + j < T ? t0 + j : 0;
+                    d[j] = s[(size_t)t * stride + i];
+                }
+    }
+}
+
 void attn_to_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
                    int rep) {
     LaneJob j = {dst, src, B, T, H, hd, rep, stride};
+    if (attn_by_position(B * H, T, hd)) {
+        size_t pair = (size_t)attn_padded(T) * hd;
+        par_for((size_t)B * H, par_grain(pair * PAR_COPY_WORK, 1), to_lanes_pos, &j);
+        return;
+    }
     size_t group = (size_t)T * hd * ATTN_LANES;
     par_for((size_t)attn_groups(B * H), par_grain(group * PAR_COPY_WORK, 1), to_lanes_groups, &j);
 }
@@ -353,9 +627,35 @@ static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
     }
 }
 
+/* Position lanes: a pair's blocks back into its rows (a shared head: its rep pairs added in
+ * order, all in one piece). */
+static void from_lanes_pos(void *ctx, size_t p0, size_t p1, int chunk) {
+    const LaneJob *lj = ctx;
+    float *restrict dst = lj->dst;
+    const float *restrict src = lj->src;
+    int T = lj->T, H = lj->H, hd = lj->hd, rep = lj->rep, TP = attn_padded(T);
+    size_t stride = lj->stride;
+    (void)chunk;
+    for (int p = (int)p0; p < (int)p1; p++) {
+        const float *s = src + (size_t)p * TP * hd;
+        float *d = dst + row_offset(p, 0, H, T, hd, stride, rep);
+        int add = p % H % rep != 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < hd; i++) {
+                float x = s[pos_at(hd, t, i)], *o = d + (size_t)t * stride + i;
+                *o = add ? *o + x : x;
+            }
+    }
+}
+
 void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, size_t stride,
                      int rep) {
     LaneJob j = {dst, src, B, T, H, hd, rep, stride};
+    if (attn_by_position(B * H, T, hd)) {
+        par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, (size_t)rep),
+                from_lanes_pos, &j);
+        return;
+    }
     /* pieces of whole 8-pair blocks, each shared head's rep pairs (consecutive, from a
      * multiple of rep) in one piece; not whole batches of H pairs: book's 32 pairs would be
      * one piece, on one thread */
@@ -363,12 +663,13 @@ void attn_from_lanes(float *dst, const float *src, int B, int T, int H, int hd, 
     par_for((size_t)B * H, par_grain((size_t)T * hd * PAR_COPY_WORK, block), from_lanes_pairs, &j);
 }
 
-void attention_entropy(double *entropy, const float *att, int pairs, int H, int T) {
+void attention_entropy(double *entropy, const float *att, int pairs, int H, int T, int hd) {
+    int by_pos = attn_by_position(pairs, T, hd);
     for (int p = 0; p < pairs; p++) {
         double e = 0.0;
         for (int t = 0; t < T; t++)
             for (int s = 0; s <= t; s++) { /* att is a (T, T) lane tensor */
-                double x = att[attn_lane_offset(T, T, p, t, s)];
+                double x = att[attn_offset(by_pos, T, T, p, t, s)];
                 if (x > 0.0) e -= x * log(x);
             }
         entropy[p % H] += e;

@@ -196,8 +196,10 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
     /* the MLP buffers serve the dense MLP ((B,T) rows) and the experts ((B T k) packed rows) */
     double FF = fmax(d.FF, NK * d.FFE), UP = fmax(d.UP, NK * d.UPE);
     double BT = (double)B * T, ctx = c->context, Td = T;
-    /* attention over the pass's own rows: (batch, head) pairs in lanes, padded (training) */
-    double lanes = training ? (double)attn_groups(B * d.H) * ATTN_LANES : 0;
+    /* attention over the pass's own rows: (batch, head) pairs in lanes, padded (training),
+     * for every pass of up to B rows (the last evaluation batch may be smaller) */
+    double tile = training ? (double)attn_tile_floats(B * d.H, T, d.hd) : 0;
+    double tile_att = training ? (double)attn_tile_floats(B * d.H, T, T) : 0;
     double BTb = training ? BT : 0; /* backward scratch */
     int in_place = activation_in_place(c->activation);
     LayerSizes z = a->z = (LayerSizes){.BT = BT,
@@ -207,8 +209,8 @@ static int act_layout(const ModelConfig *c, int B, int T, int training, GptActs 
                                        .KV = BT * KV,
                                        .UP = BT * UP,
                                        .FF = BT * FF,
-                                       .lane_tile = lanes * Td * hd,
-                                       .lane_att = lanes * Td * Td,
+                                       .lane_tile = tile,
+                                       .lane_att = tile_att,
                                        .in_place = in_place,
                                        .RE = moe ? BT * E : 0,
                                        .NK = BT * NK,
@@ -581,10 +583,10 @@ static void attend_rows(const Pass *p, const LayerActs *s, const float *qk, int 
     attn_to_lanes(s->q, qk, B, T, H, hd, (size_t)d->QKV, 1);
     attn_to_lanes(s->k, qk + (size_t)H * hd, B, T, H, hd, (size_t)d->QKV, d->group);
     attn_to_lanes(s->v, s->qkv + (size_t)(H + d->KV) * hd, B, T, H, hd, (size_t)d->QKV, d->group);
-    attention_forward(a->y, s->att, s->q, s->k, s->v, attn_groups(B * H), T, hd);
+    attention_forward(a->y, s->att, s->q, s->k, s->v, B * H, T, hd);
     if (p->stats) {
         double entropy[MODEL_MAX_HEADS] = {0};
-        attention_entropy(entropy, s->att, B * H, H, T);
+        attention_entropy(entropy, s->att, B * H, H, T, hd);
         for (int h = 0; h < H; h++)
             p->stats[l].attn_entropy[h] = entropy[h] / ((double)B * T);
     }
@@ -670,8 +672,8 @@ static void attn_backward(const Pass *p, const LayerView *L, const LayerActs *s,
                     moh ? s->attg : s->atty, L->w.attn_proj_w, N, C, C);
     if (moh) moh_backward(p, s);
     attn_to_lanes(a->d_y, a->d_atty, B, T, H, hd, (size_t)C, 1);
-    attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, s->att, s->q, s->k, s->v, attn_groups(B * H),
-                       T, hd, a->attn_scratch);
+    attention_backward(a->d_q, a->d_k, a->d_v, a->d_y, s->att, s->q, s->k, s->v, B * H, T, hd,
+                       a->attn_scratch);
     qk_backward(p, L, s);
     matmul_backward(dx, beta, L->g.qkv_w, L->g.qkv_b, a->d_qkv, 1.0f, x, L->w.qkv_w, N, C, d->QKV);
     if (!moh) return;

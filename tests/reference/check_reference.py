@@ -123,6 +123,9 @@ def cfgs():
     out.append(("lanes-2groups-gqa-qknorm-rope", 5, 8, dict(BASE, n_head=4, n_kv_head=2,
                                                             qk_norm=1, position="rope")))
     out.append(("lanes-16pairs-hd5", 8, 6, dict(BASE, d_model=10, n_head=2, context=6)))
+    # too few pairs for the pair lanes: 16 positions of a pair side by side (position lanes),
+    # three blocks of them, the last partial (most configs above take them too, in one block)
+    out.append(("positions-1head-3blocks", 2, 40, dict(BASE, n_head=1, context=40)))
     # Products run in row (or reduction) pieces for OpenBLAS's small-matrix kernels and the
     # forward multiplies by transposed weight copies (src/model/gemm.h). The studies' sizes do
     # that on AVX-512 cores only and these configs are far smaller, so a lower limit forces
