@@ -404,9 +404,9 @@ TEST(errors) {
     /* a spec that is not a mapping, an unknown top-level key: every top-level key named
      * (description and replicate were once missing from that list) */
     EXPECT_ERROR("- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
-                 "data, base, grid, variants, seeds, description and replicate; got a list");
+                 "data, base, grid, variants, seeds, description, replicate and tune; got a list");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
-                 "t.yaml:2:1: ", "unknown key 'zzzzqqq'", "seeds, description or replicate)");
+                 "t.yaml:2:1: ", "unknown key 'zzzzqqq'", "seeds, description, replicate or tune)");
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -1203,11 +1203,11 @@ TEST(key_lists) {
     char fmt[1024];
     spec_error("- %s\n", "base");
     EXPECT_KEYS(listed_keys("mapping with keys ", "; got"),
-                "data base grid variants seeds description replicate");
+                "data base grid variants seeds description replicate tune");
     expect_accepted(__LINE__, "%s: {}\n", listed_keys("mapping with keys ", "; got"));
     spec_error("zzzzqqq: %s\n", "1");
     EXPECT_KEYS(listed_keys("(expected ", ")"),
-                "data base grid variants seeds description replicate");
+                "data base grid variants seeds description replicate tune");
 
     snprintf(fmt, sizeof fmt, "%sreplicate: %%s\n", rep);
     spec_error(fmt, "5");

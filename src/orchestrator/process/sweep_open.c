@@ -344,6 +344,14 @@ static int sched_learn(Sweep *s) {
     return rc;
 }
 
+/* This version plans a tune: sweep (`ablate plan`) but does not run it: its comparison runs
+ * would train before any value was chosen. */
+static int tune_refuse(const Spec *spec, char err[ABL_ERR_MAX]) {
+    if (!spec->tune.on) return 0;
+    return spec_fail(err, spec->tune.mark,
+                     "tune: is planned (ablate plan) but not run by this version yet");
+}
+
 int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     const SweepOptions *o = s->o;
     char err[ABL_ERR_MAX];
@@ -355,7 +363,7 @@ int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     if (spec_load(&s->spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s->spec, &s->plan, err) != 0 ||
         !(s->cost = plan_cost_compute_ids(&s->plan, &ids, &n_ids, err)) ||
-        (o->join && calib_refuse_join(&s->plan, err) != 0)) {
+        (o->join && calib_refuse_join(&s->plan, err) != 0) || tune_refuse(&s->spec, err) != 0) {
         log_line("%s", err);
         free(ids);
         return SWEEP_EXIT_USAGE;
