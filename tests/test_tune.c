@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/run_id.h"
 #include "orchestrator/plan/spec.h"
 #include "orchestrator/plan/spec_tune.h"
+#include "orchestrator/record/journal_tune.h"
 #include "test_util.h"
 
 static char g_data[1024];
@@ -268,6 +270,68 @@ TEST(rungs) {
     for (int c = 2; c <= SPEC_TUNE_MAX_CANDIDATES; c++)
         for (int e = 2; e <= 16; e++)
             CHECK(spec_tune_budgets(c, e) <= c + 1e-9);
+}
+
+/* The choice: the lowest metric, a tie to the lower candidate, +inf (diverged) last. */
+TEST(best) {
+    double a[] = {2.5, 2.4, 2.4, 3.0};
+    CHECK(spec_tune_best(a, 4) == 1);
+    double b[] = {INFINITY, 2.9, INFINITY};
+    CHECK(spec_tune_best(b, 3) == 1);
+    double c[] = {INFINITY, INFINITY};
+    CHECK(spec_tune_best(c, 2) == 0);
+    double d[] = {1.0};
+    CHECK(spec_tune_best(d, 1) == 0);
+}
+
+/* A TUNE record reads back as written, and a changed result or choice is not the same. */
+TEST(tune_record) {
+    static JournalTune t, back, other;
+    memset(&t, 0, sizeof t);
+    t.config = 3;
+    snprintf(t.name, sizeof t.name, "rope/n_head=2");
+    t.n_knobs = 2;
+    snprintf(t.knob[0], sizeof t.knob[0], "train.lr");
+    snprintf(t.knob[1], sizeof t.knob[1], "train.warmup_steps");
+    t.n_rungs = 2;
+    t.frac[0] = 1.0 / 3, t.frac[1] = 1;
+    t.n_cand = 3;
+    for (int c = 0; c < 3; c++) {
+        snprintf(t.value[c][0], sizeof t.value[c][0], "%de-3", c + 1);
+        snprintf(t.value[c][1], sizeof t.value[c][1], "%d", 10 * c);
+        t.seeds[c] = 2;
+        t.rung[c] = c == 1;
+        t.metric[c] = c == 2 ? INFINITY : 2.5 - 0.1 * c;
+    }
+    t.chosen = 1;
+    char path[1024], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "tune.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j, "%s", err);
+    if (!j) return;
+    CHECK(journal_append_tune(j, &t) == 0);
+    CHECK(journal_close(j) == 0);
+    JournalReader *r = journal_reader_open(path, err);
+    CHECK_MSG(r, "%s", err);
+    if (!r) return;
+    JournalRecord rec;
+    int found = 0;
+    while (journal_reader_next(r, &rec) == 1)
+        if (rec.type == JREC_TUNE) {
+            found++;
+            CHECK(journal_decode_tune(&rec, &back) == 0);
+        }
+    journal_reader_close(r);
+    CHECK(found == 1);
+    CHECK(journal_tune_same(&t, &back));
+    CHECK(!strcmp(back.value[2][1], "20") && back.metric[2] == INFINITY && back.rung[1] == 1);
+    other = back;
+    other.metric[0] = nextafter(other.metric[0], 0);
+    CHECK(!journal_tune_same(&t, &other));
+    other = back;
+    other.chosen = 0;
+    CHECK(!journal_tune_same(&t, &other));
 }
 
 int main(int argc, char **argv) {

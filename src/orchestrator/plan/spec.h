@@ -79,6 +79,7 @@ typedef struct {
  * runs then train at its chosen values. */
 #define SPEC_TUNE_MAX_KNOBS      4
 #define SPEC_TUNE_MAX_CANDIDATES 256
+#define SPEC_TUNE_TEXT_MAX       64 /* bytes of a candidate value, NUL included */
 typedef struct {
     int on;        /* a tune: section was given */
     SpecMark mark; /* of the tune key */

@@ -54,6 +54,11 @@ static int add_value(Spec *s, int j, const Knob *k, char *text, SpecMark m, char
     RunConfig a, b;
     run_config_default(&a);
     char msg[ABL_ERR_MAX];
+    if (strlen(text) >= SPEC_TUNE_TEXT_MAX) { /* the journal's TUNE record holds it */
+        free(text);
+        return spec_fail(err, m, "tune.knobs.%s: a value longer than %d bytes", k->name,
+                         SPEC_TUNE_TEXT_MAX - 1);
+    }
     if (knob_set(&a, k, text, msg) != 0) {
         free(text);
         return spec_fail(err, m, "tune.knobs.%s: %s", k->name, msg);
@@ -353,4 +358,11 @@ double spec_tune_budgets(int n, int eta) {
         prev = frac[i];
     }
     return total;
+}
+
+int spec_tune_best(const double *metric, int n) {
+    int best = 0;
+    for (int c = 1; c < n; c++)
+        if (metric[c] < metric[best]) best = c; /* strictly: a tie keeps the lower index */
+    return best;
 }

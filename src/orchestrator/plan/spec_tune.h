@@ -36,4 +36,9 @@ int spec_tune_rungs(int n, int eta, int keep[SPEC_TUNE_MAX_RUNGS],
  * sum over rungs of keep[r] * (frac[r] - frac[r-1]). */
 double spec_tune_budgets(int n, int eta);
 
+/* The choice among n candidates by their metric (the mean validation loss over the tuning
+ * seeds; +inf for a candidate whose run diverged): the lowest, ties to the lower index (so
+ * the same results give the same choice everywhere). */
+int spec_tune_best(const double *metric, int n);
+
 #endif

@@ -229,7 +229,8 @@ int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                       host_fail,
                       host_admit,
                       host_decided,
-                      host_not_needed};
+                      host_not_needed,
+                      host_tuned};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
@@ -344,14 +345,6 @@ static int sched_learn(Sweep *s) {
     return rc;
 }
 
-/* This version plans a tune: sweep (`ablate plan`) but does not run it: its comparison runs
- * would train before any value was chosen. */
-static int tune_refuse(const Spec *spec, char err[ABL_ERR_MAX]) {
-    if (!spec->tune.on) return 0;
-    return spec_fail(err, spec->tune.mark,
-                     "tune: is planned (ablate plan) but not run by this version yet");
-}
-
 int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     const SweepOptions *o = s->o;
     char err[ABL_ERR_MAX];
@@ -363,7 +356,7 @@ int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     if (spec_load(&s->spec, o->spec_path, o->sets, o->n_sets, err) != 0 ||
         plan_build(&s->spec, &s->plan, err) != 0 ||
         !(s->cost = plan_cost_compute_ids(&s->plan, &ids, &n_ids, err)) ||
-        (o->join && calib_refuse_join(&s->plan, err) != 0) || tune_refuse(&s->spec, err) != 0) {
+        (o->join && calib_refuse_join(&s->plan, err) != 0)) {
         log_line("%s", err);
         free(ids);
         return SWEEP_EXIT_USAGE;
@@ -402,6 +395,8 @@ int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     write_header(s, nranks, hostnames);
     s->journaled = rs->decisions;
     s->n_journaled = rs->n_decisions;
+    s->tunes_journaled = rs->tunes;
+    s->n_tunes_journaled = rs->n_tunes;
     if (s->spec.replicate.on) write_replicate(s);
     /* a shared sweep's first identity is also where other processes check theirs */
     if (data_guard_record(&s->data, s->j, shared ? o->out_path : NULL, o->accept_data_change, err))
