@@ -15,7 +15,10 @@
     chosen and the other's tuning runs train, then resumed (in-process; and under mpirun
     at another rank count), ends identical to the uninterrupted one: every run's rows,
     /tuning, one TUNE record per configuration in the journal;
-  - join_refused: --join refuses a tune: sweep in one line (not supported yet).
+  - join_refused: --join refuses a tune: sweep in one line (not supported yet);
+  - train: `ablate train` of a tune: spec trains its base (not a tuning run); `--run` of a
+    comparison run is refused in one line unless the tuned knob is given with --set (its
+    value is the sweep's choice); a tuning run trains at its candidate.
 """
 import collections
 import json
@@ -219,6 +222,28 @@ def test_join_refused():
         _, _, err = C.run(["run", spec, "-o", out, "--join"], expect_rc=2, tag="join")
         assert "does not run under --join yet" in C.one_line(err, "the refusal"), err
         assert not os.path.exists(out)
+
+
+def step_lrs(out):
+    return [json.loads(l)["lr"] for l in out.splitlines() if '"event":"step"' in l]
+
+
+def test_train():
+    with C.workdir("tune_train") as d:
+        text = run_spec(C.corpus_path(d))
+        spec = C.write(os.path.join(d, "t.yaml"), text)
+        plain = C.write(os.path.join(d, "plain.yaml"), text.split("tune:")[0])
+        _, a, _ = C.run(["train", spec, "--json"], expect_rc=0, tag="train_base")
+        _, b, _ = C.run(["train", plain, "--json"], expect_rc=0, tag="train_plain")
+        assert step_lrs(a) and step_lrs(a) == step_lrs(b), (step_lrs(a)[:3], step_lrs(b)[:3])
+        _, _, err = C.run(["train", spec, "--run", "heads2/seed1"], expect_rc=2, tag="cmp")
+        assert "trains at the train.lr its tuning runs choose" in C.one_line(err, "refusal")
+        _, a, _ = C.run(["train", spec, "--run", "heads2/seed1", "--set", "train.lr=3.0e-2",
+                         "--json"], expect_rc=0, tag="cmp_set")
+        _, b, _ = C.run(["train", spec, "--run", "heads2/tune/lr=3.0e-2/seed1000", "--json"],
+                        expect_rc=0, tag="tuning_run")
+        # the same schedule: the same lr at every step (the seeds differ)
+        assert step_lrs(a) == step_lrs(b) and max(step_lrs(a)) <= 3.0e-2, step_lrs(a)[-3:]
 
 
 TESTS = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("test_")]
