@@ -198,7 +198,10 @@ def test_kill_resume():
             hold = os.path.join(d, label + "-hold")
             with C.Job(["run", spec, "-o", out], ranks=ranks, tag=label,
                        env=C.hold_env(hold, step=1, runs=held_ids)) as job:
-                C.wait_until(lambda: C.held(hold), job, "the held tuning run")
+                # with many ranks the baseline's last tuning run may still train while
+                # this one is held: its choice comes, heads2's cannot (this run never ends)
+                C.wait_until(lambda: C.held(hold) and tune_records(out), job,
+                             "the held tuning run and the baseline's choice")
                 before = tune_records(out)
                 C.kill_session(job.sid, signal.SIGKILL)
                 job.reap(30)
