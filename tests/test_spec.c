@@ -405,10 +405,10 @@ TEST(errors) {
      * (description and replicate were once missing from that list) */
     EXPECT_ERROR(
         "- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
-        "data, base, grid, variants, seeds, description, replicate and ladder; got a list");
+        "data, base, grid, variants, seeds, description, replicate, ladder and tune; got a list");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
                  "t.yaml:2:1: ", "unknown key 'zzzzqqq'",
-                 "seeds, description, replicate or ladder)");
+                 "seeds, description, replicate, ladder or tune)");
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -1205,11 +1205,11 @@ TEST(key_lists) {
     char fmt[1024];
     spec_error("- %s\n", "base");
     EXPECT_KEYS(listed_keys("mapping with keys ", "; got"),
-                "data base grid variants seeds description replicate ladder");
+                "data base grid variants seeds description replicate ladder tune");
     expect_accepted(__LINE__, "%s: {}\n", listed_keys("mapping with keys ", "; got"));
     spec_error("zzzzqqq: %s\n", "1");
     EXPECT_KEYS(listed_keys("(expected ", ")"),
-                "data base grid variants seeds description replicate ladder");
+                "data base grid variants seeds description replicate ladder tune");
 
     snprintf(fmt, sizeof fmt, "%sreplicate: %%s\n", rep);
     spec_error(fmt, "5");

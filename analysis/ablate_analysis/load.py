@@ -97,6 +97,9 @@ class Sweep:
              file's /base_config), or None for files without it
     declared_family  True when the file pre-declares its family of contrasts (/contrasts,
              an adaptive sweep): its Holm family is not the report's to choose
+    tuning   a tune: sweep's /tuning (one row per candidate of each configuration:
+             configuration, config, candidate, knobs, values, value, rung, fraction, seeds,
+             val_loss, chosen; tuning.py), or None for files without it
     calibration  a calibrated fixed-time sweep's timing trials (/calibration, one row per
              trial in the order timed: configuration, group, trial, tokens_per_s, seconds,
              steps, warmup, host, load1, blas_core, utc), or None for files without it
@@ -114,6 +117,8 @@ class Sweep:
     replicate_decisions = None
     # a calibrated fixed-time sweep's /calibration (train.calibrate), else None
     calibration = None
+    # a tune: sweep's /tuning (each configuration's candidates and choice), else None
+    tuning = None
 
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
                  base_config=None):
@@ -442,6 +447,7 @@ def _load_once(path):
         replicate = read_replicate(f)
         calibration = _frame(f["calibration"][()]) if "calibration" in f and \
             f["calibration"].dtype.names else None
+        tuning = _frame(f["tuning"][()]) if "tuning" in f and f["tuning"].dtype.names else None
         bad = check_rows(path, f, runs, raw)
     lost = bad["runs"][0] if "runs" in bad else []
     for t in raw:  # never fill rows, never part of a run's rows, nothing of an unknown run
@@ -456,6 +462,7 @@ def _load_once(path):
         sw.data_files = data_files
     sw.declared_family = declared
     sw.calibration = calibration
+    sw.tuning = tuning
     if replicate is not None:
         sw.replicate_contrasts, sw.replicate_decisions = replicate
     return sw, bad

@@ -20,6 +20,7 @@ from . import figures as F
 from . import page as P
 from . import scaling as SC
 from . import stats as S
+from . import tuning as T
 from .load import SweepFileError, load
 from .text import Md, md_code, md_prose, md_text, term_text, text_lines
 
@@ -351,6 +352,7 @@ class Report:
                          "attn entropy", "repeating greedy"], rows, ["---"] + ["--:"] * 15))
         self.csv(c, "configs.csv")
         self.calibration()
+        self.tuning()
         layers = A.per_layer(sw)
         self.w("### Per layer (last recorded step)", "")
         self.w(md_table(["configuration", "layer", "n", "MLP zero frac", "MLP near-zero frac",
@@ -427,6 +429,36 @@ class Report:
                          "tokens"], rows,
                         ["---", "--:", "--:", "--:", "--:", "--:", "---", "---", "--:", "--:"]))
         self.csv(cal, "calibration.csv")
+
+    def tuning(self):
+        """A tune: sweep: each configuration's tuning curve and choice, and whether each
+        configuration's contrast with the baseline keeps its sign near both optima."""
+        t = self.sw.tuning
+        configs = T.configurations(t)
+        if not configs:
+            return
+        knob = str(t["knobs"].iloc[0])
+        base = self.baseline if self.baseline in configs else configs[0]
+        self.w("### Tuning (%s)" % md_text(knob), "")
+        self.w("Each configuration trained at its own %s, chosen by the lowest mean final "
+               "validation loss over its tuning seeds (never the test split); the loss below "
+               "is that metric, on the tuning seeds, not the comparison runs'. *Sign near the "
+               "optima*: whether the configuration's difference to %s keeps its sign at every "
+               "pair of candidates within the stated factor of each side's optimum (on the "
+               "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning."
+               % (md_text(knob), md_text(base or "baseline")), "")
+        rows = []
+        for c in configs:
+            ch = T.chosen(t, c)
+            pts = T.curve(t, c)
+            sens = T.sensitivity(t, c, base) if c != base else None
+            rows.append([c or "baseline", ch[2] if ch else "", fnum(ch[1]) if ch else "",
+                         ", ".join("%s: %s" % (p[3], fnum(p[1])) for p in pts),
+                         "" if sens is None else sens["text"]])
+        self.w(md_table(["configuration", "chosen", "val loss", "candidates (val loss)",
+                         "sign near the optima"], rows))
+        self.csv(t, "tuning.csv")
+        self.fig(T.figure(t, os.path.join(self.dir, "tuning.png")), "tuning curves")
 
     def routing(self):
         """Mixture of experts and of heads: how each routed block shares its tokens."""

@@ -10,6 +10,7 @@
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/plan_cost.h"
 #include "orchestrator/plan/run_id.h"
+#include "orchestrator/plan/spec_tune.h"
 #include "worker/calibrate.h"
 #include "util/json.h"
 #include "worker/knobs.h"
@@ -147,6 +148,38 @@ static void print_replicate(const Plan *plan, const PlanCost *cost) {
     contrasts_free(&c);
 }
 
+/* A tune: sweep: what tuning costs next to the comparison runs. Successive halving's
+ * budget is fixed by the candidate count and eta (every rung keeps ceil(n / eta)), so its
+ * cost is known before any run; the upper end is every candidate trained to the full
+ * budget (no rung stopped early). */
+static void print_tune(const Plan *plan, const PlanCost *cost) {
+    const SpecTune *t = &plan->spec->tune;
+    int keep[SPEC_TUNE_MAX_RUNGS], configs = 0;
+    double frac[SPEC_TUNE_MAX_RUNGS], full = 0, compare = 0;
+    int n_rungs = spec_tune_rungs(t->n_candidates, t->eta, keep, frac);
+    for (int i = 0; i < plan->n_runs; i++) {
+        double h = plan_cost_core_hours(cost + i, 1, 50e9);
+        if (plan->runs[i].tune_candidate >= 0)
+            full += h;
+        else
+            compare += h;
+        if (i == 0 || plan->runs[i].config != plan->runs[i - 1].config) configs++;
+    }
+    double sh = full * spec_tune_budgets(t->n_candidates, t->eta) / t->n_candidates;
+    char rungs[SPEC_TUNE_MAX_RUNGS * 24] = "";
+    for (int r = 0; r < n_rungs; r++) {
+        char at[32] = "the full budget";
+        if (frac[r] < 1) snprintf(at, sizeof at, "1/%.0f of the budget", 1 / frac[r]);
+        snprintf(rungs + strlen(rungs), sizeof rungs - strlen(rungs), "%s%d to %s", r ? ", " : "",
+                 keep[r], at);
+    }
+    printf("tune: %d configurations x %d candidates x %d tuning seeds: ~%.2g to ~%.2g core-hours "
+           "(successive halving, eta %d: %s; at most every candidate to the full budget), "
+           "%.2fx to %.2fx the comparison runs' ~%.2g\n",
+           configs, t->n_candidates, t->n_seeds, sh, full, t->eta, rungs,
+           compare > 0 ? sh / compare : 0, compare > 0 ? full / compare : 0, compare);
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *path = NULL, *sets[256];
     int n_sets = 0, json = 0;
@@ -242,6 +275,7 @@ int cmd_plan(int argc, char **argv) {
                plan_cost_core_hours(cost, plan.n_runs, 50e9), mem, lim, why);
         if (spec.ladder) print_ladder(&plan, cost);
         if (spec.replicate.on) print_replicate(&plan, cost);
+        if (spec.tune.on) print_tune(&plan, cost);
         print_calibration(&plan, cost);
     }
     rc = cli_output_ok() == 0 ? 0 : 1;

@@ -154,6 +154,7 @@ int cmd_train(int argc, char **argv) {
     base_only.excludes = NULL;
     base_only.n_seeds = 1;
     base_only.seeds = &one_seed;
+    base_only.tune.on = 0; /* the base itself, not its tuning runs */
     if (plan_build(run_sel ? &spec : &base_only, &plan, err) != 0 ||
         !(cost = plan_cost_compute(&plan, err)))
         goto fail;
@@ -162,6 +163,18 @@ int cmd_train(int argc, char **argv) {
                  "ablate train: %s plans no run named or with id '%s' ('ablate plan %s' lists "
                  "them)",
                  spec_path, run_sel, spec_path);
+        goto fail;
+    }
+    /* a tune: sweep's comparison run trains at the value the sweep chooses: here only at a
+     * value given with --set */
+    for (int k = 0;
+         run_sel && spec.tune.on && plan.runs[r].tune_candidate < 0 && k < spec.tune.n_knobs; k++) {
+        const SpecMark *m = &spec.base_src[spec.tune.knobs[k] - knob_table];
+        if (m->file && !strcmp(m->file, "--set")) continue;
+        snprintf(err, sizeof err,
+                 "ablate train: run '%s' trains at the %s its tuning runs choose (the sweep's "
+                 "/tuning): give it with --set %s=VALUE, or train one of its tuning runs",
+                 plan.runs[r].name, spec.tune.knobs[k]->name, spec.tune.knobs[k]->name);
         goto fail;
     }
     /* what a sweep hands its worker: the resolved config and the run's seed */

@@ -12,10 +12,15 @@
 
 #include "id_index.h"
 #include "run_id.h"
+#include "spec_tune.h"
 #include "util/buf.h"
 #include "util/grow.h"
 
 /* ---- ids ---- */
+
+int plan_runs_per_config(const Spec *s) {
+    return s->n_seeds + (s->tune.on ? s->tune.n_candidates * s->tune.n_seeds : 0);
+}
 
 uint64_t plan_run_hash(const RunConfig *c, uint64_t seed) {
     return run_id_hash(c, &seed);
@@ -362,6 +367,7 @@ struct Walk {
     size_t cap;         /* of p->runs */
     int (*leaf)(Walk *w, char err[ABL_ERR_MAX]);
     char *ok_path;
+    int configs; /* configurations built so far (PlannedRun.config) */
 };
 
 /* Nodes a walk may visit: bounds the time of a grid whose exclusions prune late. */
@@ -474,14 +480,90 @@ static int walk_all(Walk *w, char err[ABL_ERR_MAX]) {
 
 /* The count pass: stops as soon as the kept points' runs pass the limit. */
 static int count_leaf(Walk *w, char err[ABL_ERR_MAX]) {
-    if (w->kept * w->s->n_seeds <= w->max_runs) return 0;
+    if (w->kept * plan_runs_per_config(w->s) <= w->max_runs) return 0;
     return spec_fail(err, fallback_mark(w->s),
                      "the spec plans more than %lld runs after grid.exclude, the limit: set "
                      "ABLATE_MAX_RUNS to more to allow them (up to %d)",
                      w->max_runs, PLAN_MAX_RUNS_CEILING);
 }
 
-/* The build pass: one planned run per seed of a kept point. */
+/* One planned run of the current point: name prefix + mid + "seed<N>". */
+static int add_run(Walk *w, const char *prefix, const char *mid, const RunConfig *cfg,
+                   uint64_t seed, const char id[RUN_ID_CHARS], int tune_candidate,
+                   char err[ABL_ERR_MAX]) {
+    const Spec *s = w->s;
+    Plan *p = w->p;
+    if (GROW(p->runs, w->cap, (size_t)p->n_runs + 1) != 0)
+        return spec_fail(err, fallback_mark(s), "out of memory");
+    PlannedRun *r = &p->runs[p->n_runs];
+    memset(r, 0, sizeof *r);
+    p->n_runs++;
+    r->index = p->n_runs - 1;
+    r->seed = seed;
+    r->cfg = *cfg;
+    r->variant = w->variant;
+    r->config = w->configs;
+    r->tune_candidate = tune_candidate;
+    memcpy(r->id, id, RUN_ID_CHARS);
+    size_t nlen = strlen(prefix) + strlen(mid) + 32;
+    r->name = malloc(nlen);
+    r->overrides = overrides_text(&w->l, cfg);
+    if (s->n_axes > 0) r->point = malloc((size_t)s->n_axes * sizeof *r->point);
+    if (!r->name || !r->overrides || (s->n_axes > 0 && !r->point))
+        return spec_fail(err, fallback_mark(s), "out of memory");
+    snprintf(r->name, nlen, "%s%sseed%llu", prefix, mid, (unsigned long long)seed);
+    if (strlen(r->name) > PLAN_NAME_MAX) return name_too_long(s, &w->l, w->variant, r->name, err);
+    if (s->n_axes > 0) memcpy(r->point, w->point, (size_t)s->n_axes * sizeof *w->point);
+    return 0;
+}
+
+/* A tune: sweep's tuning runs of the current point: every candidate at every tuning seed,
+ * named "<prefix>tune/<knob>=<value>/.../seed<N>", ids as any run's (they train what they
+ * say). */
+static int add_tuning_runs(Walk *w, const char *prefix, const RunConfig *cfg,
+                           char err[ABL_ERR_MAX]) {
+    const Spec *s = w->s;
+    const SpecTune *t = &s->tune;
+    for (int c = 0; c < t->n_candidates; c++) {
+        RunConfig tc = *cfg;
+        spec_tune_apply(t, c, &tc);
+        char msg[ABL_ERR_MAX];
+        if (validate(&tc, msg) != 0) {
+            SpecMark m = t->values[0][spec_tune_value(t, c, 0)].mark;
+            for (int k = 0; k < t->n_knobs; k++)
+                if (mention(msg, t->knobs[k]->name, 0) >= 0 ||
+                    mention(msg, t->knobs[k]->name, 1) >= 0)
+                    m = t->values[k][spec_tune_value(t, c, k)].mark;
+            return spec_fail(err, m, "tuning run '%stune/...': %s", prefix, msg);
+        }
+        Buf mid = {0};
+        buf_adds(&mid, "tune/");
+        for (int k = 0; k < t->n_knobs; k++) {
+            char part[ABL_PATH_MAX + 160];
+            const char *dot = strrchr(t->knobs[k]->name, '.');
+            snprintf(part, sizeof part, "%s=%s/", dot ? dot + 1 : t->knobs[k]->name,
+                     t->values[k][spec_tune_value(t, c, k)].text);
+            for (char *q = strchr(part, '=') + 1; q[1]; q++)
+                if (*q == '/' || isspace((unsigned char)*q)) *q = '_';
+            buf_adds(&mid, part);
+        }
+        char *mids = buf_string(&mid);
+        if (!mids) return spec_fail(err, fallback_mark(s), "out of memory");
+        for (int si = 0; si < t->n_seeds; si++) {
+            char id[RUN_ID_CHARS];
+            plan_run_id(&tc, t->seeds[si], id);
+            if (add_run(w, prefix, mids, &tc, t->seeds[si], id, c, err) != 0) {
+                free(mids);
+                return -1;
+            }
+        }
+        free(mids);
+    }
+    return 0;
+}
+
+/* The build pass: one planned run per seed of a kept point (after its tuning runs in a
+ * tune: sweep). */
 static int build_leaf(Walk *w, char err[ABL_ERR_MAX]) {
     const Spec *s = w->s;
     Plan *p = w->p;
@@ -510,37 +592,23 @@ static int build_leaf(Walk *w, char err[ABL_ERR_MAX]) {
         free(prefix);
         return -1;
     }
-    for (int si = 0; si < s->n_seeds; si++) {
-        if (GROW(p->runs, w->cap, (size_t)p->n_runs + 1) != 0) {
-            free(prefix);
-            spec_fail(err, fallback_mark(s), "out of memory");
-            return -1;
-        }
-        PlannedRun *r = &p->runs[p->n_runs];
-        memset(r, 0, sizeof *r);
-        p->n_runs++;
-        r->index = p->n_runs - 1;
-        r->seed = s->seeds[si];
-        r->cfg = cfg;
-        r->variant = variant;
-        plan_run_id(&cfg, r->seed, r->id);
-        size_t nlen = strlen(prefix) + 32;
-        r->name = malloc(nlen);
-        r->overrides = overrides_text(&l, &cfg);
-        if (s->n_axes > 0) r->point = malloc((size_t)s->n_axes * sizeof *r->point);
-        if (!r->name || !r->overrides || (s->n_axes > 0 && !r->point)) {
-            free(prefix);
-            spec_fail(err, fallback_mark(s), "out of memory");
-            return -1;
-        }
-        snprintf(r->name, nlen, "%sseed%llu", prefix, (unsigned long long)r->seed);
-        if (strlen(r->name) > PLAN_NAME_MAX) {
-            name_too_long(s, &l, variant, r->name, err);
-            free(prefix);
-            return -1;
-        }
-        if (s->n_axes > 0) memcpy(r->point, point, (size_t)s->n_axes * sizeof *point);
+    if (s->tune.on && add_tuning_runs(w, prefix, &cfg, err) != 0) {
+        free(prefix);
+        return -1;
     }
+    for (int si = 0; si < s->n_seeds; si++) {
+        char id[RUN_ID_CHARS];
+        if (s->tune.on) /* the tuned knobs' values are chosen later: the id says "tuned" */
+            run_id_format(run_id_hash_tuned(&cfg, s->tune.knobs, s->tune.n_knobs, &s->seeds[si]),
+                          id);
+        else
+            plan_run_id(&cfg, s->seeds[si], id);
+        if (add_run(w, prefix, "", &cfg, s->seeds[si], id, -1, err) != 0) {
+            free(prefix);
+            return -1;
+        }
+    }
+    w->configs++;
     free(prefix);
     return 0;
 }
@@ -550,7 +618,7 @@ int plan_build(const Spec *s, Plan *p, char err[ABL_ERR_MAX]) {
     p->spec = s;
     err[0] = '\0';
     int n_var = s->n_variants > 0 ? s->n_variants : 1;
-    double total = (double)n_var * s->n_seeds;
+    double total = (double)n_var * plan_runs_per_config(s);
     for (int a = 0; a < s->n_axes; a++)
         total *= s->axes[a].n_points;
     long long max_runs = plan_max_runs(err);

@@ -26,6 +26,13 @@ typedef struct {
                         (knob_format), space-separated; "" for the baseline without a grid */
     int variant;     /* index into Spec.variants, or -1 for the implicit baseline */
     int *point;      /* Spec.n_axes entries: the value index on each axis (NULL if no axes) */
+    int config;      /* its configuration (variant, grid point) in plan order, 0-based */
+    /* tune: sweeps (plan/spec_tune.h): a tuning run's candidate (spec_tune_value), -1 for a
+     * comparison run. A configuration's tuning runs come first (candidate, then tuning seed),
+     * then its comparison runs, whose ids hash "<knob>=tuned" for the tuned knobs (the value
+     * is chosen by the tuning runs, so the id cannot depend on it) and whose cfg holds the
+     * base's values of those knobs until the choice sets them. */
+    int tune_candidate;
 } PlannedRun;
 
 typedef struct {
@@ -49,6 +56,8 @@ void plan_free(Plan *p);
  * the base key (or the base/data section for a default). *from_run (if asked) is 1 when a
  * grid value or variant entry set it. */
 SpecMark plan_source(const Plan *p, const PlannedRun *r, const Knob *k, int *from_run);
+/* Runs each configuration plans: its seeds, plus candidates x tuning seeds with tune:. */
+int plan_runs_per_config(const Spec *s);
 /* Index of the run with this id, or -1. */
 int plan_find_id(const Plan *p, const char *id);
 

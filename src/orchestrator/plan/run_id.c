@@ -36,6 +36,26 @@ uint64_t run_id_hash(const RunConfig *c, const uint64_t *seed) {
     return run_id_hash_table(knob_table, knob_count, c, seed);
 }
 
+uint64_t run_id_hash_tuned(const RunConfig *c, const Knob *const *tuned, int n_tuned,
+                           const uint64_t *seed) {
+    RunConfig def;
+    run_config_default(&def);
+    uint64_t h = FNV1A_BASIS;
+    for (int i = 0; i < knob_count; i++) {
+        const Knob *k = &knob_table[i];
+        int is_tuned = 0;
+        for (int j = 0; j < n_tuned; j++)
+            is_tuned |= tuned[j] == k;
+        if (is_tuned) {
+            h = fnv1a(h, k->name, strlen(k->name));
+            h = fnv1a(h, "=tuned\n", 7);
+        } else if (!knob_equal(c, &def, k)) {
+            h = hash_knob(h, k, c);
+        }
+    }
+    return seed ? hash_seed(h, *seed) : h;
+}
+
 uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint64_t seed) {
     uint64_t h = FNV1A_BASIS;
     for (int i = 0; i < n; i++)

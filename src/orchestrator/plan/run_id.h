@@ -27,6 +27,10 @@
 uint64_t run_id_hash_table(const Knob *table, int n, const RunConfig *c, const uint64_t *seed);
 /* Scheme 2 with knob_table; seed NULL = the group hash. */
 uint64_t run_id_hash(const RunConfig *c, const uint64_t *seed);
+/* Scheme 2 for a comparison run of a tune: sweep: each knob of tuned (n_tuned of them)
+ * hashes as "name=tuned\n" whatever its value, the others as run_id_hash does. */
+uint64_t run_id_hash_tuned(const RunConfig *c, const Knob *const *tuned, int n_tuned,
+                           const uint64_t *seed);
 /* Scheme 1: every knob of the table. */
 uint64_t run_id_hash_v1_table(const Knob *table, int n, const RunConfig *c, uint64_t seed);
 uint64_t run_id_hash_v1(const RunConfig *c, uint64_t seed);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "spec_tune.h"
 #include "util/grow.h"
 #include "yaml_doc.h"
 
@@ -174,7 +175,8 @@ typedef struct {
 
 static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},   {"grid", NULL},
                                    {"variants", NULL},  {"seeds", NULL},  {"description", NULL},
-                                   {"replicate", NULL}, {"ladder", NULL}, {NULL, NULL}};
+                                   {"replicate", NULL}, {"ladder", NULL}, {"tune", NULL},
+                                   {NULL, NULL}};
 static const SpecKey ladder_keys[] = {{"rungs", NULL}, {"tokens_per_param", NULL}, {NULL, NULL}};
 static const SpecKey rep_keys_list[] = {{"seeds", NULL}, {"resolve", NULL}, {"looks", NULL},
                                         {"alpha", NULL}, {"budget", NULL},  {"baseline", NULL},
@@ -1009,6 +1011,8 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
         }
         s->n_seeds = 1;
     }
+    const YNode *tune_key = NULL, *tune = ydoc_get(root, "tune", &tune_key);
+    if (tune && spec_tune_parse(s, tune_key, tune, L->err) != 0) return -1;
     if (apply_sets(L, sets, n_sets) != 0) return -1;
     int budgets[SPEC_BUDGETS] = {0};
     for (int i = 0; i < knob_count; i++)
@@ -1096,6 +1100,7 @@ void spec_free(Spec *s) {
     free(s->sets);
     free(s->seeds);
     free(s->replicate.baseline_point);
+    spec_tune_free(&s->tune);
     free(s->base_src);
     free(s->description);
     free(s->text);

@@ -72,6 +72,29 @@ typedef struct {
     SpecMark baseline_mark;
 } SpecReplicate;
 
+/* tune: (docs/spec.md, "Tuning each configuration"): every configuration of the grid/variants
+ * is tuned on its own over the candidate values of one or more knobs (the product of their
+ * value lists, last knob fastest), on tuning seeds disjoint from the comparison seeds, by
+ * the validation loss (successive halving with factor eta, plan/spec_tune.h); its comparison
+ * runs then train at its chosen values. */
+#define SPEC_TUNE_MAX_KNOBS      4
+#define SPEC_TUNE_MAX_CANDIDATES 256
+#define SPEC_TUNE_TEXT_MAX       64 /* bytes of a candidate value, NUL included */
+typedef struct {
+    int on;        /* a tune: section was given */
+    SpecMark mark; /* of the tune key */
+    int n_knobs;
+    const Knob *knobs[SPEC_TUNE_MAX_KNOBS];
+    SpecMark knob_marks[SPEC_TUNE_MAX_KNOBS];
+    int n_values[SPEC_TUNE_MAX_KNOBS];
+    SpecAssign *values[SPEC_TUNE_MAX_KNOBS]; /* a log range's values carry the range's mark */
+    int n_candidates;                        /* the product of n_values */
+    int n_seeds;
+    uint64_t *seeds; /* the tuning seeds, disjoint from Spec.seeds */
+    SpecMark seeds_mark;
+    int eta; /* successive halving keeps ceil(n / eta) candidates a rung (default 3) */
+} SpecTune;
+
 typedef struct {
     char *path; /* as given (used as FILE in messages) */
     char *text; /* the raw spec text, NUL-terminated, for storing with the results */
@@ -104,6 +127,7 @@ typedef struct {
     int ladder;           /* a ladder: section was given */
     int ladder_axis;      /* its index in axes (valid when ladder) */
     SpecMark ladder_mark; /* of the ladder key */
+    SpecTune tune;           /* .on = 0 without a tune: section (plan/spec_tune.h) */
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the

@@ -102,6 +102,9 @@ typedef struct {
     const JournalDecision *journaled;
     int n_journaled;
     JournalDecision *latest; /* per contrast; look -2: nothing yet */
+    /* tune: (schedule/tune.c): the choices the journal held when this session began */
+    const JournalTune *tunes_journaled;
+    int n_tunes_journaled;
     int n_not_needed;
     double idle_worker_seconds;      /* worker ranks idle while the sweep went on */
     double *idle_since, *busy_since; /* many ranks: when each worker became idle, when it
@@ -147,6 +150,9 @@ int host_not_needed(void *ctx, int run, const char *why);
 int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]);
 void write_replicate(Sweep *s);
 void replicate_summary(const Sweep *s, int n);
+
+/* sweep_tune.c: a tune: sweep */
+int host_tuned(void *ctx, const JournalTune *t);
 
 /* sweep_open.c: the journal opened (new, --force, --resume) and reconciled with the plan */
 int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]);

@@ -229,7 +229,8 @@ int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                       host_fail,
                       host_admit,
                       host_decided,
-                      host_not_needed};
+                      host_not_needed,
+                      host_tuned};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);
@@ -394,6 +395,8 @@ int sweep_open(Sweep *s, ResumeState *rs, int nranks, const char *hostnames) {
     write_header(s, nranks, hostnames);
     s->journaled = rs->decisions;
     s->n_journaled = rs->n_decisions;
+    s->tunes_journaled = rs->tunes;
+    s->n_tunes_journaled = rs->n_tunes;
     if (s->spec.replicate.on) write_replicate(s);
     /* a shared sweep's first identity is also where other processes check theirs */
     if (data_guard_record(&s->data, s->j, shared ? o->out_path : NULL, o->accept_data_change, err))

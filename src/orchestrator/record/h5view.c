@@ -268,6 +268,9 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
         case JREC_CALIBRATION:
             if (h5v_calibration_record(v, &rec) != 0) goto oom;
             break;
+        case JREC_TUNE:
+            if (h5v_tune_record(v, &rec) != 0) goto oom;
+            break;
         case JREC_DAMAGE:
             if (h5v_damage_handled(v, &rec) != 0) goto oom;
             break;
@@ -926,6 +929,7 @@ void h5v_view_free(View *v) {
     v->cal = NULL;
     v->n_cal = 0;
     v->cap_cal = 0;
+    h5v_tune_free(v);
     for (int a = 0; a < v->n_axes; a++)
         free(v->axes[a]);
     v->n_axes = 0;
@@ -1018,6 +1022,7 @@ int h5view_build_many(const char *const *journals, int n, int limited, uint64_t 
     if (h5v_write_runs(&v, file, err) != 0) goto done;
     if (h5v_write_replicate(&v, file, err) != 0) goto done;
     if (h5v_write_calibration(&v, file, err) != 0) goto done;
+    if (h5v_write_tuning(&v, file, err) != 0) goto done;
     if (write_weights(&v, data_dir, file, err) != 0) goto done;
     if (h5user_carry(out_path, file, err) != 0) goto done;
     rc = 0;
@@ -1068,6 +1073,7 @@ void h5view_schema_markdown(Buf *b) {
     h5v_live_markdown(b, head);
     h5v_replicate_markdown(b, head);
     h5v_calibration_markdown(b, head);
+    h5v_tuning_markdown(b, head);
     buf_printf(b,
                "\n#### `/schema`\nIn every view file: one row per column of every table the "
                "file holds (itself included), in the order the tables were written.\n\n%s",

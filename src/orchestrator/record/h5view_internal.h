@@ -14,6 +14,7 @@
 #include "h5view.h"
 #include "journal.h"
 #include "journal_calibration.h"
+#include "journal_tune.h"
 #include "journal_replicate.h"
 #include "worker/data_identity.h"
 
@@ -104,6 +105,10 @@ typedef struct {
     JournalCalibration *cal;
     int n_cal;
     size_t cap_cal;
+    /* a tune: sweep (h5view_tuning.c): the last TUNE record of each configuration */
+    JournalTune **tune;
+    int n_tune;
+    size_t cap_tune;
     RunsCache *runs_cache; /* the live view's /runs rows of ended runs; NULL: none */
     /* journal damage (h5view_damage.c): regions met in pass 1, those DAMAGE records name */
     int cur_journal; /* the View.rd index pass 1 reads */
@@ -213,6 +218,12 @@ void h5v_calibration_markdown(Buf *b, const char *head);
 #define H5V_CALIB_RUN_COLS 5
 extern const H5Col h5v_calib_run_cols[H5V_CALIB_RUN_COLS];
 void h5v_calibration_put(const View *v, H5Table *t, uint8_t *row, int c0, const RunConfig *cfg);
+/* Pass 1 of a TUNE record; 0 or -1 (memory). /tuning (nothing without choices); 0 or -1
+ * with err. free: the records kept. */
+int h5v_tune_record(View *v, const JournalRecord *rec);
+int h5v_write_tuning(View *v, hid_t file, char *err);
+void h5v_tuning_markdown(Buf *b, const char *head);
+void h5v_tune_free(View *v);
 /* Journal damage (h5view_damage.c). Pass 1: a gap of damaged bytes before a record (the
  * runs it may have held are found now, from the runs in progress), and a DAMAGE record
  * (a region an earlier --resume handled); 0 or -1 (memory). settle: the regions no DAMAGE

@@ -76,6 +76,7 @@ typedef enum {
     JREC_REPLICATE = 10, /* replicate: sweeps (journal_replicate.h) */
     JREC_DECISION = 11,
     JREC_CALIBRATION = 12, /* calibrated fixed time (journal_calibration.h) */
+    JREC_TUNE = 13,        /* a tune: sweep's choice (journal_tune.h) */
 } JournalRecordType;
 
 /* "header", "plan", ...; "unknown" for other values. */

@@ -47,6 +47,8 @@ const char *journal_type_name(int type) {
         return "decision";
     case JREC_CALIBRATION:
         return "calibration";
+    case JREC_TUNE:
+        return "tune";
     default:
         return "unknown";
     }

@@ -118,6 +118,14 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             if (journal_decode_calibration(&rec, &st->calib[st->n_calib]) == 0) st->n_calib++;
             continue;
         }
+        if (rec.type == JREC_TUNE) {
+            if (GROW(st->tunes, st->cap_tunes, (size_t)st->n_tunes + 1) != 0) {
+                rc = -2;
+                break;
+            }
+            if (journal_decode_tune(&rec, &st->tunes[st->n_tunes]) == 0) st->n_tunes++;
+            continue;
+        }
         if (rec.type == JREC_PLAN) {
             JournalPlan p;
             if (journal_decode_plan(&rec, &p) != 0 || grow(st, p.index) != 0) continue;
@@ -215,6 +223,7 @@ void resume_free(ResumeState *st) {
     free(st->runs);
     free(st->data);
     free(st->decisions);
+    free(st->tunes);
     free(st->calib);
     memset(st, 0, sizeof *st);
 }

@@ -8,6 +8,7 @@
 
 #include "journal.h"
 #include "journal_calibration.h"
+#include "journal_tune.h"
 #include "journal_replicate.h"
 #include "orchestrator/plan/plan.h"
 #include "worker/data_identity.h"
@@ -75,6 +76,9 @@ typedef struct {
     JournalCalibration *calib; /* CALIBRATION records (trials timed), journal order */
     int n_calib;
     size_t cap_calib;
+    JournalTune *tunes; /* a tune: sweep's TUNE records (its choices), journal order */
+    int n_tunes;
+    size_t cap_tunes;
 } ResumeState;
 
 int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]);

@@ -10,6 +10,14 @@
 Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char journal[ABL_PATH_MAX],
                           char err[ABL_ERR_MAX]) {
     int replicate = cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on;
+    int tune = cfg->plan && cfg->plan->spec && cfg->plan->spec->tune.on;
+    if (tune && cfg->join) {
+        snprintf(err, ABL_ERR_MAX,
+                 "%s: a tune: sweep does not run under --join yet; run it in one process (any "
+                 "number of ranks), and continue it with --resume",
+                 cfg->plan->spec->path);
+        return NULL;
+    }
     /* a joined replicate: sweep: every process decides from the results in the claims */
     if (cfg->join)
         return replicate ? sched_adaptive_open(cfg, host, journal, err)
@@ -24,6 +32,7 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
         return NULL;
     }
     if (replicate) return sched_adaptive_open(cfg, host, journal, err);
+    if (tune) return sched_tune_open(cfg, host, err);
     return sched_queue_open(host, err);
 }
 

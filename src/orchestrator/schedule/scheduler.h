@@ -11,6 +11,8 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
+ *   tune.c     a tune: sweep: the tuning runs first, each configuration's comparison runs
+ *              once its value is chosen from them
  *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
  *              hears the results of other processes' runs from their claims)
@@ -22,6 +24,7 @@
 
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/record/journal_tune.h"
 #include "orchestrator/record/resume.h"
 #include "join.h"
 #include "worker/events.h"
@@ -58,6 +61,10 @@ typedef struct {
      * with why; it counts as finished from then on). 0, or -1 (the sweep is stopping). */
     int (*decided)(void *ctx, const JournalDecision *d);
     int (*not_needed)(void *ctx, int run, const char *why);
+    /* A tune: sweep (tune.c): a configuration's value is chosen; before this returns, the
+     * host sets its comparison runs' configs to it and journals the choice durably (unless
+     * its journal holds it). 0, or -1 (the sweep is stopping). */
+    int (*tuned)(void *ctx, const JournalTune *t);
 } SchedHost;
 
 /* How to open a scheduler: scheduler_open picks the implementation from these. */
@@ -143,6 +150,8 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
  * as for sched_joined_open). NULL with a message. */
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
                                char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+/* cfg->plan's spec has tune.on (one process: --join does not take a tune: sweep yet). */
+Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char err[ABL_ERR_MAX]);
 /* For a policy over the joined scheduler s: claims run for this process. 1: ours (claimed
  * now, held already, or taken over: the host was told where it continues from); 0: held by
  * another live process; 2: finished (the host heard its result through finished_elsewhere);

@@ -1,0 +1,44 @@
+/* The tune: section of a spec (docs/spec.md, "Tuning each configuration"): its parser and
+ * the successive-halving arithmetic that the planner, `ablate plan`'s cost range and the
+ * scheduler share.
+ *
+ * Form: tune: {knobs: {train.lr: [3.0e-3, 1.0e-2, 3.0e-2]}, seeds: [1000], eta: 3,
+ *              metric: val_loss}
+ * A knob's values are a list or a log range {log: [LO, HI], n: N} (N values spaced evenly in
+ * log between LO and HI, both included). The candidates are the product of the knobs' value
+ * lists, last knob fastest. The tuning seeds must be disjoint from the comparison seeds
+ * (seeds:), so that no comparison run's own result picks the value it trains at; the
+ * selection metric is the validation loss (the test split is never read for it). */
+#ifndef ABLATE_ORCHESTRATOR_SPEC_TUNE_H
+#define ABLATE_ORCHESTRATOR_SPEC_TUNE_H
+
+#include "spec.h"
+#include "yaml_doc.h"
+
+/* Parses the section at key/v into s->tune, after seeds:/replicate:, the grid and the
+ * variants are known (it checks against them). 0, or -1 with "FILE:LINE:COL: message". */
+int spec_tune_parse(Spec *s, const YNode *key, const YNode *v, char err[ABL_ERR_MAX]);
+void spec_tune_free(SpecTune *t);
+
+/* Candidate c's value of knob k (an index into t->values[k]). */
+int spec_tune_value(const SpecTune *t, int c, int k);
+/* Sets candidate c's values in cfg. */
+void spec_tune_apply(const SpecTune *t, int c, RunConfig *cfg);
+
+/* Successive halving over n candidates with factor eta: rung r (0..*n_rungs-1) trains
+ * keep[r] candidates (keep[0] = n) to the fraction frac[r] of the full budget (frac = eta^(r -
+ * last), the last rung at the full budget) and keeps ceil(keep[r] / eta) of them; the last
+ * rung keeps one, the choice. Arrays hold up to SPEC_TUNE_MAX_RUNGS entries. */
+#define SPEC_TUNE_MAX_RUNGS 16
+int spec_tune_rungs(int n, int eta, int keep[SPEC_TUNE_MAX_RUNGS],
+                    double frac[SPEC_TUNE_MAX_RUNGS]);
+/* What successive halving trains, in full-budget runs per tuning seed of one configuration:
+ * sum over rungs of keep[r] * (frac[r] - frac[r-1]). */
+double spec_tune_budgets(int n, int eta);
+
+/* The choice among n candidates by their metric (the mean validation loss over the tuning
+ * seeds; +inf for a candidate whose run diverged): the lowest, ties to the lower index (so
+ * the same results give the same choice everywhere). */
+int spec_tune_best(const double *metric, int n);
+
+#endif

@@ -1,0 +1,112 @@
+"""A tune: sweep's choices in the analysis (ablate_analysis/tuning.py) and the report.
+
+  - sensitivity: the sign of a contrast near both optima, on hand-made /tuning tables: it
+    holds when every nearby pair keeps it, flips (naming the pair) when one does not, and
+    "near" widens to the candidates' spacing when that is wider than 2x;
+  - report: ablate-report on a real tune: sweep has a "Tuning" section naming each
+    configuration's chosen value (equal to /tuning's), its candidates' losses and the
+    sign line, tuning.csv and tuning.png; a sweep without tune: has no such section.
+"""
+import math
+import os
+import sys
+
+import h5py
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweeps as W  # noqa: E402
+import common as C  # noqa: E402
+from ablate_analysis import tuning as T  # noqa: E402
+
+FILES = {}
+
+
+def table(curves, chosen=None):
+    """/tuning rows from {config: [(value, loss), ...]}; the choice: the lowest loss."""
+    rows = []
+    for k, (config, pts) in enumerate(curves.items()):
+        best = min(range(len(pts)), key=lambda i: (pts[i][1], i))
+        if chosen and config in chosen:
+            best = chosen[config]
+        for i, (v, loss) in enumerate(pts):
+            rows.append({"configuration": config, "config": k, "candidate": i,
+                         "knobs": "train.lr", "values": "%g" % v, "value": v, "rung": 0,
+                         "fraction": 1.0, "seeds": 1, "val_loss": loss, "chosen": int(i == best)})
+    return pd.DataFrame(rows)
+
+
+def test_sensitivity():
+    lrs = [1e-3, 2e-3, 4e-3, 8e-3]
+    # b better than a at every pair near both optima (4e-3 each; neighbours 2e-3, 8e-3)
+    t = table({"a": list(zip(lrs, [3.0, 2.6, 2.5, 2.7])),
+               "b": list(zip(lrs, [2.5, 2.2, 2.1, 2.3]))})
+    s = T.sensitivity(t, "a", "b")
+    assert s["holds"] is True and s["factor"] == 2.0, s
+    assert s["n_pairs"] == 9 and abs(s["diff"] - 0.4) < 1e-12, s
+    assert s["text"] == "holds for train.lr within 2x of each optimum (9 pairs)", s["text"]
+    # b's neighbour 8e-3 (2.55) is worse than a's optimum (2.5): the sign flips there
+    t = table({"a": list(zip(lrs, [3.0, 2.6, 2.5, 2.7])),
+               "b": list(zip(lrs, [2.9, 2.45, 2.4, 2.55]))})
+    s = T.sensitivity(t, "a", "b")
+    assert s["holds"] is False and s["flip"][:2] == (4e-3, 8e-3), s
+    assert s["text"].startswith("flips at train.lr=0.004 (a) vs 0.008 (b): -0.0500 against "
+                                "+0.1000"), s["text"]
+    # candidates 10x apart: "near" is their spacing, so the neighbours still count
+    wide = [1e-4, 1e-3, 1e-2]
+    t = table({"a": list(zip(wide, [3.0, 2.5, 2.45])), "b": list(zip(wide, [2.9, 2.4, 2.6]))})
+    s = T.sensitivity(t, "a", "b")
+    assert abs(s["factor"] - 10) < 1e-9 and s["holds"] is False, s
+    assert s["text"].startswith("flips at train.lr=0.001 (a) vs 0.0001 (b): -0.4000"), s["text"]
+    # a side without a finite optimum has no sign
+    t = table({"a": [(1e-3, math.inf), (2e-3, math.inf)], "b": [(1e-3, 2.0), (2e-3, 2.1)]})
+    assert T.sensitivity(t, "a", "b")["holds"] is None
+
+
+def spec_text(corpus):
+    s = C.micro_spec(corpus, steps=30, seeds=(0, 1), eval_every=15, sample_tokens=8,
+                     variants="  baseline: {}\n  heads2: {model.n_head: 2}\n")
+    return s + "tune: {knobs: {train.lr: [3.0e-3, 1.0e-2, 3.0e-2]}, seeds: [1000]}\n"
+
+
+def test_report():
+    d = FILES["dir"]
+    spec = C.write(os.path.join(d, "t.yaml"), spec_text(C.corpus_path(d)))
+    out = os.path.join(d, "t.h5")
+    C.run(["run", spec, "-o", out], expect_rc=0, tag="tune")
+    with h5py.File(out, "r") as f:
+        rows = [{k: C._py(r[k]) for k in r.dtype.names} for r in f["tuning"][()]]
+    rep = os.path.join(d, "rep")
+    rc, err = W.report(out, rep)
+    assert rc == 0, err
+    md = open(os.path.join(rep, "report.md")).read()
+    assert "### Tuning (train.lr)" in md, md[:3000]
+    section = md.split("### Tuning (train.lr)")[1].split("\n### ")[0]
+    for config in ("baseline", "heads2"):
+        mine = [r for r in rows if r["configuration"] == config]
+        best = [r for r in mine if r["chosen"]][0]
+        line = [l for l in section.splitlines() if l.startswith("| %s |" % config)]
+        assert len(line) == 1, section
+        cells = [c.strip() for c in line[0].strip("|").split("|")]
+        assert cells[1] == best["values"] and cells[2] == "%.4f" % best["val_loss"], cells
+        for r in mine:
+            assert "%s: %.4f" % (r["values"], r["val_loss"]) in cells[3], (r, cells)
+        if config == "heads2":
+            assert cells[4].startswith(("holds for train.lr within", "flips at train.lr=")), cells
+    assert os.path.isfile(os.path.join(rep, "tuning.png"))
+    csv = pd.read_csv(os.path.join(rep, "tuning.csv"))
+    assert len(csv) == 6 and int(csv["chosen"].sum()) == 2
+    # without tune: no section
+    plain = os.path.join(d, "plain.yaml")
+    C.write(plain, spec_text(C.corpus_path(d)).split("tune:")[0])
+    out2 = os.path.join(d, "plain.h5")
+    C.run(["run", plain, "-o", out2], expect_rc=0, tag="plain")
+    rc, err = W.report(out2, os.path.join(d, "rep2"))
+    assert rc == 0, err
+    assert "### Tuning" not in open(os.path.join(d, "rep2", "report.md")).read()
+
+
+TESTS = [("sensitivity", test_sensitivity), ("report", test_report)]
+
+if __name__ == "__main__":
+    W.main_in_workdir("report_tuning", FILES, TESTS)
