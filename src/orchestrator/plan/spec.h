@@ -72,6 +72,15 @@ typedef struct {
     SpecMark baseline_mark;
 } SpecReplicate;
 
+/* The family of contrasts (the top-level key contrasts:). */
+typedef enum {
+    SPEC_CONTRASTS_VS_BASE = 0, /* each configuration against the baseline (the default) */
+    SPEC_CONTRASTS_MAIN,        /* main_effects: each level of each factor vs its base level */
+    SPEC_CONTRASTS_INTERACTIONS /* interactions: the main effects and every two-way one */
+} SpecContrasts;
+/* "vs_base", "main_effects", "interactions". */
+const char *spec_contrasts_name(SpecContrasts c);
+
 typedef struct {
     char *path; /* as given (used as FILE in messages) */
     char *text; /* the raw spec text, NUL-terminated, for storing with the results */
@@ -100,6 +109,10 @@ typedef struct {
     uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
     SpecMark seeds_mark;
     SpecReplicate replicate; /* .on = 0 without a replicate: section */
+    /* contrasts: (docs/spec.md, "Factorial contrasts"): the family of contrasts a replicate:
+     * sweep decides (plan/contrast.h); line 0 in contrasts_mark when absent (vs_base). */
+    SpecContrasts contrasts;
+    SpecMark contrasts_mark;
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the
