@@ -108,8 +108,17 @@ static int build_factors(const Spec *s, Contrasts *c) {
         c->factor_name[f] = b.p;
         for (int l = 0; l < n; l++) {
             Buf v = {0};
-            for (int k = 0; k < ax->n_keys; k++)
-                buf_printf(&v, "%s%s", k ? "+" : "", ax->cells[l * ax->n_keys + k].text);
+            for (int k = 0; k < ax->n_keys; k++) {
+                /* canonical, as run names and /runs write it (1e-2 is 0.01) */
+                const SpecAssign *a = &ax->cells[l * ax->n_keys + k];
+                RunConfig cfg;
+                char val[256], msg[ABL_ERR_MAX];
+                run_config_default(&cfg);
+                if (knob_set(&cfg, a->knob, a->text, msg) != 0 ||
+                    knob_format(&cfg, a->knob, val, sizeof val) < 0)
+                    snprintf(val, sizeof val, "%s", a->text);
+                buf_printf(&v, "%s%s", k ? "+" : "", val);
+            }
             buf_addc(&v, '\0');
             if (v.oom) return buf_free(&v), -1;
             c->level_name[f][l] = v.p;

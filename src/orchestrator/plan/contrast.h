@@ -62,7 +62,8 @@ typedef struct {
     int n_factors;
     char **factor_name; /* knob name ("a+b" for a zip group), or "variant" */
     int *n_levels;
-    char ***level_name; /* [factor][level]: the value as written ("x+y" for a zip group) */
+    char ***level_name; /* [factor][level]: the value as run names write it (knob_format; "x+y" for
+                           a zip group) */
     int *base_level;    /* [factor]: the baseline's level */
 } Contrasts;
 

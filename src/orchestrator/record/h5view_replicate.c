@@ -96,7 +96,8 @@ static const H5Col contrast_cols[] = {
     {"factor", H5C_VSTR, 0, NULL,
      "main, interaction: the grid knob (a zip group's knobs joined by +), or variant; "
      "vs_base: empty"},
-    {"level", H5C_VSTR, 0, NULL, "the level of factor compared, as the spec writes it"},
+    {"level", H5C_VSTR, 0, NULL,
+     "the level of factor compared, as run names write it (a zip group: its values joined by +)"},
     {"base_level", H5C_VSTR, 0, NULL,
      "factor's base level (the replicate.baseline grid point's; the variant baseline)"},
     {"factor2", H5C_VSTR, 0, NULL, "interaction: the second factor; else empty"},
