@@ -11,6 +11,7 @@ docs/spec.md "Factorial contrasts"): real micro runs on a 2x2 grid (activation x
   so every cell (each enters every main effect) gets seed 3; then the last look settles
   them (or ends them unresolved) and /decisions says so.
 - bogus: `contrasts: bogus` is refused at its line by `ablate plan`.
+- ready_spec: sweeps/micro-factorial.yaml plans at the cost its header states.
 """
 import os
 import re
@@ -127,5 +128,18 @@ def test_bogus():
         assert lines[0].startswith("%s:%d:12: contrasts: expected vs_base" % (spec, line)), err
 
 
+def test_ready_spec():
+    """sweeps/micro-factorial.yaml plans, at the cost its header states."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = os.path.join(root, "sweeps", "micro-factorial.yaml")
+    _, out, _ = C.run(["plan", spec], expect_rc=0, tag="plan-factorial",
+                      env={"ABLATE_DATA": C.corpus_path()})
+    assert "replicate: 8 configurations x 3 to 12 seeds: 24 to 96 runs, ~0.082 to ~0.33 " \
+        "core-hours" in out, out[-800:]
+    assert "6 contrasts (interactions: 3 main effects, 3 interactions" in out, out[-800:]
+    assert "24 to 96 runs, ~0.082 to ~0.33 core-hours" in open(spec).read().replace("\n# ", " ")
+
+
 if __name__ == "__main__":
-    C.main([("settled", test_settled), ("open", test_open), ("bogus", test_bogus)])
+    C.main([("settled", test_settled), ("open", test_open), ("bogus", test_bogus),
+            ("ready_spec", test_ready_spec)])
