@@ -52,8 +52,9 @@ typedef struct {
 } SpecExclude;
 
 /* replicate: (docs/spec.md, "Replicate until resolved"): seeds are added per configuration
- * until every contrast (each configuration against the baseline, paired by seed index) is
- * settled by the sequential rule (plan/sequential.h). The plan holds every
+ * until every contrast (each configuration against the baseline, or the grid's main effects
+ * and interactions: Spec.contrasts, plan/contrast.h; paired by seed index) is settled by
+ * the sequential rule (plan/sequential.h). The plan holds every
  * configuration x max seeds (seeds 0..max-1, so run ids are as stable as with `seeds: max`);
  * the adaptive scheduler decides which of them train. */
 #define SPEC_MAX_LOOKS 32 /* = SEQ_MAX_LOOKS */

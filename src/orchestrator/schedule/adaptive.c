@@ -2,15 +2,17 @@
  * "replicate"): seeds only where a contrast is still open (one process, or many with --join).
  *
  * The plan holds every configuration x max seeds (contrast.h). Every configuration first
- * trains seeds 1..looks[0]; a contrast (configuration vs baseline, paired by seed index) is
- * looked at when seeds 1..n of both arms have ended durably (ended() is called only after
- * the RUN_END is synced), n = looks[look], with exactly those n pairs (seq_look), never
- * more: a run that ended beyond n never enters that look. A look either settles the
- * contrast (better, worse, equivalent; unresolved at the last look; unstable when a run of
- * seeds 1..n diverged or was flagged by the instability rule, or has no finite loss) or
- * opens the next look, whose seeds are then handed out. A configuration whose contrasts
- * are all settled needs no more seeds: its runs not yet taken are journaled not_needed
- * (the baseline stays needed while any contrast is open). Runs already training when that
+ * trains seeds 1..looks[0]; a contrast (configuration vs baseline, or a main effect or
+ * interaction over a grid's cells: contrast.h; paired by seed index) is looked at when
+ * seeds 1..n of every configuration it uses have ended durably (ended() is called only
+ * after the RUN_END is synced), n = looks[look], with exactly those n paired differences
+ * (seq_look), never more: a run that ended beyond n never enters that look. A look either
+ * settles the contrast (better, worse, equivalent; unresolved at the last look; unstable
+ * when a run of seeds 1..n diverged or was flagged by the instability rule, or has no
+ * finite loss) or opens the next look, whose seeds are then handed out to every
+ * configuration the contrast uses. A configuration no open contrast uses needs no more
+ * seeds: its runs not yet taken are journaled not_needed (the baseline, used by every
+ * vs_base contrast, stays needed while any is open). Runs already training when that
  * happens finish and are kept, and change nothing. With a budget, once the runs ended so
  * far used budget.core_hours (train_seconds, one core each), no new run starts and the
  * open contrasts end unresolved (note "budget").
