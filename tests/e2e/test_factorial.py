@@ -10,11 +10,15 @@ docs/spec.md "Factorial contrasts"): real micro runs on a 2x2 grid (activation x
 - open: a margin no run can meet at 2 seeds keeps the main effects open at the first look,
   so every cell (each enters every main effect) gets seed 3; then the last look settles
   them (or ends them unresolved) and /decisions says so.
+- kill_resume: killed mid-way and resumed, the same decisions as without the kill; a
+  resume under another contrasts: family refused.
 - bogus: `contrasts: bogus` is refused at its line by `ablate plan`.
 - ready_spec: sweeps/micro-factorial.yaml plans at the cost its header states.
 """
 import os
 import re
+import shutil
+import signal
 import sys
 
 import h5py
@@ -117,6 +121,50 @@ def test_open():
         assert "model.activation=gelu vs model.activation=relu:" in ins, ins[-1500:]
 
 
+def decisions(out):
+    """(/decisions sorted by contrast and look, /contrasts rows, run statuses)."""
+    with h5py.File(out, "r") as f:
+        d = sorted(tuple(C._py(x) for x in row) for row in f["decisions"][()])
+        c = [tuple(C._py(x) for x in row) for row in f["contrasts"][()]]
+        runs = {C._py(r["name"]): C._py(r["status"]) for r in f["runs"][()]}
+    return d, c, runs
+
+
+def test_kill_resume():
+    """Killed while the main effects are open (a run of seed 3 held) and resumed: the same
+    decisions, contrasts and statuses as the uninterrupted sweep; a resume under another
+    contrasts: family is refused before anything is written."""
+    with C.workdir("factorial-resume") as tmp:
+        spec = C.write(os.path.join(tmp, "spec.yaml"),
+                       spec_text(C.corpus_path(tmp), "1e-9", alpha="0.002"))
+        ref_out = os.path.join(tmp, "ref.h5")
+        rc, _, err = C.run(["run", spec, "-o", ref_out], tag="ref", timeout=600)
+        assert rc == 0, err[-3000:]
+        ref = decisions(ref_out)
+        out = os.path.join(tmp, "out.h5")
+        hold = os.path.join(tmp, "hold")
+        seed2 = [r["id"] for r in C.plan_json(spec) if r["name"].endswith("/seed2")]
+        with C.Job(["run", spec, "-o", out], tag="held", env=C.hold_env(hold, step=1,
+                                                                        runs=seed2)) as job:
+            C.wait_until(lambda: C.held(hold), job, "a held run of seed 3")
+            C.kill_session(job.sid, signal.SIGKILL)
+            job.reap(30)
+        shutil.rmtree(hold, ignore_errors=True)
+        other = C.write(os.path.join(tmp, "other.yaml"),
+                        open(spec).read().replace("contrasts: main_effects",
+                                                  "contrasts: interactions"))
+        size = os.path.getsize(C.journal_path(out))
+        rc, _, err = C.run(["run", other, "-o", out, "--resume"], tag="changed")
+        lines = [l for l in err.splitlines() if "cannot resume" in l]
+        assert rc != 0 and len(lines) == 1 and "contrasts changed" in lines[0], err[-2000:]
+        assert os.path.getsize(C.journal_path(out)) == size
+        rc, _, err = C.run(["run", spec, "-o", out, "--resume"], tag="resume", timeout=600)
+        assert rc == 0, err[-3000:]
+        got = decisions(out)
+        for what, a, b in zip(("decisions", "contrasts", "statuses"), ref, got):
+            assert a == b, "%s differ from the uninterrupted sweep's:\n  %s\n  %s" % (what, a, b)
+
+
 def test_bogus():
     with C.workdir("factorial-bogus") as tmp:
         spec = C.write(os.path.join(tmp, "spec.yaml"),
@@ -141,5 +189,5 @@ def test_ready_spec():
 
 
 if __name__ == "__main__":
-    C.main([("settled", test_settled), ("open", test_open), ("bogus", test_bogus),
-            ("ready_spec", test_ready_spec)])
+    C.main([("settled", test_settled), ("open", test_open), ("kill_resume", test_kill_resume),
+            ("bogus", test_bogus), ("ready_spec", test_ready_spec)])

@@ -121,7 +121,8 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
                memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
         why = "replicate: seeds, looks, resolve or alpha changed";
     } else if (was.n_contrasts != now->n_contrasts) {
-        why = "its contrasts changed (variants or grid points added or removed)";
+        why = "its contrasts changed (variants or grid points added or removed, or the "
+              "contrasts: family)";
     } else {
         for (int k = 0; k < now->n_contrasts && !why; k++) {
             const char *c, *b, *p, *name = cs->list[k].label, *base = cs->list[k].base_label;
