@@ -743,6 +743,23 @@ TEST(joined_rule_refused) {
     close_fx(&b);
 }
 
+/* Joined processes must decide the same family of contrasts: one with contrasts:
+ * main_effects cannot join a factorial sweep begun with interactions. */
+TEST(joined_family_refused) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200], text[2048];
+    snprintf(out, sizeof out, "%s/family.h5", g_tmp);
+    snprintf(text, sizeof text, GRID, g_data);
+    CHECK_MSG(open_text(&a, text, out, err) == 0, "%s", err);
+    char *fam = strstr(text, "contrasts: interactions");
+    CHECK(fam != NULL);
+    if (fam) memcpy(fam + 11, "main_effects", 12); /* as long as "interactions" */
+    CHECK(open_text(&b, text, out, err) != 0 && !b.s);
+    CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
+    close_fx(&a);
+    close_fx(&b);
+}
+
 int main(int argc, char **argv) {
     const char *tmp = test_tmpdir();
     if (!tmp) return 1;
