@@ -109,11 +109,11 @@ typedef struct {
     int n_seeds;
     uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
     SpecMark seeds_mark;
-    SpecReplicate replicate; /* .on = 0 without a replicate: section */
     /* contrasts: (docs/spec.md, "Factorial contrasts"): the family of contrasts a replicate:
      * sweep decides (plan/contrast.h); line 0 in contrasts_mark when absent (vs_base). */
     SpecContrasts contrasts;
     SpecMark contrasts_mark;
+    SpecReplicate replicate; /* .on = 0 without a replicate: section */
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the
