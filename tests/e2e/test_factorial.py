@@ -106,7 +106,8 @@ def test_settled():
 
 def test_open():
     with C.workdir("factorial-open") as tmp:
-        spec = C.write(os.path.join(tmp, "spec.yaml"), spec_text(C.corpus_path(tmp), "1e-9", alpha="0.002"))
+        spec = C.write(os.path.join(tmp, "spec.yaml"),
+                       spec_text(C.corpus_path(tmp), "1e-9", alpha="0.002"))
         h5 = os.path.join(tmp, "out.h5")
         rc, _, err = C.run(["run", spec, "-o", h5], tag="run", timeout=600)
         assert rc == 0, err[-3000:]
