@@ -87,10 +87,8 @@ static double loss_of(int i) {
 }
 
 /* join_out: a joined sweep's output, this Fx one process of it (NULL: one process). */
-static int open_fx(Fx *f, const char *extra, const char *join_out, char err[ABL_ERR_MAX]) {
+static int open_text(Fx *f, const char *text, const char *join_out, char err[ABL_ERR_MAX]) {
     memset(f, 0, sizeof *f);
-    char text[2048];
-    snprintf(text, sizeof text, SPEC, g_data, extra);
     if (spec_load_string(&f->spec, "t.yaml", text, NULL, 0, err) != 0) return -1;
     if (plan_build(&f->spec, &f->plan, err) != 0) return -1;
     f->runs = calloc((size_t)f->plan.n_runs, sizeof *f->runs);
@@ -104,6 +102,12 @@ static int open_fx(Fx *f, const char *extra, const char *join_out, char err[ABL_
     f->s = scheduler_open(&cfg, &h, journal, err);
     if (f->s && join_out && !(f->j = journal_create(journal, err))) return -1; /* as the sweep */
     return f->s ? 0 : -1;
+}
+
+static int open_fx(Fx *f, const char *extra, const char *join_out, char err[ABL_ERR_MAX]) {
+    char text[2048];
+    snprintf(text, sizeof text, SPEC, g_data, extra);
+    return open_text(f, text, join_out, err);
 }
 
 static void close_fx(Fx *f) {
@@ -309,6 +313,158 @@ TEST(requeue) {
     CHECK(sched_more(f.s) && sched_take(f.s, 0) == a && sched_take(f.s, 0) != b);
     sched_cancel(f.s, b);
     CHECK(sched_take(f.s, 0) == b && f.n_not_needed == 0);
+    close_fx(&f);
+}
+
+/* ------------------------------------------------------------------ factorial */
+
+/* A 2x2x2 grid (activation x norm x position, base relu/pre/learned), contrasts:
+ * interactions: 3 main effects, then the act x norm, act x pos and norm x pos interactions. */
+static const char *GRID = "data: {path: \"%s\"}\n"
+                          "grid: {model.activation: [relu, gelu], model.norm: [pre, post],\n"
+                          "       model.position: [learned, rope]}\n"
+                          "replicate:\n"
+                          "  seeds: {min: 4, max: 8}\n"
+                          "  looks: [4, 6, 8]\n"
+                          "  resolve: 0.05\n"
+                          "  baseline: {model.activation: relu, model.norm: pre, "
+                          "model.position: learned}\n"
+                          "contrasts: interactions\n";
+
+/* The loss of seed k in cell (act, norm, pos): seeds spread widely, gelu +1, post +0.5, gelu
+ * and post together another +0.3 (an interaction), position nothing, a little noise. wild:
+ * position adds +-0.3 at seeds 1..4 (its main effect open at the first look). */
+static double cell_loss(int act, int norm, int pos, int k, int wild) {
+    double x = 3.0 + 0.3 * ((k * 7) % 5) + 1.0 * act + 0.5 * norm + 0.3 * act * norm;
+    x += 1e-6 * ((k + 3 * act + 5 * norm + 7 * pos) % 4);
+    if (wild && pos && k < 4) x += (k % 2) ? 0.3 : -0.3;
+    return x;
+}
+
+static double grid_loss(const Fx *f, int run, int wild) {
+    const PlannedRun *r = &f->plan.runs[run];
+    return cell_loss(r->point[0], r->point[1], r->point[2], (int)r->seed, wild);
+}
+
+/* The hand computation of contrast j's mean paired difference over seeds 0..n-1 (per seed:
+ * the mean over the other factor's levels of the effect; the mean over seeds). */
+static double hand_diff(int j, int n, int wild) {
+    double sum = 0;
+    for (int k = 0; k < n; k++) {
+        double d = 0;
+        for (int o = 0; o < 2; o++) {
+            double v;
+            switch (j) {
+            case 0:
+                v = cell_loss(1, o, 0, k, wild) - cell_loss(0, o, 0, k, wild); /* act */
+                v = (v + cell_loss(1, o, 1, k, wild) - cell_loss(0, o, 1, k, wild)) / 2;
+                break;
+            case 1:
+                v = (cell_loss(o, 1, 0, k, wild) - cell_loss(o, 0, 0, k, wild) +
+                     cell_loss(o, 1, 1, k, wild) - cell_loss(o, 0, 1, k, wild)) /
+                    2;
+                break;
+            case 2:
+                v = (cell_loss(o, 0, 1, k, wild) - cell_loss(o, 0, 0, k, wild) +
+                     cell_loss(o, 1, 1, k, wild) - cell_loss(o, 1, 0, k, wild)) /
+                    2;
+                break;
+            case 3:
+                v = cell_loss(1, 1, o, k, wild) - cell_loss(1, 0, o, k, wild) -
+                    cell_loss(0, 1, o, k, wild) + cell_loss(0, 0, o, k, wild);
+                break;
+            case 4:
+                v = cell_loss(1, o, 1, k, wild) - cell_loss(1, o, 0, k, wild) -
+                    cell_loss(0, o, 1, k, wild) + cell_loss(0, o, 0, k, wild);
+                break;
+            default:
+                v = cell_loss(o, 1, 1, k, wild) - cell_loss(o, 1, 0, k, wild) -
+                    cell_loss(o, 0, 1, k, wild) + cell_loss(o, 0, 0, k, wild);
+            }
+            /* main effects average over the 4 cells of the other two factors: the loop over
+             * o covers the second of them; interactions over the one remaining factor */
+            d += v / 2;
+        }
+        sum += d;
+    }
+    return sum / n;
+}
+
+static int open_grid(Fx *f, char err[ABL_ERR_MAX]) {
+    char text[2048];
+    snprintf(text, sizeof text, GRID, g_data);
+    return open_text(f, text, NULL, err);
+}
+
+/* Main effects and interactions equal their hand computation, every cell trains (each one
+ * enters every main effect), and the sweep stops once all six are settled. */
+TEST(factorial_first_look) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_grid(&f, err) == 0, "%s", err);
+    if (!f.s) return;
+    CHECK_CMP(f.plan.n_runs, ==, 64);
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    int took[40], n = 0;
+    for (int run; n < 40 && (run = sched_take(f.s, 0)) >= 0;)
+        took[n++] = run;
+    CHECK_CMP(n, ==, 32); /* seeds 1..4 of all 8 cells */
+    for (int i = 0; i < n; i++)
+        CHECK(f.plan.runs[took[i]].seed < 4);
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(f.n_dec == 0, "a decision after %d of 32 runs", i);
+        EndEvent e = end_of(0, 1);
+        e.final_val_loss = grid_loss(&f, took[i], 0);
+        sched_ended(f.s, took[i], &e);
+    }
+    CHECK_CMP(f.n_dec, ==, 6);
+    const int want[6] = {SEQ_WORSE, SEQ_WORSE,      SEQ_EQUIVALENT,
+                         SEQ_WORSE, SEQ_EQUIVALENT, SEQ_EQUIVALENT};
+    for (int i = 0; i < f.n_dec && i < 6; i++) {
+        const JournalDecision *d = &f.dec[i];
+        int j = d->contrast;
+        CHECK_MSG(j >= 0 && j < 6 && d->look == 0 && d->n == 4 && d->verdict == want[j],
+                  "contrast %d: look %d n %d verdict %d", j, d->look, d->n, d->verdict);
+        if (j >= 0 && j < 6)
+            CHECK_MSG(fabs(d->diff - hand_diff(j, 4, 0)) < 1e-12, "contrast %d: %.15g, hand %.15g",
+                      j, d->diff, hand_diff(j, 4, 0));
+    }
+    /* act: 1 + 0.3/2, norm 0.5 + 0.3/2, act x norm 0.3 */
+    CHECK(fabs(hand_diff(0, 4, 0) - 1.15) < 1e-5 && fabs(hand_diff(3, 4, 0) - 0.3) < 1e-5);
+    CHECK(f.n_not_needed == 32 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
+    close_fx(&f);
+}
+
+/* One main effect open (position, noisy at the first look): its next seeds go to every cell,
+ * since every cell enters it; the settled ones stay as they were. */
+TEST(factorial_open_main_effect) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_grid(&f, err) == 0, "%s", err);
+    if (!f.s) return;
+    for (int i = 0; i < f.plan.n_runs; i++) /* a resumed sweep: seeds 1..4 ended */
+        if (f.plan.runs[i].seed < 4) {
+            f.runs[i].finished = 1;
+            f.runs[i].final_val_loss = grid_loss(&f, i, 1);
+        }
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    CHECK_CMP(f.n_dec, ==, 6);
+    int open = -1;
+    for (int i = 0; i < f.n_dec; i++) {
+        if (f.dec[i].verdict == SEQ_OPEN) open = f.dec[i].contrast;
+        CHECK(fabs(f.dec[i].diff - hand_diff(f.dec[i].contrast, 4, 1)) < 1e-12);
+    }
+    CHECK_CMP(open, ==, 2);
+    int cells[8] = {0}, n = 0;
+    for (int run; (run = sched_take(f.s, 0)) >= 0 && n < 20; n++) {
+        const PlannedRun *r = &f.plan.runs[run];
+        CHECK(r->seed == 4 || r->seed == 5);
+        cells[r->point[0] * 4 + r->point[1] * 2 + r->point[2]]++;
+    }
+    CHECK_CMP(n, ==, 16);
+    for (int c = 0; c < 8; c++)
+        CHECK_CMP(cells[c], ==, 2);
+    CHECK_CMP(f.n_not_needed, ==, 0); /* seeds 7, 8 of every cell wait on the next look */
     close_fx(&f);
 }
 
@@ -583,6 +739,23 @@ TEST(joined_rule_refused) {
     CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
     CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
     CHECK_CMP(test_dir_entries(procs), ==, 1);
+    close_fx(&a);
+    close_fx(&b);
+}
+
+/* Joined processes must decide the same family of contrasts: one with contrasts:
+ * main_effects cannot join a factorial sweep begun with interactions. */
+TEST(joined_family_refused) {
+    Fx a, b;
+    char err[ABL_ERR_MAX], out[1200], text[2048];
+    snprintf(out, sizeof out, "%s/family.h5", g_tmp);
+    snprintf(text, sizeof text, GRID, g_data);
+    CHECK_MSG(open_text(&a, text, out, err) == 0, "%s", err);
+    char *fam = strstr(text, "contrasts: interactions");
+    CHECK(fam != NULL);
+    if (fam) memcpy(fam + 11, "main_effects", 12); /* as long as "interactions" */
+    CHECK(open_text(&b, text, out, err) != 0 && !b.s);
+    CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
     close_fx(&a);
     close_fx(&b);
 }

@@ -562,8 +562,8 @@ TEST(replicate_tables) {
                           .n_looks = 3,
                           .looks = {3, 5, 8},
                           .n_contrasts = 2};
-    const char *names[] = {"h2", "gelu"};
-    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
+    const char *names[] = {"h2", "gelu"}, *bases[] = {"baseline", "baseline"};
+    CHECK(journal_append_replicate(j, &r, names, bases, NULL) == 0);
     JournalDecision d0 = {.contrast = 1,
                           .look = 0,
                           .n = 3,
@@ -658,8 +658,8 @@ static int joined_rep_journal(const char *path, const JournalDecision *d, int n)
                           .n_looks = 2,
                           .looks = {3, 5},
                           .n_contrasts = 2};
-    const char *names[] = {"h2", "gelu"};
-    CHECK(journal_append_replicate(j, &r, names, "baseline") == 0);
+    const char *names[] = {"h2", "gelu"}, *bases[] = {"baseline", "baseline"};
+    CHECK(journal_append_replicate(j, &r, names, bases, NULL) == 0);
     for (int i = 0; i < n; i++)
         CHECK(journal_append_decision(j, &d[i]) == 0);
     return journal_close(j) == 0 ? 0 : -1;

@@ -431,7 +431,7 @@ TEST(replicate_records) {
                           .n_looks = 3,
                           .looks = {3, 5, 8},
                           .n_contrasts = 2};
-    const char *names[] = {"h2", "gelu/model.n_head=4"};
+    const char *names[] = {"h2", "gelu/model.n_head=4"}, *bases[] = {"baseline", "baseline"};
     JournalDecision d = {.contrast = 1,
                          .look = 2,
                          .n = 8,
@@ -443,7 +443,7 @@ TEST(replicate_records) {
                          .verdict = 4};
     snprintf(d.note, sizeof d.note, "budget");
     JournalDecision none = {.contrast = 0, .look = -1, .verdict = 5};
-    CHECK_CMP(journal_append_replicate(j, &r, names, "baseline"), ==, 0);
+    CHECK_CMP(journal_append_replicate(j, &r, names, bases, NULL), ==, 0);
     CHECK_CMP(journal_append_decision(j, &d), ==, 0);
     CHECK_CMP(journal_append_decision(j, &none), ==, 0);
     CHECK_CMP(journal_close(j), ==, 0);
@@ -472,6 +472,59 @@ TEST(replicate_records) {
     CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_decision(&rec, &e) == 0);
     CHECK(e.look == -1 && e.verdict == 5 && e.note[0] == '\0');
     CHECK_CMP(journal_decode_replicate(&rec, &back), ==, -1); /* the wrong type */
+    journal_reader_close(rd);
+}
+
+/* A factorial family's REPLICATE record carries each contrast's kind and factor levels (the
+ * view's /contrasts); a record in the first form (vs_base) reads as kind vs_base with none. */
+TEST(replicate_factors) {
+    char path[512], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "repf.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return;
+    JournalReplicate r = {.alpha = 0.05,
+                          .delta = 0.01,
+                          .min = 2,
+                          .max = 4,
+                          .n_looks = 2,
+                          .looks = {2, 4},
+                          .n_contrasts = 2};
+    const char *names[] = {"model.norm=post", "model.norm=post x model.activation=gelu"};
+    const char *bases[] = {"model.norm=pre", "model.norm=pre x model.activation=relu"};
+    JournalContrastFactors f[2] = {
+        {.kind = 1, .factor = {"model.norm"}, .level = {"post"}, .base_level = {"pre"}},
+        {.kind = 2,
+         .factor = {"model.norm", "model.activation"},
+         .level = {"post", "gelu"},
+         .base_level = {"pre", "relu"}}};
+    const char *vnames[] = {"h2", "gelu"}, *vbases[] = {"baseline", "baseline"};
+    CHECK_CMP(journal_append_replicate(j, &r, names, bases, f), ==, 0);
+    CHECK_CMP(journal_append_replicate(j, &r, vnames, vbases, NULL), ==, 0);
+    CHECK_CMP(journal_close(j), ==, 0);
+    JournalReader *rd = journal_reader_open(path, err);
+    CHECK_MSG(rd != NULL, "%s", err);
+    if (!rd) return;
+    JournalRecord rec;
+    JournalReplicate back;
+    JournalContrastFactors g;
+    CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_replicate(&rec, &back) == 0 &&
+          back.n_contrasts == 2);
+    CHECK_CMP(journal_replicate_factors(&rec, 1, &g), ==, 0);
+    CHECK(g.kind == 2 && g.factor_len[1] == 16 && !memcmp(g.factor[1], "model.activation", 16) &&
+          g.level_len[1] == 4 && !memcmp(g.level[1], "gelu", 4) && g.base_level_len[0] == 3 &&
+          !memcmp(g.base_level[0], "pre", 3));
+    CHECK(journal_replicate_factors(&rec, 0, &g) == 0 && g.kind == 1 && g.factor_len[1] == 0);
+    CHECK_CMP(journal_replicate_factors(&rec, 2, &g), ==, -1);
+    const char *c, *b, *pr;
+    size_t cl, bl, pl;
+    CHECK(journal_replicate_contrast(&rec, 1, &c, &cl, &b, &bl, &pr, &pl) == 0 &&
+          bl == strlen(bases[1]) && !memcmp(b, bases[1], bl));
+    /* the first form: every contrast vs_base */
+    CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_replicate(&rec, &back) == 0);
+    CHECK(journal_replicate_factors(&rec, 1, &g) == 0 && g.kind == 0 && g.factor_len[0] == 0 &&
+          g.level_len[0] == 0);
     journal_reader_close(rd);
 }
 

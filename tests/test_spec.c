@@ -403,12 +403,12 @@ TEST(calibrate_errors) {
 TEST(errors) {
     /* a spec that is not a mapping, an unknown top-level key: every top-level key named
      * (description and replicate were once missing from that list) */
-    EXPECT_ERROR(
-        "- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
-        "data, base, grid, variants, seeds, description, replicate, ladder and tune; got a list");
+    EXPECT_ERROR("- base: {}\n- seeds: [1]\n", NULL, 0, "t.yaml:1:1: ", "a spec is a mapping",
+                 "data, base, grid, variants, seeds, description, replicate, contrasts, ladder and "
+                 "tune; got a list");
     EXPECT_ERROR("data: {path: \"@DATA@\"}\nzzzzqqq: 1\n", NULL, 0,
                  "t.yaml:2:1: ", "unknown key 'zzzzqqq'",
-                 "seeds, description, replicate, ladder or tune)");
+                 "seeds, description, replicate, contrasts, ladder or tune)");
     /* YAML syntax error with libyaml's mark */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "base:\n"
@@ -1205,11 +1205,11 @@ TEST(key_lists) {
     char fmt[1024];
     spec_error("- %s\n", "base");
     EXPECT_KEYS(listed_keys("mapping with keys ", "; got"),
-                "data base grid variants seeds description replicate ladder tune");
+                "data base grid variants seeds description replicate contrasts ladder tune");
     expect_accepted(__LINE__, "%s: {}\n", listed_keys("mapping with keys ", "; got"));
     spec_error("zzzzqqq: %s\n", "1");
     EXPECT_KEYS(listed_keys("(expected ", ")"),
-                "data base grid variants seeds description replicate ladder tune");
+                "data base grid variants seeds description replicate contrasts ladder tune");
 
     snprintf(fmt, sizeof fmt, "%sreplicate: %%s\n", rep);
     spec_error(fmt, "5");
@@ -1267,7 +1267,8 @@ TEST(contrasts) {
     if (p.n_runs) {
         CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
         CHECK(c.n_configs == 3 && c.n_seeds == 4 && c.baseline == 0 && c.n_contrasts == 2);
-        CHECK(c.n_contrasts == 2 && c.config[0] == 1 && c.config[1] == 2);
+        CHECK(c.n_contrasts == 2 && c.list[0].terms[0].config == 1 &&
+              c.list[1].terms[0].config == 2);
         CHECK(c.n_configs == 3 && !strcmp(c.config_name[0], "baseline") &&
               !strcmp(c.config_name[1], "h2") && !strcmp(c.config_name[2], "gelu"));
         /* seed index k of configuration 2 is plan run 2 * 4 + k, seed k */
@@ -1287,7 +1288,7 @@ TEST(contrasts) {
         CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
         CHECK(c.n_configs == 4 && c.baseline == 2 && c.n_contrasts == 3);
         CHECK(c.n_configs == 4 && !strcmp(c.config_name[2], "n_head=4/activation=relu"));
-        CHECK(c.n_contrasts == 3 && c.config[2] == 3);
+        CHECK(c.n_contrasts == 3 && c.list[2].terms[0].config == 3);
         contrasts_free(&c);
         done(&s, &p);
     }
@@ -1299,6 +1300,117 @@ TEST(contrasts) {
                  "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
                  "            baseline: {model.n_head: 4}}\n",
                  NULL, 0, "t.yaml:6:23: ", "excluded by grid.exclude");
+}
+
+/* contrasts: main_effects / interactions: the factors (axes in file order, then the
+ * variants), one contrast per non-base level and per pair of non-base levels, each term a
+ * cell of the factorial; the spec's errors at their lines. */
+TEST(factorial_contrasts) {
+    Spec s;
+    Plan p;
+    Contrasts c;
+    const char *grid = "data: {path: \"@DATA@\"}\n"
+                       "grid: {model.activation: [relu, gelu], model.norm: [pre, post],\n"
+                       "       model.position: [learned, rope, none]}\n"
+                       "replicate: {seeds: {min: 2, max: 3}, resolve: 0.01,\n"
+                       "  baseline: {model.activation: gelu, model.norm: pre, "
+                       "model.position: learned}}\n"
+                       "contrasts: %s\n";
+    char text[1024];
+    snprintf(text, sizeof text, grid, "interactions");
+    CHECK_MSG(load_plan(text, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        /* main: 1 + 1 + 2; interactions: 1x1 + 1x2 + 1x2 */
+        CHECK(c.family == SPEC_CONTRASTS_INTERACTIONS && c.n_factors == 3 && c.n_contrasts == 9);
+        if (c.n_contrasts == 9) {
+            const Contrast *m = &c.list[0], *x = &c.list[4];
+            CHECK(m->kind == CONTRAST_MAIN && m->factor[0] == 0 && m->level[0] == 0 &&
+                  m->factor[1] == -1 && !strcmp(m->label, "model.activation=relu") &&
+                  !strcmp(m->base_label, "model.activation=gelu"));
+            CHECK(m->n_groups == 6 && m->group_size == 2); /* 2 norms x 3 positions */
+            CHECK(!strcmp(c.list[3].label, "model.position=none"));
+            CHECK(x->kind == CONTRAST_INTERACTION && x->factor[0] == 0 && x->factor[1] == 1 &&
+                  !strcmp(x->label, "model.activation=relu x model.norm=post") &&
+                  !strcmp(x->base_label, "model.activation=gelu x model.norm=pre") &&
+                  x->n_groups == 3 && x->group_size == 4);
+            /* every term is the cell its levels name, signs + - - + */
+            for (int g = 0; g < x->n_groups; g++)
+                for (int i = 0; i < 4; i++) {
+                    const PlannedRun *r = &p.runs[contrasts_run(&c, x->terms[g * 4 + i].config, 0)];
+                    int want_act = i < 2 ? 0 : 1, want_norm = (i % 2) == 0 ? 1 : 0;
+                    CHECK(r->point[0] == want_act && r->point[1] == want_norm && r->point[2] == g &&
+                          x->terms[g * 4 + i].sign == (i % 3 ? -1 : 1));
+                }
+            for (int k = 0; k < c.n_configs; k++) /* 2-level axes: every cell enters */
+                CHECK(contrasts_uses(&c, 0, k) && contrasts_uses(&c, 1, k));
+            /* position=rope against learned: the cells with position none stay out */
+            for (int k = 0; k < c.n_configs; k++)
+                CHECK(contrasts_uses(&c, 2, k) == (p.runs[contrasts_run(&c, k, 0)].point[2] < 2));
+        }
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* variants are one more factor, after the axes */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "grid: {model.norm: [pre, post]}\n"
+                        "variants: {baseline: {}, gelu: {model.activation: gelu}}\n"
+                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                        "            baseline: {model.norm: pre}}\n"
+                        "contrasts: main_effects\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.n_factors == 2 && c.n_contrasts == 2 && !strcmp(c.factor_name[1], "variant"));
+        if (c.n_contrasts == 2)
+            CHECK(!strcmp(c.list[0].label, "model.norm=post") &&
+                  !strcmp(c.list[1].label, "variant=gelu") &&
+                  !strcmp(c.list[1].base_label, "variant=baseline") && c.list[1].n_groups == 2);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* vs_base written out is the default */
+    snprintf(text, sizeof text, grid, "vs_base");
+    CHECK_MSG(load_plan(text, NULL, 0, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK(c.family == SPEC_CONTRASTS_VS_BASE && c.n_contrasts == 11 &&
+              c.list[0].kind == CONTRAST_VS_BASE);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* errors, each at its line */
+    snprintf(text, sizeof text, grid, "bogus");
+    EXPECT_ERROR(text, NULL, 0, "t.yaml:6:12: ",
+                 "contrasts: expected vs_base, main_effects or interactions, got 'bogus'");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid: {model.norm: [pre, post]}\n"
+                 "seeds: 2\n"
+                 "contrasts: main_effects\n",
+                 NULL, 0, "t.yaml:4:12: ", "needs a replicate: section");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "variants: {baseline: {}, h2: {model.n_head: 2}}\n"
+                 "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01}\n"
+                 "contrasts: main_effects\n",
+                 NULL, 0, "t.yaml:4:12: ", "needs a grid");
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid: {model.norm: [pre, post]}\n"
+                 "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01, baseline: {model.norm: "
+                 "pre}}\n"
+                 "contrasts: interactions\n",
+                 NULL, 0, "t.yaml:4:12: ", "interactions needs two factors");
+    /* a cell of the factorial excluded: refused at the contrasts: key */
+    EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
+                 "grid:\n"
+                 "  model.norm: [pre, post]\n"
+                 "  model.activation: [relu, gelu]\n"
+                 "  exclude: [{model.norm: post, model.activation: gelu}]\n"
+                 "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                 "            baseline: {model.norm: pre, model.activation: relu}}\n"
+                 "contrasts: main_effects\n",
+                 NULL, 0, "t.yaml:8:1: ", "needs every cell of the factorial",
+                 "grid.exclude (line 5)", "model.norm=post model.activation=gelu");
 }
 
 /* The run limit is not compiled in. ABLATE_MAX_RUNS lowers or raises it;

@@ -285,8 +285,99 @@ def sequential_contrasts(sw):
         "hi": con["hi"].astype(float),
         "level": [level.get(int(c), math.nan) for c in con["contrast"]],
         "verdict": con["verdict"].astype(str), "sequential": True})
+    # contrasts: main_effects / interactions (a file from before them: every row vs_base)
+    out["kind"] = con["kind"].astype(str).to_numpy() if "kind" in con else "vs_base"
     out.attrs["delta"] = float(sw.attrs.get("replicate_delta", math.nan))
     return out
+
+
+# ---------------------------------------------------------------- factorial contrasts
+
+FACTORIAL_KINDS = ("main", "interaction")
+
+
+def factorial_contrasts(sw):
+    """A grid sweep's factorial contrasts (`contrasts: main_effects` or `interactions`,
+    docs/spec.md): the /contrasts rows of kind main and interaction, with their factors and
+    levels, each one's last look (n, diff, lo, hi: the sequential interval, valid over every
+    look and contrast), look_level (the level that look spent) and verdict. None for any
+    other sweep."""
+    con = sw.replicate_contrasts
+    if con is None or "kind" not in con:
+        return None
+    kind = con["kind"].astype(str)
+    f = con[kind.isin(FACTORIAL_KINDS)]
+    if not len(f):
+        return None
+    seq = sequential_contrasts(sw).set_index(con["contrast"].to_numpy())
+    cols = ["factor", "level", "base_level", "factor2", "level2", "base_level2"]
+    out = pd.DataFrame({"contrast": f["contrast"].astype(int).to_numpy(),
+                        "kind": f["kind"].astype(str).to_numpy(),
+                        "effect": f["configuration"].astype(str).to_numpy(),
+                        "against": f["baseline"].astype(str).to_numpy()})
+    for c in cols:
+        out[c] = f[c].astype(str).to_numpy()
+    rows = seq.loc[out["contrast"]]
+    for c in ("n", "diff", "lo", "hi", "verdict"):
+        out[c] = rows[c].to_numpy()
+    out["look_level"] = rows["level"].to_numpy()  # the two-sided level its last look spent
+    return out
+
+
+def factor_columns(sw, factor):
+    """The configs() columns of a /contrasts factor (a grid knob, a zip group's knobs
+    joined by +, or `variant`); None when a knob is not an axis column of this file."""
+    if factor == "variant":
+        return ["variant"]
+    cols = []
+    for knob in factor.split("+"):
+        hit = [a for a in sw.axes if _knob_of_axis(sw, a) == knob]
+        if len(hit) != 1:
+            return None
+        cols.append(hit[0])
+    return cols
+
+
+def _levels(configs, cols):
+    """Each configuration's level on a factor, as /contrasts writes it (values joined by +)."""
+    return configs[cols].astype(str).agg("+".join, axis=1)
+
+
+def interaction_cells(sw, factor, factor2, col="final_val_loss"):
+    """The cell means behind an interaction plot: for each level of factor and of factor2,
+    the mean over seeds of (per seed) the mean loss over the cells of the other factors, and
+    its t interval over those seeds (95%). Only seeds whose every such cell has a valid run
+    enter (the per-seed pairing the contrasts use). Columns level, level2, n, mean, lo, hi;
+    levels in plan order. Empty when a factor is not found in /runs."""
+    names = ["level", "level2", "n", "mean", "lo", "hi"]
+    ca, cb = factor_columns(sw, factor), factor_columns(sw, factor2)
+    if not ca or not cb:
+        return pd.DataFrame(columns=names)
+    cfg = sw.configs().set_index("config")
+    la, lb = _levels(cfg, ca), _levels(cfg, cb)
+    valid = valid_runs(sw)
+    v = pd.DataFrame({"config": valid["config"].to_numpy(), "seed": valid["seed"].to_numpy(),
+                      "loss": valid[col].astype(float).to_numpy()})
+    v["a"] = la.reindex(v["config"]).to_numpy()
+    v["b"] = lb.reindex(v["config"]).to_numpy()
+    cells = pd.DataFrame({"a": la, "b": lb}).groupby(["a", "b"], sort=False).size()
+    rows = []
+    for a in pd.unique(la):
+        for b in pd.unique(lb):
+            if (a, b) not in cells.index:
+                continue
+            g = v[(v["a"] == a) & (v["b"] == b)]
+            per = g.groupby("seed").agg(k=("config", "nunique"), m=("loss", "mean"))
+            per = per[per["k"] == cells[(a, b)]]["m"].to_numpy()
+            n = len(per)
+            mean = float(per.mean()) if n else math.nan
+            lo = hi = math.nan
+            if n > 1:
+                h = S.st.t.ppf(0.5 + S.LEVEL / 2, n - 1) * float(np.std(per, ddof=1)) / \
+                    math.sqrt(n)
+                lo, hi = mean - h, mean + h
+            rows.append(dict(level=a, level2=b, n=n, mean=mean, lo=lo, hi=hi))
+    return pd.DataFrame(rows, columns=names)
 
 
 ROUTING_NUM = ("router_entropy", "moe_max_frac", "moe_balance", "moe_zloss", "moe_dropped",

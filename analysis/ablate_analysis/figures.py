@@ -377,3 +377,42 @@ def budget(table, t_star, path):
     return _save(fig, path)
 
 
+
+
+def interactions(panels, path):
+    """Interaction plots of a factorial grid sweep: one panel per pair of factors, a line per
+    level of the first across the levels of the second, each point the mean loss over seeds
+    (of the per-seed mean over the other factors' cells) with its 95% interval. Parallel
+    lines: no interaction. panels: [(factor, factor2, cells, title)] with cells as
+    analyze.interaction_cells gives them."""
+    panels = [p for p in panels if len(p[2])]
+    if not panels:
+        return None
+    n = len(panels)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, (fa, fb, cells, title) in zip(axes.ravel(), panels):
+        xs = list(dict.fromkeys(cells["level2"]))
+        for i, a in enumerate(dict.fromkeys(cells["level"])):
+            g = cells[cells["level"] == a].set_index("level2").reindex(xs)
+            x = np.arange(len(xs)) + (i - 0.5) * 0.04
+            m = g["mean"].to_numpy(float)
+            lo, hi = g["lo"].to_numpy(float), g["hi"].to_numpy(float)
+            err = np.vstack([m - lo, hi - m])
+            ax.errorbar(x, m, yerr=np.where(np.isfinite(err), err, 0), marker="o", capsize=3,
+                        color=cmap(i % 10), label=fig_text("%s=%s" % (fa, a)))
+        ax.set_xticks(np.arange(len(xs)))
+        ax.set_xticklabels([fig_text(x) for x in xs], fontsize=8)
+        ax.set_xlabel(fig_text(fb), fontsize=9)
+        ax.set_ylabel("final validation loss", fontsize=9)
+        ax.set_title(fig_text(title), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.suptitle("Interaction plots: mean over seeds of the per-seed mean over the other "
+                 "factors' cells, 95% interval\n(parallel lines: no interaction)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)

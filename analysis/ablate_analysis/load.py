@@ -470,7 +470,8 @@ def _load_once(path):
 
 def read_replicate(f):
     """A replicate: sweep's contrasts as the sweep defined them (/contrasts: contrast,
-    configuration, baseline, pairing, and each one's last verdict, n, difference, lo, hi)
+    configuration, baseline, pairing, and each one's last verdict, n, difference, lo, hi;
+    kind and the factor columns for main effects and interactions, where the file has them)
     and its sequential decisions (/decisions, in the order made), as two frames; None for
     other files. The rule's settings are the root attributes replicate_*."""
     if "contrasts" not in f or "decisions" not in f:

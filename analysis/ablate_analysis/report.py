@@ -509,6 +509,70 @@ class Report:
                "in its own right: a configuration that blows up on some seeds is compared on "
                "its survivors only." % (fsig(lvl), len(con)), "")
 
+    def factorial(self):
+        """A grid sweep with factorial contrasts (`contrasts: main_effects` or
+        `interactions`) leads with them: the main effects (each a level of a factor against
+        its base level, averaged over the other factors' levels), the two-way interactions
+        with a sentence on each (resolved or not), and the interaction plots."""
+        fx = A.factorial_contrasts(self.sw)
+        if fx is None:
+            return
+        at = self.sw.attrs
+        main, inter = fx[fx["kind"] == "main"], fx[fx["kind"] == "interaction"]
+        self.w("## Main effects and interactions", "")
+        self.w("This grid sweep's contrasts are factorial: a **main effect** is a level of a "
+               "factor against its base level (the baseline's), per seed the mean over every "
+               "combination of the other factors' levels of the loss difference, so every "
+               "cell with either level enters it; a two-way **interaction** of level L of A "
+               "with level M of B is, per seed, (LM − L0 − 0M + 00) averaged over the other "
+               "factors (0: the base level; > 0: together they cost more than their two main "
+               "effects add up to). Verdicts are the sweep's sequential ones (family of %d "
+               "contrasts, family-wise alpha %s, equivalence within ±%s nats); *n*: seeds "
+               "per cell at the last look." % (len(fx), fsig(at.get("replicate_alpha",
+                                                                     float("nan"))),
+                                               fsig(at.get("replicate_delta", float("nan")))),
+               "")
+
+        def rows(df):
+            return [[md_code(r["effect"]), md_code(r["against"]),
+                     "**%s**" % r["verdict"] if r["verdict"] in ("better", "worse")
+                     else r["verdict"], fint(r["n"]) if r["n"] > 0 else "—",
+                     fsigned(r["diff"]), fci(r["lo"], r["hi"])] for _, r in df.iterrows()]
+        head = ["effect", "against", "verdict", "n", "difference", "interval"]
+        align = ["---", "---", "---", "--:", "--:", "--:"]
+        self.w("### Main effects", "")
+        self.w(md_table(head, rows(main), align))
+        if len(inter):
+            self.w("### Interactions", "")
+            self.w(md_table(head, rows(inter), align))
+            for _, r in inter.iterrows():
+                pair = "%s × %s" % (md_code(r["factor"] + "=" + r["level"]),
+                                    md_code(r["factor2"] + "=" + r["level2"]))
+                v = r["verdict"]
+                if v in ("better", "worse"):
+                    s = ("resolved: an interaction (%s %s nats, interval %s): the effect of "
+                         "one depends on the other; read their main effects with it"
+                         % ("difference", fsigned(r["diff"]), fci(r["lo"], r["hi"])))
+                elif v == "equivalent":
+                    s = ("resolved: no interaction beyond ±%s nats; the main effects add up"
+                         % fsig(at.get("replicate_delta", float("nan"))))
+                else:
+                    s = "not resolved (%s at n=%s)" % (v, fint(r["n"]) if r["n"] > 0 else "0")
+                self.w("- Interaction %s: %s." % (pair, s))
+            self.w("")
+        panels, cells = [], []
+        for (fa, fb), g in inter.groupby(["factor", "factor2"], sort=False):
+            c = A.interaction_cells(self.sw, fa, fb)
+            verdicts = ", ".join("%s×%s %s" % (r["level"], r["level2"], r["verdict"])
+                                 for _, r in g.iterrows())
+            panels.append((fa, fb, c, "%s × %s: %s" % (fa, fb, verdicts)))
+            cells.append(c.assign(factor=fa, factor2=fb))
+        if panels:
+            self.fig(F.interactions(panels, os.path.join(self.dir, "interactions.png")),
+                     "interaction plots")
+            self.csv(pd.concat(cells, ignore_index=True), "interaction_cells.csv")
+        self.csv(fx, "factorial_contrasts.csv")
+
     def against_baseline(self):
         sw = self.sw
         self.w("## Against the baseline", "")
@@ -722,7 +786,10 @@ class Report:
         seq = A.sequential_contrasts(sw)  # a replicate: sweep: its own verdicts
         con = self.contrasts if seq is None else seq
         if len(con):
-            con = con[con["config"].isin(order) & con["baseline"].isin(order)]
+            keep = con["config"].isin(order) & con["baseline"].isin(order)
+            if "kind" in con:  # a main effect or interaction spans configurations
+                keep |= con["kind"].isin(A.FACTORIAL_KINDS)
+            con = con[keep]
         if not self.fig(F.forest(con, os.path.join(d, "forest.png")),
                         "contrasts against the baseline"):
             self.w("No forest plot: no contrasts.", "")
@@ -782,6 +849,7 @@ class Report:
     def write(self):
         os.makedirs(self.dir, exist_ok=True)
         self.header()
+        self.factorial()
         self.against_baseline()
         self.md[self.summary_at] = "**Verdicts:** %s" % md_text(self.summary)
         self.overview()

@@ -137,12 +137,23 @@ static void print_replicate(const Plan *plan, const PlanCost *cost) {
     for (int i = 0; i < r->n_looks; i++)
         snprintf(looks + strlen(looks), sizeof looks - strlen(looks), "%s%d", i ? ", " : "",
                  r->looks[i]);
+    char against[600];
+    if (c.family == SPEC_CONTRASTS_VS_BASE) {
+        snprintf(against, sizeof against, "%d contrasts against %s", c.n_contrasts,
+                 c.config_name[c.baseline]);
+    } else {
+        int mains = 0;
+        for (int j = 0; j < c.n_contrasts; j++)
+            mains += c.list[j].kind == CONTRAST_MAIN;
+        snprintf(against, sizeof against,
+                 "%d contrasts (%s: %d main effects, %d interactions; base levels at %s)",
+                 c.n_contrasts, spec_contrasts_name((SpecContrasts)c.family), mains,
+                 c.n_contrasts - mains, c.config_name[c.baseline]);
+    }
     printf("replicate: %d configurations x %d to %d seeds: %d to %d runs, ~%.2g to ~%.2g "
-           "core-hours; looks at [%s] seeds, alpha %g over %d contrasts against %s, equivalence "
-           "within +-%g nats",
+           "core-hours; looks at [%s] seeds, alpha %g over %s, equivalence within +-%g nats",
            c.n_configs, r->min, r->max, c.n_configs * r->min, c.n_configs * r->max, lo,
-           plan_cost_core_hours(cost, plan->n_runs, 50e9), looks, r->alpha, c.n_contrasts,
-           c.config_name[c.baseline], r->delta);
+           plan_cost_core_hours(cost, plan->n_runs, 50e9), looks, r->alpha, against, r->delta);
     if (r->core_hours > 0) printf("; budget %g core-hours", r->core_hours);
     printf("\n");
     contrasts_free(&c);

@@ -173,10 +173,10 @@ typedef struct {
     const char *name, *value;
 } SpecKey;
 
-static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},   {"grid", NULL},
-                                   {"variants", NULL},  {"seeds", NULL},  {"description", NULL},
-                                   {"replicate", NULL}, {"ladder", NULL}, {"tune", NULL},
-                                   {NULL, NULL}};
+static const SpecKey top_keys[] = {{"data", NULL},      {"base", NULL},      {"grid", NULL},
+                                   {"variants", NULL},  {"seeds", NULL},     {"description", NULL},
+                                   {"replicate", NULL}, {"contrasts", NULL}, {"ladder", NULL},
+                                   {"tune", NULL},      {NULL, NULL}};
 static const SpecKey ladder_keys[] = {{"rungs", NULL}, {"tokens_per_param", NULL}, {NULL, NULL}};
 static const SpecKey rep_keys_list[] = {{"seeds", NULL}, {"resolve", NULL}, {"looks", NULL},
                                         {"alpha", NULL}, {"budget", NULL},  {"baseline", NULL},
@@ -910,6 +910,51 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
     return 0;
 }
 
+/* ---- contrasts: ---- */
+
+static const char *const contrasts_names[] = {"vs_base", "main_effects", "interactions"};
+#define N_CONTRASTS_NAMES ((int)(sizeof contrasts_names / sizeof *contrasts_names))
+
+const char *spec_contrasts_name(SpecContrasts c) {
+    return (int)c >= 0 && (int)c < N_CONTRASTS_NAMES ? contrasts_names[c] : "?";
+}
+
+/* contrasts: one of contrasts_names; a factorial family needs replicate: and a grid (and
+ * interactions two factors: the axes, and the variants when there are any). After the
+ * grid, the variants and replicate: are read. */
+static int parse_contrasts(Load *L, const YNode *key, const YNode *v) {
+    Spec *s = L->s;
+    s->contrasts_mark = mark_of(s, key);
+    char *t = value_text(L, v, "contrasts");
+    if (!t) return -1;
+    int found = -1;
+    for (int i = 0; i < N_CONTRASTS_NAMES; i++)
+        if (!strcmp(t, contrasts_names[i])) found = i;
+    if (found < 0) {
+        spec_fail(L->err, mark_of(s, v),
+                  "contrasts: expected vs_base, main_effects or interactions, got '%s'", t);
+        free(t);
+        return -1;
+    }
+    free(t);
+    s->contrasts = (SpecContrasts)found;
+    if (s->contrasts == SPEC_CONTRASTS_VS_BASE) return 0;
+    if (!s->replicate.on)
+        return spec_fail(L->err, mark_of(s, v),
+                         "contrasts: %s needs a replicate: section (the contrasts are what its "
+                         "rule decides)",
+                         contrasts_names[found]);
+    if (s->n_axes == 0)
+        return spec_fail(L->err, mark_of(s, v),
+                         "contrasts: %s needs a grid (its factors are the grid's axes)",
+                         contrasts_names[found]);
+    if (s->contrasts == SPEC_CONTRASTS_INTERACTIONS && s->n_axes + (s->n_variants > 0) < 2)
+        return spec_fail(L->err, mark_of(s, v),
+                         "contrasts: interactions needs two factors (grid axes, or an axis and "
+                         "the variants); this spec has one: use main_effects");
+    return 0;
+}
+
 static int apply_sets(Load *L, const char *const *sets, int n_sets) {
     Spec *s = L->s;
     if (n_sets > 0 && !(s->sets = calloc((size_t)n_sets, sizeof *s->sets))) {
@@ -1013,6 +1058,7 @@ static int load_tree(Load *L, const YNode *root, const char *const *sets, int n_
     }
     const YNode *tune_key = NULL, *tune = ydoc_get(root, "tune", &tune_key);
     if (tune && spec_tune_parse(s, tune_key, tune, L->err) != 0) return -1;
+    if ((v = ydoc_get(root, "contrasts", &key)) && parse_contrasts(L, key, v) != 0) return -1;
     if (apply_sets(L, sets, n_sets) != 0) return -1;
     int budgets[SPEC_BUDGETS] = {0};
     for (int i = 0; i < knob_count; i++)

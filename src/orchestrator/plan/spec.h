@@ -52,8 +52,9 @@ typedef struct {
 } SpecExclude;
 
 /* replicate: (docs/spec.md, "Replicate until resolved"): seeds are added per configuration
- * until every contrast (each configuration against the baseline, paired by seed index) is
- * settled by the sequential rule (plan/sequential.h). The plan holds every
+ * until every contrast (each configuration against the baseline, or the grid's main effects
+ * and interactions: Spec.contrasts, plan/contrast.h; paired by seed index) is settled by
+ * the sequential rule (plan/sequential.h). The plan holds every
  * configuration x max seeds (seeds 0..max-1, so run ids are as stable as with `seeds: max`);
  * the adaptive scheduler decides which of them train. */
 #define SPEC_MAX_LOOKS 32 /* = SEQ_MAX_LOOKS */
@@ -94,6 +95,14 @@ typedef struct {
     SpecMark seeds_mark;
     int eta; /* successive halving keeps ceil(n / eta) candidates a rung (default 3) */
 } SpecTune;
+/* The family of contrasts (the top-level key contrasts:). */
+typedef enum {
+    SPEC_CONTRASTS_VS_BASE = 0, /* each configuration against the baseline (the default) */
+    SPEC_CONTRASTS_MAIN,        /* main_effects: each level of each factor vs its base level */
+    SPEC_CONTRASTS_INTERACTIONS /* interactions: the main effects and every two-way one */
+} SpecContrasts;
+/* "vs_base", "main_effects", "interactions". */
+const char *spec_contrasts_name(SpecContrasts c);
 
 typedef struct {
     char *path; /* as given (used as FILE in messages) */
@@ -122,12 +131,16 @@ typedef struct {
     int n_seeds;
     uint64_t *seeds; /* "seeds: N" gives 0..N-1; a list gives its values; default {0} */
     SpecMark seeds_mark;
+    /* contrasts: (docs/spec.md, "Factorial contrasts"): the family of contrasts a replicate:
+     * sweep decides (plan/contrast.h); line 0 in contrasts_mark when absent (vs_base). */
+    SpecContrasts contrasts;
+    SpecMark contrasts_mark;
     SpecReplicate replicate; /* .on = 0 without a replicate: section */
     /* ladder: (docs/spec.md): a zip axis of model sizes, placed after the grid's axes */
     int ladder;           /* a ladder: section was given */
     int ladder_axis;      /* its index in axes (valid when ladder) */
     SpecMark ladder_mark; /* of the ladder key */
-    SpecTune tune;           /* .on = 0 without a tune: section (plan/spec_tune.h) */
+    SpecTune tune;        /* .on = 0 without a tune: section (plan/spec_tune.h) */
 } Spec;
 
 /* Reads and parses path; sets are "key=value" overrides (--set) applied to base after the

@@ -17,7 +17,7 @@ void contrast_line(Sweep *s) {
     p[0] = '\0';
     for (int j = 0; j < s->contrasts.n_contrasts && len + 16 < cap; j++) {
         const JournalDecision *d = &s->latest[j];
-        const char *name = s->contrasts.config_name[s->contrasts.config[j]];
+        const char *name = s->contrasts.list[j].label;
         int w;
         if (d->look < -1)
             w = snprintf(p + len, cap - len, "%s%s open", j ? ", " : "", name);
@@ -48,7 +48,7 @@ int host_decided(void *ctx, const JournalDecision *d) {
     Sweep *s = ctx;
     if (d->contrast < 0 || d->contrast >= s->contrasts.n_contrasts) return -1;
     s->latest[d->contrast] = *d;
-    const char *name = s->contrasts.config_name[s->contrasts.config[d->contrast]];
+    const char *name = s->contrasts.list[d->contrast].label;
     for (int i = 0; i < s->n_journaled; i++) {
         const JournalDecision *o = &s->journaled[i];
         if (o->contrast != d->contrast || o->look != d->look || o->verdict != d->verdict ||
@@ -67,8 +67,8 @@ int host_decided(void *ctx, const JournalDecision *d) {
     }
     log_info("replicate: %s vs %s: n=%d, difference %+.4f, interval [%+.4f, %+.4f] at level "
              "%.3g: %s%s%s",
-             name, s->contrasts.config_name[s->contrasts.baseline], d->n, d->diff, d->lo, d->hi,
-             d->level, seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
+             name, s->contrasts.list[d->contrast].base_label, d->n, d->diff, d->lo, d->hi, d->level,
+             seq_verdict_name((SeqVerdict)d->verdict), d->note[0] ? " " : "", d->note);
     contrast_line(s);
     return 0;
 }
@@ -105,7 +105,8 @@ int host_not_needed(void *ctx, int run, const char *why) {
  * would be mixed with the new ones (the budget may change: a larger one continues the
  * contrasts it left unresolved). 0, or -1 with a message. */
 static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
-                          const char *const *names, const char *baseline, char err[ABL_ERR_MAX]) {
+                          char err[ABL_ERR_MAX]) {
+    const Contrasts *cs = &s->contrasts;
     if (!rs->replicate_off) return 0;
     JournalReader *r = journal_reader_open(s->journal_path, err);
     if (!r) return -1;
@@ -120,15 +121,19 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
                memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
         why = "replicate: seeds, looks, resolve or alpha changed";
     } else if (was.n_contrasts != now->n_contrasts) {
-        why = "its contrasts changed (variants or grid points added or removed)";
+        why = "its contrasts changed (variants or grid points added or removed, or the "
+              "contrasts: family)";
     } else {
         for (int k = 0; k < now->n_contrasts && !why; k++) {
-            const char *c, *b, *p;
+            const char *c, *b, *p, *name = cs->list[k].label, *base = cs->list[k].base_label;
             size_t cl, bl, pl;
+            JournalContrastFactors f;
             if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
-                cl != strlen(names[k]) || memcmp(c, names[k], cl) || bl != strlen(baseline) ||
-                memcmp(b, baseline, bl))
-                why = "its contrasts changed (variants, grid points or the baseline)";
+                journal_replicate_factors(&rec, k, &f) != 0 || f.kind != cs->list[k].kind ||
+                cl != strlen(name) || memcmp(c, name, cl) || bl != strlen(base) ||
+                memcmp(b, base, bl))
+                why = "its contrasts changed (variants, grid points, the baseline or the "
+                      "contrasts: family)";
         }
     }
     journal_reader_close(r);
@@ -140,9 +145,8 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
     return -1;
 }
 
-/* The rule and the contrasts as this session's REPLICATE record has them. names: one per
- * contrast (malloc'd array; the strings are the contrasts'). */
-static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
+/* The rule as this session's REPLICATE record has it. */
+static void replicate_record(Sweep *s, JournalReplicate *jr) {
     const SpecReplicate *rep = &s->spec.replicate;
     const Contrasts *c = &s->contrasts;
     *jr = (JournalReplicate){.alpha = rep->alpha,
@@ -153,10 +157,6 @@ static const char **replicate_record(Sweep *s, JournalReplicate *jr) {
                              .n_looks = rep->n_looks,
                              .n_contrasts = c->n_contrasts};
     memcpy(jr->looks, rep->looks, sizeof jr->looks);
-    const char **names = malloc(sizeof *names * (size_t)(c->n_contrasts + 1));
-    for (int j = 0; names && j < c->n_contrasts; j++)
-        names[j] = c->config_name[c->config[j]];
-    return names;
 }
 
 /* Before the journal is touched: the contrasts, and a resumed sweep's rule unchanged. A
@@ -187,26 +187,42 @@ int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
     for (int j = 0; j < c->n_contrasts; j++)
         s->latest[j].look = -2;
     JournalReplicate jr;
-    const char **names = replicate_record(s, &jr);
-    if (!names) return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
-    int rc = same_replicate(s, rs, &jr, names, c->config_name[c->baseline], err);
-    free(names);
-    return rc;
+    replicate_record(s, &jr);
+    return same_replicate(s, rs, &jr, err);
 }
 
 /* The rule and the contrasts, once per session before any decision (the view's /contrasts
  * and root attributes). */
 void write_replicate(Sweep *s) {
     JournalReplicate jr;
-    const char **names = replicate_record(s, &jr);
-    if (!names) {
+    replicate_record(s, &jr);
+    const Contrasts *c = &s->contrasts;
+    size_t n = (size_t)c->n_contrasts + 1;
+    const char **names = malloc(sizeof *names * n), **bases = malloc(sizeof *bases * n);
+    JournalContrastFactors *f = c->family != SPEC_CONTRASTS_VS_BASE ? calloc(n, sizeof *f) : NULL;
+    if (!names || !bases || (c->family != SPEC_CONTRASTS_VS_BASE && !f)) {
+        free(names), free(bases), free(f);
         stop_io(s, "out of memory");
         return;
     }
-    if (journal_append_replicate(s->j, &jr, names,
-                                 s->contrasts.config_name[s->contrasts.baseline]) != 0)
-        stop_journal(s);
+    for (int j = 0; j < c->n_contrasts; j++) {
+        const Contrast *x = &c->list[j];
+        names[j] = x->label;
+        bases[j] = x->base_label;
+        if (!f) continue;
+        f[j].kind = x->kind;
+        for (int i = 0; i < 2; i++) {
+            int fa = x->factor[i];
+            if (fa < 0) continue;
+            f[j].factor[i] = c->factor_name[fa];
+            f[j].level[i] = c->level_name[fa][x->level[i]];
+            f[j].base_level[i] = c->level_name[fa][c->base_level[fa]];
+        }
+    }
+    if (journal_append_replicate(s->j, &jr, names, bases, f) != 0) stop_journal(s);
     free(names);
+    free(bases);
+    free(f);
 }
 
 /* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "h5view_internal.h"
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/sequential.h"
 #include "util/grow.h"
 #include "util/log.h"
@@ -88,6 +89,20 @@ static const H5Col contrast_cols[] = {
     {"lo", H5C_F64, 0, "nats/token",
      "its interval at that look (simultaneous over looks and contrasts)"},
     {"hi", H5C_F64, 0, "nats/token", "upper end of that interval"},
+    {"kind", H5C_STR, 12, NULL,
+     "vs_base (a configuration against the baseline), main (a main effect: a level of "
+     "factor against its base level, averaged over every other factor's levels) or "
+     "interaction (a two-way interaction of level of factor with level2 of factor2)"},
+    {"factor", H5C_VSTR, 0, NULL,
+     "main, interaction: the grid knob (a zip group's knobs joined by +), or variant; "
+     "vs_base: empty"},
+    {"level", H5C_VSTR, 0, NULL,
+     "the level of factor compared, as run names write it (a zip group: its values joined by +)"},
+    {"base_level", H5C_VSTR, 0, NULL,
+     "factor's base level (the replicate.baseline grid point's; the variant baseline)"},
+    {"factor2", H5C_VSTR, 0, NULL, "interaction: the second factor; else empty"},
+    {"level2", H5C_VSTR, 0, NULL, "interaction: the level of factor2"},
+    {"base_level2", H5C_VSTR, 0, NULL, "interaction: factor2's base level"},
 };
 #define N_CONTRAST_COLS ((int)(sizeof contrast_cols / sizeof *contrast_cols))
 
@@ -156,7 +171,8 @@ int h5v_write_replicate(View *v, hid_t file, char *err) {
     }
     if (h5t_create(&c, file, "contrasts", contrast_cols, N_CONTRAST_COLS, 1,
                    "A replicate: sweep's contrasts: each configuration against the baseline, "
-                   "paired by seed, as the sweep defined them, and where each stands.",
+                   "or the grid's main effects and interactions, paired by seed, as the "
+                   "sweep defined them, and where each stands.",
                    err) != 0 ||
         h5t_schema_add(v->schema, "contrasts", contrast_cols, N_CONTRAST_COLS, err) != 0)
         goto done;
@@ -185,6 +201,22 @@ int h5v_write_replicate(View *v, hid_t file, char *err) {
         h5t_set_f64(&c, row, 6, last ? last->diff : NAN);
         h5t_set_f64(&c, row, 7, last ? last->lo : NAN);
         h5t_set_f64(&c, row, 8, last ? last->hi : NAN);
+        JournalContrastFactors f;
+        if (journal_replicate_factors(&rec, k, &f) != 0) {
+            snprintf(err, ABL_ERR_MAX, "malformed replicate record");
+            goto done;
+        }
+        h5t_set_str(&c, row, 9, contrast_kind_name(f.kind), 12);
+        for (int i = 0; i < 2; i++)
+            if (h5t_set_vstr(&c, row, 10 + 3 * i, f.factor[i] ? f.factor[i] : "",
+                             f.factor_len[i]) != 0 ||
+                h5t_set_vstr(&c, row, 11 + 3 * i, f.level[i] ? f.level[i] : "", f.level_len[i]) !=
+                    0 ||
+                h5t_set_vstr(&c, row, 12 + 3 * i, f.base_level[i] ? f.base_level[i] : "",
+                             f.base_level_len[i]) != 0) {
+                snprintf(err, ABL_ERR_MAX, "out of memory");
+                goto done;
+            }
     }
     if (h5t_create(&d, file, "decisions", decision_cols, N_DECISION_COLS, 1,
                    "Every look of every contrast of a replicate: sweep, in the order they "
@@ -223,7 +255,11 @@ done:;
 void h5v_replicate_markdown(Buf *b, const char *head) {
     buf_printf(b,
                "\n#### `/contrasts`\nOnly in a `replicate:` sweep (docs/spec.md): one row per "
-               "contrast, each configuration against the baseline, paired by seed.\n\n%s",
+               "contrast, paired by seed: each configuration against the baseline "
+               "(`contrasts: vs_base`), or the main effects and two-way interactions of the "
+               "grid's factors (`contrasts: main_effects`, `interactions`; docs/spec.md, "
+               "\"Factorial contrasts\"), in the family's order: main effects by factor and "
+               "level, then interactions by pair of factors.\n\n%s",
                head);
     h5v_md_rows(b, contrast_cols, N_CONTRAST_COLS);
     buf_printf(b,

@@ -20,8 +20,12 @@ static int append(Journal *j, int type, Buf *b) {
     return rc;
 }
 
+static void buf_str0(Buf *b, const char *s) {
+    le_buf_str(b, s ? s : "", s ? strlen(s) : 0);
+}
+
 int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *const *names,
-                             const char *baseline) {
+                             const char *const *baselines, const JournalContrastFactors *factors) {
     Buf b = {0};
     buf_f64(&b, r->alpha);
     buf_f64(&b, r->delta);
@@ -34,8 +38,20 @@ int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *
     le_buf_u32(&b, (uint32_t)r->n_contrasts);
     for (int k = 0; k < r->n_contrasts; k++) {
         le_buf_str(&b, names[k], strlen(names[k]));
-        le_buf_str(&b, baseline, strlen(baseline));
+        le_buf_str(&b, baselines[k], strlen(baselines[k]));
         le_buf_str(&b, "seed", 4);
+    }
+    if (factors) {
+        le_buf_u32(&b, 1);
+        for (int k = 0; k < r->n_contrasts; k++) {
+            const JournalContrastFactors *f = &factors[k];
+            le_buf_u32(&b, (uint32_t)f->kind);
+            for (int i = 0; i < 2; i++) {
+                buf_str0(&b, f->factor[i]);
+                buf_str0(&b, f->level[i]);
+                buf_str0(&b, f->base_level[i]);
+            }
+        }
     }
     return append(j, JREC_REPLICATE, &b);
 }
@@ -75,16 +91,51 @@ static int read_head(LeReader *c, const JournalRecord *rec, JournalReplicate *r)
     return 0;
 }
 
+/* Reads the factorial part (c at its start) of a record with n contrasts, contrast k's into
+ * f (k < 0: none kept); a record without it gives kind 0 and empty strings. */
+static int read_factors(LeReader *c, int n, int k, JournalContrastFactors *f) {
+    JournalContrastFactors none = {0}, skip;
+    if (f) *f = none;
+    if (c->p == c->end) return 0;
+    if (le_read_u32(c) != 1 || c->bad) return -1;
+    for (int i = 0; i < n; i++) {
+        JournalContrastFactors *x = i == k && f ? f : &skip;
+        x->kind = (int)le_read_u32(c);
+        for (int s = 0; s < 2; s++) {
+            x->factor[s] = le_read_str(c, &x->factor_len[s]);
+            x->level[s] = le_read_str(c, &x->level_len[s]);
+            x->base_level[s] = le_read_str(c, &x->base_level_len[s]);
+        }
+        if (c->bad || x->kind < 0 || x->kind > 2) return -1;
+    }
+    return c->p == c->end ? 0 : -1;
+}
+
+/* Skips the contrast strings (c after the head). */
+static void skip_contrasts(LeReader *c, int n) {
+    for (int k = 0; k < n; k++) {
+        size_t len;
+        le_read_str(c, &len);
+        le_read_str(c, &len);
+        le_read_str(c, &len);
+    }
+}
+
 int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r) {
     LeReader c = le_reader(rec->payload, rec->len);
     if (read_head(&c, rec, r) != 0) return -1;
-    for (int k = 0; k < r->n_contrasts; k++) {
-        size_t n;
-        le_read_str(&c, &n);
-        le_read_str(&c, &n);
-        le_read_str(&c, &n);
-    }
-    return c.bad || c.p != c.end ? -1 : 0;
+    skip_contrasts(&c, r->n_contrasts);
+    if (c.bad) return -1;
+    return read_factors(&c, r->n_contrasts, -1, NULL);
+}
+
+int journal_replicate_factors(const JournalRecord *rec, int k, JournalContrastFactors *f) {
+    LeReader c = le_reader(rec->payload, rec->len);
+    JournalReplicate r;
+    if (read_head(&c, rec, &r) != 0 || k < 0 || k >= r.n_contrasts) return -1;
+    skip_contrasts(&c, r.n_contrasts);
+    if (c.bad) return -1;
+    return read_factors(&c, r.n_contrasts, k, f);
 }
 
 int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,

@@ -5,7 +5,12 @@
  *   REPLICATE  (type 10, run JOURNAL_NO_RUN, one per session, written before any run
  *              starts) f64 alpha, f64 delta, f64 core_hours (0: no budget), u32 min,
  *              u32 max, u32 n_looks, u32 looks[n_looks], u32 n_contrasts, then per
- *              contrast: str configuration, str baseline, str pairing ("seed")
+ *              contrast: str configuration, str baseline, str pairing ("seed"); then,
+ *              only for a factorial family (contrasts: main_effects or interactions, so
+ *              a vs_base record is as it always was), u32 version (1) and per contrast:
+ *              u32 kind (ContrastKind: 0 vs_base, 1 main, 2 interaction), str factor,
+ *              str level, str base_level, str factor2, str level2, str base_level2
+ *              ("" where none). A record without that part has every contrast vs_base.
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
@@ -34,9 +39,19 @@ typedef struct {
     char note[JOURNAL_NOTE_MAX];
 } JournalDecision;
 
-/* names[j] / baseline: contrast j's configuration and the baseline's name. */
+/* What a factorial contrast compares: its kind, and per factor (0, and 1 for an
+ * interaction) the factor's name, the level and the base level ("" / NULL where none). */
+typedef struct {
+    int kind; /* ContrastKind (plan/contrast.h); 0 vs_base */
+    const char *factor[2], *level[2], *base_level[2];
+    size_t factor_len[2], level_len[2], base_level_len[2];
+} JournalContrastFactors;
+
+/* names[j] / baselines[j]: contrast j's configuration (or factor level) and what it is
+ * compared against. factors: NULL for vs_base (the record's first form), else one per
+ * contrast (the factorial part). */
 int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *const *names,
-                             const char *baseline);
+                             const char *const *baselines, const JournalContrastFactors *factors);
 int journal_append_decision(Journal *j, const JournalDecision *d);
 
 /* 0, or -1 if malformed. The contrast strings of a REPLICATE record are read with
@@ -46,6 +61,9 @@ int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r);
 int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,
                                size_t *config_len, const char **baseline, size_t *baseline_len,
                                const char **pairing, size_t *pairing_len);
+/* Contrast k's kind and factor levels (every string NUL-free, not NUL-terminated; length 0
+ * where none): kind 0 and empty strings in a record without the factorial part. 0 or -1. */
+int journal_replicate_factors(const JournalRecord *rec, int k, JournalContrastFactors *f);
 int journal_decode_decision(const JournalRecord *rec, JournalDecision *d);
 
 #endif

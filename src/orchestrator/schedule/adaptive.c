@@ -2,15 +2,17 @@
  * "replicate"): seeds only where a contrast is still open (one process, or many with --join).
  *
  * The plan holds every configuration x max seeds (contrast.h). Every configuration first
- * trains seeds 1..looks[0]; a contrast (configuration vs baseline, paired by seed index) is
- * looked at when seeds 1..n of both arms have ended durably (ended() is called only after
- * the RUN_END is synced), n = looks[look], with exactly those n pairs (seq_look), never
- * more: a run that ended beyond n never enters that look. A look either settles the
- * contrast (better, worse, equivalent; unresolved at the last look; unstable when a run of
- * seeds 1..n diverged or was flagged by the instability rule, or has no finite loss) or
- * opens the next look, whose seeds are then handed out. A configuration whose contrasts
- * are all settled needs no more seeds: its runs not yet taken are journaled not_needed
- * (the baseline stays needed while any contrast is open). Runs already training when that
+ * trains seeds 1..looks[0]; a contrast (configuration vs baseline, or a main effect or
+ * interaction over a grid's cells: contrast.h; paired by seed index) is looked at when
+ * seeds 1..n of every configuration it uses have ended durably (ended() is called only
+ * after the RUN_END is synced), n = looks[look], with exactly those n paired differences
+ * (seq_look), never more: a run that ended beyond n never enters that look. A look either
+ * settles the contrast (better, worse, equivalent; unresolved at the last look; unstable
+ * when a run of seeds 1..n diverged or was flagged by the instability rule, or has no
+ * finite loss) or opens the next look, whose seeds are then handed out to every
+ * configuration the contrast uses. A configuration no open contrast uses needs no more
+ * seeds: its runs not yet taken are journaled not_needed (the baseline, used by every
+ * vs_base contrast, stays needed while any is open). Runs already training when that
  * happens finish and are kept, and change nothing. With a budget, once the runs ended so
  * far used budget.core_hours (train_seconds, one core each), no new run starts and the
  * open contrasts end unresolved (note "budget").
@@ -65,6 +67,7 @@ typedef struct {
     SeqVerdict *verdict;
     JournalDecision *last; /* per contrast: its latest decision */
     double *d;             /* n_seeds paired differences (scratch) */
+    double *loss;          /* per config: one seed's loss (scratch for contrasts_diff) */
     int *requeued, n_requeued;
     double used, budget; /* seconds of training ended so far; the budget (0: none) */
     int out_of_budget;
@@ -81,33 +84,31 @@ typedef struct {
     int n_given; /* --join: runs this process journaled not_needed */
 } Adaptive;
 
-static int config_of(const Adaptive *a, int j) {
-    return a->c.config[j];
-}
-
 static int run_at(const Adaptive *a, int config, int k) {
     return a->run_of[contrasts_run(&a->c, config, k)];
 }
 
-/* The paired differences configuration - baseline of seeds 1..n into a->d: 1 all there,
- * 0 some not ended yet, -1 a run unstable or without a finite loss (named in why). */
+/* Contrast j's paired differences (contrast.h: for vs_base configuration - baseline) of
+ * seeds 1..n into a->d: 1 all there, 0 some run of its configurations not ended yet, -1 a run
+ * unstable or without a finite loss (named in why). */
 static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
-    int cfg = config_of(a, j), b = a->c.baseline;
+    const Contrast *x = &a->c.list[j];
+    int nt = x->n_groups * x->group_size;
+    for (int k = 0; k < n; k++)
+        for (int t = 0; t < nt; t++) {
+            int r = run_at(a, x->terms[t].config, k);
+            if (r < 0 || a->st[r] != R_ENDED) return 0;
+        }
     for (int k = 0; k < n; k++) {
-        int x = run_at(a, cfg, k), y = run_at(a, b, k);
-        if (x < 0 || y < 0 || a->st[x] != R_ENDED || a->st[y] != R_ENDED) return 0;
-    }
-    for (int k = 0; k < n; k++) {
-        const SchedRun *rx = &a->base.runs[run_at(a, cfg, k)];
-        const SchedRun *ry = &a->base.runs[run_at(a, b, k)];
-        for (int side = 0; side < 2; side++) {
-            const SchedRun *r = side ? ry : rx;
+        for (int t = 0; t < nt; t++) {
+            const SchedRun *r = &a->base.runs[run_at(a, x->terms[t].config, k)];
             if (r->unstable || r->status != RUN_DONE || !isfinite(r->final_val_loss)) {
                 snprintf(why, wn, "unstable: %s", r->name);
                 return -1;
             }
+            a->loss[x->terms[t].config] = r->final_val_loss;
         }
-        a->d[k] = rx->final_val_loss - ry->final_val_loss;
+        a->d[k] = contrasts_diff(&a->c, j, a->loss);
     }
     return 1;
 }
@@ -144,14 +145,14 @@ static void give_up(Adaptive *a, int run, const char *why) {
 /* Wanted seeds per configuration, from the open contrasts; a configuration with none open
  * gives up its runs not yet taken (they are journaled not_needed). */
 static void update_need(Adaptive *a) {
-    int b = a->c.baseline;
     for (int c = 0; c < a->c.n_configs; c++)
         a->need[c] = 0;
     for (int j = 0; j < a->c.n_contrasts; j++) {
         if (a->verdict[j] != SEQ_OPEN) continue;
-        int n = a->rep->looks[a->look[j]], cfg = config_of(a, j);
-        if (n > a->need[cfg]) a->need[cfg] = n;
-        if (n > a->need[b]) a->need[b] = n;
+        const Contrast *x = &a->c.list[j];
+        int n = a->rep->looks[a->look[j]];
+        for (int t = 0; t < x->n_groups * x->group_size; t++)
+            if (n > a->need[x->terms[t].config]) a->need[x->terms[t].config] = n;
     }
     for (int c = 0; c < a->c.n_configs; c++) {
         if (a->need[c] > 0) continue;
@@ -229,8 +230,7 @@ static void settle(Adaptive *a, int cfg) {
         a->resettle = 0;
         int changed = cfg < 0;
         for (int j = 0; j < a->c.n_contrasts; j++)
-            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j))
-                changed |= try_looks(a, j);
+            if (cfg < 0 || contrasts_uses(&a->c, j, cfg)) changed |= try_looks(a, j);
         changed |= end_budget(a);
         if (changed) update_need(a);
         cfg = -1;
@@ -559,6 +559,7 @@ static void a_close(Scheduler *s) {
     free(a->verdict);
     free(a->last);
     free(a->d);
+    free(a->loss);
     free(a->requeued);
     sched_free_runs(s);
     free(a);
@@ -591,8 +592,11 @@ static char *rule_text(const Adaptive *a) {
     for (int i = 0; i < a->rep->n_looks; i++)
         buf_printf(&b, " %d", a->rep->looks[i]);
     buf_printf(&b, "\nbaseline %s\n", a->c.config_name[a->c.baseline]);
+    /* vs_base's text is as before factorial families existed (joined processes compare it) */
+    if (a->c.family != SPEC_CONTRASTS_VS_BASE)
+        buf_printf(&b, "contrasts %s\n", spec_contrasts_name((SpecContrasts)a->c.family));
     for (int j = 0; j < a->c.n_contrasts; j++)
-        buf_printf(&b, "contrast %d %s\n", j, a->c.config_name[config_of(a, j)]);
+        buf_printf(&b, "contrast %d %s\n", j, a->c.list[j].label);
     buf_addc(&b, '\0');
     if (b.oom) {
         buf_free(&b);
@@ -630,7 +634,9 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
     a->verdict = calloc((size_t)nc + 1, sizeof *a->verdict);
     a->last = calloc((size_t)nc + 1, sizeof *a->last);
     a->d = calloc((size_t)a->c.n_seeds + 1, sizeof *a->d);
-    if (!a->run_of || !a->next || !a->need || !a->look || !a->verdict || !a->last || !a->d) {
+    a->loss = calloc((size_t)a->c.n_configs + 1, sizeof *a->loss);
+    if (!a->run_of || !a->next || !a->need || !a->look || !a->verdict || !a->last || !a->d ||
+        !a->loss) {
         a_close(&a->base);
         return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     }
