@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import analyze as A
+from . import equal_flops as EF
 from . import figures as F
 from . import page as P
 from . import stats as S
@@ -624,6 +625,32 @@ class Report:
             self.w(self._contrast_table(con))
             self.csv(con, "contrasts_equal_tokens.csv")
 
+    def at_equal_flops(self):
+        """Each contrast at common training FLOPs, read off the runs' evaluation curves,
+        beside the end-of-run difference (equal_flops.py)."""
+        t = EF.of_sweep(self.sw, getattr(self, "bmap", None), A.valid_runs(self.sw))
+        if not len(t):
+            return
+        self.w("## Against the baseline at equal FLOPs", "")
+        self.w("Validation split. Each run's validation loss at common values of cumulative "
+               "training FLOPs (training tokens × its FLOPs per token), linearly interpolated "
+               "between its evaluations: the largest value every run of the contrast reached "
+               "(100%) and fractions of it. Difference = configuration − baseline, paired by "
+               "seed, with its 95% t interval (not corrected for the family); *at the end*: "
+               "the paired difference of the final validation loss over the same seeds, "
+               "whatever FLOPs each run spent.", "")
+        self.w(md_table(["configuration", "baseline", "split", "FLOPs", "n",
+                         "val loss (configuration)", "val loss (baseline)", "difference",
+                         "95% CI", "difference at the end (val)", "95% CI (end)"],
+                        [[r["config"], r["baseline"], r["split"],
+                          "%s (%s%%)" % (fsig(r["flops"]), fint(100 * r["fraction"])),
+                          fint(r["n"]), fnum(r["loss_config"]), fnum(r["loss_baseline"]),
+                          fsigned(r["diff"]), fci(r["lo"], r["hi"]), fsigned(r["end_diff"]),
+                          fci(r["end_lo"], r["end_hi"])] for _, r in t.iterrows()],
+                        ["---", "---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "--:",
+                         "--:"]))
+        self.csv(t, "contrasts_equal_flops.csv")
+
     def figures(self):
         sw, d = self.sw, self.dir
         order = select_configs(list(sw.runs["config"].drop_duplicates()), self.only,
@@ -711,6 +738,7 @@ class Report:
         self.grids()
         self.seed_spread()
         self.budgets()
+        self.at_equal_flops()
         self.figures()
         self.samples()
         self.provenance()
