@@ -21,6 +21,8 @@ static int at_baseline(const Spec *s, const PlannedRun *r) {
     return 1;
 }
 
+const char *const contrast_split_names[2] = {"validation", "test"};
+
 int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
     const Spec *s = p->spec;
     const SpecReplicate *rep = &s->replicate;
@@ -64,6 +66,17 @@ int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
                          "replicate.baseline: that configuration is excluded by grid.exclude; "
                          "name one that is planned");
     }
+    int tested = 0;
+    for (int i = 0; i < p->n_runs; i++)
+        tested += p->runs[i].cfg.data.test_fraction > 0;
+    if (tested && tested != p->n_runs) {
+        contrasts_free(c);
+        return spec_fail(err, rep->mark,
+                         "replicate: data.test_fraction is 0 in some configurations and not in "
+                         "others; the verdicts are on the test split when there is one, so give "
+                         "every configuration the same data.test_fraction");
+    }
+    c->split = tested ? CONTRAST_SPLIT_TEST : CONTRAST_SPLIT_VAL;
     for (int k = 0; k < c->n_configs; k++)
         if (k != c->baseline) c->config[c->n_contrasts++] = k;
     return 0;

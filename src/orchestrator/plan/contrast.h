@@ -12,20 +12,35 @@
 
 #define CONTRAST_PAIRING "seed" /* how the two arms pair: by seed index */
 
+/* The split a replicate: rule's verdicts are on: the held-out test split (final_test_loss)
+ * when the plan has one (data.test_fraction > 0 in every run), else the validation split
+ * (final_val_loss). Tuning and selection read validation; verdicts read test when there is
+ * one, a split nothing selected on. */
+typedef enum { CONTRAST_SPLIT_VAL, CONTRAST_SPLIT_TEST } ContrastSplit;
+extern const char *const contrast_split_names[2]; /* "validation", "test" */
+
 typedef struct {
-    int n_seeds;        /* planned runs per configuration (replicate.seeds.max) */
-    int n_configs;      /* configurations, in plan order */
-    char **config_name; /* n_configs: the run name without its "/seed<N>" part */
-    int baseline;       /* the baseline's configuration index */
-    int n_contrasts;    /* n_configs - 1 */
-    int *config;        /* n_contrasts: contrast j compares configuration config[j] (plan
-                           order, the baseline skipped) with the baseline */
+    int n_seeds;         /* planned runs per configuration (replicate.seeds.max) */
+    int n_configs;       /* configurations, in plan order */
+    char **config_name;  /* n_configs: the run name without its "/seed<N>" part */
+    int baseline;        /* the baseline's configuration index */
+    int n_contrasts;     /* n_configs - 1 */
+    int *config;         /* n_contrasts: contrast j compares configuration config[j] (plan
+                            order, the baseline skipped) with the baseline */
+    ContrastSplit split; /* the loss the rule compares (contrasts_loss) */
 } Contrasts;
 
 /* From a plan of a spec with replicate.on. -1 with a one-line "FILE:LINE:COL: message"
- * (the baseline grid point excluded by grid.exclude, a plan not laid out as above). */
+ * (the baseline grid point excluded by grid.exclude, a plan not laid out as above, a test
+ * split in some runs and not in others: their verdicts would mix splits). */
 int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]);
 void contrasts_free(Contrasts *c);
+
+/* A finished run's loss the rule compares on split s: final_test_loss or final_val_loss. */
+static inline double contrasts_loss(ContrastSplit s, double final_val_loss,
+                                    double final_test_loss) {
+    return s == CONTRAST_SPLIT_TEST ? final_test_loss : final_val_loss;
+}
 
 /* The plan index of configuration config's seed index k (0-based). */
 static inline int contrasts_run(const Contrasts *c, int config, int k) {

@@ -37,6 +37,7 @@ int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *
         le_buf_str(&b, baseline, strlen(baseline));
         le_buf_str(&b, "seed", 4);
     }
+    le_buf_u32(&b, (uint32_t)r->split);
     return append(j, JREC_REPLICATE, &b);
 }
 
@@ -84,7 +85,8 @@ int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r) {
         le_read_str(&c, &n);
         le_read_str(&c, &n);
     }
-    return c.bad || c.p != c.end ? -1 : 0;
+    if (!c.bad && c.p != c.end) r->split = (int)le_read_u32(&c);
+    return c.bad || c.p != c.end || r->split < 0 || r->split > 1 ? -1 : 0;
 }
 
 int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,

@@ -5,7 +5,9 @@
  *   REPLICATE  (type 10, run JOURNAL_NO_RUN, one per session, written before any run
  *              starts) f64 alpha, f64 delta, f64 core_hours (0: no budget), u32 min,
  *              u32 max, u32 n_looks, u32 looks[n_looks], u32 n_contrasts, then per
- *              contrast: str configuration, str baseline, str pairing ("seed")
+ *              contrast: str configuration, str baseline, str pairing ("seed"), then
+ *              u32 split (ContrastSplit: 0 validation, 1 test; absent in records written
+ *              before it: validation)
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
@@ -25,6 +27,7 @@ typedef struct {
     int min, max, n_looks;
     int looks[SPEC_MAX_LOOKS];
     int n_contrasts;
+    int split; /* ContrastSplit: the loss the verdicts compare */
 } JournalReplicate;
 
 typedef struct {
