@@ -177,6 +177,7 @@ CONTRAST_COLUMNS = [
     ("configuration", "---", lambda r: r["config"]),
     ("baseline", "---", lambda r: r["baseline"]),
     ("test", "---", _test_cell),
+    ("split", "---", lambda r: r.get("split", "validation")),
     ("difference", "--:", lambda r: with_excluded(fsigned(r["diff"]), r.get("excluded", 0),
                                                    r.get("ended", 0))),
     ("95% CI", "--:", lambda r: fci(r["lo"], r["hi"])),
@@ -280,7 +281,8 @@ class Report:
         self.csv(bad, "failures.csv")
         runs_cols = ["index", "name", "config", "group", "variant"] + sw.axes + [
             "seed", "status", "params", "steps", "tokens", "train_seconds", "tokens_per_s",
-            "final_val_loss", "final_val_acc", "host", "message"]
+            "final_val_loss", "final_val_acc", "final_test_loss", "final_test_acc", "host",
+            "message"]
         self.csv(sw.runs[[c for c in runs_cols if c in sw.runs]], "runs.csv")
         self.csv(curves(sw), "curves.csv")
 
@@ -459,6 +461,8 @@ class Report:
     def _contrast_notes(self, con):
         if not len(con):
             return
+        if "split" in con:
+            self.w(split_sentence(con["split"].iloc[0]), "")
         lvl = con["alpha_power"].iloc[0]
         k = (con["verdict"] == "better").sum(), (con["verdict"] == "worse").sum()
         self.w("%d better, %d worse, %d not resolved (family of %d contrasts, Holm-corrected "
@@ -488,7 +492,8 @@ class Report:
         if fam:
             self.baseline_why += " " + fam
             self.w(md_prose(fam), "")
-        con = A.contrasts(sw, bmap)
+        self.split, col = A.verdict_split(sw)
+        con = A.contrasts(sw, bmap, col=col)
         self.contrasts = con
         # a replicate: sweep's verdicts are its sequential ones: they come first everywhere
         # (here, contrasts.csv, the page, stdout, --json), and the fixed-sample re-test of
@@ -552,9 +557,12 @@ class Report:
                          "**%s**" % v if v in ("better", "worse") else v,
                          fint(r["n"]) if r["n"] > 0 else "—", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), fsig(level), note])
-        self.w(md_table(["configuration", "baseline", "paired by", "verdict", "n",
-                         "difference", "interval", "level", "note"], rows,
-                        ["---", "---", "---", "---", "--:", "--:", "--:", "--:", "---"]))
+        split = A.verdict_split(self.sw)[0]
+        self.w(split_sentence(split), "")
+        self.w(md_table(["configuration", "baseline", "paired by", "split", "verdict", "n",
+                         "difference", "interval", "level", "note"],
+                        [r[:3] + [split] + r[3:] for r in rows],
+                        ["---", "---", "---", "---", "---", "--:", "--:", "--:", "--:", "---"]))
         self.csv(con, "sequential_contrasts.csv")
         self.csv(dec, "sequential_decisions.csv")
 
@@ -783,6 +791,17 @@ def _aligned(rows, right):
                       for j, (v, w) in enumerate(zip(r, width))).rstrip() for r in rows]
 
 
+def split_sentence(split):
+    """Which split a table's losses are on, in a sentence."""
+    if split == "test":
+        return ("Split: **test**: the final loss on the held-out test split "
+                "(`final_test_loss`, `data.test_fraction`), which no evaluation, tuning or "
+                "selection read; tuning and selection use the validation split.")
+    return ("Split: **validation**: the validation loss (`final_val_loss`, or the "
+            "evaluation curve's); the sweep has no held-out test split "
+            "(`data.test_fraction` 0).")
+
+
 def verdict_text(rep):
     """The verdict table for the terminal: one line per contrast, aligned. A replicate:
     sweep's are its sequential verdicts (the file's /contrasts), as the report leads with."""
@@ -793,12 +812,13 @@ def verdict_text(rep):
             rows.append([str(r["configuration"]), str(r["baseline"]),
                          fint(r["n"]) if r["n"] > 0 else "-", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), str(r["verdict"])])
-        return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look)."
-                          % term_text(rep.baseline_why)] + _aligned(rows, {2, 3, 4}) +
+        return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look). %s"
+                          % (term_text(rep.baseline_why), _split_line(rep))] +
+                         _aligned(rows, {2, 3, 4}) +
                          ["The fixed-sample re-test of the same runs (not the sweep's test) "
                           "is in fixed_sample_contrasts.csv."]) + "\n"
     con = rep.contrasts
-    lines = [term_text(rep.baseline_why)]
+    lines = [term_text(rep.baseline_why) + " " + _split_line(rep)]
     if not len(con):
         lines.append("No contrasts yet.")
         return "\n".join(lines) + "\n"
@@ -810,6 +830,12 @@ def verdict_text(rep):
                      fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"]),
                      _instability_cell(r)])
     return "\n".join(lines + _aligned(rows, {2, 3, 4})) + "\n"
+
+
+def _split_line(rep):
+    split = getattr(rep, "split", "validation")
+    return "Differences of the final %s loss (%s split)." % (
+        "test" if split == "test" else "validation", split)
 
 
 def verdict_summary(con):
