@@ -680,7 +680,8 @@ class Report:
         con = self.contrasts if seq is None else seq
         if len(con):
             con = con[con["config"].isin(order) & con["baseline"].isin(order)]
-        if not self.fig(F.forest(con, os.path.join(d, "forest.png")),
+        what = "final %s loss" % getattr(self, "split", "validation")
+        if not self.fig(F.forest(con, os.path.join(d, "forest.png"), what),
                         "contrasts against the baseline"):
             self.w("No forest plot: no contrasts.", "")
         if A.is_fixed_time(sw):
