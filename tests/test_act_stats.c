@@ -102,14 +102,16 @@ static void check_config(const char *const *sets, int monotone) {
         CHECK(isnan(a->grad_norm) && isnan(a->near_zero_frac));
     }
     /* the last evaluation's rows against one forward over every validation window */
-    int T = c.model.context, n = dataset_val_windows(&d, c.train.eval_tokens, T);
-    CHECK(n == 11);
+    int T = c.model.context;
+    EvalLayout lay = dataset_eval_layout(&d, SPLIT_VAL, c.train.eval_tokens, T);
+    int n = lay.n_windows;
+    CHECK(n == 11 && lay.n_targets == (long)n * T);
     GPT g;
     int32_t *x = malloc(sizeof(int32_t) * (size_t)n * T), *y = malloc(sizeof(int32_t) * n * T);
     if (x && y && gpt_alloc(&g, &t.gpt.cfg, n, T, err) == 0) {
         memcpy(g.params, t.gpt.params, g.n_params * sizeof(float));
         for (int i = 0; i < n; i++)
-            dataset_val_window(&d, i, n, T, x + (size_t)i * T, y + (size_t)i * T);
+            dataset_eval_window(&d, &lay, i, x + (size_t)i * T, y + (size_t)i * T);
         g.collect_stats = 1;
         gpt_forward(&g, x, y, n, T);
         for (int l = 0; l < L; l++) {

@@ -22,12 +22,13 @@
 #include "util/buf.h"
 
 static char g_data[1024], g_tmp[1024];
+static const char *g_data_extra = ""; /* more data: keys (", test_fraction: 0.1") */
 
 /* baseline, far (1 nat worse), same (equal within 1e-5); 8 seeds, looks at 4, 6 and 8.
  * Paired differences spread by 1e-5 at most: at 4 pairs every valid rule settles far
  * (worse) and same (equivalent within 0.05) at its first look, however little alpha it
  * spends there (an interval half-width of 1e-5 x even t = 10^3 is far from the margins). */
-static const char *SPEC = "data: {path: \"%s\"}\n"
+static const char *SPEC = "data: {path: \"%s\"%s}\n"
                           "variants: {baseline: {}, far: {model.n_head: 2}, same: "
                           "{model.n_head: 1}}\n"
                           "replicate:\n"
@@ -94,7 +95,7 @@ static int open_text(Fx *f, const char *text, const char *join_out, char err[ABL
     f->runs = calloc((size_t)f->plan.n_runs, sizeof *f->runs);
     for (int i = 0; i < f->plan.n_runs; i++)
         f->runs[i] =
-            (SchedRun){f->plan.runs[i].id, f->plan.runs[i].name, 1.0, 0, RUN_DONE, NAN, 0, 0};
+            (SchedRun){f->plan.runs[i].id, f->plan.runs[i].name, 1.0, 0, RUN_DONE, NAN, 0, 0, NAN};
     SchedConfig cfg = {join_out ? join_out : "unused.h5", &f->plan, join_out != NULL, 60, 0, NULL};
     SchedHost h = {f, h_elsewhere, NULL, NULL, NULL, h_decided, h_not_needed, NULL};
     char journal[ABL_PATH_MAX] = "";
@@ -106,7 +107,7 @@ static int open_text(Fx *f, const char *text, const char *join_out, char err[ABL
 
 static int open_fx(Fx *f, const char *extra, const char *join_out, char err[ABL_ERR_MAX]) {
     char text[2048];
-    snprintf(text, sizeof text, SPEC, g_data, extra);
+    snprintf(text, sizeof text, SPEC, g_data, g_data_extra, extra);
     return open_text(f, text, join_out, err);
 }
 
@@ -160,6 +161,54 @@ TEST(first_look_settles) {
     /* every contrast settled: the 12 runs not taken are not needed, and nothing is left */
     CHECK(f.n_not_needed == 12 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
     close_fx(&f);
+}
+
+/* With a test split (data.test_fraction > 0) the verdicts are on it: the validation losses
+ * say far is 1 nat worse, the test losses say it is 1 nat better, and the rule reads the
+ * test's; "same" is equivalent on test though its validation differs by 1. A plan with a
+ * test split in some configurations only is refused (its verdicts would mix splits). */
+TEST(test_split_verdicts) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    g_data_extra = ", test_fraction: 0.1";
+    int rc = open_fx(&f, "", NULL, err);
+    g_data_extra = "";
+    CHECK_MSG(rc == 0, "%s", err);
+    if (!f.s) return;
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    for (int run; (run = sched_take(f.s, 0)) >= 0;) {
+        EndEvent e = end_of(run, 1);
+        int c = run / NS;
+        /* test: far = baseline - 1, same as loss_of; validation: loss_of, same + 1 */
+        e.final_test_loss = c == 1 ? 2 * loss_of(RUN(0, run % NS)) - loss_of(run) : loss_of(run);
+        if (c == 2) e.final_val_loss += 1.0;
+        sched_ended(f.s, run, &e);
+    }
+    CHECK_CMP(f.n_dec, ==, 2);
+    for (int i = 0; i < f.n_dec; i++) {
+        const JournalDecision *d = &f.dec[i];
+        if (d->contrast == 0)
+            CHECK_MSG(d->verdict == SEQ_BETTER && fabs(d->diff + 1.0) < 1e-4,
+                      "far: verdict %d, difference %g (the test split's is -1)", d->verdict,
+                      d->diff);
+        else
+            CHECK_MSG(d->verdict == SEQ_EQUIVALENT && fabs(d->diff) < 1e-4,
+                      "same: verdict %d, difference %g (the test split's is 0)", d->verdict,
+                      d->diff);
+    }
+    close_fx(&f);
+
+    Spec s;
+    Plan p;
+    char text[2048];
+    snprintf(text, sizeof text,
+             "data: {path: \"%s\"}\nvariants: {baseline: {}, t: {data.test_fraction: 0.1}}\n"
+             "replicate: {seeds: {min: 4, max: 8}, looks: [4, 8], resolve: 0.05}\n",
+             g_data);
+    CHECK_MSG(spec_load_string(&s, "m.yaml", text, NULL, 0, err) == 0, "%s", err);
+    CHECK_CMP(plan_build(&s, &p, err), ==, -1); /* the planner builds the contrasts */
+    CHECK_MSG(strstr(err, "m.yaml:3:") && strstr(err, "data.test_fraction"), "%s", err);
+    spec_free(&s);
 }
 
 /* The same decisions from runs a resumed sweep finished before; results of seeds beyond a

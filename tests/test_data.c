@@ -387,72 +387,77 @@ TEST(batches) {
     dataset_free(&d);
 }
 
-TEST(val_windows) {
-    enum { N = 5000, T = 16 };
+/* Walks a layout's windows: every window's targets follow its inputs by one, windows are
+ * T long but the last (shorter when T does not divide the count), and the targets seen, in
+ * order, are written to seen[] (stream positions; on the ramp a token's id is its position).
+ * Returns the number of targets, -1 when a window breaks the layout. */
+static long walk_layout(const Dataset *d, const EvalLayout *l, long *seen, long cap) {
+    long n = 0;
+    int32_t x[256], y[256];
+    for (int k = 0; k < l->n_windows; k++) {
+        int len = dataset_eval_window(d, l, k, x, y);
+        int last = k == l->n_windows - 1;
+        if (len < 1 || len > l->T || (!last && len != l->T)) return -1;
+        for (int j = 0; j < len; j++) {
+            if (y[j] != x[j] + 1 || (j > 0 && x[j] != y[j - 1])) return -1;
+            if (y[j] != l->first + (long)k * l->T + j) return -1;
+            if (n < cap) seen[n] = y[j];
+            n++;
+        }
+    }
+    return n;
+}
+
+TEST(eval_layout) {
+    enum { N = 5000 };
     Dataset d;
-    CHECK_CMP(load_ramp(&d, N, 0.2, T), ==, 0);
+    CHECK_CMP(load_ramp(&d, N, 0.2, 64), ==, 0);
     if (!d.tokens) return;
     long n_val = N - d.n_train; /* 1000 */
 
-    /* Count rule: eval_tokens / T, at least 1, at most the non-overlapping windows. */
-    CHECK_CMP(dataset_val_windows(&d, 0, T), ==, 1);
-    CHECK_CMP(dataset_val_windows(&d, 15, T), ==, 1);
-    CHECK_CMP(dataset_val_windows(&d, 160, T), ==, 10);
-    CHECK_CMP(dataset_val_windows(&d, 175, T), ==, 10);
-    int cap = dataset_val_windows(&d, 1000000, T);
-    CHECK_CMP(cap, ==, (int)((n_val - 1) / T));
-    CHECK_CMP((long)cap * T, <=, n_val);
-
-    int ns[] = {1, 2, 7, cap};
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-        int n = ns[k];
-        long prev = -1, gap = -1;
-        int ok_in = 1, ok_det = 1, ok_shift = 1, ok_even = 1;
-        for (int i = 0; i < n; i++) {
-            int32_t x[T], y[T], x2[T], y2[T];
-            dataset_val_window(&d, i, n, T, x, y);
-            dataset_val_window(&d, i, n, T, x2, y2);
-            ok_det &= memcmp(x, x2, sizeof x) == 0 && memcmp(y, y2, sizeof y) == 0;
-            long s = x[0];
-            ok_in &= s >= d.n_train && y[T - 1] <= N - 1;
-            for (int t = 0; t < T; t++)
-                ok_shift &= x[t] == s + t && y[t] == s + t + 1;
-            if (prev >= 0) {
-                long g = s - prev;
-                if (gap >= 0) ok_even &= labs(g - gap) <= 1;
-                gap = g;
-                ok_even &= g >= T; /* n <= the non-overlapping count, so windows never overlap */
-            }
-            if (i == 0) ok_in &= s == d.n_train;
-            if (n > 1 && i == n - 1) ok_in &= y[T - 1] == N - 1; /* the last reaches the end */
-            prev = s;
+    /* The same targets at every context: the first eval_tokens tokens after the split's
+     * first, each once, windows of T with a shorter last one. */
+    static long seen[1000], ref[1000];
+    int Ts[] = {1, 7, 16, 32, 64};
+    long counts[] = {1, 100, 160, 999};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+            int T = Ts[k];
+            EvalLayout l = dataset_eval_layout(&d, SPLIT_VAL, counts[c], T);
+            CHECK_CMP(l.first, ==, d.n_train + 1);
+            CHECK_CMP(l.n_targets, ==, counts[c]);
+            CHECK_CMP(l.n_windows, ==, (int)((counts[c] + T - 1) / T));
+            long n = walk_layout(&d, &l, k == 0 ? ref : seen, 1000);
+            CHECK_MSG(n == counts[c], "eval_tokens %ld T %d: %ld targets", counts[c], T, n);
+            if (k > 0)
+                CHECK_MSG(memcmp(seen, ref, (size_t)counts[c] * sizeof *ref) == 0,
+                          "eval_tokens %ld: T %d scores other tokens than T 1", counts[c], T);
         }
-        CHECK_MSG(ok_in, "n=%d", n);
-        CHECK_MSG(ok_det, "n=%d", n);
-        CHECK_MSG(ok_shift, "n=%d", n);
-        CHECK_MSG(ok_even, "n=%d", n);
     }
+    /* 100 targets at T 32: windows of 32, 32, 32 and 4, the last ending at target 100 */
+    EvalLayout l = dataset_eval_layout(&d, SPLIT_VAL, 100, 32);
+    int32_t x[32], y[32];
+    CHECK_CMP(l.n_windows, ==, 4);
+    CHECK_CMP(dataset_eval_window(&d, &l, 3, x, y), ==, 4);
+    CHECK(x[0] == d.n_train + 96 && y[3] == d.n_train + 100);
+    /* more than the split holds: every token after its first, and no further */
+    l = dataset_eval_layout(&d, SPLIT_VAL, 1000000, 16);
+    CHECK_CMP(l.n_targets, ==, n_val - 1);
+    CHECK_CMP(walk_layout(&d, &l, seen, 1000), ==, n_val - 1);
+    CHECK_CMP(seen[n_val - 2], ==, N - 1);
+    /* eval_tokens 0 still scores one token; no test split: nothing */
+    CHECK_CMP(dataset_eval_layout(&d, SPLIT_VAL, 0, 16).n_targets, ==, 1);
+    CHECK_CMP(dataset_eval_layout(&d, SPLIT_TEST, 100, 16).n_targets, ==, 0);
+    CHECK_CMP(dataset_eval_layout(&d, SPLIT_TEST, 100, 16).n_windows, ==, 0);
     dataset_free(&d);
 
-    /* A validation split of exactly context + 1 tokens: one window. */
-    CHECK_CMP(load_ramp(&d, 170, 0.1, T), ==, 0);
+    /* No validation split (val_fraction 0): the targets come from the train split. */
+    CHECK_CMP(load_ramp(&d, 500, 0.0, 16), ==, 0);
     if (d.tokens) {
-        CHECK_CMP(d.n_tokens - d.n_train, ==, 17);
-        CHECK_CMP(dataset_val_windows(&d, 100000, T), ==, 1);
-        int32_t x[T], y[T];
-        dataset_val_window(&d, 0, 1, T, x, y);
-        CHECK(x[0] == d.n_train && y[T - 1] == 169);
-        dataset_free(&d);
-    }
-
-    /* No validation split (val_fraction 0): windows come from the train split. */
-    CHECK_CMP(load_ramp(&d, 500, 0.0, T), ==, 0);
-    if (d.tokens) {
-        int n = dataset_val_windows(&d, 100000, T);
-        CHECK_CMP(n, ==, (500 - 1) / T);
-        int32_t x[T], y[T];
-        dataset_val_window(&d, n - 1, n, T, x, y);
-        CHECK_CMP(y[T - 1], ==, 499);
+        l = dataset_eval_layout(&d, SPLIT_VAL, 100000, 16);
+        CHECK(l.first == 1 && l.n_targets == 499);
+        CHECK_CMP(walk_layout(&d, &l, seen, 1000), ==, 499);
+        CHECK_CMP(seen[498], ==, 499);
         dataset_free(&d);
     }
 }

@@ -235,6 +235,48 @@ TEST(overfit) {
     CHECK_MSG(end.final_val_acc > 0.99, "final accuracy %.4f", end.final_val_acc);
 }
 
+/* One estimand at every context: models that differ in model.context score the same target
+ * tokens (count and a digest of their positions and ids), 250 of them, in windows of their
+ * own context (250 is no multiple of any, so each has a shorter last window). */
+TEST(eval_targets_context) {
+    int contexts[] = {16, 32, 48};
+    long targets[3] = {0};
+    uint64_t digests[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        RunConfig c;
+        micro_config(&c, corpus);
+        c.model.context = contexts[k];
+        c.train.eval_tokens = 250;
+        char err[ABL_ERR_MAX];
+        Dataset d;
+        Trainer t;
+        if (dataset_load(&d, &c.data, c.model.context, err) != 0) {
+            CHECK_MSG(0, "%s", err);
+            return;
+        }
+        if (trainer_init(&t, &c, 1, &d, err) != 0) {
+            CHECK_MSG(0, "%s", err);
+            dataset_free(&d);
+            return;
+        }
+        double loss, acc;
+        trainer_evaluate(&t, &loss, &acc);
+        CHECK_MSG(isfinite(loss) && acc >= 0 && acc <= 1, "context %d: loss %g acc %g", contexts[k],
+                  loss, acc);
+        targets[k] = t.eval_targets;
+        digests[k] = t.eval_digest;
+        fprintf(stderr, "context %d: %ld targets, digest %016llx, loss %.6f\n", contexts[k],
+                targets[k], (unsigned long long)digests[k], loss);
+        trainer_free(&t);
+        dataset_free(&d);
+    }
+    for (int k = 0; k < 3; k++) {
+        CHECK_MSG(targets[k] == 250, "context %d: %ld targets", contexts[k], targets[k]);
+        CHECK_MSG(digests[k] == digests[0], "context %d scores other tokens than context %d",
+                  contexts[k], contexts[0]);
+    }
+}
+
 /* A non-finite loss ends the run as diverged, at the step it happened. */
 TEST(divergence) {
     RunConfig c;

@@ -561,7 +561,8 @@ TEST(replicate_tables) {
                           .max = 8,
                           .n_looks = 3,
                           .looks = {3, 5, 8},
-                          .n_contrasts = 2};
+                          .n_contrasts = 2,
+                          .split = 1};
     const char *names[] = {"h2", "gelu"}, *bases[] = {"baseline", "baseline"};
     CHECK(journal_append_replicate(j, &r, names, bases, NULL) == 0);
     JournalDecision d0 = {.contrast = 1,
@@ -589,6 +590,8 @@ TEST(replicate_tables) {
     char s[64];
     str_attr(f, "replicate_looks", s, sizeof s);
     CHECK(!strcmp(s, "3,5,8"));
+    str_attr(f, "replicate_split", s, sizeof s); /* the split the differences are on */
+    CHECK_MSG(!strcmp(s, "test"), "replicate_split %s", s);
     double alpha = 0;
     hid_t a = H5Aopen(f, "replicate_alpha", H5P_DEFAULT);
     CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &alpha) >= 0 && alpha == 0.05);

@@ -430,7 +430,8 @@ TEST(replicate_records) {
                           .max = 8,
                           .n_looks = 3,
                           .looks = {3, 5, 8},
-                          .n_contrasts = 2};
+                          .n_contrasts = 2,
+                          .split = 1};
     const char *names[] = {"h2", "gelu/model.n_head=4"}, *bases[] = {"baseline", "baseline"};
     JournalDecision d = {.contrast = 1,
                          .look = 2,
@@ -457,6 +458,7 @@ TEST(replicate_records) {
     CHECK_CMP(journal_decode_replicate(&rec, &back), ==, 0);
     CHECK(back.alpha == 0.05 && back.delta == 0.01 && back.core_hours == 2.5 && back.min == 3 &&
           back.max == 8 && back.n_looks == 3 && back.looks[1] == 5 && back.n_contrasts == 2);
+    CHECK_CMP(back.split, ==, 1); /* the verdicts' split: test */
     const char *c, *b, *pr;
     size_t cl, bl, pl;
     CHECK_CMP(journal_replicate_contrast(&rec, 1, &c, &cl, &b, &bl, &pr, &pl), ==, 0);

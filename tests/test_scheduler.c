@@ -38,7 +38,7 @@ static void make_runs(void) {
         g_planned[i].index = i;
         g_planned[i].name = g_names[i];
         memcpy(g_planned[i].id, g_ids[i], 17);
-        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5, RUN_DONE, 0, 0, 0};
+        g_runs[i] = (SchedRun){g_ids[i], g_names[i], COST[i], i == 5, RUN_DONE, 0, 0, 0, NAN};
     }
     g_plan.n_runs = N_RUNS;
     g_plan.runs = g_planned;
@@ -483,7 +483,8 @@ TEST(joined_done_elsewhere) {
     long reads = join_claim_reads();
     EXPECT(sched_start(f.s, g_runs, N_RUNS) == 0);
     EXPECT(f.host.elsewhere[3] == 1 && f.host.res[3].final_val_loss == 0.5);
-    EXPECT(join_claim_reads() == reads); /* learned from join/done, no claim read */
+    EXPECT(isnan(f.host.res[3].final_test_loss)); /* a line written before it had one */
+    EXPECT(join_claim_reads() == reads);          /* learned from join/done, no claim read */
     g_now = clock_seconds();
     EXPECT(take(&f) == 1);
     /* meanwhile, without its line (its process killed between the two): met at its claim */
@@ -510,8 +511,10 @@ static void result_heard(int via_log) {
     EndEvent e = result(RUN_DONE, 0.1 + 0.2); /* not a short decimal */
     e.instability = INSTAB_ABOVE_UNIFORM;
     e.train_seconds = 1.0 / 3.0;
+    e.final_test_loss = 0.7 + 0.1; /* the test split's, which a replicate: rule reads */
     sched_ended(f.s, a, &e);
     EndEvent d = result(RUN_DIVERGED, NAN);
+    d.final_test_loss = NAN;
     sched_ended(f.s, b, &d);
     char done[ABL_PATH_MAX + 16];
     done_path(f.out, done, sizeof done);
@@ -522,12 +525,13 @@ static void result_heard(int via_log) {
         EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
         const JoinResult *r = &g.host.res[a];
         EXPECT(g.host.elsewhere[a] == 1 && r->status == RUN_DONE && r->unstable);
-        double want = 0.1 + 0.2, secs = 1.0 / 3.0;
+        double want = 0.1 + 0.2, secs = 1.0 / 3.0, test = 0.7 + 0.1;
         EXPECT(!memcmp(&r->final_val_loss, &want, sizeof want) &&
-               !memcmp(&r->train_seconds, &secs, sizeof secs));
+               !memcmp(&r->train_seconds, &secs, sizeof secs) &&
+               !memcmp(&r->final_test_loss, &test, sizeof test));
         r = &g.host.res[b];
         EXPECT(g.host.elsewhere[b] == 1 && r->status == RUN_DIVERGED && r->unstable &&
-               isnan(r->final_val_loss));
+               isnan(r->final_val_loss) && isnan(r->final_test_loss));
         /* from join/done: no claim read; without it, every run's claim */
         long claim_reads = join_claim_reads() - reads;
         CHECK_MSG(via_log ? claim_reads == 0 : claim_reads >= N_RUNS - 1, "%ld claim reads",

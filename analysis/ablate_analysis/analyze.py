@@ -284,7 +284,8 @@ def sequential_contrasts(sw):
         "diff": con["difference"].astype(float), "lo": con["lo"].astype(float),
         "hi": con["hi"].astype(float),
         "level": [level.get(int(c), math.nan) for c in con["contrast"]],
-        "verdict": con["verdict"].astype(str), "sequential": True})
+        "verdict": con["verdict"].astype(str), "sequential": True,
+        "split": verdict_split(sw)[0]})
     # contrasts: main_effects / interactions (a file from before them: every row vs_base)
     out["kind"] = con["kind"].astype(str).to_numpy() if "kind" in con else "vs_base"
     out.attrs["delta"] = float(sw.attrs.get("replicate_delta", math.nan))
@@ -671,6 +672,25 @@ def family_map(sw, bmap, patterns):
                     "; not tested: %s" % ", ".join(md_code(c) for c in left) if left else ""))
 
 
+SPLITS = {"test": "final_test_loss", "validation": "final_val_loss"}
+
+
+def verdict_split(sw):
+    """(split, column) the verdicts are on: ("test", "final_test_loss") when the sweep has a
+    held-out test split, else ("validation", "final_val_loss"). A replicate: sweep's is the
+    one its rule used (root attribute replicate_split); otherwise test when every run has
+    data.test_fraction > 0 and the file has final_test_loss. Tuning and selection read the
+    validation split; verdicts the test split, which nothing selected on."""
+    at = str(sw.attrs.get("replicate_split", "")).strip()
+    if sw.replicate_contrasts is not None and at in SPLITS:
+        return at, SPLITS[at]
+    r = sw.runs
+    if len(r) and "data.test_fraction" in r and "final_test_loss" in r and \
+            bool((r["data.test_fraction"].astype(float) > 0).all()):
+        return "test", SPLITS["test"]
+    return "validation", SPLITS["validation"]
+
+
 def _by_seed(df, config, col):
     g = df[df["config"] == config]
     return dict(zip(g["seed"], g[col].astype(float)))
@@ -714,7 +734,9 @@ def contrasts(sw, bmap, values=None, col="final_val_loss", alpha=S.ALPHA):
     out["mdd"] = mdd
     out["seeds_needed"] = need
     out["alpha_power"] = level
-    out = out[cols + ["sd_diff", "sd_a", "sd_b", "alpha_power"]]
+    # the split the compared numbers are on (a /runs column or loss_at_tokens: validation)
+    out["split"] = "test" if col == SPLITS["test"] else "validation"
+    out = out[cols + ["sd_diff", "sd_a", "sd_b", "alpha_power", "split"]]
     for annotate in CONTRAST_ANNOTATIONS:
         out = annotate(sw, out)
     return out

@@ -241,16 +241,16 @@ def _layer_lines(sw, config_pos, budget_numbers):
 # ---------------------------------------------------------------- the data
 
 CONTRAST_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
-                 ("method", "test", None), ("n", "n", -1), ("diff", "difference", 4),
-                 ("lo", "95% CI lo", 4), ("hi", "95% CI hi", 4), ("p", "p", 4),
+                 ("method", "test", None), ("split", "split", None), ("n", "n", -1),
+                 ("diff", "difference", 4), ("lo", "95% CI lo", 4), ("hi", "95% CI hi", 4), ("p", "p", 4),
                  ("p_holm", "p (Holm)", 4), ("verdict", "verdict", None),
                  ("excluded_text", "excluded", None),
                  ("instability_rate", "unstable rate", 3),
                  ("instability_rate_baseline", "baseline unstable rate", 3),
                  ("mdd", "smallest resolvable", 4), ("seeds_needed", "seeds needed", -1)]
 SEQUENTIAL_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
-                   ("method", "test", None), ("n", "n", -1), ("diff", "difference", 4),
-                   ("lo", "interval lo", 4), ("hi", "interval hi", 4),
+                   ("method", "test", None), ("split", "split", None), ("n", "n", -1),
+                   ("diff", "difference", 4), ("lo", "interval lo", 4), ("hi", "interval hi", 4),
                    ("level", "level", 4), ("verdict", "verdict", None)]
 CONFIG_COLS = [("config", "configuration", None), ("n", "n", -1), ("planned", "planned", -1),
                ("excluded", "excluded (failed, diverged, unstable)", -1),

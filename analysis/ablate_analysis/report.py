@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import analyze as A
+from . import equal_flops as EF
 from . import figures as F
 from . import page as P
 from . import scaling as SC
@@ -178,6 +179,7 @@ CONTRAST_COLUMNS = [
     ("configuration", "---", lambda r: r["config"]),
     ("baseline", "---", lambda r: r["baseline"]),
     ("test", "---", _test_cell),
+    ("split", "---", lambda r: r.get("split", "validation")),
     ("difference", "--:", lambda r: with_excluded(fsigned(r["diff"]), r.get("excluded", 0),
                                                    r.get("ended", 0))),
     ("95% CI", "--:", lambda r: fci(r["lo"], r["hi"])),
@@ -281,7 +283,8 @@ class Report:
         self.csv(bad, "failures.csv")
         runs_cols = ["index", "name", "config", "group", "variant"] + sw.axes + [
             "seed", "status", "params", "steps", "tokens", "train_seconds", "tokens_per_s",
-            "final_val_loss", "final_val_acc", "host", "message"]
+            "final_val_loss", "final_val_acc", "final_test_loss", "final_test_acc", "host",
+            "message"]
         self.csv(sw.runs[[c for c in runs_cols if c in sw.runs]], "runs.csv")
         self.csv(curves(sw), "curves.csv")
 
@@ -491,6 +494,8 @@ class Report:
     def _contrast_notes(self, con):
         if not len(con):
             return
+        if "split" in con:
+            self.w(split_sentence(con["split"].iloc[0]), "")
         lvl = con["alpha_power"].iloc[0]
         k = (con["verdict"] == "better").sum(), (con["verdict"] == "worse").sum()
         self.w("%d better, %d worse, %d not resolved (family of %d contrasts, Holm-corrected "
@@ -584,7 +589,8 @@ class Report:
         if fam:
             self.baseline_why += " " + fam
             self.w(md_prose(fam), "")
-        con = A.contrasts(sw, bmap)
+        self.split, col = A.verdict_split(sw)
+        con = A.contrasts(sw, bmap, col=col)
         self.contrasts = con
         # a replicate: sweep's verdicts are its sequential ones: they come first everywhere
         # (here, contrasts.csv, the page, stdout, --json), and the fixed-sample re-test of
@@ -648,9 +654,12 @@ class Report:
                          "**%s**" % v if v in ("better", "worse") else v,
                          fint(r["n"]) if r["n"] > 0 else "—", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), fsig(level), note])
-        self.w(md_table(["configuration", "baseline", "paired by", "verdict", "n",
-                         "difference", "interval", "level", "note"], rows,
-                        ["---", "---", "---", "---", "--:", "--:", "--:", "--:", "---"]))
+        split = A.verdict_split(self.sw)[0]
+        self.w(split_sentence(split), "")
+        self.w(md_table(["configuration", "baseline", "paired by", "split", "verdict", "n",
+                         "difference", "interval", "level", "note"],
+                        [r[:3] + [split] + r[3:] for r in rows],
+                        ["---", "---", "---", "---", "---", "--:", "--:", "--:", "--:", "---"]))
         self.csv(con, "sequential_contrasts.csv")
         self.csv(dec, "sequential_decisions.csv")
 
@@ -766,6 +775,32 @@ class Report:
             self.w(self._contrast_table(con))
             self.csv(con, "contrasts_equal_tokens.csv")
 
+    def at_equal_flops(self):
+        """Each contrast at common training FLOPs, read off the runs' evaluation curves,
+        beside the end-of-run difference (equal_flops.py)."""
+        t = EF.of_sweep(self.sw, getattr(self, "bmap", None), A.valid_runs(self.sw))
+        if not len(t):
+            return
+        self.w("## Against the baseline at equal FLOPs", "")
+        self.w("Validation split. Each run's validation loss at common values of cumulative "
+               "training FLOPs (training tokens × its FLOPs per token), linearly interpolated "
+               "between its evaluations: the largest value every run of the contrast reached "
+               "(100%) and fractions of it. Difference = configuration − baseline, paired by "
+               "seed, with its 95% t interval (not corrected for the family); *at the end*: "
+               "the paired difference of the final validation loss over the same seeds, "
+               "whatever FLOPs each run spent.", "")
+        self.w(md_table(["configuration", "baseline", "split", "FLOPs", "n",
+                         "val loss (configuration)", "val loss (baseline)", "difference",
+                         "95% CI", "difference at the end (val)", "95% CI (end)"],
+                        [[r["config"], r["baseline"], r["split"],
+                          "%s (%s%%)" % (fsig(r["flops"]), fint(100 * r["fraction"])),
+                          fint(r["n"]), fnum(r["loss_config"]), fnum(r["loss_baseline"]),
+                          fsigned(r["diff"]), fci(r["lo"], r["hi"]), fsigned(r["end_diff"]),
+                          fci(r["end_lo"], r["end_hi"])] for _, r in t.iterrows()],
+                        ["---", "---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "--:",
+                         "--:"]))
+        self.csv(t, "contrasts_equal_flops.csv")
+
     def figures(self):
         sw, d = self.sw, self.dir
         order = select_configs(list(sw.runs["config"].drop_duplicates()), self.only,
@@ -790,7 +825,8 @@ class Report:
             if "kind" in con:  # a main effect or interaction spans configurations
                 keep |= con["kind"].isin(A.FACTORIAL_KINDS)
             con = con[keep]
-        if not self.fig(F.forest(con, os.path.join(d, "forest.png")),
+        what = "final %s loss" % getattr(self, "split", "validation")
+        if not self.fig(F.forest(con, os.path.join(d, "forest.png"), what),
                         "contrasts against the baseline"):
             self.w("No forest plot: no contrasts.", "")
         if A.is_fixed_time(sw):
@@ -858,6 +894,7 @@ class Report:
         self.scale()
         self.seed_spread()
         self.budgets()
+        self.at_equal_flops()
         self.figures()
         self.samples()
         self.provenance()
@@ -902,6 +939,17 @@ def _aligned(rows, right):
                       for j, (v, w) in enumerate(zip(r, width))).rstrip() for r in rows]
 
 
+def split_sentence(split):
+    """Which split a table's losses are on, in a sentence."""
+    if split == "test":
+        return ("Split: **test**: the final loss on the held-out test split "
+                "(`final_test_loss`, `data.test_fraction`), which no evaluation, tuning or "
+                "selection read; tuning and selection use the validation split.")
+    return ("Split: **validation**: the validation loss (`final_val_loss`, or the "
+            "evaluation curve's); the sweep has no held-out test split "
+            "(`data.test_fraction` 0).")
+
+
 def verdict_text(rep):
     """The verdict table for the terminal: one line per contrast, aligned. A replicate:
     sweep's are its sequential verdicts (the file's /contrasts), as the report leads with."""
@@ -912,12 +960,13 @@ def verdict_text(rep):
             rows.append([str(r["configuration"]), str(r["baseline"]),
                          fint(r["n"]) if r["n"] > 0 else "-", fsigned(r["difference"]),
                          fci(r["lo"], r["hi"]), str(r["verdict"])])
-        return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look)."
-                          % term_text(rep.baseline_why)] + _aligned(rows, {2, 3, 4}) +
+        return "\n".join(["%s Sequential verdicts (the sweep's own, valid over every look). %s"
+                          % (term_text(rep.baseline_why), _split_line(rep))] +
+                         _aligned(rows, {2, 3, 4}) +
                          ["The fixed-sample re-test of the same runs (not the sweep's test) "
                           "is in fixed_sample_contrasts.csv."]) + "\n"
     con = rep.contrasts
-    lines = [term_text(rep.baseline_why)]
+    lines = [term_text(rep.baseline_why) + " " + _split_line(rep)]
     if not len(con):
         lines.append("No contrasts yet.")
         return "\n".join(lines) + "\n"
@@ -929,6 +978,12 @@ def verdict_text(rep):
                      fci(r["lo"], r["hi"]), fp(r["p_holm"]), str(r["verdict"]),
                      _instability_cell(r)])
     return "\n".join(lines + _aligned(rows, {2, 3, 4})) + "\n"
+
+
+def _split_line(rep):
+    split = getattr(rep, "split", "validation")
+    return "Differences of the final %s loss (%s split)." % (
+        "test" if split == "test" else "validation", split)
 
 
 def verdict_summary(con):

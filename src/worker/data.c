@@ -207,17 +207,18 @@ void dataset_train_batch(const Dataset *d, uint64_t seed, long step, int B, int 
     }
 }
 
-/* The region a split's windows come from. Validation: the validation split, or the whole
- * train split when there is none (val_fraction 0, evaluation then measures training loss).
- * Test: the test split, or nothing (len 0). */
-static void split_region(const Dataset *d, Split s, int T, long *base, long *len) {
+/* The region a split's targets come from (the tokens a window may read). Validation: the
+ * validation split, or the whole train split when there is none (val_fraction 0, evaluation
+ * then measures training loss). Test: the test split, or nothing (len 0). Not a function of
+ * the context: dataset_load has refused a split too short for it. */
+static void split_region(const Dataset *d, Split s, long *base, long *len) {
     if (s == SPLIT_TEST) {
         *base = d->n_tokens - d->n_test;
-        *len = d->n_test >= (long)T + 1 ? d->n_test : 0;
+        *len = d->n_test >= 2 ? d->n_test : 0;
         return;
     }
     long n_val = d->n_tokens - d->n_test - d->n_train;
-    if (n_val >= (long)T + 1) {
+    if (n_val >= 2) {
         *base = d->n_train;
         *len = n_val;
     } else {
@@ -226,34 +227,27 @@ static void split_region(const Dataset *d, Split s, int T, long *base, long *len
     }
 }
 
-int dataset_windows(const Dataset *d, Split s, long eval_tokens, int T) {
+EvalLayout dataset_eval_layout(const Dataset *d, Split s, long eval_tokens, int T) {
     long base, len;
-    split_region(d, s, T, &base, &len);
-    if (len == 0) return 0;
-    long n = eval_tokens / T;
+    split_region(d, s, &base, &len);
+    EvalLayout l = {.first = base + 1, .n_targets = 0, .T = T, .n_windows = 0};
+    if (len < 2 || T < 1) return l;
+    long n = eval_tokens < len - 1 ? eval_tokens : len - 1;
     if (n < 1) n = 1;
-    long max_windows = (len - 1) / T; /* non-overlapping inputs, each with its targets */
-    if (max_windows < 1) max_windows = 1;
-    if (n > max_windows) n = max_windows;
-    if (n > INT_MAX) n = INT_MAX;
-    return (int)n;
+    if (n / T >= INT_MAX) n = (long)(INT_MAX - 1) * T; /* the window count stays an int */
+    long w = (n + T - 1) / T;
+    l.n_targets = n;
+    l.n_windows = (int)w;
+    return l;
 }
 
-int dataset_val_windows(const Dataset *d, long eval_tokens, int T) {
-    return dataset_windows(d, SPLIT_VAL, eval_tokens, T);
-}
-
-void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y) {
-    dataset_window(d, SPLIT_VAL, i, n, T, x, y);
-}
-
-void dataset_window(const Dataset *d, Split s, int i, int n, int T, int32_t *x, int32_t *y) {
-    long base, len;
-    split_region(d, s, T, &base, &len);
-    long start = base;
-    if (n > 1) start = base + (long)i * (len - T - 1) / (n - 1);
-    memcpy(x, d->tokens + start, (size_t)T * sizeof(int32_t));
-    memcpy(y, d->tokens + start + 1, (size_t)T * sizeof(int32_t));
+int dataset_eval_window(const Dataset *d, const EvalLayout *l, int k, int32_t *x, int32_t *y) {
+    long off = (long)k * l->T;
+    long len = l->n_targets - off < l->T ? l->n_targets - off : l->T;
+    const int32_t *src = d->tokens + l->first - 1 + off;
+    memcpy(x, src, (size_t)len * sizeof(int32_t));
+    memcpy(y, src + 1, (size_t)len * sizeof(int32_t));
+    return (int)len;
 }
 
 static void describe_byte(unsigned char c, char *buf, size_t cap) {

@@ -1,5 +1,5 @@
 /* A run's token stream: tokenizers (char, byte, llm.c .bin, GPT-2 BPE), the train/validation split,
- * random training windows and the fixed validation windows. */
+ * random training windows and the fixed evaluation windows. */
 #ifndef ABLATE_WORKER_DATA_H
 #define ABLATE_WORKER_DATA_H
 
@@ -37,14 +37,26 @@ void dataset_train_batch(const Dataset *d, uint64_t seed, long step, int B, int 
 /* The held-out splits evaluation reads: validation (every evaluation) and test (once, at the
  * end; nothing selects on it). */
 typedef enum { SPLIT_VAL, SPLIT_TEST } Split;
-/* Number of windows of split s for eval_tokens at context T: at least 1 for validation (the
- * train split stands in when there is none), 0 for a test split there is not. */
-int dataset_windows(const Dataset *d, Split s, long eval_tokens, int T);
-/* Window i of n of split s: evenly spaced over it, deterministic. */
-void dataset_window(const Dataset *d, Split s, int i, int n, int T, int32_t *x, int32_t *y);
-/* The same for the validation split. */
-int dataset_val_windows(const Dataset *d, long eval_tokens, int T);
-void dataset_val_window(const Dataset *d, int i, int n, int T, int32_t *x, int32_t *y);
+/* The evaluation targets of split s: one fixed, contiguous range of the split's tokens, the
+ * same for every model.context, so configurations that differ in context are scored on the
+ * same tokens. The targets are the n_targets = min(eval_tokens, split length - 1) tokens at
+ * stream positions [first, first + n_targets), first = the split's first token + 1; they are
+ * covered by consecutive non-overlapping windows of the model's context T (the last one
+ * shorter when T does not divide n_targets), so each target is predicted exactly once, from
+ * up to T tokens before it (from 1 to T: the context a window's position gives it). */
+typedef struct {
+    long first;     /* stream position of the first target (0 targets: unused) */
+    long n_targets; /* 0: a test split there is not */
+    int T;          /* the windows' length (model.context); the last may be shorter */
+    int n_windows;  /* ceil(n_targets / T) */
+} EvalLayout;
+/* The layout for split s: validation (the train split stands in when there is none,
+ * val_fraction 0: evaluation then measures training loss) or test (none: 0 targets). */
+EvalLayout dataset_eval_layout(const Dataset *d, Split s, long eval_tokens, int T);
+/* Window k of the layout: inputs x[0..len) and targets y[0..len) (shifted by one); returns
+ * len, T for every window but a shorter last one. Window k's targets start at stream position
+ * first + k * T. */
+int dataset_eval_window(const Dataset *d, const EvalLayout *l, int k, int32_t *x, int32_t *y);
 
 /* Encodes text (prompt) into ids: char/byte by character (unknown characters are an error),
  * gpt2 by GPT-2's BPE, tokens as whitespace-separated ids (or, when GPT-2's vocabulary is

@@ -104,7 +104,7 @@ const Knob knob_table[] = {
     NUM("train.eval_every", FT_INT, train.eval_every, "steps",
         "evaluate every N steps (0 = at the end only)"),
     NUM("train.eval_tokens", FT_LONG, train.eval_tokens, "tokens",
-        "validation tokens per evaluation"),
+        "target tokens per evaluation: the split's first ones, the same at every context"),
     NUM("train.log_every", FT_INT, train.log_every, "steps", "step events every N steps"),
     NUM("train.data_seed", FT_LONG, train.data_seed, NULL,
         "seed of the training batches' order (-1 = the run's seed)"),

@@ -8,6 +8,7 @@
 #include "model/generate.h"
 #include "blas_env.h"
 #include "util/clock.h"
+#include "util/hash.h"
 #include "provenance.h"
 #include "sample_metrics.h"
 
@@ -87,32 +88,49 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* The loss and accuracy over split s's windows (validation: also its auxiliary losses and,
- * with stats.val, its activation statistics); NaN for a test split there is not. */
+/* The loss and accuracy over split s's evaluation targets (dataset_eval_layout: the same
+ * tokens at every context), a mean over targets (validation: also its auxiliary losses and,
+ * with stats.val, its activation statistics); NaN for a test split there is not. The full
+ * windows go B at a time; a shorter last window goes alone. */
 static void evaluate(Trainer *t, Split s, double *out_loss, double *out_acc) {
     const Dataset *d = t->data;
     int B = t->cfg.train.batch_size, T = t->cfg.model.context;
-    int n = dataset_windows(d, s, t->cfg.train.eval_tokens, T);
+    EvalLayout lay = dataset_eval_layout(d, s, t->cfg.train.eval_tokens, T);
     double loss = 0.0, aux = 0.0;
     long hits = 0, count = 0, batches = 0;
+    uint64_t digest = FNV1A_BASIS;
     GPT *g = &t->gpt;
     int L = g->cfg.n_layer;
     ValStats *vs = s == SPLIT_VAL ? t->val_stats : NULL;
     if (vs) val_stats_reset(vs, L);
-    for (int i = 0; i < n; i += B) {
-        int bs = n - i < B ? n - i : B;
-        for (int b = 0; b < bs; b++)
-            dataset_window(d, s, i + b, n, T, t->x + (size_t)b * T, t->y + (size_t)b * T);
+    for (int i = 0; i < lay.n_windows;) {
+        int bs = 0, len = 0;
+        while (bs < B && i < lay.n_windows) {
+            int32_t *x = t->x + (size_t)bs * T, *y = t->y + (size_t)bs * T;
+            int n = dataset_eval_window(d, &lay, i, x, y);
+            if (bs > 0 && n != len) break; /* the shorter last window: a batch of its own */
+            for (int j = 0; j < n; j++) {
+                int64_t pos_id[2] = {lay.first + (long)i * T + j, y[j]};
+                digest = fnv1a(digest, (const char *)pos_id, sizeof pos_id);
+            }
+            len = n;
+            bs++;
+            i++;
+        }
         g->collect_stats = vs != NULL;
-        loss += (double)gpt_forward(g, t->x, t->y, bs, T) * bs * T;
+        loss += (double)gpt_forward(g, t->x, t->y, bs, len) * bs * len;
         g->collect_stats = 0;
-        if (vs) val_stats_add(vs, g->stats, L, (double)bs * T * g->cfg.d_model);
+        if (vs) val_stats_add(vs, g->stats, L, (double)bs * len * g->cfg.d_model);
         hits += t->gpt.correct;
-        count += (long)bs * T;
+        count += (long)bs * len;
         aux += t->gpt.aux_loss;
         batches++;
     }
-    if (s == SPLIT_VAL) t->val_aux = batches ? aux / (double)batches : 0.0;
+    if (s == SPLIT_VAL) {
+        t->val_aux = batches ? aux / (double)batches : 0.0;
+        t->eval_targets = count;
+        t->eval_digest = digest;
+    }
     *out_loss = count ? loss / (double)count : NAN;
     *out_acc = count ? (double)hits / (double)count : NAN;
 }

@@ -31,6 +31,11 @@ typedef struct {
     ValStats *val_stats;        /* [n_layer] its activation statistics (stats.val; else NULL) */
     double *layer_grad_norm;    /* [n_layer] on a statistics step, before clipping */
     long eval_step;
+    /* what the last validation evaluation scored: the number of target tokens and an FNV-1a
+     * digest of their (stream position, id) pairs in order; equal across model.context for
+     * the same data and train.eval_tokens (dataset_eval_layout) */
+    long eval_targets;
+    uint64_t eval_digest;
     RunHealth health;                   /* the instability rule's verdict so far (run_health.h) */
     char attempt_start_utc[EV_UTC_MAX]; /* when trainer_run last began (provenance.h) */
 } Trainer;

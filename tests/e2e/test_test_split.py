@@ -8,7 +8,12 @@ after the validation split, scored once on the final weights, never read before:
             (every step, every evaluation, every sample): nothing but final_test_loss reads
             the split, so nothing can select on it; their test losses differ;
   identity  a --resume with another data.test_fraction is refused as other data (the split is
-            part of the data's identity), and a too-short test split is refused at its key.
+            part of the data's identity), and a too-short test split is refused at its key;
+  verdicts  a replicate: sweep with a test split decides on final_test_loss: the file says
+            replicate_split test, each decision's difference is the mean paired difference of
+            the runs' final_test_loss (not final_val_loss); ablate-report's contrasts are on
+            it too and say so (split test), and a plan with it in one configuration only is
+            refused.
 Run one case alone: test_test_split.py NAME.
 """
 import json
@@ -66,14 +71,16 @@ def test_unseen():
     with C.workdir("split-unseen") as tmp:
         with open(C.corpus_path(tmp), "rb") as f:
             text = f.read()
-        # the last 5% of the bytes (inside the test split of 10%): reversed in the other copy
-        cut = len(text) - len(text) // 20
+        # 1000 bytes at the start of the test split (the last 10%; char tokens are bytes),
+        # the tokens it is scored on (its first train.eval_tokens): reversed in the other copy
+        start = len(text) - int(len(text) * 0.1)
+        cut, end = start, start + 1000
         a = os.path.join(tmp, "a.txt")
         b = os.path.join(tmp, "b.txt")
         with open(a, "wb") as f:
             f.write(text)
         with open(b, "wb") as f:
-            f.write(text[:cut] + text[cut:][::-1])
+            f.write(text[:cut] + text[cut:end][::-1] + text[end:])
         ea = events(C.write(os.path.join(tmp, "a.yaml"), spec_text(a, 0.1)))
         eb = events(C.write(os.path.join(tmp, "b.yaml"), spec_text(b, 0.1)))
 
@@ -104,6 +111,67 @@ def test_identity():
         assert rc == 2 and "test split" in err and "data.test_fraction" in err, (rc, err)
 
 
+def test_verdicts():
+    import re
+    import subprocess
+    import h5py
+    variants = "  baseline: {}\n  heads2: {model.n_head: 2}\n"
+    rule = ("replicate:\n  seeds: {min: 2, max: 3}\n  looks: [2, 3]\n  resolve: 0.05\n"
+            "  alpha: 0.2")
+    with C.workdir("split-verdicts") as tmp:
+        corpus = C.corpus_path(tmp)
+        text = C.micro_spec(corpus, steps=12, variants=variants, eval_every=6, sample_tokens=0,
+                            batch_size=4)
+        text = re.sub(r"^seeds: .*$", rule, text, flags=re.M)
+        text = text.replace("val_fraction: 0.1}", "val_fraction: 0.1, test_fraction: 0.1}")
+        spec = C.write(os.path.join(tmp, "s.yaml"), text)
+        out = os.path.join(tmp, "o.h5")
+        C.run(["run", spec, "-o", out], expect_rc=0, tag="run")
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs["replicate_split"]) == "test", dict(f.attrs)
+            runs = {C._py(r["name"]): r for r in f["runs"][()]}
+            dec = f["decisions"][()]
+        assert len(dec), "no decision"
+        for d in dec:
+            n = int(d["n"])
+            if n < 1:
+                continue
+            diff = {}
+            for col in ("final_test_loss", "final_val_loss"):
+                diff[col] = sum(runs["heads2/seed%d" % k][col] - runs["baseline/seed%d" % k][col]
+                                for k in range(n)) / n
+            assert math.isclose(d["difference"], diff["final_test_loss"], rel_tol=1e-9,
+                                abs_tol=1e-12), (d, diff)
+            assert not math.isclose(d["difference"], diff["final_val_loss"], rel_tol=1e-6), (
+                "the decision's difference is the validation split's", d, diff)
+        rep = os.path.join(tmp, "rep")
+        py = os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3"
+        p = subprocess.run([py, os.path.join(C.SOURCE_DIR, "analysis", "ablate-report"), out,
+                            "-o", rep], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "Differences of the final test loss (test split)." in p.stdout, p.stdout
+        md = open(os.path.join(rep, "report.md")).read()
+        assert "Split: **test**" in md and "Split: **validation**" not in md.split(
+            "## Against the baseline at equal FLOPs")[0], md[:4000]
+        import csv
+        with open(os.path.join(rep, "fixed_sample_contrasts.csv")) as f:
+            rows = list(csv.DictReader(f))
+        assert len(rows) == 1 and rows[0]["split"] == "test", rows
+        seeds = [k for k in range(3) if "heads2/seed%d" % k in runs and
+                 C._py(runs["heads2/seed%d" % k]["status"]) == "done" and
+                 C._py(runs["baseline/seed%d" % k]["status"]) == "done"]
+        want = sum(runs["heads2/seed%d" % k]["final_test_loss"] -
+                   runs["baseline/seed%d" % k]["final_test_loss"] for k in seeds) / len(seeds)
+        assert math.isclose(float(rows[0]["diff"]), want, rel_tol=1e-9, abs_tol=1e-12), (
+            rows[0]["diff"], want)
+        # a test split in one configuration only: verdicts would mix splits
+        mixed = C.write(os.path.join(tmp, "m.yaml"), text.replace(
+            ", test_fraction: 0.1}", "}").replace(
+            "heads2: {model.n_head: 2}", "heads2: {model.n_head: 2, data.test_fraction: 0.1}"))
+        rc, _, err = C.run(["plan", mixed])
+        assert rc == 2 and "replicate" in err and "data.test_fraction" in err, (rc, err)
+
+
 if __name__ == "__main__":
     C.main([("none", test_none), ("scored", test_scored), ("unseen", test_unseen),
-            ("identity", test_identity)])
+            ("identity", test_identity), ("verdicts", test_verdicts)])

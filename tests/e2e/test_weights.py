@@ -29,14 +29,21 @@ def model_cfg(row):
 
 
 def val_windows(tokens, n_train, eval_tokens, T):
-    """The fixed validation windows (src/worker/data.c: evenly spaced over the split)."""
-    n_val = len(tokens) - n_train
-    n = max(1, eval_tokens // T)
-    n = max(1, min(n, (n_val - 1) // T))
-    starts = [n_train] if n == 1 else [n_train + i * (n_val - T - 1) // (n - 1) for i in range(n)]
-    x = np.stack([tokens[s:s + T] for s in starts])
-    y = np.stack([tokens[s + 1:s + T + 1] for s in starts])
-    return torch.from_numpy(x).long(), torch.from_numpy(y).long()
+    """The evaluation targets (src/worker/data.c, dataset_eval_layout): the first
+    min(eval_tokens, split - 1) tokens after the validation split's first, in windows of T,
+    the last one shorter; a list of (x, y) batches, one of the full windows and one of the
+    short last window when there is one."""
+    n = max(1, min(eval_tokens, len(tokens) - n_train - 1))
+    full, rest = divmod(n, T)
+    out = []
+    if full:
+        starts = [n_train + k * T for k in range(full)]
+        out.append((np.stack([tokens[s:s + T] for s in starts]),
+                    np.stack([tokens[s + 1:s + T + 1] for s in starts])))
+    if rest:
+        s = n_train + full * T
+        out.append((tokens[s:s + rest][None, :], tokens[s + 1:s + rest + 1][None, :]))
+    return [(torch.from_numpy(x).long(), torch.from_numpy(y).long()) for x, y in out]
 
 
 def test_weights():
@@ -45,7 +52,7 @@ def test_weights():
     with C.workdir("weights") as d:
         spec = C.write(os.path.join(d, "w.yaml"),
                        C.micro_spec(corpus, steps=60, seeds=(5,), variants=VARIANTS,
-                                    extra_base="save_weights: true"))
+                                    eval_tokens=500, extra_base="save_weights: true"))
         out = os.path.join(d, "w.h5")
         C.run(["run", spec, "-o", out], expect_rc=0, tag="run")
         with h5py.File(out, "r") as f:
@@ -66,14 +73,19 @@ def test_weights():
                 ref.load({key: stored["lm_head.w" if key == "lm_head" else key] for key in ref.P})
                 T = cfg["context"]
                 n_train = len(tokens) - int(len(tokens) * row["data.val_fraction"])
-                x, y = val_windows(tokens, n_train, int(row["train.eval_tokens"]), T)
-                with torch.no_grad():
-                    logits, loss = ref.forward(x, y)
-                acc = (logits.argmax(-1) == y).double().mean().item()
+                total, hits, count = 0.0, 0, 0
+                # eval_tokens 500 is no multiple of the context: a shorter last window
+                for x, y in val_windows(tokens, n_train, int(row["train.eval_tokens"]), T):
+                    with torch.no_grad():
+                        logits, l = ref.forward(x, y)
+                    total += l.item() * y.numel()
+                    hits += int((logits.argmax(-1) == y).sum().item())
+                    count += y.numel()
+                loss, acc = total / count, hits / count
                 C.log("  %s: reference val_loss %.6f (run %.6f), acc %.4f (run %.4f)" % (
-                    row["name"].decode(), loss.item(), row["final_val_loss"], acc,
+                    row["name"].decode(), loss, row["final_val_loss"], acc,
                     row["final_val_acc"]))
-                assert abs(loss.item() - row["final_val_loss"]) < 1e-4, rid
+                assert abs(loss - row["final_val_loss"]) < 1e-4, rid
                 assert abs(acc - row["final_val_acc"]) < 2e-3, rid
         # without save_weights there is no /weights group
         spec2 = C.write(os.path.join(d, "n.yaml"), C.micro_spec(corpus, steps=20, seeds=(5,)))

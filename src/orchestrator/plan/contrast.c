@@ -67,6 +67,8 @@ static int at_baseline(const Spec *s, const PlannedRun *r) {
     return 1;
 }
 
+const char *const contrast_split_names[2] = {"validation", "test"};
+
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *dup_printf(const char *fmt, ...) {
     char tmp[1024];
@@ -324,6 +326,17 @@ int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
                          "replicate.baseline: that configuration is excluded by grid.exclude; "
                          "name one that is planned");
     }
+    int tested = 0;
+    for (int i = 0; i < p->n_runs; i++)
+        tested += p->runs[i].cfg.data.test_fraction > 0;
+    if (tested && tested != p->n_runs) {
+        contrasts_free(c);
+        return spec_fail(err, rep->mark,
+                         "replicate: data.test_fraction is 0 in some configurations and not in "
+                         "others; the verdicts are on the test split when there is one, so give "
+                         "every configuration the same data.test_fraction");
+    }
+    c->split = tested ? CONTRAST_SPLIT_TEST : CONTRAST_SPLIT_VAL;
     if (build_factors(s, c) != 0) {
         contrasts_free(c);
         return spec_fail(err, rep->mark, "out of memory");

@@ -27,6 +27,13 @@
 
 #define CONTRAST_PAIRING "seed" /* how the two arms pair: by seed index */
 
+/* The split a replicate: rule's verdicts are on: the held-out test split (final_test_loss)
+ * when the plan has one (data.test_fraction > 0 in every run), else the validation split
+ * (final_val_loss). Tuning and selection read validation; verdicts read test when there is
+ * one, a split nothing selected on. */
+typedef enum { CONTRAST_SPLIT_VAL, CONTRAST_SPLIT_TEST } ContrastSplit;
+extern const char *const contrast_split_names[2]; /* "validation", "test" */
+
 typedef enum { CONTRAST_VS_BASE = 0, CONTRAST_MAIN, CONTRAST_INTERACTION } ContrastKind;
 #define CONTRAST_KINDS 3
 /* "vs_base", "main", "interaction" (the kind column of /contrasts). */
@@ -65,13 +72,21 @@ typedef struct {
     char ***level_name; /* [factor][level]: the value as run names write it (knob_format; "x+y" for
                            a zip group) */
     int *base_level;    /* [factor]: the baseline's level */
+    ContrastSplit split; /* the loss the rule compares (contrasts_loss) */
 } Contrasts;
 
 /* From a plan of a spec with replicate.on. -1 with a one-line "FILE:LINE:COL: message"
  * (the baseline grid point excluded by grid.exclude; a factorial family with a cell
- * excluded, at the contrasts: key; a plan not laid out as above). */
+ * excluded, at the contrasts: key; a plan not laid out as above; a test split in some runs
+ * and not in others: their verdicts would mix splits). */
 int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]);
 void contrasts_free(Contrasts *c);
+
+/* A finished run's loss the rule compares on split s: final_test_loss or final_val_loss. */
+static inline double contrasts_loss(ContrastSplit s, double final_val_loss,
+                                    double final_test_loss) {
+    return s == CONTRAST_SPLIT_TEST ? final_test_loss : final_val_loss;
+}
 
 /* The plan index of configuration config's seed index k (0-based). */
 static inline int contrasts_run(const Contrasts *c, int config, int k) {

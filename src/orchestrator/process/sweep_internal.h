@@ -45,7 +45,7 @@ typedef struct {
     char blas_core[sizeof(((StartEvent *)0)->blas_core)];
     int blas_threads;
     /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
-    double final_val_loss, train_seconds;
+    double final_val_loss, final_test_loss, train_seconds;
     int unstable;
     int calib;      /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
     int plan_later; /* joined: its PLAN record is journaled when it is first trained here */

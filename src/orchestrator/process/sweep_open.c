@@ -96,6 +96,7 @@ int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
         r->ckpt_step = rs->runs[k].ckpt_step;
         r->ckpt_attempt = rs->runs[k].ckpt_attempt;
         r->final_val_loss = rs->runs[k].final_val_loss;
+        r->final_test_loss = rs->runs[k].final_test_loss;
         r->train_seconds = rs->runs[k].train_seconds;
         r->unstable = rs->runs[k].unstable;
         if (!r->finished) { /* its history may be copied into the next attempt */
@@ -177,6 +178,7 @@ static void host_finished_elsewhere(void *ctx, int run, const JoinResult *res) {
     r->finished = 1;
     r->status = res->status;
     r->final_val_loss = res->final_val_loss;
+    r->final_test_loss = res->final_test_loss;
     r->unstable = res->unstable;
     r->train_seconds = res->train_seconds;
     refs_free(&r->events);
@@ -338,7 +340,8 @@ static int sched_learn(Sweep *s) {
                            r->status,
                            r->final_val_loss,
                            r->unstable,
-                           r->train_seconds};
+                           r->train_seconds,
+                           r->final_test_loss};
     }
     int rc = !sr || sched_start(s->sched, sr, s->n) != 0 ? -1 : 0;
     free(sr);

@@ -120,6 +120,8 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
                was.max != now->max || was.n_looks != now->n_looks ||
                memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
         why = "replicate: seeds, looks, resolve or alpha changed";
+    } else if (was.split != now->split) {
+        why = "the split its verdicts are on changed (data.test_fraction)";
     } else if (was.n_contrasts != now->n_contrasts) {
         why = "its contrasts changed (variants or grid points added or removed, or the "
               "contrasts: family)";
@@ -155,7 +157,8 @@ static void replicate_record(Sweep *s, JournalReplicate *jr) {
                              .min = rep->min,
                              .max = rep->max,
                              .n_looks = rep->n_looks,
-                             .n_contrasts = c->n_contrasts};
+                             .n_contrasts = c->n_contrasts,
+                             .split = (int)c->split};
     memcpy(jr->looks, rep->looks, sizeof jr->looks);
 }
 

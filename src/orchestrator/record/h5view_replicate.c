@@ -85,7 +85,8 @@ static const H5Col contrast_cols[] = {
      "open, better, worse, equivalent, unresolved or unstable: its last decision's"},
     {"n", H5C_I32, 0, "seeds", "pairs its last look used (0: not looked at yet)"},
     {"difference", H5C_F64, 0, "nats/token",
-     "mean paired difference of final_val_loss at its last look (configuration - baseline)"},
+     "mean paired difference at its last look (configuration - baseline) of final_test_loss "
+     "or final_val_loss: the split root attribute replicate_split names"},
     {"lo", H5C_F64, 0, "nats/token",
      "its interval at that look (simultaneous over looks and contrasts)"},
     {"hi", H5C_F64, 0, "nats/token", "upper end of that interval"},
@@ -112,7 +113,8 @@ static const H5Col decision_cols[] = {
     {"contrast", H5C_I32, 0, NULL, "row of /contrasts"},
     {"n", H5C_I32, 0, "seeds", "pairs used: seeds 1..n of both arms, exactly"},
     {"difference", H5C_F64, 0, "nats/token",
-     "mean paired difference of final_val_loss (configuration - baseline)"},
+     "mean paired difference (configuration - baseline) of the loss on the split "
+     "replicate_split names (final_test_loss or final_val_loss)"},
     {"sd", H5C_F64, 0, "nats/token", "standard deviation of the paired differences"},
     {"lo", H5C_F64, 0, "nats/token", "lower end of the interval at the look's level"},
     {"hi", H5C_F64, 0, "nats/token", "upper end of that interval"},
@@ -143,6 +145,7 @@ static int root_attrs(hid_t file, const JournalReplicate *r) {
            h5_attr_i32(file, "replicate_min", r->min) ||
            h5_attr_i32(file, "replicate_max", r->max) ||
            h5_attr_str(file, "replicate_looks", looks) ||
+           h5_attr_str(file, "replicate_split", r->split == 1 ? "test" : "validation") ||
            h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md");
 }
 
@@ -268,7 +271,10 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
                "journals it); a contrast's last row is its verdict. The rule's "
                "settings are root attributes: `replicate_alpha`, `replicate_delta`, "
                "`replicate_looks` (comma-separated seed counts), `replicate_min`, "
-               "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`.\n\n%s",
+               "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`, "
+               "`replicate_split` (`test`: the differences are of `final_test_loss`, the "
+               "held-out test split, when every run has one (data.test_fraction > 0); "
+               "`validation`: of `final_val_loss`).\n\n%s",
                head);
     h5v_md_rows(b, decision_cols, N_DECISION_COLS);
 }

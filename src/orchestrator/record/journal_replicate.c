@@ -41,6 +41,7 @@ int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *
         le_buf_str(&b, baselines[k], strlen(baselines[k]));
         le_buf_str(&b, "seed", 4);
     }
+    le_buf_u32(&b, (uint32_t)r->split);
     if (factors) {
         le_buf_u32(&b, 1);
         for (int k = 0; k < r->n_contrasts; k++) {
@@ -91,11 +92,17 @@ static int read_head(LeReader *c, const JournalRecord *rec, JournalReplicate *r)
     return 0;
 }
 
-/* Reads the factorial part (c at its start) of a record with n contrasts, contrast k's into
- * f (k < 0: none kept); a record without it gives kind 0 and empty strings. */
-static int read_factors(LeReader *c, int n, int k, JournalContrastFactors *f) {
+/* Reads what follows the contrasts (c at its start): the split into r (validation when the
+ * record ends there), then the factorial part, contrast k's into f (k < 0: none kept); a
+ * record without it gives kind 0 and empty strings. */
+static int read_tail(LeReader *c, JournalReplicate *r, int k, JournalContrastFactors *f) {
     JournalContrastFactors none = {0}, skip;
+    int n = r->n_contrasts;
     if (f) *f = none;
+    r->split = 0;
+    if (c->p == c->end) return 0;
+    r->split = (int)le_read_u32(c);
+    if (c->bad || r->split < 0 || r->split > 1) return -1;
     if (c->p == c->end) return 0;
     if (le_read_u32(c) != 1 || c->bad) return -1;
     for (int i = 0; i < n; i++) {
@@ -126,7 +133,7 @@ int journal_decode_replicate(const JournalRecord *rec, JournalReplicate *r) {
     if (read_head(&c, rec, r) != 0) return -1;
     skip_contrasts(&c, r->n_contrasts);
     if (c.bad) return -1;
-    return read_factors(&c, r->n_contrasts, -1, NULL);
+    return read_tail(&c, r, -1, NULL);
 }
 
 int journal_replicate_factors(const JournalRecord *rec, int k, JournalContrastFactors *f) {
@@ -135,7 +142,7 @@ int journal_replicate_factors(const JournalRecord *rec, int k, JournalContrastFa
     if (read_head(&c, rec, &r) != 0 || k < 0 || k >= r.n_contrasts) return -1;
     skip_contrasts(&c, r.n_contrasts);
     if (c.bad) return -1;
-    return read_factors(&c, r.n_contrasts, k, f);
+    return read_tail(&c, &r, k, f);
 }
 
 int journal_replicate_contrast(const JournalRecord *rec, int k, const char **config,

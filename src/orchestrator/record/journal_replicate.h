@@ -5,12 +5,13 @@
  *   REPLICATE  (type 10, run JOURNAL_NO_RUN, one per session, written before any run
  *              starts) f64 alpha, f64 delta, f64 core_hours (0: no budget), u32 min,
  *              u32 max, u32 n_looks, u32 looks[n_looks], u32 n_contrasts, then per
- *              contrast: str configuration, str baseline, str pairing ("seed"); then,
- *              only for a factorial family (contrasts: main_effects or interactions, so
- *              a vs_base record is as it always was), u32 version (1) and per contrast:
- *              u32 kind (ContrastKind: 0 vs_base, 1 main, 2 interaction), str factor,
- *              str level, str base_level, str factor2, str level2, str base_level2
- *              ("" where none). A record without that part has every contrast vs_base.
+ *              contrast: str configuration, str baseline, str pairing ("seed"); then
+ *              u32 split (ContrastSplit: 0 validation, 1 test; absent in records written
+ *              before it: validation); then, only for a factorial family (contrasts:
+ *              main_effects or interactions), u32 version (1) and per contrast: u32 kind
+ *              (ContrastKind: 0 vs_base, 1 main, 2 interaction), str factor, str level,
+ *              str base_level, str factor2, str level2, str base_level2 ("" where none).
+ *              A record without that part has every contrast vs_base.
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
@@ -30,6 +31,7 @@ typedef struct {
     int min, max, n_looks;
     int looks[SPEC_MAX_LOOKS];
     int n_contrasts;
+    int split; /* ContrastSplit: the loss the verdicts compare */
 } JournalReplicate;
 
 typedef struct {

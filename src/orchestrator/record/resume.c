@@ -153,6 +153,7 @@ int resume_read(const char *journal_path, ResumeState *st, char err[ABL_ERR_MAX]
             run->finished = e.end.status != RUN_INTERRUPTED;
             run->status = e.end.status;
             run->final_val_loss = e.end.final_val_loss;
+            run->final_test_loss = e.end.final_test_loss;
             run->unstable = e.end.status == RUN_DIVERGED || e.end.instability != INSTAB_NONE;
             run->train_seconds = e.end.train_seconds;
         } else if (rec.type == JREC_CHECKPOINT) {

@@ -43,8 +43,9 @@ typedef struct {
     int orphan; /* records of an attempt whose RUN_BEGIN is missing (lost to damage) */
     /* of its RUN_END (finished): what a replicate: sweep decides from (adaptive.h) */
     double final_val_loss;
-    int unstable;         /* diverged, or flagged by the instability rule (run_health.h) */
-    double train_seconds; /* what it spent (the budget) */
+    double final_test_loss; /* NaN: no test split */
+    int unstable;           /* diverged, or flagged by the instability rule (run_health.h) */
+    double train_seconds;   /* what it spent (the budget) */
 } ResumeRun;
 
 /* Damaged bytes between valid records that no earlier resume has handled (no DAMAGE

@@ -88,6 +88,11 @@ static int run_at(const Adaptive *a, int config, int k) {
     return a->run_of[contrasts_run(&a->c, config, k)];
 }
 
+/* The loss run r's verdicts compare: on the test split when the plan has one (contrast.h). */
+static double rule_loss(const Adaptive *a, const SchedRun *r) {
+    return contrasts_loss(a->c.split, r->final_val_loss, r->final_test_loss);
+}
+
 /* Contrast j's paired differences (contrast.h: for vs_base configuration - baseline) of
  * seeds 1..n into a->d: 1 all there, 0 some run of its configurations not ended yet, -1 a run
  * unstable or without a finite loss (named in why). */
@@ -102,11 +107,11 @@ static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
     for (int k = 0; k < n; k++) {
         for (int t = 0; t < nt; t++) {
             const SchedRun *r = &a->base.runs[run_at(a, x->terms[t].config, k)];
-            if (r->unstable || r->status != RUN_DONE || !isfinite(r->final_val_loss)) {
+            if (r->unstable || r->status != RUN_DONE || !isfinite(rule_loss(a, r))) {
                 snprintf(why, wn, "unstable: %s", r->name);
                 return -1;
             }
-            a->loss[x->terms[t].config] = r->final_val_loss;
+            a->loss[x->terms[t].config] = rule_loss(a, r);
         }
         a->d[k] = contrasts_diff(&a->c, j, a->loss);
     }
@@ -239,12 +244,13 @@ static void settle(Adaptive *a, int cfg) {
 }
 
 /* A run's result, ours or another process's: it counts from now on. */
-static void record_result(Adaptive *a, int run, RunStatus status, double loss, int unstable,
-                          double seconds) {
+static void record_result(Adaptive *a, int run, RunStatus status, double loss, double test_loss,
+                          int unstable, double seconds) {
     SchedRun *r = &a->base.runs[run];
     r->finished = 1;
     r->status = status;
     r->final_val_loss = loss;
+    r->final_test_loss = test_loss;
     r->unstable = unstable;
     r->train_seconds = seconds;
     if (status == RUN_FAILED || status == RUN_NOT_NEEDED || status == RUN_INTERRUPTED) {
@@ -262,7 +268,8 @@ static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
     SchedHost *h = &a->base.host;
     if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
     if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
-    record_result(a, run, res->status, res->final_val_loss, res->unstable, res->train_seconds);
+    record_result(a, run, res->status, res->final_val_loss, res->final_test_loss, res->unstable,
+                  res->train_seconds);
     if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
 }
 
@@ -453,8 +460,8 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     Adaptive *a = (Adaptive *)s;
     if (run < 0 || run >= s->n) return;
     if (a->st[run] != R_ENDED) {
-        record_result(a, run, end->status, end->final_val_loss, sched_unstable(end),
-                      end->train_seconds);
+        record_result(a, run, end->status, end->final_val_loss, end->final_test_loss,
+                      sched_unstable(end), end->train_seconds);
         if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
     }
     if (a->inner) sched_ended(a->inner, run, end);

@@ -496,24 +496,26 @@ int join_release(Join *j, const char *id, char err[ABL_ERR_MAX]) {
 /* The result line of a done claim: %a prints every double exactly (and strtod reads it
  * back), so each process decides from the very loss the journal holds. */
 int join_done(Join *j, const char *id, const JoinResult *res, char err[ABL_ERR_MAX]) {
-    char prev[JOIN_NAME_MAX], more[128], line[160];
+    char prev[JOIN_NAME_MAX], more[160], line[192];
     int st = res->status >= 0 && res->status < RUN_STATUS_COUNT ? (int)res->status : RUN_DONE;
-    snprintf(more, sizeof more, "result %s %a %d %a\n", run_status_names[st], res->final_val_loss,
-             res->unstable ? 1 : 0, res->train_seconds);
+    snprintf(more, sizeof more, "result %s %a %d %a %a\n", run_status_names[st],
+             res->final_val_loss, res->unstable ? 1 : 0, res->train_seconds, res->final_test_loss);
     snprintf(line, sizeof line, "%s %s", id, more + strlen("result "));
     return replace(j, id, "done", more, not_done, line, prev, err);
 }
 
-/* "STATUS LOSS UNSTABLE SECONDS" (a claim's result line without its word) into res */
+/* "STATUS LOSS UNSTABLE SECONDS [TEST_LOSS]" (a claim's result line without its word) into
+ * res; a line without the test loss (written before it was) reads NaN there */
 static int parse_result(const char *text, JoinResult *res) {
-    char status[32], loss[64], secs[64];
+    char status[32], loss[64], secs[64], test[64] = "nan";
     int unstable;
-    if (sscanf(text, "%31s %63s %d %63s", status, loss, &unstable, secs) != 4) return 0;
+    if (sscanf(text, "%31s %63s %d %63s %63s", status, loss, &unstable, secs, test) < 4) return 0;
     int k = 0;
     while (k < RUN_STATUS_COUNT && strcmp(run_status_names[k], status) != 0)
         k++;
     if (k == RUN_STATUS_COUNT) return 0;
-    *res = (JoinResult){(RunStatus)k, strtod(loss, NULL), unstable != 0, strtod(secs, NULL)};
+    *res = (JoinResult){(RunStatus)k, strtod(loss, NULL), unstable != 0, strtod(secs, NULL),
+                        strtod(test, NULL)};
     return 1;
 }
 
@@ -586,10 +588,10 @@ int join_compact(Join *j, const char (*ids)[RUN_ID_CHARS], int n, char err[ABL_E
         JoinResult res;
         claim_path(j, ids[i], path, sizeof path);
         if (read_claim(path, holder) != C_DONE || !join_result(j, ids[i], &res)) goto out;
-        char line[160];
-        int len =
-            snprintf(line, sizeof line, "%s %s %a %d %a\n", ids[i], run_status_names[res.status],
-                     res.final_val_loss, res.unstable ? 1 : 0, res.train_seconds);
+        char line[192];
+        int len = snprintf(line, sizeof line, "%s %s %a %d %a %a\n", ids[i],
+                           run_status_names[res.status], res.final_val_loss, res.unstable ? 1 : 0,
+                           res.train_seconds, res.final_test_loss);
         if (write(j->done_fd, line, (size_t)len) != len) {
             snprintf(err, ABL_ERR_MAX, "cannot append to %s/done: %s", j->dir, strerror(errno));
             rc = -1;
@@ -635,7 +637,7 @@ long join_claim_reads(void) {
 
 int join_result(Join *j, const char *id, JoinResult *res) {
     char path[ABL_PATH_MAX + 64], t[CLAIM_TEXT_MAX + 1];
-    *res = (JoinResult){RUN_DONE, NAN, 0, 0};
+    *res = (JoinResult){RUN_DONE, NAN, 0, 0, NAN};
     claim_path(j, id, path, sizeof path);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;

@@ -70,6 +70,7 @@ typedef struct {
     double final_val_loss;
     int unstable; /* diverged, or flagged by the instability rule */
     double train_seconds;
+    double final_test_loss; /* NaN: no test split (claims written before it: NaN) */
 } JoinResult;
 
 /* Joins the sweep of out_path with this plan: creates the directories, checks (or writes) the

@@ -191,7 +191,8 @@ static void adopt(Joined *J, int i, const char *prev) {
     const ResumeRun *rr = js && i < js->rs.n_runs ? &js->rs.runs[i] : NULL;
     if (rr && strcmp(rr->id, r->id) != 0) rr = NULL;
     if (rr && rr->finished) {
-        JoinResult res = {rr->status, rr->final_val_loss, rr->unstable, rr->train_seconds};
+        JoinResult res = {rr->status, rr->final_val_loss, rr->unstable, rr->train_seconds,
+                          rr->final_test_loss};
         finished_elsewhere(J, i, &res);
         if (join_done(J->join, r->id, &res, err) < 0) fail(J, err);
         return;
@@ -292,7 +293,8 @@ static void j_ended(Scheduler *s, int run, const EndEvent *end) {
     Joined *J = (Joined *)s;
     JoinedRun *r = &J->st[run];
     char err[ABL_ERR_MAX];
-    JoinResult res = {end->status, end->final_val_loss, sched_unstable(end), end->train_seconds};
+    JoinResult res = {end->status, end->final_val_loss, sched_unstable(end), end->train_seconds,
+                      end->final_test_loss};
     r->finished = 1;
     r->held = r->lost = 0;
     if (join_done(J->join, s->runs[run].id, &res, err) < 0) fail(J, err);

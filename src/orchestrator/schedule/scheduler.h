@@ -37,8 +37,9 @@ typedef struct {
     /* of a finished run's RUN_END, for adaptive replication (adaptive.c) */
     RunStatus status;
     double final_val_loss;
-    int unstable;         /* diverged, or flagged by the instability rule */
-    double train_seconds; /* what it spent, for the budget */
+    int unstable;           /* diverged, or flagged by the instability rule */
+    double train_seconds;   /* what it spent, for the budget */
+    double final_test_loss; /* NaN: no test split (a replicate: rule reads it when there is) */
 } SchedRun;
 
 /* What a scheduler tells the sweep that runs it (any of these may be NULL in tests). */
