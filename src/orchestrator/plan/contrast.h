@@ -69,9 +69,9 @@ typedef struct {
     int n_factors;
     char **factor_name; /* knob name ("a+b" for a zip group), or "variant" */
     int *n_levels;
-    char ***level_name; /* [factor][level]: the value as run names write it (knob_format; "x+y" for
-                           a zip group) */
-    int *base_level;    /* [factor]: the baseline's level */
+    char ***level_name;  /* [factor][level]: the value as run names write it (knob_format; "x+y" for
+                            a zip group) */
+    int *base_level;     /* [factor]: the baseline's level */
     ContrastSplit split; /* the loss the rule compares (contrasts_loss) */
 } Contrasts;
 
