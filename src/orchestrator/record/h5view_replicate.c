@@ -95,7 +95,9 @@ static const H5Col decision_cols[] = {
     {"look", H5C_I32, 0, NULL,
      "index into the looks (root attribute replicate_looks); -1: ended before its first look"},
     {"contrast", H5C_I32, 0, NULL, "row of /contrasts"},
-    {"n", H5C_I32, 0, "seeds", "pairs used: seeds 1..n of both arms, exactly"},
+    {"n", H5C_I32, 0, "seeds",
+     "pairs used: the first n usable pairs in seed order, exactly (a dropped pair is replaced by "
+     "the next seed index)"},
     {"difference", H5C_F64, 0, "nats/token",
      "mean paired difference of final_val_loss (configuration - baseline)"},
     {"sd", H5C_F64, 0, "nats/token", "standard deviation of the paired differences"},
@@ -104,7 +106,9 @@ static const H5Col decision_cols[] = {
     {"level", H5C_F64, 0, "1", "two-sided level the rule spent at this look for one contrast"},
     {"verdict", H5C_STR, VERDICT_LEN, NULL,
      "open (more seeds), better, worse, equivalent, unresolved or unstable"},
-    {"note", H5C_VSTR, 0, NULL, "why it ended without the rule: budget, or unstable: RUN"},
+    {"note", H5C_VSTR, 0, NULL,
+     "the pairs the look skipped (dropped: RUN why; ...), or why it ended without the rule "
+     "(budget; unstable: K of MAX seeds dropped, ...)"},
 };
 #define N_DECISION_COLS ((int)(sizeof decision_cols / sizeof *decision_cols))
 

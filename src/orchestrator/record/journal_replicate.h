@@ -9,8 +9,9 @@
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
- *              two-sided level of the interval), u32 verdict (SeqVerdict), str note (why
- *              a contrast ended without the rule: "budget", "unstable: RUN", or "")
+ *              two-sided level of the interval), u32 verdict (SeqVerdict), str note (the
+ *              pairs the look skipped, "dropped: RUN why; ...", or why a contrast ended
+ *              without the rule: "budget", "unstable: K of MAX seeds dropped, ...", or "")
  * A contrast's decisions come in look order; its last one is its verdict. */
 #ifndef ABLATE_ORCH_JOURNAL_REPLICATE_H
 #define ABLATE_ORCH_JOURNAL_REPLICATE_H

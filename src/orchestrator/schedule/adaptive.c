@@ -5,15 +5,18 @@
  * trains seeds 1..looks[0]; a contrast (configuration vs baseline, paired by seed index) is
  * looked at when seeds 1..n of both arms have ended durably (ended() is called only after
  * the RUN_END is synced), n = looks[look], with exactly those n pairs (seq_look), never
- * more: a run that ended beyond n never enters that look. A look either settles the
- * contrast (better, worse, equivalent; unresolved at the last look; unstable when a run of
- * seeds 1..n diverged or was flagged by the instability rule, or has no finite loss) or
- * opens the next look, whose seeds are then handed out. A configuration whose contrasts
- * are all settled needs no more seeds: its runs not yet taken are journaled not_needed
- * (the baseline stays needed while any contrast is open). Runs already training when that
- * happens finish and are kept, and change nothing. With a budget, once the runs ended so
- * far used budget.core_hours (train_seconds, one core each), no new run starts and the
- * open contrasts end unresolved (note "budget").
+ * more: a run that ended beyond n never enters that look. A pair whose run of either arm
+ * diverged, was flagged by the instability rule or has no finite loss is dropped, and the
+ * next seed index replaces it: a look takes the first n usable pairs in seed order (an
+ * unusable baseline seed drops its index from every contrast, and the configurations' runs
+ * of that index are not trained). A look either settles the contrast (better, worse,
+ * equivalent; unresolved at the last look; unstable when the max seeds planned hold fewer
+ * than n usable pairs) or opens the next look, whose seeds are then handed out. A configuration
+ * whose contrasts are all settled needs no more seeds: its runs not yet taken are journaled
+ * not_needed (the baseline stays needed while any contrast is open). Runs already training when
+ * that happens finish and are kept, and change nothing. With a budget, once the runs ended so far
+ * used budget.core_hours (train_seconds, one core each), no new run starts and the open contrasts
+ * end unresolved (note "budget").
  *
  * Every decision is a function of the ended runs' results alone, so start() replays them
  * from the runs a resumed sweep finished before (the host journals only the ones its
@@ -89,27 +92,100 @@ static int run_at(const Adaptive *a, int config, int k) {
     return a->run_of[contrasts_run(&a->c, config, k)];
 }
 
-/* The paired differences configuration - baseline of seeds 1..n into a->d: 1 all there,
- * 0 some not ended yet, -1 a run unstable or without a finite loss (named in why). */
+/* A pair (seed index k of configuration cfg and of the baseline) is usable when both runs
+ * ended done, not flagged unstable, with a finite loss; it is dropped when either of them
+ * ended otherwise (diverged, flagged by the instability rule, no finite loss), whatever the
+ * other one did; else it is not known yet (a run not ended, failed, or not a run here). */
+enum { PAIR_WAIT, PAIR_USABLE, PAIR_DROPPED };
+
+static int usable(const SchedRun *r) {
+    return !r->unstable && r->status == RUN_DONE && isfinite(r->final_val_loss);
+}
+
+/* Why a run that ended is not usable, for the note: "diverged", "unstable", "no finite
+ * loss"; NULL when it is usable. */
+static const char *unusable_why(const SchedRun *r) {
+    if (r->status == RUN_DIVERGED) return "diverged";
+    if (r->unstable) return "unstable";
+    if (r->status != RUN_DONE || !isfinite(r->final_val_loss)) return "no finite loss";
+    return NULL;
+}
+
+/* The run of the pair (cfg, k) that ended unusable (the baseline's first), or -1. */
+static int dropping_run(const Adaptive *a, int cfg, int k) {
+    int y = run_at(a, a->c.baseline, k), x = run_at(a, cfg, k);
+    if (y >= 0 && a->st[y] == R_ENDED && !usable(&a->base.runs[y])) return y;
+    if (x >= 0 && a->st[x] == R_ENDED && !usable(&a->base.runs[x])) return x;
+    return -1;
+}
+
+static int pair_state(const Adaptive *a, int cfg, int k) {
+    if (dropping_run(a, cfg, k) >= 0) return PAIR_DROPPED;
+    int x = run_at(a, cfg, k), y = run_at(a, a->c.baseline, k);
+    if (x < 0 || y < 0 || a->st[x] != R_ENDED || a->st[y] != R_ENDED) return PAIR_WAIT;
+    return PAIR_USABLE;
+}
+
+/* Appends "NAME why" of a dropped pair to the note (at most JOURNAL_NOTE_MAX - 1 bytes; a
+ * list cut short ends with "..."). */
+static void note_drop(const Adaptive *a, int run, char *note, size_t wn) {
+    const SchedRun *r = &a->base.runs[run];
+    size_t len = strlen(note);
+    if (len + 4 >= wn || (len >= 3 && !strcmp(note + len - 3, "..."))) return;
+    int w = snprintf(note + len, wn - len, "%s%s %s", note[len ? len - 1 : 0] == ':' ? " " : "; ",
+                     r->name, unusable_why(r));
+    if (w < 0 || (size_t)w >= wn - len) snprintf(note + (wn - 4 > len ? wn - 4 : len), 4, "...");
+}
+
+/* The paired differences configuration - baseline of the first n usable pairs, in seed
+ * order, into a->d: a dropped pair (docs/spec.md "replicate") is skipped and the next seed
+ * index replaces it, up to the max seeds planned. 1 all there (why lists the pairs dropped
+ * before the n-th, "" when none), 0 a pair before the n-th usable one not known yet, -1
+ * fewer than n usable pairs in all the planned seeds (why: "unstable: K of MAX seeds
+ * dropped: RUN why; ..."). */
 static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
-    int cfg = config_of(a, j), b = a->c.baseline;
-    for (int k = 0; k < n; k++) {
-        int x = run_at(a, cfg, k), y = run_at(a, b, k);
-        if (x < 0 || y < 0 || a->st[x] != R_ENDED || a->st[y] != R_ENDED) return 0;
+    int cfg = config_of(a, j), m = 0, dropped = 0;
+    why[0] = '\0';
+    for (int k = 0; k < a->c.n_seeds && m < n; k++) {
+        int ps = pair_state(a, cfg, k);
+        if (ps == PAIR_WAIT) return 0;
+        m += ps == PAIR_USABLE;
     }
-    for (int k = 0; k < n; k++) {
-        const SchedRun *rx = &a->base.runs[run_at(a, cfg, k)];
-        const SchedRun *ry = &a->base.runs[run_at(a, b, k)];
-        for (int side = 0; side < 2; side++) {
-            const SchedRun *r = side ? ry : rx;
-            if (r->unstable || r->status != RUN_DONE || !isfinite(r->final_val_loss)) {
-                snprintf(why, wn, "unstable: %s", r->name);
-                return -1;
-            }
+    m = 0;
+    for (int k = 0; k < a->c.n_seeds && m < n; k++) {
+        int bad = dropping_run(a, cfg, k);
+        if (bad >= 0) {
+            if (!dropped++) snprintf(why, wn, "dropped:");
+            note_drop(a, bad, why, wn);
+            continue;
         }
-        a->d[k] = rx->final_val_loss - ry->final_val_loss;
+        a->d[m++] = a->base.runs[run_at(a, cfg, k)].final_val_loss -
+                    a->base.runs[run_at(a, a->c.baseline, k)].final_val_loss;
     }
-    return 1;
+    if (m == n) return 1;
+    snprintf(why, wn, "unstable: %d of %d seeds dropped:", dropped, a->c.n_seeds);
+    for (int k = 0; k < a->c.n_seeds; k++) {
+        int bad = dropping_run(a, cfg, k);
+        if (bad >= 0) note_drop(a, bad, why, wn);
+    }
+    return -1;
+}
+
+/* How many seed indices contrast j's next look needs: the n-th pair not known to be
+ * dropped, n = looks[look] (the max seeds when fewer remain). */
+static int span(const Adaptive *a, int j) {
+    int n = a->rep->looks[a->look[j]], cfg = config_of(a, j), m = 0;
+    for (int k = 0; k < a->c.n_seeds; k++)
+        if (pair_state(a, cfg, k) != PAIR_DROPPED && ++m == n) return k + 1;
+    return a->c.n_seeds;
+}
+
+/* Seed k of configuration c trains for no contrast: the baseline's seed k ended unusable,
+ * so the pair is dropped whatever c's run gives (the baseline's seeds are shared). */
+static int pair_dead(const Adaptive *a, int c, int k) {
+    if (c == a->c.baseline) return 0;
+    int y = run_at(a, a->c.baseline, k);
+    return y >= 0 && a->st[y] == R_ENDED && !usable(&a->base.runs[y]);
 }
 
 static void decide(Adaptive *a, const JournalDecision *d) {
@@ -149,7 +225,7 @@ static void update_need(Adaptive *a) {
         a->need[c] = 0;
     for (int j = 0; j < a->c.n_contrasts; j++) {
         if (a->verdict[j] != SEQ_OPEN) continue;
-        int n = a->rep->looks[a->look[j]], cfg = config_of(a, j);
+        int n = span(a, j), cfg = config_of(a, j);
         if (n > a->need[cfg]) a->need[cfg] = n;
         if (n > a->need[b]) a->need[b] = n;
     }
@@ -227,12 +303,11 @@ static void settle(Adaptive *a, int cfg) {
     a->settling = 1;
     do {
         a->resettle = 0;
-        int changed = cfg < 0;
         for (int j = 0; j < a->c.n_contrasts; j++)
-            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j))
-                changed |= try_looks(a, j);
-        changed |= end_budget(a);
-        if (changed) update_need(a);
+            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j)) try_looks(a, j);
+        end_budget(a);
+        /* always, not only after a decision: a dropped pair moves the seeds wanted */
+        update_need(a);
         cfg = -1;
     } while (a->resettle);
     a->settling = 0;
@@ -255,6 +330,21 @@ static void record_result(Adaptive *a, int run, RunStatus status, double loss, i
     a->used += seconds;
 }
 
+/* An ended run that cannot pair (a baseline seed drops its index from every contrast, a
+ * configuration's from its own): said when its result comes in; each look's note lists the
+ * pairs it skipped. */
+static void say_dropped(const Adaptive *a, int run) {
+    const SchedRun *r = &a->base.runs[run];
+    int p = a->pos[run];
+    if (p < 0 || a->st[run] != R_ENDED || usable(r)) return;
+    int cfg = p / a->c.n_seeds, k = p % a->c.n_seeds;
+    log_info("replicate: %s %s: seed index %d is dropped from %s; the next seed index "
+             "replaces it where a look needs one (at most %d seeds per configuration)",
+             r->name, unusable_why(r), k,
+             cfg == a->c.baseline ? "every contrast" : "its configuration's contrast",
+             a->c.n_seeds);
+}
+
 /* --join: another process finished run (its done claim, or its journal): told to the sweep
  * first (the run is finished there too), then decided from like our own. */
 static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
@@ -263,6 +353,7 @@ static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
     if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
     if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
     record_result(a, run, res->status, res->final_val_loss, res->unstable, res->train_seconds);
+    say_dropped(a, run);
     if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
 }
 
@@ -373,7 +464,7 @@ static int a_take(Scheduler *s, double now) {
             while (k < a->c.n_seeds && (run_at(a, c, k) < 0 || a->st[run_at(a, c, k)] != R_TODO))
                 k++;
             a->next[c] = k;
-            while (k < a->need[c] && !wanted(a, run_at(a, c, k), now))
+            while (k < a->need[c] && (!wanted(a, run_at(a, c, k), now) || pair_dead(a, c, k)))
                 k++;
             if (k < a->need[c] && (best < 0 || k < best_k)) best = c, best_k = k;
         }
@@ -407,7 +498,7 @@ static int a_more(Scheduler *s) {
     for (int c = 0; c < a->c.n_configs; c++)
         for (int k = a->next[c]; k < a->need[c]; k++) {
             int r = run_at(a, c, k);
-            if (r >= 0 && a->st[r] == R_TODO) return 1;
+            if (r >= 0 && a->st[r] == R_TODO && !pair_dead(a, c, k)) return 1;
         }
     return any_elsewhere(a);
 }
@@ -455,6 +546,7 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     if (a->st[run] != R_ENDED) {
         record_result(a, run, end->status, end->final_val_loss, sched_unstable(end),
                       end->train_seconds);
+        say_dropped(a, run);
         if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
     }
     if (a->inner) sched_ended(a->inner, run, end);
