@@ -121,7 +121,9 @@ static int attr_f64(hid_t loc, const char *name, double value) {
     return rc < 0 ? -1 : 0;
 }
 
-static int root_attrs(hid_t file, const JournalReplicate *r) {
+static int root_attrs(hid_t file, const JournalReplicate *r, const View *v) {
+    int taken = 0;
+    double spent = journal_alpha_spent(v->dec, v->n_dec, &taken);
     char looks[SPEC_MAX_LOOKS * 12] = "";
     for (int i = 0; i < r->n_looks; i++)
         snprintf(looks + strlen(looks), sizeof looks - strlen(looks), "%s%d", i ? "," : "",
@@ -132,7 +134,9 @@ static int root_attrs(hid_t file, const JournalReplicate *r) {
            h5_attr_i32(file, "replicate_min", r->min) ||
            h5_attr_i32(file, "replicate_max", r->max) ||
            h5_attr_str(file, "replicate_looks", looks) ||
-           h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md");
+           h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md") ||
+           attr_f64(file, "replicate_alpha_spent", spent) ||
+           h5_attr_i32(file, "replicate_looks_taken", taken);
 }
 
 int h5v_write_replicate(View *v, hid_t file, char *err) {
@@ -154,7 +158,7 @@ int h5v_write_replicate(View *v, hid_t file, char *err) {
     H5Table c, d;
     h5t_init(&c);
     h5t_init(&d);
-    if (root_attrs(file, &jr) != 0) {
+    if (root_attrs(file, &jr, v) != 0) {
         h5_err(err, "cannot write the replicate attributes");
         goto done;
     }
@@ -236,7 +240,11 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
                "journals it); a contrast's last row is its verdict. The rule's "
                "settings are root attributes: `replicate_alpha`, `replicate_delta`, "
                "`replicate_looks` (comma-separated seed counts), `replicate_min`, "
-               "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`.\n\n%s",
+               "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`. The "
+               "alpha ledger of the file: `replicate_alpha_spent`, the sum of `level` over the "
+               "looks taken (rows with an interval, the budget's end not counted again: at most "
+               "`replicate_alpha`), and `replicate_looks_taken`, how many; a `--resume` under "
+               "another rule is refused naming them (docs/spec.md).\n\n%s",
                head);
     h5v_md_rows(b, decision_cols, N_DECISION_COLS);
 }

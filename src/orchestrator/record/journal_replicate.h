@@ -49,4 +49,11 @@ int journal_replicate_contrast(const JournalRecord *rec, int k, const char **con
                                const char **pairing, size_t *pairing_len);
 int journal_decode_decision(const JournalRecord *rec, JournalDecision *d);
 
+/* The alpha ledger of a sweep file: what the rule has spent over the looks it took, from its
+ * decisions (each once). A look is a decision with an interval (look >= 0, finite level and
+ * bounds) other than the budget's end, which restates the last look: it spent d->level for
+ * its contrast, so the family has spent the sum over every contrast's looks (at most
+ * replicate.alpha under one rule). *looks: how many. */
+double journal_alpha_spent(const JournalDecision *d, int n, int *looks);
+
 #endif
