@@ -666,8 +666,25 @@ TEST(joined_rule_refused) {
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     join_path(out, "procs", procs, sizeof procs);
     CHECK_CMP(test_dir_entries(procs), ==, 1);
+    /* the first process takes its first looks (two contrasts settled at 4 seeds) */
+    if (a.s) {
+        CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
+        for (int i = 0, run; i < 12 && (run = sched_take(a.s, 0)) >= 0; i++) {
+            EndEvent e = end_of(run, 1);
+            sched_ended(a.s, run, &e);
+        }
+        CHECK_CMP(a.n_dec, ==, 2);
+        CHECK(a.j && journal_sync(a.j) == 0);
+    }
+    /* another rule is refused in one line at its key, with what the sweep's rule spent */
     CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
     CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
+    char spent[160];
+    snprintf(spent, sizeof spent, "spent %.4g of alpha 0.05 in 2 looks",
+             a.n_dec == 2 ? a.dec[0].level + a.dec[1].level : NAN);
+    CHECK_MSG(!strncmp(err, "t.yaml:", 7) && strstr(err, ": replicate.budget: cannot join") &&
+                  strstr(err, spent),
+              "%s (want '%s')", err, spent);
     CHECK_CMP(test_dir_entries(procs), ==, 1);
     close_fx(&a);
     close_fx(&b);

@@ -40,6 +40,7 @@
 #include "worker/event_schema.h"
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
+#include "join_ledger.h"
 #include "scheduler.h"
 #include "orchestrator/plan/sequential.h"
 #include "util/buf.h"
@@ -743,6 +744,11 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
             return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
         }
         jc.replicate = a->rule_text;
+        /* another rule: refused at its key, with what the sweep's rule has spent */
+        if (join_ledger_check(cfg->out_path, cfg->plan->spec, a->rule_text, err) != 0) {
+            a_close(&a->base);
+            return NULL;
+        }
         if (!(a->inner = sched_joined_open(&jc, &ih, journal, err))) {
             a_close(&a->base);
             return NULL;
