@@ -83,6 +83,7 @@ typedef struct {
     JournalDecision *made; /* --join: every decision this process made, in order */
     size_t n_made, cap_made;
     int n_given; /* --join: runs this process journaled not_needed */
+    int dropped; /* a run ended unusable since the last settle (its pair is dropped) */
 } Adaptive;
 
 static int config_of(const Adaptive *a, int j) {
@@ -304,11 +305,14 @@ static void settle(Adaptive *a, int cfg) {
     a->settling = 1;
     do {
         a->resettle = 0;
+        /* a dropped pair moves the seeds wanted even without a decision */
+        int changed = cfg < 0 || a->dropped;
+        a->dropped = 0;
         for (int j = 0; j < a->c.n_contrasts; j++)
-            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j)) try_looks(a, j);
-        end_budget(a);
-        /* always, not only after a decision: a dropped pair moves the seeds wanted */
-        update_need(a);
+            if (cfg < 0 || cfg == a->c.baseline || cfg == config_of(a, j))
+                changed |= try_looks(a, j);
+        changed |= end_budget(a);
+        if (changed) update_need(a);
         cfg = -1;
     } while (a->resettle);
     a->settling = 0;
@@ -332,12 +336,13 @@ static void record_result(Adaptive *a, int run, RunStatus status, double loss, i
 }
 
 /* An ended run that cannot pair (a baseline seed drops its index from every contrast, a
- * configuration's from its own): said when its result comes in; each look's note lists the
- * pairs it skipped. */
-static void say_dropped(const Adaptive *a, int run) {
+ * configuration's from its own): said when its result comes in (each look's note lists the
+ * pairs it skipped), and the seeds wanted are recomputed at the next settle. */
+static void say_dropped(Adaptive *a, int run) {
     const SchedRun *r = &a->base.runs[run];
     int p = a->pos[run];
     if (p < 0 || a->st[run] != R_ENDED || usable(r)) return;
+    a->dropped = 1;
     int cfg = p / a->c.n_seeds, k = p % a->c.n_seeds;
     log_info("replicate: %s %s: seed index %d is dropped from %s; the next seed index "
              "replaces it where a look needs one (at most %d seeds per configuration)",
