@@ -11,12 +11,13 @@
  * unusable baseline seed drops its index from every contrast, and the configurations' runs
  * of that index are not trained). A look either settles the contrast (better, worse,
  * equivalent; unresolved at the last look; unstable when the max seeds planned hold fewer
- * than n usable pairs) or opens the next look, whose seeds are then handed out. A configuration
- * whose contrasts are all settled needs no more seeds: its runs not yet taken are journaled
- * not_needed (the baseline stays needed while any contrast is open). Runs already training when
- * that happens finish and are kept, and change nothing. With a budget, once the runs ended so far
- * used budget.core_hours (train_seconds, one core each), no new run starts and the open contrasts
- * end unresolved (note "budget").
+ * than n usable pairs) or
+ * opens the next look, whose seeds are then handed out. A configuration whose contrasts
+ * are all settled needs no more seeds: its runs not yet taken are journaled not_needed
+ * (the baseline stays needed while any contrast is open). Runs already training when that
+ * happens finish and are kept, and change nothing. With a budget, once the runs ended so
+ * far used budget.core_hours (train_seconds, one core each), no new run starts and the
+ * open contrasts end unresolved (note "budget").
  *
  * Every decision is a function of the ended runs' results alone, so start() replays them
  * from the runs a resumed sweep finished before (the host journals only the ones its
