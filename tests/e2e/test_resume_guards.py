@@ -17,6 +17,10 @@ Each case failed before its fix.
                      spent; so is one without the replicate: section (at seeds:) and one
                      adding it (at replicate:). Before, the refusal named neither the key
                      nor the spend, and the file kept no ledger.
+  fixed_continued    a seeds: sweep that was complete (a report of it may have been read)
+                     and then resumed with more seeds: the view's looked_at_runs names the
+                     earlier complete design, and the report says its fixed-sample tests
+                     look at the same contrasts again (before: nothing said so).
 Run one case alone: test_resume_guards.py NAME.
 """
 import os
@@ -143,7 +147,36 @@ def test_alpha_ledger():
             assert abs(C._py(f.attrs["replicate_alpha_spent"]) - spent) < 1e-12
 
 
+def test_fixed_continued():
+    import subprocess
+    import h5py
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with C.workdir("fixed-continued") as tmp:
+        corpus = C.corpus_path(tmp)
+        specs = [C.write(os.path.join(tmp, "s%d.yaml" % n),
+                         C.micro_spec(corpus, steps=8, variants=VARIANTS,
+                                      seeds=tuple(range(n)), eval_every=4, stats_every=4,
+                                      sample_tokens=4)) for n in (2, 3)]
+        out = os.path.join(tmp, "f.h5")
+        C.run(["run", specs[0], "-o", out], expect_rc=0, tag="two")
+        with h5py.File(out, "r") as f:  # one complete design: nothing looked at before it
+            assert "looked_at_runs" not in f.attrs, dict(f.attrs)
+        C.run(["run", specs[1], "-o", out, "--resume"], expect_rc=0, tag="three")
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs.get("looked_at_runs")) == "4", dict(f.attrs)
+            n = len(f["runs"])
+        d = os.path.join(tmp, "rep")
+        p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3",
+                            os.path.join(root, "analysis", "ablate-report"), out, "-o", d],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        md = open(os.path.join(d, "report.md")).read()
+        assert ("**Looked at before:** the sweep was complete at 4 runs before it was "
+                "continued to %d" % n) in md, md[:3000]
+
+
 if __name__ == "__main__":
     C.main([("journal_symlink", test_journal_symlink),
             ("replicate_removed", test_replicate_removed),
-            ("alpha_ledger", test_alpha_ledger)])
+            ("alpha_ledger", test_alpha_ledger),
+            ("fixed_continued", test_fixed_continued)])
