@@ -277,8 +277,8 @@ static void first_look_same_open(Fx *f) {
     }
 }
 
-/* An open contrast gets its next look's seeds (and the baseline's); an unstable run of
- * seeds 1..n ends its contrast as unstable. */
+/* An open contrast gets its next look's seeds (and the baseline's); a flagged run of the
+ * configuration drops that pair from its contrast, and the next seed index replaces it. */
 TEST(next_look_and_unstable) {
     Fx f;
     char err[ABL_ERR_MAX];
@@ -299,9 +299,95 @@ TEST(next_look_and_unstable) {
         if (i == 3) e.instability = INSTAB_ABOVE_UNIFORM; /* flagged, though done */
         sched_ended(f.s, t[i], &e);
     }
-    CHECK(f.n_dec == 3 && f.dec[2].contrast == 1 && f.dec[2].look == 1 &&
-          f.dec[2].verdict == SEQ_UNSTABLE && strstr(f.dec[2].note, "same/seed5"));
-    CHECK(f.n_not_needed == 8 && !sched_more(f.s));
+    /* no look yet: seed index 5 of "same" is dropped, seed index 6 replaces it */
+    CHECK_CMP(f.n_dec, ==, 2);
+    int a = sched_take(f.s, 0), b = sched_take(f.s, 0);
+    CHECK_MSG(a == RUN(0, 6) && b == RUN(2, 6), "took %d, %d", a, b);
+    CHECK_CMP(sched_take(f.s, 0), ==, -1);
+    EndEvent e = end_of(a, 1);
+    sched_ended(f.s, a, &e);
+    e = end_of(b, 1);
+    sched_ended(f.s, b, &e);
+    CHECK(f.n_dec == 3 && f.dec[2].contrast == 1 && f.dec[2].look == 1 && f.dec[2].n == 6 &&
+          f.dec[2].verdict != SEQ_UNSTABLE &&
+          !strcmp(f.dec[2].note, "dropped: same/seed5 unstable"));
+    close_fx(&f);
+}
+
+/* A flagged baseline seed drops its index from every contrast: each look takes the next
+ * seed index instead, the configurations' runs of the dropped index are not trained (their
+ * pair is dropped whatever they give), and the decision's note names the dropped run. */
+TEST(baseline_seed_dropped) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
+    if (!f.s) return;
+    /* a resumed sweep: seeds 1..4 ended, the baseline's seed index 1 flagged unstable, the
+     * configurations' seed index 1 not trained yet */
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 4; k++) {
+            if (c > 0 && k == 1) continue;
+            f.runs[RUN(c, k)].finished = 1;
+            f.runs[RUN(c, k)].final_val_loss = loss_of(RUN(c, k));
+        }
+    f.runs[RUN(0, 1)].unstable = 1;
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    CHECK_MSG(f.n_dec == 0, "%d decisions, the first %s (%s)", f.n_dec,
+              f.n_dec ? seq_verdict_name((SeqVerdict)f.dec[0].verdict) : "", f.dec[0].note);
+    /* seed index 4 of every configuration replaces index 1; index 1 is not trained */
+    int t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = sched_take(f.s, 0);
+    CHECK_MSG(t[0] == RUN(0, 4) && t[1] == RUN(1, 4) && t[2] == RUN(2, 4), "took %d %d %d", t[0],
+              t[1], t[2]);
+    /* nothing more until a look (the configurations' seed index 1 is not wanted) */
+    CHECK(sched_take(f.s, 0) == -1 && !sched_more(f.s));
+    for (int i = 0; i < 3; i++) {
+        EndEvent e = end_of(t[i], 1);
+        sched_ended(f.s, t[i], &e);
+    }
+    CHECK_CMP(f.n_dec, ==, 2);
+    for (int i = 0; i < f.n_dec && i < 2; i++) {
+        const JournalDecision *d = &f.dec[i];
+        CHECK_MSG(d->look == 0 && d->n == 4 && !strcmp(d->note, "dropped: baseline/seed1 unstable"),
+                  "contrast %d look %d n %d note '%s'", d->contrast, d->look, d->n, d->note);
+        /* far: the pairs of seed indices 0, 2, 3, 4 (1 + 1e-5 at odd ones) */
+        if (d->contrast == 0)
+            CHECK(d->verdict == SEQ_WORSE && fabs(d->diff - 1.0000025) < 1e-9);
+        else
+            CHECK(d->verdict == SEQ_EQUIVALENT);
+    }
+    /* settled: the configurations' seed index 1 is not needed, and nothing is left */
+    int idx1 = 0;
+    for (int i = 0; i < f.n_not_needed; i++)
+        idx1 += f.not_needed[i] == RUN(1, 1) || f.not_needed[i] == RUN(2, 1);
+    CHECK(idx1 == 2 && !sched_more(f.s) && sched_take(f.s, 0) == -1);
+    close_fx(&f);
+}
+
+/* Replacements are bounded by the seeds planned (replicate.seeds.max): with 5 of the 8
+ * baseline seeds flagged no look can have 4 pairs, and every contrast ends unstable, the
+ * note saying how many were dropped and which. */
+TEST(replacements_bounded) {
+    Fx f;
+    char err[ABL_ERR_MAX];
+    CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
+    if (!f.s) return;
+    for (int i = 0; i < f.plan.n_runs; i++) {
+        f.runs[i].finished = 1;
+        f.runs[i].final_val_loss = loss_of(i);
+        f.runs[i].unstable = i / NS == 0 && i % NS < 5;
+    }
+    f.runs[RUN(0, 2)].status = RUN_DIVERGED;
+    CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+    CHECK_CMP(f.n_dec, ==, 2);
+    for (int i = 0; i < f.n_dec && i < 2; i++)
+        CHECK_MSG(
+            f.dec[i].verdict == SEQ_UNSTABLE && f.dec[i].look == 0 &&
+                !strncmp(f.dec[i].note, "unstable: 5 of 8 seeds dropped: baseline/seed0", 46) &&
+                strstr(f.dec[i].note, "baseline/seed2 diverged"),
+            "note '%s'", f.dec[i].note);
+    CHECK(!sched_more(f.s));
     close_fx(&f);
 }
 
@@ -785,8 +871,25 @@ TEST(joined_rule_refused) {
     CHECK_MSG(open_fx(&a, "", out, err) == 0, "%s", err);
     join_path(out, "procs", procs, sizeof procs);
     CHECK_CMP(test_dir_entries(procs), ==, 1);
+    /* the first process takes its first looks (two contrasts settled at 4 seeds) */
+    if (a.s) {
+        CHECK_CMP(sched_start(a.s, a.runs, a.plan.n_runs), ==, 0);
+        for (int i = 0, run; i < 12 && (run = sched_take(a.s, 0)) >= 0; i++) {
+            EndEvent e = end_of(run, 1);
+            sched_ended(a.s, run, &e);
+        }
+        CHECK_CMP(a.n_dec, ==, 2);
+        CHECK(a.j && journal_sync(a.j) == 0);
+    }
+    /* another rule is refused in one line at its key, with what the sweep's rule spent */
     CHECK(open_fx(&b, "  budget: {core_hours: 10}\n", out, err) != 0 && !b.s);
     CHECK_MSG(strstr(err, "different replicate: section") && !strchr(err, '\n'), "%s", err);
+    char spent[160];
+    snprintf(spent, sizeof spent, "spent %.4g of alpha 0.05 in 2 looks",
+             a.n_dec == 2 ? a.dec[0].level + a.dec[1].level : NAN);
+    CHECK_MSG(!strncmp(err, "t.yaml:", 7) && strstr(err, ": replicate.budget: cannot join") &&
+                  strstr(err, spent),
+              "%s (want '%s')", err, spent);
     CHECK_CMP(test_dir_entries(procs), ==, 1);
     close_fx(&a);
     close_fx(&b);

@@ -604,6 +604,8 @@ class Report:
                    "and Holm verdicts below do not hold their level; they are shown for "
                    "comparison with fixed-seed studies only (`fixed_sample_contrasts.csv`). "
                    "The sweep's verdicts are the sequential ones above (`contrasts.csv`).", "")
+        if len(con) and self.seq is None:
+            self._looked_before()
         if len(con):
             self._contrast_notes(con)
             self.w(self._contrast_table(con))
@@ -619,6 +621,24 @@ class Report:
             self.csv(self.seq, "contrasts.csv")
             self.csv(con, "fixed_sample_contrasts.csv")
         self.summary = verdict_summary(self.seq if self.seq is not None else con)
+
+    def _looked_before(self):
+        """The file's alpha ledger of a fixed design (root attribute looked_at_runs): the
+        sweep was complete at fewer runs before it was continued, so a report of that design
+        may have been read, and the tests below look at the same contrasts again."""
+        at = str(self.sw.attrs.get("looked_at_runs", "") or "")
+        if not at:
+            return
+        k = len(at.split(",")) + 1
+        self.w(md_prose("**Looked at before:** the sweep was complete at %s runs before it "
+                        "was continued to %d (the file's alpha ledger, `looked_at_runs`): a "
+                        "report of that design may have been read, and these fixed-sample "
+                        "tests look at the same contrasts again without accounting for it. "
+                        "Over %d looks the chance of a false verdict is up to %d times a "
+                        "test's level (union bound): read each at its level divided by %d to "
+                        "keep it, or replicate: in a new sweep." % (at.replace(",", ", "),
+                                                                    len(self.sw.runs), k, k,
+                                                                    k)), "")
 
     def sequential(self):
         """A replicate: sweep's own verdicts (/contrasts, /decisions): what the

@@ -24,6 +24,8 @@
       "`=DIR`: every view build first creates `DIR/view.held` and waits until `DIR/view.go` exists: the sweep goes on meanwhile (`e2e_live`'s `start_view_not_waited`: runs finish, fresh and resumed, while the first view is held; `e2e_join`'s `plan_once` orders two processes' final builds)") \
     X(hold_view_after, "ABLATE_TEST_HOLD_VIEW_AFTER", L, 0, "record/view_updater.c", \
       "`=K`: with `ABLATE_TEST_HOLD_VIEW`, the first K builds of the process are not held") \
+    X(flag_unstable, "ABLATE_TEST_FLAG_UNSTABLE", S, "", "process/run_exec.c", \
+      "`=ID,ID`: these runs, when they end done, end flagged by the instability rule (`above_uniform` at their last step, `unstable_loss` their final validation loss), as if the rule had fired: a replicate: sweep then drops their seed index (`e2e_adaptive_drop`)") \
     X(kill_before_sync, "ABLATE_TEST_KILL_BEFORE_SYNC", L, 0, "process/group_sync.c", \
       "`=K`: rank 0 kills itself (SIGKILL) just before its K-th group sync of the journal, once it has written another RUN_END after the group (or waits, or stops), saying `test hook: killed before syncing journal bytes A-B` on stderr: the RUN_END records between A and B are written, not synced, and none of their runs may have been reported done (`e2e_group_commit`)")
 /* clang-format on */

@@ -16,6 +16,7 @@ without leaving a file.
 """
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -133,9 +134,13 @@ def joined(tmp):
     before = sorted(os.listdir(out + ".d/join/procs"))
     rc, _, err = C.run(join_args(spec2, out), tag="rule")
     lines = [ln for ln in err.splitlines() if "different replicate: section" in ln]
-    assert rc != 0 and len(lines) == 1 and "join/replicate" in lines[0], (rc, err[-2000:])
-    # and names both values as the spec writes them (it printed hex floats: 0x1.999...p-3)
-    assert "line 1 is 'alpha 0.2' there and 'alpha 0.1' here" in lines[0], lines[0]
+    assert rc != 0 and len(lines) == 1, (rc, err[-2000:])
+    # at the key, in this process's spec, with what the sweep's rule has spent (its alpha
+    # ledger), and both values as the spec writes them (it printed hex floats: 0x1.999...p-3)
+    assert (spec2 + ":") in lines[0] and ": replicate.alpha: cannot join" in lines[0], lines[0]
+    assert "'alpha 0.2' there, 'alpha 0.1' here" in lines[0], lines[0]
+    assert re.search(r"spent [0-9.e-]+ of alpha 0.2 in [1-9][0-9]* looks? \(the alpha ledger\)",
+                     lines[0]), lines[0]
     assert sorted(os.listdir(out + ".d/join/procs")) == before
     # joining the complete sweep leaves nothing either
     rc, _, err = C.run(join_args(spec, out), tag="complete")

@@ -10,6 +10,17 @@ Each case failed before its fix.
                      the file still labelled adaptive; a replicate: section added to a
                      seeds: sweep on resume likewise. Both refused (exit 2, one line), the
                      journal unchanged.
+  alpha_ledger       the file's alpha ledger: the view's replicate_alpha_spent is the sum of
+                     the levels of the looks the rule took (replicate_looks_taken of them);
+                     a --resume under another rule (alpha, resolve, looks) is refused in one
+                     line "FILE:LINE:COL: replicate.KEY: ..." at that key, saying what was
+                     spent; so is one without the replicate: section (at seeds:) and one
+                     adding it (at replicate:). Before, the refusal named neither the key
+                     nor the spend, and the file kept no ledger.
+  fixed_continued    a seeds: sweep that was complete (a report of it may have been read)
+                     and then resumed with more seeds: the view's looked_at_runs names the
+                     earlier complete design, and the report says its fixed-sample tests
+                     look at the same contrasts again (before: nothing said so).
 Run one case alone: test_resume_guards.py NAME.
 """
 import os
@@ -75,6 +86,97 @@ def test_replicate_removed():
             assert C.digest(jp) == j0 and C.digest(out) == v0, "%s: the refusal wrote" % tag
 
 
+def test_alpha_ledger():
+    import h5py
+    with C.workdir("alpha-ledger") as tmp:
+        corpus = C.corpus_path(tmp)
+        seeds_text = C.micro_spec(corpus, steps=8, variants=VARIANTS, seeds=(0, 1, 2),
+                                  eval_every=4, stats_every=4, sample_tokens=4)
+        adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
+        adaptive = C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+        out = os.path.join(tmp, "a.h5")
+        C.run(["run", adaptive, "-o", out], expect_rc=0, tag="sweep")
+        with h5py.File(out, "r") as f:
+            attrs = {k: C._py(v) for k, v in f.attrs.items()}
+            dec = f["decisions"][()]
+        looks = [d for d in dec if d["look"] >= 0 and C._py(d["note"]) != "budget"
+                 and d["lo"] == d["lo"]]
+        assert looks, dec
+        spent = sum(float(d["level"]) for d in looks)
+        assert attrs.get("replicate_looks_taken") == len(looks), attrs
+        assert abs(attrs.get("replicate_alpha_spent", -1) - spent) < 1e-12, (attrs, spent)
+        assert 0 < spent <= attrs["replicate_alpha"] + 1e-12, attrs
+        shown = "%.4g" % spent
+        lines = adaptive_text.split("\n")
+        jp = C.journal_path(out)
+        j0 = C.digest(jp)
+        cases = (("alpha: 0.2", "alpha: 0.1", "replicate.alpha", "alpha: 0.1"),
+                 ("resolve: 0.05", "resolve: 0.07", "replicate.resolve", "resolve: 0.07"))
+        for old, new, key, at in cases:
+            text = adaptive_text.replace(old, new)
+            spec = C.write(os.path.join(tmp, key + ".yaml"), text)
+            rc, _, err = C.run(["run", spec, "-o", out, "--resume"], tag=key)
+            assert rc == 2, "%s: exit %s\n%s" % (key, rc, err[-2000:])
+            line = C.one_line(err, key)
+            row = next(i for i, l in enumerate(text.split("\n")) if at in l) + 1
+            col = text.split("\n")[row - 1].index(at.split(": ")[1]) + 1
+            want = "%s:%d:%d: %s: cannot resume" % (spec, row, col, key)
+            assert want in line, (want, line)
+            assert "spent %s of alpha 0.2 in %d looks" % (shown, len(looks)) in line, line
+            assert C.digest(jp) == j0, "%s: the refusal wrote" % key
+        # without the section: refused at seeds:, saying what the rule spent
+        fixed = C.write(os.path.join(tmp, "fixed.yaml"), seeds_text)
+        rc, _, err = C.run(["run", fixed, "-o", out, "--resume"], tag="removed")
+        line = C.one_line(err, "removed")
+        row = next(i for i, l in enumerate(seeds_text.split("\n")) if l.startswith("seeds:")) + 1
+        col = seeds_text.split("\n")[row - 1].index("[") + 1  # the mark of seeds: is its value
+        assert rc == 2 and ("%s:%d:%d: seeds: cannot resume" % (fixed, row, col)) in line, line
+        assert "spent %s in %d looks" % (shown, len(looks)) in line, line
+        # a seeds: sweep continued with a replicate: section: refused at replicate:
+        out2 = os.path.join(tmp, "f.h5")
+        C.run(["run", fixed, "-o", out2], expect_rc=0, tag="fixed")
+        rc, _, err = C.run(["run", adaptive, "-o", out2, "--resume"], tag="added")
+        line = C.one_line(err, "added")
+        row = next(i for i, l in enumerate(lines) if l.startswith("replicate:")) + 1
+        assert rc == 2 and ("%s:%d:1: replicate: cannot resume" % (adaptive, row)) in line, line
+        # a changed budget is not a changed rule: accepted, the ledger unchanged
+        budget = C.write(os.path.join(tmp, "budget.yaml"), adaptive_text.replace(
+            "alpha: 0.2", "alpha: 0.2\n  budget: {core_hours: 9}"))
+        C.run(["run", budget, "-o", out, "--resume"], expect_rc=0, tag="budget")
+        with h5py.File(out, "r") as f:
+            assert abs(C._py(f.attrs["replicate_alpha_spent"]) - spent) < 1e-12
+
+
+def test_fixed_continued():
+    import subprocess
+    import h5py
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with C.workdir("fixed-continued") as tmp:
+        corpus = C.corpus_path(tmp)
+        specs = [C.write(os.path.join(tmp, "s%d.yaml" % n),
+                         C.micro_spec(corpus, steps=8, variants=VARIANTS,
+                                      seeds=tuple(range(n)), eval_every=4, stats_every=4,
+                                      sample_tokens=4)) for n in (2, 3)]
+        out = os.path.join(tmp, "f.h5")
+        C.run(["run", specs[0], "-o", out], expect_rc=0, tag="two")
+        with h5py.File(out, "r") as f:  # one complete design: nothing looked at before it
+            assert "looked_at_runs" not in f.attrs, dict(f.attrs)
+        C.run(["run", specs[1], "-o", out, "--resume"], expect_rc=0, tag="three")
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs.get("looked_at_runs")) == "4", dict(f.attrs)
+            n = len(f["runs"])
+        d = os.path.join(tmp, "rep")
+        p = subprocess.run([os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3",
+                            os.path.join(root, "analysis", "ablate-report"), out, "-o", d],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        md = open(os.path.join(d, "report.md")).read()
+        assert ("**Looked at before:** the sweep was complete at 4 runs before it was "
+                "continued to %d" % n) in md, md[:3000]
+
+
 if __name__ == "__main__":
     C.main([("journal_symlink", test_journal_symlink),
-            ("replicate_removed", test_replicate_removed)])
+            ("replicate_removed", test_replicate_removed),
+            ("alpha_ledger", test_alpha_ledger),
+            ("fixed_continued", test_fixed_continued)])

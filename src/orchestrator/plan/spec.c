@@ -842,9 +842,12 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
             L->err, r->mark,
             "replicate.resolve is required: the equivalence margin in nats (e.g. 0.01)");
     if (rep_num(L, x, "replicate.resolve", 0, 0, &r->delta) != 0) return -1;
+    r->delta_mark = mark_of(s, x);
+    r->alpha_mark = r->looks_mark = r->mark;
     if ((x = ydoc_get(v, "alpha", NULL)) &&
         rep_num(L, x, "replicate.alpha", 0, 0.5, &r->alpha) != 0)
         return -1;
+    if (x) r->alpha_mark = mark_of(s, x);
     if ((x = ydoc_get(v, "budget", NULL))) {
         if (x->type != YNODE_MAP || x->n == 0)
             return spec_fail(L->err, mark_of(s, x), "replicate.budget: expected %s, got %s",
@@ -856,6 +859,7 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
     }
     /* looks: strictly increasing, from min to max */
     if ((x = ydoc_get(v, "looks", NULL))) {
+        r->looks_mark = mark_of(s, x);
         if (x->type != YNODE_SEQ || x->n == 0 || x->n > SPEC_MAX_LOOKS)
             return spec_fail(L->err, mark_of(s, x),
                              "replicate.looks: expected a list of 1 to %d seed counts, got %s",

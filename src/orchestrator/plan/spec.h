@@ -71,6 +71,9 @@ typedef struct {
      * are no variants) at the grid point replicate.baseline names (required with a grid). */
     int *baseline_point; /* n_axes entries: the value index on each axis (NULL: no grid) */
     SpecMark baseline_mark;
+    /* where resolve, alpha and looks are written (the replicate key's mark when absent), for
+     * a refusal that names the key (a --resume under another rule) */
+    SpecMark delta_mark, alpha_mark, looks_mark;
 } SpecReplicate;
 
 /* tune: (docs/spec.md, "Tuning each configuration"): every configuration of the grid/variants

@@ -265,6 +265,18 @@ static const Dataset *sweep_data(const RunAssignment *a, VocabCache *vc, char er
     return d;
 }
 
+/* Test-only hook (util/test_hooks.h): ABLATE_TEST_FLAG_UNSTABLE, a comma-separated list of
+ * run ids, ends those runs flagged by the instability rule when they end done, so that a
+ * test of what a sweep does with a flagged run picks which one, whatever the training
+ * gives (a natural blow-up flags every seed of a configuration alike). */
+static void test_flag_unstable(const RunAssignment *a, RunStatus st, EndEvent *end) {
+    const char *ids = test_hooks()->flag_unstable;
+    if (!ids[0] || st != RUN_DONE || end->instability != INSTAB_NONE || !strstr(ids, a->id)) return;
+    end->instability = INSTAB_ABOVE_UNIFORM;
+    end->unstable_step = end->steps;
+    end->unstable_loss = end->final_val_loss; /* the rule would give a training loss */
+}
+
 int run_calibrate(const RunAssignment *a, VocabCache *vc, CalibTrial *out, char err[ABL_ERR_MAX]) {
     const Dataset *d = sweep_data(a, vc, err);
     return d ? calib_trial(&a->cfg, a->seed, d, out, err) : -1;
@@ -309,6 +321,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
     RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every, 0};
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
+    test_flag_unstable(a, st, end);
     batch_flush(sink);
     char weights[ABL_PATH_MAX] = "";
     if (st == RUN_DONE && a->cfg.save_weights) {

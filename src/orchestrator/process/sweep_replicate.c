@@ -101,49 +101,98 @@ int host_not_needed(void *ctx, int run, const char *why) {
     return 0;
 }
 
+/* The alpha ledger of the journal being resumed, for a refusal: "its rule has spent 0.0125
+ * of alpha 0.2 in 2 looks" (journal_alpha_spent). */
+static void ledger_text(const ResumeState *rs, double alpha, char *out, size_t n) {
+    int looks = 0;
+    double spent = journal_alpha_spent(rs->decisions, rs->n_decisions, &looks);
+    if (alpha > 0)
+        snprintf(out, n, "its rule has spent %.4g of alpha %g in %d look%s (the alpha ledger)",
+                 spent, alpha, looks, looks == 1 ? "" : "s");
+    else
+        snprintf(out, n, "its rule has spent %.4g in %d look%s (the alpha ledger)", spent, looks,
+                 looks == 1 ? "" : "s");
+}
+
 /* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
- * would be mixed with the new ones (the budget may change: a larger one continues the
- * contrasts it left unresolved). 0, or -1 with a message. */
+ * would be mixed with the new ones, and a new rule would look afresh at the runs the old one
+ * looked at, its alpha spent already (the budget may change: a larger one continues the
+ * contrasts it left unresolved). 0, or -1 with a one-line "FILE:LINE:COL: KEY: ..." naming
+ * the key that changed and what the rule spent (the alpha ledger). */
 static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicate *now,
                           char err[ABL_ERR_MAX]) {
     const Contrasts *cs = &s->contrasts;
     if (!rs->replicate_off) return 0;
+    const SpecReplicate *rep = &s->spec.replicate;
     JournalReader *r = journal_reader_open(s->journal_path, err);
     if (!r) return -1;
     JournalRecord rec;
-    JournalReplicate was;
-    const char *why = NULL;
+    JournalReplicate was = {0};
+    const char *key = NULL;
+    char why[256] = "";
+    SpecMark at = rep->mark;
     if (journal_reader_read_at(r, rs->replicate_off, &rec) != 0 ||
         journal_decode_replicate(&rec, &was) != 0) {
-        why = "its replicate record cannot be read";
-    } else if (was.alpha != now->alpha || was.delta != now->delta || was.min != now->min ||
-               was.max != now->max || was.n_looks != now->n_looks ||
+        key = "replicate", snprintf(why, sizeof why, "its replicate record cannot be read");
+    } else if (was.min != now->min || was.max != now->max) {
+        key = "replicate.seeds", at = s->spec.seeds_mark;
+        snprintf(why, sizeof why,
+                 "seeds changed ({min: %d, max: %d} here, {min: %d, max: %d} "
+                 "when the sweep began)",
+                 now->min, now->max, was.min, was.max);
+    } else if (was.n_looks != now->n_looks ||
                memcmp(was.looks, now->looks, sizeof(int) * (size_t)now->n_looks)) {
-        why = "replicate: seeds, looks, resolve or alpha changed";
+        key = "replicate.looks", at = rep->looks_mark;
+        snprintf(why, sizeof why, "looks changed since the sweep began");
+    } else if (was.delta != now->delta) {
+        key = "replicate.resolve", at = rep->delta_mark;
+        snprintf(why, sizeof why, "resolve changed (%g here, %g when the sweep began)", now->delta,
+                 was.delta);
+    } else if (was.alpha != now->alpha) {
+        key = "replicate.alpha", at = rep->alpha_mark;
+        snprintf(why, sizeof why, "alpha changed (%g here, %g when the sweep began)", now->alpha,
+                 was.alpha);
     } else if (was.split != now->split) {
-        why = "the split its verdicts are on changed (data.test_fraction)";
+        key = "data.test_fraction";
+        snprintf(why, sizeof why,
+                 "the split its verdicts are on changed (%s here, %s when the "
+                 "sweep began)",
+                 contrast_split_names[now->split & 1], contrast_split_names[was.split & 1]);
     } else if (was.n_contrasts != now->n_contrasts) {
-        why = "its contrasts changed (variants or grid points added or removed, or the "
-              "contrasts: family)";
+        key = s->spec.contrasts_mark.line ? "contrasts" : "replicate";
+        if (s->spec.contrasts_mark.line) at = s->spec.contrasts_mark;
+        snprintf(why, sizeof why,
+                 "its contrasts changed (variants or grid points added or removed, or the "
+                 "contrasts: family: %d contrasts here, %d when the sweep began)",
+                 now->n_contrasts, was.n_contrasts);
     } else {
-        for (int k = 0; k < now->n_contrasts && !why; k++) {
+        for (int k = 0; k < now->n_contrasts && !key; k++) {
             const char *c, *b, *p, *name = cs->list[k].label, *base = cs->list[k].base_label;
             size_t cl, bl, pl;
             JournalContrastFactors f;
             if (journal_replicate_contrast(&rec, k, &c, &cl, &b, &bl, &p, &pl) != 0 ||
                 journal_replicate_factors(&rec, k, &f) != 0 || f.kind != cs->list[k].kind ||
                 cl != strlen(name) || memcmp(c, name, cl) || bl != strlen(base) ||
-                memcmp(b, base, bl))
-                why = "its contrasts changed (variants, grid points, the baseline or the "
-                      "contrasts: family)";
+                memcmp(b, base, bl)) {
+                int moved = cs->list[k].kind == CONTRAST_VS_BASE &&
+                            (bl != strlen(base) || memcmp(b, base, bl));
+                key = moved ? "replicate.baseline" : "replicate";
+                if (moved && rep->baseline_mark.line) at = rep->baseline_mark;
+                snprintf(why, sizeof why,
+                         "its contrasts changed (variants, grid points, the baseline or the "
+                         "contrasts: family)");
+            }
         }
     }
     journal_reader_close(r);
-    if (!why) return 0;
-    snprintf(err, ABL_ERR_MAX,
-             "%s: cannot resume: %s since the sweep began, and its decisions were made under "
-             "the old ones; use a new output file, or --force to start over",
-             s->o->spec_path, why);
+    if (!key) return 0;
+    char ledger[160];
+    ledger_text(rs, was.alpha, ledger, sizeof ledger);
+    spec_fail(err, at,
+              "%s: cannot resume: %s, and %s on the runs it looked at: a new rule would look at "
+              "them again with alpha spent; put it back, use a new output file, or --force to "
+              "start over",
+              key, why, ledger);
     return -1;
 }
 
@@ -167,22 +216,23 @@ static void replicate_record(Sweep *s, JournalReplicate *jr) {
  * a file still labelled adaptive; one added would decide from runs planned without it. */
 int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
     int was = rs->replicate_off != 0, began = rs->n_runs > 0;
-    if (!s->spec.replicate.on && was)
-        return snprintf(err, ABL_ERR_MAX,
-                        "%s: cannot resume: the spec has no replicate: section, but the sweep "
-                        "began with one (its contrasts were decided by the rule, and the runs "
-                        "it did not need would be trained now); put the section back, or use a "
-                        "new output file",
-                        s->o->spec_path),
-               -1;
+    if (!s->spec.replicate.on && was) {
+        char ledger[160];
+        ledger_text(rs, 0, ledger, sizeof ledger);
+        return spec_fail(err, s->spec.seeds_mark,
+                         "seeds: cannot resume: the spec has no replicate: section, but the sweep "
+                         "began with one (%s; its contrasts were decided by the rule, and the "
+                         "runs it did not need would be trained now); put the section back, or "
+                         "use a new output file",
+                         ledger);
+    }
     if (!s->spec.replicate.on) return 0;
     if (!was && began)
-        return snprintf(err, ABL_ERR_MAX,
-                        "%s: cannot resume: the spec has a replicate: section, but the sweep "
-                        "began without one (its runs were planned by seeds:); use a new output "
-                        "file",
-                        s->o->spec_path),
-               -1;
+        return spec_fail(err, s->spec.replicate.mark,
+                         "replicate: cannot resume: the spec has a replicate: section, but the "
+                         "sweep began without one (its runs were planned by seeds: and may have "
+                         "been looked at with no rule, so no alpha can be accounted for them); "
+                         "use a new output file");
     if (contrasts_build(&s->plan, &s->contrasts, err) != 0) return -1;
     const Contrasts *c = &s->contrasts;
     if (!(s->latest = calloc((size_t)c->n_contrasts + 1, sizeof *s->latest)))

@@ -49,6 +49,15 @@ static const char *kv_get(KvList *l, const char *key) {
     return kv ? kv->val : NULL;
 }
 
+/* A SWEEP_END that says complete: the planned runs then, for the ledger (looked_at_runs). */
+static void note_complete(View *v) {
+    const char *s = kv_get(&v->end, "status");
+    int n = v->n_complete_at;
+    if ((s && strncmp(s, "complete", 8)) || v->joined || n >= 16) return;
+    if (n && v->complete_at[n - 1] == v->n_planned) return;
+    v->complete_at[v->n_complete_at++] = v->n_planned;
+}
+
 static int kv_set(KvList *l, const char *key, size_t klen, const char *val, size_t vlen,
                   int keep_first) {
     Kv *kv = kv_find(l, key, klen);
@@ -196,6 +205,7 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
             v->sweep_end_session = v->session ? v->session : 1;
             if (v->session == 0) v->session = 1;
             if (read_kv(v, &rec, &v->end, 0) != 0) goto oom;
+            note_complete(v);
             break;
         case JREC_PLAN: {
             JournalPlan p;
@@ -203,6 +213,7 @@ int h5v_pass1(View *v, JournalReader *r, uint64_t limit, char *err) {
                 v->st.skipped++;
                 break;
             }
+            v->n_planned += !rs->planned;
             rs->planned = 1;
             rs->plan_off = rec.offset;
             if (collect_axes(v, p.name) != 0) goto oom;
@@ -296,6 +307,18 @@ static int journal_complete(const View *v) {
 
 /* A joined sweep is complete when every run has ended (no process writes a SWEEP_END for
  * all of them); a single journal when its last session ended it. */
+/* The sessions that ended complete with fewer planned runs than the sweep has now: each a
+ * design a report may have been read at before the sweep was continued. As the attribute
+ * looked_at_runs ("4,6"), or nothing when there is none (docs/hdf5-schema.md). */
+static int write_looked_at(const View *v, hid_t file) {
+    char list[16 * 12] = "";
+    for (int i = 0; i < v->n_complete_at; i++)
+        if (v->complete_at[i] < v->n_planned)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%u", list[0] ? "," : "",
+                     v->complete_at[i]);
+    return list[0] ? h5_attr_str(file, "looked_at_runs", list) : 0;
+}
+
 static int sweep_complete(const View *v) {
     if (!v->joined) return journal_complete(v);
     uint32_t planned = 0;
@@ -761,6 +784,7 @@ int h5v_write_root(View *v, hid_t file, char *err) {
     if (v->joined && h5_attr_i32(file, "joined_processes", v->nrd) != 0) goto fail;
     if (h5_attr_str(file, "status", status) != 0) goto fail;
     if (h5_attr_i32(file, "sessions", (int)v->session) != 0) goto fail;
+    if (write_looked_at(v, file) != 0) goto fail;
     if (h5_attr_str(file, "view_built_by", "ablate " ABLATE_VERSION) != 0) goto fail;
     /* how much of the journal this view shows: `ablate inspect` compares it with the
      * journal to say when the view is older */

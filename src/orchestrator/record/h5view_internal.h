@@ -80,6 +80,10 @@ typedef struct {
     size_t cap;     /* allocated entries of runs (util/grow.h) */
     KvList header, end;
     uint32_t session, sweep_end_session;
+    /* the alpha ledger of a fixed design: planned runs so far, and at each session that
+     * ended complete (a report of it may have been read: a look at that many runs) */
+    uint32_t n_planned, complete_at[16];
+    int n_complete_at;
     char *axes[MAX_AXES]; /* grid axis labels as run names write them, first-seen order */
     int n_axes;
     H5ViewStats st;

@@ -111,7 +111,9 @@ static const H5Col decision_cols[] = {
     {"look", H5C_I32, 0, NULL,
      "index into the looks (root attribute replicate_looks); -1: ended before its first look"},
     {"contrast", H5C_I32, 0, NULL, "row of /contrasts"},
-    {"n", H5C_I32, 0, "seeds", "pairs used: seeds 1..n of both arms, exactly"},
+    {"n", H5C_I32, 0, "seeds",
+     "pairs used: the first n usable pairs in seed order, exactly (a dropped pair is replaced by "
+     "the next seed index)"},
     {"difference", H5C_F64, 0, "nats/token",
      "mean paired difference (configuration - baseline) of the loss on the split "
      "replicate_split names (final_test_loss or final_val_loss)"},
@@ -121,7 +123,9 @@ static const H5Col decision_cols[] = {
     {"level", H5C_F64, 0, "1", "two-sided level the rule spent at this look for one contrast"},
     {"verdict", H5C_STR, VERDICT_LEN, NULL,
      "open (more seeds), better, worse, equivalent, unresolved or unstable"},
-    {"note", H5C_VSTR, 0, NULL, "why it ended without the rule: budget, or unstable: RUN"},
+    {"note", H5C_VSTR, 0, NULL,
+     "the pairs the look skipped (dropped: RUN why; ...), or why it ended without the rule "
+     "(budget; unstable: K of MAX seeds dropped, ...)"},
 };
 #define N_DECISION_COLS ((int)(sizeof decision_cols / sizeof *decision_cols))
 
@@ -134,7 +138,9 @@ static int attr_f64(hid_t loc, const char *name, double value) {
     return rc < 0 ? -1 : 0;
 }
 
-static int root_attrs(hid_t file, const JournalReplicate *r) {
+static int root_attrs(hid_t file, const JournalReplicate *r, const View *v) {
+    int taken = 0;
+    double spent = journal_alpha_spent(v->dec, v->n_dec, &taken);
     char looks[SPEC_MAX_LOOKS * 12] = "";
     for (int i = 0; i < r->n_looks; i++)
         snprintf(looks + strlen(looks), sizeof looks - strlen(looks), "%s%d", i ? "," : "",
@@ -146,7 +152,9 @@ static int root_attrs(hid_t file, const JournalReplicate *r) {
            h5_attr_i32(file, "replicate_max", r->max) ||
            h5_attr_str(file, "replicate_looks", looks) ||
            h5_attr_str(file, "replicate_split", r->split == 1 ? "test" : "validation") ||
-           h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md");
+           h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md") ||
+           attr_f64(file, "replicate_alpha_spent", spent) ||
+           h5_attr_i32(file, "replicate_looks_taken", taken);
 }
 
 int h5v_write_replicate(View *v, hid_t file, char *err) {
@@ -168,7 +176,7 @@ int h5v_write_replicate(View *v, hid_t file, char *err) {
     H5Table c, d;
     h5t_init(&c);
     h5t_init(&d);
-    if (root_attrs(file, &jr) != 0) {
+    if (root_attrs(file, &jr, v) != 0) {
         h5_err(err, "cannot write the replicate attributes");
         goto done;
     }
@@ -274,7 +282,11 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
                "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`, "
                "`replicate_split` (`test`: the differences are of `final_test_loss`, the "
                "held-out test split, when every run has one (data.test_fraction > 0); "
-               "`validation`: of `final_val_loss`).\n\n%s",
+               "`validation`: of `final_val_loss`). The alpha ledger of the file: "
+               "`replicate_alpha_spent`, the sum of `level` over the looks taken (rows with an "
+               "interval, the budget's end not counted again: at most `replicate_alpha`), and "
+               "`replicate_looks_taken`, how many; a `--resume` under another rule is refused "
+               "naming them (docs/spec.md).\n\n%s",
                head);
     h5v_md_rows(b, decision_cols, N_DECISION_COLS);
 }

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "util/buf.h"
@@ -177,4 +178,19 @@ int journal_decode_decision(const JournalRecord *rec, JournalDecision *d) {
     if (c.bad || c.p != c.end) return -1;
     snprintf(d->note, sizeof d->note, "%.*s", (int)n, note);
     return 0;
+}
+
+double journal_alpha_spent(const JournalDecision *d, int n, int *looks) {
+    double spent = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const JournalDecision *x = &d[i];
+        if (x->look < 0 || !isfinite(x->level) || !isfinite(x->lo) || !isfinite(x->hi) ||
+            !strcmp(x->note, "budget"))
+            continue;
+        spent += x->level;
+        k++;
+    }
+    if (looks) *looks = k;
+    return spent;
 }

@@ -15,8 +15,9 @@
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
- *              two-sided level of the interval), u32 verdict (SeqVerdict), str note (why
- *              a contrast ended without the rule: "budget", "unstable: RUN", or "")
+ *              two-sided level of the interval), u32 verdict (SeqVerdict), str note (the
+ *              pairs the look skipped, "dropped: RUN why; ...", or why a contrast ended
+ *              without the rule: "budget", "unstable: K of MAX seeds dropped, ...", or "")
  * A contrast's decisions come in look order; its last one is its verdict. */
 #ifndef ABLATE_ORCH_JOURNAL_REPLICATE_H
 #define ABLATE_ORCH_JOURNAL_REPLICATE_H
@@ -67,5 +68,12 @@ int journal_replicate_contrast(const JournalRecord *rec, int k, const char **con
  * where none): kind 0 and empty strings in a record without the factorial part. 0 or -1. */
 int journal_replicate_factors(const JournalRecord *rec, int k, JournalContrastFactors *f);
 int journal_decode_decision(const JournalRecord *rec, JournalDecision *d);
+
+/* The alpha ledger of a sweep file: what the rule has spent over the looks it took, from its
+ * decisions (each once). A look is a decision with an interval (look >= 0, finite level and
+ * bounds) other than the budget's end, which restates the last look: it spent d->level for
+ * its contrast, so the family has spent the sum over every contrast's looks (at most
+ * replicate.alpha under one rule). *looks: how many. */
+double journal_alpha_spent(const JournalDecision *d, int n, int *looks);
 
 #endif

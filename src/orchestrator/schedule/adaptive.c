@@ -6,13 +6,17 @@
  * interaction over a grid's cells: contrast.h; paired by seed index) is looked at when
  * seeds 1..n of every configuration it uses have ended durably (ended() is called only
  * after the RUN_END is synced), n = looks[look], with exactly those n paired differences
- * (seq_look), never more: a run that ended beyond n never enters that look. A look either
- * settles the contrast (better, worse, equivalent; unresolved at the last look; unstable
- * when a run of seeds 1..n diverged or was flagged by the instability rule, or has no
- * finite loss) or opens the next look, whose seeds are then handed out to every
- * configuration the contrast uses. A configuration no open contrast uses needs no more
- * seeds: its runs not yet taken are journaled not_needed (the baseline, used by every
- * vs_base contrast, stays needed while any is open). Runs already training when that
+ * (seq_look), never more: a run that ended beyond n never enters that look. A seed index
+ * whose run of any configuration the contrast uses diverged, was flagged by the
+ * instability rule or has no finite loss is dropped from that contrast, and the next seed
+ * index replaces it: a look takes the first n usable seed indices in order (an unusable
+ * baseline seed drops its index from every contrast using the baseline, and runs of that
+ * index no open contrast can use are not trained). A look either settles the contrast
+ * (better, worse, equivalent; unresolved at the last look; unstable when the max seeds
+ * planned hold fewer than n usable indices) or opens the next look, whose seeds are then
+ * handed out to every configuration the contrast uses. A configuration no open contrast
+ * uses needs no more seeds: its runs not yet taken are journaled not_needed (the baseline,
+ * used by every vs_base contrast, stays needed while any is open). Runs already training when that
  * happens finish and are kept, and change nothing. With a budget, once the runs ended so
  * far used budget.core_hours (train_seconds, one core each), no new run starts and the
  * open contrasts end unresolved (note "budget").
@@ -39,6 +43,7 @@
 #include "worker/event_schema.h"
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
+#include "join_ledger.h"
 #include "scheduler.h"
 #include "orchestrator/plan/sequential.h"
 #include "util/buf.h"
@@ -82,6 +87,7 @@ typedef struct {
     JournalDecision *made; /* --join: every decision this process made, in order */
     size_t n_made, cap_made;
     int n_given; /* --join: runs this process journaled not_needed */
+    int dropped; /* a run ended unusable since the last settle (its pair is dropped) */
 } Adaptive;
 
 static int run_at(const Adaptive *a, int config, int k) {
@@ -93,29 +99,121 @@ static double rule_loss(const Adaptive *a, const SchedRun *r) {
     return contrasts_loss(a->c.split, r->final_val_loss, r->final_test_loss);
 }
 
-/* Contrast j's paired differences (contrast.h: for vs_base configuration - baseline) of
- * seeds 1..n into a->d: 1 all there, 0 some run of its configurations not ended yet, -1 a run
- * unstable or without a finite loss (named in why). */
+/* Seed index k of contrast j is usable when the runs of seed k of every configuration the
+ * contrast uses ended done, not flagged unstable, with a finite loss; it is dropped when any
+ * of them ended otherwise (diverged, flagged by the instability rule, no finite loss),
+ * whatever the others did; else it is not known yet (a run not ended, failed, or not a run
+ * here). */
+enum { PAIR_WAIT, PAIR_USABLE, PAIR_DROPPED };
+
+static int usable(const Adaptive *a, const SchedRun *r) {
+    return !r->unstable && r->status == RUN_DONE && isfinite(rule_loss(a, r));
+}
+
+/* Why a run that ended is not usable, for the note: "diverged", "unstable", "no finite
+ * loss"; NULL when it is usable. */
+static const char *unusable_why(const Adaptive *a, const SchedRun *r) {
+    if (r->status == RUN_DIVERGED) return "diverged";
+    if (r->unstable) return "unstable";
+    if (r->status != RUN_DONE || !isfinite(rule_loss(a, r))) return "no finite loss";
+    return NULL;
+}
+
+static int ended_unusable(const Adaptive *a, int run) {
+    return run >= 0 && a->st[run] == R_ENDED && !usable(a, &a->base.runs[run]);
+}
+
+/* The run of seed k that drops it from contrast j (the baseline's first, then the terms' in
+ * order), or -1. */
+static int dropping_run(const Adaptive *a, int j, int k) {
+    const Contrast *x = &a->c.list[j];
+    if (contrasts_uses(&a->c, j, a->c.baseline) && ended_unusable(a, run_at(a, a->c.baseline, k)))
+        return run_at(a, a->c.baseline, k);
+    for (int t = 0; t < x->n_groups * x->group_size; t++) {
+        int r = run_at(a, x->terms[t].config, k);
+        if (ended_unusable(a, r)) return r;
+    }
+    return -1;
+}
+
+static int pair_state(const Adaptive *a, int j, int k) {
+    if (dropping_run(a, j, k) >= 0) return PAIR_DROPPED;
+    const Contrast *x = &a->c.list[j];
+    for (int t = 0; t < x->n_groups * x->group_size; t++) {
+        int r = run_at(a, x->terms[t].config, k);
+        if (r < 0 || a->st[r] != R_ENDED) return PAIR_WAIT;
+    }
+    return PAIR_USABLE;
+}
+
+/* Appends "NAME why" of a dropped seed to the note (at most JOURNAL_NOTE_MAX - 1 bytes; a
+ * list cut short ends with "..."). */
+static void note_drop(const Adaptive *a, int run, char *note, size_t wn) {
+    const SchedRun *r = &a->base.runs[run];
+    size_t len = strlen(note);
+    if (len + 4 >= wn || (len >= 3 && !strcmp(note + len - 3, "..."))) return;
+    int w = snprintf(note + len, wn - len, "%s%s %s", note[len ? len - 1 : 0] == ':' ? " " : "; ",
+                     r->name, unusable_why(a, r));
+    if (w < 0 || (size_t)w >= wn - len) snprintf(note + (wn - 4 > len ? wn - 4 : len), 4, "...");
+}
+
+/* Contrast j's paired differences (contrast.h: for vs_base configuration - baseline) of the
+ * first n usable seed indices, in order, into a->d: a dropped index (docs/spec.md
+ * "replicate") is skipped and the next one replaces it, up to the max seeds planned. 1 all
+ * there (why lists the indices dropped before the n-th, "" when none), 0 an index before
+ * the n-th usable one not known yet, -1 fewer than n usable indices in all the planned seeds
+ * (why: "unstable: K of MAX seeds dropped: RUN why; ..."). */
 static int pairs(Adaptive *a, int j, int n, char *why, size_t wn) {
     const Contrast *x = &a->c.list[j];
-    int nt = x->n_groups * x->group_size;
-    for (int k = 0; k < n; k++)
-        for (int t = 0; t < nt; t++) {
-            int r = run_at(a, x->terms[t].config, k);
-            if (r < 0 || a->st[r] != R_ENDED) return 0;
-        }
-    for (int k = 0; k < n; k++) {
-        for (int t = 0; t < nt; t++) {
-            const SchedRun *r = &a->base.runs[run_at(a, x->terms[t].config, k)];
-            if (r->unstable || r->status != RUN_DONE || !isfinite(rule_loss(a, r))) {
-                snprintf(why, wn, "unstable: %s", r->name);
-                return -1;
-            }
-            a->loss[x->terms[t].config] = rule_loss(a, r);
-        }
-        a->d[k] = contrasts_diff(&a->c, j, a->loss);
+    int nt = x->n_groups * x->group_size, m = 0, dropped = 0;
+    why[0] = '\0';
+    for (int k = 0; k < a->c.n_seeds && m < n; k++) {
+        int ps = pair_state(a, j, k);
+        if (ps == PAIR_WAIT) return 0;
+        m += ps == PAIR_USABLE;
     }
-    return 1;
+    m = 0;
+    for (int k = 0; k < a->c.n_seeds && m < n; k++) {
+        int bad = dropping_run(a, j, k);
+        if (bad >= 0) {
+            if (!dropped++) snprintf(why, wn, "dropped:");
+            note_drop(a, bad, why, wn);
+            continue;
+        }
+        for (int t = 0; t < nt; t++)
+            a->loss[x->terms[t].config] =
+                rule_loss(a, &a->base.runs[run_at(a, x->terms[t].config, k)]);
+        a->d[m++] = contrasts_diff(&a->c, j, a->loss);
+    }
+    if (m == n) return 1;
+    snprintf(why, wn, "unstable: %d of %d seeds dropped:", dropped, a->c.n_seeds);
+    for (int k = 0; k < a->c.n_seeds; k++) {
+        int bad = dropping_run(a, j, k);
+        if (bad >= 0) note_drop(a, bad, why, wn);
+    }
+    return -1;
+}
+
+/* How many seed indices contrast j's next look needs: the n-th index not known to be
+ * dropped, n = looks[look] (the max seeds when fewer remain). */
+static int span(const Adaptive *a, int j) {
+    int n = a->rep->looks[a->look[j]], m = 0;
+    for (int k = 0; k < a->c.n_seeds; k++)
+        if (pair_state(a, j, k) != PAIR_DROPPED && ++m == n) return k + 1;
+    return a->c.n_seeds;
+}
+
+/* Seed k of configuration c trains for no contrast: every open contrast using c has seed k
+ * dropped by another configuration's run (the baseline's, shared by every vs_base one). */
+static int pair_dead(const Adaptive *a, int c, int k) {
+    int open = 0;
+    for (int j = 0; j < a->c.n_contrasts; j++) {
+        if (a->verdict[j] != SEQ_OPEN || !contrasts_uses(&a->c, j, c)) continue;
+        open = 1;
+        int r = dropping_run(a, j, k);
+        if (r < 0 || r == run_at(a, c, k)) return 0;
+    }
+    return open;
 }
 
 static void decide(Adaptive *a, const JournalDecision *d) {
@@ -154,8 +252,8 @@ static void update_need(Adaptive *a) {
         a->need[c] = 0;
     for (int j = 0; j < a->c.n_contrasts; j++) {
         if (a->verdict[j] != SEQ_OPEN) continue;
+        int n = span(a, j);
         const Contrast *x = &a->c.list[j];
-        int n = a->rep->looks[a->look[j]];
         for (int t = 0; t < x->n_groups * x->group_size; t++)
             if (n > a->need[x->terms[t].config]) a->need[x->terms[t].config] = n;
     }
@@ -233,7 +331,9 @@ static void settle(Adaptive *a, int cfg) {
     a->settling = 1;
     do {
         a->resettle = 0;
-        int changed = cfg < 0;
+        /* a dropped pair moves the seeds wanted even without a decision */
+        int changed = cfg < 0 || a->dropped;
+        a->dropped = 0;
         for (int j = 0; j < a->c.n_contrasts; j++)
             if (cfg < 0 || contrasts_uses(&a->c, j, cfg)) changed |= try_looks(a, j);
         changed |= end_budget(a);
@@ -261,6 +361,24 @@ static void record_result(Adaptive *a, int run, RunStatus status, double loss, d
     a->used += seconds;
 }
 
+/* An ended run that cannot pair (a baseline seed drops its index from every contrast using
+ * the baseline, another configuration's from the contrasts using it): said when its result
+ * comes in (each look's note lists the indices it skipped), and the seeds wanted are
+ * recomputed at the next settle. */
+static void say_dropped(Adaptive *a, int run) {
+    const SchedRun *r = &a->base.runs[run];
+    int p = a->pos[run];
+    if (p < 0 || a->st[run] != R_ENDED || usable(a, r)) return;
+    a->dropped = 1;
+    int cfg = p / a->c.n_seeds, k = p % a->c.n_seeds;
+    log_info("replicate: %s %s: seed index %d is dropped from %s; the next seed index "
+             "replaces it where a look needs one (at most %d seeds per configuration)",
+             r->name, unusable_why(a, r), k,
+             cfg == a->c.baseline ? "every contrast using the baseline"
+                                  : "the contrasts using its configuration",
+             a->c.n_seeds);
+}
+
 /* --join: another process finished run (its done claim, or its journal): told to the sweep
  * first (the run is finished there too), then decided from like our own. */
 static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
@@ -270,6 +388,7 @@ static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
     if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
     record_result(a, run, res->status, res->final_val_loss, res->final_test_loss, res->unstable,
                   res->train_seconds);
+    say_dropped(a, run);
     if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
 }
 
@@ -380,7 +499,7 @@ static int a_take(Scheduler *s, double now) {
             while (k < a->c.n_seeds && (run_at(a, c, k) < 0 || a->st[run_at(a, c, k)] != R_TODO))
                 k++;
             a->next[c] = k;
-            while (k < a->need[c] && !wanted(a, run_at(a, c, k), now))
+            while (k < a->need[c] && (!wanted(a, run_at(a, c, k), now) || pair_dead(a, c, k)))
                 k++;
             if (k < a->need[c] && (best < 0 || k < best_k)) best = c, best_k = k;
         }
@@ -414,7 +533,7 @@ static int a_more(Scheduler *s) {
     for (int c = 0; c < a->c.n_configs; c++)
         for (int k = a->next[c]; k < a->need[c]; k++) {
             int r = run_at(a, c, k);
-            if (r >= 0 && a->st[r] == R_TODO) return 1;
+            if (r >= 0 && a->st[r] == R_TODO && !pair_dead(a, c, k)) return 1;
         }
     return any_elsewhere(a);
 }
@@ -462,6 +581,7 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     if (a->st[run] != R_ENDED) {
         record_result(a, run, end->status, end->final_val_loss, end->final_test_loss,
                       sched_unstable(end), end->train_seconds);
+        say_dropped(a, run);
         if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
     }
     if (a->inner) sched_ended(a->inner, run, end);
@@ -664,6 +784,11 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
             return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
         }
         jc.replicate = a->rule_text;
+        /* another rule: refused at its key, with what the sweep's rule has spent */
+        if (join_ledger_check(cfg->out_path, cfg->plan->spec, a->rule_text, err) != 0) {
+            a_close(&a->base);
+            return NULL;
+        }
         if (!(a->inner = sched_joined_open(&jc, &ih, journal, err))) {
             a_close(&a->base);
             return NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "join.h"
+#include "join_ledger.h"
 
 Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char journal[ABL_PATH_MAX],
                           char err[ABL_ERR_MAX]) {
@@ -19,9 +20,13 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
         return NULL;
     }
     /* a joined replicate: sweep: every process decides from the results in the claims */
-    if (cfg->join)
-        return replicate ? sched_adaptive_open(cfg, host, journal, err)
-                         : sched_joined_open(cfg, host, journal, err);
+    if (cfg->join && replicate) return sched_adaptive_open(cfg, host, journal, err);
+    if (cfg->join) { /* a sweep a rule decided is not joined without one (its ledger said) */
+        if (cfg->plan && cfg->plan->spec &&
+            join_ledger_check(cfg->out_path, cfg->plan->spec, NULL, err) != 0)
+            return NULL;
+        return sched_joined_open(cfg, host, journal, err);
+    }
     char dir[ABL_PATH_MAX];
     if (join_exists(cfg->out_path) && !cfg->force) {
         journal_dir_for(cfg->out_path, dir, sizeof dir);
