@@ -272,9 +272,16 @@ TEST(look_skewed) {
     CHECK_REL(s.skew, 1.3389722485006357, 1e-12);
     CHECK_REL(r.crit_eq[3], 3.8868401131273864, 1e-10);
     CHECK_REL(s.two_lo, -0.0031867178026090143, 1e-9); /* the t bound */
-    CHECK_REL(s.two_hi, 0.009477847634089483, 1e-9);   /* t's: 0.0038534 */
     CHECK_REL(s.eq_lo, -0.0028522568286360435, 1e-9);  /* the t bound */
-    CHECK_REL(s.eq_hi, 0.009213746891896071, 1e-9);    /* t's: 0.0035189 */
+    /* Hall's upper bounds, 0.009477847634089483 (t's: 0.0038534) and 0.009213746891896071
+     * (t's: 0.0035189), lie beyond SEQ_SKEW_MAX_WIDEN times the t half-width: capped there */
+    double half2 = r.crit[3] * s.sd / sqrt(12.0), half1 = r.crit_eq[3] * s.sd / sqrt(12.0);
+    CHECK_REL(s.diff - half2, -0.0031867178026090143, 1e-9);
+    CHECK_REL(s.diff - half1, -0.0028522568286360435, 1e-9);
+    CHECK(s.diff + SEQ_SKEW_MAX_WIDEN * half2 < 0.009477847634089483);
+    CHECK(s.diff + SEQ_SKEW_MAX_WIDEN * half1 < 0.009213746891896071);
+    CHECK_REL(s.two_hi, s.diff + SEQ_SKEW_MAX_WIDEN * half2, 1e-12);
+    CHECK_REL(s.eq_hi, s.diff + SEQ_SKEW_MAX_WIDEN * half1, 1e-12);
     /* the mirror image: the mirror interval, bit for bit */
     CHECK(m.skew == -s.skew && m.two_lo == -s.two_hi && m.two_hi == -s.two_lo &&
           m.eq_lo == -s.eq_hi && m.eq_hi == -s.eq_lo);
@@ -286,6 +293,26 @@ TEST(look_skewed) {
     CHECK(again.diff == s.diff && again.sd == s.sd && again.skew == s.skew &&
           again.two_lo == s.two_lo && again.two_hi == s.two_hi && again.eq_lo == s.eq_lo &&
           again.eq_hi == s.eq_hi && again.verdict == s.verdict);
+}
+
+/* The quickstart's layers1 contrast at its last look (looks 3, 5, 8; alpha 0.05 over 3
+ * contrasts): eight differences between +0.020 and +0.058, sample skewness G1 -0.78. Hall's
+ * inverse alone put the lower bound at -0.014 (1 + g c / sqrt(n) < 0: past the cubic's turning
+ * point), so "unresolved" though every seed says worse; capped at twice the t half-width it
+ * stays above 0, and the verdict is worse. */
+TEST(look_skew_capped) {
+    char err[ABL_ERR_MAX];
+    SeqRule r;
+    static const int looks[3] = {3, 5, 8};
+    CHECK(seq_rule_init(&r, looks, 3, 0.05, 0.03, 3, err) == 0);
+    static const double d[8] = {0.0582, 0.0485, 0.0310, 0.0459, 0.0491, 0.0549, 0.0372, 0.0203};
+    SeqDecision s = seq_look(&r, 2, d);
+    CHECK(s.skew < -0.75 && s.skew > -0.8);
+    double half = r.crit[2] * s.sd / sqrt(8.0);
+    CHECK_REL(s.two_lo, s.diff - SEQ_SKEW_MAX_WIDEN * half, 1e-12);
+    CHECK_REL(s.two_hi, s.diff + half, 1e-12); /* the short tail's side: the t bound */
+    CHECK_MSG(s.verdict == SEQ_WORSE && s.two_lo > 0, "verdict %s, interval [%g, %g]",
+              seq_verdict_name(s.verdict), s.two_lo, s.two_hi);
 }
 
 /* ------------------------------------------------------------ the simulation */

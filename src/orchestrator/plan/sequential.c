@@ -103,14 +103,16 @@ static double hall_inverse(double y, double g, int n) {
 }
 
 /* The interval at critical value c: Hall's, widened to the t interval where that is wider
- * (the correction only ever moves a bound outwards). */
+ * (the correction only ever moves a bound outwards), and moved out by at most
+ * SEQ_SKEW_MAX_WIDEN times the t half-width (also where Hall's inverse has no real root). */
 static void interval(double mean, double sd, double g, int n, double c, double *lo, double *hi) {
-    double rn = sqrt((double)n);
+    double rn = sqrt((double)n), half = c * sd / rn;
     double lo_h = mean - sd * hall_inverse(c / rn, g, n);
     double hi_h = mean - sd * hall_inverse(-c / rn, g, n);
-    double lo_t = mean - c * sd / rn, hi_t = mean + c * sd / rn;
-    *lo = lo_h < lo_t ? lo_h : lo_t;
-    *hi = hi_h > hi_t ? hi_h : hi_t;
+    double lo_t = mean - half, hi_t = mean + half;
+    double lo_cap = mean - SEQ_SKEW_MAX_WIDEN * half, hi_cap = mean + SEQ_SKEW_MAX_WIDEN * half;
+    *lo = lo_h < lo_t ? (lo_h > lo_cap ? lo_h : lo_cap) : lo_t;
+    *hi = hi_h > hi_t ? (hi_h < hi_cap ? hi_h : hi_cap) : hi_t;
 }
 
 SeqDecision seq_look(const SeqRule *r, int look, const double *d) {

@@ -11,7 +11,8 @@
  *   otherwise                  open (unresolved at the last look)
  * The interval is not the symmetric t interval: it is inverted from Hall's (1992)
  * skewness-removing transformation of the t statistic, with SEQ_SKEW_FACTOR times the
- * sample skewness, and never narrower than the t interval on either side (docs/analysis.md
+ * sample skewness, never narrower than the t interval on either side and never more than
+ * SEQ_SKEW_MAX_WIDEN times as wide as it (docs/analysis.md
  * gives the formulas and the simulation that chose them): the t interval alone lets a
  * skewed distribution of the differences, or one-sided loss spikes, through at the small
  * levels the rule spends. "better/worse" are read off the two-sided interval at the look's
@@ -68,6 +69,14 @@ typedef struct {
  * 1.5, 2, 2.5 and 3, the smallest that held alpha at skewness 1 in the simulation (1 does
  * not: the skewness of 5-20 values underestimates the true one); each step up costs power. */
 #define SEQ_SKEW_FACTOR 1.5
+
+/* The most the correction moves a bound out: SEQ_SKEW_MAX_WIDEN times the t interval's
+ * half-width. Hall's inverse grows without bound as 1 + g c / sqrt(n) nears 0, far outside
+ * the first-order expansion it comes from, and the sample skewness of 5-8 differences is
+ * noisy (its sd is ~0.75 at 8): uncapped, the quickstart's eight differences of +0.020 to
+ * +0.058 (skewness -0.78) got the interval [-0.014, +0.058] where t gives [+0.028, +0.058].
+ * The simulation (docs/analysis.md) holds alpha with the cap at 2 as without it. */
+#define SEQ_SKEW_MAX_WIDEN 2.0
 
 /* Fills r and checks its arguments. 0, or -1 with a one-line message naming the bad
  * argument (the spec reader prefixes file, line and key). */
