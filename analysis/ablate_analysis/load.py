@@ -174,6 +174,54 @@ class Sweep:
         cols = ["config", "group", "variant"] + self.axes
         return self.runs.drop_duplicates("config")[cols].reset_index(drop=True)
 
+    def tuning_runs(self):
+        """Boolean Series over /runs: True for a tune: sweep's tuning runs (docs/spec.md,
+        "tune"), named `<configuration>/tune/<knob>=<value>.../seed<N>`: the segment `tune`
+        followed by a segment per tuned knob (the short names /tuning's `knobs` lists). A
+        file with /runs' `tune_rung` column says it directly (>= 0: a tuning run)."""
+        none = pd.Series(False, index=self.runs.index)
+        if self.tuning is None or not len(self.runs):
+            return none
+        if "tune_rung" in self.runs:
+            return self.runs["tune_rung"].fillna(-1).astype(int) >= 0
+        knobs = set()
+        for k in self.tuning["knobs"].astype(str):
+            knobs.update(x.strip().rpartition(".")[2] for x in k.split(",") if x.strip())
+
+        def tuning_name(name):
+            parts = str(name).split("/")[:-1]
+            for i, p in enumerate(parts):
+                tail = parts[i + 1:]
+                if p == "tune" and tail and all(t.partition("=")[0] in knobs for t in tail):
+                    return True
+            return False
+        return self.runs["name"].map(tuning_name).astype(bool)
+
+    def comparison(self):
+        """This sweep without a tune: sweep's tuning runs (tuning_runs): the runs whose
+        contrasts, curves and tables the report's sections read (the tuning runs have a
+        section of their own). A grid axis only the tuning runs' names have (the tuned
+        knob's value) is dropped. The sweep itself when it has no tuning runs."""
+        mask = self.tuning_runs()
+        if not mask.any():
+            return self
+        import copy
+        sw = copy.copy(self)
+        keep = self.runs[~mask]
+        idx = set(keep["index"])
+        sw.runs = keep.reset_index(drop=True)
+        for t in ("steps", "evals", "acts", "val_acts", "attn", "samples"):
+            df = getattr(self, t)
+            if df is not None and len(df) and "run" in df:
+                setattr(sw, t, df[df["run"].isin(idx)].reset_index(drop=True))
+        used = [a for a in self.axes if a in keep and
+                keep[a].astype(str).replace({"nan": "", "None": ""}).ne("").any()]
+        sw.axes = used
+        if hasattr(self, "axis_columns"):
+            sw.axis_columns = {k: c for k, c in self.axis_columns.items() if c in used}
+        sw.n_tuning_runs = int(mask.sum())
+        return sw
+
     def __repr__(self):
         counts = self.runs["status"].value_counts().to_dict()
         return "<Sweep %s: %d runs %s, %d configurations, status %s>" % (

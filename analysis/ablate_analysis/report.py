@@ -196,7 +196,10 @@ CONTRAST_COLUMNS = [
 class Report:
     def __init__(self, sw, outdir, baseline=None, only=(), exclude=(), log_y=False,
                  family=(), watch=None):
-        self.sw = sw
+        # a tune: sweep's tuning runs have their own section (tuning): every other one,
+        # contrasts and their Holm family first, reads the comparison runs only
+        self.all_sw = sw
+        self.sw = sw.comparison()
         self.dir = outdir
         self.baseline = baseline
         self.family = list(family)
@@ -244,14 +247,19 @@ class Report:
         self.w("", "")
 
     def overview(self):
-        sw = self.sw
+        sw = self.all_sw  # the tuning runs too: they are runs the sweep trained
         status, compute, bad = A.overview(sw)
         desc = sw.description
         self.w("## Overview", "")
+        n_tuning = getattr(self.sw, "n_tuning_runs", 0)
         self.w("File %s (schema version %d), sweep status **%s**, %d runs in %d "
-               "configurations." % (md_code(os.path.basename(sw.path)), sw.schema_version,
-                                    md_text(sw.status),
-                                    len(sw.runs), sw.runs["config"].nunique()), "")
+               "configurations%s." % (md_code(os.path.basename(sw.path)), sw.schema_version,
+                                      md_text(sw.status), len(sw.runs),
+                                      self.sw.runs["config"].nunique(),
+                                      "; %d of the runs are tuning runs (their own section, "
+                                      "Tuning; every other section reads the %d comparison "
+                                      "runs)" % (n_tuning, len(self.sw.runs))
+                                      if n_tuning else ""), "")
         if desc:
             self.w("Description: %s" % md_text(desc), "")
         self.w("Provenance (build, libraries, hosts, data files): [at the end](#provenance).",
@@ -943,8 +951,9 @@ def write_report(sw, outdir, baseline=None, **options):
 
 
 def _write(sw, outdir, baseline=None, **options):
-    bmap, _ = A.baseline_map(sw, baseline)  # fail early on a bad --baseline or --family
-    A.family_map(sw, bmap, options.get("family", ()))
+    comp = sw.comparison()  # what the contrasts read (Report)
+    bmap, _ = A.baseline_map(comp, baseline)  # fail early on a bad --baseline or --family
+    A.family_map(comp, bmap, options.get("family", ()))
     rep = Report(sw, outdir, baseline, **options)
     rep.path = rep.write()
     if getattr(rep, "page_note", None):

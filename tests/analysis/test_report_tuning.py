@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweeps as W  # noqa: E402
 import common as C  # noqa: E402
 from ablate_analysis import tuning as T  # noqa: E402
+import ablate_analysis as aa  # noqa: E402
 
 FILES = {}
 
@@ -96,6 +97,16 @@ def test_report():
     assert os.path.isfile(os.path.join(rep, "tuning.png"))
     csv = pd.read_csv(os.path.join(rep, "tuning.csv"))
     assert len(csv) == 6 and int(csv["chosen"].sum()) == 2
+    # the tuning runs are in their own section only: the contrasts are heads2 against the
+    # baseline, one family of 1 (not each candidate's runs against the baseline's), and the
+    # per-configuration tables and contrasts.csv have the comparison runs' configurations
+    assert "(1 contrasts;" in md.split("\n")[2], md.split("\n")[:4]
+    con = pd.read_csv(os.path.join(rep, "contrasts.csv"))
+    assert list(con["config"]) == ["heads2"] and list(con["baseline"]) == ["baseline"], con
+    assert "/tune/" not in md.split("### Tuning")[0], md.split("### Tuning")[0][:3000]
+    assert "6 of the runs are tuning runs" in md, md[:4000]  # 3 candidates x 2 configurations
+    sw = aa.load(out)
+    assert int(sw.tuning_runs().sum()) == 6 and len(sw.comparison().runs) == 4
     # without tune: no section
     plain = os.path.join(d, "plain.yaml")
     C.write(plain, spec_text(C.corpus_path(d)).split("tune:")[0])
