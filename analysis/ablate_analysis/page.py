@@ -284,6 +284,27 @@ MARGINAL_COLS = [("axis", "axis", None), ("value", "value", None), ("configs", "
                  ("hi", "95% CI hi", 4)]
 
 
+# Where the page places each section of the report's recorded tables (Report.record):
+# "lead" ahead of "Against the baseline" (report.md leads with it too), "verdicts" after
+# it, "configs" after "Per configuration"; any other section after the verdicts.
+SECTION_PLACE = {"factorial": "lead", "scale": "verdicts", "equal_flops": "verdicts",
+                 "tuning": "configs"}
+
+
+def sections(rep):
+    """The report's recorded tables (Report.record) grouped by section, in report order:
+    [{id, title, place, tables: [{id, heading, note, columns, rows}]}]."""
+    out = []
+    for t in getattr(rep, "tables", []):
+        if not out or out[-1]["id"] != t["section"]:
+            out.append({"id": t["section"], "title": t["title"],
+                        "place": SECTION_PLACE.get(t["section"], "verdicts"), "tables": []})
+        df = pd.DataFrame(t["rows"], columns=[c[0] for c in t["columns"]])
+        out[-1]["tables"].append(dict(id=t["id"], heading=t.get("heading"), note=t["note"],
+                                      **_table(df, t["columns"])))
+    return out
+
+
 def page_data(rep):
     """The JSON the page draws, from a Report whose sections have been computed."""
     sw = rep.sw
@@ -407,7 +428,8 @@ def page_data(rep):
                  if getattr(rep, "watch", None) else None},
         "axes": axes, "configs": configs, "runs": run_list, "figures": figures,
         "layers": {"stats": stats, "layers": layers, "lines": layer_lines},
-        "forest": forest, "tables": tables, "samples": samples, "provenance": prov,
+        "forest": forest, "tables": tables, "sections": sections(rep), "samples": samples,
+        "provenance": prov,
     }
 
 

@@ -193,6 +193,35 @@ CONTRAST_COLUMNS = [
 ]
 
 
+# The columns the page shows of the tables Report.record keeps (key, label, digits: None
+# text, -1 integer); --json carries every key of their rows.
+FACTORIAL_COLS = [("effect", "effect", None), ("against", "against", None),
+                  ("verdict", "verdict", None), ("n", "n", -1), ("diff", "difference", 4),
+                  ("lo", "interval lo", 4), ("hi", "interval hi", 4)]
+RUNG_COLS = [("contrast", "contrast", None), ("rung", "rung", -1),
+             ("rung_values", "values", None), ("flops", "training FLOPs", -1), ("n", "n", -1),
+             ("diff", "difference", 4), ("lo", "95% CI lo", 4), ("hi", "95% CI hi", 4)]
+TREND_COLS = [("contrast", "contrast", None), ("n_rungs", "rungs", -1),
+              ("slope", "slope / decade", 4), ("slope_lo", "95% CI lo", 4),
+              ("slope_hi", "95% CI hi", 4), ("df_slope", "df", 1), ("chi2", "χ²", 2),
+              ("dof", "dof", -1), ("verdict", "verdict", None), ("why", "why", None),
+              ("fit_largest", "fit at largest rung", 4), ("fit_largest_lo", "lo", 4),
+              ("fit_largest_hi", "hi", 4),
+              ("extrapolated", "extrapolation: fit at %gx its FLOPs" % SC.EXTRAPOLATE_FACTOR, 4),
+              ("extrapolated_lo", "lo", 4), ("extrapolated_hi", "hi", 4)]
+TUNING_COLS = [("configuration", "configuration", None), ("chosen", "chosen", None),
+               ("val_loss", "val loss", 4), ("candidates_text", "candidates (val loss)", None),
+               ("sign", "sign near the optima", None)]
+EQUAL_FLOPS_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
+                    ("split", "split", None), ("flops", "FLOPs", -1),
+                    ("fraction", "fraction", 3), ("n", "n", -1),
+                    ("loss_config", "val loss (configuration)", 4),
+                    ("loss_baseline", "val loss (baseline)", 4), ("diff", "difference", 4),
+                    ("lo", "95% CI lo", 4), ("hi", "95% CI hi", 4),
+                    ("end_diff", "difference at the end", 4), ("end_lo", "end CI lo", 4),
+                    ("end_hi", "end CI hi", 4)]
+
+
 class Report:
     def __init__(self, sw, outdir, baseline=None, only=(), exclude=(), log_y=False,
                  family=(), watch=None):
@@ -207,6 +236,7 @@ class Report:
         self.only, self.exclude, self.log_y = list(only), list(exclude), log_y
         self.md = []
         self.files = []
+        self.tables = []  # the sections' tables the page and --json carry too (record)
 
     def w(self, *lines):
         self.md.extend(lines)
@@ -216,6 +246,18 @@ class Report:
         df.to_csv(path, index=False)
         self.files.append(name)
         return name
+
+    def record(self, section, title, tid, columns, rows, note="", heading=None):
+        """Records a table of a report.md section for the page (page_data: in the section
+        `section` headed `title`, the table under `heading` when given, with `note`) and
+        --json (under the key `tid`): the rows its markdown table is written from, at full
+        precision, so the three say the same. columns: [(key, label, digits)] the page
+        shows (page.py's tables: digits None for text, -1 for integers); rows: a DataFrame
+        or dicts, every key of which --json carries."""
+        if isinstance(rows, pd.DataFrame):
+            rows = rows.to_dict("records")
+        self.tables.append({"section": section, "title": title, "note": note, "id": tid,
+                            "heading": heading, "columns": list(columns), "rows": list(rows)})
 
     def fig(self, path, alt):
         if path:
@@ -458,7 +500,7 @@ class Report:
                "pair of candidates within the stated factor of each side's optimum (on the "
                "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning."
                % (md_text(knob), md_text(base or "baseline")), "")
-        rows = []
+        rows, recs = [], []
         for c in configs:
             ch = T.chosen(t, c)
             pts = T.curve(t, c)
@@ -466,8 +508,21 @@ class Report:
             rows.append([c or "baseline", ch[2] if ch else "", fnum(ch[1]) if ch else "",
                          ", ".join("%s: %s" % (p[3], fnum(p[1])) for p in pts),
                          "" if sens is None else sens["text"]])
+            recs.append({"configuration": rows[-1][0], "knob": knob, "chosen": rows[-1][1],
+                         "chosen_value": ch[0] if ch else None,
+                         "val_loss": ch[1] if ch else None,
+                         "candidates": [{"value": p[3], "val_loss": p[1]} for p in pts],
+                         "candidates_text": rows[-1][3], "against": None if sens is None
+                         else base or "baseline", "sign": rows[-1][4],
+                         "sign_holds": None if sens is None else sens["holds"]})
         self.w(md_table(["configuration", "chosen", "val loss", "candidates (val loss)",
                          "sign near the optima"], rows))
+        self.record("tuning", "Tuning (%s)" % knob, "tuning", TUNING_COLS, recs,
+                    "Each configuration trained at its own %s, chosen by the lowest mean "
+                    "final validation loss over its tuning seeds (never the test split); "
+                    "the loss is that metric on the tuning seeds. Sign near the optima: "
+                    "whether the difference to %s keeps its sign at every pair of candidates "
+                    "near each side's optimum (tuning.csv)." % (knob, base or "baseline"))
         self.csv(t, "tuning.csv")
         self.fig(T.figure(t, os.path.join(self.dir, "tuning.png")), "tuning curves")
 
@@ -555,9 +610,22 @@ class Report:
         align = ["---", "---", "---", "--:", "--:", "--:"]
         self.w("### Main effects", "")
         self.w(md_table(head, rows(main), align))
+        title = "Main effects and interactions"
+        self.record("factorial", title, "main_effects", FACTORIAL_COLS, main,
+                    heading="Main effects",
+                    note="Main effects: a level of a factor against its base level, per "
+                         "seed averaged over the other factors' levels. The sweep's "
+                         "sequential verdicts; n: seeds per cell at the last look "
+                         "(factorial_contrasts.csv).")
         if len(inter):
             self.w("### Interactions", "")
             self.w(md_table(head, rows(inter), align))
+            self.record("factorial", title, "interactions", FACTORIAL_COLS, inter,
+                        heading="Interactions",
+                        note="Two-way interactions: per seed (LM − L0 − 0M + 00) averaged "
+                             "over the other factors (> 0: together they cost more than "
+                             "their main effects add up to). The interaction plots are "
+                             "report.md's interactions.png.")
             for _, r in inter.iterrows():
                 pair = "%s × %s" % (md_code(r["factor"] + "=" + r["level"]),
                                     md_code(r["factor2"] + "=" + r["level2"]))
@@ -726,6 +794,9 @@ class Report:
         if not len(rungs):
             self.w("No ladder contrasts yet: no configuration and its baseline at the same "
                    "rung both have valid runs.", "")
+            self.record("scale", "Effects against scale", "scale_rungs", RUNG_COLS, rungs,
+                        "No ladder contrasts yet: no configuration and its baseline at the "
+                        "same rung both have valid runs.")
             return
         self.w(md_table(["contrast", "rung", "values", "training FLOPs", "n", "difference",
                          "95% CI"],
@@ -747,6 +818,15 @@ class Report:
                          for _, r in fits.iterrows()],
                         ["---", "--:", "--:", "--:", "--:", "--:", "---", "---", "--:",
                          "--:"]))
+        title = "Effects against scale"
+        self.record("scale", title, "scale_rungs", RUNG_COLS, rungs, heading="Per rung",
+                    note="Difference = configuration − baseline at the same rung of the "
+                         "ladder, paired by seed, 95% t interval (ladder_rungs.csv).")
+        self.record("scale", title, "scale_trends", TREND_COLS, fits, heading="Trend",
+                    note="Weighted least squares of the difference against "
+                         "log10(training FLOPs), slope per decade of compute with its 95% "
+                         "interval; verdict by the rule of docs/analysis.md. Fits beyond "
+                         "the largest rung are extrapolation (ladder_trends.csv).")
         self.csv(rungs, "ladder_rungs.csv")
         self.csv(fits, "ladder_trends.csv")
 
@@ -827,6 +907,14 @@ class Report:
                           fci(r["end_lo"], r["end_hi"])] for _, r in t.iterrows()],
                         ["---", "---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "--:",
                          "--:"]))
+        self.record("equal_flops", "Against the baseline at equal FLOPs", "equal_flops",
+                    EQUAL_FLOPS_COLS, t,
+                    "Each run's validation loss at common cumulative training FLOPs "
+                    "(linearly interpolated between its evaluations): the largest every run "
+                    "of the contrast reached (fraction 1) and fractions of it. Difference = "
+                    "configuration − baseline, paired by seed, 95% t interval (not "
+                    "corrected for the family); at the end: the final validation loss's "
+                    "paired difference over the same seeds (contrasts_equal_flops.csv).")
         self.csv(t, "contrasts_equal_flops.csv")
 
     def figures(self):
@@ -1047,11 +1135,28 @@ def _records(df):
     return recs
 
 
+def _plain(v):
+    """v (a table cell: a number, text, a list or dict of them) as JSON takes it: numpy
+    scalars as Python's, non-finite numbers as None."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
 def verdict_json(rep):
     """The verdicts for scripts: the report's files, the baseline sentence, the verdicts in
     a sentence and each contrast's row of contrasts.csv (full precision; NaN as null). For
     a replicate: sweep these are its own sequential verdicts (`"verdicts": "sequential"`),
-    and the fixed-sample re-test of the same runs is `fixed_sample_contrasts`."""
+    and the fixed-sample re-test of the same runs is `fixed_sample_contrasts`. Each table
+    the report's other sections recorded (Report.record: main_effects, interactions,
+    scale_rungs, scale_trends, tuning, equal_flops) is a key of its own, its rows as
+    report.md's table is written from them, when the report has that section."""
     import json
     seq = getattr(rep, "seq", None)
     out = {"report": rep.path, "page": rep.page, "baseline": rep.baseline_why,
@@ -1060,6 +1165,8 @@ def verdict_json(rep):
            "contrasts": _records(rep.contrasts if seq is None else seq)}
     if seq is not None:
         out["fixed_sample_contrasts"] = _records(rep.contrasts)
+    for t in getattr(rep, "tables", []):
+        out[t["id"]] = _plain(t["rows"])
     return json.dumps(out, indent=1, allow_nan=False) + "\n"
 
 
