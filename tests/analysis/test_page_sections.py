@@ -7,7 +7,9 @@ scale_trends, tuning, equal_flops) and no other, each row equal to the CSV the s
 writes, at full precision; and report.html, loaded in headless Chromium (skipped where
 absent), shows each as its own titled section, placed as report.md places it (the factorial
 one ahead of "Against the baseline", scale and equal FLOPs after it, tuning after "Per
-configuration"), whose table rows are the CSV's (text and values) and report.md's.
+configuration"), whose table rows are the CSV's (text and values) and report.md's; a
+factorial sweep's verdicts (main effects and interactions, no configuration of the
+legend's) are all in the verdict table and the forest plot.
 Run one case alone: test_page_sections.py NAME."""
 import json
 import os
@@ -119,8 +121,9 @@ def page_tables(d):
         titles = drv.execute_script(
             "return Object.fromEntries([...document.querySelectorAll('#main > section')]"
             ".map(s => [s.id, s.querySelector('h2').textContent]))")
+        forest = drv.execute_script("return document.querySelectorAll('#forest circle').length")
         errors = drv.execute_script("return window.ablateReport.errors")
-        return order, tables, titles, errors + TP.console_errors(drv)
+        return order, tables, titles, forest, errors + TP.console_errors(drv)
     finally:
         drv.quit()
 
@@ -136,7 +139,7 @@ NUMS = {"main_effects": ("diff", "lo", "hi"), "interactions": ("diff", "lo", "hi
 def check_page(d, j, md, want):
     """Each table of `want` is on the page in its own section, placed as report.md places
     it, with the rows of --json (the CSV's, checked above) and of report.md."""
-    order, tables, titles, errors = page_tables(d)
+    order, tables, titles, forest, errors = page_tables(d)
     assert errors == [], errors
     for _, key, sec in KEYS:
         assert (key in tables) == (key in want), (key, sorted(tables))
@@ -163,14 +166,14 @@ def check_page(d, j, md, want):
                 val = cells[k][1]
                 assert val is not None and abs(float(val) - r[k]) <= 1e-9 * max(1, abs(r[k])), \
                     (key, k, val, r[k])
-    return titles
+    return titles, tables, forest
 
 
 def test_equal_flops():
     """The committed variants sweep: the equal-FLOPs section and no other of these."""
     d, j, md = report(W.fixture("variants", FILES["dir"]), "variants")
     check_json(d, j, md, ["equal_flops"])
-    titles = check_page(d, j, md, ["equal_flops"])
+    titles = check_page(d, j, md, ["equal_flops"])[0]
     assert titles["equal_flops"] == "Against the baseline at equal FLOPs", titles
 
 
@@ -191,8 +194,13 @@ def test_factorial():
     want = [k for h, k, _ in KEYS if h in md]
     assert want[:2] == ["main_effects", "interactions"], want
     check_json(d, j, md, want)
-    titles = check_page(d, j, md, want)
+    titles, tables, forest = check_page(d, j, md, want)
     assert titles["factorial"] == "Main effects and interactions", titles
+    # the sweep's verdicts are the effects (no configuration of the legend's): all shown,
+    # in the table and the forest plot, not hidden as if the legend had toggled them off
+    assert [r[0][1] for r in tables["verdict"]] == [c["config"] for c in j["contrasts"]], \
+        (tables["verdict"], j["contrasts"])
+    assert forest == len(j["contrasts"]), (forest, j["contrasts"])
     assert [r["effect"] for r in j["main_effects"]] == \
         ["model.activation=gelu", "model.position=rope"], j["main_effects"]
 
@@ -205,7 +213,7 @@ def test_ladder():
     want = [k for h, k, _ in KEYS if h in md]
     assert want[:2] == ["scale_rungs", "scale_trends"], want
     check_json(d, j, md, want)
-    titles = check_page(d, j, md, want)
+    titles = check_page(d, j, md, want)[0]
     assert titles["scale"] == "Effects against scale", titles
     assert [r["rung"] for r in j["scale_rungs"]] == [1, 2, 3], j["scale_rungs"]
 
@@ -223,7 +231,7 @@ def test_tuning():
     want = [k for h, k, _ in KEYS if h in md]
     assert "tuning" in want, want
     check_json(d, j, md, want)
-    titles = check_page(d, j, md, want)
+    titles = check_page(d, j, md, want)[0]
     assert titles["tuning"] == "Tuning (train.lr)", titles
     assert [r["configuration"] for r in j["tuning"]] == ["baseline", "heads2"], j["tuning"]
     assert j["tuning"][1]["sign"].startswith(("holds for train.lr", "flips at train.lr")), \
