@@ -135,6 +135,21 @@ TEST(malformed) {
     CHECK(le_read_u8(&r) == 0 && r.bad);
 }
 
+/* A str into a fixed field: fits with its NUL, or -1 (too long for it; a bad reader). */
+TEST(str_into) {
+    Buf b = {0};
+    le_buf_str(&b, "host-a", 6);
+    le_buf_str(&b, "toolong", 7);
+    CHECK(!b.oom);
+    LeReader r = le_reader(b.p, b.len);
+    char out[7];
+    CHECK(le_read_str_into(&r, out, sizeof out) == 0 && !strcmp(out, "host-a"));
+    CHECK(le_read_str_into(&r, out, sizeof out) == -1); /* 7 bytes and a NUL: 8 */
+    LeReader empty = le_reader(b.p, 2);                 /* a length cut short */
+    CHECK(le_read_str_into(&empty, out, sizeof out) == -1 && empty.bad);
+    free(b.p);
+}
+
 int main(int argc, char **argv) {
     return test_main(argc, argv, "test_le");
 }

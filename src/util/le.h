@@ -174,4 +174,15 @@ static inline const char *le_read_str(LeReader *r, size_t *len) {
     return s ? (const char *)s : "";
 }
 
+/* A str into out (NUL-terminated): 0, or -1 if the reader is bad or it does not fit in cap
+ * bytes with its NUL (a record's fixed-size text field). */
+static inline int le_read_str_into(LeReader *r, char *out, size_t cap) {
+    size_t n;
+    const char *s = le_read_str(r, &n);
+    if (r->bad || n >= cap) return -1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return 0;
+}
+
 #endif

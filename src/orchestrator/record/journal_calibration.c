@@ -36,30 +36,22 @@ int journal_append_calibration(Journal *j, const JournalCalibration *c) {
     return rc;
 }
 
-/* A string field into a fixed buffer; -1 if it does not fit. */
-static int read_s(LeReader *c, char *out, size_t cap) {
-    size_t n;
-    const char *s = le_read_str(c, &n);
-    if (c->bad || n >= cap) return -1;
-    memcpy(out, s, n);
-    out[n] = '\0';
-    return 0;
-}
-
 int journal_decode_calibration(const JournalRecord *rec, JournalCalibration *c) {
     if (rec->type != JREC_CALIBRATION) return -1;
     LeReader r = le_reader(rec->payload, rec->len);
     memset(c, 0, sizeof *c);
-    if (read_s(&r, c->group, sizeof c->group) || read_s(&r, c->config, sizeof c->config)) return -1;
+    if (le_read_str_into(&r, c->group, sizeof c->group) ||
+        le_read_str_into(&r, c->config, sizeof c->config))
+        return -1;
     c->trial = (int)le_read_u32(&r);
     c->t.steps = (int)le_read_u32(&r);
     c->warmup = (int)le_read_u32(&r);
     c->t.tokens_per_s = le_read_f64(&r);
     c->t.seconds = le_read_f64(&r);
     c->t.load1 = le_read_f64(&r);
-    if (r.bad || read_s(&r, c->t.host, sizeof c->t.host) ||
-        read_s(&r, c->t.blas_core, sizeof c->t.blas_core) ||
-        read_s(&r, c->t.utc, sizeof c->t.utc) || r.p != r.end || c->trial < 1)
+    if (r.bad || le_read_str_into(&r, c->t.host, sizeof c->t.host) ||
+        le_read_str_into(&r, c->t.blas_core, sizeof c->t.blas_core) ||
+        le_read_str_into(&r, c->t.utc, sizeof c->t.utc) || r.p != r.end || c->trial < 1)
         return -1;
     return 0;
 }
