@@ -314,6 +314,38 @@ TEST(next_look_and_unstable) {
     close_fx(&f);
 }
 
+/* A resumed sweep keeps the rule version it began with (from its
+ * journal, sched_adaptive_rule_version): "same" settles as equivalent under both, but version 1
+ * reads it off the two-sided interval and this binary's off the TOST one (the one-sided critical
+ * value): the interval's width goes as crit to crit_eq of the rule (sequential.h). */
+TEST(rule_version_kept) {
+    double width[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        Fx f;
+        char err[ABL_ERR_MAX];
+        CHECK_MSG(open_fx(&f, "", NULL, err) == 0, "%s", err);
+        if (!f.s) return;
+        if (v == 0) CHECK(sched_adaptive_rule_version(f.s, 1) == 0);
+        CHECK_CMP(sched_start(f.s, f.runs, f.plan.n_runs), ==, 0);
+        for (int run; (run = sched_take(f.s, 0)) >= 0;) {
+            EndEvent e = end_of(run, 1);
+            sched_ended(f.s, run, &e);
+        }
+        for (int i = 0; i < f.n_dec; i++)
+            if (f.dec[i].contrast == 1 && f.dec[i].verdict == SEQ_EQUIVALENT && f.dec[i].n == 4)
+                width[v] = f.dec[i].hi - f.dec[i].lo;
+        close_fx(&f);
+    }
+    SeqRule r;
+    char err[ABL_ERR_MAX];
+    static const int looks[3] = {4, 6, 8};
+    CHECK(seq_rule_init(&r, looks, 3, 0.05, 0.05, 2, err) == 0);
+    CHECK_MSG(width[0] > 0 && width[1] > 0 &&
+                  fabs(width[1] / width[0] - r.crit_eq[0] / r.crit[0]) < 1e-9,
+              "widths %g (version 1) and %g (this binary's); crit %g, crit_eq %g", width[0],
+              width[1], r.crit[0], r.crit_eq[0]);
+}
+
 /* A flagged baseline seed drops its index from every contrast: each look takes the next
  * seed index instead, the configurations' runs of the dropped index are not trained (their
  * pair is dropped whatever they give), and the decision's note names the dropped run. */

@@ -562,7 +562,8 @@ TEST(replicate_tables) {
                           .n_looks = 3,
                           .looks = {3, 5, 8},
                           .n_contrasts = 2,
-                          .split = 1};
+                          .split = 1,
+                          .rule_version = 2};
     const char *names[] = {"h2", "gelu"}, *bases[] = {"baseline", "baseline"};
     CHECK(journal_append_replicate(j, &r, names, bases, NULL) == 0);
     JournalDecision d0 = {.contrast = 1,
@@ -595,6 +596,10 @@ TEST(replicate_tables) {
     double alpha = 0;
     hid_t a = H5Aopen(f, "replicate_alpha", H5P_DEFAULT);
     CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, &alpha) >= 0 && alpha == 0.05);
+    if (a >= 0) H5Aclose(a);
+    int32_t version = 0; /* the rule that took the looks: the journal's */
+    a = H5Aopen(f, "replicate_rule_version", H5P_DEFAULT);
+    CHECK(a >= 0 && H5Aread(a, H5T_NATIVE_INT32, &version) >= 0 && version == 2);
     if (a >= 0) H5Aclose(a);
     CHECK(dset_rows(f, "contrasts") == 2 && dset_rows(f, "decisions") == 2);
     typedef struct {

@@ -12,6 +12,7 @@
 #include "orchestrator/record/event_codec.h"
 #include "orchestrator/record/journal.h"
 #include "orchestrator/record/journal_replicate.h"
+#include "orchestrator/plan/sequential.h"
 #include "test_util.h"
 #include "worker/knobs.h"
 
@@ -527,6 +528,59 @@ TEST(replicate_factors) {
     CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_replicate(&rec, &back) == 0);
     CHECK(journal_replicate_factors(&rec, 1, &g) == 0 && g.kind == 0 && g.factor_len[0] == 0 &&
           g.level_len[0] == 0);
+    journal_reader_close(rd);
+}
+
+/* The rule's version ends a REPLICATE record (written 0: this binary's); a record from
+ * before it (the same bytes without its last 4) reads as version 1, its factorial part intact. */
+TEST(replicate_rule_version) {
+    char path[512], old_path[512], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "repv.journal");
+    test_path(old_path, sizeof old_path, "repv-old.journal");
+    unlink(path);
+    unlink(old_path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j != NULL, "%s", err);
+    if (!j) return;
+    JournalReplicate r = {.alpha = 0.05,
+                          .min = 2,
+                          .max = 4,
+                          .n_looks = 2,
+                          .looks = {2, 4},
+                          .n_contrasts = 1,
+                          .split = 1,
+                          .rule_version = 2};
+    const char *names[] = {"model.norm=post"}, *bases[] = {"model.norm=pre"};
+    JournalContrastFactors f[1] = {
+        {.kind = 1, .factor = {"model.norm"}, .level = {"post"}, .base_level = {"pre"}}};
+    CHECK_CMP(journal_append_replicate(j, &r, names, bases, f), ==, 0);
+    r.rule_version = 0;
+    CHECK_CMP(journal_append_replicate(j, &r, names, bases, NULL), ==, 0);
+    CHECK_CMP(journal_close(j), ==, 0);
+    JournalReader *rd = journal_reader_open(path, err);
+    Journal *old = journal_create(old_path, err);
+    CHECK(rd != NULL && old != NULL);
+    if (!rd || !old) return;
+    JournalRecord rec;
+    JournalReplicate back;
+    JournalContrastFactors g;
+    for (int i = 0; i < 2; i++) {
+        CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_replicate(&rec, &back) == 0);
+        CHECK_CMP(back.rule_version, ==, i == 0 ? 2 : SEQ_RULE_VERSION);
+        CHECK(back.split == 1);
+        CHECK_CMP(journal_append(old, JREC_REPLICATE, JOURNAL_NO_RUN, rec.payload, rec.len - 4), ==,
+                  0);
+    }
+    journal_reader_close(rd);
+    CHECK_CMP(journal_close(old), ==, 0);
+    rd = journal_reader_open(old_path, err);
+    CHECK(rd != NULL);
+    if (!rd) return;
+    for (int i = 0; i < 2; i++) {
+        CHECK(journal_reader_next(rd, &rec) == 1 && journal_decode_replicate(&rec, &back) == 0);
+        CHECK(back.rule_version == 1 && back.split == 1);
+        CHECK(journal_replicate_factors(&rec, 0, &g) == 0 && g.kind == (i == 0 ? 1 : 0));
+    }
     journal_reader_close(rd);
 }
 

@@ -295,6 +295,39 @@ TEST(look_skewed) {
           again.eq_hi == s.eq_hi && again.verdict == s.verdict);
 }
 
+/* The rule's versions (a resumed sweep keeps the one it began with): 1 the symmetric t
+ * interval, equivalence read off it; 2 Hall's uncapped (look_skewed's reference bounds,
+ * bisected with scipy's critical values); 3 capped, what seq_rule_init gives. An unknown
+ * version is refused and changes nothing. */
+TEST(rule_versions) {
+    char err[ABL_ERR_MAX];
+    SeqRule r;
+    CHECK(seq_rule_init(&r, LOOKS, N_LOOKS, 0.05, 0.01, 6, err) == 0);
+    CHECK(r.version == SEQ_RULE_VERSION && SEQ_RULE_VERSION == 3);
+    static const double x[12] = {-3, -2, -2, -1, -1, -1, 0, 0, 1, 2, 4, 7};
+    double d[12];
+    for (int j = 0; j < 12; j++)
+        d[j] = x[j] * 1e-3;
+    SeqDecision v3 = seq_look(&r, 3, d);
+    CHECK(seq_rule_version(&r, 1) == 0 && r.version == 1);
+    SeqDecision v1 = seq_look(&r, 3, d);
+    double half = r.crit[3] * v1.sd / sqrt(12.0);
+    CHECK_REL(v1.two_lo, v1.diff - half, 1e-12);
+    CHECK_REL(v1.two_hi, v1.diff + half, 1e-12);
+    CHECK(v1.eq_lo == v1.two_lo && v1.eq_hi == v1.two_hi && r.crit_eq[3] == r.crit[3]);
+    CHECK(seq_rule_version(&r, 2) == 0);
+    SeqDecision v2 = seq_look(&r, 3, d);
+    CHECK_REL(v2.two_lo, -0.0031867178026090143, 1e-9);
+    CHECK_REL(v2.two_hi, 0.009477847634089483, 1e-9);
+    CHECK_REL(v2.eq_hi, 0.009213746891896071, 1e-9);
+    CHECK_REL(r.crit_eq[3], 3.8868401131273864, 1e-10);
+    CHECK(seq_rule_version(&r, 3) == 0);
+    SeqDecision again = seq_look(&r, 3, d);
+    CHECK(again.two_lo == v3.two_lo && again.two_hi == v3.two_hi && again.eq_hi == v3.eq_hi);
+    CHECK(v3.two_hi < v2.two_hi); /* the cap */
+    CHECK(seq_rule_version(&r, 0) == -1 && seq_rule_version(&r, 4) == -1 && r.version == 3);
+}
+
 /* The quickstart's layers1 contrast at its last look (looks 3, 5, 8; alpha 0.05 over 3
  * contrasts): eight differences between +0.020 and +0.058, sample skewness G1 -0.78. Hall's
  * inverse alone put the lower bound at -0.014 (1 + g c / sqrt(n) < 0: past the cubic's turning

@@ -147,6 +147,57 @@ def test_alpha_ledger():
             assert abs(C._py(f.attrs["replicate_alpha_spent"]) - spent) < 1e-12
 
 
+def _rewrite_replicate(jp, fn):
+    """Rewrites the journal jp with fn(payload) in place of every REPLICATE record's payload
+    (framing and CRC redone, as the sweep writes them)."""
+    import struct
+    recs, torn = C.journal_records(jp)
+    assert torn == 0, torn
+    out = bytearray()
+    for typ, run, payload in recs:
+        if typ == 10:
+            payload = fn(payload)
+        body = struct.pack("<BII", typ, run, len(payload)) + payload
+        out += b"ABLJ" + body + struct.pack("<I", C.crc32c(body))
+    with open(jp, "wb") as f:
+        f.write(out)
+
+
+def test_rule_version():
+    """A sweep keeps the sequential rule it began with: a journal whose REPLICATE record
+    predates the rule's versions (version 1, its last 4 bytes gone) resumes under version 1
+    (said on the log, /decisions' rule recorded as replicate_rule_version 1); one naming a
+    version newer than this binary's is refused in one line, nothing written."""
+    import h5py
+    import struct
+    with C.workdir("rule-version") as tmp:
+        corpus = C.corpus_path(tmp)
+        seeds_text = C.micro_spec(corpus, steps=8, variants=VARIANTS, seeds=(0, 1, 2),
+                                  eval_every=4, stats_every=4, sample_tokens=4)
+        adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
+        adaptive = C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+        out = os.path.join(tmp, "a.h5")
+        _, _, err = C.run(["run", adaptive, "-o", out], expect_rc=0, tag="sweep")
+        assert "sequential rule" not in err, err[-2000:]
+        with h5py.File(out, "r") as f:
+            this = C._py(f.attrs["replicate_rule_version"])
+        assert this >= 3, this
+        jp = C.journal_path(out)
+        _rewrite_replicate(jp, lambda p: p[:-4])
+        _, _, err = C.run(["run", adaptive, "-o", out, "--resume"], expect_rc=0, tag="v1")
+        assert "began under version 1 of the sequential rule" in err and \
+            "this binary's own is version %d" % this in err, err[-2000:]
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs["replicate_rule_version"]) == 1
+        _rewrite_replicate(jp, lambda p: p[:-4] + struct.pack("<I", 99))
+        j0 = C.digest(jp)
+        rc, _, err = C.run(["run", adaptive, "-o", out, "--resume"], tag="v99")
+        line = C.one_line(err, "v99")
+        assert rc == 2 and "replicate: cannot resume" in line and "version 99" in line and \
+            "newer than this binary's (%d)" % this in line, line
+        assert C.digest(jp) == j0, "the refusal wrote"
+
+
 def test_fixed_continued():
     import subprocess
     import h5py
@@ -176,7 +227,7 @@ def test_fixed_continued():
 
 
 if __name__ == "__main__":
-    C.main([("journal_symlink", test_journal_symlink),
+    C.main([("journal_symlink", test_journal_symlink), ("rule_version", test_rule_version),
             ("replicate_removed", test_replicate_removed),
             ("alpha_ledger", test_alpha_ledger),
             ("fixed_continued", test_fixed_continued)])

@@ -86,8 +86,18 @@ int seq_rule_init(SeqRule *r, const int *looks, int n_looks, double alpha, doubl
         r->level[k] = cum - spent;
         spent = cum;
         r->crit[k] = distrib_t_isf(r->level[k] / 2, looks[k] - 1);
-        r->crit_eq[k] = distrib_t_isf(r->level[k], looks[k] - 1);
     }
+    seq_rule_version(r, SEQ_RULE_VERSION);
+    return 0;
+}
+
+int seq_rule_version(SeqRule *r, int version) {
+    if (version < 1 || version > SEQ_RULE_VERSION) return -1;
+    r->version = version;
+    r->skew_factor = version >= 2 ? SEQ_SKEW_FACTOR : 0;
+    r->max_widen = version >= 3 ? SEQ_SKEW_MAX_WIDEN : 0;
+    for (int k = 0; k < r->n_looks; k++)
+        r->crit_eq[k] = version >= 2 ? distrib_t_isf(r->level[k], r->looks[k] - 1) : r->crit[k];
     return 0;
 }
 
@@ -103,16 +113,21 @@ static double hall_inverse(double y, double g, int n) {
 }
 
 /* The interval at critical value c: Hall's, widened to the t interval where that is wider
- * (the correction only ever moves a bound outwards), and moved out by at most
- * SEQ_SKEW_MAX_WIDEN times the t half-width (also where Hall's inverse has no real root). */
-static void interval(double mean, double sd, double g, int n, double c, double *lo, double *hi) {
+ * (the correction only ever moves a bound outwards), and moved out by at most `widen` times
+ * the t half-width (also where Hall's inverse has no real root; 0: no cap, version 2). */
+static void interval(double mean, double sd, double g, int n, double c, double widen, double *lo,
+                     double *hi) {
     double rn = sqrt((double)n), half = c * sd / rn;
     double lo_h = mean - sd * hall_inverse(c / rn, g, n);
     double hi_h = mean - sd * hall_inverse(-c / rn, g, n);
     double lo_t = mean - half, hi_t = mean + half;
-    double lo_cap = mean - SEQ_SKEW_MAX_WIDEN * half, hi_cap = mean + SEQ_SKEW_MAX_WIDEN * half;
-    *lo = lo_h < lo_t ? (lo_h > lo_cap ? lo_h : lo_cap) : lo_t;
-    *hi = hi_h > hi_t ? (hi_h < hi_cap ? hi_h : hi_cap) : hi_t;
+    if (widen > 0) {
+        double lo_cap = mean - widen * half, hi_cap = mean + widen * half;
+        if (!(lo_h >= lo_cap)) lo_h = lo_cap;
+        if (!(hi_h <= hi_cap)) hi_h = hi_cap;
+    }
+    *lo = lo_h < lo_t ? lo_h : lo_t;
+    *hi = hi_h > hi_t ? hi_h : hi_t;
 }
 
 SeqDecision seq_look(const SeqRule *r, int look, const double *d) {
@@ -145,9 +160,9 @@ SeqDecision seq_look(const SeqRule *r, int look, const double *d) {
     double m2 = ss / n, g1 = 0;
     if (n >= 3 && m2 > 0) g1 = sqrt((double)n * (n - 1)) / (n - 2) * (s3 / n) / (m2 * sqrt(m2));
     s.skew = g1;
-    double g = SEQ_SKEW_FACTOR * g1;
-    interval(mean, s.sd, g, n, r->crit[look], &s.two_lo, &s.two_hi);
-    interval(mean, s.sd, g, n, r->crit_eq[look], &s.eq_lo, &s.eq_hi);
+    double g = r->skew_factor * g1; /* 0 (version 1): the t interval */
+    interval(mean, s.sd, g, n, r->crit[look], r->max_widen, &s.two_lo, &s.two_hi);
+    interval(mean, s.sd, g, n, r->crit_eq[look], r->max_widen, &s.eq_lo, &s.eq_hi);
     s.lo = s.two_lo;
     s.hi = s.two_hi;
     /* A non-finite difference (a diverged run the scheduler did not catch) makes the bounds

@@ -12,7 +12,7 @@
  * The interval is not the symmetric t interval: it is inverted from Hall's (1992)
  * skewness-removing transformation of the t statistic, with SEQ_SKEW_FACTOR times the
  * sample skewness, never narrower than the t interval on either side and never more than
- * SEQ_SKEW_MAX_WIDEN times as wide as it (docs/analysis.md
+ * SEQ_SKEW_MAX_WIDEN times as wide as it (version 3: SEQ_RULE_VERSION below; docs/analysis.md
  * gives the formulas and the simulation that chose them): the t interval alone lets a
  * skewed distribution of the differences, or one-sided loss spikes, through at the small
  * levels the rule spends. "better/worse" are read off the two-sided interval at the look's
@@ -61,9 +61,25 @@ typedef struct {
     double level[SEQ_MAX_LOOKS];
     double crit[SEQ_MAX_LOOKS];
     /* the one-sided t critical value at level[k] (t quantile 1 - level[k], n - 1 degrees of
-     * freedom): the TOST bounds of "equivalent" */
+     * freedom): the TOST bounds of "equivalent" (version 1: crit[k]) */
     double crit_eq[SEQ_MAX_LOOKS];
+    /* The version of the rule (SEQ_RULE_VERSION unless seq_rule_version set another) and
+     * what it sets: the multiple of the sample skewness corrected for (0: the t interval) and
+     * the cap on how far the correction moves a bound (0: none). */
+    int version;
+    double skew_factor, max_widen;
 } SeqRule;
+
+/* The rule's versions. A replicate: sweep keeps the version it began with (its REPLICATE
+ * journal record says which) when a later binary resumes it, so that every look of the sweep
+ * is taken by one rule and its alpha is spent as that rule spends it.
+ *   1  the symmetric t interval at each look's level; "equivalent" when that two-sided
+ *      interval lies inside +-delta (before the skewness correction)
+ *   2  Hall's skewness-corrected interval (SEQ_SKEW_FACTOR times the sample skewness), never
+ *      narrower than the t interval; "equivalent" by TOST at the full level
+ *   3  as 2, the correction moving a bound out by at most SEQ_SKEW_MAX_WIDEN times the t
+ *      half-width */
+#define SEQ_RULE_VERSION 3
 
 /* The multiple of the sample skewness the interval corrects for (docs/analysis.md): of 1,
  * 1.5, 2, 2.5 and 3, the smallest that held alpha at skewness 1 in the simulation (1 does
@@ -82,6 +98,10 @@ typedef struct {
  * argument (the spec reader prefixes file, line and key). */
 int seq_rule_init(SeqRule *r, const int *looks, int n_looks, double alpha, double delta,
                   int n_contrasts, char err[ABL_ERR_MAX]);
+
+/* Makes r (from seq_rule_init) the rule of version `version` (1..SEQ_RULE_VERSION); 0, or -1
+ * for a version this binary does not know (r unchanged). */
+int seq_rule_version(SeqRule *r, int version);
 
 typedef struct {
     int look;              /* index into looks */

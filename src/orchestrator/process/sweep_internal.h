@@ -99,6 +99,7 @@ typedef struct {
     /* replicate: (schedule/adaptive.c): the contrasts, the decisions the journal held when
      * this session began (not journaled again), each contrast's latest, the runs not needed */
     Contrasts contrasts;
+    int rule_version; /* the sequential rule's (sequential.h): the journal's when resumed */
     const JournalDecision *journaled;
     int n_journaled;
     JournalDecision *latest; /* per contrast; look -2: nothing yet */

@@ -196,6 +196,43 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
     return -1;
 }
 
+/* The version of the sequential rule this session's looks use (s->rule_version): a resumed
+ * sweep keeps the one its journaled REPLICATE record names, so that one rule takes every look
+ * of it; a new sweep takes this binary's; the scheduler is told (sched_adaptive_rule_version)
+ * before it starts. 0, or -1 with one line when the journal names a version this binary does
+ * not know (a newer binary began it). A record that cannot be read is left to
+ * same_replicate. */
+static int replicate_rule_version(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
+    s->rule_version = SEQ_RULE_VERSION;
+    if (!s->spec.replicate.on || !rs->replicate_off) return 0;
+    char rerr[ABL_ERR_MAX];
+    JournalReader *r = journal_reader_open(s->journal_path, rerr);
+    if (!r) return 0;
+    JournalRecord rec;
+    JournalReplicate was;
+    int known = journal_reader_read_at(r, rs->replicate_off, &rec) == 0 &&
+                journal_decode_replicate(&rec, &was) == 0;
+    journal_reader_close(r);
+    if (!known || was.rule_version == SEQ_RULE_VERSION) return 0;
+    SeqRule probe = {0};
+    if (seq_rule_version(&probe, was.rule_version) != 0)
+        return spec_fail(err, s->spec.replicate.mark,
+                         "replicate: cannot resume: the sweep's looks were taken by version %d "
+                         "of the sequential rule, newer than this binary's (%d); resume it with "
+                         "the binary that began it",
+                         was.rule_version, SEQ_RULE_VERSION);
+    s->rule_version = was.rule_version;
+    if (sched_adaptive_rule_version(s->sched, was.rule_version) != 0)
+        return snprintf(err, ABL_ERR_MAX, "replicate: no scheduler for rule version %d",
+                        was.rule_version),
+               -1;
+    log_info("replicate: the sweep began under version %d of the sequential rule "
+             "(docs/analysis.md); its looks go on under it, so that one rule takes them all "
+             "(this binary's own is version %d)",
+             was.rule_version, SEQ_RULE_VERSION);
+    return 0;
+}
+
 /* The rule as this session's REPLICATE record has it. */
 static void replicate_record(Sweep *s, JournalReplicate *jr) {
     const SpecReplicate *rep = &s->spec.replicate;
@@ -207,7 +244,8 @@ static void replicate_record(Sweep *s, JournalReplicate *jr) {
                              .max = rep->max,
                              .n_looks = rep->n_looks,
                              .n_contrasts = c->n_contrasts,
-                             .split = (int)c->split};
+                             .split = (int)c->split,
+                             .rule_version = s->rule_version};
     memcpy(jr->looks, rep->looks, sizeof jr->looks);
 }
 
@@ -239,6 +277,7 @@ int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
         return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int j = 0; j < c->n_contrasts; j++)
         s->latest[j].look = -2;
+    if (replicate_rule_version(s, rs, err) != 0) return -1;
     JournalReplicate jr;
     replicate_record(s, &jr);
     return same_replicate(s, rs, &jr, err);

@@ -153,6 +153,7 @@ static int root_attrs(hid_t file, const JournalReplicate *r, const View *v) {
            h5_attr_str(file, "replicate_looks", looks) ||
            h5_attr_str(file, "replicate_split", r->split == 1 ? "test" : "validation") ||
            h5_attr_str(file, "replicate_rule", "plan/sequential.h, docs/analysis.md") ||
+           h5_attr_i32(file, "replicate_rule_version", r->rule_version) ||
            attr_f64(file, "replicate_alpha_spent", spent) ||
            h5_attr_i32(file, "replicate_looks_taken", taken);
 }
@@ -280,6 +281,8 @@ void h5v_replicate_markdown(Buf *b, const char *head) {
                "settings are root attributes: `replicate_alpha`, `replicate_delta`, "
                "`replicate_looks` (comma-separated seed counts), `replicate_min`, "
                "`replicate_max`, `replicate_core_hours` (0: no budget), `replicate_rule`, "
+               "`replicate_rule_version` (the version of the rule that took the looks, 1 to "
+               "this binary's; a resumed sweep keeps the one it began with: docs/analysis.md), "
                "`replicate_split` (`test`: the differences are of `final_test_loss`, the "
                "held-out test split, when every run has one (data.test_fraction > 0); "
                "`validation`: of `final_val_loss`). The alpha ledger of the file: "

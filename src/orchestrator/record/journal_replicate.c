@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "orchestrator/plan/sequential.h"
 #include "util/buf.h"
 #include "util/le.h"
 
@@ -55,6 +56,7 @@ int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *
             }
         }
     }
+    le_buf_u32(&b, (uint32_t)(r->rule_version > 0 ? r->rule_version : SEQ_RULE_VERSION));
     return append(j, JREC_REPLICATE, &b);
 }
 
@@ -101,22 +103,26 @@ static int read_tail(LeReader *c, JournalReplicate *r, int k, JournalContrastFac
     int n = r->n_contrasts;
     if (f) *f = none;
     r->split = 0;
+    r->rule_version = 1; /* a record without it: the rule before the versions */
     if (c->p == c->end) return 0;
     r->split = (int)le_read_u32(c);
     if (c->bad || r->split < 0 || r->split > 1) return -1;
-    if (c->p == c->end) return 0;
-    if (le_read_u32(c) != 1 || c->bad) return -1;
-    for (int i = 0; i < n; i++) {
-        JournalContrastFactors *x = i == k && f ? f : &skip;
-        x->kind = (int)le_read_u32(c);
-        for (int s = 0; s < 2; s++) {
-            x->factor[s] = le_read_str(c, &x->factor_len[s]);
-            x->level[s] = le_read_str(c, &x->level_len[s]);
-            x->base_level[s] = le_read_str(c, &x->base_level_len[s]);
+    /* the factorial part is longer than the 4 bytes of the rule version that ends a record */
+    if (le_left(c) > 4) {
+        if (le_read_u32(c) != 1 || c->bad) return -1;
+        for (int i = 0; i < n; i++) {
+            JournalContrastFactors *x = i == k && f ? f : &skip;
+            x->kind = (int)le_read_u32(c);
+            for (int s = 0; s < 2; s++) {
+                x->factor[s] = le_read_str(c, &x->factor_len[s]);
+                x->level[s] = le_read_str(c, &x->level_len[s]);
+                x->base_level[s] = le_read_str(c, &x->base_level_len[s]);
+            }
+            if (c->bad || x->kind < 0 || x->kind > 2) return -1;
         }
-        if (c->bad || x->kind < 0 || x->kind > 2) return -1;
     }
-    return c->p == c->end ? 0 : -1;
+    if (le_left(c) == 4) r->rule_version = (int)le_read_u32(c);
+    return c->p == c->end && !c->bad && r->rule_version >= 1 ? 0 : -1;
 }
 
 /* Skips the contrast strings (c after the head). */

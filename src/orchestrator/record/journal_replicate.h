@@ -11,7 +11,9 @@
  *              main_effects or interactions), u32 version (1) and per contrast: u32 kind
  *              (ContrastKind: 0 vs_base, 1 main, 2 interaction), str factor, str level,
  *              str base_level, str factor2, str level2, str base_level2 ("" where none).
- *              A record without that part has every contrast vs_base.
+ *              A record without that part has every contrast vs_base. Last, u32
+ *              rule_version (SEQ_RULE_VERSION of the rule the sweep's looks use; absent
+ *              in records written before it: 1).
  *   DECISION   (type 11, run JOURNAL_NO_RUN) one look of one contrast, or its end: u32
  *              contrast, i32 look (index into looks; -1: ended before its first look),
  *              u32 n (pairs used), f64 diff, f64 sd, f64 lo, f64 hi, f64 level (the
@@ -32,7 +34,9 @@ typedef struct {
     int min, max, n_looks;
     int looks[SPEC_MAX_LOOKS];
     int n_contrasts;
-    int split; /* ContrastSplit: the loss the verdicts compare */
+    int split;        /* ContrastSplit: the loss the verdicts compare */
+    int rule_version; /* the sequential rule's version (sequential.h; 1 in records without;
+                         written: 0 means SEQ_RULE_VERSION) */
 } JournalReplicate;
 
 typedef struct {

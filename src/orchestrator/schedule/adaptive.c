@@ -718,7 +718,8 @@ static char *rule_text(const Adaptive *a) {
                a->rep->min, a->rep->max, hours);
     for (int i = 0; i < a->rep->n_looks; i++)
         buf_printf(&b, " %d", a->rep->looks[i]);
-    buf_printf(&b, "\nbaseline %s\n", a->c.config_name[a->c.baseline]);
+    buf_printf(&b, "\nrule_version %d\nbaseline %s\n", a->rule.version,
+               a->c.config_name[a->c.baseline]);
     /* vs_base's text is as before factorial families existed (joined processes compare it) */
     if (a->c.family != SPEC_CONTRASTS_VS_BASE)
         buf_printf(&b, "contrasts %s\n", spec_contrasts_name((SpecContrasts)a->c.family));
@@ -730,6 +731,11 @@ static char *rule_text(const Adaptive *a) {
         return NULL;
     }
     return b.p;
+}
+
+int sched_adaptive_rule_version(Scheduler *s, int version) {
+    if (!s || (s->ops != &adaptive_ops && s->ops != &adaptive_joined_ops)) return -1;
+    return seq_rule_version(&((Adaptive *)s)->rule, version);
 }
 
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,

@@ -149,6 +149,10 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
                              char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
 /* cfg->plan's spec has replicate.on; with cfg->join it runs over a joined scheduler (journal
  * as for sched_joined_open). NULL with a message. */
+/* A replicate: sweep's scheduler (sched_adaptive_open) takes its looks by version `version` of
+ * the sequential rule (sequential.h): a resumed sweep's own, so that one rule takes every
+ * look. Before start(). 0, or -1 when s is not that scheduler or the version is unknown. */
+int sched_adaptive_rule_version(Scheduler *s, int version);
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
                                char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
 /* cfg->plan's spec has tune.on (one process: --join does not take a tune: sweep yet). */
