@@ -1,7 +1,10 @@
 /* Rank 0's side of a tune: sweep (docs/spec.md, "tune"; the policy is schedule/tune.c): a
  * configuration's choice sets its comparison runs' configs, is journaled once (with a PLAN
  * record of each comparison run at the chosen value, so the journal, the view and a resume
- * show what the run trains) and said on the log. */
+ * show what the run trains) and said on the log; so is each rung decision before it (the
+ * runs it does not promote end done at the rung: host_tune_stopped). A tuning run's
+ * attempt stops at its rung's step (tune_assignment); its end there is heard as a pause,
+ * not an interruption (tune_paused). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -157,6 +160,16 @@ void tune_assignment(Sweep *s, int run, RunAssignment *a) {
     if (rung < n_rungs - 1 && total > 0)
         a->stop_step = spec_tune_rung_step(total, s->spec.tune.eta, n_rungs, rung);
     s->runs[run].stop_step = a->stop_step;
+    SweepRun *r = &s->runs[run];
+    if (a->stop_step > 0 && r->ckpt_step > a->stop_step) {
+        /* only a journal from before successive halving has one (a run trains past a rung
+         * only once it is promoted): its result at the rung is the rung step's, so it
+         * trains there again */
+        log_info("run %s: its checkpoint at step %lld is past its rung's step %lld; it "
+                 "restarts from its start",
+                 r->pr->name, (long long)r->ckpt_step, (long long)a->stop_step);
+        drop_checkpoint(s, r);
+    }
 }
 
 /* Did run stop at its rung (the assignment's stop step, with its checkpoint there)? Then

@@ -11,8 +11,8 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
- *   tune.c     a tune: sweep: the tuning runs first, each configuration's comparison runs
- *              once its value is chosen from them
+ *   tune.c     a tune: sweep: the tuning runs first, rung by rung (successive halving),
+ *              each configuration's comparison runs once its value is chosen from them
  *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
  *              hears the results of other processes' runs from their claims)

@@ -1,19 +1,26 @@
 /* The tune scheduler (scheduler.h) of a tune: sweep (docs/spec.md, "tune"), one process.
  *
  * The plan holds, per configuration, its tuning runs (every candidate at every tuning seed)
- * and then its comparison runs (plan.h). Tuning runs are handed out first, in plan order;
- * once every tuning run of a configuration has a result (its RUN_END durable: ended() is
- * called after the sync), its value is chosen: the candidate with the lowest mean
- * validation loss over the tuning seeds (a diverged run counts +inf; ties go to the lower
- * candidate, spec_tune_best), and the host is told (SchedHost.tuned) before any of its
- * comparison runs is handed out: it sets their configs to that value and journals the
- * choice. A failed tuning run gives no result: its configuration waits (the sweep ends
- * stopped, and --resume trains it again), as a replicate: sweep's looks wait.
+ * and then its comparison runs (plan.h). Successive halving (spec_tune_rungs): every
+ * candidate's tuning runs train to rung 0's step (rung() tells the sweep which rung a run's
+ * attempt trains to; the sweep stops it there with a checkpoint and an evaluation, and says
+ * so through paused()); once every alive candidate of a configuration has a result at its
+ * rung (its runs paused there, or ended: a diverged run counts +inf, a done one its final
+ * loss), the rung is decided: the best ceil(k / eta) by mean validation loss over the
+ * tuning seeds (ties to the lower candidate, spec_tune_promote) train on from their
+ * checkpoints to the next rung, the others end there (SchedHost.tune_stopped); at the last
+ * rung, the full budget, the best is the choice (ties to the lower candidate), and the host
+ * is told (SchedHost.tuned) before any of its comparison runs is handed out: it sets their
+ * configs to it and journals it. Each rung decision is journaled by the host (tuned) before
+ * a promoted run continues. A failed tuning run gives no result: its configuration waits
+ * (the sweep ends stopped, and --resume trains it again), as a replicate: sweep's looks
+ * wait.
  *
- * The choice is a function of the tuning runs' journaled results alone, so start() makes it
- * again for every configuration whose tuning runs ended before (the host journals only the
- * choices its journal lacks): the same choices after kill -9 + --resume and on any rank
- * count. */
+ * A decision is a function of the tuning runs' results alone. start() replays the journaled
+ * ones (SchedHost.tune_journaled: they hold the rung results of the runs that trained on
+ * since) and makes the rest again from the results (a run that stopped at its rung before
+ * stops there again at once, from its checkpoint): the same decisions after kill -9 +
+ * --resume and on any rank count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
