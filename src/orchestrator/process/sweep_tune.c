@@ -155,8 +155,10 @@ void tune_assignment(Sweep *s, int run, RunAssignment *a) {
     int n_rungs = 1, rung = s->sched->ops->rung ? s->sched->ops->rung(s->sched, run, &n_rungs) : -1;
     s->runs[run].stop_step = 0;
     if (rung < 0) return;
-    a->rung1 = rung + 1;
     long total = run_config_total_steps(&a->cfg);
+    /* a time budget without calibration has no steps to take fractions of: the run trains
+     * to the end, the last rung, and its final loss stands for every rung */
+    a->rung1 = (total > 0 ? rung : n_rungs - 1) + 1;
     if (rung < n_rungs - 1 && total > 0)
         a->stop_step = spec_tune_rung_step(total, s->spec.tune.eta, n_rungs, rung);
     s->runs[run].stop_step = a->stop_step;
