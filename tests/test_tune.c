@@ -13,6 +13,8 @@
 #include "orchestrator/plan/spec_tune.h"
 #include "orchestrator/record/journal_tune.h"
 #include "orchestrator/schedule/scheduler.h"
+#include "util/buf.h"
+#include "util/le.h"
 #include "test_util.h"
 
 static char g_data[1024];
@@ -554,6 +556,66 @@ TEST(tune_record) {
     other = back;
     other.at[1][0] = 4.5;
     CHECK(!journal_tune_same(&t, &other));
+}
+
+/* A TUNE record written before successive halving (no rung results after the choice) still
+ * reads: one rung, decided, each candidate's metric its result there; a record deciding a
+ * rung before the last has no choice, and one claiming a choice there is refused. */
+TEST(tune_record_old_format) {
+    Buf b = {0};
+    le_buf_u32(&b, 1); /* config */
+    le_buf_str(&b, "rope", 4);
+    le_buf_u32(&b, 1);
+    le_buf_str(&b, "train.lr", 8);
+    le_buf_u32(&b, 1); /* one rung, the full budget */
+    uint8_t f[8];
+    le_put_f64(f, 1.0);
+    buf_add(&b, f, 8);
+    le_buf_u32(&b, 2);
+    for (int c = 0; c < 2; c++) {
+        le_buf_str(&b, c ? "3.0e-2" : "1.0e-2", 6);
+        le_buf_u32(&b, 1); /* seeds */
+        le_buf_u32(&b, 0); /* rung */
+        le_put_f64(f, 2.5 - 0.25 * c);
+        buf_add(&b, f, 8);
+    }
+    le_buf_u32(&b, 1); /* chosen */
+    CHECK(!b.oom);
+    JournalRecord rec;
+    memset(&rec, 0, sizeof rec);
+    rec.type = JREC_TUNE;
+    rec.payload = (const uint8_t *)b.p;
+    rec.len = (uint32_t)b.len;
+    static JournalTune t;
+    CHECK(journal_decode_tune(&rec, &t) == 0);
+    CHECK(t.decided == 0 && t.chosen == 1 && t.n_rungs == 1 && t.at[0][0] == 2.5);
+    CHECK(t.at[1][0] == 2.25 && isnan(t.at[1][1]));
+    /* the new form: two rungs, deciding rung 0, no choice yet */
+    static JournalTune w, back;
+    w = t;
+    w.n_rungs = 2;
+    w.frac[0] = 1.0 / 3, w.frac[1] = 1;
+    w.decided = 0;
+    w.chosen = -1;
+    w.rung[1] = 1;
+    char path[1024], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "tune_rung.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j, "%s", err);
+    if (j) {
+        CHECK(journal_append_tune(j, &w) == 0);
+        w.chosen = 0; /* a choice at a rung before the last: malformed */
+        CHECK(journal_append_tune(j, &w) == 0);
+        CHECK(journal_close(j) == 0);
+        JournalReader *r = journal_reader_open(path, err);
+        int n = 0, ok = 0;
+        while (r && journal_reader_next(r, &rec) == 1)
+            if (rec.type == JREC_TUNE) ok += (n++ == 0) == (journal_decode_tune(&rec, &back) == 0);
+        if (r) journal_reader_close(r);
+        CHECK_MSG(n == 2 && ok == 2, "%d records, %d as expected", n, ok);
+    }
+    free(b.p);
 }
 
 int main(int argc, char **argv) {
