@@ -496,6 +496,55 @@ TEST(halving_schedule) {
     }
     CHECK(!sched_more(g.s));
     sched_close(g.s);
+
+    /* candidate 3 (the best at rung 0 otherwise) diverges before rung 0 in one seed: its
+     * mean is +inf, candidates 1 and 2 go on; its runs are no stopped ones (the diverged one
+     * ended, and the other's pause is ended by the host) */
+    for (int i = 0; i < 18; i++) {
+        runs[i].finished = 0;
+        runs[i].final_val_loss = NAN;
+    }
+    static TuneHost e;
+    memset(&e, 0, sizeof e);
+    e.s = tune_sched(&e, &p, runs);
+    if (!e.s) {
+        done(&s, &p);
+        return;
+    }
+    int diverged = -1;
+    for (int run; (run = sched_take(e.s, 0)) >= 0;) {
+        int n_rungs = 0, rung = e.s->ops->rung(e.s, run, &n_rungs);
+        const PlannedRun *pr = &p.runs[run];
+        EndEvent end;
+        memset(&end, 0, sizeof end);
+        end.final_val_loss = rung < 0 ? 2.0 : rung_loss(pr->tune_candidate, pr->seed == 1001, rung);
+        if (pr->tune_candidate == 3 && pr->seed == 1000 && pr->config == 0) {
+            end.status = RUN_DIVERGED;
+            end.final_val_loss = NAN;
+            diverged = run;
+            sched_ended(e.s, run, &end);
+        } else if (rung >= 0 && rung < n_rungs - 1) {
+            end.status = RUN_INTERRUPTED;
+            e.s->ops->paused(e.s, run, &end);
+        } else {
+            end.status = RUN_DONE;
+            sched_ended(e.s, run, &end);
+        }
+    }
+    const JournalTune *d0 = find_rec(&e, 0, 0), *d1 = find_rec(&e, 0, 1);
+    CHECK(d0 && d1 && diverged >= 0);
+    if (d0 && d1) {
+        CHECK(d0->at[3][0] == INFINITY && d0->rung[1] == 1 && d0->rung[2] == 1 &&
+              d0->rung[3] == 0 && d0->rung[0] == 0);
+        CHECK(d1->chosen == 1); /* 2.2 against candidate 2's 9 */
+    }
+    int stopped_div = 0, stopped_c3 = 0;
+    for (int i = 0; i < e.n_stopped; i++) {
+        stopped_div += e.stopped[i] == diverged;
+        stopped_c3 += p.runs[e.stopped[i]].config == 0 && p.runs[e.stopped[i]].tune_candidate == 3;
+    }
+    CHECK(stopped_div == 0 && stopped_c3 == 1);
+    sched_close(e.s);
     done(&s, &p);
 }
 
