@@ -375,9 +375,9 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
     log_info("%d runs planned (%d already finished), %d to run%s; tune: %d configurations x %d "
-             "candidates x %d tuning seeds, %d chosen; on %s -> %s",
-             n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds, chosen,
-             where, out_path);
+             "candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
+             n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds,
+             u->n_rungs, u->t->eta, chosen, where, out_path);
 }
 
 static void u_close(Scheduler *s) {
