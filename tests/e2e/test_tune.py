@@ -278,6 +278,11 @@ def check_halving(out):
             # the rung results are the runs' own: a stopped run's final loss is its rung-0 one
             mean = sum(r["final_val_loss"] for r in runs) / 2
             assert (r1[c][6] if promoted else r0[c][6]) == mean, (config, c, mine, mean)
+            # every run was evaluated at the rung's step (eval_every 20 is not a divisor of
+            # it), and that evaluation is its rung-0 result
+            at10 = [v.tables["evals"].get((r["id"], 10)) for r in runs]
+            assert all(e is not None for e in at10), (config, c)
+            assert sum(e["val_loss"] for e in at10) / 2 == r0[c][6], (config, c, at10, mine)
         # 4 candidates x 2 seeds: 8 runs to step 10, 4 on to step 30, not 8 to step 30
         assert tokens == full * (4 * 10 + 2 * 20) // (4 * 30), (config, tokens, full)
         assert tokens < full
