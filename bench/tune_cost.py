@@ -9,8 +9,9 @@ candidates x --tune-seeds tuning seeds per configuration) are run with an unmodi
 train_seconds in /runs (tokens/s taken from the same measurement, so a slow moment costs
 both sides alike). Printed per candidate count: the tuning runs' cost against the untuned
 comparison's, the whole tuned sweep's against it, and `ablate plan`'s figure for successive
-halving (the cost model; the sweep trains every candidate to the full budget until early
-stopping lands).
+halving (the cost model, which a step budget's sweep trains exactly: every candidate to the
+first rung, the best ceil(k/eta) on, ...) to every candidate at the full budget. --eta sets
+tune.eta (default: the spec's default, 3).
 
 Targets: tuning <= 1x the comparison's own cost (in tokens trained: exact, as every run
 here costs the same per token; its train_seconds ratio is printed beside it, noisy on a
@@ -20,6 +21,7 @@ unless something failed to run.
 
 usage: bench/tune_cost.py [--bin build/ablate] [--corpus PATH] [--steps 200]
                           [--seeds 3] [--tune-seeds 1] [--candidates 4,6] [--repeat 2]
+                          [--eta N]
 """
 import argparse
 import os
@@ -44,7 +46,7 @@ def corpus_path(given):
     sys.exit("tune_cost.py: no corpus (--corpus, $ABLATE_CORPUS or data/tinyshakespeare.txt)")
 
 
-def spec(corpus, steps, seeds, lrs=None, tune_seeds=1):
+def spec(corpus, steps, seeds, lrs=None, tune_seeds=1, eta=None):
     s = ("data: {path: \"%s\", tokenizer: char, val_fraction: 0.1}\n"
          "base:\n  preset: micro\n"
          "  train: {lr: 1.0e-2, steps: %d, eval_every: %d, warmup_steps: 10}\n"
@@ -54,6 +56,8 @@ def spec(corpus, steps, seeds, lrs=None, tune_seeds=1):
     if lrs:
         s += "tune:\n  knobs: {train.lr: [%s]}\n  seeds: [%s]\n" % (
             ", ".join("%.3g" % x for x in lrs), ", ".join(str(1000 + i) for i in range(tune_seeds)))
+        if eta:
+            s += "  eta: %d\n" % eta
     return s
 
 
@@ -97,6 +101,7 @@ def main():
     ap.add_argument("--tune-seeds", type=int, default=1)
     ap.add_argument("--candidates", default="4,6")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--eta", type=int, default=None)
     a = ap.parse_args()
     corpus = corpus_path(a.corpus)
     ok = True
@@ -113,7 +118,7 @@ def main():
             with open(plain, "w") as f:
                 f.write(spec(corpus, a.steps, a.seeds))
             with open(tuned, "w") as f:
-                f.write(spec(corpus, a.steps, a.seeds, lrs, a.tune_seeds))
+                f.write(spec(corpus, a.steps, a.seeds, lrs, a.tune_seeds, a.eta))
             base = [0.0] * 5
             tuned_sum = [0.0] * 5
             for _ in range(a.repeat):  # alternating, so a slow moment costs both sides

@@ -97,7 +97,7 @@ static int open_text(Fx *f, const char *text, const char *join_out, char err[ABL
         f->runs[i] =
             (SchedRun){f->plan.runs[i].id, f->plan.runs[i].name, 1.0, 0, RUN_DONE, NAN, 0, 0, NAN};
     SchedConfig cfg = {join_out ? join_out : "unused.h5", &f->plan, join_out != NULL, 60, 0, NULL};
-    SchedHost h = {f, h_elsewhere, NULL, NULL, NULL, h_decided, h_not_needed, NULL};
+    SchedHost h = {f, h_elsewhere, NULL, NULL, NULL, h_decided, h_not_needed, NULL, NULL, NULL};
     char journal[ABL_PATH_MAX] = "";
     if (join_out) journal_path_for(join_out, journal, sizeof journal);
     f->s = scheduler_open(&cfg, &h, journal, err);

@@ -233,7 +233,8 @@ static int setup(Fixture *f, const Impl *impl) {
     memset(f, 0, sizeof *f);
     cur = impl;
     f->extra = impl->extra;
-    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL, NULL};
+    SchedHost h = {&f->host, h_elsewhere, h_continue, h_fail, h_admit,
+                   NULL,     NULL,        NULL,       NULL,   NULL};
     f->s = impl->open(f, &h, err);
     CHECK_MSG(f->s != NULL, "[%s] open: %s", impl->name, err);
     if (!f->s) return -1;
@@ -446,7 +447,7 @@ TEST(joined_admit_refused) {
     SchedConfig cfg = {out, &g_plan, 1, 60.0, 0, NULL};
     Host host;
     memset(&host, 0, sizeof host);
-    SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse, NULL, NULL, NULL};
+    SchedHost h = {&host, h_elsewhere, h_continue, h_fail, h_refuse, NULL, NULL, NULL, NULL, NULL};
     Scheduler *s = scheduler_open(&cfg, &h, journal, err);
     CHECK(s == NULL && strstr(err, "refused by the host") != NULL);
     struct stat st;
@@ -461,7 +462,8 @@ static int open_joined_at(Fixture *g, const char *out) {
     snprintf(g->out, sizeof g->out, "%s", out);
     journal_path_for(g->out, journal, sizeof journal);
     SchedConfig cfg = {g->out, &g_plan, 1, 60.0, 0, NULL};
-    SchedHost h = {&g->host, h_elsewhere, h_continue, h_fail, h_admit, NULL, NULL, NULL};
+    SchedHost h = {&g->host, h_elsewhere, h_continue, h_fail, h_admit,
+                   NULL,     NULL,        NULL,       NULL,   NULL};
     g->s = scheduler_open(&cfg, &h, journal, err);
     CHECK_MSG(g->s != NULL, "%s", err);
     return g->s ? 0 : -1;

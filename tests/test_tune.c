@@ -12,6 +12,9 @@
 #include "orchestrator/plan/spec.h"
 #include "orchestrator/plan/spec_tune.h"
 #include "orchestrator/record/journal_tune.h"
+#include "orchestrator/schedule/scheduler.h"
+#include "util/buf.h"
+#include "util/le.h"
 #include "test_util.h"
 
 static char g_data[1024];
@@ -284,6 +287,267 @@ TEST(best) {
     CHECK(spec_tune_best(d, 1) == 0);
 }
 
+/* A rung's step: the fraction eta^-(n_rungs-1-r) of the run's own step budget, rounded, at
+ * least 1; the last rung is the full budget (so is a time budget's unknown one). */
+TEST(rung_steps) {
+    CHECK(spec_tune_rung_step(30, 3, 2, 0) == 10 && spec_tune_rung_step(30, 3, 2, 1) == 30);
+    CHECK(spec_tune_rung_step(200, 3, 3, 0) == 22 && spec_tune_rung_step(200, 3, 3, 1) == 67);
+    CHECK(spec_tune_rung_step(200, 3, 3, 2) == 200);
+    CHECK(spec_tune_rung_step(100, 2, 2, 0) == 50 && spec_tune_rung_step(2, 3, 3, 0) == 1);
+    CHECK(spec_tune_rung_step(-1, 3, 2, 0) == -1 && spec_tune_rung_step(40, 3, 1, 0) == 40);
+}
+
+/* Promotion keeps the best `keep` alive candidates, ties to the lower index, +inf last. */
+TEST(promote) {
+    double m[] = {2.5, 2.4, 2.4, 3.0, INFINITY, 2.0};
+    unsigned char alive[] = {1, 1, 1, 1, 1, 0}, got[6];
+    CHECK(spec_tune_promote(m, alive, 6, 2, got) == 2);
+    CHECK(!got[0] && got[1] && got[2] && !got[3] && !got[4] && !got[5]);
+    CHECK(spec_tune_promote(m, alive, 6, 3, got) == 3 && got[0] && got[1] && got[2]);
+    double inf[] = {INFINITY, INFINITY, INFINITY};
+    unsigned char all[] = {1, 1, 1};
+    CHECK(spec_tune_promote(inf, all, 3, 1, got) == 1 && got[0] && !got[1] && !got[2]);
+    CHECK(spec_tune_promote(m, alive, 6, 9, got) == 5 && !got[5]);
+}
+
+/* The tune scheduler as the sweep drives it (schedule/tune.c): what a host hears. */
+typedef struct {
+    Scheduler *s;
+    JournalTune rec[8];
+    int n_rec;
+    int stopped[32], stopped_rung[32], n_stopped;
+    const JournalTune *journaled; /* a resumed sweep's records */
+    int n_journaled;
+} TuneHost;
+
+static int th_tuned(void *ctx, const JournalTune *t) {
+    TuneHost *h = ctx;
+    if (h->n_rec < 8) h->rec[h->n_rec++] = *t;
+    return 0;
+}
+
+static const JournalTune *th_journaled(void *ctx, int config, const char *name, int rung) {
+    TuneHost *h = ctx;
+    for (int i = 0; i < h->n_journaled; i++)
+        if (h->journaled[i].config == config && !strcmp(h->journaled[i].name, name) &&
+            h->journaled[i].decided == rung)
+            return &h->journaled[i];
+    return NULL;
+}
+
+static int th_stopped(void *ctx, int run, int rung, double loss) {
+    TuneHost *h = ctx;
+    (void)loss;
+    if (h->n_stopped < 32) {
+        h->stopped_rung[h->n_stopped] = rung;
+        h->stopped[h->n_stopped++] = run;
+    }
+    return 0;
+}
+
+/* The record of configuration k deciding rung r, or NULL. */
+static const JournalTune *find_rec(const TuneHost *h, int k, int r) {
+    for (int i = 0; i < h->n_rec; i++)
+        if (h->rec[i].config == k && h->rec[i].decided == r) return &h->rec[i];
+    return NULL;
+}
+
+static Scheduler *tune_sched(TuneHost *h, const Plan *p, SchedRun *runs) {
+    SchedConfig cfg = {"unused.h5", p, 0, 0, 0, NULL};
+    SchedHost host = {h, NULL, NULL, NULL, NULL, NULL, NULL, th_tuned, th_journaled, th_stopped};
+    char err[ABL_ERR_MAX] = "", journal[ABL_PATH_MAX] = "";
+    Scheduler *s = sched_tune_open(&cfg, &host, err);
+    CHECK_MSG(s, "%s", err);
+    (void)journal;
+    if (s && sched_start(s, runs, p->n_runs) != 0) {
+        sched_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* 4 candidates, eta 3: two rungs, 1/3 of the budget then the full one. Losses per candidate
+ * at rung 0 make candidates 1 and 3 the best two (2 and 1 tie behind them; 1 wins the tie
+ * over 2 only if it were needed); at the full budget candidate 3 wins. */
+static double rung_loss(int cand, int seed_index, int rung) {
+    static const double r0[4] = {3.0, 2.5, 2.6, 2.4}, r1[4] = {9, 2.2, 9, 2.1};
+    return (rung ? r1[cand] : r0[cand]) + 0.01 * seed_index;
+}
+
+static const char HALVING[] = "data: {path: \"@DATA@\"}\n"
+                              "base: {preset: micro, train: {steps: 30}}\n"
+                              "variants:\n"
+                              "  baseline: {}\n"
+                              "  rope: {model.position: rope}\n"
+                              "seeds: 1\n"
+                              "tune: {knobs: {train.lr: [1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2]}, "
+                              "seeds: [1000, 1001]}\n";
+
+/* Takes every run the scheduler hands out and ends it as the sweep would: a tuning run
+ * stops at its rung (paused) or, at the last rung, ends done; a comparison run ends done.
+ * Returns how many attempts were handed out; *order gets the runs in order. */
+static int drive(TuneHost *h, const Plan *p, int stop_after, int *order) {
+    int n = 0;
+    for (int run; n < stop_after && (run = sched_take(h->s, 0)) >= 0; n++) {
+        order[n] = run;
+        int n_rungs = 0, rung = h->s->ops->rung(h->s, run, &n_rungs);
+        EndEvent e;
+        memset(&e, 0, sizeof e);
+        const PlannedRun *pr = &p->runs[run];
+        if (rung < 0) {
+            e.status = RUN_DONE;
+            e.final_val_loss = 2.0;
+            sched_ended(h->s, run, &e);
+        } else if (rung < n_rungs - 1) {
+            e.status = RUN_INTERRUPTED;
+            e.final_val_loss = rung_loss(pr->tune_candidate, pr->seed == 1001, rung);
+            h->s->ops->paused(h->s, run, &e);
+        } else {
+            e.status = RUN_DONE;
+            e.final_val_loss = rung_loss(pr->tune_candidate, pr->seed == 1001, rung);
+            sched_ended(h->s, run, &e);
+        }
+    }
+    return n;
+}
+
+TEST(halving_schedule) {
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(HALVING, &s, &p) == 0, "%s", g_err);
+    if (p.n_runs != 18) {
+        CHECK_MSG(0, "%d runs", p.n_runs);
+        if (p.n_runs) done(&s, &p);
+        return;
+    }
+    static SchedRun runs[18];
+    for (int i = 0; i < 18; i++)
+        runs[i] = (SchedRun){p.runs[i].id, p.runs[i].name, 1, 0, RUN_DONE, NAN, 0, 0, NAN};
+    static TuneHost h;
+    memset(&h, 0, sizeof h);
+    h.s = tune_sched(&h, &p, runs);
+    if (!h.s) {
+        done(&s, &p);
+        return;
+    }
+    int order[64];
+    int n = drive(&h, &p, 64, order);
+    /* 8 tuning runs to rung 0 per configuration, 4 on to the full budget, 1 comparison run */
+    CHECK_MSG(n == 2 * (8 + 4 + 1), "%d attempts", n);
+    CHECK_MSG(h.n_rec == 4, "%d records", h.n_rec);
+    for (int k = 0; k < 2; k++) {
+        const JournalTune *r0 = find_rec(&h, k, 0), *r1 = find_rec(&h, k, 1);
+        CHECK(r0 && r1);
+        if (!r0 || !r1) continue;
+        CHECK(r0->config == k && r0->decided == 0 && r0->chosen == -1 && r0->n_rungs == 2);
+        CHECK(fabs(r0->frac[0] - 1.0 / 3) < 1e-12);
+        /* rung 0: 3 and 1 (2.4, 2.5) go on; 2 (2.6) and 0 stop */
+        CHECK(r0->rung[0] == 0 && r0->rung[1] == 1 && r0->rung[2] == 0 && r0->rung[3] == 1);
+        CHECK(fabs(r0->at[2][0] - 2.605) < 1e-12 && isnan(r0->at[2][1]));
+        CHECK(r1->decided == 1 && r1->chosen == 3 && fabs(r1->metric[3] - 2.105) < 1e-12);
+        CHECK(r1->rung[0] == 0 && r1->rung[3] == 1 && fabs(r1->at[3][0] - 2.405) < 1e-12);
+        CHECK(fabs(r1->metric[2] - 2.605) < 1e-12); /* a stopped one's: at its last rung */
+    }
+    /* the runs of candidates 0 and 2 stopped at rung 0, each once */
+    CHECK_MSG(h.n_stopped == 8, "%d stopped", h.n_stopped);
+    for (int i = 0; i < h.n_stopped; i++) {
+        int c = p.runs[h.stopped[i]].tune_candidate;
+        CHECK((c == 0 || c == 2) && h.stopped_rung[i] == 0);
+    }
+    /* a comparison run is handed out only after its configuration's choice */
+    for (int i = 0; i < n; i++)
+        if (p.runs[order[i]].tune_candidate < 0) {
+            int k = p.runs[order[i]].config, promoted_after = 0;
+            for (int j = i + 1; j < n; j++)
+                promoted_after +=
+                    p.runs[order[j]].config == k && p.runs[order[j]].tune_candidate >= 0;
+            CHECK(promoted_after == 0);
+        }
+    CHECK(!sched_more(h.s));
+    sched_close(h.s);
+
+    /* resumed after baseline's rung 0 was decided (and its stopped runs ended) while its
+     * promoted runs trained on, and rope's rung-0 runs were stopped at the rung: the journal's
+     * record stands for the runs that trained on, and the same choices come */
+    static JournalTune journaled[1];
+    if (find_rec(&h, 0, 0)) journaled[0] = *find_rec(&h, 0, 0);
+    static TuneHost g;
+    memset(&g, 0, sizeof g);
+    g.journaled = journaled;
+    g.n_journaled = 1;
+    for (int i = 0; i < 18; i++) {
+        int c = p.runs[i].tune_candidate;
+        if (p.runs[i].config == 0 && (c == 0 || c == 2)) { /* stopped at rung 0 before */
+            runs[i].finished = 1;
+            runs[i].final_val_loss = rung_loss(c, p.runs[i].seed == 1001, 0);
+        }
+    }
+    g.s = tune_sched(&g, &p, runs);
+    if (!g.s) {
+        done(&s, &p);
+        return;
+    }
+    n = drive(&g, &p, 64, order);
+    CHECK_MSG(n == 4 + 1 + 8 + 4 + 1, "%d attempts after the resume", n);
+    CHECK_MSG(g.n_rec == 4 && g.n_stopped == 4, "%d records, %d stopped", g.n_rec, g.n_stopped);
+    for (int i = 0; i < 4; i++) { /* baseline's rung 0 is the journaled one, replayed */
+        const JournalTune *a = find_rec(&h, i / 2, i % 2), *b = find_rec(&g, i / 2, i % 2);
+        CHECK_MSG(a && b && journal_tune_same(a, b), "record %d differs", i);
+    }
+    CHECK(!sched_more(g.s));
+    sched_close(g.s);
+
+    /* candidate 3 (the best at rung 0 otherwise) diverges before rung 0 in one seed: its
+     * mean is +inf, candidates 1 and 2 go on; its runs are no stopped ones (the diverged one
+     * ended, and the other's pause is ended by the host) */
+    for (int i = 0; i < 18; i++) {
+        runs[i].finished = 0;
+        runs[i].final_val_loss = NAN;
+    }
+    static TuneHost e;
+    memset(&e, 0, sizeof e);
+    e.s = tune_sched(&e, &p, runs);
+    if (!e.s) {
+        done(&s, &p);
+        return;
+    }
+    int diverged = -1;
+    for (int run; (run = sched_take(e.s, 0)) >= 0;) {
+        int n_rungs = 0, rung = e.s->ops->rung(e.s, run, &n_rungs);
+        const PlannedRun *pr = &p.runs[run];
+        EndEvent end;
+        memset(&end, 0, sizeof end);
+        end.final_val_loss = rung < 0 ? 2.0 : rung_loss(pr->tune_candidate, pr->seed == 1001, rung);
+        if (pr->tune_candidate == 3 && pr->seed == 1000 && pr->config == 0) {
+            end.status = RUN_DIVERGED;
+            end.final_val_loss = NAN;
+            diverged = run;
+            sched_ended(e.s, run, &end);
+        } else if (rung >= 0 && rung < n_rungs - 1) {
+            end.status = RUN_INTERRUPTED;
+            e.s->ops->paused(e.s, run, &end);
+        } else {
+            end.status = RUN_DONE;
+            sched_ended(e.s, run, &end);
+        }
+    }
+    const JournalTune *d0 = find_rec(&e, 0, 0), *d1 = find_rec(&e, 0, 1);
+    CHECK(d0 && d1 && diverged >= 0);
+    if (d0 && d1) {
+        CHECK(d0->at[3][0] == INFINITY && d0->rung[1] == 1 && d0->rung[2] == 1 &&
+              d0->rung[3] == 0 && d0->rung[0] == 0);
+        CHECK(d1->chosen == 1); /* 2.2 against candidate 2's 9 */
+    }
+    int stopped_div = 0, stopped_c3 = 0;
+    for (int i = 0; i < e.n_stopped; i++) {
+        stopped_div += e.stopped[i] == diverged;
+        stopped_c3 += p.runs[e.stopped[i]].config == 0 && p.runs[e.stopped[i]].tune_candidate == 3;
+    }
+    CHECK(stopped_div == 0 && stopped_c3 == 1);
+    sched_close(e.s);
+    done(&s, &p);
+}
+
 /* A TUNE record reads back as written, and a changed result or choice is not the same. */
 TEST(tune_record) {
     static JournalTune t, back, other;
@@ -304,6 +568,10 @@ TEST(tune_record) {
         t.metric[c] = c == 2 ? INFINITY : 2.5 - 0.1 * c;
     }
     t.chosen = 1;
+    t.decided = 1;
+    for (int c = 0; c < 3; c++)
+        for (int r = 0; r < SPEC_TUNE_MAX_RUNGS; r++)
+            t.at[c][r] = r > t.rung[c] ? NAN : r == t.rung[c] ? t.metric[c] : 3.0 + c;
     char path[1024], err[ABL_ERR_MAX];
     test_path(path, sizeof path, "tune.journal");
     unlink(path);
@@ -332,6 +600,71 @@ TEST(tune_record) {
     other = back;
     other.chosen = 0;
     CHECK(!journal_tune_same(&t, &other));
+    /* the rung results read back, and a changed one is not the same */
+    CHECK(back.decided == 1 && back.at[1][0] == 4.0 && isnan(back.at[0][1]));
+    other = back;
+    other.at[1][0] = 4.5;
+    CHECK(!journal_tune_same(&t, &other));
+}
+
+/* A TUNE record written before successive halving (no rung results after the choice) still
+ * reads: one rung, decided, each candidate's metric its result there; a record deciding a
+ * rung before the last has no choice, and one claiming a choice there is refused. */
+TEST(tune_record_old_format) {
+    Buf b = {0};
+    le_buf_u32(&b, 1); /* config */
+    le_buf_str(&b, "rope", 4);
+    le_buf_u32(&b, 1);
+    le_buf_str(&b, "train.lr", 8);
+    le_buf_u32(&b, 1); /* one rung, the full budget */
+    uint8_t f[8];
+    le_put_f64(f, 1.0);
+    buf_add(&b, f, 8);
+    le_buf_u32(&b, 2);
+    for (int c = 0; c < 2; c++) {
+        le_buf_str(&b, c ? "3.0e-2" : "1.0e-2", 6);
+        le_buf_u32(&b, 1); /* seeds */
+        le_buf_u32(&b, 0); /* rung */
+        le_put_f64(f, 2.5 - 0.25 * c);
+        buf_add(&b, f, 8);
+    }
+    le_buf_u32(&b, 1); /* chosen */
+    CHECK(!b.oom);
+    JournalRecord rec;
+    memset(&rec, 0, sizeof rec);
+    rec.type = JREC_TUNE;
+    rec.payload = (const uint8_t *)b.p;
+    rec.len = (uint32_t)b.len;
+    static JournalTune t;
+    CHECK(journal_decode_tune(&rec, &t) == 0);
+    CHECK(t.decided == 0 && t.chosen == 1 && t.n_rungs == 1 && t.at[0][0] == 2.5);
+    CHECK(t.at[1][0] == 2.25 && isnan(t.at[1][1]));
+    /* the new form: two rungs, deciding rung 0, no choice yet */
+    static JournalTune w, back;
+    w = t;
+    w.n_rungs = 2;
+    w.frac[0] = 1.0 / 3, w.frac[1] = 1;
+    w.decided = 0;
+    w.chosen = -1;
+    w.rung[1] = 1;
+    char path[1024], err[ABL_ERR_MAX];
+    test_path(path, sizeof path, "tune_rung.journal");
+    unlink(path);
+    Journal *j = journal_create(path, err);
+    CHECK_MSG(j, "%s", err);
+    if (j) {
+        CHECK(journal_append_tune(j, &w) == 0);
+        w.chosen = 0; /* a choice at a rung before the last: malformed */
+        CHECK(journal_append_tune(j, &w) == 0);
+        CHECK(journal_close(j) == 0);
+        JournalReader *r = journal_reader_open(path, err);
+        int n = 0, ok = 0;
+        while (r && journal_reader_next(r, &rec) == 1)
+            if (rec.type == JREC_TUNE) ok += (n++ == 0) == (journal_decode_tune(&rec, &back) == 0);
+        if (r) journal_reader_close(r);
+        CHECK_MSG(n == 2 && ok == 2, "%d records, %d as expected", n, ok);
+    }
+    free(b.p);
 }
 
 int main(int argc, char **argv) {

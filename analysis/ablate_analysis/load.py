@@ -100,6 +100,9 @@ class Sweep:
     tuning   a tune: sweep's /tuning (one row per candidate of each configuration:
              configuration, config, candidate, knobs, values, value, rung, fraction, seeds,
              val_loss, chosen; tuning.py), or None for files without it
+    tuning_rungs  its /tuning_rungs (successive halving: one row per rung result of each
+             candidate: configuration, config, candidate, values, rung, fraction, val_loss,
+             promoted), or None for files without it
     calibration  a calibrated fixed-time sweep's timing trials (/calibration, one row per
              trial in the order timed: configuration, group, trial, tokens_per_s, seconds,
              steps, warmup, host, load1, blas_core, utc), or None for files without it
@@ -119,6 +122,8 @@ class Sweep:
     calibration = None
     # a tune: sweep's /tuning (each configuration's candidates and choice), else None
     tuning = None
+    # a tune: sweep's /tuning_rungs (every candidate's result at every rung), else None
+    tuning_rungs = None
 
     def __init__(self, path, attrs, spec, runs, tables, axes, knobs, unfinished=V1_UNFINISHED,
                  base_config=None):
@@ -496,6 +501,8 @@ def _load_once(path):
         calibration = _frame(f["calibration"][()]) if "calibration" in f and \
             f["calibration"].dtype.names else None
         tuning = _frame(f["tuning"][()]) if "tuning" in f and f["tuning"].dtype.names else None
+        tuning_rungs = _frame(f["tuning_rungs"][()]) if "tuning_rungs" in f and \
+            f["tuning_rungs"].dtype.names else None
         bad = check_rows(path, f, runs, raw)
     lost = bad["runs"][0] if "runs" in bad else []
     for t in raw:  # never fill rows, never part of a run's rows, nothing of an unknown run
@@ -511,6 +518,7 @@ def _load_once(path):
     sw.declared_family = declared
     sw.calibration = calibration
     sw.tuning = tuning
+    sw.tuning_rungs = tuning_rungs
     if replicate is not None:
         sw.replicate_contrasts, sw.replicate_decisions = replicate
     return sw, bad

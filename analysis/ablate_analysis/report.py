@@ -498,7 +498,9 @@ class Report:
                "is that metric, on the tuning seeds, not the comparison runs'. *Sign near the "
                "optima*: whether the configuration's difference to %s keeps its sign at every "
                "pair of candidates within the stated factor of each side's optimum (on the "
-               "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning."
+               "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning; "
+               "with successive halving the candidates (val loss) and the curves are those "
+               "that reached the full budget, and the rungs follow."
                % (md_text(knob), md_text(base or "baseline")), "")
         rows, recs = [], []
         for c in configs:
@@ -523,6 +525,15 @@ class Report:
                     "the loss is that metric on the tuning seeds. Sign near the optima: "
                     "whether the difference to %s keeps its sign at every pair of candidates "
                     "near each side's optimum (tuning.csv)." % (knob, base or "baseline"))
+        rungs = T.rung_table(getattr(self.sw, "tuning_rungs", None))
+        if rungs:
+            self.w("", "Successive halving: each rung's candidates and their mean validation "
+                   "loss at its step over the tuning seeds (* trained on to the next rung; at "
+                   "the last rung, the choice). The others ended there: `done`, `tune_rung` "
+                   "below the last in the file's /runs, not failures.", "")
+            self.w(md_table(["configuration", "rung", "of the budget", "candidates (val loss)"],
+                            rungs))
+            self.csv(self.sw.tuning_rungs, "tuning_rungs.csv")
         self.csv(t, "tuning.csv")
         self.fig(T.figure(t, os.path.join(self.dir, "tuning.png")), "tuning curves")
 

@@ -5,7 +5,13 @@ side's optimum.
 
 Pure functions over the /tuning table (a DataFrame with its columns: configuration,
 candidate, knobs, values, value, rung, fraction, seeds, val_loss, chosen); the report
-(report.py) writes them."""
+(report.py) writes them.
+
+Successive halving: a candidate stopped at a rung before the last has its metric at that
+rung (fraction < 1), not comparable with the full budget's; the curves and the sign near the
+optima use the candidates that reached the last rung (fraction 1) only. The file's
+/tuning_rungs (every candidate's result at every rung, and whether it went on) is what
+rung_table() lays out."""
 import math
 
 
@@ -17,10 +23,19 @@ def configurations(tuning):
     return list(first["configuration"])
 
 
+def full(tuning):
+    """The rows of /tuning whose candidate reached the last rung (the full budget)."""
+    if "fraction" not in tuning.columns:
+        return tuning
+    return tuning[tuning["fraction"] >= 1 - 1e-9]
+
+
 def curve(tuning, config):
-    """[(value, val_loss, chosen, values_text), ...] of one configuration, by value (the
-    first tuned knob as a number; candidates whose value is not numeric keep their order)."""
-    t = tuning[tuning["configuration"] == config].sort_values("candidate")
+    """[(value, val_loss, chosen, values_text), ...] of one configuration's candidates that
+    reached the full budget, by value (the first tuned knob as a number; candidates whose
+    value is not numeric keep their order)."""
+    t = full(tuning)
+    t = t[t["configuration"] == config].sort_values("candidate")
     pts = [(float(r["value"]), float(r["val_loss"]), bool(r["chosen"]), str(r["values"]))
            for _, r in t.iterrows()]
     if all(not math.isnan(p[0]) for p in pts):
@@ -116,8 +131,9 @@ def figure(tuning, path):
     if (tuning["value"] > 0).all():
         ax.set_xscale("log")
     # a diverging candidate's loss would flatten the rest: clip at 1.3x the worst choice
-    finite = tuning["val_loss"][tuning["val_loss"].map(math.isfinite)]
-    picked = tuning["val_loss"][tuning["chosen"] == 1]
+    at_full = full(tuning)
+    finite = at_full["val_loss"][at_full["val_loss"].map(math.isfinite)]
+    picked = at_full["val_loss"][at_full["chosen"] == 1]
     top = 1.3 * float(picked.max()) if len(picked) else math.inf
     clipped = len(finite) and float(finite.max()) > top
     if clipped:
@@ -128,3 +144,24 @@ def figure(tuning, path):
                  % ("; clipped at 1.3x the worst choice" if clipped else ""))
     ax.legend(fontsize=7)
     return F._save(fig, path)
+
+
+def rung_table(rungs):
+    """Successive halving's rungs, one row per configuration and rung: [configuration, rung
+    (1-based, "r of R"), fraction of the budget, "values: loss" of each candidate there (the
+    ones that trained on marked *, at the last rung the choice)], from /tuning_rungs (a
+    DataFrame: configuration, config, candidate, values, rung, fraction, val_loss, promoted).
+    [] without rungs or with one rung only (every candidate at the full budget)."""
+    if rungs is None or not len(rungs) or int(rungs["rung"].max()) < 1:
+        return []
+    n_rungs = int(rungs["rung"].max()) + 1
+    rows = []
+    for (k, r), g in rungs.sort_values(["config", "rung", "candidate"]).groupby(
+            ["config", "rung"], sort=True):
+        cells = ["%s: %s%s" % (v, "%.4f" % x if math.isfinite(x) else "diverged",
+                               "*" if p else "")
+                 for v, x, p in zip(g["values"], g["val_loss"], g["promoted"])]
+        rows.append([str(g["configuration"].iloc[0]) or "baseline",
+                     "%d of %d" % (int(r) + 1, n_rungs),
+                     "%.3g" % float(g["fraction"].iloc[0]), ", ".join(cells)])
+    return rows

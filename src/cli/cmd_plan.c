@@ -161,8 +161,9 @@ static void print_replicate(const Plan *plan, const PlanCost *cost) {
 
 /* A tune: sweep: what tuning costs next to the comparison runs. Successive halving's
  * budget is fixed by the candidate count and eta (every rung keeps ceil(n / eta)), so its
- * cost is known before any run; the upper end is every candidate trained to the full
- * budget (no rung stopped early). */
+ * cost is known before any run: what the sweep trains under a step budget (a calibrated
+ * one included); the upper end is every candidate trained to the full budget, what an
+ * uncalibrated time budget trains (it has no steps to stop at). */
 static void print_tune(const Plan *plan, const PlanCost *cost) {
     const SpecTune *t = &plan->spec->tune;
     int keep[SPEC_TUNE_MAX_RUNGS], configs = 0;
@@ -185,7 +186,8 @@ static void print_tune(const Plan *plan, const PlanCost *cost) {
                  keep[r], at);
     }
     printf("tune: %d configurations x %d candidates x %d tuning seeds: ~%.2g to ~%.2g core-hours "
-           "(successive halving, eta %d: %s; at most every candidate to the full budget), "
+           "(successive halving, eta %d: %s; every candidate to the full budget under a time "
+           "budget without train.calibrate), "
            "%.2fx to %.2fx the comparison runs' ~%.2g\n",
            configs, t->n_candidates, t->n_seeds, sh, full, t->eta, rungs,
            compare > 0 ? sh / compare : 0, compare > 0 ? full / compare : 0, compare);

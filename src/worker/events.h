@@ -157,7 +157,8 @@ extern const char *const act_split_names[ACT_SPLIT_COUNT];
     X(S, attempt_blas_core, FT_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \
     X(S, attempt_blas_threads, FT_INT, 0, NULL, "threads", "BLAS threads of this attempt (blas_threads is the first attempt's)") \
     X(S, final_test_loss, FT_DOUBLE, 0, NULL, "nats/token", "loss on the held-out test split (data.test_fraction), once, on the final weights of a done run (NaN: no test split)") \
-    X(S, final_test_acc, FT_DOUBLE, 0, NULL, "fraction", "next-token accuracy on the test split (NaN: no test split)")
+    X(S, final_test_acc, FT_DOUBLE, 0, NULL, "fraction", "next-token accuracy on the test split (NaN: no test split)") \
+    X(S, tune_rung, FT_INT, 0, NULL, NULL, "a tune: sweep's tuning run: the successive-halving rung (0-based) this attempt trained to; a done run stopped at a rung before the last was not promoted (-1: not a tuning run)")
 #define EVENT_END_V1 8
 #define EVENT_END_V2 21
 /* clang-format on */

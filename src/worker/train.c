@@ -324,6 +324,7 @@ static void fill_end(const Trainer *t, RunStatus status, EndEvent *end) {
     end->final_val_acc = t->val_acc;
     end->final_test_loss = t->test_loss;
     end->final_test_acc = t->test_acc;
+    end->tune_rung = -1; /* a sweep's rank 0 knows the rung (run_exec.c) */
     run_health_fill_end(&t->health, end);
     provenance_fill_end(end, t->attempt_start_utc);
 }
@@ -349,6 +350,8 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
     RunStatus status = RUN_DONE;
     while (budget_left(t)) {
         TrainPoll poll = ctl && ctl->poll ? ctl->poll(ctl->poll_ctx) : TRAIN_CONTINUE;
+        int at_rung = t->stop_step > 0 && t->step >= t->stop_step;
+        if (at_rung && poll != TRAIN_ABORT) poll = TRAIN_CHECKPOINT;
         if (poll == TRAIN_SAVE && ctl->save) ctl->save(ctl->save_ctx, t);
         if (poll == TRAIN_CHECKPOINT || poll == TRAIN_ABORT) {
             int saved = poll == TRAIN_CHECKPOINT && ctl->save && ctl->save(ctl->save_ctx, t) == 0;
@@ -359,6 +362,9 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
                 snprintf(end->message, sizeof end->message,
                          "stopped at step %ld without a checkpoint (it could not be written)",
                          t->step);
+            else if (at_rung)
+                snprintf(end->message, sizeof end->message,
+                         "stopped at step %ld, a successive-halving rung", t->step);
             return RUN_INTERRUPTED;
         }
         /* statistics on scheduled steps; with stats.every 0, on the last step of a step or
@@ -383,7 +389,10 @@ RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndE
             emit_step(t, sink, loss, lr, grad_norm);
         }
         if (stats) emit_acts(t, sink);
-        if ((tc->eval_every > 0 && t->step % tc->eval_every == 0) || last) emit_eval(t, sink);
+        /* a rung's step is evaluated: its loss decides which candidates continue */
+        if ((tc->eval_every > 0 && t->step % tc->eval_every == 0) || last ||
+            t->step == t->stop_step)
+            emit_eval(t, sink);
     }
     if (status == RUN_DONE) {
         if (t->eval_step != t->step) emit_eval(t, sink);

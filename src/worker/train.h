@@ -22,6 +22,9 @@ typedef struct {
     float *m, *v;     /* AdamW moments, laid out like the parameters */
     int32_t *x, *y;   /* (B,T) batch */
     long total_steps; /* -1 for a time budget */
+    /* > 0: a successive-halving rung (a tune: sweep): train to this step of the full
+     * budget's schedule, evaluate there, then checkpoint and stop (interrupted) */
+    long stop_step;
     /* progress: everything a checkpoint must restore */
     long step, tokens;
     double train_seconds;

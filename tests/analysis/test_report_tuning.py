@@ -5,7 +5,11 @@
     "near" widens to the candidates' spacing when that is wider than 2x;
   - report: ablate-report on a real tune: sweep has a "Tuning" section naming each
     configuration's chosen value (equal to /tuning's), its candidates' losses and the
-    sign line, tuning.csv and tuning.png; a sweep without tune: has no such section.
+    sign line, tuning.csv and tuning.png; a sweep without tune: has no such section;
+  - halving: with successive halving (4 candidates, eta 3) the curves and the candidates'
+    losses are those of the candidates that reached the full budget (a stopped one's rung-0
+    loss is not on them), and the report's rung table shows every rung result from
+    /tuning_rungs with the ones that trained on marked, plus tuning_rungs.csv.
 """
 import math
 import os
@@ -117,7 +121,45 @@ def test_report():
     assert "### Tuning" not in open(os.path.join(d, "rep2", "report.md")).read()
 
 
-TESTS = [("sensitivity", test_sensitivity), ("report", test_report)]
+def test_halving():
+    # curve(): a candidate stopped at a rung (fraction < 1) is not on the curve
+    t = table({"a": [(1e-3, 3.5), (3e-3, 2.6), (1e-2, 2.5), (3e-2, 2.7)]})
+    t.loc[t["candidate"] == 0, "fraction"] = 1 / 3
+    assert [p[0] for p in T.curve(t, "a")] == [3e-3, 1e-2, 3e-2], T.curve(t, "a")
+    d = FILES["dir"]
+    text = spec_text(C.corpus_path(d)).replace("[3.0e-3, 1.0e-2, 3.0e-2]",
+                                               "[1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2]")
+    spec = C.write(os.path.join(d, "h.yaml"), text)
+    out = os.path.join(d, "h.h5")
+    C.run(["run", spec, "-o", out], expect_rc=0, tag="halving")
+    with h5py.File(out, "r") as f:
+        rungs = [{k: C._py(r[k]) for k in r.dtype.names} for r in f["tuning_rungs"][()]]
+    rep = os.path.join(d, "rep_h")
+    rc, err = W.report(out, rep)
+    assert rc == 0, err
+    md = open(os.path.join(rep, "report.md")).read()
+    section = md.split("### Tuning (train.lr)")[1].split("\n### ")[0]
+    for config in ("baseline", "heads2"):
+        mine = [r for r in rungs if r["configuration"] == config]
+        on = [r["values"] for r in mine if r["rung"] == 0 and r["promoted"]]
+        assert len(on) == 2 and len([r for r in mine if r["rung"] == 1]) == 2, mine
+        line = [l for l in section.splitlines() if l.startswith("| %s |" % config)
+                and "of 2" not in l]
+        cells = [c.strip() for c in line[0].strip("|").split("|")]
+        # the candidates' losses: the two at the full budget only
+        assert cells[3].count(":") == 2 and all(v + ":" in cells[3] for v in on), cells
+        for r in range(2):
+            row = [l for l in section.splitlines()
+                   if l.startswith("| %s | %d of 2 |" % (config, r + 1))]
+            assert len(row) == 1, section
+            for x in (x for x in mine if x["rung"] == r):
+                assert "%s: %.4f%s" % (x["values"], x["val_loss"], "*" if x["promoted"] else
+                                       "") in row[0], (x, row)
+    csv = pd.read_csv(os.path.join(rep, "tuning_rungs.csv"))
+    assert len(csv) == len(rungs) == 2 * (4 + 2)
+
+
+TESTS = [("sensitivity", test_sensitivity), ("report", test_report), ("halving", test_halving)]
 
 if __name__ == "__main__":
     W.main_in_workdir("report_tuning", FILES, TESTS)

@@ -15,6 +15,17 @@
     chosen and the other's tuning runs train, then resumed (in-process; and under mpirun
     at another rank count), ends identical to the uninterrupted one: every run's rows,
     /tuning, one TUNE record per configuration in the journal;
+  - halving: 4 candidates with eta 3 (two rungs): every candidate trains to a third of the
+    budget (rung 0, evaluated there though eval_every is not a divisor of it), the best two
+    by mean validation loss over the tuning seeds train on from their checkpoints to the full
+    budget, the others end done there (tune_rung 0, not failures); the tuning runs train
+    fewer tokens than every candidate at the full budget; /tuning_rungs holds every rung
+    result and the promotions and the choice they imply; a promoted run's final loss is the
+    bit-identical loss of that candidate trained without stopping (a 2-candidate sweep,
+    one rung); then the sweep killed with SIGKILL mid-rung (in-process: while a rung-0 run
+    of the second configuration trains, the first's rung 0 decided; under mpirun: while a
+    promoted run trains on to the full budget) and resumed (in-process; at 2 ranks) ends
+    identical to the uninterrupted one: the same choices, rung results and final losses;
   - join_refused: --join refuses a tune: sweep in one line (not supported yet);
   - train: `ablate train` of a tune: spec trains its base (not a tuning run); `--run` of a
     comparison run is refused in one line unless the tuned knob is given with --set (its
@@ -216,6 +227,124 @@ def test_kill_resume():
                           ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
             C.log("%s: killed with 1 of 2 choices journaled; resumed to the same choices and "
                   "runs" % label)
+
+
+LRS4 = ["1.0e-3", "3.0e-3", "1.0e-2", "3.0e-2"]
+
+
+def halving_spec(corpus, lrs=LRS4):
+    """Two configurations, 1 comparison seed, 4 candidates x 2 tuning seeds, eta 3: rung 0 at
+    step 10 of 30 (eval_every 20 does not evaluate there by itself)."""
+    s = C.micro_spec(corpus, steps=30, seeds=(0,), eval_every=20, sample_tokens=0,
+                     variants="  baseline: {}\n  heads2: {model.n_head: 2}\n")
+    return s + "tune:\n  knobs: {train.lr: [%s]}\n  seeds: [1000, 1001]\n  eta: 3\n" % (
+        ", ".join(lrs))
+
+
+def rung_rows(out):
+    with h5py.File(out, "r") as f:
+        return sorted(tuple(C._py(x) for x in row) for row in f["tuning_rungs"][()])
+
+
+def check_halving(out):
+    """The halved sweep's rows against what its rung results imply; returns /tuning_rungs."""
+    v = C.View(out)
+    by_name = {r["name"]: r for r in v.runs.values()}
+    rungs = rung_rows(out)
+    tuned = tuning(out)
+    for config in ("baseline", "heads2"):
+        # columns: configuration, config, candidate, values, rung, fraction, val_loss, promoted
+        mine = [r for r in rungs if r[0] == config]
+        r0 = {r[2]: r for r in mine if r[4] == 0}
+        r1 = {r[2]: r for r in mine if r[4] == 1}
+        assert sorted(r0) == [0, 1, 2, 3] and len(r1) == 2, mine
+        # rung 0: every candidate at a third of the budget; the best ceil(4/3) = 2 go on
+        best2 = sorted(r0, key=lambda c: (r0[c][6], c))[:2]
+        assert sorted(r1) == sorted(best2), (config, mine)
+        assert [r0[c][7] for c in range(4)] == [int(c in best2) for c in range(4)], mine
+        chosen = min(r1, key=lambda c: (r1[c][6], c))
+        assert [r1[c][7] for c in sorted(r1)] == [int(c == chosen) for c in sorted(r1)], mine
+        assert all(abs(r[5] - 1 / 3) < 1e-12 for r in r0.values()), mine
+        full = tokens = 0
+        for c, lr in enumerate(LRS4):
+            runs = [by_name["%s/tune/lr=%s/seed%d" % (config, lr, s)] for s in (1000, 1001)]
+            promoted = c in best2
+            for r in runs:
+                assert r["status"] == "done", r
+                assert r["tune_rung"] == int(promoted), r
+                assert r["steps"] == (30 if promoted else 10), r
+                tokens += r["tokens"]
+            full += 2 * 30 * runs[0]["tokens"] // runs[0]["steps"]
+            # the rung results are the runs' own: a stopped run's final loss is its rung-0 one
+            mean = sum(r["final_val_loss"] for r in runs) / 2
+            assert (r1[c][6] if promoted else r0[c][6]) == mean, (config, c, mine, mean)
+            # every run was evaluated at the rung's step (eval_every 20 is not a divisor of
+            # it), and that evaluation is its rung-0 result
+            at10 = [v.tables["evals"].get((r["id"], 10)) for r in runs]
+            assert all(e is not None for e in at10), (config, c)
+            assert sum(e["val_loss"] for e in at10) / 2 == r0[c][6], (config, c, at10, mine)
+        # 4 candidates x 2 seeds: 8 runs to step 10, 4 on to step 30, not 8 to step 30
+        assert tokens == full * (4 * 10 + 2 * 20) // (4 * 30), (config, tokens, full)
+        assert tokens < full
+        row = [r for r in tuned if r[0] == config and r[10] == 1]
+        assert len(row) == 1 and row[0][2] == chosen and row[0][6] == 1, (config, tuned)
+        cmp_run = by_name["%s/seed0" % config]
+        assert cmp_run["train.lr"] == float(LRS4[chosen]) and cmp_run["tune_rung"] == -1
+    return rungs
+
+
+def test_halving():
+    with C.workdir("tune_halving") as d:
+        corpus = C.corpus_path(d)
+        spec = C.write(os.path.join(d, "t.yaml"), halving_spec(corpus))
+        ref_out = os.path.join(d, "ref.h5")
+        _, _, err = C.run(["run", spec, "-o", ref_out], expect_rc=0, tag="ref")
+        assert err.count("ablate: tune: ") == 4 and err.count("rung 1 of 2") == 2, err[-3000:]
+        # the stopped runs are no failures: every tuning run is reported finished, done
+        assert "all 18 runs finished (0 failed)" in err, err[-2000:]
+        assert len(C.reported_finished(err)) == 18, C.reported_finished(err)
+        ref_rungs = check_halving(ref_out)
+        ref_tuning = tuning(ref_out)
+        assert len(tune_records(ref_out)) == 4
+        ref = C.View(ref_out)
+        # a promoted run is the run never stopped: the same candidate in a one-rung sweep
+        promoted = [r for r in ref_rungs if r[0] == "heads2" and r[4] == 1]
+        lr = LRS4[promoted[-1][2]]
+        one = C.write(os.path.join(d, "one.yaml"), halving_spec(corpus, [LRS4[0], lr]))
+        one_out = os.path.join(d, "one.h5")
+        C.run(["run", one, "-o", one_out], expect_rc=0, tag="one_rung")
+        plain = C.View(one_out)
+        for seed in (1000, 1001):
+            name = "heads2/tune/lr=%s/seed%d" % (lr, seed)
+            a = [r for r in ref.runs.values() if r["name"] == name][0]
+            b = [r for r in plain.runs.values() if r["name"] == name][0]
+            assert a["final_val_loss"] == b["final_val_loss"] and a["steps"] == 30, (a, b)
+        names = {r["name"]: r["id"] for r in C.plan_json(spec)}
+        # in-process: a rung-0 run of heads2 held at step 5 (baseline's rung 0 decided);
+        # under mpirun: a promoted run held at step 15 of its attempt, i.e. step 25 of 30
+        cases = (("inproc", None, None, "heads2/tune/lr=%s/seed1001" % LRS4[1], 5, 1),
+                 ("mpi", 3, 2, "heads2/tune/lr=%s/seed1001" % lr, 15, 3))
+        for label, ranks, resume_ranks, held_name, step, n_records in cases:
+            out = os.path.join(d, label + ".h5")
+            hold = os.path.join(d, label + "-hold")
+            with C.Job(["run", spec, "-o", out], ranks=ranks, tag=label,
+                       env=C.hold_env(hold, step=step, runs=[names[held_name]])) as job:
+                C.wait_until(lambda: C.held(hold) and len(tune_records(out)) >= n_records, job,
+                             "the held run mid-rung and %d rung decision(s)" % n_records)
+                before = tune_records(out)
+                C.kill_session(job.sid, signal.SIGKILL)
+                job.reap(30)
+            assert len(before) < 4, "%s: %d TUNE records before the kill" % (label, len(before))
+            shutil.rmtree(hold, ignore_errors=True)
+            _, _, err = C.run(["run", spec, "-o", out, "--resume"], ranks=resume_ranks,
+                              expect_rc=0, tag=label + "-resume")
+            assert rung_rows(out) == ref_rungs, (label, rung_rows(out), ref_rungs)
+            assert tuning(out) == ref_tuning, label
+            assert len(tune_records(out)) == 4, label
+            C.assert_same(ref, C.View(out), "uninterrupted", label,
+                          ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+            C.log("%s: killed mid-rung with %d of 4 rung decisions journaled; resumed to the "
+                  "same rungs, choices and final losses" % (label, len(before)))
 
 
 def test_join_refused():

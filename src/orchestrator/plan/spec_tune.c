@@ -366,3 +366,26 @@ int spec_tune_best(const double *metric, int n) {
         if (metric[c] < metric[best]) best = c; /* strictly: a tie keeps the lower index */
     return best;
 }
+
+long spec_tune_rung_step(long total_steps, int eta, int n_rungs, int r) {
+    if (r >= n_rungs - 1 || total_steps <= 0) return total_steps;
+    long s = lround((double)total_steps * pow((double)eta, (double)(r - (n_rungs - 1))));
+    return s < 1 ? 1 : s > total_steps ? total_steps : s;
+}
+
+int spec_tune_promote(const double *metric, const unsigned char *alive, int n, int keep,
+                      unsigned char *promoted) {
+    int got = 0;
+    for (int c = 0; c < n; c++)
+        promoted[c] = 0;
+    /* keep rounds of "the best not yet promoted": n is at most a few hundred */
+    while (got < keep) {
+        int best = -1;
+        for (int c = 0; c < n; c++)
+            if (alive[c] && !promoted[c] && (best < 0 || metric[c] < metric[best])) best = c;
+        if (best < 0) break;
+        promoted[best] = 1;
+        got++;
+    }
+    return got;
+}

@@ -41,4 +41,17 @@ double spec_tune_budgets(int n, int eta);
  * the same results give the same choice everywhere). */
 int spec_tune_best(const double *metric, int n);
 
+/* The step at which rung r (0-based, of n_rungs) ends for a run whose full budget is
+ * total_steps: round(total_steps * eta^-(n_rungs-1-r)), at least 1; the last rung's is
+ * total_steps. The learning-rate schedule stays the full budget's, so a run stopped at a
+ * rung and continued is the run never stopped. */
+long spec_tune_rung_step(long total_steps, int eta, int n_rungs, int r);
+
+/* Successive halving's promotion at a rung: among the n candidates with alive[c] set, the
+ * keep with the lowest metric (the mean validation loss at that rung over the tuning seeds;
+ * +inf for a diverged run), ties to the lower index, get promoted[c] = 1; every other
+ * promoted[c] is 0. Returns how many were promoted (min(keep, alive)). */
+int spec_tune_promote(const double *metric, const unsigned char *alive, int n, int keep,
+                      unsigned char *promoted);
+
 #endif

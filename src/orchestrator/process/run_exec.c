@@ -318,6 +318,7 @@ RunStatus run_execute(const RunAssignment *a, VocabCache *vc, const RunOutput *o
         st = RUN_INTERRUPTED;
         goto done;
     }
+    t.stop_step = a->stop_step;
     RunCtx rc = {sink, a, res, clock_seconds() + a->ckpt_every, 0};
     TrainControl ctl = {run_poll, &rc, save_checkpoint, &rc};
     st = trainer_run(&t, &sink->base, &ctl, end);
@@ -349,6 +350,7 @@ fail:
     event_end_unknown(end, RUN_FAILED, err);
     provenance_fill_end(end, "");
 done:
+    end->tune_rung = a->rung1 - 1;
     if (have_trainer) trainer_free(&t);
     free(sink);
     return st;

@@ -29,6 +29,9 @@ typedef struct {
     int64_t resume_step;  /* > 0: continue from the checkpoint of this step */
     double ckpt_every;    /* seconds between periodic checkpoints; 0: none */
     char data_sha256[65]; /* the sweep's data (data_guard.h); "": not checked */
+    int64_t stop_step;    /* > 0: a tune: sweep's rung: stop there (Trainer.stop_step) */
+    int32_t rung1;        /* 1 + the rung this attempt trains to (END tune_rung); 0: not a
+                           * tuning run (so a zeroed assignment is none) */
 } RunAssignment;
 
 typedef struct {

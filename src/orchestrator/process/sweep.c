@@ -280,6 +280,7 @@ static void prepare_assignment(Sweep *s, int idx, RunAssignment *a) {
     snprintf(a->out_path, sizeof a->out_path, "%s", s->o->out_path);
     const DataIdentity *di = data_guard_of(&s->data, &r->pr->cfg.data);
     if (di) memcpy(a->data_sha256, di->sha256, sizeof a->data_sha256);
+    tune_assignment(s, idx, a);
     if (r->ckpt_step > 0) {
         char err[ABL_ERR_MAX], path[ABL_PATH_MAX];
         ckpt_file(s, r, r->ckpt_step, path, sizeof path);
@@ -369,10 +370,11 @@ static void end_recorded(Sweep *s, uint32_t run, uint32_t attempt, const RunResu
         progress_run_stopped(&s->progress);
         /* a worker that got its own SIGUSR1, or could not use its checkpoint: the run goes
          * back to the queue (from its checkpoint) while the sweep goes on */
-        if (!stopping(s) && durable)
-            sched_requeue(s->sched, (int)run);
-        else
+        if (!stopping(s) && durable) {
+            if (!tune_paused(s, (int)run, res)) sched_requeue(s->sched, (int)run);
+        } else {
             sched_cancel(s->sched, (int)run);
+        }
         return;
     }
     if (!durable) {

@@ -47,8 +47,9 @@ typedef struct {
     /* of its RUN_END from an earlier session (a replicate: sweep decides from these) */
     double final_val_loss, final_test_loss, train_seconds;
     int unstable;
-    int calib;      /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
-    int plan_later; /* joined: its PLAN record is journaled when it is first trained here */
+    int calib;         /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
+    int plan_later;    /* joined: its PLAN record is journaled when it is first trained here */
+    int64_t stop_step; /* tune: the rung step its attempt stops at (0: none) */
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
  * are 10 MB (a copy of the run's config once made it 1.7 KB) */
@@ -154,6 +155,10 @@ void replicate_summary(const Sweep *s, int n);
 
 /* sweep_tune.c: a tune: sweep */
 int host_tuned(void *ctx, const JournalTune *t);
+const JournalTune *host_tune_journaled(void *ctx, int config, const char *name, int rung);
+int host_tune_stopped(void *ctx, int run, int rung, double loss);
+void tune_assignment(Sweep *s, int run, RunAssignment *a);
+int tune_paused(Sweep *s, int run, const RunResult *res);
 
 /* sweep_open.c: the journal opened (new, --force, --resume) and reconciled with the plan */
 int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]);

@@ -232,7 +232,9 @@ int open_journal(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]) {
                       host_admit,
                       host_decided,
                       host_not_needed,
-                      host_tuned};
+                      host_tuned,
+                      host_tune_journaled,
+                      host_tune_stopped};
     if (!(s->sched = scheduler_open(&cfg, &host, s->journal_path, err))) return -1;
     if (s->sched->ops->shared) { /* a journal of our own, always a new one */
         memset(rs, 0, sizeof *rs);

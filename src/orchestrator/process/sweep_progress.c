@@ -82,7 +82,9 @@ void progress_run_finished(Progress *p, const char *name, const EndEvent *end, d
     if (end->instability > INSTAB_NONE && end->instability < INSTAB_COUNT)
         snprintf(flag, sizeof flag, ", unstable (%s) from step %ld",
                  instability_names[end->instability], end->unstable_step);
-    if (end->status == RUN_DONE)
+    if (end->status == RUN_DONE && end->message[0]) /* a tuning run stopped at a rung */
+        snprintf(last, sizeof last, "%s done: val_loss %.4f, %s", shown, end->final_val_loss, msg);
+    else if (end->status == RUN_DONE)
         snprintf(last, sizeof last, "%s done: val_loss %.4f, %.0f tok/s%s", shown,
                  end->final_val_loss, end->tokens_per_s, flag);
     else

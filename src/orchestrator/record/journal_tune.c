@@ -37,6 +37,13 @@ int journal_append_tune(Journal *j, const JournalTune *t) {
         buf_f64(&b, t->metric[c]);
     }
     le_buf_u32(&b, (uint32_t)t->chosen);
+    le_buf_u32(&b, (uint32_t)t->decided);
+    for (int c = 0; c < t->n_cand; c++) {
+        int m = t->decided + 1;
+        le_buf_u32(&b, (uint32_t)m);
+        for (int r = 0; r < m; r++)
+            buf_f64(&b, t->at[c][r]);
+    }
     int rc = b.oom ? journal_set_error(j, "out of memory building a record")
                    : journal_append(j, JREC_TUNE, JOURNAL_NO_RUN, b.p, b.len);
     free(b.p);
@@ -79,13 +86,34 @@ int journal_decode_tune(const JournalRecord *rec, JournalTune *t) {
         t->metric[c] = le_read_f64(&r);
     }
     t->chosen = (int)le_read_u32(&r);
-    if (r.bad || r.p != r.end || t->chosen < 0 || t->chosen >= t->n_cand) return -1;
+    for (int c = 0; c < t->n_cand; c++)
+        for (int i = 0; i < SPEC_TUNE_MAX_RUNGS; i++)
+            t->at[c][i] = NAN;
+    if (!r.bad && r.p == r.end) { /* before successive halving: one rung, the full budget */
+        t->decided = t->n_rungs - 1;
+        for (int c = 0; c < t->n_cand; c++)
+            if (t->rung[c] >= 0 && t->rung[c] < t->n_rungs) t->at[c][t->rung[c]] = t->metric[c];
+    } else {
+        uint32_t d = le_read_u32(&r);
+        if (r.bad || d >= (uint32_t)t->n_rungs) return -1;
+        t->decided = (int)d;
+        for (int c = 0; c < t->n_cand; c++) {
+            uint32_t m = le_read_u32(&r);
+            if (r.bad || m > (uint32_t)t->n_rungs) return -1;
+            for (uint32_t i = 0; i < m; i++)
+                t->at[c][i] = le_read_f64(&r);
+        }
+    }
+    int last = t->decided == t->n_rungs - 1;
+    if (r.bad || r.p != r.end || (last ? t->chosen < 0 : t->chosen != -1) || t->chosen >= t->n_cand)
+        return -1;
     return 0;
 }
 
 int journal_tune_same(const JournalTune *a, const JournalTune *b) {
     if (a->config != b->config || strcmp(a->name, b->name) || a->n_knobs != b->n_knobs ||
-        a->n_rungs != b->n_rungs || a->n_cand != b->n_cand || a->chosen != b->chosen)
+        a->n_rungs != b->n_rungs || a->n_cand != b->n_cand || a->chosen != b->chosen ||
+        a->decided != b->decided)
         return 0;
     for (int k = 0; k < a->n_knobs; k++)
         if (strcmp(a->knob[k], b->knob[k])) return 0;
@@ -98,6 +126,8 @@ int journal_tune_same(const JournalTune *a, const JournalTune *b) {
         if (a->seeds[c] != b->seeds[c] || a->rung[c] != b->rung[c] ||
             memcmp(&a->metric[c], &b->metric[c], sizeof(double)) != 0)
             return 0;
+        for (int i = 0; i <= a->decided; i++) /* NaN (not reached) is compared as bits too */
+            if (memcmp(&a->at[c][i], &b->at[c][i], sizeof(double)) != 0) return 0;
     }
     return 1;
 }

@@ -9,7 +9,17 @@
  *         u32 n_candidates, then per candidate: str value x n_knobs, u32 seeds (tuning
  *         seeds with a result), u32 rung (the last rung it reached), f64 metric (its mean
  *         validation loss over those seeds at that rung; +inf when a run diverged),
- *         then u32 chosen (a candidate index).
+ *         then u32 chosen (a candidate index; 0xffffffff in a record deciding a rung before
+ *         the last),
+ *         then (absent in a record written before successive halving: it decided its one rung
+ *         with every candidate at the full budget) u32 decided (the rung this record decides:
+ *         n_rungs - 1 is the choice, a smaller one which candidates continue), and per
+ *         candidate u32 m, f64 x m (its metric at rungs 0..m-1; NaN at a rung it did not
+ *         reach).
+ * Successive halving journals one record per rung of a configuration, each synced before
+ * any promoted run continues; a candidate's rung is the last rung it trains to as far as
+ * decided (a promoted one's is the next) and its metric is the one at the last rung it has
+ * a result for.
  * The choice is a function of the tuning runs' journaled results alone, so every session
  * and every joined process that makes it makes the same one. */
 #ifndef ABLATE_ORCH_JOURNAL_TUNE_H
@@ -33,7 +43,9 @@ typedef struct {
     int seeds[SPEC_TUNE_MAX_CANDIDATES];
     int rung[SPEC_TUNE_MAX_CANDIDATES];
     double metric[SPEC_TUNE_MAX_CANDIDATES];
-    int chosen;
+    int chosen;  /* -1: a record deciding a rung before the last */
+    int decided; /* the rung this record decides */
+    double at[SPEC_TUNE_MAX_CANDIDATES][SPEC_TUNE_MAX_RUNGS]; /* metric per rung, NaN: none */
 } JournalTune;
 
 int journal_append_tune(Journal *j, const JournalTune *t);

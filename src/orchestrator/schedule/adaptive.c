@@ -783,7 +783,8 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
     for (int c = 0; c < a->c.n_configs; c++)
         a->need[c] = a->rep->looks[0];
     if (cfg->join) {
-        SchedHost ih = {a, a_elsewhere, a_continue_from, a_fail, a_admit, NULL, NULL, NULL};
+        SchedHost ih = {a,    a_elsewhere, a_continue_from, a_fail, a_admit, NULL, NULL, NULL,
+                        NULL, NULL};
         SchedConfig jc = *cfg;
         if (!(a->rule_text = rule_text(a))) {
             a_close(&a->base);

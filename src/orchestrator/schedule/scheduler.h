@@ -11,8 +11,8 @@
  *   queue.c    one process: every unfinished run once, most expensive first
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
- *   tune.c     a tune: sweep: the tuning runs first, each configuration's comparison runs
- *              once its value is chosen from them
+ *   tune.c     a tune: sweep: the tuning runs first, rung by rung (successive halving),
+ *              each configuration's comparison runs once its value is chosen from them
  *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
  *              hears the results of other processes' runs from their claims)
@@ -66,6 +66,13 @@ typedef struct {
      * host sets its comparison runs' configs to it and journals the choice durably (unless
      * its journal holds it). 0, or -1 (the sweep is stopping). */
     int (*tuned)(void *ctx, const JournalTune *t);
+    /* A tune: sweep's rung decision its journal held when the sweep began (configuration
+     * config named name, the record deciding rung), or NULL: start() continues from it. */
+    const JournalTune *(*tune_journaled)(void *ctx, int config, const char *name, int rung);
+    /* A tuning run not promoted past rung (its result there: loss): journaled as ended done
+     * at that rung (END tune_rung), from the checkpoint it stopped at; it counts as
+     * finished from then on. 0, or -1 (the sweep is stopping). */
+    int (*tune_stopped)(void *ctx, int run, int rung, double loss);
 } SchedHost;
 
 /* How to open a scheduler: scheduler_open picks the implementation from these. */
@@ -116,6 +123,13 @@ typedef struct {
      * view. Called only when the sweep's journal is its own (shared). */
     int (*complete_on_start)(Scheduler *s, int n_live, const char *out_path);
     void (*close)(Scheduler *s);
+    /* Optional (tune.c; NULL elsewhere). rung: the successive-halving rung run's next
+     * attempt trains to (-1: not a tuning run; n_rungs - 1: to its full budget), set before
+     * take() returns it and unchanged while it trains. paused: run stopped at that rung's
+     * step with its checkpoint there and its end (interrupted, the rung's validation loss
+     * in final_val_loss) durable: it waits for its rung's decision, not the queue. */
+    int (*rung)(Scheduler *s, int run, int *n_rungs);
+    void (*paused)(Scheduler *s, int run, const EndEvent *end);
     /* How the user continues a stopped sweep: "--resume" or "--join". */
     const char *continue_flag;
     /* Other processes share this sweep: each writes a journal of its own (always a new

@@ -1,19 +1,26 @@
 /* The tune scheduler (scheduler.h) of a tune: sweep (docs/spec.md, "tune"), one process.
  *
  * The plan holds, per configuration, its tuning runs (every candidate at every tuning seed)
- * and then its comparison runs (plan.h). Tuning runs are handed out first, in plan order;
- * once every tuning run of a configuration has a result (its RUN_END durable: ended() is
- * called after the sync), its value is chosen: the candidate with the lowest mean
- * validation loss over the tuning seeds (a diverged run counts +inf; ties go to the lower
- * candidate, spec_tune_best), and the host is told (SchedHost.tuned) before any of its
- * comparison runs is handed out: it sets their configs to that value and journals the
- * choice. A failed tuning run gives no result: its configuration waits (the sweep ends
- * stopped, and --resume trains it again), as a replicate: sweep's looks wait.
+ * and then its comparison runs (plan.h). Successive halving (spec_tune_rungs): every
+ * candidate's tuning runs train to rung 0's step (rung() tells the sweep which rung a run's
+ * attempt trains to; the sweep stops it there with a checkpoint and an evaluation, and says
+ * so through paused()); once every alive candidate of a configuration has a result at its
+ * rung (its runs paused there, or ended: a diverged run counts +inf, a done one its final
+ * loss), the rung is decided: the best ceil(k / eta) by mean validation loss over the
+ * tuning seeds (ties to the lower candidate, spec_tune_promote) train on from their
+ * checkpoints to the next rung, the others end there (SchedHost.tune_stopped); at the last
+ * rung, the full budget, the best is the choice (ties to the lower candidate), and the host
+ * is told (SchedHost.tuned) before any of its comparison runs is handed out: it sets their
+ * configs to it and journals it. Each rung decision is journaled by the host (tuned) before
+ * a promoted run continues. A failed tuning run gives no result: its configuration waits
+ * (the sweep ends stopped, and --resume trains it again), as a replicate: sweep's looks
+ * wait.
  *
- * The choice is a function of the tuning runs' journaled results alone, so start() makes it
- * again for every configuration whose tuning runs ended before (the host journals only the
- * choices its journal lacks): the same choices after kill -9 + --resume and on any rank
- * count. */
+ * A decision is a function of the tuning runs' results alone. start() replays the journaled
+ * ones (SchedHost.tune_journaled: they hold the rung results of the runs that trained on
+ * since) and makes the rest again from the results (a run that stopped at its rung before
+ * stops there again at once, from its checkpoint): the same decisions after kill -9 +
+ * --resume and on any rank count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +32,10 @@
 #include "util/log.h"
 
 /* per journal index: T_NONE not a run of this plan, T_TODO to train, T_OUT training here,
- * T_DONE a result (done or diverged), T_FAILED no result (failed) */
-enum { T_NONE, T_TODO, T_OUT, T_DONE, T_FAILED };
+ * T_PAUSED stopped at its rung's step (a result there, waiting for the rung's decision),
+ * T_DONE a final result (done or diverged), T_STOPPED not promoted past a rung (ended),
+ * T_FAILED no result (failed) */
+enum { T_NONE, T_TODO, T_OUT, T_PAUSED, T_DONE, T_STOPPED, T_FAILED };
 
 typedef struct {
     Scheduler base;
@@ -35,13 +44,20 @@ typedef struct {
     int per;      /* runs per configuration (plan_runs_per_config) */
     int n_tuning; /* tuning runs per configuration: candidates x tuning seeds */
     int n_configs;
-    int *run_of;       /* plan index -> journal index, -1 if none */
-    int *pos;          /* journal index -> plan index, -1 if none */
-    unsigned char *st; /* per journal index: T_* */
-    int *chosen;       /* per configuration: the chosen candidate, -1 not yet */
-    int *queue;        /* the tuning runs to train (plan order), then comparison runs as
-                          their configurations are decided; queue[next..n_queue) to take */
-    int n_queue, next;
+    int n_rungs; /* successive halving's rungs (spec_tune_rungs) */
+    int keep[SPEC_TUNE_MAX_RUNGS];
+    double frac[SPEC_TUNE_MAX_RUNGS];
+    int *run_of;          /* plan index -> journal index, -1 if none */
+    int *pos;             /* journal index -> plan index, -1 if none */
+    unsigned char *st;    /* per journal index: T_* */
+    double *loss;         /* per journal index: its result (paused: at its rung; done: final) */
+    int *rung;            /* per configuration: the rung its alive candidates train to */
+    unsigned char *alive; /* per configuration x candidate: trains to rung[k] */
+    double *at;           /* per configuration x candidate x rung: the metric there (NaN) */
+    int *chosen;          /* per configuration: the chosen candidate, -1 not yet */
+    int *queue;           /* the runs to train, in the order they became trainable;
+                             queue[next..n_queue) to take */
+    int n_queue, next, cap_queue;
     int *requeued, n_requeued;
     JournalTune *rec; /* scratch */
 } Tune;
@@ -54,51 +70,165 @@ static int is_tuning(const Tune *u, int plan_index) {
     return plan_index % u->per < u->n_tuning;
 }
 
-/* A tuning run's validation loss for the choice: +inf unless it trained to its end. */
-static double loss_of(const SchedRun *r) {
-    return r->status == RUN_DONE && isfinite(r->final_val_loss) ? r->final_val_loss : INFINITY;
+/* The candidate of a tuning run (plan index): candidates outer, tuning seeds inner. */
+static int cand_of(const Tune *u, int plan_index) {
+    return (plan_index % u->per) / u->t->n_seeds;
 }
 
-/* Chooses configuration k's value once every tuning run of it has a result; the host sets
- * its comparison runs' configs and journals the choice, and they are queued. */
-static void try_choose(Tune *u, int k) {
-    if (k < 0 || k >= u->n_configs || u->chosen[k] >= 0) return;
+static double *at_of(const Tune *u, int k, int c) {
+    return &u->at[((size_t)k * (size_t)u->t->n_candidates + (size_t)c) * SPEC_TUNE_MAX_RUNGS];
+}
+
+/* A run's result: +inf unless it trained to its end (or its rung) without diverging. */
+static double result_of(RunStatus status, double loss) {
+    return (status == RUN_DONE || status == RUN_INTERRUPTED) && isfinite(loss) ? loss : INFINITY;
+}
+
+static void enqueue(Tune *u, int run) {
+    if (u->n_queue < u->cap_queue) u->queue[u->n_queue++] = run;
+}
+
+/* Configuration k's name: its comparison runs' names without their last segment. */
+static void config_name(const Tune *u, int k, char *out, size_t n) {
+    const char *cmp_name = u->plan->runs[k * u->per + u->n_tuning].name;
+    const char *slash = strrchr(cmp_name, '/');
+    snprintf(out, n, "%.*s", slash ? (int)(slash - cmp_name) : 0, cmp_name);
+}
+
+/* The record of configuration k deciding its current rung, metric[c] of every alive
+ * candidate filled from its runs' results (the caller has checked they all have one). */
+static void build_record(Tune *u, int k, JournalTune *rec) {
     const SpecTune *t = u->t;
-    int base = k * u->per;
-    for (int i = 0; i < u->n_tuning; i++) {
-        int j = u->run_of[base + i];
-        if (j < 0 || u->st[j] != T_DONE) return;
-    }
-    JournalTune *rec = u->rec;
+    int r = u->rung[k];
     memset(rec, 0, sizeof *rec);
     rec->config = k;
-    const char *cmp_name = u->plan->runs[base + u->n_tuning].name;
-    const char *slash = strrchr(cmp_name, '/');
-    snprintf(rec->name, sizeof rec->name, "%.*s", slash ? (int)(slash - cmp_name) : 0, cmp_name);
+    config_name(u, k, rec->name, sizeof rec->name);
     rec->n_knobs = t->n_knobs;
     for (int q = 0; q < t->n_knobs; q++)
         snprintf(rec->knob[q], sizeof rec->knob[q], "%s", t->knobs[q]->name);
-    rec->n_rungs = 1; /* every candidate to the full budget */
-    rec->frac[0] = 1;
+    rec->n_rungs = u->n_rungs;
+    for (int i = 0; i < u->n_rungs; i++)
+        rec->frac[i] = u->frac[i];
     rec->n_cand = t->n_candidates;
+    rec->decided = r;
     for (int c = 0; c < t->n_candidates; c++) {
         for (int q = 0; q < t->n_knobs; q++)
             snprintf(rec->value[c][q], sizeof rec->value[c][q], "%s",
                      t->values[q][spec_tune_value(t, c, q)].text);
+        double *at = at_of(u, k, c);
+        for (int i = 0; i < SPEC_TUNE_MAX_RUNGS; i++)
+            rec->at[c][i] = i <= r ? at[i] : NAN;
+        rec->seeds[c] = t->n_seeds;
+        int last = 0; /* the last rung it has a result for */
+        for (int i = 0; i <= r; i++)
+            if (!isnan(at[i])) last = i;
+        rec->rung[c] = last;
+        rec->metric[c] = at[last];
+    }
+}
+
+/* Every alive candidate of configuration k has a result at its rung: the mean over its
+ * tuning seeds goes into at[]. 0 if some run has none yet. */
+static int rung_results(Tune *u, int k) {
+    const SpecTune *t = u->t;
+    int base = k * u->per, r = u->rung[k];
+    for (int c = 0; c < t->n_candidates; c++) {
+        if (!u->alive[k * t->n_candidates + c]) continue;
+        for (int si = 0; si < t->n_seeds; si++) {
+            int j = u->run_of[base + c * t->n_seeds + si];
+            if (j < 0 || (u->st[j] != T_PAUSED && u->st[j] != T_DONE)) return 0;
+        }
+    }
+    for (int c = 0; c < t->n_candidates; c++) {
+        if (!u->alive[k * t->n_candidates + c]) continue;
         double sum = 0;
         for (int si = 0; si < t->n_seeds; si++)
-            sum += loss_of(&u->base.runs[u->run_of[base + c * t->n_seeds + si]]);
-        rec->seeds[c] = t->n_seeds;
-        rec->rung[c] = 0;
-        rec->metric[c] = sum / t->n_seeds;
+            sum += u->loss[u->run_of[base + c * t->n_seeds + si]];
+        at_of(u, k, c)[r] = sum / t->n_seeds;
     }
-    rec->chosen = spec_tune_best(rec->metric, rec->n_cand);
+    return 1;
+}
+
+/* Applies configuration k's decision of its current rung (rec: made now, or journaled by a
+ * session before): promoted candidates' paused runs train on to the next rung, the others'
+ * runs end there (the host journals them), and at the last rung the comparison runs are
+ * queued. 0, or -1 (the sweep is stopping). */
+static int apply(Tune *u, int k, const JournalTune *rec) {
+    const SpecTune *t = u->t;
+    int base = k * u->per, r = u->rung[k];
+    unsigned char *alive = &u->alive[k * t->n_candidates];
     SchedHost *h = &u->base.host;
-    if (h->tuned && h->tuned(h->ctx, rec) != 0) return; /* the sweep stops (the host says) */
-    u->chosen[k] = rec->chosen;
-    for (int i = u->n_tuning; i < u->per; i++) {
-        int j = u->run_of[base + i];
-        if (j >= 0 && u->st[j] == T_TODO) u->queue[u->n_queue++] = j;
+    if (r == u->n_rungs - 1) {
+        u->chosen[k] = rec->chosen;
+        for (int i = u->n_tuning; i < u->per; i++) {
+            int j = u->run_of[base + i];
+            if (j >= 0 && u->st[j] == T_TODO) enqueue(u, j);
+        }
+        return 0;
+    }
+    for (int c = 0; c < t->n_candidates; c++) {
+        if (!alive[c]) continue;
+        int on = rec->rung[c] > r;
+        for (int si = 0; si < t->n_seeds; si++) {
+            int j = u->run_of[base + c * t->n_seeds + si];
+            if (j < 0) continue;
+            if (on && u->st[j] == T_PAUSED) {
+                u->st[j] = T_TODO;
+                enqueue(u, j);
+            } else if (!on && u->st[j] == T_PAUSED) {
+                if (h->tune_stopped && h->tune_stopped(h->ctx, j, r, u->loss[j]) != 0) return -1;
+                u->st[j] = T_STOPPED;
+            } else if (!on && u->st[j] == T_TODO && u->base.runs[j].finished) {
+                u->st[j] = T_STOPPED; /* ended at the rung by a session before */
+            }
+        }
+        alive[c] = (unsigned char)on;
+    }
+    u->rung[k] = r + 1;
+    return 0;
+}
+
+/* Decides configuration k's rungs as far as its results (or its journal) go. */
+static void try_decide(Tune *u, int k) {
+    if (k < 0 || k >= u->n_configs) return;
+    const SpecTune *t = u->t;
+    SchedHost *h = &u->base.host;
+    JournalTune *rec = u->rec;
+    while (u->chosen[k] < 0) {
+        int r = u->rung[k];
+        char name[JOURNAL_CONFIG_MAX];
+        config_name(u, k, name, sizeof name);
+        const JournalTune *old = h->tune_journaled ? h->tune_journaled(h->ctx, k, name, r) : NULL;
+        if (old && old->n_rungs == u->n_rungs && old->n_cand == t->n_candidates) {
+            /* decided by a session before: its results at this rung are gone from the runs
+             * that trained on, and the record holds them */
+            for (int c = 0; c < t->n_candidates; c++)
+                at_of(u, k, c)[r] = old->at[c][r];
+            *rec = *old;
+        } else {
+            if (!rung_results(u, k)) return;
+            build_record(u, k, rec);
+            unsigned char promoted[SPEC_TUNE_MAX_CANDIDATES];
+            double m[SPEC_TUNE_MAX_CANDIDATES];
+            for (int c = 0; c < t->n_candidates; c++)
+                m[c] = u->alive[k * t->n_candidates + c] ? at_of(u, k, c)[r] : INFINITY;
+            if (r < u->n_rungs - 1) {
+                spec_tune_promote(m, &u->alive[k * t->n_candidates], t->n_candidates,
+                                  u->keep[r + 1], promoted);
+                for (int c = 0; c < t->n_candidates; c++)
+                    if (promoted[c]) rec->rung[c] = r + 1;
+                rec->chosen = -1;
+            } else {
+                /* the best at the full budget among those that reached it */
+                rec->chosen = -1;
+                for (int c = 0; c < t->n_candidates; c++)
+                    if (u->alive[k * t->n_candidates + c] &&
+                        (rec->chosen < 0 || m[c] < m[rec->chosen]))
+                        rec->chosen = c;
+            }
+        }
+        if (h->tuned && h->tuned(h->ctx, rec) != 0) return; /* the sweep stops (the host says) */
+        if (apply(u, k, rec) != 0) return;
     }
 }
 
@@ -109,21 +239,25 @@ static void record_result(Tune *u, int run, RunStatus status, double loss) {
     r->status = status;
     r->final_val_loss = loss;
     u->st[run] = status == RUN_DONE || status == RUN_DIVERGED ? T_DONE : T_FAILED;
+    u->loss[run] = result_of(status, loss);
     int p = u->pos[run];
-    if (p >= 0 && is_tuning(u, p)) try_choose(u, config_of(u, p));
+    if (p >= 0 && is_tuning(u, p)) try_decide(u, config_of(u, p));
 }
 
 static int u_start(Scheduler *s, const SchedRun *runs, int n) {
     Tune *u = (Tune *)s;
     int total = u->plan->n_runs;
+    u->cap_queue = (n + 1) * (u->n_rungs + 1);
     if (sched_keep_runs(s, runs, n) != 0 || !(u->st = calloc((size_t)n + 1, 1)) ||
         !(u->pos = malloc(sizeof(int) * (size_t)(n + 1))) ||
-        !(u->queue = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(u->loss = malloc(sizeof(double) * (size_t)(n + 1))) ||
+        !(u->queue = malloc(sizeof(int) * (size_t)u->cap_queue)) ||
         !(u->requeued = malloc(sizeof(int) * (size_t)(n + 1))))
         return -1;
     IdIndex ix = {0}; /* built if the spec changed: a search per run is quadratic */
     for (int i = 0; i < n; i++) {
         u->pos[i] = -1;
+        u->loss[i] = INFINITY;
         if (!runs[i].id[0]) continue; /* a lost journal index */
         /* journal index i is plan index i unless the spec changed between sessions */
         if ((i >= total || strcmp(u->plan->runs[i].id, runs[i].id)) && !ix.slot &&
@@ -138,15 +272,25 @@ static int u_start(Scheduler *s, const SchedRun *runs, int n) {
         u->st[i] = T_TODO;
     }
     id_index_free(&ix);
-    /* the tuning runs first, in plan order */
+    /* the results so far, without deciding yet (a finished run of a candidate stopped at a
+     * rung before is one of the decisions replayed below) */
     for (int pi = 0; pi < total; pi++) {
         int j = u->run_of[pi];
-        if (j >= 0 && is_tuning(u, pi) && !runs[j].finished) u->queue[u->n_queue++] = j;
+        if (j < 0 || !runs[j].finished) continue;
+        u->st[j] = runs[j].status == RUN_DONE || runs[j].status == RUN_DIVERGED ? T_DONE : T_FAILED;
+        u->loss[j] = result_of(runs[j].status, runs[j].final_val_loss);
     }
-    /* replay: the results so far, and the choices they give (the host journals new ones) */
+    /* replay: the decisions journaled, and those the results give (the host journals the
+     * new ones); then the tuning runs of the alive candidates, in plan order, toward their
+     * configuration's rung (one that stopped at that rung's step before stops again there
+     * at once, from its checkpoint, and so gives its result back) */
+    for (int k = 0; k < u->n_configs; k++)
+        try_decide(u, k);
     for (int pi = 0; pi < total; pi++) {
         int j = u->run_of[pi];
-        if (j >= 0 && runs[j].finished) record_result(u, j, runs[j].status, runs[j].final_val_loss);
+        if (j < 0 || !is_tuning(u, pi) || u->st[j] != T_TODO || runs[j].finished) continue;
+        int k = config_of(u, pi);
+        if (u->chosen[k] < 0 && u->alive[k * u->t->n_candidates + cand_of(u, pi)]) enqueue(u, j);
     }
     return 0;
 }
@@ -190,6 +334,21 @@ static void u_ended(Scheduler *s, int run, const EndEvent *end) {
     record_result(u, run, end->status, end->final_val_loss);
 }
 
+static int u_rung(Scheduler *s, int run, int *n_rungs) {
+    Tune *u = (Tune *)s;
+    *n_rungs = u->n_rungs;
+    if (run < 0 || run >= s->n || u->pos[run] < 0 || !is_tuning(u, u->pos[run])) return -1;
+    return u->rung[config_of(u, u->pos[run])];
+}
+
+static void u_paused(Scheduler *s, int run, const EndEvent *end) {
+    Tune *u = (Tune *)s;
+    if (run < 0 || run >= s->n || u->st[run] != T_OUT) return;
+    u->st[run] = T_PAUSED;
+    u->loss[run] = result_of(RUN_INTERRUPTED, end->final_val_loss);
+    try_decide(u, config_of(u, u->pos[run]));
+}
+
 static void u_tick(Scheduler *s, double now) {
     (void)s, (void)now;
 }
@@ -216,9 +375,9 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
     log_info("%d runs planned (%d already finished), %d to run%s; tune: %d configurations x %d "
-             "candidates x %d tuning seeds, %d chosen; on %s -> %s",
-             n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds, chosen,
-             where, out_path);
+             "candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
+             n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds,
+             u->n_rungs, u->t->eta, chosen, where, out_path);
 }
 
 static void u_close(Scheduler *s) {
@@ -227,6 +386,10 @@ static void u_close(Scheduler *s) {
     free(u->pos);
     free(u->st);
     free(u->chosen);
+    free(u->loss);
+    free(u->rung);
+    free(u->alive);
+    free(u->at);
     free(u->queue);
     free(u->requeued);
     free(u->rec);
@@ -246,6 +409,8 @@ static const SchedOps tune_ops = {
     .announce = u_announce,
     .complete_on_start = u_complete_on_start,
     .close = u_close,
+    .rung = u_rung,
+    .paused = u_paused,
     .continue_flag = "--resume",
     .shared = 0,
 };
@@ -260,10 +425,15 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char e
     u->per = plan_runs_per_config(cfg->plan->spec);
     u->n_tuning = u->t->n_candidates * u->t->n_seeds;
     u->n_configs = cfg->plan->n_runs / u->per;
+    u->n_rungs = spec_tune_rungs(u->t->n_candidates, u->t->eta, u->keep, u->frac);
+    size_t nk = (size_t)u->n_configs + 1, nc = nk * (size_t)u->t->n_candidates;
     u->run_of = malloc(sizeof(int) * (size_t)(cfg->plan->n_runs + 1));
-    u->chosen = malloc(sizeof(int) * (size_t)(u->n_configs + 1));
+    u->chosen = malloc(sizeof(int) * nk);
+    u->rung = calloc(nk, sizeof(int));
+    u->alive = malloc(nc);
+    u->at = malloc(sizeof(double) * nc * SPEC_TUNE_MAX_RUNGS);
     u->rec = malloc(sizeof *u->rec);
-    if (!u->run_of || !u->chosen || !u->rec) {
+    if (!u->run_of || !u->chosen || !u->rung || !u->alive || !u->at || !u->rec) {
         u_close(&u->base);
         return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     }
@@ -271,5 +441,8 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char e
         u->run_of[i] = -1;
     for (int k = 0; k < u->n_configs; k++)
         u->chosen[k] = -1;
+    memset(u->alive, 1, nc);
+    for (size_t i = 0; i < nc * SPEC_TUNE_MAX_RUNGS; i++)
+        u->at[i] = NAN;
     return &u->base;
 }
