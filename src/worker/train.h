@@ -63,7 +63,8 @@ void trainer_free(Trainer *t);
  * token stream of data_tokens. The planner refuses runs above its limit with it. */
 double trainer_memory_bytes(const RunConfig *cfg, long data_tokens);
 
-/* Trains to the budget (or until ctl->poll says stop), then evaluates and samples. Emits start
+/* Trains to the budget (or until ctl->poll says stop, or to t->stop_step: evaluated there,
+ * then checkpointed and interrupted), then evaluates and samples. Emits start
  * (unless resuming), step, eval, act, sample and end events. Returns the status; the end
  * event is filled in *end (also for RUN_INTERRUPTED, which emits no end event). */
 RunStatus trainer_run(Trainer *t, EventSink *sink, const TrainControl *ctl, EndEvent *end);
