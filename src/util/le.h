@@ -75,6 +75,12 @@ static inline void le_buf_u64(Buf *b, uint64_t v) {
     buf_add(b, t, sizeof t);
 }
 
+static inline void le_buf_f64(Buf *b, double v) {
+    uint8_t t[8];
+    le_put_f64(t, v);
+    buf_add(b, t, sizeof t);
+}
+
 /* A str of n bytes; longer than a u32 can say sets oom. */
 static inline void le_buf_str(Buf *b, const char *s, size_t n) {
     if (n > 0xFFFFFFFFu) {
@@ -83,6 +89,11 @@ static inline void le_buf_str(Buf *b, const char *s, size_t n) {
     }
     le_buf_u32(b, (uint32_t)n);
     buf_add(b, s, n);
+}
+
+/* A NUL-terminated string as a str (NULL: ""). */
+static inline void le_buf_cstr(Buf *b, const char *s) {
+    le_buf_str(b, s ? s : "", s ? strlen(s) : 0);
 }
 
 /* ---- reading bytes already checked ---- */

@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/buf.h"
 #include "worker/events.h"
 #include "worker/run_config.h"
 
@@ -128,6 +129,9 @@ int journal_save_range(const char *path, uint64_t from, uint64_t len, const char
 int journal_append(Journal *j, int type, uint32_t run, const void *payload, size_t len);
 int journal_append2(Journal *j, int type, uint32_t run, const void *a, size_t alen, const void *b,
                     size_t blen);
+/* Appends a record whose payload was built in b (util/le.h's writers), then frees b's bytes:
+ * a b that ran out of memory is an error of the journal, nothing appended. 0 or -1. */
+int journal_append_buf(Journal *j, int type, uint32_t run, Buf *b);
 /* Writes buffered records to the file (no fsync): readers of the path then see them. */
 int journal_flush(Journal *j);
 /* journal_flush + fdatasync: everything appended so far survives kill -9 and power loss.

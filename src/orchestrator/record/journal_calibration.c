@@ -7,33 +7,20 @@
 #include "util/buf.h"
 #include "util/le.h"
 
-static void buf_f64(Buf *b, double v) {
-    uint8_t t[8];
-    le_put_f64(t, v);
-    buf_add(b, t, sizeof t);
-}
-
-static void buf_s(Buf *b, const char *s) {
-    le_buf_str(b, s, strlen(s));
-}
-
 int journal_append_calibration(Journal *j, const JournalCalibration *c) {
     Buf b = {0};
-    buf_s(&b, c->group);
-    buf_s(&b, c->config);
+    le_buf_cstr(&b, c->group);
+    le_buf_cstr(&b, c->config);
     le_buf_u32(&b, (uint32_t)c->trial);
     le_buf_u32(&b, (uint32_t)c->t.steps);
     le_buf_u32(&b, (uint32_t)c->warmup);
-    buf_f64(&b, c->t.tokens_per_s);
-    buf_f64(&b, c->t.seconds);
-    buf_f64(&b, c->t.load1);
-    buf_s(&b, c->t.host);
-    buf_s(&b, c->t.blas_core);
-    buf_s(&b, c->t.utc);
-    int rc = b.oom ? journal_set_error(j, "out of memory building a record")
-                   : journal_append(j, JREC_CALIBRATION, JOURNAL_NO_RUN, b.p, b.len);
-    free(b.p);
-    return rc;
+    le_buf_f64(&b, c->t.tokens_per_s);
+    le_buf_f64(&b, c->t.seconds);
+    le_buf_f64(&b, c->t.load1);
+    le_buf_cstr(&b, c->t.host);
+    le_buf_cstr(&b, c->t.blas_core);
+    le_buf_cstr(&b, c->t.utc);
+    return journal_append_buf(j, JREC_CALIBRATION, JOURNAL_NO_RUN, &b);
 }
 
 int journal_decode_calibration(const JournalRecord *rec, JournalCalibration *c) {

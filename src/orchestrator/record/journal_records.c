@@ -57,7 +57,7 @@ const char *journal_type_name(int type) {
 /* ---------------- payload building ---------------- */
 
 /* Payloads are built in the shared Buf (util/buf.h) with util/le.h's writers. */
-static int append_buf(Journal *j, int type, uint32_t run, Buf *b) {
+int journal_append_buf(Journal *j, int type, uint32_t run, Buf *b) {
     int rc;
     if (b->oom) {
         rc = journal_set_error(j, "out of memory building a record");
@@ -75,7 +75,7 @@ static int append_kv(Journal *j, int type, const char *const *kv, int n_pairs) {
         le_buf_str(&b, k, strlen(k));
         le_buf_str(&b, v, strlen(v));
     }
-    return append_buf(j, type, JOURNAL_NO_RUN, &b);
+    return journal_append_buf(j, type, JOURNAL_NO_RUN, &b);
 }
 
 int journal_append_header(Journal *j, const char *const *kv, int n_pairs) {
@@ -143,7 +143,7 @@ int journal_append_plan2(Journal *j, uint32_t index, const char *id16, const cha
     le_buf_str(&b, text, (size_t)tl);
     if (overrides) le_buf_str(&b, overrides, strlen(overrides));
     free(text);
-    return append_buf(j, JREC_PLAN, index, &b);
+    return journal_append_buf(j, JREC_PLAN, index, &b);
 }
 
 int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t rank, const char *host,
@@ -153,7 +153,7 @@ int journal_append_begin(Journal *j, uint32_t run, uint32_t attempt, int32_t ran
     le_buf_u32(&b, (uint32_t)rank);
     le_buf_u64(&b, (uint64_t)resumed_from_step);
     le_buf_str(&b, host ? host : "", host ? strnlen(host, JOURNAL_HOST_MAX - 1) : 0);
-    return append_buf(j, JREC_RUN_BEGIN, run, &b);
+    return journal_append_buf(j, JREC_RUN_BEGIN, run, &b);
 }
 
 int journal_append_events(Journal *j, uint32_t run, uint32_t attempt, const void *packed,
@@ -175,7 +175,7 @@ int journal_append_end(Journal *j, uint32_t run, uint32_t attempt, int32_t rank,
     uint8_t packed[EVENT_PACK_MAX];
     size_t n = event_pack(&ev, packed, sizeof packed);
     buf_add(&b, packed, n);
-    return append_buf(j, JREC_RUN_END, run, &b);
+    return journal_append_buf(j, JREC_RUN_END, run, &b);
 }
 
 int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_t step,
@@ -184,7 +184,7 @@ int journal_append_checkpoint(Journal *j, uint32_t run, uint32_t attempt, int64_
     le_buf_u32(&b, attempt);
     le_buf_u64(&b, (uint64_t)step);
     le_buf_str(&b, path ? path : "", path ? strnlen(path, ABL_PATH_MAX - 1) : 0);
-    return append_buf(j, JREC_CHECKPOINT, run, &b);
+    return journal_append_buf(j, JREC_CHECKPOINT, run, &b);
 }
 
 int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const char *saved_path) {
@@ -192,7 +192,7 @@ int journal_append_damage(Journal *j, uint64_t offset, uint64_t length, const ch
     le_buf_u64(&b, offset);
     le_buf_u64(&b, length);
     le_buf_str(&b, saved_path, strnlen(saved_path, ABL_PATH_MAX - 1));
-    return append_buf(j, JREC_DAMAGE, JOURNAL_NO_RUN, &b);
+    return journal_append_buf(j, JREC_DAMAGE, JOURNAL_NO_RUN, &b);
 }
 
 /* ---------------- payload decoding ---------------- */

@@ -9,29 +9,12 @@
 #include "util/buf.h"
 #include "util/le.h"
 
-static void buf_f64(Buf *b, double v) {
-    uint8_t t[8];
-    le_put_f64(t, v);
-    buf_add(b, t, sizeof t);
-}
-
-static int append(Journal *j, int type, Buf *b) {
-    int rc = b->oom ? journal_set_error(j, "out of memory building a record")
-                    : journal_append(j, type, JOURNAL_NO_RUN, b->p, b->len);
-    free(b->p);
-    return rc;
-}
-
-static void buf_str0(Buf *b, const char *s) {
-    le_buf_str(b, s ? s : "", s ? strlen(s) : 0);
-}
-
 int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *const *names,
                              const char *const *baselines, const JournalContrastFactors *factors) {
     Buf b = {0};
-    buf_f64(&b, r->alpha);
-    buf_f64(&b, r->delta);
-    buf_f64(&b, r->core_hours);
+    le_buf_f64(&b, r->alpha);
+    le_buf_f64(&b, r->delta);
+    le_buf_f64(&b, r->core_hours);
     le_buf_u32(&b, (uint32_t)r->min);
     le_buf_u32(&b, (uint32_t)r->max);
     le_buf_u32(&b, (uint32_t)r->n_looks);
@@ -50,14 +33,14 @@ int journal_append_replicate(Journal *j, const JournalReplicate *r, const char *
             const JournalContrastFactors *f = &factors[k];
             le_buf_u32(&b, (uint32_t)f->kind);
             for (int i = 0; i < 2; i++) {
-                buf_str0(&b, f->factor[i]);
-                buf_str0(&b, f->level[i]);
-                buf_str0(&b, f->base_level[i]);
+                le_buf_cstr(&b, f->factor[i]);
+                le_buf_cstr(&b, f->level[i]);
+                le_buf_cstr(&b, f->base_level[i]);
             }
         }
     }
     le_buf_u32(&b, (uint32_t)(r->rule_version > 0 ? r->rule_version : SEQ_RULE_VERSION));
-    return append(j, JREC_REPLICATE, &b);
+    return journal_append_buf(j, JREC_REPLICATE, JOURNAL_NO_RUN, &b);
 }
 
 int journal_append_decision(Journal *j, const JournalDecision *d) {
@@ -65,14 +48,14 @@ int journal_append_decision(Journal *j, const JournalDecision *d) {
     le_buf_u32(&b, (uint32_t)d->contrast);
     le_buf_u32(&b, (uint32_t)(int32_t)d->look);
     le_buf_u32(&b, (uint32_t)d->n);
-    buf_f64(&b, d->diff);
-    buf_f64(&b, d->sd);
-    buf_f64(&b, d->lo);
-    buf_f64(&b, d->hi);
-    buf_f64(&b, d->level);
+    le_buf_f64(&b, d->diff);
+    le_buf_f64(&b, d->sd);
+    le_buf_f64(&b, d->lo);
+    le_buf_f64(&b, d->hi);
+    le_buf_f64(&b, d->level);
     le_buf_u32(&b, (uint32_t)d->verdict);
     le_buf_str(&b, d->note, strlen(d->note));
-    return append(j, JREC_DECISION, &b);
+    return journal_append_buf(j, JREC_DECISION, JOURNAL_NO_RUN, &b);
 }
 
 /* Reads the fixed part; leaves c at the first contrast. */

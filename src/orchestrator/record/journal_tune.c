@@ -8,33 +8,23 @@
 #include "util/buf.h"
 #include "util/le.h"
 
-static void buf_f64(Buf *b, double v) {
-    uint8_t t[8];
-    le_put_f64(t, v);
-    buf_add(b, t, sizeof t);
-}
-
-static void buf_s(Buf *b, const char *s) {
-    le_buf_str(b, s, strlen(s));
-}
-
 int journal_append_tune(Journal *j, const JournalTune *t) {
     Buf b = {0};
     le_buf_u32(&b, (uint32_t)t->config);
-    buf_s(&b, t->name);
+    le_buf_cstr(&b, t->name);
     le_buf_u32(&b, (uint32_t)t->n_knobs);
     for (int k = 0; k < t->n_knobs; k++)
-        buf_s(&b, t->knob[k]);
+        le_buf_cstr(&b, t->knob[k]);
     le_buf_u32(&b, (uint32_t)t->n_rungs);
     for (int r = 0; r < t->n_rungs; r++)
-        buf_f64(&b, t->frac[r]);
+        le_buf_f64(&b, t->frac[r]);
     le_buf_u32(&b, (uint32_t)t->n_cand);
     for (int c = 0; c < t->n_cand; c++) {
         for (int k = 0; k < t->n_knobs; k++)
-            buf_s(&b, t->value[c][k]);
+            le_buf_cstr(&b, t->value[c][k]);
         le_buf_u32(&b, (uint32_t)t->seeds[c]);
         le_buf_u32(&b, (uint32_t)t->rung[c]);
-        buf_f64(&b, t->metric[c]);
+        le_buf_f64(&b, t->metric[c]);
     }
     le_buf_u32(&b, (uint32_t)t->chosen);
     le_buf_u32(&b, (uint32_t)t->decided);
@@ -42,21 +32,9 @@ int journal_append_tune(Journal *j, const JournalTune *t) {
         int m = t->decided + 1;
         le_buf_u32(&b, (uint32_t)m);
         for (int r = 0; r < m; r++)
-            buf_f64(&b, t->at[c][r]);
+            le_buf_f64(&b, t->at[c][r]);
     }
-    int rc = b.oom ? journal_set_error(j, "out of memory building a record")
-                   : journal_append(j, JREC_TUNE, JOURNAL_NO_RUN, b.p, b.len);
-    free(b.p);
-    return rc;
-}
-
-static int read_s(LeReader *c, char *out, size_t cap) {
-    size_t n;
-    const char *s = le_read_str(c, &n);
-    if (c->bad || n >= cap) return -1;
-    memcpy(out, s, n);
-    out[n] = '\0';
-    return 0;
+    return journal_append_buf(j, JREC_TUNE, JOURNAL_NO_RUN, &b);
 }
 
 int journal_decode_tune(const JournalRecord *rec, JournalTune *t) {
@@ -64,12 +42,12 @@ int journal_decode_tune(const JournalRecord *rec, JournalTune *t) {
     LeReader r = le_reader(rec->payload, rec->len);
     memset(t, 0, sizeof *t);
     t->config = (int)le_read_u32(&r);
-    if (read_s(&r, t->name, sizeof t->name)) return -1;
+    if (le_read_str_into(&r, t->name, sizeof t->name)) return -1;
     uint32_t nk = le_read_u32(&r);
     if (r.bad || nk < 1 || nk > SPEC_TUNE_MAX_KNOBS) return -1;
     t->n_knobs = (int)nk;
     for (int k = 0; k < t->n_knobs; k++)
-        if (read_s(&r, t->knob[k], sizeof t->knob[k])) return -1;
+        if (le_read_str_into(&r, t->knob[k], sizeof t->knob[k])) return -1;
     uint32_t nr = le_read_u32(&r);
     if (r.bad || nr < 1 || nr > SPEC_TUNE_MAX_RUNGS) return -1;
     t->n_rungs = (int)nr;
@@ -80,7 +58,7 @@ int journal_decode_tune(const JournalRecord *rec, JournalTune *t) {
     t->n_cand = (int)nc;
     for (int c = 0; c < t->n_cand; c++) {
         for (int k = 0; k < t->n_knobs; k++)
-            if (read_s(&r, t->value[c][k], sizeof t->value[c][k])) return -1;
+            if (le_read_str_into(&r, t->value[c][k], sizeof t->value[c][k])) return -1;
         t->seeds[c] = (int)le_read_u32(&r);
         t->rung[c] = (int)le_read_u32(&r);
         t->metric[c] = le_read_f64(&r);
