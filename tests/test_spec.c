@@ -25,28 +25,13 @@ static char g_data[1024]; /* a small generated corpus */
 static const char *g_tmp;
 static char g_err[ABL_ERR_MAX];
 
-/* text with every "@DATA@" replaced by the corpus path (static buffer). */
-static const char *with_data(const char *text) {
-    static char out[16384];
-    size_t o = 0;
-    for (const char *p = text; *p && o + 1100 < sizeof out;) {
-        if (!strncmp(p, "@DATA@", 6)) {
-            o += (size_t)snprintf(out + o, sizeof out - o, "%s", g_data);
-            p += 6;
-        } else {
-            out[o++] = *p++;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static int g_cost; /* load_plan also costs the plan (reading the data, as `ablate plan`) */
 
 /* Loads text as "t.yaml" and plans it; 0 on success (g_err holds the error otherwise). */
 static int load_plan(const char *text, const char *const *sets, int n_sets, Spec *s, Plan *p) {
     memset(p, 0, sizeof *p);
-    if (spec_load_string(s, "t.yaml", with_data(text), sets, n_sets, g_err) != 0) return -1;
+    if (spec_load_string(s, "t.yaml", test_with_data(text, g_data), sets, n_sets, g_err) != 0)
+        return -1;
     PlanCost *cost = NULL;
     if (plan_build(s, p, g_err) != 0 || (g_cost && !(cost = plan_cost_compute(p, g_err)))) {
         plan_free(p);

@@ -20,25 +20,9 @@
 static char g_data[1024];
 static char g_err[ABL_ERR_MAX];
 
-/* text with "@DATA@" replaced by the corpus path (static buffer). */
-static const char *with_data(const char *text) {
-    static char out[8192];
-    size_t o = 0;
-    for (const char *p = text; *p && o + 1100 < sizeof out;) {
-        if (!strncmp(p, "@DATA@", 6)) {
-            o += (size_t)snprintf(out + o, sizeof out - o, "%s", g_data);
-            p += 6;
-        } else {
-            out[o++] = *p++;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static int load_plan(const char *text, Spec *s, Plan *p) {
     memset(p, 0, sizeof *p);
-    if (spec_load_string(s, "t.yaml", with_data(text), NULL, 0, g_err) != 0) return -1;
+    if (spec_load_string(s, "t.yaml", test_with_data(text, g_data), NULL, 0, g_err) != 0) return -1;
     if (plan_build(s, p, g_err) != 0) {
         spec_free(s);
         return -1;

@@ -146,6 +146,21 @@ int test_write_corpus(const char *path, long n) {
     return fclose(f);
 }
 
+const char *test_with_data(const char *text, const char *data) {
+    static char out[65536];
+    size_t o = 0, dn = strlen(data);
+    for (const char *p = text; *p;) {
+        int at = !strncmp(p, "@DATA@", 6);
+        size_t n = at ? dn : 1;
+        if (o + n + 1 > sizeof out) return NULL;
+        memcpy(out + o, at ? data : p, n);
+        o += n;
+        p += at ? 6 : 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 const char *test_corpus(const char *tmpdir) {
     const char *env = getenv("ABLATE_TEST_CORPUS");
     if (env && access(env, R_OK) == 0) return env;

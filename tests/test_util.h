@@ -112,6 +112,10 @@ const char *test_tmpdir(void);
  * *corpus; -1 with a message naming the program when either cannot be had. */
 int test_tmpdir_corpus(const char *program, const char **dir, const char **corpus);
 
+/* text with every "@DATA@" replaced by data (a corpus path), in a buffer of its own (valid
+ * until the next call); NULL when the result would not fit in 64 KiB. */
+const char *test_with_data(const char *text, const char *data);
+
 /* path = the last test_tmpdir() / name. */
 void test_path(char *path, size_t cap, const char *name);
 

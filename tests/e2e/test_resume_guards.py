@@ -66,13 +66,17 @@ REPLICATE = ("replicate:\n"
 VARIANTS = "  baseline: {}\n  lr_hi: {train.lr: 3.0e-2}\n"
 
 
+def specs(tmp):
+    """(seeds: spec text, the same with the replicate: section instead, its path in tmp)."""
+    seeds_text = C.micro_spec(C.corpus_path(tmp), steps=8, variants=VARIANTS, seeds=(0, 1, 2),
+                              eval_every=4, stats_every=4, sample_tokens=4)
+    adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
+    return seeds_text, adaptive_text, C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+
+
 def test_replicate_removed():
     with C.workdir("replicate-removed") as tmp:
-        corpus = C.corpus_path(tmp)
-        seeds_text = C.micro_spec(corpus, steps=8, variants=VARIANTS, seeds=(0, 1, 2),
-                                  eval_every=4, stats_every=4, sample_tokens=4)
-        adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
-        adaptive = C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+        seeds_text, adaptive_text, adaptive = specs(tmp)
         fixed = C.write(os.path.join(tmp, "fixed.yaml"), seeds_text)
         for began, then, tag in ((adaptive, fixed, "removed"), (fixed, adaptive, "added")):
             out = os.path.join(tmp, tag + ".h5")
@@ -89,11 +93,7 @@ def test_replicate_removed():
 def test_alpha_ledger():
     import h5py
     with C.workdir("alpha-ledger") as tmp:
-        corpus = C.corpus_path(tmp)
-        seeds_text = C.micro_spec(corpus, steps=8, variants=VARIANTS, seeds=(0, 1, 2),
-                                  eval_every=4, stats_every=4, sample_tokens=4)
-        adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
-        adaptive = C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+        seeds_text, adaptive_text, adaptive = specs(tmp)
         out = os.path.join(tmp, "a.h5")
         C.run(["run", adaptive, "-o", out], expect_rc=0, tag="sweep")
         with h5py.File(out, "r") as f:
@@ -171,11 +171,7 @@ def test_rule_version():
     import h5py
     import struct
     with C.workdir("rule-version") as tmp:
-        corpus = C.corpus_path(tmp)
-        seeds_text = C.micro_spec(corpus, steps=8, variants=VARIANTS, seeds=(0, 1, 2),
-                                  eval_every=4, stats_every=4, sample_tokens=4)
-        adaptive_text = re.sub(r"^seeds: .*$", REPLICATE.rstrip("\n"), seeds_text, flags=re.M)
-        adaptive = C.write(os.path.join(tmp, "adaptive.yaml"), adaptive_text)
+        seeds_text, adaptive_text, adaptive = specs(tmp)
         out = os.path.join(tmp, "a.h5")
         _, _, err = C.run(["run", adaptive, "-o", out], expect_rc=0, tag="sweep")
         assert "sequential rule" not in err, err[-2000:]
