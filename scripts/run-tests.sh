@@ -37,7 +37,10 @@ bash scripts/install-deps.sh
 ci_opts=(-DABLATE_ARCH=native -DABLATE_WERROR=ON)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON "${ci_opts[@]}"
 cmake --build "$build" -j"$jobs"
-(cd "$build" && ctest --output-on-failure --no-tests=error --timeout 900 "$@")
+# Each pass runs as many tests at a time as the machine has cores: every test waits for the
+# states it needs (a line in a log, a checkpoint on disk), never for a time, so a loaded core
+# slows a test down without changing what it checks.
+(cd "$build" && ctest --output-on-failure --no-tests=error --timeout 900 -j"$jobs" "$@")
 
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Sanitize -DBUILD_TESTING=ON "${ci_opts[@]}"
 cmake --build build-sanitize -j"$jobs"
@@ -48,9 +51,9 @@ cmake --build build-sanitize -j"$jobs"
 # failed-run test asks for a model no machine can allocate and expects ablate's own error,
 # not ASan's abort.
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   ctest --output-on-failure --no-tests=error --timeout 900 -L unit "$@")
+   ctest --output-on-failure --no-tests=error --timeout 900 -j"$jobs" -L unit "$@")
 # e2e_slurm is left to the Release pass: what it adds over the other sweep tests is the
 # batch scripts' logic, which the sanitizers do not see.
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
    UBSAN_OPTIONS=print_stacktrace=1 OMPI_MCA_orte_base_help_aggregate=0 \
-   ctest --output-on-failure --no-tests=error --timeout 900 -R '^(reference_torch|e2e_.*)$' -E '^e2e_slurm$' "$@")
+   ctest --output-on-failure --no-tests=error --timeout 900 -j"$jobs" -R '^(reference_torch|e2e_.*)$' -E '^e2e_slurm$' "$@")
