@@ -114,6 +114,26 @@ static void ledger_text(const ResumeState *rs, double alpha, char *out, size_t n
                  looks == 1 ? "" : "s");
 }
 
+/* A resumed sweep keeps the version of the sequential rule its journaled REPLICATE record
+ * (was) names, so that one rule takes every look of it: s->rule_version, and the scheduler is
+ * told (sched_adaptive_rule_version) before it starts. 0, or -1 with one line when this
+ * binary does not know that version (a newer binary began the sweep). */
+static int keep_rule_version(Sweep *s, const JournalReplicate *was, char err[ABL_ERR_MAX]) {
+    if (was->rule_version == SEQ_RULE_VERSION) return 0;
+    if (sched_adaptive_rule_version(s->sched, was->rule_version) != 0)
+        return spec_fail(err, s->spec.replicate.mark,
+                         "replicate: cannot resume: the sweep's looks were taken by version %d "
+                         "of the sequential rule, newer than this binary's (%d); resume it with "
+                         "the binary that began it",
+                         was->rule_version, SEQ_RULE_VERSION);
+    s->rule_version = was->rule_version;
+    log_info("replicate: the sweep began under version %d of the sequential rule "
+             "(docs/analysis.md); its looks go on under it, so that one rule takes them all "
+             "(this binary's own is version %d)",
+             was->rule_version, SEQ_RULE_VERSION);
+    return 0;
+}
+
 /* A resumed replicate: sweep keeps its rule and contrasts: decisions made under other ones
  * would be mixed with the new ones, and a new rule would look afresh at the runs the old one
  * looked at, its alpha spent already (the budget may change: a larger one continues the
@@ -185,7 +205,7 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
         }
     }
     journal_reader_close(r);
-    if (!key) return 0;
+    if (!key) return keep_rule_version(s, &was, err);
     char ledger[160];
     ledger_text(rs, was.alpha, ledger, sizeof ledger);
     spec_fail(err, at,
@@ -194,43 +214,6 @@ static int same_replicate(Sweep *s, const ResumeState *rs, const JournalReplicat
               "start over",
               key, why, ledger);
     return -1;
-}
-
-/* The version of the sequential rule this session's looks use (s->rule_version): a resumed
- * sweep keeps the one its journaled REPLICATE record names, so that one rule takes every look
- * of it; a new sweep takes this binary's; the scheduler is told (sched_adaptive_rule_version)
- * before it starts. 0, or -1 with one line when the journal names a version this binary does
- * not know (a newer binary began it). A record that cannot be read is left to
- * same_replicate. */
-static int replicate_rule_version(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
-    s->rule_version = SEQ_RULE_VERSION;
-    if (!s->spec.replicate.on || !rs->replicate_off) return 0;
-    char rerr[ABL_ERR_MAX];
-    JournalReader *r = journal_reader_open(s->journal_path, rerr);
-    if (!r) return 0;
-    JournalRecord rec;
-    JournalReplicate was;
-    int known = journal_reader_read_at(r, rs->replicate_off, &rec) == 0 &&
-                journal_decode_replicate(&rec, &was) == 0;
-    journal_reader_close(r);
-    if (!known || was.rule_version == SEQ_RULE_VERSION) return 0;
-    SeqRule probe = {0};
-    if (seq_rule_version(&probe, was.rule_version) != 0)
-        return spec_fail(err, s->spec.replicate.mark,
-                         "replicate: cannot resume: the sweep's looks were taken by version %d "
-                         "of the sequential rule, newer than this binary's (%d); resume it with "
-                         "the binary that began it",
-                         was.rule_version, SEQ_RULE_VERSION);
-    s->rule_version = was.rule_version;
-    if (sched_adaptive_rule_version(s->sched, was.rule_version) != 0)
-        return snprintf(err, ABL_ERR_MAX, "replicate: no scheduler for rule version %d",
-                        was.rule_version),
-               -1;
-    log_info("replicate: the sweep began under version %d of the sequential rule "
-             "(docs/analysis.md); its looks go on under it, so that one rule takes them all "
-             "(this binary's own is version %d)",
-             was.rule_version, SEQ_RULE_VERSION);
-    return 0;
 }
 
 /* The rule as this session's REPLICATE record has it. */
@@ -277,7 +260,7 @@ int replicate_begin(Sweep *s, const ResumeState *rs, char err[ABL_ERR_MAX]) {
         return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     for (int j = 0; j < c->n_contrasts; j++)
         s->latest[j].look = -2;
-    if (replicate_rule_version(s, rs, err) != 0) return -1;
+    s->rule_version = SEQ_RULE_VERSION; /* a resumed sweep's own: same_replicate */
     JournalReplicate jr;
     replicate_record(s, &jr);
     return same_replicate(s, rs, &jr, err);
