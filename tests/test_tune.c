@@ -190,6 +190,18 @@ TEST(errors) {
     REFUSED("data: {path: \"@DATA@\"}\n"
             "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [9], eta: 1}\n",
             "t.yaml:2:62: ", "tune.eta");
+    REFUSED("data: {path: \"@DATA@\"}\n"
+            "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [9], first_rung: 1.5}\n",
+            "t.yaml:2:69: ", "tune.first_rung: expected the fraction");
+    /* 2 candidates make one rung: no first cut to place */
+    REFUSED("data: {path: \"@DATA@\"}\n"
+            "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [9], first_rung: 0.1}\n",
+            "t.yaml:2:69: ", "make one rung");
+    /* 10 candidates, eta 3: rungs at f, 3f and 1: 3f must stay below the full budget */
+    REFUSED("data: {path: \"@DATA@\"}\n"
+            "tune: {knobs: {train.lr: {log: [1.0e-3, 1.0e-1], n: 10}}, seeds: [9], "
+            "first_rung: 0.4}\n",
+            "t.yaml:2:83: ", "give less than 0.3333");
     REFUSED("data: {path: \"@DATA@\"}\ntune: {knobs: {train.lr: [1, 2]}, seeds: [9], rungs: 2}\n",
             "t.yaml:2:47: ", "unknown key 'tune.rungs'");
     REFUSED("data: {path: \"@DATA@\"}\n"
@@ -239,24 +251,40 @@ TEST(log_range_and_product) {
 TEST(rungs) {
     int keep[SPEC_TUNE_MAX_RUNGS];
     double frac[SPEC_TUNE_MAX_RUNGS];
-    /* 6 candidates, eta 3: 6 at 1/3 of the budget, the best 2 at the full budget */
-    int n = spec_tune_rungs(6, 3, keep, frac);
+    /* 6 candidates, eta 3: all 6 at 1/9 of the budget (standard successive halving's first
+     * rung: 6 -> 2 -> 1 ends at the full budget from there), the best 2 at the full budget */
+    int n = spec_tune_rungs(6, 3, 0, keep, frac);
     CHECK(n == 2 && keep[0] == 6 && keep[1] == 2);
-    CHECK(fabs(frac[0] - 1.0 / 3) < 1e-12 && frac[1] == 1.0);
-    CHECK(fabs(spec_tune_budgets(6, 3) - (6.0 / 3 + 2 * 2.0 / 3)) < 1e-12);
-    /* 9 candidates: 9 at 1/3 of the budget, the best 3 at the full budget */
-    n = spec_tune_rungs(9, 3, keep, frac);
-    CHECK(n == 2 && keep[0] == 9 && keep[1] == 3 && frac[1] == 1.0);
-    n = spec_tune_rungs(10, 3, keep, frac);
+    CHECK(fabs(frac[0] - 1.0 / 9) < 1e-12 && frac[1] == 1.0);
+    CHECK(fabs(spec_tune_budgets(6, 3, 0) - (6.0 / 9 + 2 * 8.0 / 9)) < 1e-12);
+    /* 4 to 6 candidates at eta 3 train at most 2.5 full runs a tuning seed: below the 3 of a
+     * comparison's three seeds */
+    for (int c = 4; c <= 6; c++)
+        CHECK(spec_tune_budgets(c, 3, 0) < 2.5);
+    /* 9 candidates: 9 at 1/9 of the budget, the best 3 at the full budget */
+    n = spec_tune_rungs(9, 3, 0, keep, frac);
+    CHECK(n == 2 && keep[0] == 9 && keep[1] == 3 && fabs(frac[0] - 1.0 / 9) < 1e-12);
+    CHECK(frac[1] == 1.0);
+    n = spec_tune_rungs(10, 3, 0, keep, frac);
     CHECK(n == 3 && keep[0] == 10 && keep[1] == 4 && keep[2] == 2);
-    CHECK(fabs(frac[0] - 1.0 / 9) < 1e-12);
+    CHECK(fabs(frac[0] - 1.0 / 27) < 1e-12 && fabs(frac[1] - 1.0 / 9) < 1e-12 && frac[2] == 1);
+    /* tune.first_rung moves the first rung, the others follow by eta */
+    n = spec_tune_rungs(10, 3, 0.05, keep, frac);
+    CHECK(n == 3 && frac[0] == 0.05 && fabs(frac[1] - 0.15) < 1e-12 && frac[2] == 1);
+    CHECK(fabs(spec_tune_budgets(6, 3, 1.0 / 3) - (6.0 / 3 + 2 * 2.0 / 3)) < 1e-12);
     /* 2 or 3 candidates: one rung, every candidate at the full budget */
-    CHECK(spec_tune_rungs(3, 3, keep, frac) == 1 && frac[0] == 1.0);
-    CHECK(spec_tune_budgets(3, 3) == 3.0);
-    /* successive halving never spends more than every candidate at the full budget */
+    CHECK(spec_tune_rungs(3, 3, 0, keep, frac) == 1 && frac[0] == 1.0);
+    CHECK(spec_tune_budgets(3, 3, 0) == 3.0);
+    /* successive halving never spends more than every candidate at the full budget, and its
+     * rungs rise to the full budget */
     for (int c = 2; c <= SPEC_TUNE_MAX_CANDIDATES; c++)
-        for (int e = 2; e <= 16; e++)
-            CHECK(spec_tune_budgets(c, e) <= c + 1e-9);
+        for (int e = 2; e <= 16; e++) {
+            CHECK(spec_tune_budgets(c, e, 0) <= c + 1e-9);
+            n = spec_tune_rungs(c, e, 0, keep, frac);
+            CHECK(frac[n - 1] == 1.0);
+            for (int r = 1; r < n; r++)
+                CHECK(frac[r] > frac[r - 1] && keep[r] < keep[r - 1]);
+        }
 }
 
 /* The choice: the lowest metric, a tie to the lower candidate, +inf (diverged) last. */
@@ -271,14 +299,14 @@ TEST(best) {
     CHECK(spec_tune_best(d, 1) == 0);
 }
 
-/* A rung's step: the fraction eta^-(n_rungs-1-r) of the run's own step budget, rounded, at
- * least 1; the last rung is the full budget (so is a time budget's unknown one). */
+/* A rung's step: its fraction of the run's own step budget, rounded, at least 1; the last
+ * rung (fraction 1) is the full budget (so is a time budget's unknown one). */
 TEST(rung_steps) {
-    CHECK(spec_tune_rung_step(30, 3, 2, 0) == 10 && spec_tune_rung_step(30, 3, 2, 1) == 30);
-    CHECK(spec_tune_rung_step(200, 3, 3, 0) == 22 && spec_tune_rung_step(200, 3, 3, 1) == 67);
-    CHECK(spec_tune_rung_step(200, 3, 3, 2) == 200);
-    CHECK(spec_tune_rung_step(100, 2, 2, 0) == 50 && spec_tune_rung_step(2, 3, 3, 0) == 1);
-    CHECK(spec_tune_rung_step(-1, 3, 2, 0) == -1 && spec_tune_rung_step(40, 3, 1, 0) == 40);
+    CHECK(spec_tune_rung_step(30, 1.0 / 3) == 10 && spec_tune_rung_step(30, 1) == 30);
+    CHECK(spec_tune_rung_step(200, 1.0 / 9) == 22 && spec_tune_rung_step(200, 1.0 / 3) == 67);
+    CHECK(spec_tune_rung_step(200, 1) == 200);
+    CHECK(spec_tune_rung_step(100, 0.5) == 50 && spec_tune_rung_step(2, 1.0 / 9) == 1);
+    CHECK(spec_tune_rung_step(-1, 1.0 / 3) == -1 && spec_tune_rung_step(40, 1) == 40);
 }
 
 /* Promotion keeps the best `keep` alive candidates, ties to the lower index, +inf last. */
@@ -350,7 +378,7 @@ static Scheduler *tune_sched(TuneHost *h, const Plan *p, SchedRun *runs) {
     return s;
 }
 
-/* 4 candidates, eta 3: two rungs, 1/3 of the budget then the full one. Losses per candidate
+/* 4 candidates, eta 3: two rungs, 1/9 of the budget then the full one. Losses per candidate
  * at rung 0 make candidates 1 and 3 the best two (2 and 1 tie behind them; 1 wins the tie
  * over 2 only if it were needed); at the full budget candidate 3 wins. */
 static double rung_loss(int cand, int seed_index, int rung) {
@@ -370,11 +398,13 @@ static const char HALVING[] = "data: {path: \"@DATA@\"}\n"
 /* Takes every run the scheduler hands out and ends it as the sweep would: a tuning run
  * stops at its rung (paused) or, at the last rung, ends done; a comparison run ends done.
  * Returns how many attempts were handed out; *order gets the runs in order. */
+static double g_frac[64]; /* per attempt of the last drive(): its rung's fraction */
+
 static int drive(TuneHost *h, const Plan *p, int stop_after, int *order) {
     int n = 0;
     for (int run; n < stop_after && (run = sched_take(h->s, 0)) >= 0; n++) {
         order[n] = run;
-        int n_rungs = 0, rung = h->s->ops->rung(h->s, run, &n_rungs);
+        int n_rungs = 0, rung = h->s->ops->rung(h->s, run, &n_rungs, &g_frac[n < 64 ? n : 63]);
         EndEvent e;
         memset(&e, 0, sizeof e);
         const PlannedRun *pr = &p->runs[run];
@@ -424,7 +454,7 @@ TEST(halving_schedule) {
         CHECK(r0 && r1);
         if (!r0 || !r1) continue;
         CHECK(r0->config == k && r0->decided == 0 && r0->chosen == -1 && r0->n_rungs == 2);
-        CHECK(fabs(r0->frac[0] - 1.0 / 3) < 1e-12);
+        CHECK(fabs(r0->frac[0] - 1.0 / 9) < 1e-12);
         /* rung 0: 3 and 1 (2.4, 2.5) go on; 2 (2.6) and 0 stop */
         CHECK(r0->rung[0] == 0 && r0->rung[1] == 1 && r0->rung[2] == 0 && r0->rung[3] == 1);
         CHECK(fabs(r0->at[2][0] - 2.605) < 1e-12 && isnan(r0->at[2][1]));
@@ -450,11 +480,21 @@ TEST(halving_schedule) {
     CHECK(!sched_more(h.s));
     sched_close(h.s);
 
+    /* the first rung is at 1/9 of the budget: 30 steps -> 3 */
+    for (int i = 0; i < n; i++) {
+        int rung0 = p.runs[order[i]].tune_candidate >= 0 && i < 16;
+        CHECK_MSG(fabs(g_frac[i] - (rung0 ? 1.0 / 9 : 1.0)) < 1e-12, "attempt %d: %g", i,
+                  g_frac[i]);
+    }
+
     /* resumed after baseline's rung 0 was decided (and its stopped runs ended) while its
      * promoted runs trained on, and rope's rung-0 runs were stopped at the rung: the journal's
-     * record stands for the runs that trained on, and the same choices come */
+     * record stands for the runs that trained on, and the same choices come. The record
+     * says rung 0 was at 1/3 of the budget (an older binary's rungs): the resumed sweep
+     * keeps them, so rope's candidates are judged where baseline's were. */
     static JournalTune journaled[1];
     if (find_rec(&h, 0, 0)) journaled[0] = *find_rec(&h, 0, 0);
+    journaled[0].frac[0] = 1.0 / 3;
     static TuneHost g;
     memset(&g, 0, sizeof g);
     g.journaled = journaled;
@@ -476,8 +516,14 @@ TEST(halving_schedule) {
     CHECK_MSG(g.n_rec == 4 && g.n_stopped == 4, "%d records, %d stopped", g.n_rec, g.n_stopped);
     for (int i = 0; i < 4; i++) { /* baseline's rung 0 is the journaled one, replayed */
         const JournalTune *a = find_rec(&h, i / 2, i % 2), *b = find_rec(&g, i / 2, i % 2);
-        CHECK_MSG(a && b && journal_tune_same(a, b), "record %d differs", i);
+        static JournalTune same_rungs;
+        if (a) same_rungs = *a;
+        same_rungs.frac[0] = 1.0 / 3;
+        CHECK_MSG(a && b && journal_tune_same(&same_rungs, b), "record %d differs", i);
     }
+    for (int i = 0; i < n; i++)
+        if (p.runs[order[i]].config == 1 && p.runs[order[i]].tune_candidate >= 0 && i < 13)
+            CHECK_MSG(fabs(g_frac[i] - 1.0 / 3) < 1e-12, "resumed attempt %d: %g", i, g_frac[i]);
     CHECK(!sched_more(g.s));
     sched_close(g.s);
 
@@ -497,7 +543,8 @@ TEST(halving_schedule) {
     }
     int diverged = -1;
     for (int run; (run = sched_take(e.s, 0)) >= 0;) {
-        int n_rungs = 0, rung = e.s->ops->rung(e.s, run, &n_rungs);
+        double frac;
+        int n_rungs = 0, rung = e.s->ops->rung(e.s, run, &n_rungs, &frac);
         const PlannedRun *pr = &p.runs[run];
         EndEvent end;
         memset(&end, 0, sizeof end);

@@ -168,7 +168,7 @@ static void print_tune(const Plan *plan, const PlanCost *cost) {
     const SpecTune *t = &plan->spec->tune;
     int keep[SPEC_TUNE_MAX_RUNGS], configs = 0;
     double frac[SPEC_TUNE_MAX_RUNGS], full = 0, compare = 0;
-    int n_rungs = spec_tune_rungs(t->n_candidates, t->eta, keep, frac);
+    int n_rungs = spec_tune_rungs(t->n_candidates, t->eta, t->first_rung, keep, frac);
     for (int i = 0; i < plan->n_runs; i++) {
         double h = plan_cost_core_hours(cost + i, 1, 50e9);
         if (plan->runs[i].tune_candidate >= 0)
@@ -177,7 +177,7 @@ static void print_tune(const Plan *plan, const PlanCost *cost) {
             compare += h;
         if (i == 0 || plan->runs[i].config != plan->runs[i - 1].config) configs++;
     }
-    double sh = full * spec_tune_budgets(t->n_candidates, t->eta) / t->n_candidates;
+    double sh = full * spec_tune_budgets(t->n_candidates, t->eta, t->first_rung) / t->n_candidates;
     char rungs[SPEC_TUNE_MAX_RUNGS * 24] = "";
     for (int r = 0; r < n_rungs; r++) {
         char at[32] = "the full budget";

@@ -128,13 +128,21 @@ def test_plan_cost():
         _, out_, err_ = C.run(["plan", spec], expect_rc=0, tag="plan_text")
         line = [l for l in out_.splitlines() if l.startswith("tune:")]
         assert len(line) == 1, out_
-        m = re.search(r"tune: 2 configurations x 6 candidates x 1 tuning seeds: .*eta 3: 6 to 1/3 "
+        m = re.search(r"tune: 2 configurations x 6 candidates x 1 tuning seeds: .*eta 3: 6 to 1/9 "
                       r"of the budget, 2 to the full budget; .*\), ([0-9.]+)x to ([0-9.]+)x the "
                       r"comparison runs'", line[0])
         assert m, line[0]
-        # 6 candidates at a third and 2 to the end: 10/3 budgets against 3 comparison seeds; at
-        # most 6 against 3 (the runs cost the same: the learning rate costs nothing)
-        assert abs(float(m.group(1)) - 10 / 9) < 0.01 and abs(float(m.group(2)) - 2.0) < 0.01, line
+        # 6 candidates at a ninth and 2 to the end: 22/9 budgets against 3 comparison seeds;
+        # at most 6 against 3 (the runs cost the same: the learning rate costs nothing)
+        assert abs(float(m.group(1)) - 22 / 27) < 0.01 and abs(float(m.group(2)) - 2.0) < 0.01, line
+        # tune.first_rung places the first rung: at a third, 10/3 budgets
+        C.write(spec, tune_spec(corpus, lrs="[1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2, 1.0e-1, 3.0e-1]")
+                + "  first_rung: 0.3333333333333333\n")
+        _, out_, _ = C.run(["plan", spec], expect_rc=0, tag="plan_first_rung")
+        line = [l for l in out_.splitlines() if l.startswith("tune:")][0]
+        m = re.search(r"eta 3: 6 to 1/3 of the budget, 2 to the full budget; .*\), ([0-9.]+)x to",
+                      line)
+        assert m and abs(float(m.group(1)) - 10 / 9) < 0.01, line
 
 
 LRS = ["3.0e-3", "1.0e-2", "3.0e-2"]
@@ -233,12 +241,13 @@ LRS4 = ["1.0e-3", "3.0e-3", "1.0e-2", "3.0e-2"]
 
 
 def halving_spec(corpus, lrs=LRS4):
-    """Two configurations, 1 comparison seed, 4 candidates x 2 tuning seeds, eta 3: rung 0 at
+    """Two configurations, 1 comparison seed, 4 candidates x 2 tuning seeds, eta 3, the first
+    rung at a third of the budget (tune.first_rung; the default would be a ninth): rung 0 at
     step 10 of 30 (eval_every 20 does not evaluate there by itself)."""
     s = C.micro_spec(corpus, steps=30, seeds=(0,), eval_every=20, sample_tokens=0,
                      variants="  baseline: {}\n  heads2: {model.n_head: 2}\n")
-    return s + "tune:\n  knobs: {train.lr: [%s]}\n  seeds: [1000, 1001]\n  eta: 3\n" % (
-        ", ".join(lrs))
+    s += "tune:\n  knobs: {train.lr: [%s]}\n  seeds: [1000, 1001]\n  eta: 3\n" % ", ".join(lrs)
+    return s + ("  first_rung: 0.3333333333333333\n" if len(lrs) > 3 else "")
 
 
 def rung_rows(out):

@@ -96,7 +96,8 @@ typedef struct {
     int n_seeds;
     uint64_t *seeds; /* the tuning seeds, disjoint from Spec.seeds */
     SpecMark seeds_mark;
-    int eta; /* successive halving keeps ceil(n / eta) candidates a rung (default 3) */
+    int eta;           /* successive halving keeps ceil(n / eta) candidates a rung (default 3) */
+    double first_rung; /* the first rung's fraction of the budget; 0: eta^-rungs (default) */
 } SpecTune;
 /* The family of contrasts (the top-level key contrasts:). */
 typedef enum {

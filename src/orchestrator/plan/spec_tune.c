@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* The keys a tune: mapping accepts, in the order messages name them. */
-static const char *const tune_keys[] = {"knobs", "seeds", "eta", "metric", NULL};
+static const char *const tune_keys[] = {"knobs", "seeds", "eta", "first_rung", "metric", NULL};
 /* The one selection metric: the validation split's loss. */
 static const char TUNE_METRIC[] = "val_loss";
 
@@ -265,7 +265,8 @@ int spec_tune_parse(Spec *s, const YNode *key, const YNode *v, char err[ABL_ERR_
     t->eta = 3;
     if (v->type != YNODE_MAP)
         return spec_fail(err, mark_at(s, v),
-                         "tune: expected a mapping with knobs, seeds, eta and metric; got %s",
+                         "tune: expected a mapping with knobs, seeds, eta, first_rung and "
+                         "metric; got %s",
                          ydoc_kind(v));
     for (int i = 0; i < v->n; i++) {
         int known = 0;
@@ -273,7 +274,8 @@ int spec_tune_parse(Spec *s, const YNode *key, const YNode *v, char err[ABL_ERR_
             known |= !strcmp(v->keys[i]->text, tune_keys[j]);
         if (!known)
             return spec_fail(err, mark_at(s, v->keys[i]),
-                             "unknown key 'tune.%s' (expected knobs, seeds, eta or metric)",
+                             "unknown key 'tune.%s' (expected knobs, seeds, eta, first_rung or "
+                             "metric)",
                              v->keys[i]->text);
     }
     if (s->replicate.on)
@@ -299,6 +301,31 @@ int spec_tune_parse(Spec *s, const YNode *key, const YNode *v, char err[ABL_ERR_
         free(txt);
         if (bad) return spec_fail(err, mark_at(s, x), "tune.eta: expected an integer from 2 to 16");
         t->eta = (int)e;
+    }
+    if ((x = ydoc_get(v, "first_rung", NULL))) {
+        char *txt = scalar(s, x, "tune.first_rung", err);
+        if (!txt) return -1;
+        char *end = NULL;
+        double f = strtod(txt, &end);
+        int bad = end == txt || *end || !(f > 0 && f < 1);
+        free(txt);
+        if (bad)
+            return spec_fail(err, mark_at(s, x),
+                             "tune.first_rung: expected the fraction of the budget at which every "
+                             "candidate is first judged, greater than 0 and less than 1");
+        int keep[SPEC_TUNE_MAX_RUNGS];
+        double frac[SPEC_TUNE_MAX_RUNGS];
+        int r = spec_tune_rungs(t->n_candidates, t->eta, 0, keep, frac);
+        double most = r >= 2 ? pow((double)t->eta, (double)-(r - 2)) : 1;
+        if (r < 2 || f * pow((double)t->eta, (double)(r - 2)) >= 1)
+            return spec_fail(err, mark_at(s, x),
+                             r < 2 ? "tune.first_rung: %d candidate(s) with eta %d make one rung, "
+                                     "at the full budget: there is no first cut to place"
+                                   : "tune.first_rung: with %d candidates and eta %d the rungs "
+                                     "below the last would reach the full budget; give less "
+                                     "than %.4g",
+                             t->n_candidates, t->eta, most);
+        t->first_rung = f;
     }
     if ((x = ydoc_get(v, "metric", NULL))) {
         char *txt = scalar(s, x, "tune.metric", err);
@@ -338,21 +365,25 @@ void spec_tune_apply(const SpecTune *t, int c, RunConfig *cfg) {
         knob_set(cfg, t->knobs[k], t->values[k][spec_tune_value(t, c, k)].text, msg);
 }
 
-int spec_tune_rungs(int n, int eta, int keep[SPEC_TUNE_MAX_RUNGS],
+int spec_tune_rungs(int n, int eta, double first, int keep[SPEC_TUNE_MAX_RUNGS],
                     double frac[SPEC_TUNE_MAX_RUNGS]) {
     int r = 0;
     for (int m = n; m > 1 && r < SPEC_TUNE_MAX_RUNGS; m = (m + eta - 1) / eta)
         keep[r++] = m;
     if (r == 0) keep[r++] = n; /* one candidate: one rung, at the full budget */
-    for (int i = 0; i < r; i++)
-        frac[i] = pow((double)eta, (double)(i - (r - 1)));
+    /* standard successive halving's first rung: the one at which halving n by eta until one
+     * is left would end at the full budget */
+    if (!(first > 0)) first = pow((double)eta, (double)-r);
+    for (int i = 0; i < r - 1; i++)
+        frac[i] = first * pow((double)eta, (double)i);
+    frac[r - 1] = 1.0;
     return r;
 }
 
-double spec_tune_budgets(int n, int eta) {
+double spec_tune_budgets(int n, int eta, double first) {
     int keep[SPEC_TUNE_MAX_RUNGS];
     double frac[SPEC_TUNE_MAX_RUNGS], total = 0, prev = 0;
-    int r = spec_tune_rungs(n, eta, keep, frac);
+    int r = spec_tune_rungs(n, eta, first, keep, frac);
     for (int i = 0; i < r; i++) {
         total += keep[i] * (frac[i] - prev);
         prev = frac[i];
@@ -367,9 +398,9 @@ int spec_tune_best(const double *metric, int n) {
     return best;
 }
 
-long spec_tune_rung_step(long total_steps, int eta, int n_rungs, int r) {
-    if (r >= n_rungs - 1 || total_steps <= 0) return total_steps;
-    long s = lround((double)total_steps * pow((double)eta, (double)(r - (n_rungs - 1))));
+long spec_tune_rung_step(long total_steps, double frac) {
+    if (frac >= 1 || total_steps <= 0) return total_steps;
+    long s = lround((double)total_steps * frac);
     return s < 1 ? 1 : s > total_steps ? total_steps : s;
 }
 

@@ -152,15 +152,16 @@ int host_tune_stopped(void *ctx, int run, int rung, double loss) {
  * fraction of the run's own step budget, calibrated or not; the last rung trains on to the
  * end). Called once its config, calibrated budget included, is in the assignment. */
 void tune_assignment(Sweep *s, int run, RunAssignment *a) {
-    int n_rungs = 1, rung = s->sched->ops->rung ? s->sched->ops->rung(s->sched, run, &n_rungs) : -1;
+    int n_rungs = 1;
+    double frac = 1;
+    int rung = s->sched->ops->rung ? s->sched->ops->rung(s->sched, run, &n_rungs, &frac) : -1;
     s->runs[run].stop_step = 0;
     if (rung < 0) return;
     long total = run_config_total_steps(&a->cfg);
     /* a time budget without calibration has no steps to take fractions of: the run trains
      * to the end, the last rung, and its final loss stands for every rung */
     a->rung1 = (total > 0 ? rung : n_rungs - 1) + 1;
-    if (rung < n_rungs - 1 && total > 0)
-        a->stop_step = spec_tune_rung_step(total, s->spec.tune.eta, n_rungs, rung);
+    if (rung < n_rungs - 1 && total > 0) a->stop_step = spec_tune_rung_step(total, frac);
     s->runs[run].stop_step = a->stop_step;
     SweepRun *r = &s->runs[run];
     if (a->stop_step > 0 && r->ckpt_step > a->stop_step) {

@@ -125,10 +125,12 @@ typedef struct {
     void (*close)(Scheduler *s);
     /* Optional (tune.c; NULL elsewhere). rung: the successive-halving rung run's next
      * attempt trains to (-1: not a tuning run; n_rungs - 1: to its full budget), set before
-     * take() returns it and unchanged while it trains. paused: run stopped at that rung's
-     * step with its checkpoint there and its end (interrupted, the rung's validation loss
-     * in final_val_loss) durable: it waits for its rung's decision, not the queue. */
-    int (*rung)(Scheduler *s, int run, int *n_rungs);
+     * take() returns it and unchanged while it trains; *frac is that rung's fraction of the
+     * run's budget (1 at the last; a resumed sweep's journaled one). paused: run stopped at
+     * that rung's step with its checkpoint there and its end (interrupted, the rung's
+     * validation loss in final_val_loss) durable: it waits for its rung's decision, not the
+     * queue. */
+    int (*rung)(Scheduler *s, int run, int *n_rungs, double *frac);
     void (*paused)(Scheduler *s, int run, const EndEvent *end);
     /* How the user continues a stopped sweep: "--resume" or "--join". */
     const char *continue_flag;

@@ -244,6 +244,29 @@ static void record_result(Tune *u, int run, RunStatus status, double loss) {
     if (p >= 0 && is_tuning(u, p)) try_decide(u, config_of(u, p));
 }
 
+/* A sweep that journaled a rung decision keeps the rungs' fractions it decided at (a binary
+ * or a tune.first_rung of another session may place them elsewhere): its later rungs must
+ * continue the schedule its earlier ones cut by. Rungs no record decides yet train to the
+ * same fractions, so every configuration is tuned alike. */
+static void keep_journaled_rungs(Tune *u) {
+    SchedHost *h = &u->base.host;
+    for (int k = 0; k < u->n_configs && h->tune_journaled; k++) {
+        char name[JOURNAL_CONFIG_MAX];
+        config_name(u, k, name, sizeof name);
+        const JournalTune *old = h->tune_journaled(h->ctx, k, name, 0);
+        if (!old || old->n_rungs != u->n_rungs) continue;
+        if (memcmp(old->frac, u->frac, sizeof(double) * (size_t)u->n_rungs)) {
+            char was[SPEC_TUNE_MAX_RUNGS * 12] = "";
+            for (int r = 0; r < u->n_rungs; r++)
+                snprintf(was + strlen(was), sizeof was - strlen(was), "%s%.4g", r ? ", " : "",
+                         old->frac[r]);
+            log_info("tune: the sweep keeps the rungs it began with, at %s of the budget", was);
+            memcpy(u->frac, old->frac, sizeof(double) * (size_t)u->n_rungs);
+        }
+        return;
+    }
+}
+
 static int u_start(Scheduler *s, const SchedRun *runs, int n) {
     Tune *u = (Tune *)s;
     int total = u->plan->n_runs;
@@ -280,6 +303,7 @@ static int u_start(Scheduler *s, const SchedRun *runs, int n) {
         u->st[j] = runs[j].status == RUN_DONE || runs[j].status == RUN_DIVERGED ? T_DONE : T_FAILED;
         u->loss[j] = result_of(runs[j].status, runs[j].final_val_loss);
     }
+    keep_journaled_rungs(u);
     /* replay: the decisions journaled, and those the results give (the host journals the
      * new ones); then the tuning runs of the alive candidates, in plan order, toward their
      * configuration's rung (one that stopped at that rung's step before stops again there
@@ -334,11 +358,14 @@ static void u_ended(Scheduler *s, int run, const EndEvent *end) {
     record_result(u, run, end->status, end->final_val_loss);
 }
 
-static int u_rung(Scheduler *s, int run, int *n_rungs) {
+static int u_rung(Scheduler *s, int run, int *n_rungs, double *frac) {
     Tune *u = (Tune *)s;
     *n_rungs = u->n_rungs;
+    *frac = 1;
     if (run < 0 || run >= s->n || u->pos[run] < 0 || !is_tuning(u, u->pos[run])) return -1;
-    return u->rung[config_of(u, u->pos[run])];
+    int r = u->rung[config_of(u, u->pos[run])];
+    *frac = u->frac[r];
+    return r;
 }
 
 static void u_paused(Scheduler *s, int run, const EndEvent *end) {
@@ -425,7 +452,7 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char e
     u->per = plan_runs_per_config(cfg->plan->spec);
     u->n_tuning = u->t->n_candidates * u->t->n_seeds;
     u->n_configs = cfg->plan->n_runs / u->per;
-    u->n_rungs = spec_tune_rungs(u->t->n_candidates, u->t->eta, u->keep, u->frac);
+    u->n_rungs = spec_tune_rungs(u->t->n_candidates, u->t->eta, u->t->first_rung, u->keep, u->frac);
     size_t nk = (size_t)u->n_configs + 1, nc = nk * (size_t)u->t->n_candidates;
     u->run_of = malloc(sizeof(int) * (size_t)(cfg->plan->n_runs + 1));
     u->chosen = malloc(sizeof(int) * nk);
