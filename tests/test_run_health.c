@@ -49,6 +49,60 @@ TEST(rule) {
           isinf(end.unstable_loss));
 }
 
+/* A deterministic stand-in for a healthy run's training loss after the warmup: a decaying
+ * trend plus batch noise uniform in +-0.1 (mean absolute deviation 0.05, the micro recipe's). */
+static double healthy_loss(long step) {
+    static uint32_t x = 12345;
+    x = x * 1664525u + 1013904223u;
+    return 2.0 + 0.5 * exp(-(double)step / 100) + 0.2 * ((double)(x >> 8) / (1u << 24) - 0.5);
+}
+
+/* The loss_spike clause: RUN_SPIKE_STEPS consecutive steps more than RUN_SPIKE_K scales above
+ * the level fire it at the first of them; fewer do not, a single wild step does not, the
+ * level and scale do not learn from steps above, and nothing fires while the detector warms
+ * in (RUN_SPIKE_SPAN steps after the warmup). */
+TEST(loss_spike) {
+    const int V = 50257; /* ln V + 1 = 11.8: the above_uniform clause stays out of the way */
+    const long warm = 10;
+    RunHealth h;
+    run_health_init(&h);
+    long step = 1;
+    /* a jump right after the warmup, while the detector warms in: no verdict */
+    for (; step <= warm + 30; step++)
+        CHECK(run_health_observe(&h, step, step > warm + 15 ? 4.0 : healthy_loss(step), warm, V) ==
+              0);
+    for (; step <= 400; step++)
+        CHECK(run_health_observe(&h, step, healthy_loss(step), warm, V) == 0);
+    CHECK_MSG(h.kind == INSTAB_NONE && h.scale > 0.03 && h.scale < 0.08, "scale %g", h.scale);
+    /* one wild step (3 nats up), then 9 steps 0.6 nats up: not a spike; the level and
+     * scale are those before the excursion when it ends */
+    double level = h.level, scale = h.scale;
+    CHECK(run_health_observe(&h, step++, h.level + 3.0, warm, V) == 0);
+    CHECK(h.level == level && h.scale == scale && h.above == 1);
+    CHECK(run_health_observe(&h, step, healthy_loss(step), warm, V) == 0 && h.above == 0);
+    step++;
+    level = h.level;
+    scale = h.scale;
+    for (int i = 0; i < RUN_SPIKE_STEPS - 1; i++)
+        CHECK(run_health_observe(&h, step++, level + 0.6, warm, V) == 0);
+    CHECK(h.level == level && h.scale == scale); /* frozen through the excursion */
+    CHECK(h.kind == INSTAB_NONE && h.above == RUN_SPIKE_STEPS - 1);
+    for (int i = 0; i < 100; i++, step++)
+        CHECK(run_health_observe(&h, step, healthy_loss(step), warm, V) == 0);
+    /* 10 steps 0.6 nats up: flagged at the first of them, with its loss */
+    long first = step;
+    for (int i = 0; i < RUN_SPIKE_STEPS; i++, step++)
+        CHECK(run_health_observe(&h, step, h.level + 0.6 + 0.01 * i, warm, V) ==
+              (i == RUN_SPIKE_STEPS - 1));
+    CHECK_MSG(h.kind == INSTAB_LOSS_SPIKE && h.step == first && h.loss > 2.0, "%s at %ld (%g)",
+              instability_names[h.kind], h.step, h.loss);
+    EndEvent end;
+    memset(&end, 0, sizeof end);
+    run_health_fill_end(&h, &end);
+    CHECK(end.instability == INSTAB_LOSS_SPIKE && end.unstable_step == first);
+    CHECK(!strcmp(instability_names[INSTAB_LOSS_SPIKE], "loss_spike"));
+}
+
 /* The quickstart recipe on the micro preset, short. */
 static void recipe(RunConfig *c, const char *corpus, long steps) {
     run_config_default(c);
@@ -197,13 +251,14 @@ TEST(unstable) {
               end.unstable_loss);
 
     /* a checkpoint without the verdict block (written before it existed): loads, unflagged.
-     * The block is the last 32 bytes trainer_save writes. */
+     * The block is the last 80 bytes trainer_save writes (version 2: the verdict's 32, then
+     * the loss_spike detector's 48). */
     snprintf(old, sizeof old, "%s/old.ckpt", dir);
     FILE *in = fopen(ckpt, "rb"), *out = fopen(old, "wb");
     CHECK(in && out);
     if (in && out) {
         fseek(in, 0, SEEK_END);
-        long size = ftell(in) - 32;
+        long size = ftell(in) - 80;
         fseek(in, 0, SEEK_SET);
         char buf[4096];
         for (long left = size; left > 0;) {
@@ -212,7 +267,7 @@ TEST(unstable) {
             left -= (long)k;
         }
         char magic[9] = {0};
-        CHECK(fread(magic, 1, 8, in) == 8 && !strcmp(magic, "ABLHLTH1"));
+        CHECK(fread(magic, 1, 8, in) == 8 && !strcmp(magic, "ABLHLTH2"));
     }
     if (in) fclose(in);
     if (out) fclose(out);
@@ -221,6 +276,22 @@ TEST(unstable) {
     CHECK_CMP(run(&c, NULL, &end, 0, NULL, old), ==, RUN_DONE);
     CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step > 20,
               "old checkpoint: %s at %ld", instability_names[end.instability], end.unstable_step);
+    /* a version-1 block (the verdict without the detector): the verdict loads */
+    in = fopen(ckpt, "rb");
+    out = fopen(old, "ab");
+    CHECK(in && out);
+    if (in && out) {
+        char block[32];
+        fseek(in, -80, SEEK_END);
+        CHECK(fread(block, 1, 32, in) == 32);
+        memcpy(block, "ABLHLTH1", 8);
+        CHECK(fwrite(block, 1, 32, out) == 32);
+    }
+    if (in) fclose(in);
+    if (out) fclose(out);
+    CHECK_CMP(run(&c, NULL, &end, 0, NULL, old), ==, RUN_DONE);
+    CHECK_MSG(end.instability == INSTAB_ABOVE_UNIFORM && end.unstable_step == step,
+              "version-1 block: %s at %ld", instability_names[end.instability], end.unstable_step);
     unlink(ckpt);
     unlink(old);
 
@@ -231,6 +302,44 @@ TEST(unstable) {
     c.train.warmup_steps = 1000;
     CHECK_CMP(run(&c, NULL, &end, 0, NULL, NULL), ==, RUN_DIVERGED);
     CHECK(end.instability == INSTAB_NONFINITE && end.unstable_step == end.steps);
+}
+
+/* The loss_spike detector's state goes through a checkpoint whole: a run resumed mid-way
+ * judges its later steps against the level and scale the run never stopped would have. */
+TEST(detector_checkpointed) {
+    RunConfig c;
+    recipe(&c, corpus, 120);
+    char ckpt[512];
+    snprintf(ckpt, sizeof ckpt, "%s/detector.ckpt", dir);
+    EndEvent end;
+    CHECK_CMP(run(&c, NULL, &end, 110, ckpt, NULL), ==, RUN_INTERRUPTED);
+    char err[ABL_ERR_MAX];
+    Dataset d;
+    Trainer a, b;
+    if (dataset_load(&d, &c.data, c.model.context, err) != 0 ||
+        trainer_init(&a, &c, 1, &d, err) != 0 || trainer_init(&b, &c, 1, &d, err) != 0) {
+        CHECK_MSG(0, "%s", err);
+        return;
+    }
+    FILE *f = fopen(ckpt, "rb");
+    CHECK(f && trainer_load(&a, f, err) == 0);
+    if (f) fclose(f);
+    /* saved again from what was loaded, and loaded into a fresh trainer: the same state,
+     * which has seen the 60 steps after the warmup of 50 */
+    f = fopen(ckpt, "wb");
+    CHECK(f && trainer_save(&a, f) == 0);
+    if (f) fclose(f);
+    f = fopen(ckpt, "rb");
+    CHECK(f && trainer_load(&b, f, err) == 0);
+    if (f) fclose(f);
+    CHECK_MSG(a.health.seen == 60 && a.health.scale > 0 && isfinite(a.health.level),
+              "seen %ld scale %g level %g", a.health.seen, a.health.scale, a.health.level);
+    CHECK(b.health.seen == a.health.seen && b.health.level == a.health.level &&
+          b.health.scale == a.health.scale && b.health.above == a.health.above);
+    trainer_free(&a);
+    trainer_free(&b);
+    dataset_free(&d);
+    unlink(ckpt);
 }
 
 int main(int argc, char **argv) {

@@ -9,7 +9,8 @@ const char *const event_kind_names[EV_KIND_COUNT] = {"start", "step",   "eval",
 const char *const run_status_names[RUN_STATUS_COUNT] = {"done", "diverged", "failed", "interrupted",
                                                         "not_needed"};
 const char *const sample_kind_names[SAMPLE_KIND_COUNT] = {"greedy", "temperature"};
-const char *const instability_names[INSTAB_COUNT] = {"none", "nonfinite", "above_uniform"};
+const char *const instability_names[INSTAB_COUNT] = {"none", "nonfinite", "above_uniform",
+                                                     "loss_spike"};
 const char *const repetition_names[REP_COUNT] = {"none", "token_run", "ngram_loop"};
 const char *const act_split_names[ACT_SPLIT_COUNT] = {"train", "val"};
 

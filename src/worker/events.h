@@ -36,7 +36,13 @@ typedef enum {
 } RunStatus;
 typedef enum { SAMPLE_GREEDY, SAMPLE_TEMPERATURE, SAMPLE_KIND_COUNT } SampleKind;
 /* Which clause of the instability rule fired first (run_health.h, docs/metrics.md). */
-typedef enum { INSTAB_NONE, INSTAB_NONFINITE, INSTAB_ABOVE_UNIFORM, INSTAB_COUNT } Instability;
+typedef enum {
+    INSTAB_NONE,
+    INSTAB_NONFINITE,
+    INSTAB_ABOVE_UNIFORM,
+    INSTAB_LOSS_SPIKE,
+    INSTAB_COUNT
+} Instability;
 /* What repeats in a sample (sample_metrics.h): nothing, one token (the degenerate rule) or
  * a unit of tokens looping to the end. */
 typedef enum { REP_NONE, REP_TOKEN_RUN, REP_NGRAM_LOOP, REP_COUNT } Repetition;
@@ -151,7 +157,7 @@ extern const char *const act_split_names[ACT_SPLIT_COUNT];
     X(S, slurm_restart_count, FT_INT, 0, NULL, NULL, "SLURM_RESTART_COUNT (-1 if unset)") \
     X(S, slurm_partition, FT_STR, 64, NULL, NULL, "SLURM_JOB_PARTITION") \
     X(S, slurm_nodelist, FT_STR, 256, NULL, NULL, "SLURM_JOB_NODELIST") \
-    X(S, instability, FT_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite or above_uniform: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
+    X(S, instability, FT_ENUM, INSTAB_COUNT, instability_names, NULL, "none, nonfinite, above_uniform or loss_spike: the instability rule's clause that fired first (docs/metrics.md); a done run may carry it") \
     X(S, unstable_step, FT_LONG, 0, NULL, "steps", "step at which it fired (0: never)") \
     X(S, unstable_loss, FT_DOUBLE, 0, NULL, "nats/token", "training loss of that step (NaN: never)") \
     X(S, attempt_blas_core, FT_STR, 32, NULL, NULL, "OpenBLAS core type of this attempt (blas_core is the first attempt's; a run whose attempts differ matches neither)") \

@@ -424,13 +424,22 @@ typedef struct {
 /* The instability verdict, after the AdamW moments. A checkpoint written before it existed
  * has the caller's trailer there instead (another magic): the verdict then starts over,
  * unflagged, from the checkpoint's step. */
-#define CKPT_HEALTH_MAGIC "ABLHLTH1"
+/* The instability verdict after the weights. Version 2 adds the loss_spike detector's state
+ * (run_health.h); a version-1 trailer loads the verdict with the detector starting over
+ * from the checkpoint's step, as if its warmup had just ended. */
+#define CKPT_HEALTH_MAGIC  "ABLHLTH1"
+#define CKPT_HEALTH2_MAGIC "ABLHLTH2"
 typedef struct {
     char magic[8];
     int32_t kind, reserved;
     int64_t step;
     double loss;
 } CkptHealth;
+typedef struct {
+    CkptHealth v1; /* its magic CKPT_HEALTH2_MAGIC */
+    double level, scale, above_loss;
+    int64_t seen, above, above_step;
+} CkptHealth2;
 
 int trainer_save(const Trainer *t, FILE *f) {
     CkptHeader h;
@@ -448,12 +457,19 @@ int trainer_save(const Trainer *t, FILE *f) {
     if (fwrite(&h, sizeof h, 1, f) != 1 || fwrite(t->gpt.params, sizeof(float), n, f) != n ||
         fwrite(t->m, sizeof(float), n, f) != n || fwrite(t->v, sizeof(float), n, f) != n)
         return -1;
-    CkptHealth hh;
+    CkptHealth2 hh;
     memset(&hh, 0, sizeof hh);
-    memcpy(hh.magic, CKPT_HEALTH_MAGIC, 8);
-    hh.kind = (int32_t)t->health.kind;
-    hh.step = t->health.step;
-    hh.loss = t->health.loss;
+    memcpy(hh.v1.magic, CKPT_HEALTH2_MAGIC, 8);
+    const RunHealth *he = &t->health;
+    hh.v1.kind = (int32_t)he->kind;
+    hh.v1.step = he->step;
+    hh.v1.loss = he->loss;
+    hh.level = he->level;
+    hh.scale = he->scale;
+    hh.above_loss = he->above_loss;
+    hh.seen = he->seen;
+    hh.above = he->above;
+    hh.above_step = he->above_step;
     return fwrite(&hh, sizeof hh, 1, f) == 1 ? 0 : -1;
 }
 
@@ -481,12 +497,24 @@ int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]) {
     t->val_loss = h.val_loss;
     t->val_acc = h.val_acc;
     run_health_init(&t->health);
-    CkptHealth hh;
-    if (fread(&hh, sizeof hh, 1, f) == 1 && memcmp(hh.magic, CKPT_HEALTH_MAGIC, 8) == 0 &&
-        hh.kind > INSTAB_NONE && hh.kind < INSTAB_COUNT) {
-        t->health.kind = (Instability)hh.kind;
-        t->health.step = (long)hh.step;
-        t->health.loss = hh.loss;
+    CkptHealth2 hh;
+    memset(&hh, 0, sizeof hh);
+    size_t got = fread(&hh, 1, sizeof hh, f);
+    int v2 = got == sizeof hh && memcmp(hh.v1.magic, CKPT_HEALTH2_MAGIC, 8) == 0;
+    int v1 = got >= sizeof hh.v1 && memcmp(hh.v1.magic, CKPT_HEALTH_MAGIC, 8) == 0;
+    RunHealth *he = &t->health;
+    if ((v1 || v2) && hh.v1.kind > INSTAB_NONE && hh.v1.kind < INSTAB_COUNT) {
+        he->kind = (Instability)hh.v1.kind;
+        he->step = (long)hh.v1.step;
+        he->loss = hh.v1.loss;
+    }
+    if (v2) {
+        he->level = hh.level;
+        he->scale = hh.scale;
+        he->above_loss = hh.above_loss;
+        he->seen = (long)hh.seen;
+        he->above = (long)hh.above;
+        he->above_step = (long)hh.above_step;
     }
     return 0;
 }
