@@ -435,10 +435,21 @@ typedef struct {
     int64_t step;
     double loss;
 } CkptHealth;
+/* The loss_spike detector's fields of RunHealth, saved and loaded alike: X(field, type in
+ * the file). */
+/* clang-format off */
+#define CKPT_DETECTOR_FIELDS(X) \
+    X(level, double)            \
+    X(scale, double)            \
+    X(above_loss, double)       \
+    X(seen, int64_t)            \
+    X(above, int64_t)           \
+    X(above_step, int64_t)
+/* clang-format on */
+#define CKPT_FIELD_DECL(f, T) T f;
 typedef struct {
     CkptHealth v1; /* its magic CKPT_HEALTH2_MAGIC */
-    double level, scale, above_loss;
-    int64_t seen, above, above_step;
+    CKPT_DETECTOR_FIELDS(CKPT_FIELD_DECL)
 } CkptHealth2;
 
 int trainer_save(const Trainer *t, FILE *f) {
@@ -464,12 +475,8 @@ int trainer_save(const Trainer *t, FILE *f) {
     hh.v1.kind = (int32_t)he->kind;
     hh.v1.step = he->step;
     hh.v1.loss = he->loss;
-    hh.level = he->level;
-    hh.scale = he->scale;
-    hh.above_loss = he->above_loss;
-    hh.seen = he->seen;
-    hh.above = he->above;
-    hh.above_step = he->above_step;
+#define CKPT_FIELD_OUT(f, T) hh.f = (T)he->f;
+    CKPT_DETECTOR_FIELDS(CKPT_FIELD_OUT)
     return fwrite(&hh, sizeof hh, 1, f) == 1 ? 0 : -1;
 }
 
@@ -508,13 +515,9 @@ int trainer_load(Trainer *t, FILE *f, char err[ABL_ERR_MAX]) {
         he->step = (long)hh.v1.step;
         he->loss = hh.v1.loss;
     }
+#define CKPT_FIELD_IN(f, T) he->f = hh.f;
     if (v2) {
-        he->level = hh.level;
-        he->scale = hh.scale;
-        he->above_loss = hh.above_loss;
-        he->seen = (long)hh.seen;
-        he->above = (long)hh.above;
-        he->above_step = (long)hh.above_step;
+        CKPT_DETECTOR_FIELDS(CKPT_FIELD_IN)
     }
     return 0;
 }
