@@ -167,6 +167,19 @@ def repeating_cell(r):
     return "%d of %d" % (k, n) + (" (%s)" % kinds if kinds else "")
 
 
+def one_seed_caveat(tuning):
+    """" ..." when every candidate rests on one tuning seed: its loss is one run's, and a
+    sign near the optima compares single runs; "" otherwise."""
+    if tuning is None or "seeds" not in tuning.columns or not len(tuning):
+        return ""
+    if int(tuning["seeds"].max()) > 1:
+        return ""
+    return (" With one tuning seed each candidate's loss is one run's, as noisy as one "
+            "comparison seed: a choice or a sign decided by less than the comparison runs' "
+            "seed-to-seed spread is that seed's, and more tuning seeds (`tune.seeds`) "
+            "settle it.")
+
+
 def _instability_cell(r):
     return "%s; baseline %s" % (rate_cell(r.get("unstable", math.nan), r.get("trained")),
                                 rate_cell(r.get("unstable_baseline", math.nan),
@@ -500,8 +513,8 @@ class Report:
                "pair of candidates within the stated factor of each side's optimum (on the "
                "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning; "
                "with successive halving the candidates (val loss) and the curves are those "
-               "that reached the full budget, and the rungs follow."
-               % (md_text(knob), md_text(base or "baseline")), "")
+               "that reached the full budget, and the rungs follow.%s"
+               % (md_text(knob), md_text(base or "baseline"), one_seed_caveat(t)), "")
         rows, recs = [], []
         for c in configs:
             ch = T.chosen(t, c)
@@ -524,7 +537,8 @@ class Report:
                     "final validation loss over its tuning seeds (never the test split); "
                     "the loss is that metric on the tuning seeds. Sign near the optima: "
                     "whether the difference to %s keeps its sign at every pair of candidates "
-                    "near each side's optimum (tuning.csv)." % (knob, base or "baseline"))
+                    "near each side's optimum (tuning.csv).%s"
+                    % (knob, base or "baseline", one_seed_caveat(t)))
         rungs = T.rung_table(getattr(self.sw, "tuning_rungs", None))
         if rungs:
             self.w("", "Successive halving: each rung's candidates and their mean validation "

@@ -98,6 +98,8 @@ def test_report():
             assert "%s: %.4f" % (r["values"], r["val_loss"]) in cells[3], (r, cells)
         if config == "heads2":
             assert cells[4].startswith(("holds for train.lr within", "flips at train.lr=")), cells
+    # one tuning seed: the section says what that leaves of a choice and a sign
+    assert "With one tuning seed each candidate's loss is one run's" in section, section[:1500]
     assert os.path.isfile(os.path.join(rep, "tuning.png"))
     csv = pd.read_csv(os.path.join(rep, "tuning.csv"))
     assert len(csv) == 6 and int(csv["chosen"].sum()) == 2
