@@ -1277,6 +1277,50 @@ TEST(contrasts) {
         contrasts_free(&c);
         done(&s, &p);
     }
+    /* a ladder: each configuration against the baseline at its own rung, never across
+     * model sizes; the rungs' baselines are no contrasts of their own */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "grid: {model.activation: [relu, gelu]}\n"
+                        "ladder: {rungs: {model.d_model: [16, 32]}}\n"
+                        "variants: {baseline: {}, rope: {model.position: rope}}\n"
+                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                        "            baseline: {model.activation: relu}}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        /* 8 configurations: 2 variants x 2 activations x 2 rungs; the baselines are
+         * baseline/activation=relu at each rung: 6 contrasts */
+        CHECK_MSG(c.n_configs == 8 && c.n_contrasts == 6, "%d configs, %d contrasts", c.n_configs,
+                  c.n_contrasts);
+        for (int j = 0; j < c.n_contrasts; j++) {
+            const char *me = c.list[j].label, *base = c.list[j].base_label;
+            const char *rung = strstr(me, "d_model="), *base_rung = strstr(base, "d_model=");
+            CHECK_MSG(rung && base_rung && !strcmp(rung, base_rung) &&
+                          !strncmp(base, "baseline/activation=relu/", 25),
+                      "%s against %s", me, base);
+            CHECK(!strcmp(c.config_name[c.list[j].terms[1].config], base));
+        }
+        contrasts_free(&c);
+        done(&s, &p);
+    }
+    /* a ladder with variants only needs no replicate.baseline: each rung's baseline variant */
+    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
+                        "ladder: {rungs: {model.d_model: [16, 32, 48]}}\n"
+                        "variants: {baseline: {}, rope: {model.position: rope}}\n"
+                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01}\n",
+                        NULL, 0, &s, &p) == 0,
+              "%s", g_err);
+    if (p.n_runs) {
+        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+        CHECK_MSG(c.n_configs == 6 && c.n_contrasts == 3 && c.baseline == 0, "%d %d %d",
+                  c.n_configs, c.n_contrasts, c.baseline);
+        for (int j = 0; j < c.n_contrasts; j++)
+            CHECK_MSG(!strcmp(strchr(c.list[j].label, '/'), strchr(c.list[j].base_label, '/')),
+                      "%s against %s", c.list[j].label, c.list[j].base_label);
+        contrasts_free(&c);
+        done(&s, &p);
+    }
     /* a baseline point that grid.exclude drops is refused where it is named */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
                  "grid:\n"

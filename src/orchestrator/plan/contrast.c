@@ -264,21 +264,49 @@ static int build_factorial(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
     return 0;
 }
 
-/* vs_base: each configuration but the baseline, in plan order, minus the baseline. */
-static int build_vs_base(Contrasts *c) {
-    if (!(c->list = calloc((size_t)c->n_configs, sizeof *c->list))) return -1;
+/* The baseline configuration k is compared with: the baseline; on a ladder, the baseline
+ * at k's own rung (the baseline variant at replicate.baseline's grid point, the ladder axis
+ * at k's value), so that no contrast mixes a model size into an architecture's effect.
+ * -1 if that one is not planned (grid.exclude). */
+static int baseline_of(const Plan *p, const Contrasts *c, int k) {
+    const Spec *s = p->spec;
+    if (!s->ladder) return c->baseline;
+    const PlannedRun *me = &p->runs[contrasts_run(c, k, 0)];
+    for (int j = 0; j < c->n_configs; j++) {
+        const PlannedRun *r = &p->runs[contrasts_run(c, j, 0)];
+        int at = r->variant == (s->n_variants > 0 ? 0 : -1);
+        for (int a = 0; a < s->n_axes && at; a++)
+            at = r->point[a] ==
+                 (a == s->ladder_axis ? me->point[a] : s->replicate.baseline_point[a]);
+        if (at) return j;
+    }
+    return -1;
+}
+
+/* vs_base: each configuration but the baseline(s), in plan order, minus its baseline
+ * (baseline_of). */
+static int build_vs_base(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
+    if (!(c->list = calloc((size_t)c->n_configs, sizeof *c->list)))
+        return spec_fail(err, p->spec->replicate.mark, "out of memory");
     for (int k = 0; k < c->n_configs; k++) {
-        if (k == c->baseline) continue;
+        int base = baseline_of(p, c, k);
+        if (base < 0)
+            return spec_fail(err, p->spec->ladder_mark,
+                             "replicate: %s has no baseline at its ladder rung (grid.exclude "
+                             "drops it); a ladder's contrasts pair each rung with its own "
+                             "baseline",
+                             c->config_name[k]);
+        if (k == base) continue;
         Contrast *x = &c->list[c->n_contrasts++];
         x->kind = CONTRAST_VS_BASE;
         x->factor[0] = x->factor[1] = x->level[0] = x->level[1] = -1;
         x->n_groups = 1;
         x->group_size = 2;
         if (!(x->terms = calloc(2, sizeof *x->terms)) || !(x->label = strdup(c->config_name[k])) ||
-            !(x->base_label = strdup(c->config_name[c->baseline])))
-            return -1;
+            !(x->base_label = strdup(c->config_name[base])))
+            return spec_fail(err, p->spec->replicate.mark, "out of memory");
         x->terms[0] = (ContrastTerm){k, +1};
-        x->terms[1] = (ContrastTerm){c->baseline, -1};
+        x->terms[1] = (ContrastTerm){base, -1};
     }
     return 0;
 }
@@ -343,7 +371,7 @@ int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
     }
     int rc = 0;
     if (c->family == SPEC_CONTRASTS_VS_BASE) {
-        if (build_vs_base(c) != 0) rc = spec_fail(err, rep->mark, "out of memory");
+        rc = build_vs_base(p, c, err);
     } else {
         rc = build_factorial(p, c, err);
     }

@@ -6,7 +6,8 @@
  * (contrasts_diff) is a fixed combination of the losses of seed k of some configurations,
  * and the sequential rule (sequential.h) decides from d_1..d_n. The family (the spec's
  * contrasts: key) is one of:
- *   vs_base       each configuration against the baseline: d_k = cell_k - baseline_k
+ *   vs_base       each configuration against the baseline: d_k = cell_k - baseline_k; on a
+ *                 ladder, against the baseline at its own rung (the ladder axis at its value)
  *   main_effects  each level L of each factor A against A's base level: d_k is the mean,
  *                 over every combination o of the other factors' levels, of
  *                 cell(L, o)_k - cell(base, o)_k

@@ -794,6 +794,9 @@ static int rep_baseline(Load *L, const YNode *v) {
                              k->name);
         r->baseline_point[a] = found;
     }
+    /* a ladder's rung need not be named: each rung is compared with its own baseline
+     * (plan/contrast.c); the first rung's stands for "the" baseline */
+    if (s->ladder && r->baseline_point[s->ladder_axis] < 0) r->baseline_point[s->ladder_axis] = 0;
     for (int a = 0; a < s->n_axes; a++)
         if (r->baseline_point[a] < 0)
             return spec_fail(
@@ -891,7 +894,7 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
         return spec_fail(L->err, r->mark,
                          "replicate: the variants need a 'baseline: {}' entry (the base itself), "
                          "which every other variant is compared against");
-    if (s->n_axes > 0 && !x)
+    if (s->n_axes > (s->ladder ? 1 : 0) && !x)
         return spec_fail(L->err, r->mark,
                          "replicate.baseline is required with a grid: name the grid point every "
                          "other configuration is compared against (e.g. {%s: %s})",
@@ -901,6 +904,10 @@ static int parse_replicate(Load *L, const YNode *key, const YNode *v) {
                          "replicate.baseline names a grid point, but the spec has no grid (with "
                          "variants, 'baseline' is the baseline)");
     if (x && rep_baseline(L, x) != 0) return -1;
+    if (!x && s->ladder) { /* a ladder alone: each rung's baseline variant, rung 1's first */
+        if (!(r->baseline_point = calloc((size_t)s->n_axes, sizeof(int))))
+            return spec_fail(L->err, r->mark, "out of memory");
+    }
     if (s->n_axes == 0 && s->n_variants <= 1)
         return spec_fail(
             L->err, r->mark,
