@@ -1239,18 +1239,31 @@ TEST(base_key_suggestions) {
 
 /* A replicate: sweep's contrasts, defined once in C: every configuration against the baseline,
  * paired by seed index. */
+/* Loads yaml's plan and builds its contrasts: 1 when both worked (contrasts_done frees them),
+ * else 0 with the failure counted. */
+static int contrasts_of(const char *yaml, Spec *s, Plan *p, Contrasts *c) {
+    CHECK_MSG(load_plan(yaml, NULL, 0, s, p) == 0, "%s", g_err);
+    if (!p->n_runs) return 0;
+    if (contrasts_build(p, c, g_err) == 0) return 1;
+    CHECK_MSG(0, "%s", g_err);
+    done(s, p);
+    return 0;
+}
+
+static void contrasts_done(Spec *s, Plan *p, Contrasts *c) {
+    contrasts_free(c);
+    done(s, p);
+}
+
 TEST(contrasts) {
     Spec s;
     Plan p;
     Contrasts c;
-    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
-                        "variants: {baseline: {}, h2: {model.n_head: 2}, gelu: "
-                        "{model.activation: gelu}}\n"
-                        "replicate: {seeds: {min: 2, max: 4}, resolve: 0.01}\n",
-                        NULL, 0, &s, &p) == 0,
-              "%s", g_err);
-    if (p.n_runs) {
-        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+    if (contrasts_of("data: {path: \"@DATA@\"}\n"
+                     "variants: {baseline: {}, h2: {model.n_head: 2}, gelu: "
+                     "{model.activation: gelu}}\n"
+                     "replicate: {seeds: {min: 2, max: 4}, resolve: 0.01}\n",
+                     &s, &p, &c)) {
         CHECK(c.n_configs == 3 && c.n_seeds == 4 && c.baseline == 0 && c.n_contrasts == 2);
         CHECK(c.n_contrasts == 2 && c.list[0].terms[0].config == 1 &&
               c.list[1].terms[0].config == 2);
@@ -1259,36 +1272,28 @@ TEST(contrasts) {
         /* seed index k of configuration 2 is plan run 2 * 4 + k, seed k */
         CHECK(p.runs[contrasts_run(&c, 2, 3)].seed == 3 &&
               p.runs[contrasts_run(&c, 2, 3)].variant == 2);
-        contrasts_free(&c);
-        done(&s, &p);
+        contrasts_done(&s, &p, &c);
     }
     /* a grid: the baseline point may be anywhere in plan order */
-    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
-                        "grid: {model.n_head: [2, 4], model.activation: [relu, gelu]}\n"
-                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
-                        "            baseline: {model.n_head: 4, model.activation: relu}}\n",
-                        NULL, 0, &s, &p) == 0,
-              "%s", g_err);
-    if (p.n_runs) {
-        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+    if (contrasts_of("data: {path: \"@DATA@\"}\n"
+                     "grid: {model.n_head: [2, 4], model.activation: [relu, gelu]}\n"
+                     "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                     "            baseline: {model.n_head: 4, model.activation: relu}}\n",
+                     &s, &p, &c)) {
         CHECK(c.n_configs == 4 && c.baseline == 2 && c.n_contrasts == 3);
         CHECK(c.n_configs == 4 && !strcmp(c.config_name[2], "n_head=4/activation=relu"));
         CHECK(c.n_contrasts == 3 && c.list[2].terms[0].config == 3);
-        contrasts_free(&c);
-        done(&s, &p);
+        contrasts_done(&s, &p, &c);
     }
     /* a ladder: each configuration against the baseline at its own rung, never across
      * model sizes; the rungs' baselines are no contrasts of their own */
-    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
-                        "grid: {model.activation: [relu, gelu]}\n"
-                        "ladder: {rungs: {model.d_model: [16, 32]}}\n"
-                        "variants: {baseline: {}, rope: {model.position: rope}}\n"
-                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
-                        "            baseline: {model.activation: relu}}\n",
-                        NULL, 0, &s, &p) == 0,
-              "%s", g_err);
-    if (p.n_runs) {
-        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+    if (contrasts_of("data: {path: \"@DATA@\"}\n"
+                     "grid: {model.activation: [relu, gelu]}\n"
+                     "ladder: {rungs: {model.d_model: [16, 32]}}\n"
+                     "variants: {baseline: {}, rope: {model.position: rope}}\n"
+                     "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01,\n"
+                     "            baseline: {model.activation: relu}}\n",
+                     &s, &p, &c)) {
         /* 8 configurations: 2 variants x 2 activations x 2 rungs; the baselines are
          * baseline/activation=relu at each rung: 6 contrasts */
         CHECK_MSG(c.n_configs == 8 && c.n_contrasts == 6, "%d configs, %d contrasts", c.n_configs,
@@ -1301,25 +1306,20 @@ TEST(contrasts) {
                       "%s against %s", me, base);
             CHECK(!strcmp(c.config_name[c.list[j].terms[1].config], base));
         }
-        contrasts_free(&c);
-        done(&s, &p);
+        contrasts_done(&s, &p, &c);
     }
     /* a ladder with variants only needs no replicate.baseline: each rung's baseline variant */
-    CHECK_MSG(load_plan("data: {path: \"@DATA@\"}\n"
-                        "ladder: {rungs: {model.d_model: [16, 32, 48]}}\n"
-                        "variants: {baseline: {}, rope: {model.position: rope}}\n"
-                        "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01}\n",
-                        NULL, 0, &s, &p) == 0,
-              "%s", g_err);
-    if (p.n_runs) {
-        CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+    if (contrasts_of("data: {path: \"@DATA@\"}\n"
+                     "ladder: {rungs: {model.d_model: [16, 32, 48]}}\n"
+                     "variants: {baseline: {}, rope: {model.position: rope}}\n"
+                     "replicate: {seeds: {min: 2, max: 2}, resolve: 0.01}\n",
+                     &s, &p, &c)) {
         CHECK_MSG(c.n_configs == 6 && c.n_contrasts == 3 && c.baseline == 0, "%d %d %d",
                   c.n_configs, c.n_contrasts, c.baseline);
         for (int j = 0; j < c.n_contrasts; j++)
             CHECK_MSG(!strcmp(strchr(c.list[j].label, '/'), strchr(c.list[j].base_label, '/')),
                       "%s against %s", c.list[j].label, c.list[j].base_label);
-        contrasts_free(&c);
-        done(&s, &p);
+        contrasts_done(&s, &p, &c);
     }
     /* a baseline point that grid.exclude drops is refused where it is named */
     EXPECT_ERROR("data: {path: \"@DATA@\"}\n"
