@@ -500,6 +500,7 @@ class Report:
         """A tune: sweep: each configuration's tuning curve and choice, and whether each
         configuration's contrast with the baseline keeps its sign near both optima."""
         t = self.sw.tuning
+        caveat = one_seed_caveat(t)
         configs = T.configurations(t)
         if not configs:
             return
@@ -514,7 +515,7 @@ class Report:
                "tuning seeds). Every candidate is in `tuning.csv` and the file's /tuning; "
                "with successive halving the candidates (val loss) and the curves are those "
                "that reached the full budget, and the rungs follow.%s"
-               % (md_text(knob), md_text(base or "baseline"), one_seed_caveat(t)), "")
+               % (md_text(knob), md_text(base or "baseline"), caveat), "")
         rows, recs = [], []
         for c in configs:
             ch = T.chosen(t, c)
@@ -538,7 +539,7 @@ class Report:
                     "the loss is that metric on the tuning seeds. Sign near the optima: "
                     "whether the difference to %s keeps its sign at every pair of candidates "
                     "near each side's optimum (tuning.csv).%s"
-                    % (knob, base or "baseline", one_seed_caveat(t)))
+                    % (knob, base or "baseline", caveat))
         rungs = T.rung_table(getattr(self.sw, "tuning_rungs", None))
         if rungs:
             self.w("", "Successive halving: each rung's candidates and their mean validation "

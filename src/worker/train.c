@@ -421,12 +421,11 @@ typedef struct {
     double train_seconds, val_loss, val_acc;
 } CkptHeader;
 
-/* The instability verdict, after the AdamW moments. A checkpoint written before it existed
- * has the caller's trailer there instead (another magic): the verdict then starts over,
- * unflagged, from the checkpoint's step. */
-/* The instability verdict after the weights. Version 2 adds the loss_spike detector's state
- * (run_health.h); a version-1 trailer loads the verdict with the detector starting over
- * from the checkpoint's step, as if its warmup had just ended. */
+/* The instability verdict, after the AdamW moments. Version 2 adds the loss_spike
+ * detector's state (run_health.h): a version-1 block loads the verdict with the detector
+ * starting over from the checkpoint's step, as if its warmup had just ended; a checkpoint
+ * written before the verdict existed has the caller's trailer there instead (another magic),
+ * and the verdict starts over, unflagged, from the checkpoint's step. */
 #define CKPT_HEALTH_MAGIC  "ABLHLTH1"
 #define CKPT_HEALTH2_MAGIC "ABLHLTH2"
 typedef struct {

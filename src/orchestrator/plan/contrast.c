@@ -59,11 +59,15 @@ double contrasts_diff(const Contrasts *c, int j, const double *loss) {
 }
 
 /* Is run r at the spec's baseline: the variant "baseline" (index 0, or -1 implicit) at
- * the baseline grid point? */
-static int at_baseline(const Spec *s, const PlannedRun *r) {
+ * the baseline grid point? With rung (a run of a ladder), the ladder axis at rung's value
+ * instead of the baseline point's: the baseline of rung's model size. */
+static int at_baseline(const Spec *s, const PlannedRun *r, const PlannedRun *rung) {
     if (r->variant != (s->n_variants > 0 ? 0 : -1)) return 0;
-    for (int a = 0; a < s->n_axes; a++)
-        if (r->point[a] != s->replicate.baseline_point[a]) return 0;
+    for (int a = 0; a < s->n_axes; a++) {
+        int want = rung && s->ladder && a == s->ladder_axis ? rung->point[a]
+                                                            : s->replicate.baseline_point[a];
+        if (r->point[a] != want) return 0;
+    }
     return 1;
 }
 
@@ -269,17 +273,10 @@ static int build_factorial(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
  * at k's value), so that no contrast mixes a model size into an architecture's effect.
  * -1 if that one is not planned (grid.exclude). */
 static int baseline_of(const Plan *p, const Contrasts *c, int k) {
-    const Spec *s = p->spec;
-    if (!s->ladder) return c->baseline;
+    if (!p->spec->ladder) return c->baseline;
     const PlannedRun *me = &p->runs[contrasts_run(c, k, 0)];
-    for (int j = 0; j < c->n_configs; j++) {
-        const PlannedRun *r = &p->runs[contrasts_run(c, j, 0)];
-        int at = r->variant == (s->n_variants > 0 ? 0 : -1);
-        for (int a = 0; a < s->n_axes && at; a++)
-            at = r->point[a] ==
-                 (a == s->ladder_axis ? me->point[a] : s->replicate.baseline_point[a]);
-        if (at) return j;
-    }
+    for (int j = 0; j < c->n_configs; j++)
+        if (at_baseline(p->spec, &p->runs[contrasts_run(c, j, 0)], me)) return j;
     return -1;
 }
 
@@ -345,7 +342,7 @@ int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
             contrasts_free(c);
             return spec_fail(err, rep->mark, "out of memory");
         }
-        if (at_baseline(s, first)) c->baseline = k;
+        if (at_baseline(s, first, NULL)) c->baseline = k;
     }
     if (c->baseline < 0) {
         SpecMark m = rep->baseline_mark.line ? rep->baseline_mark : rep->mark;
