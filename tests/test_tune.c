@@ -368,9 +368,8 @@ static Scheduler *tune_sched(TuneHost *h, const Plan *p, SchedRun *runs) {
     SchedConfig cfg = {"unused.h5", p, 0, 0, 0, NULL};
     SchedHost host = {h, NULL, NULL, NULL, NULL, NULL, NULL, th_tuned, th_journaled, th_stopped};
     char err[ABL_ERR_MAX] = "", journal[ABL_PATH_MAX] = "";
-    Scheduler *s = sched_tune_open(&cfg, &host, err);
+    Scheduler *s = sched_tune_open(&cfg, &host, journal, err);
     CHECK_MSG(s, "%s", err);
-    (void)journal;
     if (s && sched_start(s, runs, p->n_runs) != 0) {
         sched_close(s);
         return NULL;

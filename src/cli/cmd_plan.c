@@ -248,8 +248,7 @@ int cmd_plan(int argc, char **argv) {
             knob_config_json(&cfg, cfgjson, sizeof cfgjson);
             printf("{\"index\":%d,\"name\":", r->index);
             json_print_string(stdout, r->name);
-            /* tune_candidate: a tune: sweep's tuning run's candidate, -1 for every other run
-             * (slurm/submit refuses --array for a sweep with one: --join does not run it) */
+            /* tune_candidate: a tune: sweep's tuning run's candidate, -1 for every other run */
             printf(",\"id\":\"%s\",\"seed\":%llu,\"tune_candidate\":%d,\"overrides\":", r->id,
                    (unsigned long long)r->seed, r->tune_candidate);
             json_print_string(stdout, r->overrides);

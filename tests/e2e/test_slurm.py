@@ -43,6 +43,8 @@ rank 0 orchestrates, 2 workers):
      exported variable, --dependency, --mail-type to the finish job, a missing directory);
      admin_requeue (an admin's requeue: resumes from checkpoints and says so, no ready
      file left, no "Forwarding signal 18").
+  k. array_tune: a tune: sweep submitted as an array of 2 tasks (they share its tuning under
+     --join) ends with the one-process sweep's choices, rung results and runs.
   j. the job trains on the data that submit checked: data_export_none
      (SBATCH_EXPORT=NONE, ABLATE_DATA=A here, another file at the specs' default
      data/tinyshakespeare.txt: every run's data_sha256 is A's); data_export_list (an export
@@ -703,6 +705,34 @@ def case_array(S):
         sub.cancel()
 
 
+def case_array_tune(S):
+    """A tune: sweep as an array: submit --array 2 --ranks 1 --wait on test_tune's halving
+    spec (2 configurations, 4 candidates x 2 tuning seeds, eta 3): the two tasks share the
+    tuning under --join, each deciding every rung from the results of both; the file has
+    the choices, the rung results and the runs of the one-process sweep."""
+    import test_tune as T
+    spec = C.write(os.path.join(S.d, "tune.yaml"), T.halving_spec(C.corpus_path()))
+    ref_h5 = os.path.join(S.d, "tune-ref.h5")
+    C.run(["run", spec, "-o", ref_h5], expect_rc=0, tag="tune reference")
+    h5 = os.path.join(S.d, "tune.h5")
+    sub = Submitted(S, [spec, "-o", h5, "--array", "2", "--ranks", "1", "--wait"])
+    try:
+        rc, out = sub.wait(timeout=180)
+        jid = sub.ids["array"]
+        text = "\n".join(read("%s.%s_%d.log" % (h5, jid, i)) for i in (1, 2))
+        assert rc == 0 and "sweep complete" in out, "array_tune: exit %d:\n%s\n%s" % (
+            rc, out, text[-4000:])
+        assert T.tuning(h5) == T.tuning(ref_h5), (T.tuning(h5), T.tuning(ref_h5))
+        assert T.rung_rows(h5) == T.rung_rows(ref_h5)
+        C.assert_same(C.View(ref_h5), C.View(h5), "one process", "array_tune",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(h5, "r") as f:
+            tasks = sorted(set(t.decode() for t in f["runs"]["slurm_array_task_id"]))
+        C.log("  array_tune: the same choices; runs finished by tasks %s" % tasks)
+    finally:
+        sub.cancel()
+
+
 def case_submit_cancelled(S):
     """The sweep job (srun, 2 BLAS threads per run) cancelled: the finish job refuses,
     --wait exits 3."""
@@ -1075,6 +1105,7 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("export_none", case_export_none, 12),
          ("launcher_failure", case_launcher_failure, 4),
          ("array_surplus", case_array_surplus, 9),
+         ("array_tune", case_array_tune, 10),
          ("data_export_none", case_data_export_none, 5),
          ("data_export_list", case_data_export_list, 6),
          ("data_changed", case_data_changed, 4),

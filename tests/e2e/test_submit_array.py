@@ -87,26 +87,28 @@ def check(d):
 
 
 def test_array_refusals():
-    """--array refuses a tune: sweep and train.calibrate before anything is submitted (each
-    task runs ablate run --join, which runs neither): exit 2, one line naming the key; the
-    same specs without --array go on (dry run)."""
+    """--array refuses train.calibrate before anything is submitted (each task runs ablate
+    run --join, which does not run it): exit 2, one line naming the key; the same spec
+    without --array goes on (dry run). A tune: sweep is submitted as an array (its tasks
+    share the tuning under --join)."""
     with C.workdir("submit_refusals") as d:
         b = fake_bin(d)
         base = C.micro_spec(C.corpus_path(d), steps=2, seeds=(0, 1))
-        for key, text in (("tune:", base + "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, "
-                                  "seeds: [1000]}\n"),
-                          ("train.calibrate:", base.replace("steps: 2", "seconds: 30, calibrate: 2"))):
-            C.write(os.path.join(d, "t.yaml"), text)
-            rc, out, err = submit(d, b, 4, "1001")
-            lines = [l for l in err.splitlines() if l.strip()]
-            assert rc == 2 and key in err and "not as an array" in err and \
-                "nothing submitted" in err and "--array=" not in out, (key, rc, err, out)
-            assert len([l for l in lines if "not as an array" in l]) == 1, lines
-            env = dict(C.ENV, ABLATE_BIN=C.BIN, PATH=b + os.pathsep + C.ENV.get("PATH", ""),
-                       FAKE_MAX_ARRAY="1001")
-            r = subprocess.run([SUBMIT, "t.yaml", "-o", "t.h5", "--dry-run"], cwd=d, env=env,
-                               capture_output=True, text=True, timeout=120)
-            assert r.returncode == 0 and "not as an array" not in r.stderr, (key, r.stderr)
+        env = dict(C.ENV, ABLATE_BIN=C.BIN, PATH=b + os.pathsep + C.ENV.get("PATH", ""),
+                   FAKE_MAX_ARRAY="1001")
+        C.write(os.path.join(d, "t.yaml"), base.replace("steps: 2", "seconds: 30, calibrate: 2"))
+        rc, out, err = submit(d, b, 4, "1001")
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert rc == 2 and "train.calibrate:" in err and "not as an array" in err and \
+            "nothing submitted" in err and "--array=" not in out, (rc, err, out)
+        assert len([l for l in lines if "not as an array" in l]) == 1, lines
+        r = subprocess.run([SUBMIT, "t.yaml", "-o", "t.h5", "--dry-run"], cwd=d, env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "not as an array" not in r.stderr, r.stderr
+        C.write(os.path.join(d, "t.yaml"), base + "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, "
+                "seeds: [1000]}\n")
+        rc, out, err = submit(d, b, 4, "1001")
+        assert rc == 0 and "--array=1-4" in out and "not as an array" not in err, (rc, err, out)
 
 
 def sha256_of(path):

@@ -18,7 +18,8 @@
   - halving: 4 candidates with eta 3 (two rungs): every candidate trains to a third of the
     budget (rung 0, evaluated there though eval_every is not a divisor of it), the best two
     by mean validation loss over the tuning seeds train on from their checkpoints to the full
-    budget, the others end done there (tune_rung 0, not failures); the tuning runs train
+    budget, the others end done there (tune_rung 0, not failures, their rows with where and
+    how that attempt ran); the tuning runs train
     fewer tokens than every candidate at the full budget; /tuning_rungs holds every rung
     result and the promotions and the choice they imply; a promoted run's final loss is the
     bit-identical loss of that candidate trained without stopping (a 2-candidate sweep,
@@ -26,12 +27,17 @@
     of the second configuration trains, the first's rung 0 decided; under mpirun: while a
     promoted run trains on to the full budget) and resumed (in-process; at 2 ranks) ends
     identical to the uninterrupted one: the same choices, rung results and final losses;
-  - join_refused: --join refuses a tune: sweep in one line (not supported yet);
+  - joined: the halving sweep under --join, its first process killed with SIGKILL while it
+    holds paused runs whose rung is not decided, continued by two joined processes, ends
+    identical to the one-process sweep (test_joined's docstring);
+  - joined_failed: a failed tuning run under --join: the process ends stopped rather than
+    waiting, and joining again retries the failed run once;
   - train: `ablate train` of a tune: spec trains its base (not a tuning run); `--run` of a
     comparison run is refused in one line unless the tuned knob is given with --set (its
     value is the sweep's choice); a tuning run trains at its candidate.
 """
 import collections
+import glob
 import json
 import math
 import os
@@ -281,6 +287,8 @@ def check_halving(out):
             for r in runs:
                 assert r["status"] == "done", r
                 assert r["tune_rung"] == int(promoted), r
+                # a stopped run's row keeps where and how its attempt ran (its rung's end)
+                assert r["host"] and r["attempt_blas_core"] and r["rank"] >= 0, r
                 assert r["steps"] == (30 if promoted else 10), r
                 tokens += r["tokens"]
             full += 2 * 30 * runs[0]["tokens"] // runs[0]["steps"]
@@ -356,13 +364,103 @@ def test_halving():
                   "same rungs, choices and final losses" % (label, len(before)))
 
 
-def test_join_refused():
-    with C.workdir("tune_join") as d:
-        spec = C.write(os.path.join(d, "t.yaml"), run_spec(C.corpus_path(d)))
+def join_args(spec, out):
+    return ["run", spec, "-o", out, "--join", "--checkpoint-every", "0.1"]
+
+
+def rung_lines(out):
+    path = out + ".d/join/rungs"
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def test_joined():
+    """--join: the halving sweep's choices and runs, whichever process trains what. One
+    process trains alone with a rung-0 run of heads2 held at step 5, so that every other
+    tuning run of heads2 stops at rung 0 in it (join/rungs) and waits for that run; it is
+    killed with SIGKILL there, holding 7 paused runs. Two processes then join (one in-process,
+    one under mpirun): they take the held run over, decide rung 0 from join/rungs, take the
+    promoted runs over from the killed process's checkpoints and end the others at rung 0
+    (claimed from the killed process, trained to their rung: they stop at once). The view
+    equals the one-process sweep's: /tuning, /tuning_rungs and every run's rows; each
+    decision is journaled by every process that made it, and shown once."""
+    with C.workdir("tune_joined") as d:
+        corpus = C.corpus_path(d)
+        spec = C.write(os.path.join(d, "t.yaml"), halving_spec(corpus))
+        ref_out = os.path.join(d, "ref.h5")
+        C.run(["run", spec, "-o", ref_out], expect_rc=0, tag="ref")
+        ref_rungs, ref_tuning, ref = rung_rows(ref_out), tuning(ref_out), C.View(ref_out)
+        names = {r["name"]: r["id"] for r in C.plan_json(spec)}
+        held_name = "heads2/tune/lr=%s/seed1001" % LRS4[1]
+        heads2 = [i for n, i in names.items() if n.startswith("heads2/tune/")]
         out = os.path.join(d, "o.h5")
-        _, _, err = C.run(["run", spec, "-o", out, "--join"], expect_rc=2, tag="join")
-        assert "does not run under --join yet" in C.one_line(err, "the refusal"), err
-        assert not os.path.exists(out)
+        hold = os.path.join(d, "hold")
+        with C.Job(join_args(spec, out), tag="first",
+                   env=C.hold_env(hold, step=5, runs=[names[held_name]])) as job:
+            # the baseline's rungs, and heads2's rung-0 results but the held run's
+            C.wait_until(lambda: C.held(hold) and sum(
+                l.split()[0] in heads2 for l in rung_lines(out)) == 7, job,
+                "the held run and 7 rung-0 results of heads2")
+            C.kill_session(job.sid, signal.SIGKILL)
+            job.reap(30)
+        shutil.rmtree(hold, ignore_errors=True)
+        jobs = [C.Job(join_args(spec, out), tag="second"),
+                C.Job(join_args(spec, out), ranks=2, tag="third")]
+        try:
+            for j in jobs:
+                rc = j.wait(300)
+                assert rc == 0, "exit %s\n%s" % (rc, j.stderr()[-3000:])
+            errs = "".join(j.stderr() for j in jobs)
+        finally:
+            for j in jobs:
+                j.kill_all()
+                j.close()
+        assert "taken over" in errs, errs[-3000:]
+        assert rung_rows(out) == ref_rungs, (rung_rows(out), ref_rungs)
+        assert tuning(out) == ref_tuning, (tuning(out), ref_tuning)
+        C.assert_same(ref, C.View(out), "one process", "joined",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        per_journal = []
+        for p in sorted(glob.glob(out + ".d/join/procs/*/journal")):
+            per_journal.append(len([r for r in C.journal_records(p)[0] if r[0] == 13]))
+        # heads2's rungs were all decided after the kill (the held run's result came then)
+        assert per_journal[0] <= 2 and max(per_journal) <= 4, per_journal
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs["status"]) == "complete", C._py(f.attrs["status"])
+        C.log("joined: killed holding 7 paused runs; 2 processes took over to the same rungs, "
+              "choices and runs (TUNE records per journal: %s)" % per_journal)
+        # a process that would cut at other rungs is refused at its tune: key, leaving no file
+        spec2 = C.write(os.path.join(d, "t2.yaml"), open(spec).read().replace(
+            "first_rung: 0.3333333333333333", "first_rung: 0.5"))
+        before = sorted(os.listdir(out + ".d/join/procs"))
+        _, _, err = C.run(join_args(spec2, out), expect_rc=2, tag="other_rungs")
+        line = C.one_line(err, "the refusal")
+        assert (spec2 + ":12:1: tune: cannot join ") in line and \
+            "other successive-halving rungs" in line, line
+        assert sorted(os.listdir(out + ".d/join/procs")) == before
+
+
+def test_joined_failed():
+    """--join with a tuning run that fails (a candidate model too large to allocate): its
+    configuration's rung 0 cannot be decided, so the process ends stopped (exit 3, "continue
+    with --join") instead of waiting for ever beside its paused runs; joining again trains
+    the failed run again, once (as --resume does), and not the paused ones."""
+    with C.workdir("tune_joined_failed") as d:
+        s = C.micro_spec(C.corpus_path(d), steps=30, seeds=(0,), eval_every=20,
+                         sample_tokens=0, variants="  baseline: {}\n")
+        s += "tune:\n  knobs: {model.d_model: [32, 65536, 64, 48]}\n  seeds: [1000]\n  eta: 3\n"
+        spec = C.write(os.path.join(d, "t.yaml"), s)
+        out = os.path.join(d, "o.h5")
+        args = ["run", spec, "-o", out, "--join", "--max-run-memory", "1000000T"]
+        _, _, err = C.run(args, expect_rc=3, tag="join1")
+        assert "d_model=65536/seed1000 FAILED" in err and "continue with --join" in err, err
+        assert len(rung_lines(out)) == 3, rung_lines(out)
+        _, _, err = C.run(args, expect_rc=3, tag="join2")
+        assert "d_model=65536/seed1000 had failed" in err and "trained again" in err, err
+        assert err.count(" FAILED") == 1 and " done" not in err, err
+        assert len(rung_lines(out)) == 3, rung_lines(out)
+        status = {r["name"]: r["status"] for r in C.View(out).runs.values()}
+        assert status["baseline/tune/d_model=65536/seed1000"] == "failed", status
+        assert sorted(status.values()).count("interrupted") == 3, status
 
 
 def step_lrs(out):

@@ -418,6 +418,8 @@ static void record_end(Sweep *s, uint32_t run, uint32_t attempt, int rank, const
     uint64_t before = journal_size(s->j);
     int written =
         s->stop != STOP_IO && journal_append_end(s->j, run, attempt, rank, host, &res->end) == 0;
+    if (written && attempt == s->runs[run].attempt)
+        tune_note_end(s, (int)run, rank, host, &res->end);
     if (written && s->gs) {
         if (journal_flush(s->j) == 0 && GROW(s->pend, s->cap_pend, (size_t)s->npend + 1) == 0) {
             uint64_t after = journal_size(s->j);
@@ -844,8 +846,10 @@ int sweep_rank0(const SweepOptions *o, int nranks) {
     rc = finish(&s);
 out:
     if (s.history) journal_reader_close(s.history);
-    for (int i = 0; i < s.n; i++)
+    for (int i = 0; i < s.n; i++) {
         refs_free(&s.runs[i].events);
+        tune_free_end(&s.runs[i]);
+    }
     view_updater_stop(s.vu);
     sched_close(s.sched);
     free(hostnames);

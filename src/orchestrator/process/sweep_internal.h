@@ -50,6 +50,9 @@ typedef struct {
     int calib;         /* its configuration's CalibGroup (train.calibrate > 0), else -1 */
     int plan_later;    /* joined: its PLAN record is journaled when it is first trained here */
     int64_t stop_step; /* tune: the rung step its attempt stops at (0: none) */
+    /* tune: the RUN_END of the attempt that stopped at its rung (where it ran, its figures),
+     * which the run's end there repeats (host_tune_stopped); NULL: none */
+    struct RungEnd *rung_end;
 } SweepRun;
 /* Rank 0 keeps one per planned run for the whole sweep: at 10^5 runs every 100 bytes here
  * are 10 MB (a copy of the run's config once made it 1.7 KB) */
@@ -159,6 +162,9 @@ const JournalTune *host_tune_journaled(void *ctx, int config, const char *name, 
 int host_tune_stopped(void *ctx, int run, int rung, double loss);
 void tune_assignment(Sweep *s, int run, RunAssignment *a);
 int tune_paused(Sweep *s, int run, const RunResult *res);
+/* A tuning run's attempt ended (rank, host: where): kept when it stopped at its rung. */
+void tune_note_end(Sweep *s, int run, int rank, const char *host, const EndEvent *end);
+void tune_free_end(SweepRun *r);
 
 /* sweep_open.c: the journal opened (new, --force, --resume) and reconciled with the plan */
 int reconcile(Sweep *s, ResumeState *rs, char err[ABL_ERR_MAX]);

@@ -7,6 +7,7 @@
  * not an interruption (tune_paused). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "worker/event_schema.h"
@@ -110,10 +111,31 @@ int host_tuned(void *ctx, const JournalTune *t) {
     return 0;
 }
 
+struct RungEnd {
+    EndEvent end;
+    int rank;
+    char host[JOURNAL_HOST_MAX];
+};
+
+void tune_note_end(Sweep *s, int run, int rank, const char *host, const EndEvent *end) {
+    SweepRun *r = &s->runs[run];
+    if (r->stop_step <= 0 || end->status != RUN_INTERRUPTED || end->steps != r->stop_step) return;
+    if (!r->rung_end && !(r->rung_end = malloc(sizeof *r->rung_end))) return; /* unknown then */
+    r->rung_end->end = *end;
+    r->rung_end->rank = rank;
+    snprintf(r->rung_end->host, sizeof r->rung_end->host, "%s", host ? host : "");
+}
+
+void tune_free_end(SweepRun *r) {
+    free(r->rung_end);
+    r->rung_end = NULL;
+}
+
 /* A tuning run its configuration's rung decision stopped: a RUN_END of its last attempt
  * (the one that stopped at the rung's step) with status done, the rung in tune_rung and
- * that attempt's figures (its validation loss there: loss, else the journaled one), synced;
- * its checkpoint goes. It is no failure: the rung is where successive halving ends it. */
+ * that attempt's figures and provenance (where it ran, its BLAS, its times; its validation
+ * loss there: loss, else the journaled one), synced; its checkpoint goes. It is no
+ * failure: the rung is where successive halving ends it. */
 int host_tune_stopped(void *ctx, int run, int rung, double loss) {
     Sweep *s = ctx;
     if (run < 0 || run >= s->n) return 0;
@@ -126,14 +148,23 @@ int host_tune_stopped(void *ctx, int run, int rung, double loss) {
     char why[128];
     snprintf(why, sizeof why, "not promoted past successive-halving rung %d (step %lld)", rung,
              (long long)r->ckpt_step);
-    event_end_unknown(&end, RUN_DONE, why);
-    end.steps = (long)r->ckpt_step;
-    end.tokens = (long)r->ckpt_step * cfg.train.batch_size * cfg.model.context;
-    end.train_seconds = r->train_seconds;
-    end.tokens_per_s = r->train_seconds > 0 ? end.tokens / r->train_seconds : 0.0;
+    const struct RungEnd *was = r->rung_end;
+    if (was && was->end.steps == r->ckpt_step) {
+        end = was->end;
+        end.status = RUN_DONE;
+        snprintf(end.message, sizeof end.message, "%s", why);
+    } else { /* its attempt's end is not in this process (not expected): figures only */
+        event_end_unknown(&end, RUN_DONE, why);
+        end.steps = (long)r->ckpt_step;
+        end.tokens = (long)r->ckpt_step * cfg.train.batch_size * cfg.model.context;
+        end.train_seconds = r->train_seconds;
+        end.tokens_per_s = r->train_seconds > 0 ? end.tokens / r->train_seconds : 0.0;
+        was = NULL;
+    }
     end.final_val_loss = isfinite(loss) ? loss : r->final_val_loss;
     end.tune_rung = rung;
-    if (journal_append_end(s->j, (uint32_t)run, r->attempt, -1, "", &end) != 0 ||
+    if (journal_append_end(s->j, (uint32_t)run, r->attempt, was ? was->rank : -1,
+                           was ? was->host : "", &end) != 0 ||
         journal_sync(s->j) != 0) {
         stop_journal(s);
         return -1;
@@ -141,6 +172,7 @@ int host_tune_stopped(void *ctx, int run, int rung, double loss) {
     r->finished = 1;
     r->status = RUN_DONE;
     r->final_val_loss = end.final_val_loss;
+    tune_free_end(r);
     drop_checkpoint(s, r);
     refs_free(&r->events);
     if (s->progress.total > 0) /* not before the sweep's start counts it as finished before */

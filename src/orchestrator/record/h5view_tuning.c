@@ -1,6 +1,8 @@
 /* The view of a tune: sweep's choices (docs/spec.md, "tune"): /tuning, one row per
- * candidate of every configuration, from the journal's TUNE records (journal_tune.h; the
- * last of a configuration counts). Layout: docs/hdf5-schema.md. */
+ * candidate of every configuration, from the journal's TUNE records (journal_tune.h; of a
+ * configuration, the one deciding its latest rung counts, the later of equals: a joined
+ * sweep's processes each journal every decision, and its journals are read in turn).
+ * Layout: docs/hdf5-schema.md. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,11 @@ int h5v_tune_record(View *v, const JournalRecord *rec) {
     }
     for (int i = 0; i < v->n_tune; i++)
         if (v->tune[i]->config == t->config && !strcmp(v->tune[i]->name, t->name)) {
-            free(v->tune[i]); /* a later record of a configuration replaces the earlier */
+            if (t->decided < v->tune[i]->decided) { /* another journal's earlier rung */
+                free(t);
+                return 0;
+            }
+            free(v->tune[i]);
             v->tune[i] = t;
             return 0;
         }

@@ -38,6 +38,8 @@ struct Join {
     int lock_fd;           /* join/lock */
     int done_fd;           /* join/done, appended to (-1: a sweep begun without one) */
     long long done_off;    /* of its next line not read yet */
+    int rungs_fd;          /* join/rungs (a tune: sweep's), opened when first needed: -1 */
+    long long rungs_off;   /* of its next line not read yet */
     /* holders found alive lately: every look at a run another process holds would probe
      * its journal's lock again (an open and a flock per look: with many processes, most
      * of a claimed run's system calls) */
@@ -139,7 +141,7 @@ static int check_plan(Join *j, const Plan *p, const char *replicate, char err[AB
         return snprintf(err, ABL_ERR_MAX, "out of memory"), -1;
     }
     int rc = check_file(j, "plan", &mine, "plan", err);
-    if (rc == 0) rc = check_file(j, "replicate", &rep, "replicate: section", err);
+    if (rc == 0) rc = check_file(j, "replicate", &rep, "replicate: or tune: section", err);
     buf_free(&mine);
     buf_free(&rep);
     return rc;
@@ -162,7 +164,7 @@ Join *join_open(const char *out_path, const Plan *p, const char *replicate, doub
                 char err[ABL_ERR_MAX]) {
     Join *j = calloc(1, sizeof *j);
     if (!j) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
-    j->lock_fd = j->done_fd = -1;
+    j->lock_fd = j->done_fd = j->rungs_fd = -1;
     j->lease = lease > 0 ? lease : JOIN_DEFAULT_LEASE;
     char base[ABL_PATH_MAX], host[HOST_MAX] = "", stamp[32];
     if (journal_dir_for(out_path, base, sizeof base) != 0 ||
@@ -234,6 +236,7 @@ void join_close(Join *j) {
     if (!j) return;
     if (j->lock_fd >= 0) close(j->lock_fd);
     if (j->done_fd >= 0) close(j->done_fd);
+    if (j->rungs_fd >= 0) close(j->rungs_fd);
     if (j->alive[0]) unlink(j->alive); /* we are gone: our claims can be taken at once */
     free(j);
 }
@@ -519,34 +522,99 @@ static int parse_result(const char *text, JoinResult *res) {
     return 1;
 }
 
-int join_done_read(Join *j, JoinDoneFn fn, void *ctx) {
-    if (j->done_fd < 0) return -1;
+/* Calls fn for each complete line of the ledger fd from *off on (a line without its newline
+ * waits for next time; 64 KiB without one is skipped): the count fn accepted. */
+static int read_lines(int fd, long long *off, int (*fn)(void *ctx, char *line), void *ctx) {
     int count = 0;
     char chunk[65536];
     for (;;) {
-        ssize_t n = pread(j->done_fd, chunk, sizeof chunk - 1, (off_t)j->done_off);
+        ssize_t n = pread(fd, chunk, sizeof chunk - 1, (off_t)*off);
         if (n <= 0) break;
         chunk[n] = '\0';
         char *line = chunk, *nl;
-        while ((nl = strchr(line, '\n'))) { /* a line without its newline: next time */
+        while ((nl = strchr(line, '\n'))) {
             *nl = '\0';
-            JoinResult res;
-            /* "ID STATUS ...": a line that does not read so (a torn write) is skipped; its
-             * run is found by its claim */
-            if (nl - line > 17 && line[16] == ' ' && parse_result(line + 17, &res)) {
-                line[16] = '\0';
-                fn(ctx, line, &res);
-                count++;
-            }
+            count += fn(ctx, line);
             line = nl + 1;
         }
         long long used = line - chunk;
         int at_end = n < (ssize_t)sizeof chunk - 1;
-        if (used == 0 && !at_end) used = n; /* 64 KiB without a newline: not ours, skipped */
-        j->done_off += used;
+        if (used == 0 && !at_end) used = n;
+        *off += used;
         if (at_end) break;
     }
     return count;
+}
+
+typedef struct {
+    JoinDoneFn fn;
+    void *ctx;
+} DoneReader;
+
+/* "ID STATUS ...": a line that does not read so (a torn write) is skipped; its run is found
+ * by its claim */
+static int done_line(void *ctx, char *line) {
+    DoneReader *d = ctx;
+    JoinResult res;
+    if (strlen(line) <= 17 || line[16] != ' ' || !parse_result(line + 17, &res)) return 0;
+    line[16] = '\0';
+    d->fn(d->ctx, line, &res);
+    return 1;
+}
+
+int join_done_read(Join *j, JoinDoneFn fn, void *ctx) {
+    if (j->done_fd < 0) return -1;
+    DoneReader d = {fn, ctx};
+    return read_lines(j->done_fd, &j->done_off, done_line, &d);
+}
+
+/* join/rungs, opened (made, when create) once: 0, or -1 (errno) */
+static int open_rungs(Join *j, int create) {
+    if (j->rungs_fd >= 0) return 0;
+    char path[ABL_PATH_MAX + 16];
+    path_in(j, path, sizeof path, "rungs", NULL);
+    j->rungs_fd =
+        open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    return j->rungs_fd >= 0 ? 0 : -1;
+}
+
+int join_rung(Join *j, const char *id, int rung, double loss, char err[ABL_ERR_MAX]) {
+    char line[96];
+    int len = snprintf(line, sizeof line, "%s %d %a\n", id, rung, loss);
+    if (open_rungs(j, 1) != 0) {
+        snprintf(err, ABL_ERR_MAX, "cannot open %s/rungs: %s", j->dir, strerror(errno));
+        return -1;
+    }
+    if (lock_claims(j, err) != 0) return -1;
+    /* one write under the lock, as join/done's lines */
+    int rc = write(j->rungs_fd, line, (size_t)len) == len ? 0 : -1;
+    if (rc != 0)
+        snprintf(err, ABL_ERR_MAX, "cannot append to %s/rungs: %s", j->dir, strerror(errno));
+    flock(j->lock_fd, LOCK_UN);
+    return rc;
+}
+
+typedef struct {
+    JoinRungFn fn;
+    void *ctx;
+} RungReader;
+
+static int rung_line(void *ctx, char *line) {
+    RungReader *d = ctx;
+    char loss[64];
+    int rung;
+    if (strlen(line) <= 17 || line[16] != ' ' || sscanf(line + 17, "%d %63s", &rung, loss) != 2 ||
+        rung < 0)
+        return 0;
+    line[16] = '\0';
+    d->fn(d->ctx, line, rung, strtod(loss, NULL));
+    return 1;
+}
+
+int join_rungs_read(Join *j, JoinRungFn fn, void *ctx) {
+    if (open_rungs(j, 0) != 0) return 0; /* none yet */
+    RungReader d = {fn, ctx};
+    return read_lines(j->rungs_fd, &j->rungs_off, rung_line, &d);
 }
 
 /* join_compact's reading of join/done: the ids it has a line for */

@@ -19,9 +19,13 @@
  *   done                one line per run whose claim says done, with its result: appended
  *                       under the lock as the claim is written, so that a process learns
  *                       what the others finished by reading one file (join_done_read)
+ *   rungs               a tune: sweep's rung results: one line per tuning run stopped at a
+ *                       successive-halving rung ("ID RUNG LOSS"), appended under the lock once
+ *                       its RUN_END is synced (join_rung)
  *   compacted           written once the sweep is complete and every claim is folded into
  *                       done and removed (join_compact)
- *   replicate           a replicate: sweep's rule and contrasts (or "none"), written by the
+ *   replicate           a replicate: sweep's rule and contrasts, a tune: sweep's rungs (or
+ *                       "none"), written by the
  *                       first process like plan; a process with others is refused
  *
  * NAME is the process's UTC start time, host and pid ("20261201T173139Z-node7-4242").
@@ -118,6 +122,15 @@ int join_result(Join *j, const char *id, JoinResult *res);
  * file (begun by an older ablate: read the claims). */
 typedef void (*JoinDoneFn)(void *ctx, const char *id, const JoinResult *res);
 int join_done_read(Join *j, JoinDoneFn fn, void *ctx);
+/* join/rungs (a tune: sweep's, schedule/tune.c): one line per tuning run that stopped at a
+ * successive-halving rung's step ("ID RUNG LOSS", the validation loss there in %a: exact),
+ * appended under join/lock once that stop's RUN_END is durable in its process's journal.
+ * Every process decides each rung from these and the done claims, so all decide alike.
+ * join_rung: 0, or -1 with a message. join_rungs_read: calls fn for each line not read
+ * before; the count (0 when the sweep has none yet). */
+int join_rung(Join *j, const char *id, int rung, double loss, char err[ABL_ERR_MAX]);
+typedef void (*JoinRungFn)(void *ctx, const char *id, int rung, double loss);
+int join_rungs_read(Join *j, JoinRungFn fn, void *ctx);
 /* Every run of the sweep is finished (ids: the plan's, "" for none): the claims are
  * folded into join/done, which keeps the sweep's record of what is done, so that a sweep of
  * 10^5 runs does not leave 10^5 files behind (inodes are scarce on a parallel file system).

@@ -101,6 +101,18 @@ int join_ledger_check(const char *out_path, const Spec *spec, const char *rule,
     const char *lt, *lm;
     first_diff(theirs.p, mine, &lt, &lm);
     int nt = (int)strcspn(lt, "\n"), nm = (int)strcspn(lm, "\n");
+    if (!strncmp(theirs.p, "tune ", 5) || !strncmp(mine, "tune ", 5)) {
+        /* a tune: sweep's rungs (tune.c): no ledger to account, only the cut to agree on */
+        spec_fail(err, spec->tune.on ? spec->tune.mark : spec->seeds_mark,
+                  "tune: cannot join %s: this sweep was joined with %s ('%.*s' there, '%.*s' "
+                  "here); every joined process must use the same spec and --set values",
+                  out_path,
+                  spec->tune.on ? "other successive-halving rungs (tune.eta, tune.first_rung)"
+                                : "a tune: section",
+                  nt > 80 ? 80 : nt, lt, nm > 80 ? 80 : nm, lm);
+        buf_free(&theirs);
+        return -1;
+    }
     double alpha = NAN, spent = 0;
     int looks = 0;
     const char *a = strstr(theirs.p, "alpha ");

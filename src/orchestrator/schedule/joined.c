@@ -300,6 +300,32 @@ static void j_ended(Scheduler *s, int run, const EndEvent *end) {
     if (join_done(J->join, s->runs[run].id, &res, err) < 0) fail(J, err);
 }
 
+int sched_joined_rung(Scheduler *s, int run, int rung, double loss) {
+    Joined *J = (Joined *)s;
+    char err[ABL_ERR_MAX];
+    if (run < 0 || run >= s->n || join_rung(J->join, s->runs[run].id, rung, loss, err) == 0)
+        return 0;
+    fail(J, err);
+    return -1;
+}
+
+typedef struct {
+    Joined *J;
+    SchedRungFn fn;
+    void *ctx;
+} RungsHeard;
+
+static void heard_rung(void *ctx, const char *id, int rung, double loss) {
+    RungsHeard *h = ctx;
+    int i = id_index_find(&h->J->ix, id);
+    if (i >= 0) h->fn(h->ctx, i, rung, loss);
+}
+
+int sched_joined_rungs(Scheduler *s, SchedRungFn fn, void *ctx) {
+    RungsHeard h = {(Joined *)s, fn, ctx};
+    return join_rungs_read(h.J->join, heard_rung, &h);
+}
+
 void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]) {
     join_journal_of(((Joined *)s)->join, NULL, journal, ABL_PATH_MAX);
 }
@@ -316,6 +342,8 @@ int sched_joined_claim(Scheduler *s, int run) {
     if (r->finished) return 2;
     if (r->held && !r->lost) return 1;
     r->held = r->lost = 0;
+    if (r->retry) /* it had failed when we joined: trained again here, once (j_take's way) */
+        return retake(J, run) ? 1 : r->finished ? 2 : J->failed ? -1 : 0;
     char prev[JOIN_NAME_MAX], err[ABL_ERR_MAX];
     switch (join_claim(J->join, s->runs[run].id, prev, err)) {
     case CLAIM_ERROR:

@@ -12,7 +12,8 @@
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
  *   tune.c     a tune: sweep: the tuning runs first, rung by rung (successive halving),
- *              each configuration's comparison runs once its value is chosen from them
+ *              each configuration's comparison runs once its value is chosen from them;
+ *              under --join a policy over joined.c (rung results in join/rungs)
  *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
  *              hears the results of other processes' runs from their claims)
@@ -171,13 +172,22 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
 int sched_adaptive_rule_version(Scheduler *s, int version);
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
                                char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
-/* cfg->plan's spec has tune.on (one process: --join does not take a tune: sweep yet). */
-Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char err[ABL_ERR_MAX]);
+/* cfg->plan's spec has tune.on; with cfg->join it runs over a joined scheduler (journal as
+ * for sched_joined_open). NULL with a message. */
+Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
+                           char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
 /* For a policy over the joined scheduler s: claims run for this process. 1: ours (claimed
  * now, held already, or taken over: the host was told where it continues from); 0: held by
  * another live process; 2: finished (the host heard its result through finished_elsewhere);
  * -1: an I/O error (reported through the host's fail). */
 int sched_joined_claim(Scheduler *s, int run);
+/* A tune: sweep over the joined scheduler s (tune.c): run (ours) stopped at successive-halving
+ * rung `rung` with validation loss `loss`, its RUN_END durable: told to every process
+ * (join_rung). 0, or -1 (reported through the host's fail). sched_joined_rungs: fn for each
+ * such result another process (or this one) told since the last call. */
+int sched_joined_rung(Scheduler *s, int run, int rung, double loss);
+typedef void (*SchedRungFn)(void *ctx, int run, int rung, double loss);
+int sched_joined_rungs(Scheduler *s, SchedRungFn fn, void *ctx);
 /* This process's journal in the joined sweep s. */
 void sched_joined_journal(Scheduler *s, char journal[ABL_PATH_MAX]);
 

@@ -1,4 +1,5 @@
-/* The tune scheduler (scheduler.h) of a tune: sweep (docs/spec.md, "tune"), one process.
+/* The tune scheduler (scheduler.h) of a tune: sweep (docs/spec.md, "tune"): one process, or a
+ * policy over the joined scheduler (joined.c) under --join.
  *
  * The plan holds, per configuration, its tuning runs (every candidate at every tuning seed)
  * and then its comparison runs (plan.h). Successive halving (spec_tune_rungs): every
@@ -20,22 +21,36 @@
  * ones (SchedHost.tune_journaled: they hold the rung results of the runs that trained on
  * since) and makes the rest again from the results (a run that stopped at its rung before
  * stops there again at once, from its checkpoint): the same decisions after kill -9 +
- * --resume and on any rank count. */
+ * --resume and on any rank count.
+ *
+ * Under --join every process decides every rung itself, from the same results: a run's
+ * result at a rung reaches the others through join/rungs (join_rung, once its stop there is
+ * durable), a final one through its done claim. A process trains a run only once it holds
+ * its claim, and acts on a decision only for the runs it holds: it trains its promoted runs
+ * on (the others find them held) and ends the ones not promoted (their done claims tell the
+ * rest). A run not promoted whose holder is gone is claimed by whoever sees it, trained to its
+ * rung (from its checkpoint there it stops at once) and ended; a promoted one is taken over
+ * as any joined run is. So a joined sweep takes the decisions one process would, whichever
+ * process trains what and whichever is killed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "orchestrator/plan/id_index.h"
+#include "join_ledger.h"
 #include "orchestrator/plan/spec_tune.h"
 #include "scheduler.h"
+#include "util/grow.h"
 #include "util/log.h"
+#include "worker/event_schema.h"
 
 /* per journal index: T_NONE not a run of this plan, T_TODO to train, T_OUT training here,
  * T_PAUSED stopped at its rung's step (a result there, waiting for the rung's decision),
  * T_DONE a final result (done or diverged), T_STOPPED not promoted past a rung (ended),
- * T_FAILED no result (failed) */
-enum { T_NONE, T_TODO, T_OUT, T_PAUSED, T_DONE, T_STOPPED, T_FAILED };
+ * T_FAILED no result (failed), T_STOPWAIT (--join) not promoted past a rung while another
+ * process holds it: it ends there (by its holder, or here once its holder is gone) */
+enum { T_NONE, T_TODO, T_OUT, T_PAUSED, T_DONE, T_STOPPED, T_FAILED, T_STOPWAIT };
 
 typedef struct {
     Scheduler base;
@@ -55,11 +70,22 @@ typedef struct {
     unsigned char *alive; /* per configuration x candidate: trains to rung[k] */
     double *at;           /* per configuration x candidate x rung: the metric there (NaN) */
     int *chosen;          /* per configuration: the chosen candidate, -1 not yet */
+    double *rl;           /* per journal index x rung: its result there (NaN: none yet) */
     int *queue;           /* the runs to train, in the order they became trainable;
-                             queue[next..n_queue) to take */
-    int n_queue, next, cap_queue;
+                             queue[next..n_queue) to take (-1: an entry used up) */
+    int n_queue, next;
+    size_t cap_queue;
     int *requeued, n_requeued;
     JournalTune *rec; /* scratch */
+    /* --join: the joined scheduler runs are claimed from (NULL: one process) */
+    Scheduler *inner;
+    unsigned char *here; /* per journal index: paused here (its claim is ours) */
+    signed char *target; /* per journal index: the rung it trains to when that is not its
+                            configuration's (a decided one it ends at: T_STOPWAIT), or -1 */
+    double *recheck;     /* per journal index: when to look at its claim again */
+    double next_scan;    /* when take() looks at the claims and join/rungs again */
+    int starting;        /* start(): results heard wait for the replay */
+    char *rule_text;     /* the rungs every joined process must share (join/replicate) */
 } Tune;
 
 static int config_of(const Tune *u, int plan_index) {
@@ -84,8 +110,41 @@ static double result_of(RunStatus status, double loss) {
     return (status == RUN_DONE || status == RUN_INTERRUPTED) && isfinite(loss) ? loss : INFINITY;
 }
 
+static double *rl_of(const Tune *u, int run) {
+    return &u->rl[(size_t)run * SPEC_TUNE_MAX_RUNGS];
+}
+
 static void enqueue(Tune *u, int run) {
-    if (u->n_queue < u->cap_queue) u->queue[u->n_queue++] = run;
+    if (GROW(u->queue, u->cap_queue, (size_t)u->n_queue + 1) != 0) {
+        if (u->base.host.fail) u->base.host.fail(u->base.host.ctx, "out of memory");
+        return;
+    }
+    u->queue[u->n_queue++] = run;
+}
+
+/* Run's result at rung r: its stop there, else its final one (done: at the full budget, or
+ * ended at that rung; diverged: +inf), else NaN (none yet). */
+static double result_at(const Tune *u, int run, int r) {
+    double v = rl_of(u, run)[r];
+    if (!isnan(v)) return v;
+    return u->st[run] == T_DONE || u->st[run] == T_STOPPED ? u->loss[run] : NAN;
+}
+
+/* A run this process holds is ended at rung r, not promoted past it: journaled by the host,
+ * then (--join) its done claim tells the others. 0, or -1 (the sweep is stopping). */
+static int stop_here(Tune *u, int j, int r) {
+    SchedHost *h = &u->base.host;
+    if (h->tune_stopped && h->tune_stopped(h->ctx, j, r, u->loss[j]) != 0) return -1;
+    u->st[j] = T_STOPPED;
+    u->here[j] = 0;
+    if (u->inner) {
+        EndEvent end;
+        event_end_unknown(&end, RUN_DONE, "");
+        end.final_val_loss = u->loss[j];
+        end.tune_rung = r;
+        sched_ended(u->inner, j, &end);
+    }
+    return 0;
 }
 
 /* Configuration k's name: its comparison runs' names without their last segment. */
@@ -136,14 +195,14 @@ static int rung_results(Tune *u, int k) {
         if (!u->alive[k * t->n_candidates + c]) continue;
         for (int si = 0; si < t->n_seeds; si++) {
             int j = u->run_of[base + c * t->n_seeds + si];
-            if (j < 0 || (u->st[j] != T_PAUSED && u->st[j] != T_DONE)) return 0;
+            if (j < 0 || isnan(result_at(u, j, r))) return 0;
         }
     }
     for (int c = 0; c < t->n_candidates; c++) {
         if (!u->alive[k * t->n_candidates + c]) continue;
         double sum = 0;
         for (int si = 0; si < t->n_seeds; si++)
-            sum += u->loss[u->run_of[base + c * t->n_seeds + si]];
+            sum += result_at(u, u->run_of[base + c * t->n_seeds + si], r);
         at_of(u, k, c)[r] = sum / t->n_seeds;
     }
     return 1;
@@ -152,12 +211,14 @@ static int rung_results(Tune *u, int k) {
 /* Applies configuration k's decision of its current rung (rec: made now, or journaled by a
  * session before): promoted candidates' paused runs train on to the next rung, the others'
  * runs end there (the host journals them), and at the last rung the comparison runs are
- * queued. 0, or -1 (the sweep is stopping). */
+ * queued. Under --join a run with a result at the rung held elsewhere is that process's to
+ * act on: promoted, it is queued (its claim tells who trains it; one already stopped at the
+ * next rung waits there); not, it waits to be ended (T_STOPWAIT). 0, or -1 (the sweep is
+ * stopping). */
 static int apply(Tune *u, int k, const JournalTune *rec) {
     const SpecTune *t = u->t;
     int base = k * u->per, r = u->rung[k];
     unsigned char *alive = &u->alive[k * t->n_candidates];
-    SchedHost *h = &u->base.host;
     if (r == u->n_rungs - 1) {
         u->chosen[k] = rec->chosen;
         for (int i = u->n_tuning; i < u->per; i++) {
@@ -172,12 +233,20 @@ static int apply(Tune *u, int k, const JournalTune *rec) {
         for (int si = 0; si < t->n_seeds; si++) {
             int j = u->run_of[base + c * t->n_seeds + si];
             if (j < 0) continue;
-            if (on && u->st[j] == T_PAUSED) {
-                u->st[j] = T_TODO;
-                enqueue(u, j);
-            } else if (!on && u->st[j] == T_PAUSED) {
-                if (h->tune_stopped && h->tune_stopped(h->ctx, j, r, u->loss[j]) != 0) return -1;
-                u->st[j] = T_STOPPED;
+            int paused = u->st[j] == T_PAUSED, held = !u->inner || u->here[j];
+            int elsewhere = u->inner && u->st[j] == T_TODO && !isnan(rl_of(u, j)[r]);
+            if (on && (paused || elsewhere)) {
+                if (u->inner && r + 1 < u->n_rungs && !isnan(rl_of(u, j)[r + 1])) {
+                    u->st[j] = T_PAUSED, u->here[j] = 0; /* stopped there already */
+                } else {
+                    u->st[j] = T_TODO, u->here[j] = 0;
+                    enqueue(u, j);
+                }
+            } else if (!on && paused && held) {
+                if (stop_here(u, j, r) != 0) return -1;
+            } else if (!on && (paused || elsewhere)) {
+                u->st[j] = T_STOPWAIT;
+                u->target[j] = (signed char)r;
             } else if (!on && u->st[j] == T_TODO && u->base.runs[j].finished) {
                 u->st[j] = T_STOPPED; /* ended at the rung by a session before */
             }
@@ -232,16 +301,63 @@ static void try_decide(Tune *u, int k) {
     }
 }
 
-/* A run's result (ours, or an earlier session's): it counts from now on. */
+/* A run's result (ours, an earlier session's, or under --join another process's): it counts
+ * from now on. */
 static void record_result(Tune *u, int run, RunStatus status, double loss) {
     SchedRun *r = &u->base.runs[run];
     r->finished = 1;
     r->status = status;
     r->final_val_loss = loss;
     u->st[run] = status == RUN_DONE || status == RUN_DIVERGED ? T_DONE : T_FAILED;
+    u->here[run] = 0;
     u->loss[run] = result_of(status, loss);
     int p = u->pos[run];
-    if (p >= 0 && is_tuning(u, p)) try_decide(u, config_of(u, p));
+    if (p >= 0 && is_tuning(u, p) && !u->starting) try_decide(u, config_of(u, p));
+}
+
+/* --join: run stopped at rung r with loss (join/rungs, maybe our own line): a result there.
+ * A run that waits for its configuration's rung is paused (elsewhere) from now on. */
+static void heard_rung(void *ctx, int run, int r, double loss) {
+    Tune *u = ctx;
+    if (run < 0 || run >= u->base.n || u->pos[run] < 0 || !is_tuning(u, u->pos[run]) ||
+        r >= u->n_rungs)
+        return;
+    rl_of(u, run)[r] = result_of(RUN_INTERRUPTED, loss);
+    int k = config_of(u, u->pos[run]);
+    if (u->starting || u->st[run] != T_TODO || r != u->rung[k]) return;
+    u->st[run] = T_PAUSED;
+    u->loss[run] = rl_of(u, run)[r];
+    try_decide(u, k);
+}
+
+/* --join: another process finished run (its done claim): told to the sweep first, then
+ * decided from like our own. */
+static void t_elsewhere(void *ctx, int run, const JoinResult *res) {
+    Tune *u = ctx;
+    SchedHost *h = &u->base.host;
+    if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
+    if (run < 0 || run >= u->base.n || u->st[run] == T_NONE) return;
+    record_result(u, run, res->status, res->final_val_loss);
+}
+
+/* The rest of the sweep's host, for the joined scheduler under us. */
+static int t_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
+    SchedHost *h = &((Tune *)ctx)->base.host;
+    return h->continue_from ? h->continue_from(h->ctx, run, rr, from) : 0;
+}
+static void t_fail(void *ctx, const char *what) {
+    SchedHost *h = &((Tune *)ctx)->base.host;
+    if (h->fail) h->fail(h->ctx, what);
+}
+static int t_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    SchedHost *h = &((Tune *)ctx)->base.host;
+    return h->admit ? h->admit(h->ctx, out_path, err) : 0;
+}
+
+/* Claims run for this process (joined.c); one process has every run. 1 ours, 0 held by
+ * another, 2 finished (its result heard), -1 an I/O error. */
+static int own(Tune *u, int run) {
+    return u->inner ? sched_joined_claim(u->inner, run) : 1;
 }
 
 /* A sweep that journaled a rung decision keeps the rungs' fractions it decided at (a binary
@@ -270,13 +386,18 @@ static void keep_journaled_rungs(Tune *u) {
 static int u_start(Scheduler *s, const SchedRun *runs, int n) {
     Tune *u = (Tune *)s;
     int total = u->plan->n_runs;
-    u->cap_queue = (n + 1) * (u->n_rungs + 1);
+    size_t nr = (size_t)(n + 1) * SPEC_TUNE_MAX_RUNGS;
     if (sched_keep_runs(s, runs, n) != 0 || !(u->st = calloc((size_t)n + 1, 1)) ||
         !(u->pos = malloc(sizeof(int) * (size_t)(n + 1))) ||
         !(u->loss = malloc(sizeof(double) * (size_t)(n + 1))) ||
-        !(u->queue = malloc(sizeof(int) * (size_t)u->cap_queue)) ||
-        !(u->requeued = malloc(sizeof(int) * (size_t)(n + 1))))
+        !(u->requeued = malloc(sizeof(int) * (size_t)(n + 1))) ||
+        !(u->rl = malloc(sizeof(double) * nr)) || !(u->here = calloc((size_t)n + 1, 1)) ||
+        !(u->target = malloc((size_t)n + 1)) ||
+        !(u->recheck = calloc((size_t)n + 1, sizeof(double))))
         return -1;
+    for (size_t i = 0; i < nr; i++)
+        u->rl[i] = NAN;
+    memset(u->target, 0xff, (size_t)n + 1); /* -1: its configuration's rung */
     IdIndex ix = {0}; /* built if the spec changed: a search per run is quadratic */
     for (int i = 0; i < n; i++) {
         u->pos[i] = -1;
@@ -303,6 +424,14 @@ static int u_start(Scheduler *s, const SchedRun *runs, int n) {
         u->st[j] = runs[j].status == RUN_DONE || runs[j].status == RUN_DIVERGED ? T_DONE : T_FAILED;
         u->loss[j] = result_of(runs[j].status, runs[j].final_val_loss);
     }
+    /* --join: what the other processes finished, and the rung results they told */
+    if (u->inner) {
+        u->starting = 1;
+        int rc = sched_start(u->inner, runs, n);
+        if (rc == 0) sched_joined_rungs(u->inner, heard_rung, u);
+        u->starting = 0;
+        if (rc != 0) return -1;
+    }
     keep_journaled_rungs(u);
     /* replay: the decisions journaled, and those the results give (the host journals the
      * new ones); then the tuning runs of the alive candidates, in plan order, toward their
@@ -312,50 +441,130 @@ static int u_start(Scheduler *s, const SchedRun *runs, int n) {
         try_decide(u, k);
     for (int pi = 0; pi < total; pi++) {
         int j = u->run_of[pi];
-        if (j < 0 || !is_tuning(u, pi) || u->st[j] != T_TODO || runs[j].finished) continue;
+        if (j < 0 || !is_tuning(u, pi) || u->st[j] != T_TODO || u->base.runs[j].finished) continue;
         int k = config_of(u, pi);
-        if (u->chosen[k] < 0 && u->alive[k * u->t->n_candidates + cand_of(u, pi)]) enqueue(u, j);
+        if (u->chosen[k] >= 0 || !u->alive[k * u->t->n_candidates + cand_of(u, pi)]) continue;
+        if (!isnan(rl_of(u, j)[u->rung[k]])) { /* --join: stopped at the rung elsewhere */
+            u->st[j] = T_PAUSED;
+            u->loss[j] = rl_of(u, j)[u->rung[k]];
+        } else {
+            enqueue(u, j);
+        }
     }
     return 0;
 }
 
-static int u_take(Scheduler *s, double now) {
-    Tune *u = (Tune *)s;
-    (void)now;
-    if (u->n_requeued) {
-        int run = u->requeued[--u->n_requeued];
-        u->st[run] = T_OUT;
-        return run;
-    }
-    while (u->next < u->n_queue) {
-        int run = u->queue[u->next++];
-        if (u->st[run] != T_TODO) continue;
-        u->st[run] = T_OUT;
-        return run;
+/* --join: runs not promoted that wait for their holder to end them; one whose holder is
+ * gone is claimed and trained to its rung (it stops there at once, and paused() ends it). */
+static int take_stopwait(Tune *u, double now) {
+    for (int j = 0; j < u->base.n; j++) {
+        if (u->st[j] != T_STOPWAIT || u->recheck[j] > now) continue;
+        int o = own(u, j);
+        if (o < 0) return -1;
+        if (o == 0) u->recheck[j] = now + 1.0;
+        if (o == 1) {
+            u->st[j] = T_OUT;
+            return j;
+        }
     }
     return -1;
 }
 
+/* The next run: one interrupted here on its own, else the queue's first this process can
+ * claim (one process: the queue's first). */
+static int u_take(Scheduler *s, double now) {
+    Tune *u = (Tune *)s;
+    while (u->n_requeued) {
+        int run = u->requeued[--u->n_requeued];
+        int o = own(u, run); /* still ours, unless taken over while it waited */
+        if (o == 1) {
+            u->st[run] = T_OUT;
+            return run;
+        }
+        if (o < 0) return -1;
+        if (o == 0 && u->st[run] == T_TODO) enqueue(u, run), u->recheck[run] = now + 1.0;
+    }
+    if (u->inner) {
+        if (now < u->next_scan) return -1; /* rank 0 asks often: not the claims each time */
+        u->next_scan = now + 0.2;
+        sched_joined_rungs(u->inner, heard_rung, u);
+    }
+    /* an entry is used up once taken, or found not to train (a run that is to train again
+     * is queued again); one held elsewhere stays, and is looked at again later */
+    for (int q = u->next; q < u->n_queue; q++) {
+        int run = u->queue[q];
+        if (run >= 0 && u->st[run] != T_TODO) u->queue[q] = run = -1;
+        if (run < 0) {
+            if (q == u->next) u->next++;
+            continue;
+        }
+        if (u->recheck[run] > now) continue;
+        int o = own(u, run);
+        if (o < 0) return -1;
+        if (o == 0) u->recheck[run] = now + 1.0; /* its holder may go: look again later */
+        if (o != 1 || u->st[run] != T_TODO) continue;
+        u->queue[q] = -1;
+        if (q == u->next) u->next++;
+        u->st[run] = T_OUT;
+        u->next_scan = 0; /* more idle workers may want one at once */
+        return run;
+    }
+    return u->inner ? take_stopwait(u, now) : -1;
+}
+
+/* Anything left to train: here, or (--join) held elsewhere, to be trained or ended there.
+ * Runs that wait for a rung decision no result can make (a failed tuning run's) are not. */
 static int u_more(Scheduler *s) {
     Tune *u = (Tune *)s;
     if (u->n_requeued) return 1;
     for (int i = u->next; i < u->n_queue; i++)
-        if (u->st[u->queue[i]] == T_TODO) return 1;
+        if (u->queue[i] >= 0 && u->st[u->queue[i]] == T_TODO) return 1;
+    for (int j = 0; u->inner && j < s->n; j++)
+        if (u->st[j] == T_STOPWAIT) return 1;
     return 0;
 }
 
-/* Back to the front: interrupted on its own, or given up while the sweep stops. */
+/* Given up by this process (the sweep stops): one process takes it again first; under
+ * --join it is released, for whoever claims it next. */
+static void u_cancel(Scheduler *s, int run) {
+    Tune *u = (Tune *)s;
+    if (run < 0 || run >= s->n) return;
+    if (u->inner) sched_cancel(u->inner, run); /* nothing when not ours */
+    if (u->st[run] != T_OUT) return;
+    u->st[run] = T_TODO;
+    if (u->target[run] >= 0) {
+        u->st[run] = T_STOPWAIT; /* to be ended at its rung, by whoever holds it */
+    } else if (u->inner) {
+        int k = config_of(u, u->pos[run]);
+        if (is_tuning(u, u->pos[run]) && !isnan(rl_of(u, run)[u->rung[k]]))
+            heard_rung(u, run, u->rung[k], rl_of(u, run)[u->rung[k]]); /* stopped there */
+        else
+            enqueue(u, run);
+    } else {
+        u->requeued[u->n_requeued++] = run;
+    }
+}
+
+/* Back to the front: interrupted on its own (under --join still ours, unless another
+ * process took it over meanwhile). */
 static void u_requeue(Scheduler *s, int run) {
     Tune *u = (Tune *)s;
     if (run < 0 || run >= s->n || u->st[run] != T_OUT) return;
+    if (u->inner && sched_abandoned(u->inner, run)) {
+        u_cancel(s, run);
+        return;
+    }
     u->st[run] = T_TODO;
     u->requeued[u->n_requeued++] = run;
 }
 
+/* Under --join the claim says done (with the result) only after the decisions this result
+ * leads to here are journaled. */
 static void u_ended(Scheduler *s, int run, const EndEvent *end) {
     Tune *u = (Tune *)s;
     if (run < 0 || run >= s->n || u->st[run] == T_NONE) return;
     record_result(u, run, end->status, end->final_val_loss);
+    if (u->inner) sched_ended(u->inner, run, end);
 }
 
 static int u_rung(Scheduler *s, int run, int *n_rungs, double *frac) {
@@ -363,31 +572,48 @@ static int u_rung(Scheduler *s, int run, int *n_rungs, double *frac) {
     *n_rungs = u->n_rungs;
     *frac = 1;
     if (run < 0 || run >= s->n || u->pos[run] < 0 || !is_tuning(u, u->pos[run])) return -1;
-    int r = u->rung[config_of(u, u->pos[run])];
+    int r = u->target[run] >= 0 ? u->target[run] : u->rung[config_of(u, u->pos[run])];
     *frac = u->frac[r];
     return r;
 }
 
+/* Stopped at its rung's step, its end durable: its result there (told to the other joined
+ * processes); a run trained to a rung already decided against it (T_STOPWAIT taken over)
+ * ends there now. */
 static void u_paused(Scheduler *s, int run, const EndEvent *end) {
     Tune *u = (Tune *)s;
     if (run < 0 || run >= s->n || u->st[run] != T_OUT) return;
+    if (u->inner && sched_abandoned(u->inner, run)) {
+        u_cancel(s, run);
+        return;
+    }
+    int k = config_of(u, u->pos[run]);
+    int r = u->target[run] >= 0 ? u->target[run] : u->rung[k];
+    u->target[run] = -1;
     u->st[run] = T_PAUSED;
-    u->loss[run] = result_of(RUN_INTERRUPTED, end->final_val_loss);
-    try_decide(u, config_of(u, u->pos[run]));
+    u->here[run] = 1;
+    u->loss[run] = rl_of(u, run)[r] = result_of(RUN_INTERRUPTED, end->final_val_loss);
+    if (u->inner && sched_joined_rung(u->inner, run, r, end->final_val_loss) != 0) return;
+    if (r < u->rung[k]) {
+        stop_here(u, run, r); /* decided while it was away: not promoted */
+        return;
+    }
+    try_decide(u, k);
 }
 
 static void u_tick(Scheduler *s, double now) {
-    (void)s, (void)now;
+    Tune *u = (Tune *)s;
+    if (u->inner) sched_tick(u->inner, now);
 }
 
 static int u_abandoned(Scheduler *s, int run) {
-    (void)s, (void)run;
-    return 0; /* nobody else trains our runs */
+    Tune *u = (Tune *)s;
+    return u->inner && sched_abandoned(u->inner, run);
 }
 
 static int u_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
-    (void)s, (void)n_live, (void)out_path;
-    return 0;
+    Tune *u = (Tune *)s;
+    return u->inner ? u->inner->ops->complete_on_start(u->inner, n_live, out_path) : 0;
 }
 
 static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, const char *where,
@@ -401,6 +627,13 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     char resumed[64] = "";
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
+    if (u->inner) {
+        u->inner->ops->announce(u->inner, n_live, n_done, n_resumed, where, out_path);
+        log_info("tune: %d configurations x %d candidates x %d tuning seeds, %d rung(s) (eta "
+                 "%d), %d chosen, decided from the results of every joined process",
+                 u->n_configs, u->t->n_candidates, u->t->n_seeds, u->n_rungs, u->t->eta, chosen);
+        return;
+    }
     log_info("%d runs planned (%d already finished), %d to run%s; tune: %d configurations x %d "
              "candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
              n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds,
@@ -409,6 +642,12 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
 
 static void u_close(Scheduler *s) {
     Tune *u = (Tune *)s;
+    sched_close(u->inner);
+    free(u->rule_text);
+    free(u->rl);
+    free(u->here);
+    free(u->target);
+    free(u->recheck);
     free(u->run_of);
     free(u->pos);
     free(u->st);
@@ -424,25 +663,31 @@ static void u_close(Scheduler *s) {
     free(u);
 }
 
-static const SchedOps tune_ops = {
-    .start = u_start,
-    .take = u_take,
-    .more = u_more,
-    .requeue = u_requeue,
-    .cancel = u_requeue, /* given up: whoever trains it next is this process, later */
-    .ended = u_ended,
-    .tick = u_tick,
-    .abandoned = u_abandoned,
-    .announce = u_announce,
-    .complete_on_start = u_complete_on_start,
-    .close = u_close,
-    .rung = u_rung,
-    .paused = u_paused,
-    .continue_flag = "--resume",
-    .shared = 0,
-};
+/* The same policy alone (--resume continues it) or over the joined scheduler (--join),
+ * which makes the sweep shared. */
+#define TUNE_OPS(flag, is_shared)                                                                  \
+    {                                                                                              \
+        .start = u_start, .take = u_take, .more = u_more, .requeue = u_requeue,                    \
+        .cancel = u_cancel, .ended = u_ended, .tick = u_tick, .abandoned = u_abandoned,            \
+        .announce = u_announce, .complete_on_start = u_complete_on_start, .close = u_close,        \
+        .rung = u_rung, .paused = u_paused, .continue_flag = flag, .shared = is_shared,            \
+    }
+static const SchedOps tune_ops = TUNE_OPS("--resume", 0);
+static const SchedOps tune_joined_ops = TUNE_OPS("--join", 1);
 
-Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char err[ABL_ERR_MAX]) {
+/* The rungs as text (join/replicate): every process of a joined tune: sweep must cut at the
+ * same fractions by the same rule (the plan's names already fix the candidates and seeds). */
+static char *tune_rule_text(const Tune *u) {
+    char buf[64 + SPEC_TUNE_MAX_RUNGS * 32];
+    int len = snprintf(buf, sizeof buf, "tune eta %d rungs %d:", u->t->eta, u->n_rungs);
+    for (int r = 0; r < u->n_rungs; r++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, " %.17g", u->frac[r]);
+    snprintf(buf + len, sizeof buf - (size_t)len, "\n");
+    return strdup(buf);
+}
+
+Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
+                           char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]) {
     Tune *u = calloc(1, sizeof *u);
     if (!u) return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     u->base.ops = &tune_ops;
@@ -471,5 +716,25 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host, char e
     memset(u->alive, 1, nc);
     for (size_t i = 0; i < nc * SPEC_TUNE_MAX_RUNGS; i++)
         u->at[i] = NAN;
+    if (cfg->join) {
+        SchedHost ih = {u,    t_elsewhere, t_continue_from, t_fail, t_admit, NULL, NULL, NULL,
+                        NULL, NULL};
+        SchedConfig jc = *cfg;
+        if (!(u->rule_text = tune_rule_text(u))) {
+            u_close(&u->base);
+            return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+        }
+        jc.replicate = u->rule_text;
+        /* other rungs: refused at the tune key, before join.c's own check of the file */
+        if (join_ledger_check(cfg->out_path, cfg->plan->spec, u->rule_text, err) != 0) {
+            u_close(&u->base);
+            return NULL;
+        }
+        if (!(u->inner = sched_joined_open(&jc, &ih, journal, err))) {
+            u_close(&u->base);
+            return NULL;
+        }
+        u->base.ops = &tune_joined_ops;
+    }
     return &u->base;
 }
