@@ -578,6 +578,47 @@ TEST(joined_done_log_torn) {
     teardown(&f);
 }
 
+typedef struct {
+    int n, run[8], rung[8];
+    double loss[8];
+} RungsHeard;
+
+static void heard(void *ctx, int run, int rung, double loss) {
+    RungsHeard *h = ctx;
+    if (h->n < 8) h->run[h->n] = run, h->rung[h->n] = rung, h->loss[h->n++] = loss;
+}
+
+/* join/rungs (a tune: sweep's rung results): every process reads each line once, the loss
+ * exactly as written (%a), and a torn line (a full disk mid-write) or one glued to it is
+ * skipped while the lines after it are read. */
+TEST(joined_rungs_ledger) {
+    Fixture f, g;
+    if (setup(&f, &IMPLS[1]) != 0) return;
+    RungsHeard h = {0};
+    EXPECT(sched_joined_rungs(f.s, heard, &h) == 0 && h.n == 0); /* none yet: no file */
+    double l0 = 4.0 / 3.0;
+    EXPECT(sched_joined_rung(f.s, ORDER[0], 0, l0) == 0);
+    char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 32];
+    journal_dir_for(f.out, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/join/rungs", dir);
+    FILE *fp = fopen(path, "a");
+    if (fp) fputs("0123456789abcdef 1 0x1.5p", fp), fclose(fp); /* torn: no newline */
+    fp = fopen(path, "a");
+    if (fp) fputs("garbage\n", fp), fclose(fp);
+    EXPECT(sched_joined_rung(f.s, ORDER[1], 1, INFINITY) == 0);
+    if (open_joined_at(&g, f.out) == 0) {
+        EXPECT(sched_start(g.s, g_runs, N_RUNS) == 0);
+        EXPECT(sched_joined_rungs(g.s, heard, &h) == 2);
+        EXPECT(h.n == 2 && h.run[0] == ORDER[0] && h.rung[0] == 0 && h.loss[0] == l0);
+        EXPECT(h.run[1] == ORDER[1] && h.rung[1] == 1 && isinf(h.loss[1]));
+        EXPECT(sched_joined_rungs(g.s, heard, &h) == 0 && h.n == 2); /* read once */
+        EXPECT(sched_joined_rung(f.s, ORDER[2], 0, 0.5) == 0);
+        EXPECT(sched_joined_rungs(g.s, heard, &h) == 1 && h.loss[2] == 0.5);
+        sched_close(g.s);
+    }
+    teardown(&f);
+}
+
 static int claim_files(const char *out) {
     char dir[ABL_PATH_MAX], path[ABL_PATH_MAX + 32];
     journal_dir_for(out, dir, sizeof dir);

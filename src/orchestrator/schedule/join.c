@@ -601,13 +601,15 @@ typedef struct {
 
 static int rung_line(void *ctx, char *line) {
     RungReader *d = ctx;
-    char loss[64];
+    char loss[64], *end;
     int rung;
     if (strlen(line) <= 17 || line[16] != ' ' || sscanf(line + 17, "%d %63s", &rung, loss) != 2 ||
         rung < 0)
         return 0;
+    double v = strtod(loss, &end);
+    if (end == loss || *end) return 0; /* a torn line glued to the next: not one */
     line[16] = '\0';
-    d->fn(d->ctx, line, rung, strtod(loss, NULL));
+    d->fn(d->ctx, line, rung, v);
     return 1;
 }
 
