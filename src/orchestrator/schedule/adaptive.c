@@ -43,7 +43,6 @@
 #include "worker/event_schema.h"
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/contrast.h"
-#include "join_ledger.h"
 #include "scheduler.h"
 #include "orchestrator/plan/sequential.h"
 #include "util/buf.h"
@@ -390,20 +389,6 @@ static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
                   res->train_seconds);
     say_dropped(a, run);
     if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
-}
-
-/* The rest of the sweep's host, for the joined scheduler under us. */
-static int a_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
-    SchedHost *h = &((Adaptive *)ctx)->base.host;
-    return h->continue_from ? h->continue_from(h->ctx, run, rr, from) : 0;
-}
-static void a_fail(void *ctx, const char *what) {
-    SchedHost *h = &((Adaptive *)ctx)->base.host;
-    if (h->fail) h->fail(h->ctx, what);
-}
-static int a_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
-    SchedHost *h = &((Adaptive *)ctx)->base.host;
-    return h->admit ? h->admit(h->ctx, out_path, err) : 0;
 }
 
 static int a_start(Scheduler *s, const SchedRun *runs, int n) {
@@ -783,20 +768,13 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
     for (int c = 0; c < a->c.n_configs; c++)
         a->need[c] = a->rep->looks[0];
     if (cfg->join) {
-        SchedHost ih = {a,    a_elsewhere, a_continue_from, a_fail, a_admit, NULL, NULL, NULL,
-                        NULL, NULL};
-        SchedConfig jc = *cfg;
         if (!(a->rule_text = rule_text(a))) {
             a_close(&a->base);
             return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
         }
-        jc.replicate = a->rule_text;
         /* another rule: refused at its key, with what the sweep's rule has spent */
-        if (join_ledger_check(cfg->out_path, cfg->plan->spec, a->rule_text, err) != 0) {
-            a_close(&a->base);
-            return NULL;
-        }
-        if (!(a->inner = sched_joined_open(&jc, &ih, journal, err))) {
+        if (!(a->inner =
+                  sched_joined_under(&a->base, cfg, a->rule_text, a_elsewhere, journal, err))) {
             a_close(&a->base);
             return NULL;
         }

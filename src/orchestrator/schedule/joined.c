@@ -9,6 +9,7 @@
 
 #include "util/log.h"
 #include "join.h"
+#include "join_ledger.h"
 #include "orchestrator/plan/id_index.h"
 #include "scheduler.h"
 #include "util/clock.h"
@@ -467,4 +468,32 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
     }
     join_journal_of(J->join, NULL, journal, ABL_PATH_MAX);
     return &J->base;
+}
+
+/* The rest of a policy's host, for the joined scheduler under it (ctx: the policy, whose
+ * Scheduler comes first). */
+static int under_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
+    SchedHost *h = &((Scheduler *)ctx)->host;
+    return h->continue_from ? h->continue_from(h->ctx, run, rr, from) : 0;
+}
+static void under_fail(void *ctx, const char *what) {
+    SchedHost *h = &((Scheduler *)ctx)->host;
+    if (h->fail) h->fail(h->ctx, what);
+}
+static int under_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
+    SchedHost *h = &((Scheduler *)ctx)->host;
+    return h->admit ? h->admit(h->ctx, out_path, err) : 0;
+}
+
+Scheduler *sched_joined_under(Scheduler *policy, const SchedConfig *cfg, const char *rule,
+                              void (*elsewhere)(void *ctx, int run, const JoinResult *res),
+                              char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]) {
+    SchedHost ih = {
+        policy, elsewhere, under_continue_from, under_fail, under_admit, NULL, NULL, NULL,
+        NULL,   NULL};
+    SchedConfig jc = *cfg;
+    jc.replicate = rule;
+    /* another rule: refused at its key, before join.c's own check of the file */
+    if (join_ledger_check(cfg->out_path, cfg->plan->spec, rule, err) != 0) return NULL;
+    return sched_joined_open(&jc, &ih, journal, err);
 }

@@ -176,6 +176,14 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
  * for sched_joined_open). NULL with a message. */
 Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
                            char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+/* For a policy over the joined scheduler (adaptive.c, tune.c; policy: its Scheduler, host
+ * set): opens that scheduler with the policy as its host: another process's result goes to
+ * elsewhere(policy, ...), the rest to the policy's own host. rule: the text every process
+ * of the sweep must share (join/replicate), checked first at its spec key
+ * (join_ledger_check). journal as for sched_joined_open. NULL with a message. */
+Scheduler *sched_joined_under(Scheduler *policy, const SchedConfig *cfg, const char *rule,
+                              void (*elsewhere)(void *ctx, int run, const JoinResult *res),
+                              char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
 /* For a policy over the joined scheduler s: claims run for this process. 1: ours (claimed
  * now, held already, or taken over: the host was told where it continues from); 0: held by
  * another live process; 2: finished (the host heard its result through finished_elsewhere);

@@ -38,7 +38,6 @@
 #include <string.h>
 
 #include "orchestrator/plan/id_index.h"
-#include "join_ledger.h"
 #include "orchestrator/plan/spec_tune.h"
 #include "scheduler.h"
 #include "util/grow.h"
@@ -338,20 +337,6 @@ static void t_elsewhere(void *ctx, int run, const JoinResult *res) {
     if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
     if (run < 0 || run >= u->base.n || u->st[run] == T_NONE) return;
     record_result(u, run, res->status, res->final_val_loss);
-}
-
-/* The rest of the sweep's host, for the joined scheduler under us. */
-static int t_continue_from(void *ctx, int run, const ResumeRun *rr, JournalReader *from) {
-    SchedHost *h = &((Tune *)ctx)->base.host;
-    return h->continue_from ? h->continue_from(h->ctx, run, rr, from) : 0;
-}
-static void t_fail(void *ctx, const char *what) {
-    SchedHost *h = &((Tune *)ctx)->base.host;
-    if (h->fail) h->fail(h->ctx, what);
-}
-static int t_admit(void *ctx, const char *out_path, char err[ABL_ERR_MAX]) {
-    SchedHost *h = &((Tune *)ctx)->base.host;
-    return h->admit ? h->admit(h->ctx, out_path, err) : 0;
 }
 
 /* Claims run for this process (joined.c); one process has every run. 1 ours, 0 held by
@@ -717,20 +702,13 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
     for (size_t i = 0; i < nc * SPEC_TUNE_MAX_RUNGS; i++)
         u->at[i] = NAN;
     if (cfg->join) {
-        SchedHost ih = {u,    t_elsewhere, t_continue_from, t_fail, t_admit, NULL, NULL, NULL,
-                        NULL, NULL};
-        SchedConfig jc = *cfg;
         if (!(u->rule_text = tune_rule_text(u))) {
             u_close(&u->base);
             return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
         }
-        jc.replicate = u->rule_text;
-        /* other rungs: refused at the tune key, before join.c's own check of the file */
-        if (join_ledger_check(cfg->out_path, cfg->plan->spec, u->rule_text, err) != 0) {
-            u_close(&u->base);
-            return NULL;
-        }
-        if (!(u->inner = sched_joined_open(&jc, &ih, journal, err))) {
+        /* other rungs: refused at the tune key */
+        if (!(u->inner =
+                  sched_joined_under(&u->base, cfg, u->rule_text, t_elsewhere, journal, err))) {
             u_close(&u->base);
             return NULL;
         }
