@@ -180,6 +180,18 @@ def one_seed_caveat(tuning):
             "settle it.")
 
 
+def edge_caveat(at_edge, n_configs, knob):
+    """The sentence for choices at an edge of the range tried ([(configuration, "highest" or
+    "lowest"), ...]), or ""."""
+    if not at_edge:
+        return ""
+    names = ", ".join("%s (%s)" % (md_text(c), e) for c, e in at_edge)
+    return ("%d of %d configurations chose the highest or lowest %s tried: %s. Their "
+            "optimum may lie beyond the range, so their contrasts compare the best value "
+            "tried, not each optimum; widen `tune.knobs` past that edge to settle it."
+            % (len(at_edge), n_configs, md_text(knob), names))
+
+
 def _instability_cell(r):
     return "%s; baseline %s" % (rate_cell(r.get("unstable", math.nan), r.get("trained")),
                                 rate_cell(r.get("unstable_baseline", math.nan),
@@ -516,15 +528,21 @@ class Report:
                "with successive halving the candidates (val loss) and the curves are those "
                "that reached the full budget, and the rungs follow.%s"
                % (md_text(knob), md_text(base or "baseline"), caveat), "")
-        rows, recs = [], []
+        rows, recs, at_edge = [], [], []
         for c in configs:
             ch = T.chosen(t, c)
             pts = T.curve(t, c)
             sens = T.sensitivity(t, c, base) if c != base else None
-            rows.append([c or "baseline", ch[2] if ch else "", fnum(ch[1]) if ch else "",
+            edge = T.edge(t, c)
+            if edge:
+                at_edge.append((c or "baseline", edge))
+            rows.append([c or "baseline",
+                         (ch[2] + (" (%s tried)" % edge if edge else "")) if ch else "",
+                         fnum(ch[1]) if ch else "",
                          ", ".join("%s: %s" % (p[3], fnum(p[1])) for p in pts),
                          "" if sens is None else sens["text"]])
             recs.append({"configuration": rows[-1][0], "knob": knob, "chosen": rows[-1][1],
+                         "at_edge": edge,
                          "chosen_value": ch[0] if ch else None,
                          "val_loss": ch[1] if ch else None,
                          "candidates": [{"value": p[3], "val_loss": p[1]} for p in pts],
@@ -533,13 +551,16 @@ class Report:
                          "sign_holds": None if sens is None else sens["holds"]})
         self.w(md_table(["configuration", "chosen", "val loss", "candidates (val loss)",
                          "sign near the optima"], rows))
+        edge_note = edge_caveat(at_edge, len(configs), knob)
+        if edge_note:
+            self.w("", edge_note)
         self.record("tuning", "Tuning (%s)" % knob, "tuning", TUNING_COLS, recs,
                     "Each configuration trained at its own %s, chosen by the lowest mean "
                     "final validation loss over its tuning seeds (never the test split); "
                     "the loss is that metric on the tuning seeds. Sign near the optima: "
                     "whether the difference to %s keeps its sign at every pair of candidates "
-                    "near each side's optimum (tuning.csv).%s"
-                    % (knob, base or "baseline", caveat))
+                    "near each side's optimum (tuning.csv).%s%s"
+                    % (knob, base or "baseline", caveat, " " + edge_note if edge_note else ""))
         rungs = T.rung_table(getattr(self.sw, "tuning_rungs", None))
         if rungs:
             self.w("", "Successive halving: each rung's candidates and their mean validation "

@@ -51,6 +51,26 @@ def chosen(tuning, config):
     return None
 
 
+def edge(tuning, config):
+    """"highest" or "lowest" when the configuration's choice is the highest or lowest value
+    of the tuned knob it tried (with 3 or more distinct numeric values: with 2, every choice
+    is at an edge and says nothing), else None. Every candidate counts, the ones successive
+    halving stopped early too: they are the range tried. A choice at an edge may not be the
+    optimum, which can lie beyond the range."""
+    ch = chosen(tuning, config)
+    if ch is None or math.isnan(ch[0]):
+        return None
+    t = tuning[tuning["configuration"] == config]
+    vals = sorted(set(float(v) for v in t["value"] if not math.isnan(float(v))))
+    if len(vals) < 3:
+        return None
+    if ch[0] >= vals[-1]:
+        return "highest"
+    if ch[0] <= vals[0]:
+        return "lowest"
+    return None
+
+
 def neighbourhood_factor(tuning, factor=2.0):
     """The factor "near the optimum" spans: `factor`, widened to the largest ratio between
     adjacent candidate values (so that the neighbours of the optimum are always in it)."""

@@ -3,9 +3,11 @@
   - sensitivity: the sign of a contrast near both optima, on hand-made /tuning tables: it
     holds when every nearby pair keeps it, flips (naming the pair) when one does not, and
     "near" widens to the candidates' spacing when that is wider than 2x;
+  - edge: a choice at the highest or lowest of 3 or more values tried is flagged (its
+    optimum may lie beyond the range), a stopped candidate still marking the range;
   - report: ablate-report on a real tune: sweep has a "Tuning" section naming each
-    configuration's chosen value (equal to /tuning's), its candidates' losses and the
-    sign line, tuning.csv and tuning.png; a sweep without tune: has no such section;
+    configuration's chosen value (equal to /tuning's, flagged when at an edge of the range,
+    with the section's sentence naming it), its candidates' losses and the sign line, tuning.csv and tuning.png; a sweep without tune: has no such section;
   - halving: with successive halving (4 candidates, eta 3) the curves and the candidates'
     losses are those of the candidates that reached the full budget (a stopped one's rung-0
     loss is not on them), and the report's rung table shows every rung result from
@@ -68,6 +70,24 @@ def test_sensitivity():
     assert T.sensitivity(t, "a", "b")["holds"] is None
 
 
+def test_edge():
+    lrs = [1e-3, 2e-3, 4e-3, 8e-3]
+    t = table({"a": list(zip(lrs, [3.0, 2.6, 2.5, 2.7])),   # inside the range
+               "b": list(zip(lrs, [2.9, 2.6, 2.5, 2.4])),   # the highest value tried
+               "c": list(zip(lrs, [2.0, 2.6, 2.5, 2.4])),   # the lowest
+               "d": list(zip(lrs[:2], [2.9, 2.6]))})         # 2 values: every choice is an edge
+    assert [T.edge(t, c) for c in "abcd"] == [None, "highest", "lowest", None]
+    # a candidate stopped by successive halving still marks the range tried
+    t.loc[(t["configuration"] == "a") & (t["candidate"] == 3), "fraction"] = 1 / 3
+    t.loc[(t["configuration"] == "a") & (t["candidate"] == 3), "chosen"] = 0
+    assert T.edge(t, "a") is None
+    from ablate_analysis import report as R
+    note = R.edge_caveat([("b", "highest"), ("c", "lowest")], 4, "train.lr")
+    assert note.startswith("2 of 4 configurations chose the highest or lowest train.lr tried: "
+                           "b (highest), c (lowest). Their optimum may lie beyond"), note
+    assert R.edge_caveat([], 4, "train.lr") == ""
+
+
 def spec_text(corpus):
     s = C.micro_spec(corpus, steps=30, seeds=(0, 1), eval_every=15, sample_tokens=8,
                      variants="  baseline: {}\n  heads2: {model.n_head: 2}\n")
@@ -93,7 +113,12 @@ def test_report():
         line = [l for l in section.splitlines() if l.startswith("| %s |" % config)]
         assert len(line) == 1, section
         cells = [c.strip() for c in line[0].strip("|").split("|")]
-        assert cells[1] == best["values"] and cells[2] == "%.4f" % best["val_loss"], cells
+        values = sorted(r["value"] for r in mine)
+        edge = ("highest" if best["value"] == values[-1] else
+                "lowest" if best["value"] == values[0] else None)
+        assert cells[1] == best["values"] + (" (%s tried)" % edge if edge else ""), cells
+        assert cells[2] == "%.4f" % best["val_loss"], cells
+        assert ("%s (%s)" % (config, edge) in section) == bool(edge), section[:2000]
         for r in mine:
             assert "%s: %.4f" % (r["values"], r["val_loss"]) in cells[3], (r, cells)
         if config == "heads2":
@@ -161,7 +186,8 @@ def test_halving():
     assert len(csv) == len(rungs) == 2 * (4 + 2)
 
 
-TESTS = [("sensitivity", test_sensitivity), ("report", test_report), ("halving", test_halving)]
+TESTS = [("sensitivity", test_sensitivity), ("edge", test_edge), ("report", test_report),
+         ("halving", test_halving)]
 
 if __name__ == "__main__":
     W.main_in_workdir("report_tuning", FILES, TESTS)

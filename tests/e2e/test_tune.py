@@ -10,7 +10,8 @@
   - choice: a sweep chooses, per configuration, the candidate with the lowest mean final
     validation loss over its tuning seeds (/runs), never the test loss (data.test_fraction
     is set, and its ordering differs from none of this); /tuning says so and each
-    comparison run trained at its configuration's choice (/runs train.lr);
+    comparison run trained at its configuration's choice (/runs train.lr); a choice at the
+    highest or lowest value tried is warned about in one line;
   - kill_resume: the same sweep killed with SIGKILL once one configuration's value is
     chosen and the other's tuning runs train, then resumed (in-process; and under mpirun
     at another rank count), ends identical to the uninterrupted one: every run's rows,
@@ -203,7 +204,20 @@ def test_choice():
         out = os.path.join(d, "o.h5")
         _, _, err = C.run(["run", spec, "-o", out], expect_rc=0, tag="run")
         assert err.count("ablate: tune: ") == 2, err[-3000:]
-        check_choice(out)
+        rows = check_choice(out)
+        # a choice at the highest or lowest of the values tried is warned about (its optimum
+        # may lie beyond the range); one inside it is not
+        values = sorted(float(x) for x in LRS)
+        for config in ("baseline", "heads2"):
+            best = [r for r in rows if r[0] == config and r[10] == 1][0]
+            v = float(LRS[best[2]])
+            edge = "highest" if v == values[-1] else "lowest" if v == values[0] else None
+            said = [l for l in err.splitlines() if l.startswith("ablate: warning: tune: %s: "
+                                                                   % config)]
+            assert len(said) == (1 if edge else 0), (config, edge, said)
+            if edge:
+                assert ("is the %s train.lr tried: the best value may lie %s the range"
+                        % (edge, "above" if edge == "highest" else "below")) in said[0], said
         assert len(tune_records(out)) == 2
 
 

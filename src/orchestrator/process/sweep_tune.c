@@ -24,6 +24,28 @@ static void values_text(const JournalTune *t, int c, char *out, size_t n) {
                                 t->value[c][k]);
 }
 
+/* "highest" or "lowest" when the chosen candidate's value of knob q is the highest or
+ * lowest of 3 or more distinct numbers tried (every candidate, stopped ones too: the range
+ * tried), else NULL: a choice at an edge may not be the optimum, which can lie beyond. */
+static const char *edge_of(const JournalTune *t, int q) {
+    double v[SPEC_TUNE_MAX_CANDIDATES], lo = INFINITY, hi = -INFINITY;
+    int distinct = 0;
+    if (t->chosen < 0 || t->chosen >= t->n_cand) return NULL;
+    for (int c = 0; c < t->n_cand; c++) {
+        char *end;
+        v[c] = strtod(t->value[c][q], &end);
+        if (end == t->value[c][q] || *end || !isfinite(v[c])) return NULL; /* not a number */
+        int seen = 0;
+        for (int d = 0; d < c && !seen; d++)
+            seen = v[d] == v[c];
+        distinct += !seen;
+        lo = fmin(lo, v[c]);
+        hi = fmax(hi, v[c]);
+    }
+    if (distinct < 3) return NULL; /* of 2 values, every choice is at an edge */
+    return v[t->chosen] >= hi ? "highest" : v[t->chosen] <= lo ? "lowest" : NULL;
+}
+
 const JournalTune *host_tune_journaled(void *ctx, int config, const char *name, int rung) {
     Sweep *s = ctx;
     const JournalTune *found = NULL; /* the last of them counts */
@@ -108,6 +130,14 @@ int host_tuned(void *ctx, const JournalTune *t) {
              "candidates trained without diverging); its comparison runs train at it",
              t->name[0] ? t->name : "baseline", chosen, t->metric[t->chosen], t->seeds[t->chosen],
              finite, t->n_cand);
+    for (int q = 0; q < t->n_knobs; q++) {
+        const char *edge = edge_of(t, q);
+        if (edge)
+            log_warn("tune: %s: %s=%s is the %s %s tried: the best value may lie %s the range "
+                     "(widen tune.knobs past it to know)",
+                     t->name[0] ? t->name : "baseline", t->knob[q], t->value[t->chosen][q], edge,
+                     t->knob[q], edge[0] == 'h' ? "above" : "below");
+    }
     return 0;
 }
 
