@@ -235,7 +235,7 @@ TREND_COLS = [("contrast", "contrast", None), ("n_rungs", "rungs", -1),
               ("extrapolated", "extrapolation: fit at %gx its FLOPs" % SC.EXTRAPOLATE_FACTOR, 4),
               ("extrapolated_lo", "lo", 4), ("extrapolated_hi", "hi", 4)]
 TUNING_COLS = [("configuration", "configuration", None), ("chosen", "chosen", None),
-               ("val_loss", "val loss", 4), ("candidates_text", "candidates (val loss)", None),
+               ("at_edge", "at an edge of the range", None), ("val_loss", "val loss", 4), ("candidates_text", "candidates (val loss)", None),
                ("sign", "sign near the optima", None)]
 EQUAL_FLOPS_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
                     ("split", "split", None), ("flops", "FLOPs", -1),
@@ -541,8 +541,8 @@ class Report:
                          fnum(ch[1]) if ch else "",
                          ", ".join("%s: %s" % (p[3], fnum(p[1])) for p in pts),
                          "" if sens is None else sens["text"]])
-            recs.append({"configuration": rows[-1][0], "knob": knob, "chosen": rows[-1][1],
-                         "at_edge": edge,
+            recs.append({"configuration": rows[-1][0], "knob": knob,
+                         "chosen": ch[2] if ch else "", "at_edge": edge,
                          "chosen_value": ch[0] if ch else None,
                          "val_loss": ch[1] if ch else None,
                          "candidates": [{"value": p[3], "val_loss": p[1]} for p in pts],
