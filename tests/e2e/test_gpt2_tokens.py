@@ -306,7 +306,8 @@ def test_book_specs():
         env = dict(ENV, ABLATE_DATA=corpus_path(d), ABLATE_CACHE_DIR=os.path.join(d, "cache"))
         env.pop("ABLATE_BOOK_DATA", None)
         for name, runs in (("book-heads-tokens", 15), ("book-heads-time", 15),
-                           ("book-activations", 20), ("book-heads-tokens-adaptive", 30)):
+                           ("book-activations", 20), ("book-heads-tokens-adaptive", 30),
+                           ("book-activations-test", 20), ("book-activations-tuned", 40)):
             plan = plan_json(os.path.join(SOURCE_DIR, "sweeps", name + ".yaml"), env=env)
             assert len(plan) == runs, (name, len(plan))
             for r in plan:
@@ -315,7 +316,7 @@ def test_book_specs():
                 assert r["params"] == 13673984, (name, r["name"], r["params"])
             heads = sorted({r["config"]["model.n_head"] for r in plan})
             log("   %s: %d runs, 13,673,984 parameters each, heads %s" % (name, runs, heads))
-            if name != "book-activations":
+            if not name.startswith("book-activations"):
                 assert heads == [1, 4, 8], heads
         # data.vocab_size belongs to the tokens tokenizer; gpt2's vocabulary is fixed
         rc, _, err = run(["plan", os.path.join(SOURCE_DIR, "sweeps", "book-heads-tokens.yaml"),
