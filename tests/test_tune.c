@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "orchestrator/plan/contrast.h"
 #include "orchestrator/plan/plan.h"
 #include "orchestrator/plan/run_id.h"
 #include "orchestrator/plan/spec.h"
@@ -214,10 +215,42 @@ TEST(errors) {
     REFUSED("data: {path: \"@DATA@\"}\n"
             "tune: {knobs: {train.lr: [1.0e-3, -1]}, seeds: [9]}\n",
             "t.yaml:2:35: ", "tuning run");
+    /* replicate: plans seeds 0..max-1: a tuning seed among them is refused */
     REFUSED("data: {path: \"@DATA@\"}\nvariants: {baseline: {}, b: {model.n_head: 2}}\n"
             "replicate: {seeds: {min: 2, max: 4}, resolve: 0.01}\n"
-            "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [9]}\n",
-            "t.yaml:4:1: ", "not supported yet");
+            "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [2]}\n",
+            "t.yaml:4:53: ", "also a comparison seed (replicate.seeds");
+}
+
+/* tune: with replicate: each configuration plans its tuning runs, then replicate.seeds.max
+ * comparison runs; the contrasts read the comparison runs alone */
+TEST(replicate_layout) {
+    const char *y = "data: {path: \"@DATA@\"}\n"
+                    "base: {preset: micro}\n"
+                    "variants: {baseline: {}, b: {model.n_head: 2}, c: {model.n_layer: 1}}\n"
+                    "replicate: {seeds: {min: 2, max: 3}, resolve: 0.01}\n"
+                    "tune: {knobs: {train.lr: [1.0e-3, 1.0e-2]}, seeds: [7, 8]}\n";
+    Spec s;
+    Plan p;
+    CHECK_MSG(load_plan(y, &s, &p) == 0, "%s", g_err);
+    CHECK(p.n_runs == 3 * (4 + 3));
+    Contrasts c;
+    CHECK_MSG(contrasts_build(&p, &c, g_err) == 0, "%s", g_err);
+    CHECK(c.n_configs == 3 && c.n_seeds == 3 && c.per == 7 && c.first == 4);
+    CHECK(c.n_contrasts == 2 && c.baseline == 0);
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 3; i++) {
+            const PlannedRun *r = &p.runs[contrasts_run(&c, k, i)];
+            CHECK(r->tune_candidate < 0 && r->seed == (uint64_t)i);
+            CHECK(contrasts_config_of(&c, contrasts_run(&c, k, i)) == k);
+            CHECK(contrasts_seed_of(&c, contrasts_run(&c, k, i)) == i);
+        }
+    for (int i = 0; i < p.n_runs; i++)
+        CHECK((p.runs[i].tune_candidate >= 0) == (contrasts_seed_of(&c, i) < 0));
+    CHECK(!strcmp(c.config_name[1], "b") && !strcmp(c.list[0].label, "b"));
+    contrasts_free(&c);
+    plan_free(&p);
+    spec_free(&s);
 }
 
 TEST(log_range_and_product) {

@@ -130,9 +130,11 @@ static void print_replicate(const Plan *plan, const PlanCost *cost) {
     Contrasts c;
     char err[ABL_ERR_MAX];
     if (contrasts_build(plan, &c, err) != 0) return; /* plan_build checked it */
-    double lo = 0;
-    for (int k = 0; k < c.n_configs; k++)
+    double lo = 0, hi = 0; /* the comparison runs alone (a tune: sweep plans its tuning first) */
+    for (int k = 0; k < c.n_configs; k++) {
         lo += plan_cost_core_hours(cost + contrasts_run(&c, k, 0), r->min, 50e9);
+        hi += plan_cost_core_hours(cost + contrasts_run(&c, k, 0), c.n_seeds, 50e9);
+    }
     char looks[SPEC_MAX_LOOKS * 12] = "";
     for (int i = 0; i < r->n_looks; i++)
         snprintf(looks + strlen(looks), sizeof looks - strlen(looks), "%s%d", i ? ", " : "",
@@ -152,8 +154,8 @@ static void print_replicate(const Plan *plan, const PlanCost *cost) {
     }
     printf("replicate: %d configurations x %d to %d seeds: %d to %d runs, ~%.2g to ~%.2g "
            "core-hours; looks at [%s] seeds, alpha %g over %s, equivalence within +-%g nats",
-           c.n_configs, r->min, r->max, c.n_configs * r->min, c.n_configs * r->max, lo,
-           plan_cost_core_hours(cost, plan->n_runs, 50e9), looks, r->alpha, against, r->delta);
+           c.n_configs, r->min, r->max, c.n_configs * r->min, c.n_configs * r->max, lo, hi, looks,
+           r->alpha, against, r->delta);
     if (r->core_hours > 0) printf("; budget %g core-hours", r->core_hours);
     printf("\n");
     contrasts_free(&c);

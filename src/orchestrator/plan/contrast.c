@@ -314,10 +314,12 @@ int contrasts_build(const Plan *p, Contrasts *c, char err[ABL_ERR_MAX]) {
     memset(c, 0, sizeof *c);
     c->family = s->contrasts;
     c->n_seeds = s->n_seeds;
+    c->per = plan_runs_per_config(s);
+    c->first = c->per - c->n_seeds;
     c->baseline = -1;
-    if (!rep->on || c->n_seeds < 1 || p->n_runs % c->n_seeds != 0)
+    if (!rep->on || c->n_seeds < 1 || p->n_runs % c->per != 0)
         return spec_fail(err, rep->mark, "replicate: the plan is not laid out by configuration");
-    c->n_configs = p->n_runs / c->n_seeds;
+    c->n_configs = p->n_runs / c->per;
     c->config_name = calloc((size_t)c->n_configs, sizeof *c->config_name);
     if (!c->config_name) {
         contrasts_free(c);

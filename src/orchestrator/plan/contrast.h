@@ -60,7 +60,9 @@ typedef struct {
 
 typedef struct {
     int family;         /* SpecContrasts */
-    int n_seeds;        /* planned runs per configuration (replicate.seeds.max) */
+    int n_seeds;        /* comparison runs per configuration (replicate.seeds.max) */
+    int per, first;     /* plan runs per configuration, and where its comparison runs begin:
+                           a tune: sweep plans its tuning runs first (plan_runs_per_config) */
     int n_configs;      /* configurations, in plan order */
     char **config_name; /* n_configs: the run name without its "/seed<N>" part */
     int baseline;       /* the baseline's configuration index */
@@ -91,7 +93,16 @@ static inline double contrasts_loss(ContrastSplit s, double final_val_loss,
 
 /* The plan index of configuration config's seed index k (0-based). */
 static inline int contrasts_run(const Contrasts *c, int config, int k) {
-    return config * c->n_seeds + k;
+    return config * c->per + c->first + k;
+}
+
+/* The configuration of plan index i, and its seed index: -1 when i is not a comparison run
+ * (a tune: sweep's tuning run). */
+static inline int contrasts_config_of(const Contrasts *c, int i) {
+    return i / c->per;
+}
+static inline int contrasts_seed_of(const Contrasts *c, int i) {
+    return i % c->per - c->first;
 }
 
 /* Does contrast j use configuration config? */

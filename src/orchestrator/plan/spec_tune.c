@@ -278,10 +278,6 @@ int spec_tune_parse(Spec *s, const YNode *key, const YNode *v, char err[ABL_ERR_
                              "metric)",
                              v->keys[i]->text);
     }
-    if (s->replicate.on)
-        return spec_fail(err, t->mark,
-                         "tune: with replicate: is not supported yet; give the comparison seeds "
-                         "with seeds:");
     const YNode *x;
     if (!(x = ydoc_get(v, "knobs", NULL)))
         return spec_fail(err, t->mark,

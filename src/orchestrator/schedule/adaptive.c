@@ -62,12 +62,15 @@ typedef struct {
     const SpecReplicate *rep;
     Contrasts c;
     SeqRule rule;
-    int *run_of;       /* [config * n_seeds + k]: journal index, -1 if not a run here */
+    int *run_of;       /* per plan index (contrasts_run): journal index, -1 if not a run here */
     unsigned char *st; /* per journal index: R_* */
-    int *pos;          /* per journal index: config * n_seeds + k, or -1 (not a run here) */
-    int *next;         /* per config: seeds below it are not R_TODO (a hint for take) */
-    int *need;         /* per config: seeds 1..need[c] are wanted now */
-    int *look;         /* per contrast: the next look to take */
+    int *pos;          /* per journal index: its plan index, or -1 (not a comparison run here) */
+    /* a tune: sweep's (tune.c drives this scheduler): per configuration, 1 once its value
+     * is chosen; its comparison runs are handed out only then. NULL: every one is open. */
+    unsigned char *gate;
+    int *next; /* per config: seeds below it are not R_TODO (a hint for take) */
+    int *need; /* per config: seeds 1..need[c] are wanted now */
+    int *look; /* per contrast: the next look to take */
     SeqVerdict *verdict;
     JournalDecision *last; /* per contrast: its latest decision */
     double *d;             /* n_seeds paired differences (scratch) */
@@ -369,7 +372,7 @@ static void say_dropped(Adaptive *a, int run) {
     int p = a->pos[run];
     if (p < 0 || a->st[run] != R_ENDED || usable(a, r)) return;
     a->dropped = 1;
-    int cfg = p / a->c.n_seeds, k = p % a->c.n_seeds;
+    int cfg = contrasts_config_of(&a->c, p), k = contrasts_seed_of(&a->c, p);
     log_info("replicate: %s %s: seed index %d is dropped from %s; the next seed index "
              "replaces it where a look needs one (at most %d seeds per configuration)",
              r->name, unusable_why(a, r), k,
@@ -388,12 +391,13 @@ static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
     record_result(a, run, res->status, res->final_val_loss, res->final_test_loss, res->unstable,
                   res->train_seconds);
     say_dropped(a, run);
-    if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
+    if (a->st[run] == R_ENDED && a->pos[run] >= 0)
+        settle(a, contrasts_config_of(&a->c, a->pos[run]));
 }
 
 static int a_start(Scheduler *s, const SchedRun *runs, int n) {
     Adaptive *a = (Adaptive *)s;
-    int total = a->c.n_configs * a->c.n_seeds;
+    int total = a->c.n_configs * a->c.per;
     if (sched_keep_runs(s, runs, n) != 0 || !(a->st = calloc((size_t)n + 1, 1)) ||
         !(a->requeued = malloc(sizeof(int) * (size_t)(n + 1))) ||
         !(a->pos = malloc(sizeof(int) * (size_t)(n + 1))) ||
@@ -411,7 +415,7 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
             id_index_build(&ix, a->plan->runs[0].id, sizeof *a->plan->runs, a->plan->n_runs))
             return -1;
         int pi = i < total && !strcmp(a->plan->runs[i].id, r->id) ? i : id_index_find(&ix, r->id);
-        if (pi < 0 || pi >= total) continue;
+        if (pi < 0 || pi >= total || contrasts_seed_of(&a->c, pi) < 0) continue;
         a->run_of[pi] = i;
         a->pos[i] = pi;
         /* a run an earlier session did not need has no result: the replay below gives it
@@ -480,6 +484,7 @@ static int a_take(Scheduler *s, double now) {
     for (;;) {
         int best = -1, best_k = 0;
         for (int c = 0; c < a->c.n_configs; c++) {
+            if (a->gate && !a->gate[c]) continue;
             int k = a->next[c];
             while (k < a->c.n_seeds && (run_at(a, c, k) < 0 || a->st[run_at(a, c, k)] != R_TODO))
                 k++;
@@ -516,7 +521,7 @@ static int a_more(Scheduler *s) {
     if (a->out_of_budget) return any_elsewhere(a);
     if (a->n_requeued) return 1;
     for (int c = 0; c < a->c.n_configs; c++)
-        for (int k = a->next[c]; k < a->need[c]; k++) {
+        for (int k = a->next[c]; k < a->need[c] && (!a->gate || a->gate[c]); k++) {
             int r = run_at(a, c, k);
             if (r >= 0 && a->st[r] == R_TODO && !pair_dead(a, c, k)) return 1;
         }
@@ -533,7 +538,7 @@ static void a_cancel(Scheduler *s, int run) {
     a->st[run] = R_TODO;
     if (a->inner) {
         int p = a->pos[run];
-        if (p >= 0 && a->need[p / a->c.n_seeds] == 0) a->st[run] = R_ELSEWHERE;
+        if (p >= 0 && a->need[contrasts_config_of(&a->c, p)] == 0) a->st[run] = R_ELSEWHERE;
         return;
     }
     a->requeued[a->n_requeued++] = run;
@@ -549,7 +554,7 @@ static void a_requeue(Scheduler *s, int run) {
         return;
     }
     int p = a->pos[run];
-    if (p >= 0 && a->need[p / a->c.n_seeds] == 0) {
+    if (p >= 0 && a->need[contrasts_config_of(&a->c, p)] == 0) {
         give_up(a, run, "replicate: its contrasts are settled");
         return;
     }
@@ -567,7 +572,8 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
         record_result(a, run, end->status, end->final_val_loss, end->final_test_loss,
                       sched_unstable(end), end->train_seconds);
         say_dropped(a, run);
-        if (a->st[run] == R_ENDED && a->pos[run] >= 0) settle(a, a->pos[run] / a->c.n_seeds);
+        if (a->st[run] == R_ENDED && a->pos[run] >= 0)
+            settle(a, contrasts_config_of(&a->c, a->pos[run]));
     }
     if (a->inner) sched_ended(a->inner, run, end);
 }
@@ -644,7 +650,11 @@ static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     char resumed[64] = "";
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
-    if (a->inner)
+    if (a->gate)
+        log_info("replicate: %d configurations x %d-%d seeds at their chosen values, %d of %d "
+                 "contrasts open",
+                 a->c.n_configs, a->rep->min, a->rep->max, open, a->c.n_contrasts);
+    else if (a->inner)
         log_info("replicate: %d configurations x %d-%d seeds, %d of %d contrasts open, "
                  "decided from the results of every joined process",
                  a->c.n_configs, a->rep->min, a->rep->max, open, a->c.n_contrasts);
@@ -659,6 +669,7 @@ static void a_close(Scheduler *s) {
     Adaptive *a = (Adaptive *)s;
     sched_close(a->inner);
     free(a->recheck);
+    free(a->gate);
     free(a->rule_text);
     free(a->made);
     contrasts_free(&a->c);
@@ -744,7 +755,7 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
         free(a);
         return NULL;
     }
-    int total = a->c.n_configs * a->c.n_seeds, nc = a->c.n_contrasts;
+    int total = a->c.n_configs * a->c.per, nc = a->c.n_contrasts;
     a->run_of = malloc(sizeof(int) * (size_t)(total + 1));
     a->next = calloc((size_t)a->c.n_configs + 1, sizeof *a->next);
     a->need = calloc((size_t)a->c.n_configs + 1, sizeof *a->need);
@@ -781,4 +792,22 @@ Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
         a->base.ops = &adaptive_joined_ops;
     }
     return &a->base;
+}
+
+Scheduler *sched_adaptive_open_gated(const SchedConfig *cfg, const SchedHost *host,
+                                     char err[ABL_ERR_MAX]) {
+    SchedConfig one = *cfg;
+    one.join = 0;
+    Adaptive *a = (Adaptive *)sched_adaptive_open(&one, host, NULL, err);
+    if (!a) return NULL;
+    if (!(a->gate = calloc((size_t)a->c.n_configs + 1, 1))) {
+        a_close(&a->base);
+        return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
+    }
+    return &a->base;
+}
+
+void sched_adaptive_release(Scheduler *s, int config) {
+    Adaptive *a = (Adaptive *)s;
+    if (a->gate && config >= 0 && config < a->c.n_configs) a->gate[config] = 1;
 }

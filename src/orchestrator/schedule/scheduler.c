@@ -12,10 +12,10 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
                           char err[ABL_ERR_MAX]) {
     int replicate = cfg->plan && cfg->plan->spec && cfg->plan->spec->replicate.on;
     int tune = cfg->plan && cfg->plan->spec && cfg->plan->spec->tune.on;
-    /* a joined replicate: sweep: every process decides from the results in the claims */
-    if (cfg->join && replicate) return sched_adaptive_open(cfg, host, journal, err);
     /* a joined tune: sweep: every process decides every rung from join/rungs and the claims */
     if (cfg->join && tune) return sched_tune_open(cfg, host, journal, err);
+    /* a joined replicate: sweep: every process decides from the results in the claims */
+    if (cfg->join && replicate) return sched_adaptive_open(cfg, host, journal, err);
     if (cfg->join) { /* a sweep a rule decided is not joined without one (its ledger said) */
         if (cfg->plan && cfg->plan->spec &&
             join_ledger_check(cfg->out_path, cfg->plan->spec, NULL, err) != 0)
@@ -31,8 +31,8 @@ Scheduler *scheduler_open(const SchedConfig *cfg, const SchedHost *host, char jo
                  cfg->out_path, dir);
         return NULL;
     }
+    if (tune) return sched_tune_open(cfg, host, journal, err); /* with replicate: inside */
     if (replicate) return sched_adaptive_open(cfg, host, journal, err);
-    if (tune) return sched_tune_open(cfg, host, journal, err);
     return sched_queue_open(host, err);
 }
 

@@ -12,7 +12,8 @@
  *   joined.c   `ablate run --join`: the same order, each run claimed in join/ first, so that
  *              many processes share one sweep (join.h)
  *   tune.c     a tune: sweep: the tuning runs first, rung by rung (successive halving),
- *              each configuration's comparison runs once its value is chosen from them;
+ *              each configuration's comparison runs once its value is chosen from them
+ *              (with replicate:, handed out by an adaptive.c scheduler it drives);
  *              under --join a policy over joined.c (rung results in join/rungs)
  *   adaptive.c a replicate: sweep: seeds only where a contrast is still open;
  *              under --join a policy over joined.c (it claims the runs it wants there, and
@@ -172,6 +173,13 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
 int sched_adaptive_rule_version(Scheduler *s, int version);
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
                                char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
+/* A tune: sweep's comparison runs under replicate: (tune.c): the adaptive scheduler of one
+ * process, whose configurations hand out no run until sched_adaptive_release(s, config)
+ * (its value chosen). Its runs are the comparison runs alone (contrasts_run). NULL with a
+ * message. */
+Scheduler *sched_adaptive_open_gated(const SchedConfig *cfg, const SchedHost *host,
+                                     char err[ABL_ERR_MAX]);
+void sched_adaptive_release(Scheduler *s, int config);
 /* cfg->plan's spec has tune.on; with cfg->join it runs over a joined scheduler (journal as
  * for sched_joined_open). NULL with a message. */
 Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,

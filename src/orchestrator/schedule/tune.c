@@ -17,6 +17,12 @@
  * (the sweep ends stopped, and --resume trains it again), as a replicate: sweep's looks
  * wait.
  *
+ * With replicate: the comparison runs are not queued here: an adaptive scheduler
+ * (adaptive.c, sched_adaptive_open_gated) hands them out as its rule wants seeds, each
+ * configuration's once its value is chosen (sched_adaptive_release), and hears their ends;
+ * take() offers it a worker when no tuning run is trainable. Its looks read the comparison
+ * runs alone (contrasts_run), and its replay at start() follows this scheduler's.
+ *
  * A decision is a function of the tuning runs' results alone. start() replays the journaled
  * ones (SchedHost.tune_journaled: they hold the rung results of the runs that trained on
  * since) and makes the rest again from the results (a run that stopped at its rung before
@@ -85,6 +91,9 @@ typedef struct {
     double next_scan;    /* when take() looks at the claims and join/rungs again */
     int starting;        /* start(): results heard wait for the replay */
     char *rule_text;     /* the rungs every joined process must share (join/replicate) */
+    /* replicate: the adaptive scheduler (adaptive.c) of the comparison runs, each
+     * configuration's released once its value is chosen; NULL: they are queued here */
+    Scheduler *cmp;
 } Tune;
 
 static int config_of(const Tune *u, int plan_index) {
@@ -98,6 +107,11 @@ static int is_tuning(const Tune *u, int plan_index) {
 /* The candidate of a tuning run (plan index): candidates outer, tuning seeds inner. */
 static int cand_of(const Tune *u, int plan_index) {
     return (plan_index % u->per) / u->t->n_seeds;
+}
+
+/* A comparison run handed out by the adaptive scheduler (a tune: sweep with replicate:). */
+static int by_cmp(const Tune *u, int run) {
+    return u->cmp && run >= 0 && run < u->base.n && u->pos[run] >= 0 && !is_tuning(u, u->pos[run]);
 }
 
 static double *at_of(const Tune *u, int k, int c) {
@@ -220,6 +234,10 @@ static int apply(Tune *u, int k, const JournalTune *rec) {
     unsigned char *alive = &u->alive[k * t->n_candidates];
     if (r == u->n_rungs - 1) {
         u->chosen[k] = rec->chosen;
+        if (u->cmp) { /* replicate: its seeds, as the rule wants them */
+            sched_adaptive_release(u->cmp, k);
+            return 0;
+        }
         for (int i = u->n_tuning; i < u->per; i++) {
             int j = u->run_of[base + i];
             if (j >= 0 && u->st[j] == T_TODO) enqueue(u, j);
@@ -436,7 +454,7 @@ static int u_start(Scheduler *s, const SchedRun *runs, int n) {
             enqueue(u, j);
         }
     }
-    return 0;
+    return u->cmp ? sched_start(u->cmp, runs, n) : 0;
 }
 
 /* --join: runs not promoted that wait for their holder to end them; one whose holder is
@@ -494,6 +512,11 @@ static int u_take(Scheduler *s, double now) {
         u->next_scan = 0; /* more idle workers may want one at once */
         return run;
     }
+    if (u->cmp) {
+        int run = sched_take(u->cmp, now);
+        if (run >= 0) u->st[run] = T_OUT;
+        return run;
+    }
     return u->inner ? take_stopwait(u, now) : -1;
 }
 
@@ -506,7 +529,7 @@ static int u_more(Scheduler *s) {
         if (u->queue[i] >= 0 && u->st[u->queue[i]] == T_TODO) return 1;
     for (int j = 0; u->inner && j < s->n; j++)
         if (u->st[j] == T_STOPWAIT) return 1;
-    return 0;
+    return u->cmp && sched_more(u->cmp);
 }
 
 /* Given up by this process (the sweep stops): one process takes it again first; under
@@ -514,6 +537,11 @@ static int u_more(Scheduler *s) {
 static void u_cancel(Scheduler *s, int run) {
     Tune *u = (Tune *)s;
     if (run < 0 || run >= s->n) return;
+    if (by_cmp(u, run)) {
+        if (u->st[run] == T_OUT) u->st[run] = T_TODO;
+        sched_cancel(u->cmp, run);
+        return;
+    }
     if (u->inner) sched_cancel(u->inner, run); /* nothing when not ours */
     if (u->st[run] != T_OUT) return;
     u->st[run] = T_TODO;
@@ -540,6 +568,10 @@ static void u_requeue(Scheduler *s, int run) {
         return;
     }
     u->st[run] = T_TODO;
+    if (by_cmp(u, run)) {
+        sched_requeue(u->cmp, run);
+        return;
+    }
     u->requeued[u->n_requeued++] = run;
 }
 
@@ -549,7 +581,10 @@ static void u_ended(Scheduler *s, int run, const EndEvent *end) {
     Tune *u = (Tune *)s;
     if (run < 0 || run >= s->n || u->st[run] == T_NONE) return;
     record_result(u, run, end->status, end->final_val_loss);
-    if (u->inner) sched_ended(u->inner, run, end);
+    if (by_cmp(u, run))
+        sched_ended(u->cmp, run, end);
+    else if (u->inner)
+        sched_ended(u->inner, run, end);
 }
 
 static int u_rung(Scheduler *s, int run, int *n_rungs, double *frac) {
@@ -623,10 +658,12 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
              "candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
              n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds,
              u->n_rungs, u->t->eta, chosen, where, out_path);
+    if (u->cmp) u->cmp->ops->announce(u->cmp, n_live, n_done, n_resumed, where, out_path);
 }
 
 static void u_close(Scheduler *s) {
     Tune *u = (Tune *)s;
+    sched_close(u->cmp);
     sched_close(u->inner);
     free(u->rule_text);
     free(u->rl);
@@ -701,6 +738,18 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
     memset(u->alive, 1, nc);
     for (size_t i = 0; i < nc * SPEC_TUNE_MAX_RUNGS; i++)
         u->at[i] = NAN;
+    if (cfg->plan->spec->replicate.on && cfg->join) {
+        spec_fail(err, u->t->mark,
+                  "tune: with replicate: cannot be joined yet (--join, slurm/submit --array): "
+                  "run it as one sweep (mpirun -n N ablate run) and continue it with --resume");
+        u_close(&u->base);
+        return NULL;
+    }
+    if (cfg->plan->spec->replicate.on &&
+        !(u->cmp = sched_adaptive_open_gated(cfg, &u->base.host, err))) {
+        u_close(&u->base);
+        return NULL;
+    }
     if (cfg->join) {
         if (!(u->rule_text = tune_rule_text(u))) {
             u_close(&u->base);

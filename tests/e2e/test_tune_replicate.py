@@ -1,0 +1,185 @@
+"""tune: with replicate: (docs/spec.md, "tune"): every configuration is tuned on its own, then
+its comparison seeds are added by the replicate: rule, at its chosen value.
+
+  - decisions: one sweep of three configurations (4 learning rates, successive halving, eta
+    3; replicate seeds 2 to 4): every comparison run trained at its configuration's choice
+    (/tuning), the comparison runs of a configuration start only once its value is chosen,
+    each look's difference is the mean of the comparison runs' paired differences (the
+    first n seed indices not dropped; a tuning run never enters one), runs the rule did not need are comparison runs,
+    `ablate plan` prints both the tuning cost and the replicate range of the comparison runs
+    alone, and the report reads the comparison runs in its replicate section;
+  - kill_resume: the sweep killed with SIGKILL (in-process while a comparison run trains;
+    under mpirun while a tuning run of the last configuration is held mid-rung, some
+    decisions made) and resumed (in-process; at another rank count) ends identical to the
+    uninterrupted one: /tuning, /tuning_rungs, /decisions, every run's status and rows;
+  - join_refused: --join is refused in one line at the tune: key, leaving no file.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import h5py
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+LRS4 = ["1.0e-3", "3.0e-3", "1.0e-2", "3.0e-2"]
+CONFIGS = ("baseline", "heads2", "narrow")
+REPLICATE = ("replicate:\n"
+             "  seeds: {min: 2, max: 4}\n"
+             "  looks: [2, 3, 4]\n"
+             "  resolve: 0.05\n"
+             "  alpha: 0.2\n")
+
+
+def spec_text(corpus):
+    s = C.micro_spec(corpus, steps=30, eval_every=20, sample_tokens=0,
+                     variants="  baseline: {}\n  heads2: {model.n_head: 2}\n"
+                              "  narrow: {model.d_model: 16}\n")
+    s = re.sub(r"^seeds: .*\n", REPLICATE, s, flags=re.M)
+    return s + ("tune:\n  knobs: {train.lr: [%s]}\n  seeds: [1000]\n  eta: 3\n"
+                "  first_rung: 0.3333333333333333\n" % ", ".join(LRS4))
+
+
+def rows(out, table):
+    with h5py.File(out, "r") as f:
+        return sorted(tuple(C._py(x) for x in row) for row in f[table][()])
+
+
+def state(out):
+    """What the sweep decided: /tuning, /tuning_rungs, /decisions, each run's status."""
+    with h5py.File(out, "r") as f:
+        status = {C._py(r["name"]): C._py(r["status"]) for r in f["runs"][()]}
+    return rows(out, "tuning"), rows(out, "tuning_rungs"), rows(out, "decisions"), status
+
+
+def decision_records(out):
+    return [r for r in C.journal_records(C.journal_path(out))[0] if r[0] == 11]
+
+
+def check_sweep(out):
+    v = C.View(out)
+    by_name = {r["name"]: r for r in v.runs.values()}
+    tuned = rows(out, "tuning")
+    # /tuning columns: configuration, config, candidate, knob, value, number, rung, fraction,
+    # seeds, val_loss, chosen
+    chosen = {r[0]: r[5] for r in tuned if r[10] == 1}
+    assert sorted(chosen) == sorted(CONFIGS), tuned
+    loss = {}
+    for config in CONFIGS:
+        for k in range(4):
+            r = by_name["%s/seed%d" % (config, k)]
+            assert r["tune_rung"] == -1 and r["train.lr"] == chosen[config], (config, r)
+            if k < 2:
+                assert r["status"] == "done", r  # replicate.seeds.min
+            assert r["status"] in ("done", "not_needed"), r
+            if r["status"] == "done":
+                loss[config, k] = r["final_val_loss"]
+        for lr in LRS4:
+            r = by_name["%s/tune/lr=%s/seed1000" % (config, lr)]
+            assert r["status"] == "done" and r["tune_rung"] in (0, 1), r
+    # each look: the mean paired difference of the comparison runs' seeds 0..n-1
+    decs = rows(out, "decisions")
+    assert decs, "no decision"
+    # (a seed index a run of either side dropped, diverged or flagged unstable, is named in
+    # the note and replaced by the next one)
+    for look, contrast, n, diff, *_, verdict, note in decs:  # /decisions' columns
+        if verdict == "unstable":
+            continue
+        config = CONFIGS[1 + contrast]
+        dropped = {int(k) for k in re.findall(r"/seed(\d+) ", note)}
+        seeds = [k for k in range(4) if k not in dropped][:n]
+        d = [loss[config, k] - loss["baseline", k] for k in seeds]
+        assert len(d) == n and abs(diff - sum(d) / n) < 1e-9, (contrast, look, n, diff, d, note)
+    return v
+
+
+def test_decisions():
+    with C.workdir("tune_replicate") as d:
+        spec = C.write(os.path.join(d, "t.yaml"), spec_text(C.corpus_path(d)))
+        _, out_, _ = C.run(["plan", spec], expect_rc=0, tag="plan")
+        assert "replicate: 3 configurations x 2 to 4 seeds: 6 to 12 runs" in out_, out_[-1500:]
+        assert "tune: 3 configurations x 4 candidates x 1 tuning seeds" in out_, out_[-1500:]
+        # the replicate range is the comparison runs' alone: 4 seeds cost twice 2 seeds
+        lo, hi = map(float, re.search(r"6 to 12 runs, ~([0-9.e+-]+) to ~([0-9.e+-]+) core",
+                                      out_).groups())
+        assert abs(hi / lo - 2) < 0.1, (lo, hi)
+        out = os.path.join(d, "o.h5")
+        _, _, err = C.run(["run", spec, "-o", out], expect_rc=0, tag="run")
+        assert "replicate: 3 configurations x 2-4 seeds at their chosen values" in err, err[:2000]
+        check_sweep(out)
+        # a configuration's comparison runs start after its choice is announced
+        lines = err.splitlines()
+        for config in CONFIGS:
+            said = [i for i, l in enumerate(lines)
+                    if l.startswith("ablate: tune: %s: train.lr=" % config)]
+            started = [i for i, l in enumerate(lines) if re.match(r"\[\d+/\d+\] %s/seed\d " %
+                                                                   config, l)]
+            assert len(said) == 1 and started and said[0] < min(started), (config, said, started)
+        rep = os.path.join(d, "rep")
+        py = os.environ.get("ABLATE_PYTHON") or "/usr/bin/python3"
+        p = subprocess.run([py, os.path.join(C.SOURCE_DIR, "analysis", "ablate-report"), out,
+                            "-o", rep], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        csv = open(os.path.join(rep, "sequential_contrasts.csv")).read()
+        assert "heads2" in csv and "narrow" in csv, csv
+        md = open(os.path.join(rep, "report.md")).read()
+        assert "12 of the runs are tuning runs" in md, md[:3000]
+
+
+def test_kill_resume():
+    with C.workdir("tune_replicate_resume") as d:
+        spec = C.write(os.path.join(d, "t.yaml"), spec_text(C.corpus_path(d)))
+        ref_out = os.path.join(d, "ref.h5")
+        C.run(["run", spec, "-o", ref_out], expect_rc=0, tag="ref")
+        ref = check_sweep(ref_out)
+        ref_state = state(ref_out)
+        ids = {r["name"]: r["id"] for r in C.plan_json(spec)}
+        # in-process: a comparison run of heads2 (seed 1: always trained); under mpirun: a
+        # rung-0 tuning run of the last configuration, while the other worker goes on
+        cases = (("inproc", None, None, "heads2/seed1", 0),
+                 ("mpi", 3, 2, "narrow/tune/lr=%s/seed1000" % LRS4[3], 1))
+        for label, ranks, resume_ranks, held_name, n_decisions in cases:
+            out = os.path.join(d, label + ".h5")
+            hold = os.path.join(d, label + "-hold")
+            with C.Job(["run", spec, "-o", out], ranks=ranks, tag=label,
+                       env=C.hold_env(hold, step=5, runs=[ids[held_name]])) as job:
+                C.wait_until(lambda: C.held(hold) and len(decision_records(out)) >= n_decisions,
+                             job, "the held run and %d decision(s)" % n_decisions)
+                C.kill_session(job.sid, signal.SIGKILL)
+                job.reap(30)
+            shutil.rmtree(hold, ignore_errors=True)
+            C.run(["run", spec, "-o", out, "--resume"], ranks=resume_ranks, expect_rc=0,
+                  tag=label + "-resume")
+            got = state(out)
+            for what, a, b in zip(("/tuning", "/tuning_rungs", "/decisions", "statuses"),
+                                  ref_state, got):
+                assert a == b, "%s: %s differ from the uninterrupted sweep's:\n  %s\n  %s" % (
+                    label, what, a, b)
+            check_sweep(out)
+            C.assert_same(ref, C.View(out), "uninterrupted", label,
+                          ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+            C.log("%s: killed while %s was held; resumed to the same choices, decisions and "
+                  "runs" % (label, held_name))
+
+
+def test_join_refused():
+    with C.workdir("tune_replicate_join") as d:
+        spec = C.write(os.path.join(d, "t.yaml"), spec_text(C.corpus_path(d)))
+        line = 1 + open(spec).read().splitlines().index("tune:")
+        out = os.path.join(d, "o.h5")
+        _, _, err = C.run(["run", spec, "-o", out, "--join"], expect_rc=2, tag="join")
+        lines = [l for l in err.splitlines() if l.strip()]
+        assert len(lines) == 1, err
+        assert lines[0].startswith("ablate run: %s:%d:1: tune: with replicate: cannot be joined"
+                                   % (spec, line)), lines
+        assert not os.path.exists(out) and not os.path.exists(out + ".d"), os.listdir(d)
+
+
+TESTS = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("test_")]
+
+if __name__ == "__main__":
+    C.main(TESTS)
