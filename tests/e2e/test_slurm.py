@@ -44,7 +44,8 @@ rank 0 orchestrates, 2 workers):
      admin_requeue (an admin's requeue: resumes from checkpoints and says so, no ready
      file left, no "Forwarding signal 18").
   k. array_tune: a tune: sweep submitted as an array of 2 tasks (they share its tuning under
-     --join) ends with the one-process sweep's choices, rung results and runs.
+     --join) ends with the one-process sweep's choices, rung results and runs;
+     array_tune_replicate: the same with replicate: (its decisions too).
   j. the job trains on the data that submit checked: data_export_none
      (SBATCH_EXPORT=NONE, ABLATE_DATA=A here, another file at the specs' default
      data/tinyshakespeare.txt: every run's data_sha256 is A's); data_export_list (an export
@@ -1092,6 +1093,34 @@ class Early:
 
 
 # name, function, its time on slurm-local (s) when it may run early (None: never)
+def case_array_tune_replicate(S):
+    """tune: with replicate: as an array: submit --array 2 --ranks 1 --wait on
+    test_tune_replicate's spec (3 configurations tuned by successive halving, then 2 to 4
+    comparison seeds by the rule): the tasks share the tuning and the looks under --join;
+    the file has the one-process sweep's choices, rung results, decisions and runs."""
+    import test_tune_replicate as TR
+    spec = C.write(os.path.join(S.d, "tune_rep.yaml"), TR.spec_text(C.corpus_path()))
+    ref_h5 = os.path.join(S.d, "tune_rep-ref.h5")
+    C.run(["run", spec, "-o", ref_h5], expect_rc=0, tag="tune_replicate reference")
+    h5 = os.path.join(S.d, "tune_rep.h5")
+    sub = Submitted(S, [spec, "-o", h5, "--array", "2", "--ranks", "1", "--wait"])
+    try:
+        rc, out = sub.wait(timeout=180)
+        jid = sub.ids["array"]
+        text = "\n".join(read("%s.%s_%d.log" % (h5, jid, i)) for i in (1, 2))
+        assert rc == 0 and "sweep complete" in out, "array_tune_replicate: exit %d:\n%s\n%s" % (
+            rc, out, text[-4000:])
+        assert TR.state(h5) == TR.state(ref_h5), (TR.state(h5), TR.state(ref_h5))
+        C.assert_same(C.View(ref_h5), C.View(h5), "one process", "array_tune_replicate",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(h5, "r") as f:
+            tasks = sorted(set(t.decode() for t in f["runs"]["slurm_array_task_id"]))
+        C.log("  array_tune_replicate: the same choices and decisions; runs finished by tasks "
+              "%s" % tasks)
+    finally:
+        sub.cancel()
+
+
 CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("usr1_mid_run", case_usr1_mid_run, None),
          ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass
@@ -1106,6 +1135,7 @@ CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("launcher_failure", case_launcher_failure, 4),
          ("array_surplus", case_array_surplus, 9),
          ("array_tune", case_array_tune, 10),
+         ("array_tune_replicate", case_array_tune_replicate, 10),
          ("data_export_none", case_data_export_none, 5),
          ("data_export_list", case_data_export_list, 6),
          ("data_changed", case_data_changed, 4),

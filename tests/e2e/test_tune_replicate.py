@@ -12,8 +12,10 @@ its comparison seeds are added by the replicate: rule, at its chosen value.
     under mpirun while a tuning run of the last configuration is held mid-rung, some
     decisions made) and resumed (in-process; at another rank count) ends identical to the
     uninterrupted one: /tuning, /tuning_rungs, /decisions, every run's status and rows;
-  - join_refused: --join is refused in one line at the tune: key, leaving no file.
+  - joined: under --join, its first process killed while it holds a comparison run, two
+    joined processes end it identical to the one-process sweep (test_joined's docstring).
 """
+import glob
 import os
 import re
 import shutil
@@ -166,17 +168,87 @@ def test_kill_resume():
                   "runs" % (label, held_name))
 
 
-def test_join_refused():
-    with C.workdir("tune_replicate_join") as d:
+def join_args(spec, out):
+    return ["run", spec, "-o", out, "--join", "--checkpoint-every", "0.1"]
+
+
+def test_joined():
+    """--join: one process (2 workers) trains alone with a comparison run of heads2 held
+    (seed 1, which every look needs), so that the rule can look at heads2 only once that run
+    ends; it is SIGKILLed there, with every configuration's value chosen and some of its contrasts
+    decided. Two processes join (one in-process, one under mpirun): they take the held run
+    over and finish the sweep. The view equals the one-process sweep's: /tuning,
+    /tuning_rungs, /decisions, every run's status and rows; every decision is in some
+    journal, shown once. A process with another replicate: rule, or none, is refused at its
+    key."""
+    with C.workdir("tune_replicate_joined") as d:
         spec = C.write(os.path.join(d, "t.yaml"), spec_text(C.corpus_path(d)))
-        line = 1 + open(spec).read().splitlines().index("tune:")
+        ref_out = os.path.join(d, "ref.h5")
+        C.run(["run", spec, "-o", ref_out], expect_rc=0, tag="ref")
+        ref, ref_state = check_sweep(ref_out), state(ref_out)
+        ids = {r["name"]: r["id"] for r in C.plan_json(spec)}
         out = os.path.join(d, "o.h5")
-        _, _, err = C.run(["run", spec, "-o", out, "--join"], expect_rc=2, tag="join")
-        lines = [l for l in err.splitlines() if l.strip()]
-        assert len(lines) == 1, err
-        assert lines[0].startswith("ablate run: %s:%d:1: tune: with replicate: cannot be joined"
-                                   % (spec, line)), lines
-        assert not os.path.exists(out) and not os.path.exists(out + ".d"), os.listdir(d)
+        hold = os.path.join(d, "hold")
+
+        def journals():
+            return sorted(glob.glob(out + ".d/join/procs/*/journal"))
+
+        def records(kind):
+            return [r for p in journals() for r in C.journal_records(p)[0] if r[0] == kind]
+
+        # 2 workers, so that narrow's look is made beside the held run; no periodic
+        # checkpoint, which would let the held run through a step at a time
+        with C.Job(["run", spec, "-o", out, "--join"], ranks=3, tag="first",
+                   env=C.hold_env(hold, step=5, runs=[ids["heads2/seed1"]])) as job:
+            # every choice (TUNE records deciding the last rung: 3 x 2 rungs), and narrow's
+            # first look, which does not need heads2
+            C.wait_until(lambda: C.held(hold) and len(records(13)) == 6 and records(11), job,
+                         "the held run, every choice and a decision")
+            C.kill_session(job.sid, signal.SIGKILL)
+            job.reap(30)
+        shutil.rmtree(hold, ignore_errors=True)
+        jobs = [C.Job(join_args(spec, out), tag="second"),
+                C.Job(join_args(spec, out), ranks=2, tag="third")]
+        try:
+            for j in jobs:
+                rc = j.wait(300)
+                assert rc == 0, "exit %s\n%s" % (rc, j.stderr()[-3000:])
+            errs = "".join(j.stderr() for j in jobs)
+        finally:
+            for j in jobs:
+                j.kill_all()
+                j.close()
+        assert "run heads2/seed1 taken over" in errs, errs[-3000:]
+        got = state(out)
+        for what, a, b in zip(("/tuning", "/tuning_rungs", "/decisions", "statuses"),
+                              ref_state, got):
+            assert a == b, "joined: %s differ from the one-process sweep's:\n  %s\n  %s" % (
+                what, a, b)
+        check_sweep(out)
+        C.assert_same(ref, C.View(out), "one process", "joined",
+                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
+        with h5py.File(out, "r") as f:
+            assert C._py(f.attrs["status"]) == "complete", C._py(f.attrs["status"])
+        C.log("joined: killed holding heads2/seed1 with %d choices journaled; 2 processes "
+              "finished it to the same choices, decisions and runs" % 3)
+        # another rule: refused at its key, leaving no file
+        spec2 = C.write(os.path.join(d, "t2.yaml"), open(spec).read().replace(
+            "alpha: 0.2", "alpha: 0.1"))
+        line_no = 1 + open(spec2).read().splitlines().index("  alpha: 0.1")
+        before = journals()
+        _, _, err = C.run(join_args(spec2, out), expect_rc=2, tag="other_rule")
+        line = C.one_line(err, "the refusal")
+        assert ("%s:%d:" % (spec2, line_no)) in line and "replicate.alpha: cannot join" in line \
+            and "alpha ledger" in line, line
+        assert journals() == before
+        # ... and so is one without the replicate: section, at its seeds: key
+        spec3 = C.write(os.path.join(d, "t3.yaml"), open(spec).read().replace(
+            REPLICATE, "seeds: [0, 1, 2, 3]\n"))
+        _, _, err = C.run(join_args(spec3, out), expect_rc=2, tag="no_rule")
+        line = C.one_line(err, "the refusal")
+        assert ("%s:" % spec3) in line and "seeds: cannot join" in line and \
+            "different replicate: section" in line, line
+        assert journals() == before
 
 
 TESTS = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("test_")]

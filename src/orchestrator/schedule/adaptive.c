@@ -68,6 +68,11 @@ typedef struct {
     /* a tune: sweep's (tune.c drives this scheduler): per configuration, 1 once its value
      * is chosen; its comparison runs are handed out only then. NULL: every one is open. */
     unsigned char *gate;
+    int borrowed; /* inner is the tune scheduler's (started and closed by it) */
+    /* results heard (sched_adaptive_heard) before start(): applied there, before the replay */
+    int *early;
+    JoinResult *early_res;
+    size_t n_early, cap_early, cap_early_res;
     int *next; /* per config: seeds below it are not R_TODO (a hint for take) */
     int *need; /* per config: seeds 1..need[c] are wanted now */
     int *look; /* per contrast: the next look to take */
@@ -383,16 +388,20 @@ static void say_dropped(Adaptive *a, int run) {
 
 /* --join: another process finished run (its done claim, or its journal): told to the sweep
  * first (the run is finished there too), then decided from like our own. */
-static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
-    Adaptive *a = ctx;
-    SchedHost *h = &a->base.host;
-    if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
+static void heard(Adaptive *a, int run, const JoinResult *res) {
     if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
     record_result(a, run, res->status, res->final_val_loss, res->final_test_loss, res->unstable,
                   res->train_seconds);
     say_dropped(a, run);
     if (a->st[run] == R_ENDED && a->pos[run] >= 0)
         settle(a, contrasts_config_of(&a->c, a->pos[run]));
+}
+
+static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
+    Adaptive *a = ctx;
+    SchedHost *h = &a->base.host;
+    if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
+    heard(a, run, res);
 }
 
 static int a_start(Scheduler *s, const SchedRun *runs, int n) {
@@ -426,8 +435,13 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
             a->st[i] = R_ENDED, a->used += r->train_seconds;
     }
     id_index_free(&ix);
+    /* results heard before (a tune: sweep's joined scheduler started first) */
+    a->starting = 1; /* settled once, below */
+    for (size_t e = 0; e < a->n_early; e++)
+        heard(a, a->early[e], &a->early_res[e]);
+    a->starting = 0;
     /* --join: the results other processes have in their claims so far */
-    if (a->inner) {
+    if (a->inner && !a->borrowed) {
         a->starting = 1;
         int rc = sched_start(a->inner, runs, n);
         a->starting = 0;
@@ -580,7 +594,7 @@ static void a_ended(Scheduler *s, int run, const EndEvent *end) {
 
 static void a_tick(Scheduler *s, double now) {
     Adaptive *a = (Adaptive *)s;
-    if (a->inner) sched_tick(a->inner, now);
+    if (a->inner && !a->borrowed) sched_tick(a->inner, now);
 }
 
 static int a_abandoned(Scheduler *s, int run) {
@@ -646,7 +660,8 @@ static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
     int open = 0;
     for (int j = 0; j < a->c.n_contrasts; j++)
         open += a->verdict[j] == SEQ_OPEN;
-    if (a->inner) a->inner->ops->announce(a->inner, n_live, n_done, n_resumed, where, out_path);
+    if (a->inner && !a->borrowed)
+        a->inner->ops->announce(a->inner, n_live, n_done, n_resumed, where, out_path);
     char resumed[64] = "";
     if (n_resumed)
         snprintf(resumed, sizeof resumed, " (%d resumed from their checkpoints)", n_resumed);
@@ -667,9 +682,11 @@ static void a_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
 
 static void a_close(Scheduler *s) {
     Adaptive *a = (Adaptive *)s;
-    sched_close(a->inner);
+    if (!a->borrowed) sched_close(a->inner);
     free(a->recheck);
     free(a->gate);
+    free(a->early);
+    free(a->early_res);
     free(a->rule_text);
     free(a->made);
     contrasts_free(&a->c);
@@ -800,14 +817,41 @@ Scheduler *sched_adaptive_open_gated(const SchedConfig *cfg, const SchedHost *ho
     one.join = 0;
     Adaptive *a = (Adaptive *)sched_adaptive_open(&one, host, NULL, err);
     if (!a) return NULL;
-    if (!(a->gate = calloc((size_t)a->c.n_configs + 1, 1))) {
+    if (!(a->gate = calloc((size_t)a->c.n_configs + 1, 1)) ||
+        (cfg->join && !(a->rule_text = rule_text(a)))) {
         a_close(&a->base);
         return snprintf(err, ABL_ERR_MAX, "out of memory"), NULL;
     }
     return &a->base;
 }
 
+const char *sched_adaptive_rule(Scheduler *s) {
+    return ((Adaptive *)s)->rule_text;
+}
+
+void sched_adaptive_share(Scheduler *s, Scheduler *inner) {
+    Adaptive *a = (Adaptive *)s;
+    a->inner = inner;
+    a->borrowed = 1;
+    a->base.ops = &adaptive_joined_ops;
+}
+
 void sched_adaptive_release(Scheduler *s, int config) {
     Adaptive *a = (Adaptive *)s;
     if (a->gate && config >= 0 && config < a->c.n_configs) a->gate[config] = 1;
+}
+
+void sched_adaptive_heard(Scheduler *s, int run, const JoinResult *res) {
+    Adaptive *a = (Adaptive *)s;
+    if (!a->st) { /* not started: kept for start() */
+        if (GROW(a->early, a->cap_early, a->n_early + 1) != 0 ||
+            GROW(a->early_res, a->cap_early_res, a->n_early + 1) != 0) {
+            if (a->base.host.fail) a->base.host.fail(a->base.host.ctx, "out of memory");
+            return;
+        }
+        a->early[a->n_early] = run;
+        a->early_res[a->n_early++] = *res;
+        return;
+    }
+    heard(a, run, res);
 }

@@ -101,8 +101,9 @@ int join_ledger_check(const char *out_path, const Spec *spec, const char *rule,
     const char *lt, *lm;
     first_diff(theirs.p, mine, &lt, &lm);
     int nt = (int)strcspn(lt, "\n"), nm = (int)strcspn(lm, "\n");
-    if (!strncmp(theirs.p, "tune ", 5) || !strncmp(mine, "tune ", 5)) {
-        /* a tune: sweep's rungs (tune.c): no ledger to account, only the cut to agree on */
+    if (!strncmp(lt, "tune ", 5) || !strncmp(lm, "tune ", 5)) {
+        /* a tune: sweep's rungs (tune.c): no ledger to account, only the cut to agree on
+         * (with replicate: the rule's lines follow, and a difference there is the rule's) */
         spec_fail(err, spec->tune.on ? spec->tune.mark : spec->seeds_mark,
                   "tune: cannot join %s: this sweep was joined with %s ('%.*s' there, '%.*s' "
                   "here); every joined process must use the same spec and --set values",
@@ -117,8 +118,15 @@ int join_ledger_check(const char *out_path, const Spec *spec, const char *rule,
     int looks = 0;
     const char *a = strstr(theirs.p, "alpha ");
     if (a && (a == theirs.p || a[-1] == '\n')) alpha = strtod(a + 6, NULL);
+    /* a tune: sweep's text has its rungs' line first: the rule, if any, follows */
+    const char *rule_there = theirs.p;
+    if (!strncmp(rule_there, "tune ", 5)) {
+        const char *nl = strchr(rule_there, '\n');
+        rule_there = nl ? nl + 1 : rule_there + strlen(rule_there);
+    }
+    int none_there = !strcmp(rule_there, "none\n") || !*rule_there;
     char what[200];
-    if (!strcmp(theirs.p, "none\n"))
+    if (none_there)
         snprintf(what, sizeof what,
                  "it has none: its runs were planned by seeds: and may have been looked at with "
                  "no rule, so no alpha can be accounted for them");
@@ -132,9 +140,9 @@ int join_ledger_check(const char *out_path, const Spec *spec, const char *rule,
         snprintf(what, sizeof what, "'%.*s' there, '%.*s' here", nt > 60 ? 60 : nt, lt,
                  nm > 60 ? 60 : nm, lm);
     SpecMark at;
-    const char *key = !rule                         ? (at = spec->seeds_mark, "seeds")
-                      : !strcmp(theirs.p, "none\n") ? (at = spec->replicate.mark, "replicate")
-                                                    : key_of(lm, spec, &at);
+    const char *key = !rule || !spec->replicate.on ? (at = spec->seeds_mark, "seeds")
+                      : none_there                 ? (at = spec->replicate.mark, "replicate")
+                                                   : key_of(lm, spec, &at);
     spec_fail(err, at,
               "%s: cannot join %s: this sweep was joined with a different replicate: section "
               "(%s); every joined process must use the same spec and --set values",

@@ -173,13 +173,19 @@ Scheduler *sched_joined_open(const SchedConfig *cfg, const SchedHost *host,
 int sched_adaptive_rule_version(Scheduler *s, int version);
 Scheduler *sched_adaptive_open(const SchedConfig *cfg, const SchedHost *host,
                                char journal[ABL_PATH_MAX], char err[ABL_ERR_MAX]);
-/* A tune: sweep's comparison runs under replicate: (tune.c): the adaptive scheduler of one
- * process, whose configurations hand out no run until sched_adaptive_release(s, config)
- * (its value chosen). Its runs are the comparison runs alone (contrasts_run). NULL with a
- * message. */
+/* A tune: sweep's comparison runs under replicate: (tune.c): an adaptive scheduler whose
+ * configurations hand out no run until sched_adaptive_release(s, config) (its value
+ * chosen). Its runs are the comparison runs alone (contrasts_run). Under cfg->join it has
+ * its rule's text (sched_adaptive_rule, for join/replicate) and runs over the tune
+ * scheduler's joined one once given it (sched_adaptive_share: started, ticked and closed by
+ * the tune scheduler), hearing other processes' results of its runs through
+ * sched_adaptive_heard (before start() too: kept for it). NULL with a message. */
 Scheduler *sched_adaptive_open_gated(const SchedConfig *cfg, const SchedHost *host,
                                      char err[ABL_ERR_MAX]);
+const char *sched_adaptive_rule(Scheduler *s);
+void sched_adaptive_share(Scheduler *s, Scheduler *inner);
 void sched_adaptive_release(Scheduler *s, int config);
+void sched_adaptive_heard(Scheduler *s, int run, const JoinResult *res);
 /* cfg->plan's spec has tune.on; with cfg->join it runs over a joined scheduler (journal as
  * for sched_joined_open). NULL with a message. */
 Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,

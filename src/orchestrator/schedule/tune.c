@@ -21,7 +21,9 @@
  * (adaptive.c, sched_adaptive_open_gated) hands them out as its rule wants seeds, each
  * configuration's once its value is chosen (sched_adaptive_release), and hears their ends;
  * take() offers it a worker when no tuning run is trainable. Its looks read the comparison
- * runs alone (contrasts_run), and its replay at start() follows this scheduler's.
+ * runs alone (contrasts_run), and its replay at start() follows this scheduler's. Under
+ * --join it claims its runs through this scheduler's joined one, and hears the other
+ * processes' results of them through t_elsewhere; join/replicate holds both rules.
  *
  * A decision is a function of the tuning runs' results alone. start() replays the journaled
  * ones (SchedHost.tune_journaled: they hold the rung results of the runs that trained on
@@ -46,6 +48,7 @@
 #include "orchestrator/plan/id_index.h"
 #include "orchestrator/plan/spec_tune.h"
 #include "scheduler.h"
+#include "util/buf.h"
 #include "util/grow.h"
 #include "util/log.h"
 #include "worker/event_schema.h"
@@ -355,6 +358,7 @@ static void t_elsewhere(void *ctx, int run, const JoinResult *res) {
     if (h->finished_elsewhere) h->finished_elsewhere(h->ctx, run, res);
     if (run < 0 || run >= u->base.n || u->st[run] == T_NONE) return;
     record_result(u, run, res->status, res->final_val_loss);
+    if (by_cmp(u, run)) sched_adaptive_heard(u->cmp, run, res); /* its looks */
 }
 
 /* Claims run for this process (joined.c); one process has every run. 1 ours, 0 held by
@@ -514,8 +518,10 @@ static int u_take(Scheduler *s, double now) {
     }
     if (u->cmp) {
         int run = sched_take(u->cmp, now);
-        if (run >= 0) u->st[run] = T_OUT;
-        return run;
+        if (run >= 0) {
+            u->st[run] = T_OUT;
+            return run;
+        }
     }
     return u->inner ? take_stopwait(u, now) : -1;
 }
@@ -633,6 +639,8 @@ static int u_abandoned(Scheduler *s, int run) {
 
 static int u_complete_on_start(Scheduler *s, int n_live, const char *out_path) {
     Tune *u = (Tune *)s;
+    if (u->cmp && u->inner) /* it keeps a journal with decisions no other one holds */
+        return u->cmp->ops->complete_on_start(u->cmp, n_live, out_path);
     return u->inner ? u->inner->ops->complete_on_start(u->inner, n_live, out_path) : 0;
 }
 
@@ -700,12 +708,20 @@ static const SchedOps tune_joined_ops = TUNE_OPS("--join", 1);
 /* The rungs as text (join/replicate): every process of a joined tune: sweep must cut at the
  * same fractions by the same rule (the plan's names already fix the candidates and seeds). */
 static char *tune_rule_text(const Tune *u) {
-    char buf[64 + SPEC_TUNE_MAX_RUNGS * 32];
-    int len = snprintf(buf, sizeof buf, "tune eta %d rungs %d:", u->t->eta, u->n_rungs);
+    Buf b = {0};
+    buf_printf(&b, "tune eta %d rungs %d:", u->t->eta, u->n_rungs);
     for (int r = 0; r < u->n_rungs; r++)
-        len += snprintf(buf + len, sizeof buf - (size_t)len, " %.17g", u->frac[r]);
-    snprintf(buf + len, sizeof buf - (size_t)len, "\n");
-    return strdup(buf);
+        buf_printf(&b, " %.17g", u->frac[r]);
+    buf_addc(&b, '\n');
+    /* with replicate: its rule and contrasts too (join_ledger_check names the key that
+     * differs) */
+    if (u->cmp) buf_printf(&b, "%s", sched_adaptive_rule(u->cmp));
+    buf_addc(&b, '\0');
+    if (b.oom) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.p;
 }
 
 Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
@@ -738,13 +754,6 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
     memset(u->alive, 1, nc);
     for (size_t i = 0; i < nc * SPEC_TUNE_MAX_RUNGS; i++)
         u->at[i] = NAN;
-    if (cfg->plan->spec->replicate.on && cfg->join) {
-        spec_fail(err, u->t->mark,
-                  "tune: with replicate: cannot be joined yet (--join, slurm/submit --array): "
-                  "run it as one sweep (mpirun -n N ablate run) and continue it with --resume");
-        u_close(&u->base);
-        return NULL;
-    }
     if (cfg->plan->spec->replicate.on &&
         !(u->cmp = sched_adaptive_open_gated(cfg, &u->base.host, err))) {
         u_close(&u->base);
@@ -762,6 +771,7 @@ Scheduler *sched_tune_open(const SchedConfig *cfg, const SchedHost *host,
             return NULL;
         }
         u->base.ops = &tune_joined_ops;
+        if (u->cmp) sched_adaptive_share(u->cmp, u->inner);
     }
     return &u->base;
 }
