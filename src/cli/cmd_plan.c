@@ -190,9 +190,10 @@ static void print_tune(const Plan *plan, const PlanCost *cost) {
     printf("tune: %d configurations x %d candidates x %d tuning seeds: ~%.2g to ~%.2g core-hours "
            "(successive halving, eta %d: %s; every candidate to the full budget under a time "
            "budget without train.calibrate), "
-           "%.2fx to %.2fx the comparison runs' ~%.2g\n",
+           "%.2fx to %.2fx the comparison runs' ~%.2g%s\n",
            configs, t->n_candidates, t->n_seeds, sh, full, t->eta, rungs,
-           compare > 0 ? sh / compare : 0, compare > 0 ? full / compare : 0, compare);
+           compare > 0 ? sh / compare : 0, compare > 0 ? full / compare : 0, compare,
+           plan->spec->replicate.on ? " (at replicate.seeds.max)" : "");
 }
 
 int cmd_plan(int argc, char **argv) {

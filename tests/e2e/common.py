@@ -419,6 +419,22 @@ def kill_session(sid, sig=signal.SIGKILL):
             pass
 
 
+def join_together(args, ranks=(None, 2), timeout=300):
+    """Processes started at once with the same args (one per entry of ranks: None
+    in-process, N under mpirun -n N), e.g. `run --join` after one was killed; each must
+    exit 0. Returns their stderr, joined."""
+    jobs = [Job(args, ranks=r, tag="join%d" % i) for i, r in enumerate(ranks)]
+    try:
+        for j in jobs:
+            rc = j.wait(timeout)
+            assert rc == 0, "exit %s\n%s" % (rc, j.stderr()[-3000:])
+        return "".join(j.stderr() for j in jobs)
+    finally:
+        for j in jobs:
+            j.kill_all()
+            j.close()
+
+
 def wait_until(cond, job, what, timeout=120):
     """Polls cond() until it is true: a state (a file, a journal record), never a time. Fails
     at once when the job ended first, or after timeout seconds (a hang)."""

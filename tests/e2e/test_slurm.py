@@ -706,32 +706,47 @@ def case_array(S):
         sub.cancel()
 
 
-def case_array_tune(S):
-    """A tune: sweep as an array: submit --array 2 --ranks 1 --wait on test_tune's halving
-    spec (2 configurations, 4 candidates x 2 tuning seeds, eta 3): the two tasks share the
-    tuning under --join, each deciding every rung from the results of both; the file has
-    the choices, the rung results and the runs of the one-process sweep."""
-    import test_tune as T
-    spec = C.write(os.path.join(S.d, "tune.yaml"), T.halving_spec(C.corpus_path()))
-    ref_h5 = os.path.join(S.d, "tune-ref.h5")
-    C.run(["run", spec, "-o", ref_h5], expect_rc=0, tag="tune reference")
-    h5 = os.path.join(S.d, "tune.h5")
+def array_against_one(S, name, text, decided):
+    """submit --array 2 --ranks 1 --wait on spec text: the file has decided(h5) and every
+    run's rows of the one-process sweep (the tasks share its decisions under --join)."""
+    spec = C.write(os.path.join(S.d, name + ".yaml"), text)
+    ref_h5 = os.path.join(S.d, name + "-ref.h5")
+    C.run(["run", spec, "-o", ref_h5], expect_rc=0, tag=name + " reference")
+    h5 = os.path.join(S.d, name + ".h5")
     sub = Submitted(S, [spec, "-o", h5, "--array", "2", "--ranks", "1", "--wait"])
     try:
         rc, out = sub.wait(timeout=180)
         jid = sub.ids["array"]
         text = "\n".join(read("%s.%s_%d.log" % (h5, jid, i)) for i in (1, 2))
-        assert rc == 0 and "sweep complete" in out, "array_tune: exit %d:\n%s\n%s" % (
-            rc, out, text[-4000:])
-        assert T.tuning(h5) == T.tuning(ref_h5), (T.tuning(h5), T.tuning(ref_h5))
-        assert T.rung_rows(h5) == T.rung_rows(ref_h5)
-        C.assert_same(C.View(ref_h5), C.View(h5), "one process", "array_tune",
+        assert rc == 0 and "sweep complete" in out, "%s: exit %d:\n%s\n%s" % (
+            name, rc, out, text[-4000:])
+        assert decided(h5) == decided(ref_h5), (name, decided(h5), decided(ref_h5))
+        C.assert_same(C.View(ref_h5), C.View(h5), "one process", name,
                       ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
         with h5py.File(h5, "r") as f:
             tasks = sorted(set(t.decode() for t in f["runs"]["slurm_array_task_id"]))
-        C.log("  array_tune: the same choices; runs finished by tasks %s" % tasks)
+        C.log("  %s: the same decisions; runs finished by tasks %s" % (name, tasks))
     finally:
         sub.cancel()
+
+
+def case_array_tune(S):
+    """A tune: sweep as an array: test_tune's halving spec (2 configurations, 4 candidates x 2
+    tuning seeds, eta 3): the two tasks share the tuning under --join, each deciding every
+    rung from the results of both; the file has the choices, the rung results and the runs
+    of the one-process sweep."""
+    import test_tune as T
+    array_against_one(S, "tune", T.halving_spec(C.corpus_path()),
+                      lambda h5: (T.tuning(h5), T.rung_rows(h5)))
+
+
+def case_array_tune_replicate(S):
+    """tune: with replicate: as an array: test_tune_replicate's spec (3 configurations tuned
+    by successive halving, then 2 to 4 comparison seeds by the rule): the tasks share the
+    tuning and the looks; the file has the one-process sweep's choices, rung results,
+    decisions and runs."""
+    import test_tune_replicate as TR
+    array_against_one(S, "tune_rep", TR.spec_text(C.corpus_path()), TR.state)
 
 
 def case_submit_cancelled(S):
@@ -1093,34 +1108,6 @@ class Early:
 
 
 # name, function, its time on slurm-local (s) when it may run early (None: never)
-def case_array_tune_replicate(S):
-    """tune: with replicate: as an array: submit --array 2 --ranks 1 --wait on
-    test_tune_replicate's spec (3 configurations tuned by successive halving, then 2 to 4
-    comparison seeds by the rule): the tasks share the tuning and the looks under --join;
-    the file has the one-process sweep's choices, rung results, decisions and runs."""
-    import test_tune_replicate as TR
-    spec = C.write(os.path.join(S.d, "tune_rep.yaml"), TR.spec_text(C.corpus_path()))
-    ref_h5 = os.path.join(S.d, "tune_rep-ref.h5")
-    C.run(["run", spec, "-o", ref_h5], expect_rc=0, tag="tune_replicate reference")
-    h5 = os.path.join(S.d, "tune_rep.h5")
-    sub = Submitted(S, [spec, "-o", h5, "--array", "2", "--ranks", "1", "--wait"])
-    try:
-        rc, out = sub.wait(timeout=180)
-        jid = sub.ids["array"]
-        text = "\n".join(read("%s.%s_%d.log" % (h5, jid, i)) for i in (1, 2))
-        assert rc == 0 and "sweep complete" in out, "array_tune_replicate: exit %d:\n%s\n%s" % (
-            rc, out, text[-4000:])
-        assert TR.state(h5) == TR.state(ref_h5), (TR.state(h5), TR.state(ref_h5))
-        C.assert_same(C.View(ref_h5), C.View(h5), "one process", "array_tune_replicate",
-                      ignore_cols=C.RUNS_PLACEMENT | C.RUNS_HISTORY)
-        with h5py.File(h5, "r") as f:
-            tasks = sorted(set(t.decode() for t in f["runs"]["slurm_array_task_id"]))
-        C.log("  array_tune_replicate: the same choices and decisions; runs finished by tasks "
-              "%s" % tasks)
-    finally:
-        sub.cancel()
-
-
 CASES = [("usr1_at_start", case_usr1_at_start, None),
          ("usr1_mid_run", case_usr1_mid_run, None),
          ("time_limit", case_time_limit, None),  # after 30 s: the clock probe saw a pass

@@ -417,17 +417,7 @@ def test_joined():
             C.kill_session(job.sid, signal.SIGKILL)
             job.reap(30)
         shutil.rmtree(hold, ignore_errors=True)
-        jobs = [C.Job(join_args(spec, out), tag="second"),
-                C.Job(join_args(spec, out), ranks=2, tag="third")]
-        try:
-            for j in jobs:
-                rc = j.wait(300)
-                assert rc == 0, "exit %s\n%s" % (rc, j.stderr()[-3000:])
-            errs = "".join(j.stderr() for j in jobs)
-        finally:
-            for j in jobs:
-                j.kill_all()
-                j.close()
+        errs = C.join_together(join_args(spec, out))
         assert "taken over" in errs, errs[-3000:]
         assert rung_rows(out) == ref_rungs, (rung_rows(out), ref_rungs)
         assert tuning(out) == ref_tuning, (tuning(out), ref_tuning)

@@ -27,14 +27,11 @@ import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
+import test_adaptive as A  # noqa: E402
 
 LRS4 = ["1.0e-3", "3.0e-3", "1.0e-2", "3.0e-2"]
 CONFIGS = ("baseline", "heads2", "narrow")
-REPLICATE = ("replicate:\n"
-             "  seeds: {min: 2, max: 4}\n"
-             "  looks: [2, 3, 4]\n"
-             "  resolve: 0.05\n"
-             "  alpha: 0.2\n")
+REPLICATE = A.REPLICATE  # seeds 2 to 4, looks at 2, 3 and 4, alpha 0.2
 
 
 def spec_text(corpus):
@@ -207,17 +204,7 @@ def test_joined():
             C.kill_session(job.sid, signal.SIGKILL)
             job.reap(30)
         shutil.rmtree(hold, ignore_errors=True)
-        jobs = [C.Job(join_args(spec, out), tag="second"),
-                C.Job(join_args(spec, out), ranks=2, tag="third")]
-        try:
-            for j in jobs:
-                rc = j.wait(300)
-                assert rc == 0, "exit %s\n%s" % (rc, j.stderr()[-3000:])
-            errs = "".join(j.stderr() for j in jobs)
-        finally:
-            for j in jobs:
-                j.kill_all()
-                j.close()
+        errs = C.join_together(join_args(spec, out))
         assert "run heads2/seed1 taken over" in errs, errs[-3000:]
         got = state(out)
         for what, a, b in zip(("/tuning", "/tuning_rungs", "/decisions", "statuses"),

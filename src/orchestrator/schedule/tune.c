@@ -662,10 +662,10 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
                  u->n_configs, u->t->n_candidates, u->t->n_seeds, u->n_rungs, u->t->eta, chosen);
         return;
     }
-    log_info("%d runs planned (%d already finished), %d to run%s; tune: %d configurations x %d "
-             "candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
-             n_live, n_done, todo, resumed, u->n_configs, u->t->n_candidates, u->t->n_seeds,
-             u->n_rungs, u->t->eta, chosen, where, out_path);
+    log_info("%d runs planned (%d already finished), %s%d to run%s; tune: %d configurations x "
+             "%d candidates x %d tuning seeds, %d rung(s) (eta %d), %d chosen; on %s -> %s",
+             n_live, n_done, u->cmp ? "at most " : "", todo, resumed, u->n_configs,
+             u->t->n_candidates, u->t->n_seeds, u->n_rungs, u->t->eta, chosen, where, out_path);
     if (u->cmp) u->cmp->ops->announce(u->cmp, n_live, n_done, n_resumed, where, out_path);
 }
 
