@@ -106,17 +106,20 @@ weighted_block(lane_t *restrict out, const lane_t *restrict w, size_t ws, const 
                int n, int hd, int i0, const int W) {
     const vec_t *wv = (const vec_t *)w, *bv = (const vec_t *)b;
     vec_t *ov = (vec_t *)out;
-    for (int h = 0; h < VEC_PER_LANE; h++) {
-        vec_t acc[KERNEL_ACC] = {{0}};
-        for (int s = 0; s < n; s++) {
+    /* every vector of the lanes at once: VEC_PER_LANE x W independent chains (one vector at
+     * a time, W = 4 chains at a head dim of 4 or 8 left half the multiply-add units idle) */
+    vec_t acc[VEC_PER_LANE][KERNEL_ACC] = {{{0}}};
+    for (int s = 0; s < n; s++) {
+        const vec_t *bs = bv + ((size_t)s * hd + i0) * VEC_PER_LANE;
+        for (int h = 0; h < VEC_PER_LANE; h++) {
             const vec_t x = wv[(size_t)s * ws * VEC_PER_LANE + h];
-            const vec_t *bs = bv + ((size_t)s * hd + i0) * VEC_PER_LANE + h;
             for (int k = 0; k < W; k++)
-                acc[k] += x * bs[(size_t)k * VEC_PER_LANE];
+                acc[h][k] += x * bs[(size_t)k * VEC_PER_LANE + h];
         }
-        for (int k = 0; k < W; k++)
-            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[k];
     }
+    for (int h = 0; h < VEC_PER_LANE; h++)
+        for (int k = 0; k < W; k++)
+            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[h][k];
 }
 
 /* out[i] = sum_{s<n} w[s*ws] b[s][i] for i < hd: y_t = P_t v (forward); dq_t = dS_t k,
