@@ -75,16 +75,16 @@ static inline __attribute__((always_inline)) void dots_block(lane_t *restrict ou
                                                              int hd, float scale, const int W) {
     const vec_t *av = (const vec_t *)a, *bv = (const vec_t *)b;
     vec_t *ov = (vec_t *)out;
-    for (int h = 0; h < VEC_PER_LANE; h++) {
-        vec_t acc[KERNEL_ACC] = {{0}};
-        for (int i = 0; i < hd; i++) {
+    vec_t acc[VEC_PER_LANE][KERNEL_ACC] = {{{0}}}; /* every vector at once: weighted_block */
+    for (int i = 0; i < hd; i++)
+        for (int h = 0; h < VEC_PER_LANE; h++) {
             const vec_t x = av[(size_t)i * VEC_PER_LANE + h];
             for (int k = 0; k < W; k++)
-                acc[k] += x * bv[((size_t)(s0 + k) * hd + i) * VEC_PER_LANE + h];
+                acc[h][k] += x * bv[((size_t)(s0 + k) * hd + i) * VEC_PER_LANE + h];
         }
+    for (int h = 0; h < VEC_PER_LANE; h++)
         for (int k = 0; k < W; k++)
-            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[k] * scale;
-    }
+            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[h][k] * scale;
 }
 
 /* out[s] = scale * sum_i a[i] b[s][i] for s < n: a is one (hd) row, b holds n (hd) rows.
