@@ -113,7 +113,8 @@ def test_tutorial():
         text = "\n".join(o for _, o in outputs)
         # what the text says each step leaves behind
         for path in ("heads.h5", "heads.h5.d", "heads-report/report.html",
-                     "heads-until-report/report.md", "grid-report/report.html",
+                     "heads-until-report/report.md", "heads-tuned-report/report.md",
+                     "grid-report/report.html",
                      "heads-compared/compare.md", "heads-compared/compare.html"):
             assert os.path.exists(os.path.join(d, path)), "no %s after the tutorial" % path
         if slurm:
