@@ -23,8 +23,14 @@ static const Shape shapes[] = {
     {3, 2, 8, 16, 4, 0},
     {2, 3, 6, 4, 3, 0},
     {9, 2, 2, 24, 1, 8},
+    /* head dims of 4, 12, 20: runs of 4 floats (T hd a multiple of 8, or not: the tail) */
+    {32, 16, 8, 4, 1, 64}, /* micro at 8 heads */
+    {4, 5, 8, 4, 2, 0},
+    {16, 3, 2, 20, 1, 7},
+    {8, 7, 4, 12, 4, 0},
     {1, 1, 1, 8, 1, 0},
-    /* position lanes (few pairs) */
+#define FIRST_BY_POSITION 13
+    /* position lanes (few pairs), from shapes[FIRST_BY_POSITION] on */
     {2, 40, 1, 8, 1, 64},
     {1, 33, 4, 16, 2, 3},
     {3, 24, 2, 12, 1, 0},
@@ -61,7 +67,7 @@ TEST(to_lanes) {
         /* lanes past the last pair hold pair 0, past the last position position 0 */
         int lanes = by_pos ? pairs : attn_groups(pairs) * ATTN_LANES;
         int T = by_pos ? attn_padded(s->T) : s->T;
-        CHECK(by_pos == (c >= 9)); /* the shapes are in the right list */
+        CHECK(by_pos == (c >= FIRST_BY_POSITION)); /* the shapes are in the right list */
         float *src = filled(rows_total(s), c + 1), *dst = filled(lanes_total(s), 99);
         attn_to_lanes(dst, src, s->B, s->T, s->H, s->hd, row_floats(s), s->rep);
         int bad = 0;

@@ -533,6 +533,28 @@ static void to_lanes_groups(void *ctx, size_t g0, size_t g1, int chunk) {
             }
             continue;
         }
+        /* head dims of 4, 12, ... (micro at 8 heads): the (t, i) rows taken 8 at a time as
+         * two runs of 4 floats per lane (a run never crosses a position), through a tile */
+        if (hd % 4 == 0) {
+            size_t n = (size_t)T * hd, r = 0;
+            for (; r + 8 <= n; r += 8)
+                for (int j = 0; j < ATTN_LANES; j += 8) {
+                    float tile[8][8], *out[8];
+                    const float *in[8];
+                    size_t a = r / hd * stride + r % hd, b = (r + 4) / hd * stride + (r + 4) % hd;
+                    for (int k = 0; k < 8; k++) {
+                        memcpy(tile[k], src + a + off[j + k], 4 * sizeof(float));
+                        memcpy(tile[k] + 4, src + b + off[j + k], 4 * sizeof(float));
+                        in[k] = tile[k];
+                        out[k] = d + (r + (size_t)k) * ATTN_LANES + j;
+                    }
+                    transpose8(out, in);
+                }
+            for (; r < n; r++) /* T * hd not a multiple of 8: the last 4 rows */
+                for (int j = 0; j < ATTN_LANES; j++)
+                    d[r * ATTN_LANES + j] = src[r / hd * stride + off[j] + r % hd];
+            continue;
+        }
 #endif
         for (int t = 0; t < T; t++) {
             const float *s = src + (size_t)t * stride;
@@ -614,6 +636,40 @@ static void from_lanes_pairs(void *ctx, size_t p0, size_t p1, int chunk) {
                             out[k][r] = add[k] ? out[k][r] + tile[k][r] : tile[k][r];
                 }
             }
+        }
+    /* head dims of 4, 12, ...: the (t, i) rows 8 at a time, each pair's two runs of 4 floats
+     * out of a tile (to_lanes_groups' way back) */
+    if (hd % 8 == 4)
+        for (; p + 8 <= end; p += 8) {
+            size_t base[8], n = (size_t)T * hd, r = 0;
+            int add[8];
+            for (int k = 0; k < 8; k++) {
+                base[k] = row_offset(p + k, 0, H, T, hd, stride, rep);
+                add[k] = (p + k) % H % rep != 0;
+            }
+            const float *s = src + attn_lane_offset(T, hd, p, 0, 0), *in[8];
+            for (; r + 8 <= n; r += 8) {
+                float tile[8][8], *tp[8];
+                for (int k = 0; k < 8; k++) {
+                    in[k] = s + (r + (size_t)k) * ATTN_LANES;
+                    tp[k] = tile[k];
+                }
+                transpose8(tp, in);
+                size_t a = r / hd * stride + r % hd, b = (r + 4) / hd * stride + (r + 4) % hd;
+                for (int k = 0; k < 8; k++) {
+                    float *o = dst + base[k];
+                    for (int q = 0; q < 4; q++) {
+                        o[a + q] = add[k] ? o[a + q] + tile[k][q] : tile[k][q];
+                        o[b + q] = add[k] ? o[b + q] + tile[k][4 + q] : tile[k][4 + q];
+                    }
+                }
+            }
+            for (; r < n; r++) /* the last 4 rows */
+                for (int k = 0; k < 8; k++) {
+                    float x = s[r * ATTN_LANES + (size_t)k],
+                          *o = dst + base[k] + r / hd * stride + r % hd;
+                    *o = add[k] ? *o + x : x;
+                }
         }
 #endif
     for (; p < end; p++) {
