@@ -221,16 +221,16 @@ static inline __attribute__((always_inline)) void bdots_block(lane_t *restrict o
     const float *bs[KERNEL_ACC];
     for (int k = 0; k < W; k++)
         bs[k] = b + pos_at(hd, s0 + k, 0);
-    for (int h = 0; h < VEC_PER_LANE; h++) {
-        vec_t acc[KERNEL_ACC] = {{0}};
-        for (int i = 0; i < hd; i++) {
+    vec_t acc[VEC_PER_LANE][KERNEL_ACC] = {{{0}}}; /* every vector at once: weighted_block */
+    for (int i = 0; i < hd; i++)
+        for (int h = 0; h < VEC_PER_LANE; h++) {
             const vec_t x = av[(size_t)i * VEC_PER_LANE + h];
             for (int k = 0; k < W; k++)
-                acc[k] += x * bs[k][(size_t)i * ATTN_LANES];
+                acc[h][k] += x * bs[k][(size_t)i * ATTN_LANES];
         }
+    for (int h = 0; h < VEC_PER_LANE; h++)
         for (int k = 0; k < W; k++)
-            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[k] * scale;
-    }
+            ov[(size_t)(s0 + k) * VEC_PER_LANE + h] = acc[h][k] * scale;
 }
 
 /* out[s] = scale * sum_i a[i] b(s, i) for s < n: scores of a block of query rows against n
@@ -252,23 +252,23 @@ bweighted_block(lane_t *restrict out, const lane_t *restrict w, const float *res
                 int n, int hd, int i0, const int W) {
     const vec_t *wv = (const vec_t *)w;
     vec_t *ov = (vec_t *)out;
-    for (int h = 0; h < VEC_PER_LANE; h++) {
-        vec_t acc[KERNEL_ACC] = {{0}};
-        /* rows r0.. a block of positions at a time: consecutive floats within one */
-        for (int r = 0, t = r0; r < n;) {
-            int m = ATTN_LANES - t % ATTN_LANES < n - r ? ATTN_LANES - t % ATTN_LANES : n - r;
-            const float *br = b + pos_at(hd, t, i0);
-            for (int u = 0; u < m; u++, br++) {
+    vec_t acc[VEC_PER_LANE][KERNEL_ACC] = {{{0}}}; /* every vector at once: weighted_block */
+    /* rows r0.. a block of positions at a time: consecutive floats within one */
+    for (int r = 0, t = r0; r < n;) {
+        int m = ATTN_LANES - t % ATTN_LANES < n - r ? ATTN_LANES - t % ATTN_LANES : n - r;
+        const float *br = b + pos_at(hd, t, i0);
+        for (int u = 0; u < m; u++, br++)
+            for (int h = 0; h < VEC_PER_LANE; h++) {
                 const vec_t x = wv[(size_t)(r + u) * VEC_PER_LANE + h];
                 for (int k = 0; k < W; k++)
-                    acc[k] += x * br[(size_t)k * ATTN_LANES];
+                    acc[h][k] += x * br[(size_t)k * ATTN_LANES];
             }
-            r += m;
-            t += m;
-        }
-        for (int k = 0; k < W; k++)
-            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[k];
+        r += m;
+        t += m;
     }
+    for (int h = 0; h < VEC_PER_LANE; h++)
+        for (int k = 0; k < W; k++)
+            ov[(size_t)(i0 + k) * VEC_PER_LANE + h] = acc[h][k];
 }
 
 /* out[i] = sum_{r<n} w[r] b(r0 + r, i) for i < hd: y = P v, dq = dS k (rows of a query block
