@@ -12,6 +12,7 @@ its comparison seeds are added by the replicate: rule, at its chosen value.
     under mpirun while a tuning run of the last configuration is held mid-rung, some
     decisions made) and resumed (in-process; at another rank count) ends identical to the
     uninterrupted one: /tuning, /tuning_rungs, /decisions, every run's status and rows;
+  - study_spec: the shipped study spec plans;
   - joined: under --join, its first process killed while it holds a comparison run, two
     joined processes end it identical to the one-process sweep (test_joined's docstring).
 """
@@ -236,6 +237,22 @@ def test_joined():
         assert ("%s:" % spec3) in line and "seeds: cannot join" in line and \
             "different replicate: section" in line, line
         assert journals() == before
+
+
+def test_study_spec():
+    """sweeps/micro-one-knob-tuned-adaptive.yaml (docs/studies.md) plans: 7 configurations x
+    (4 tuning + 20 comparison) runs, tuning seed 1000 apart from the comparison seeds 0-19,
+    and both summary lines."""
+    spec = os.path.join(C.SOURCE_DIR, "sweeps", "micro-one-knob-tuned-adaptive.yaml")
+    env = {"ABLATE_DATA": C.corpus_path()}
+    _, out, _ = C.run(["plan", spec], expect_rc=0, tag="plan", env=env)
+    assert "replicate: 7 configurations x 5 to 20 seeds: 35 to 140 runs" in out, out[-1500:]
+    assert "6 contrasts against baseline" in out and \
+        "tune: 7 configurations x 4 candidates x 1 tuning seeds" in out, out[-1500:]
+    plan = C.plan_json(spec, env=env)
+    assert len(plan) == 7 * 24, len(plan)
+    assert {r["seed"] for r in plan if r["tune_candidate"] >= 0} == {1000}
+    assert {r["seed"] for r in plan if r["tune_candidate"] < 0} == set(range(20))
 
 
 TESTS = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("test_")]
