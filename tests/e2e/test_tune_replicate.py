@@ -207,6 +207,8 @@ def test_joined():
         shutil.rmtree(hold, ignore_errors=True)
         errs = C.join_together(join_args(spec, out))
         assert "run heads2/seed1 taken over" in errs, errs[-3000:]
+        assert errs.count("replicate: 3 configurations x 2-4 seeds at their chosen values") == 2, \
+            errs[-3000:]
         got = state(out)
         for what, a, b in zip(("/tuning", "/tuning_rungs", "/decisions", "statuses"),
                               ref_state, got):

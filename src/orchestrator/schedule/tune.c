@@ -660,6 +660,7 @@ static void u_announce(Scheduler *s, int n_live, int n_done, int n_resumed, cons
         log_info("tune: %d configurations x %d candidates x %d tuning seeds, %d rung(s) (eta "
                  "%d), %d chosen, decided from the results of every joined process",
                  u->n_configs, u->t->n_candidates, u->t->n_seeds, u->n_rungs, u->t->eta, chosen);
+        if (u->cmp) u->cmp->ops->announce(u->cmp, n_live, n_done, n_resumed, where, out_path);
         return;
     }
     log_info("%d runs planned (%d already finished), %s%d to run%s; tune: %d configurations x "
