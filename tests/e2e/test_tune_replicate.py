@@ -111,6 +111,12 @@ def test_decisions():
         _, _, err = C.run(["run", spec, "-o", out], expect_rc=0, tag="run")
         assert "replicate: 3 configurations x 2-4 seeds at their chosen values" in err, err[:2000]
         check_sweep(out)
+        # the summary counts the comparison runs the rule planned, the tuning runs apart
+        m = re.search(r"replicate: (\d+) of 12 planned comparison runs trained, (\d+) not "
+                      r"needed \(and 12 tuning runs\)", err)
+        statuses = state(out)[3]
+        assert m and int(m.group(2)) == list(statuses.values()).count("not_needed") and \
+            int(m.group(1)) + int(m.group(2)) == 12, err[-2000:]
         # a configuration's comparison runs start after its choice is announced
         lines = err.splitlines()
         for config in CONFIGS:

@@ -302,19 +302,25 @@ void write_replicate(Sweep *s) {
 
 /* What a replicate: sweep spent and left: runs not needed, worker idle time, verdicts. */
 void replicate_summary(const Sweep *s, int n) {
-    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0};
-    for (int i = 0; i < s->n; i++)
-        not_needed +=
-            !s->runs[i].dead && s->runs[i].finished && s->runs[i].status == RUN_NOT_NEEDED;
+    int not_needed = 0, open = 0, counts[SEQ_UNSTABLE + 1] = {0}, tuning = 0;
+    for (int i = 0; i < s->n; i++) {
+        const SweepRun *r = &s->runs[i];
+        not_needed += !r->dead && r->finished && r->status == RUN_NOT_NEEDED;
+        tuning += !r->dead && r->pr && r->pr->tune_candidate >= 0; /* a tune: sweep's */
+    }
     for (int j = 0; j < s->contrasts.n_contrasts; j++) {
         int v = s->latest[j].look < -1 ? SEQ_OPEN : s->latest[j].verdict;
         if (v < 0 || v > SEQ_UNSTABLE) continue;
         counts[v]++;
         open += v == SEQ_OPEN;
     }
-    log_info("replicate: %d of %d planned runs trained, %d not needed; worker ranks idle %.1f s "
-             "in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d unstable%s",
-             n - not_needed, n, not_needed, s->idle_worker_seconds, counts[SEQ_BETTER],
-             counts[SEQ_WORSE], counts[SEQ_EQUIVALENT], counts[SEQ_UNRESOLVED],
-             counts[SEQ_UNSTABLE], open ? " (some still open: their runs failed)" : "");
+    char tuned[64] = ""; /* the rule planned the comparison runs; tuning trained the rest */
+    if (tuning) snprintf(tuned, sizeof tuned, " (and %d tuning runs)", tuning);
+    log_info("replicate: %d of %d planned %sruns trained, %d not needed%s; worker ranks idle "
+             "%.1f s in all; contrasts: %d better, %d worse, %d equivalent, %d unresolved, %d "
+             "unstable%s",
+             n - tuning - not_needed, n - tuning, tuning ? "comparison " : "", not_needed, tuned,
+             s->idle_worker_seconds, counts[SEQ_BETTER], counts[SEQ_WORSE], counts[SEQ_EQUIVALENT],
+             counts[SEQ_UNRESOLVED], counts[SEQ_UNSTABLE],
+             open ? " (some still open: their runs failed)" : "");
 }
