@@ -235,7 +235,8 @@ TREND_COLS = [("contrast", "contrast", None), ("n_rungs", "rungs", -1),
               ("extrapolated", "extrapolation: fit at %gx its FLOPs" % SC.EXTRAPOLATE_FACTOR, 4),
               ("extrapolated_lo", "lo", 4), ("extrapolated_hi", "hi", 4)]
 TUNING_COLS = [("configuration", "configuration", None), ("chosen", "chosen", None),
-               ("at_edge", "at an edge of the range", None), ("val_loss", "val loss", 4), ("candidates_text", "candidates (val loss)", None),
+               ("at_edge", "at an edge of the range", None), ("val_loss", "val loss", 4),
+               ("candidates_text", "candidates (val loss)", None),
                ("sign", "sign near the optima", None)]
 EQUAL_FLOPS_COLS = [("config", "configuration", None), ("baseline", "baseline", None),
                     ("split", "split", None), ("flops", "FLOPs", -1),

@@ -535,7 +535,7 @@ static void to_lanes_groups(void *ctx, size_t g0, size_t g1, int chunk) {
         }
         /* head dims of 4, 12, ... (micro at 8 heads): the (t, i) rows taken 8 at a time as
          * two runs of 4 floats per lane (a run never crosses a position), through a tile */
-        if (hd % 4 == 0) {
+        if (hd % 8 == 4) {
             size_t n = (size_t)T * hd, r = 0;
             for (; r + 8 <= n; r += 8)
                 for (int j = 0; j < ATTN_LANES; j += 8) {

@@ -70,9 +70,11 @@ typedef struct {
     unsigned char *gate;
     int borrowed; /* inner is the tune scheduler's (started and closed by it) */
     /* results heard (sched_adaptive_heard) before start(): applied there, before the replay */
-    int *early;
-    JoinResult *early_res;
-    size_t n_early, cap_early, cap_early_res;
+    struct Early {
+        int run;
+        JoinResult res;
+    } * early;
+    size_t n_early, cap_early;
     int *next; /* per config: seeds below it are not R_TODO (a hint for take) */
     int *need; /* per config: seeds 1..need[c] are wanted now */
     int *look; /* per contrast: the next look to take */
@@ -386,8 +388,8 @@ static void say_dropped(Adaptive *a, int run) {
              a->c.n_seeds);
 }
 
-/* --join: another process finished run (its done claim, or its journal): told to the sweep
- * first (the run is finished there too), then decided from like our own. */
+/* A run's result, ours or another process's (or a tune: sweep's, told by tune.c): it counts
+ * from now on, and the looks it completes are taken. */
 static void heard(Adaptive *a, int run, const JoinResult *res) {
     if (run < 0 || run >= a->base.n || a->st[run] == R_ENDED) return;
     record_result(a, run, res->status, res->final_val_loss, res->final_test_loss, res->unstable,
@@ -397,6 +399,8 @@ static void heard(Adaptive *a, int run, const JoinResult *res) {
         settle(a, contrasts_config_of(&a->c, a->pos[run]));
 }
 
+/* --join: another process finished run (its done claim, or its journal): told to the sweep
+ * first (the run is finished there too), then decided from like our own. */
 static void a_elsewhere(void *ctx, int run, const JoinResult *res) {
     Adaptive *a = ctx;
     SchedHost *h = &a->base.host;
@@ -438,7 +442,7 @@ static int a_start(Scheduler *s, const SchedRun *runs, int n) {
     /* results heard before (a tune: sweep's joined scheduler started first) */
     a->starting = 1; /* settled once, below */
     for (size_t e = 0; e < a->n_early; e++)
-        heard(a, a->early[e], &a->early_res[e]);
+        heard(a, a->early[e].run, &a->early[e].res);
     a->starting = 0;
     /* --join: the results other processes have in their claims so far */
     if (a->inner && !a->borrowed) {
@@ -582,13 +586,9 @@ static void a_requeue(Scheduler *s, int run) {
 static void a_ended(Scheduler *s, int run, const EndEvent *end) {
     Adaptive *a = (Adaptive *)s;
     if (run < 0 || run >= s->n) return;
-    if (a->st[run] != R_ENDED) {
-        record_result(a, run, end->status, end->final_val_loss, end->final_test_loss,
-                      sched_unstable(end), end->train_seconds);
-        say_dropped(a, run);
-        if (a->st[run] == R_ENDED && a->pos[run] >= 0)
-            settle(a, contrasts_config_of(&a->c, a->pos[run]));
-    }
+    JoinResult res = {end->status, end->final_val_loss, sched_unstable(end), end->train_seconds,
+                      end->final_test_loss};
+    heard(a, run, &res);
     if (a->inner) sched_ended(a->inner, run, end);
 }
 
@@ -686,7 +686,6 @@ static void a_close(Scheduler *s) {
     free(a->recheck);
     free(a->gate);
     free(a->early);
-    free(a->early_res);
     free(a->rule_text);
     free(a->made);
     contrasts_free(&a->c);
@@ -844,13 +843,11 @@ void sched_adaptive_release(Scheduler *s, int config) {
 void sched_adaptive_heard(Scheduler *s, int run, const JoinResult *res) {
     Adaptive *a = (Adaptive *)s;
     if (!a->st) { /* not started: kept for start() */
-        if (GROW(a->early, a->cap_early, a->n_early + 1) != 0 ||
-            GROW(a->early_res, a->cap_early_res, a->n_early + 1) != 0) {
+        if (GROW(a->early, a->cap_early, a->n_early + 1) != 0) {
             if (a->base.host.fail) a->base.host.fail(a->base.host.ctx, "out of memory");
             return;
         }
-        a->early[a->n_early] = run;
-        a->early_res[a->n_early++] = *res;
+        a->early[a->n_early++] = (struct Early){run, *res};
         return;
     }
     heard(a, run, res);
